@@ -1,0 +1,3 @@
+module github.com/syncledger/syncledger
+
+go 1.26

@@ -1,0 +1,152 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"strings"
+)
+
+// BlobPrefix is the key prefix under which content-addressed blobs live.
+const BlobPrefix = "blobs/sha256/"
+
+// BlobKey returns the object key of a blob: blobs/sha256/ab/<hex>.
+func BlobKey(d Digest) string {
+	h := d.String()
+	return BlobPrefix + h[:2] + "/" + h
+}
+
+// NewBlobStore returns the content-addressed BlobStore over objs.
+func NewBlobStore(objs ObjectStore) BlobStore { return &blobStore{objs: objs} }
+
+type blobStore struct{ objs ObjectStore }
+
+func (s *blobStore) Put(ctx context.Context, d Digest, r io.Reader, size int64) error {
+	key := BlobKey(d)
+	if info, err := s.objs.StatObject(ctx, key); err == nil && (size < 0 || info.Size == size) {
+		return nil // content-addressed: present means done
+	} else if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("put blob %s: %w", d, err)
+	}
+	vr := NewVerifyingReader(r, d)
+	if err := s.objs.PutObject(ctx, key, vr, size); err != nil {
+		if vr.Mismatch() {
+			return fmt.Errorf("put blob %s: %w", d, ErrChecksum)
+		}
+		return fmt.Errorf("put blob %s: %w", d, err)
+	}
+	if !vr.Verified() {
+		// The backend stored without reading to EOF: we cannot vouch for it.
+		_ = s.objs.DeleteObject(ctx, key)
+		return fmt.Errorf("put blob %s: content not fully read: %w", d, ErrChecksum)
+	}
+	return nil
+}
+
+func (s *blobStore) Get(ctx context.Context, d Digest) (io.ReadCloser, error) {
+	rc, err := s.objs.GetObject(ctx, BlobKey(d))
+	if err != nil {
+		return nil, fmt.Errorf("get blob %s: %w", d, err)
+	}
+	return &verifyingReadCloser{VerifyingReader: NewVerifyingReader(rc, d), c: rc}, nil
+}
+
+func (s *blobStore) Stat(ctx context.Context, d Digest) (ObjectInfo, error) {
+	info, err := s.objs.StatObject(ctx, BlobKey(d))
+	if err != nil {
+		return ObjectInfo{}, fmt.Errorf("stat blob %s: %w", d, err)
+	}
+	return info, nil
+}
+
+func (s *blobStore) Delete(ctx context.Context, d Digest) error {
+	if err := s.objs.DeleteObject(ctx, BlobKey(d)); err != nil {
+		return fmt.Errorf("delete blob %s: %w", d, err)
+	}
+	return nil
+}
+
+func (s *blobStore) List(ctx context.Context, fn func(Digest, ObjectInfo) error) error {
+	return s.objs.ListObjects(ctx, BlobPrefix, func(info ObjectInfo) error {
+		rest := strings.TrimPrefix(info.Key, BlobPrefix)
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			return nil // not a blob key
+		}
+		d, err := ParseDigest(rest[i+1:])
+		if err != nil || rest[:i] != d.String()[:2] {
+			return nil // foreign object under the prefix: not ours to report
+		}
+		return fn(d, info)
+	})
+}
+
+// VerifyingReader passes content through while hashing it; at the end of the
+// content it returns ErrChecksum instead of io.EOF when the hash does not match.
+type VerifyingReader struct {
+	r        io.Reader
+	h        hash.Hash
+	want     Digest
+	verified bool
+	mismatch bool
+}
+
+// NewVerifyingReader wraps r to verify that its content hashes to want.
+func NewVerifyingReader(r io.Reader, want Digest) *VerifyingReader {
+	return &VerifyingReader{r: r, h: sha256.New(), want: want}
+}
+
+func (v *VerifyingReader) Read(p []byte) (int, error) {
+	if v.mismatch {
+		return 0, ErrChecksum
+	}
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	if err == io.EOF {
+		var got Digest
+		v.h.Sum(got[:0])
+		if got != v.want {
+			v.mismatch = true
+			return n, fmt.Errorf("content hashes to %s, want %s: %w", got, v.want, ErrChecksum)
+		}
+		v.verified = true
+	}
+	return n, err
+}
+
+// Verified reports whether the content was read to its end and matched.
+func (v *VerifyingReader) Verified() bool { return v.verified }
+
+// Mismatch reports whether the content was read to its end and did not match.
+func (v *VerifyingReader) Mismatch() bool { return v.mismatch }
+
+type verifyingReadCloser struct {
+	*VerifyingReader
+	c io.Closer
+}
+
+func (v *verifyingReadCloser) Close() error { return v.c.Close() }
+
+// ReadBlob reads a whole blob, verified.
+func ReadBlob(ctx context.Context, s BlobStore, d Digest) ([]byte, error) {
+	rc, err := s.Get(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, rc); err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", d, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// PutBytes stores b as a blob and returns its digest.
+func PutBytes(ctx context.Context, s BlobStore, b []byte) (Digest, error) {
+	d := DigestOf(b)
+	return d, s.Put(ctx, d, bytes.NewReader(b), int64(len(b)))
+}

@@ -1,0 +1,28 @@
+// Package ledger holds syncledger's domain: the types of a commit and its events,
+// swamp's partition-key function, subject-token escaping, the strict event codec,
+// path validation, and the two interfaces the rest of the system is built on:
+// CommitLog (the ordered, chained event stream) and BlobStore (content-addressed file
+// content). It imports only the standard library.
+//
+// # Protocol
+//
+// A commit is a set of entries (files written or deleted) made by one host at once.
+// Entries are grouped by partition (swamp's per-model index shard, see PartitionKey).
+// Each (commit, partition) pair becomes one Event; a commit that touches k partitions
+// is k events published atomically (all or none, consecutive stream seqs), and a
+// reader treats a commit as complete only once it has read all Parts of it.
+//
+// Within a partition, events form a chain: ModelSeq 1, 2, 3, … with Prev holding the
+// stream seq of the previous event of the same partition (0 for ModelSeq 1). The log
+// enforces the chain at write time: an append whose Prev is not the partition's
+// current last seq fails with ErrConflict and stores nothing.
+//
+// Content first: every blob an event references, and the manifest holding entries
+// too large to inline, is stored in the BlobStore before the event is published, so
+// no event ever references a missing blob.
+//
+// Sequence numbers: a Seq is a stream sequence, gapless in the stream; the commit's
+// seq is the seq of its last event. The stream may drop events only below the oldest
+// seq a snapshot covers; a read that asks for a seq below the stream's first seq
+// fails with ErrTruncated rather than silently starting later.
+package ledger

@@ -1,0 +1,57 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test them with errors.Is; every error a package of this
+// module returns for one of these conditions wraps the matching sentinel.
+var (
+	// ErrInvalid: an input (path, event, name, digest, config) is malformed.
+	ErrInvalid = errors.New("invalid")
+	// ErrUnknownVersion: an event or snapshot has a format version this code does not read.
+	ErrUnknownVersion = errors.New("unknown format version")
+	// ErrNotFound: the object, blob, ledger or partition does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrChecksum: content read or written does not match its SHA-256.
+	ErrChecksum = errors.New("checksum mismatch")
+	// ErrConflict: an append did not extend a partition's chain (another host extended
+	// it first). The append stored nothing. See ConflictError.
+	ErrConflict = errors.New("chain conflict")
+	// ErrTruncated: the log no longer holds the asked-for events (its first seq moved
+	// past them); the reader needs a snapshot.
+	ErrTruncated = errors.New("events no longer in the log")
+	// ErrLineage: the log belongs to another ledger (UUID) than the reader's state.
+	ErrLineage = errors.New("ledger lineage mismatch")
+	// ErrTooLarge: an input exceeds a hard limit (message size, batch size, path length).
+	ErrTooLarge = errors.New("too large")
+)
+
+// ConflictError is returned (wrapped) when an append finds that a partition's chain
+// has moved: Expected is the Prev the append carried, Actual the partition's last seq
+// in the log. errors.Is(err, ErrConflict) holds.
+type ConflictError struct {
+	Partition string
+	Expected  Seq
+	Actual    Seq
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("partition %q: expected last seq %d, log has %d: %v", e.Partition, e.Expected, e.Actual, ErrConflict)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// TruncatedError is returned (wrapped) when a read starts below the log's first seq.
+// errors.Is(err, ErrTruncated) holds.
+type TruncatedError struct {
+	From  Seq // first seq asked for
+	First Seq // the log's first seq
+}
+
+func (e *TruncatedError) Error() string {
+	return fmt.Sprintf("seqs %d..%d: %v (first seq is %d; rebuild from a snapshot)", e.From, e.First-1, ErrTruncated, e.First)
+}
+
+func (e *TruncatedError) Unwrap() error { return ErrTruncated }

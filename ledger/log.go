@@ -1,0 +1,70 @@
+package ledger
+
+import "context"
+
+// MaxBatch is the most events (partitions) one commit may have: JetStream's atomic
+// batch limit. A commit touching more partitions is refused with ErrTooLarge.
+const MaxBatch = 1000
+
+// Info describes a ledger as its log stores it.
+type Info struct {
+	Name     string // ledger name, [A-Za-z0-9_-]{1,64}
+	UUID     string // lineage, fixed at creation
+	Format   int    // event format version
+	Blobs    string // blob store URL (file:///…, s3://…, gs://…, nats://…)
+	Replicas int
+}
+
+// Bounds are the log's first and last seqs. An empty log has First = Last+1
+// (JetStream's convention), e.g. {1, 0}.
+type Bounds struct {
+	First Seq
+	Last  Seq
+}
+
+// CommitLog is the ordered, chained event log of one ledger.
+//
+// Every method takes a context first; it blocks at most until the context is done.
+// Implementations never log and never panic.
+type CommitLog interface {
+	// Info returns the ledger's settings.
+	Info(ctx context.Context) (Info, error)
+
+	// LastSeq returns the log's last seq: the cheapest request the log offers,
+	// used by the sync fast path.
+	LastSeq(ctx context.Context) (Seq, error)
+
+	// Bounds returns the first and last seq.
+	Bounds(ctx context.Context) (Bounds, error)
+
+	// PartitionLastSeq returns the seq of the partition's last event, 0 if the
+	// partition has none.
+	PartitionLastSeq(ctx context.Context, partition string) (Seq, error)
+
+	// PartitionHead returns the partition's last event; ErrNotFound if it has none.
+	PartitionHead(ctx context.Context, partition string) (Record, error)
+
+	// Append publishes one commit's events (Part 1..Parts, in order) atomically and
+	// returns their seqs. Each event must extend its partition's chain (its Prev is
+	// the partition's current last seq); otherwise nothing is stored and the error
+	// is a *ConflictError. A retry after an ambiguous failure (lost ack, timeout)
+	// stores nothing twice and returns the seqs of the stored events.
+	Append(ctx context.Context, events []Event) ([]Seq, error)
+
+	// Read calls fn for every record with from ≤ seq ≤ to, in seq order. to = 0 means
+	// the log's last seq when Read starts. If from is below the log's first seq the
+	// result is a *TruncatedError and fn is not called. A record that does not decode
+	// stops the read with an error wrapping ErrInvalid or ErrUnknownVersion, naming
+	// its seq. fn returning an error stops the read with that error.
+	Read(ctx context.Context, from, to Seq, fn func(Record) error) error
+
+	// ReadPartition calls fn for the partition's records with seq ≥ from, up to the
+	// log's last seq when it starts, in seq order, using the per-subject index (cost
+	// proportional to the partition's records read, not the log's size). Truncation
+	// and decoding are handled as in Read.
+	ReadPartition(ctx context.Context, partition string, from Seq, fn func(Record) error) error
+
+	// Follow calls fn for every record from seq from on, in order, waiting for new
+	// ones, until ctx is done (returning ctx.Err()) or fn returns an error.
+	Follow(ctx context.Context, from Seq, fn func(Record) error) error
+}
