@@ -1,0 +1,131 @@
+package ledger
+
+import (
+	"strings"
+	"unicode"
+)
+
+// RootPartition is the partition of files at the top of the datastore.
+const RootPartition = "_root"
+
+// singleShardDirs are swamp's subdirectories with one shard each (the later
+// extension version, which adds "config" to the 2026.08 list).
+var singleShardDirs = map[string]bool{
+	"workflows-evaluated": true,
+	"auto-definitions":    true,
+	"audit":               true,
+	"telemetry":           true,
+	"logs":                true,
+	"files":               true,
+	"config":              true,
+}
+
+// SwampPartitionKey is swamp's partitionKeyFromPath (s3_cache_sync.ts, the later
+// extension version; ../shared/reference/swamp-datastore.md §1.5), byte for byte:
+//
+//   - one segment → "_root"; empty → undefined;
+//   - data/, outputs/, definitions-evaluated/: fewer than 4 segments → undefined;
+//     6 or more → drop the last 3 segments; 4 or 5 → drop the last one; join with "--";
+//   - workflow-runs/: fewer than 3 segments → undefined, else "workflow-runs--{seg[1]}";
+//   - workflows-evaluated, auto-definitions, audit, telemetry, logs, files, config → the
+//     subdir name;
+//   - anything else → the subdir name (the later version's default case; 2026.08
+//     returned undefined and dropped the entry).
+//
+// ok is false where swamp's function returns undefined.
+func SwampPartitionKey(rel string) (key string, ok bool) {
+	if rel == "" {
+		return "", false
+	}
+	segs := strings.Split(rel, "/")
+	if len(segs) == 1 {
+		return RootPartition, true
+	}
+	switch segs[0] {
+	case "data", "outputs", "definitions-evaluated":
+		switch n := len(segs); {
+		case n < 4:
+			return "", false
+		case n >= 6:
+			return strings.Join(segs[:n-3], "--"), true
+		default:
+			return strings.Join(segs[:n-1], "--"), true
+		}
+	case "workflow-runs":
+		if len(segs) < 3 {
+			return "", false
+		}
+		return "workflow-runs--" + segs[1], true
+	}
+	return segs[0], true // single-shard subdirs and the default case alike
+}
+
+// PartitionKey returns the ledger partition of a datastore-relative path: swamp's
+// key where swamp defines one, otherwise the path's first segment (for example
+// "data" for the too-shallow "data/a/b"), so that no file is ever dropped. A
+// syncledger partition therefore equals swamp's shard wherever swamp has one.
+func PartitionKey(rel string) string {
+	if k, ok := SwampPartitionKey(rel); ok {
+		return k
+	}
+	first, _, _ := strings.Cut(rel, "/")
+	return first
+}
+
+// NormalizeModelType is swamp's model-type normalisation (core model_type.ts):
+// lower-cased, with "::", whitespace and "." turned into "/".
+func NormalizeModelType(t string) string {
+	t = strings.ToLower(t)
+	t = strings.ReplaceAll(t, "::", "/")
+	return strings.Map(func(r rune) rune {
+		if r == '.' || unicode.IsSpace(r) {
+			return '/'
+		}
+		return r
+	}, t)
+}
+
+// PartitionKeysForModel is swamp's partitionKeysFromModel: the shard keys a
+// model-scoped pull reads for a model, in swamp's order:
+// data--{slug}--{id}, outputs--{slug}--{id}, definitions-evaluated--{slug}--{id},
+// where slug is the normalized type with "/" replaced by "--".
+//
+// As the reference notes, these keys miss some of a model's files (its "latest"
+// markers and its outputs land in other shards); scoped syncs inherit that, and it
+// is safe: a scoped sync never moves the HWM, so a later full sync still reads them.
+func PartitionKeysForModel(modelType, modelID string) []string {
+	slug := strings.ReplaceAll(NormalizeModelType(modelType), "/", "--")
+	return []string{
+		"data--" + slug + "--" + modelID,
+		"outputs--" + slug + "--" + modelID,
+		"definitions-evaluated--" + slug + "--" + modelID,
+	}
+}
+
+// internalNames are swamp's files that never sync (isInternalCacheFile).
+var internalNames = map[string]bool{
+	".datastore-index.json":      true,
+	".push-queue.json":           true,
+	".datastore.lock":            true,
+	".datastore-sync-state.json": true,
+}
+
+// IsInternal reports whether rel is one of swamp's internal cache files, which never
+// sync (swamp-datastore.md §2.3), or syncledger's own state directory.
+func IsInternal(rel string) bool {
+	if internalNames[rel] {
+		return true
+	}
+	first, _, _ := strings.Cut(rel, "/")
+	if first == "_index" || first == "_control" || first == StateDir {
+		return true
+	}
+	base := rel[strings.LastIndexByte(rel, '/')+1:]
+	return base == ".lock" || base == ".namespace.json" || base == "_catalog.db" || strings.HasPrefix(base, "_catalog.db-")
+}
+
+// IsLazySkippable is swamp's isLazySkippable: under lazy hydration, data/**/raw
+// files with at least 3 segments are applied as metadata only.
+func IsLazySkippable(rel string) bool {
+	return strings.HasPrefix(rel, "data/") && strings.HasSuffix(rel, "/raw") && strings.Count(rel, "/") >= 2
+}

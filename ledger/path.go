@@ -1,0 +1,79 @@
+package ledger
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxPathLen is the longest datastore-relative path accepted, in bytes.
+const MaxPathLen = 4096
+
+// StateDir is the cache directory holding a host's own state; never synced, and no
+// entry may target it.
+const StateDir = ".syncledger"
+
+// ValidatePath checks a datastore-relative path: non-empty, at most MaxPathLen
+// bytes, valid UTF-8, slash-separated, not absolute, no empty, "." or ".."
+// segments, no NUL, backslash or other control character, and not inside
+// StateDir. Errors wrap ErrInvalid (ErrTooLarge for length) and quote the path.
+func ValidatePath(p string) error {
+	bad := func(why string) error { return fmt.Errorf("invalid path %q: %s: %w", clip(p), why, ErrInvalid) }
+	switch {
+	case p == "":
+		return bad("empty")
+	case len(p) > MaxPathLen:
+		return fmt.Errorf("invalid path %q: %d bytes, limit %d: %w", clip(p), len(p), MaxPathLen, ErrTooLarge)
+	case !utf8.ValidString(p):
+		return bad("not UTF-8")
+	case p[0] == '/':
+		return bad("absolute")
+	case strings.IndexByte(p, '\\') >= 0:
+		return bad("backslash")
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == 0x7f {
+			return bad(fmt.Sprintf("control byte 0x%02x", c))
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		switch seg {
+		case "":
+			return bad("empty segment")
+		case ".", "..":
+			return bad(fmt.Sprintf("%q segment", seg))
+		}
+	}
+	if first, _, _ := strings.Cut(p, "/"); first == StateDir {
+		return bad("inside " + StateDir)
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "…"
+	}
+	return s
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidateName checks a ledger name: [A-Za-z0-9_-]{1,64}.
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("invalid ledger name %q: want 1-64 of [A-Za-z0-9_-]: %w", clip(name), ErrInvalid)
+	}
+	return nil
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// ValidateUUID checks the canonical lower-case textual form of a UUID.
+func ValidateUUID(s string) error {
+	if !uuidRE.MatchString(s) {
+		return fmt.Errorf("invalid uuid %q: %w", clip(s), ErrInvalid)
+	}
+	return nil
+}
