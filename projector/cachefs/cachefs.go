@@ -1,0 +1,316 @@
+// Package cachefs is the file side of a host's cache: every write and deletion the
+// projector makes goes through it, and so does the commit scan.
+//
+// Writes are atomic and durable: content goes to a temp file under .syncledger/tmp,
+// is verified against its SHA-256 while it is copied, fsynced, renamed over the
+// target and the target's directory is fsynced. A crash leaves either the old file
+// or the new one, never a torn file, and never a file whose content does not match
+// its hash.
+//
+// Paths are validated again on every call (ledger.ValidatePath) and resolved without
+// following symlinks: a path that escapes the cache, goes through a symlink, or
+// targets .syncledger/ is refused with ErrUnsafePath and nothing is written.
+package cachefs
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// ErrUnsafePath: a path would leave the cache, pass through a symlink or a
+// non-directory, or touch the state directory.
+var ErrUnsafePath = errors.New("unsafe path")
+
+// Dir is a cache directory.
+type Dir struct {
+	root string // absolute, symlinks resolved
+	tmp  string
+}
+
+// FileInfo is what the scan and the index know of a file.
+type FileInfo struct {
+	Size    int64
+	ModTime time.Time
+	Mode    uint32 // permission bits
+}
+
+// Open opens (creating if needed) the cache directory root.
+func Open(root string) (*Dir, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("open cache %s: %w", root, err)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("open cache %s: %w", root, err)
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, fmt.Errorf("open cache %s: %w", root, err)
+	}
+	d := &Dir{root: abs, tmp: filepath.Join(abs, ledger.StateDir, "tmp")}
+	if err := os.MkdirAll(d.tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("open cache %s: %w", root, err)
+	}
+	// Leftover temp files are torn writes of a crashed run: never visible, safe to drop.
+	if ents, err := os.ReadDir(d.tmp); err == nil {
+		for _, e := range ents {
+			os.Remove(filepath.Join(d.tmp, e.Name()))
+		}
+	}
+	return d, nil
+}
+
+// Root returns the cache's absolute path.
+func (d *Dir) Root() string { return d.root }
+
+// StatePath returns the path of a file inside the state directory.
+func (d *Dir) StatePath(name string) string { return filepath.Join(d.root, ledger.StateDir, name) }
+
+// resolve validates rel and checks each existing parent is a real directory (not a
+// symlink). It returns the absolute path and the parent directories that are
+// missing (outermost first).
+func (d *Dir) resolve(rel string) (string, []string, error) {
+	if err := ledger.ValidatePath(rel); err != nil {
+		return "", nil, fmt.Errorf("%w: %w", ErrUnsafePath, err)
+	}
+	segs := strings.Split(rel, "/")
+	cur := d.root
+	var missing []string
+	for _, seg := range segs[:len(segs)-1] {
+		cur = filepath.Join(cur, seg)
+		if missing != nil {
+			missing = append(missing, cur)
+			continue
+		}
+		fi, err := os.Lstat(cur)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			missing = append(missing, cur)
+		case err != nil:
+			return "", nil, err
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return "", nil, fmt.Errorf("path %q goes through symlink %s: %w", rel, cur, ErrUnsafePath)
+		case !fi.IsDir():
+			return "", nil, fmt.Errorf("path %q: %s is not a directory: %w", rel, cur, ErrUnsafePath)
+		}
+	}
+	abs := filepath.Join(cur, segs[len(segs)-1])
+	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
+		return "", nil, fmt.Errorf("path %q is a directory in the cache: %w", rel, ErrUnsafePath)
+	}
+	return abs, missing, nil
+}
+
+// Check validates rel for writing without touching the disk.
+func (d *Dir) Check(rel string) error {
+	_, _, err := d.resolve(rel)
+	return err
+}
+
+// Write stores the content of r at rel, atomically and durably, verifying that it
+// hashes to want and has size bytes. On any error nothing is visible at rel (the
+// old file, if any, stays).
+func (d *Dir) Write(rel string, r io.Reader, want ledger.Digest, size int64, mode uint32) (FileInfo, error) {
+	abs, missing, err := d.resolve(rel)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
+	}
+	f, err := os.CreateTemp(d.tmp, "w-*")
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	n, err := io.Copy(f, ledger.NewVerifyingReader(r, want))
+	if err == nil && n != size {
+		err = fmt.Errorf("content is %d bytes, want %d: %w", n, size, ledger.ErrChecksum)
+	}
+	if err == nil {
+		err = f.Chmod(fs.FileMode(mode & 0o777))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
+	}
+	for _, dir := range missing {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
+		}
+	}
+	if err := os.Rename(tmp, abs); err != nil {
+		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
+	}
+	if err := syncDirs(filepath.Dir(abs), missing, d.root); err != nil {
+		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
+	}
+	fi, err := os.Lstat(abs)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
+	}
+	return FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())}, nil
+}
+
+// syncDirs fsyncs dir and, when directories were created, their parents up to root.
+func syncDirs(dir string, created []string, root string) error {
+	dirs := []string{dir}
+	if len(created) > 0 {
+		dirs = append(dirs, filepath.Dir(created[0]))
+		dirs = append(dirs, created...)
+	}
+	seen := map[string]bool{}
+	for _, p := range dirs {
+		if seen[p] || !strings.HasPrefix(p, root) {
+			continue
+		}
+		seen[p] = true
+		if err := syncDir(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// Remove deletes the file at rel (absent is not an error) and then its parent
+// directories that became empty, up to the cache root.
+func (d *Dir) Remove(rel string) error {
+	abs, missing, err := d.resolve(rel)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", rel, err)
+	}
+	if missing != nil {
+		return nil // a parent is absent, so is the file
+	}
+	if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", rel, err)
+	}
+	dir := filepath.Dir(abs)
+	for dir != d.root && strings.HasPrefix(dir, d.root) {
+		if os.Remove(dir) != nil { // not empty (or gone): stop
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", rel, err)
+	}
+	return nil
+}
+
+// Stat returns the file's info; fs.ErrNotExist if absent.
+func (d *Dir) Stat(rel string) (FileInfo, error) {
+	abs, missing, err := d.resolve(rel)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	if missing != nil {
+		return FileInfo{}, fs.ErrNotExist
+	}
+	fi, err := os.Lstat(abs)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return FileInfo{}, fmt.Errorf("stat %s: not a regular file: %w", rel, ErrUnsafePath)
+	}
+	return FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())}, nil
+}
+
+// Open opens the file at rel for reading (no symlinks followed on the way).
+func (d *Dir) Open(rel string) (*os.File, error) {
+	if _, err := d.Stat(rel); err != nil {
+		return nil, err
+	}
+	return os.Open(filepath.Join(d.root, filepath.FromSlash(rel)))
+}
+
+// Hash returns the SHA-256 and size of the file at rel.
+func (d *Dir) Hash(rel string) (ledger.Digest, int64, error) {
+	f, err := d.Open(rel)
+	if err != nil {
+		return ledger.Digest{}, 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return ledger.Digest{}, 0, fmt.Errorf("hash %s: %w", rel, err)
+	}
+	var dg ledger.Digest
+	h.Sum(dg[:0])
+	return dg, n, nil
+}
+
+// Skipped is a file the scan did not consider, and why.
+type Skipped struct {
+	Path   string
+	Reason string
+}
+
+// Scan walks the cache and calls fn for every regular file that syncs (not
+// internal, not in .syncledger/, a valid path). Symlinks and other special files
+// are not followed and are reported through skip.
+func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
+	return filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == d.root {
+			return nil
+		}
+		rel := filepath.ToSlash(strings.TrimPrefix(p, d.root+string(filepath.Separator)))
+		if rel == ledger.StateDir {
+			return filepath.SkipDir
+		}
+		if e.IsDir() {
+			if rel == "_index" || rel == "_control" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ledger.IsInternal(rel) {
+			return nil
+		}
+		if !e.Type().IsRegular() {
+			if skip != nil {
+				skip(Skipped{rel, "not a regular file (" + e.Type().String() + ")"})
+			}
+			return nil
+		}
+		if err := ledger.ValidatePath(rel); err != nil {
+			if skip != nil {
+				skip(Skipped{rel, err.Error()})
+			}
+			return nil
+		}
+		fi, err := e.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while we walked
+			}
+			return err
+		}
+		return fn(rel, FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())})
+	})
+}

@@ -1,0 +1,126 @@
+package cachefs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/syncledger/syncledger/ledger"
+)
+
+func write(t *testing.T, d *Dir, rel, content string) error {
+	t.Helper()
+	_, err := d.Write(rel, strings.NewReader(content), ledger.DigestOf([]byte(content)), int64(len(content)), 0o640)
+	return err
+}
+
+func TestWriteReadRemove(t *testing.T) {
+	d, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := write(t, d, "data/t/m/d/1/raw", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(d.Root(), "data/t/m/d/1/raw"))
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+	fi, err := d.Stat("data/t/m/d/1/raw")
+	if err != nil || fi.Size != 5 || fi.Mode != 0o640 {
+		t.Fatalf("stat %+v, %v", fi, err)
+	}
+	dg, n, err := d.Hash("data/t/m/d/1/raw")
+	if err != nil || n != 5 || dg != ledger.DigestOf([]byte("hello")) {
+		t.Fatalf("hash %v %d %v", dg, n, err)
+	}
+	if err := write(t, d, "data/t/m/d/1/raw", "hello, again"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Remove("data/t/m/d/1/raw"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Root(), "data")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("empty parents left behind: %v", err)
+	}
+	if err := d.Remove("data/t/m/d/1/raw"); err != nil {
+		t.Fatalf("removing an absent file: %v", err)
+	}
+}
+
+func TestWriteChecksumMismatchKeepsOldFile(t *testing.T) {
+	d, _ := Open(t.TempDir())
+	if err := write(t, d, "a/b", "old"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.Write("a/b", strings.NewReader("evil"), ledger.DigestOf([]byte("good")), 4, 0o644)
+	if !errors.Is(err, ledger.ErrChecksum) {
+		t.Fatalf("mismatch: %v, want ErrChecksum", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(d.Root(), "a/b")); string(got) != "old" {
+		t.Fatalf("file is %q after a refused write", got)
+	}
+	_, err = d.Write("a/c", strings.NewReader("short"), ledger.DigestOf([]byte("short")), 9, 0o644)
+	if !errors.Is(err, ledger.ErrChecksum) {
+		t.Fatalf("size mismatch: %v", err)
+	}
+	if ents, _ := os.ReadDir(d.tmp); len(ents) != 0 {
+		t.Fatalf("temp files left: %v", ents)
+	}
+}
+
+func TestUnsafePaths(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	d, _ := Open(root)
+	if err := os.Symlink(outside, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "file"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"../escape", "/etc/passwd", "a/../../x", "link/x", "link/deep/x", ".syncledger/state.db", "file/x", "a\\b"} {
+		err := write(t, d, rel, "pwned")
+		if !errors.Is(err, ErrUnsafePath) {
+			t.Errorf("Write(%q) = %v, want ErrUnsafePath", rel, err)
+		}
+		if err := d.Remove(rel); !errors.Is(err, ErrUnsafePath) {
+			t.Errorf("Remove(%q) = %v, want ErrUnsafePath", rel, err)
+		}
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("wrote outside the cache: %v", ents)
+	}
+}
+
+func TestScan(t *testing.T) {
+	d, _ := Open(t.TempDir())
+	for _, rel := range []string{"data/t/m/d/1/raw", "audit/x.jsonl", ".catalog-export.json", "_index/_meta.json", "data/t/m/.lock", ".datastore-sync-state.json"} {
+		if err := write(t, d, rel, rel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink("/etc/passwd", filepath.Join(d.Root(), "audit", "sym"))
+	var got []string
+	var skipped []string
+	err := d.Scan(func(rel string, fi FileInfo) error {
+		got = append(got, rel)
+		return nil
+	}, func(s Skipped) { skipped = append(skipped, s.Path) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(got)
+	want := []string{".catalog-export.json", "audit/x.jsonl", "data/t/m/d/1/raw"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("scan (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"audit/sym"}, skipped); diff != "" {
+		t.Fatalf("skipped (-want +got):\n%s", diff)
+	}
+}
