@@ -1,0 +1,299 @@
+// Package statedb persists a host's projector state and the index of its cache in
+// one bbolt database inside the cache (.syncledger/state.db).
+//
+// Everything the projector learns is written in one transaction per Ready: the
+// index entries of the files written or deleted, the partition marks and the HWM.
+// Files are made durable before the transaction that records them commits, so the
+// state is never ahead of the files; a crash between the two leaves files the state
+// does not yet claim, and the next sync re-applies them (rule 1 does not skip them
+// because their marks were not persisted).
+//
+// bbolt holds an exclusive file lock while the database is open: a second process
+// on the same cache gets ErrBusy instead of interleaving writes.
+package statedb
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// SchemaVersion is the on-disk layout version of the database.
+const SchemaVersion = 1
+
+// ErrBusy: another process has the cache's database open.
+var ErrBusy = errors.New("cache is in use by another syncledger process")
+
+var (
+	bMeta  = []byte("meta")
+	bMarks = []byte("marks")
+	bIndex = []byte("index")
+
+	kSchema = []byte("schema")
+	kLedger = []byte("ledger")
+	kName   = []byte("name")
+	kHWM    = []byte("hwm")
+)
+
+// Mark is the last applied event of a partition: (modelSeq, seq).
+type Mark struct {
+	ModelSeq uint64
+	Seq      ledger.Seq
+}
+
+// Entry is the index record of one cache file: what the ledger says (digest, size,
+// mode, the seq that last wrote it) and what the cache had when it was written or
+// last verified (mtime), plus the lazy flag (metadata applied, content not fetched).
+type Entry struct {
+	Digest ledger.Digest
+	Size   int64
+	Mode   uint32
+	MTime  time.Time // local mtime after the write; zero when lazy
+	Lazy   bool
+	Seq    ledger.Seq
+}
+
+const entryLen = 32 + 8 + 4 + 8 + 1 + 8
+
+func (e Entry) marshal() []byte {
+	b := make([]byte, entryLen)
+	copy(b, e.Digest[:])
+	binary.BigEndian.PutUint64(b[32:], uint64(e.Size))
+	binary.BigEndian.PutUint32(b[40:], e.Mode)
+	var mt int64
+	if !e.MTime.IsZero() {
+		mt = e.MTime.UnixNano()
+	}
+	binary.BigEndian.PutUint64(b[44:], uint64(mt))
+	if e.Lazy {
+		b[52] = 1
+	}
+	binary.BigEndian.PutUint64(b[53:], uint64(e.Seq))
+	return b
+}
+
+func unmarshalEntry(b []byte) (Entry, error) {
+	if len(b) != entryLen {
+		return Entry{}, fmt.Errorf("index entry of %d bytes, want %d: %w", len(b), entryLen, ledger.ErrInvalid)
+	}
+	var e Entry
+	copy(e.Digest[:], b)
+	e.Size = int64(binary.BigEndian.Uint64(b[32:]))
+	e.Mode = binary.BigEndian.Uint32(b[40:])
+	if mt := int64(binary.BigEndian.Uint64(b[44:])); mt != 0 {
+		e.MTime = time.Unix(0, mt)
+	}
+	e.Lazy = b[52] == 1
+	e.Seq = ledger.Seq(binary.BigEndian.Uint64(b[53:]))
+	return e, nil
+}
+
+// State is the projector's durable state.
+type State struct {
+	Ledger string // ledger UUID; empty before the first sync
+	Name   string // ledger name, for messages
+	HWM    ledger.Seq
+	Marks  map[string]Mark
+}
+
+// DB is an open state database.
+type DB struct{ db *bolt.DB }
+
+// Open opens (creating) the database at path, waiting at most wait for another
+// process's lock.
+func Open(path string, wait time.Duration) (*DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open state %s: %w", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open state %s: %w", path, ErrBusy)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open state %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bMeta, bMarks, bIndex} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bMeta)
+		if v := meta.Get(kSchema); v != nil {
+			if s := binary.BigEndian.Uint64(v); s != SchemaVersion {
+				return fmt.Errorf("schema version %d (this build reads %d): %w", s, SchemaVersion, ledger.ErrUnknownVersion)
+			}
+			return nil
+		}
+		return meta.Put(kSchema, u64(SchemaVersion))
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open state %s: %w", path, err)
+	}
+	return &DB{db: db}, nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+func getU64(b *bolt.Bucket, k []byte) uint64 {
+	if v := b.Get(k); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// HWM reads only the HWM and ledger UUID: the fast path's one local read,
+// independent of the number of entries.
+func (d *DB) HWM() (uuid string, hwm ledger.Seq, err error) {
+	err = d.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bMeta)
+		uuid, hwm = string(m.Get(kLedger)), ledger.Seq(getU64(m, kHWM))
+		return nil
+	})
+	return uuid, hwm, err
+}
+
+// Mark reads one partition's mark (zero if none).
+func (d *DB) Mark(partition string) (m Mark, err error) {
+	err = d.db.View(func(tx *bolt.Tx) error {
+		m, err = decodeMark(tx.Bucket(bMarks).Get([]byte(partition)))
+		return err
+	})
+	return m, err
+}
+
+func decodeMark(v []byte) (Mark, error) {
+	if v == nil {
+		return Mark{}, nil
+	}
+	if len(v) != 16 {
+		return Mark{}, fmt.Errorf("mark of %d bytes: %w", len(v), ledger.ErrInvalid)
+	}
+	return Mark{ModelSeq: binary.BigEndian.Uint64(v), Seq: ledger.Seq(binary.BigEndian.Uint64(v[8:]))}, nil
+}
+
+// Load reads the whole state (not the index).
+func (d *DB) Load() (State, error) {
+	st := State{Marks: map[string]Mark{}}
+	err := d.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bMeta)
+		st.Ledger, st.Name, st.HWM = string(m.Get(kLedger)), string(m.Get(kName)), ledger.Seq(getU64(m, kHWM))
+		return tx.Bucket(bMarks).ForEach(func(k, v []byte) error {
+			mk, err := decodeMark(v)
+			if err != nil {
+				return fmt.Errorf("partition %q: %w", k, err)
+			}
+			st.Marks[string(k)] = mk
+			return nil
+		})
+	})
+	if err != nil {
+		return State{}, fmt.Errorf("load state: %w", err)
+	}
+	return st, nil
+}
+
+// Get returns the index entry of path.
+func (d *DB) Get(path string) (e Entry, ok bool, err error) {
+	err = d.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bIndex).Get([]byte(path))
+		if v == nil {
+			return nil
+		}
+		ok = true
+		e, err = unmarshalEntry(v)
+		return err
+	})
+	return e, ok, err
+}
+
+// ForEach calls fn for every index entry in path order.
+func (d *DB) ForEach(fn func(path string, e Entry) error) error {
+	return d.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bIndex).ForEach(func(k, v []byte) error {
+			e, err := unmarshalEntry(v)
+			if err != nil {
+				return fmt.Errorf("index %q: %w", k, err)
+			}
+			return fn(string(k), e)
+		})
+	})
+}
+
+// Tx is a write transaction.
+type Tx struct{ tx *bolt.Tx }
+
+// Update runs fn in one durable transaction (fsynced on commit).
+func (d *DB) Update(fn func(*Tx) error) error { return d.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx}) }) }
+
+// SetLedger records the ledger's UUID and name.
+func (t *Tx) SetLedger(uuid, name string) error {
+	m := t.tx.Bucket(bMeta)
+	if err := m.Put(kLedger, []byte(uuid)); err != nil {
+		return err
+	}
+	return m.Put(kName, []byte(name))
+}
+
+// SetHWM records the HWM. It refuses to decrease it (invariant I3).
+func (t *Tx) SetHWM(h ledger.Seq) error {
+	m := t.tx.Bucket(bMeta)
+	if cur := ledger.Seq(getU64(m, kHWM)); h < cur {
+		return fmt.Errorf("set hwm %d below %d: broken invariant", h, cur)
+	}
+	return m.Put(kHWM, u64(uint64(h)))
+}
+
+// PutMark records a partition's mark. It refuses to move it backwards (I3).
+func (t *Tx) PutMark(partition string, mk Mark) error {
+	b := t.tx.Bucket(bMarks)
+	cur, err := decodeMark(b.Get([]byte(partition)))
+	if err != nil {
+		return err
+	}
+	if mk.Seq < cur.Seq || mk.ModelSeq < cur.ModelSeq {
+		return fmt.Errorf("set mark of %q to %+v below %+v: broken invariant", partition, mk, cur)
+	}
+	v := make([]byte, 16)
+	binary.BigEndian.PutUint64(v, mk.ModelSeq)
+	binary.BigEndian.PutUint64(v[8:], uint64(mk.Seq))
+	return b.Put([]byte(partition), v)
+}
+
+// Put records path's index entry.
+func (t *Tx) Put(path string, e Entry) error { return t.tx.Bucket(bIndex).Put([]byte(path), e.marshal()) }
+
+// Delete removes path's index entry.
+func (t *Tx) Delete(path string) error { return t.tx.Bucket(bIndex).Delete([]byte(path)) }
+
+// Reset empties marks, index and HWM (a full rebuild starts a new state).
+func (t *Tx) Reset() error {
+	for _, b := range [][]byte{bMarks, bIndex} {
+		if err := t.tx.DeleteBucket(b); err != nil {
+			return err
+		}
+		if _, err := t.tx.CreateBucket(b); err != nil {
+			return err
+		}
+	}
+	m := t.tx.Bucket(bMeta)
+	if err := m.Delete(kHWM); err != nil {
+		return err
+	}
+	return m.Delete(kLedger)
+}

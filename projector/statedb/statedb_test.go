@@ -1,0 +1,96 @@
+package statedb
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/syncledger/syncledger/ledger"
+)
+
+func TestRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Entry{Digest: ledger.DigestOf([]byte("x")), Size: 1, Mode: 0o644, MTime: time.Unix(0, 1234567890), Seq: 7}
+	err = db.Update(func(tx *Tx) error {
+		if err := tx.SetLedger("u", "default"); err != nil {
+			return err
+		}
+		if err := tx.SetHWM(9); err != nil {
+			return err
+		}
+		if err := tx.PutMark("p", Mark{2, 7}); err != nil {
+			return err
+		}
+		if err := tx.Put("a/b", e); err != nil {
+			return err
+		}
+		return tx.Put("a/lazy", Entry{Digest: e.Digest, Size: 1, Lazy: true, Seq: 8})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	db, err = Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := db.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := State{Ledger: "u", Name: "default", HWM: 9, Marks: map[string]Mark{"p": {2, 7}}}
+	if diff := cmp.Diff(want, st); diff != "" {
+		t.Fatalf("state (-want +got):\n%s", diff)
+	}
+	got, ok, err := db.Get("a/b")
+	if err != nil || !ok || !got.MTime.Equal(e.MTime) || got.Digest != e.Digest || got.Size != 1 || got.Mode != 0o644 || got.Seq != 7 {
+		t.Fatalf("Get = %+v %v %v", got, ok, err)
+	}
+	lz, _, _ := db.Get("a/lazy")
+	if !lz.Lazy || !lz.MTime.IsZero() {
+		t.Fatalf("lazy entry %+v", lz)
+	}
+	n := 0
+	db.ForEach(func(string, Entry) error { n++; return nil })
+	if n != 2 {
+		t.Fatalf("ForEach saw %d entries", n)
+	}
+}
+
+func TestMonotone(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.Update(func(tx *Tx) error { tx.SetHWM(10); return tx.PutMark("p", Mark{3, 10}) })
+	if err := db.Update(func(tx *Tx) error { return tx.SetHWM(9) }); err == nil {
+		t.Fatal("HWM decreased")
+	}
+	if err := db.Update(func(tx *Tx) error { return tx.PutMark("p", Mark{2, 8}) }); err == nil {
+		t.Fatal("mark decreased")
+	}
+	if _, h, _ := db.HWM(); h != 10 {
+		t.Fatalf("HWM %d after refused updates", h)
+	}
+}
+
+func TestBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := Open(path, 50*time.Millisecond); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second open: %v, want ErrBusy", err)
+	}
+}
