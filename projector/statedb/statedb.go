@@ -23,6 +23,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector"
 )
 
 // SchemaVersion is the on-disk layout version of the database.
@@ -40,13 +41,11 @@ var (
 	kLedger = []byte("ledger")
 	kName   = []byte("name")
 	kHWM    = []byte("hwm")
+	kLazy   = []byte("lazy")
 )
 
-// Mark is the last applied event of a partition: (modelSeq, seq).
-type Mark struct {
-	ModelSeq uint64
-	Seq      ledger.Seq
-}
+// Mark is the projector's mark of a partition.
+type Mark = projector.Mark
 
 // Entry is the index record of one cache file: what the ledger says (digest, size,
 // mode, the seq that last wrote it) and what the cache had when it was written or
@@ -168,6 +167,15 @@ func (d *DB) HWM() (uuid string, hwm ledger.Seq, err error) {
 	return uuid, hwm, err
 }
 
+// LazyCount returns how many index entries are lazy (metadata only).
+func (d *DB) LazyCount() (n uint64, err error) {
+	err = d.db.View(func(tx *bolt.Tx) error {
+		n = getU64(tx.Bucket(bMeta), kLazy)
+		return nil
+	})
+	return n, err
+}
+
 // Mark reads one partition's mark (zero if none).
 func (d *DB) Mark(partition string) (m Mark, err error) {
 	err = d.db.View(func(tx *bolt.Tx) error {
@@ -239,7 +247,9 @@ func (d *DB) ForEach(fn func(path string, e Entry) error) error {
 type Tx struct{ tx *bolt.Tx }
 
 // Update runs fn in one durable transaction (fsynced on commit).
-func (d *DB) Update(fn func(*Tx) error) error { return d.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx}) }) }
+func (d *DB) Update(fn func(*Tx) error) error {
+	return d.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
+}
 
 // SetLedger records the ledger's UUID and name.
 func (t *Tx) SetLedger(uuid, name string) error {
@@ -276,10 +286,43 @@ func (t *Tx) PutMark(partition string, mk Mark) error {
 }
 
 // Put records path's index entry.
-func (t *Tx) Put(path string, e Entry) error { return t.tx.Bucket(bIndex).Put([]byte(path), e.marshal()) }
+func (t *Tx) Put(path string, e Entry) error {
+	if err := t.countLazy(path, e.Lazy); err != nil {
+		return err
+	}
+	return t.tx.Bucket(bIndex).Put([]byte(path), e.marshal())
+}
 
 // Delete removes path's index entry.
-func (t *Tx) Delete(path string) error { return t.tx.Bucket(bIndex).Delete([]byte(path)) }
+func (t *Tx) Delete(path string) error {
+	if err := t.countLazy(path, false); err != nil {
+		return err
+	}
+	return t.tx.Bucket(bIndex).Delete([]byte(path))
+}
+
+// countLazy keeps the lazy counter equal to the number of lazy entries.
+func (t *Tx) countLazy(path string, lazy bool) error {
+	was := false
+	if v := t.tx.Bucket(bIndex).Get([]byte(path)); v != nil {
+		old, err := unmarshalEntry(v)
+		if err != nil {
+			return err
+		}
+		was = old.Lazy
+	}
+	if was == lazy {
+		return nil
+	}
+	m := t.tx.Bucket(bMeta)
+	n := getU64(m, kLazy)
+	if lazy {
+		n++
+	} else {
+		n--
+	}
+	return m.Put(kLazy, u64(n))
+}
 
 // Reset empties marks, index and HWM (a full rebuild starts a new state).
 func (t *Tx) Reset() error {
@@ -292,8 +335,10 @@ func (t *Tx) Reset() error {
 		}
 	}
 	m := t.tx.Bucket(bMeta)
-	if err := m.Delete(kHWM); err != nil {
-		return err
+	for _, k := range [][]byte{kHWM, kLazy} {
+		if err := m.Delete(k); err != nil {
+			return err
+		}
 	}
 	return m.Delete(kLedger)
 }

@@ -1,0 +1,544 @@
+package projector
+
+import (
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Mode says how the shell read the records it offers.
+type Mode uint8
+
+const (
+	// Full: the whole stream, in seq order, from HWM+1. Full records may move the HWM.
+	Full Mode = iota + 1
+	// Scoped: chosen partitions' subjects, each from its mark. Scoped records
+	// advance only their partitions' marks and never move the HWM.
+	Scoped
+	// own: the host's own commit, recorded by RecordOwn.
+	own
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Full:
+		return "full"
+	case Scoped:
+		return "scoped"
+	case own:
+		return "own"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// Verdict is what the apply rules decide for an offered record.
+type Verdict uint8
+
+const (
+	// Skip: rule 1, the event was applied before (seq ≤ its partition's mark).
+	Skip Verdict = iota + 1
+	// Apply: rule 2, the event extends its partition's chain.
+	Apply
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Skip:
+		return "skip"
+	case Apply:
+		return "apply"
+	}
+	return fmt.Sprintf("Verdict(%d)", uint8(v))
+}
+
+// Config configures a Core.
+type Config struct {
+	// Lazy selects lazy hydration (swamp's metadataOnly): written entries at paths
+	// ledger.IsLazySkippable accepts (data/**/raw) are recorded as metadata only
+	// (OpLazy) instead of fetched.
+	Lazy bool
+}
+
+// Core is the projector's pure state machine. It holds the durable state as of
+// the last Advance, the work staged since, and what it has learned from reading
+// (which seqs above the HWM have been processed). It does no I/O: the shell offers
+// it records, takes the work from Ready, makes it durable and calls Advance.
+//
+// A Core is not safe for concurrent use.
+type Core struct {
+	cfg  Config
+	st   State                 // durable: as of New or the last Advance
+	done map[ledger.Seq]commit // processed seqs above st.HWM, durable (volatile knowledge)
+	pend pending               // staged since the last Advance
+	out  *Ready                // the outstanding Ready, nil if none
+	ids  uint64
+}
+
+// commit identifies the part of a commit an event is.
+type commit struct {
+	id          string
+	part, parts int
+}
+
+func (c commit) end() bool { return c.part == c.parts }
+
+type pending struct {
+	ledger string // lineage adopted, not yet persisted
+	marks  map[string]Mark
+	files  map[string]fileOp
+	done   map[ledger.Seq]commit
+}
+
+// fileOp is the staged fate of one path: the last writer within the pending work.
+type fileOp struct {
+	op   Op
+	file *File // nil: no index row
+	seq  ledger.Seq
+}
+
+// New returns a Core over st, the state the shell persisted (the zero State for a
+// new host). Knowledge of processed seqs above st.HWM starts empty: a restarted
+// host re-reads from HWM+1 and rule 1 skips what it had applied.
+func New(st State, cfg Config) (*Core, error) {
+	if err := st.validate(); err != nil {
+		return nil, fmt.Errorf("new projector: %w", err)
+	}
+	c := &Core{cfg: cfg, st: st.Clone(), done: map[ledger.Seq]commit{}}
+	c.resetPending()
+	return c, nil
+}
+
+func (c *Core) resetPending() {
+	c.pend = pending{marks: map[string]Mark{}, files: map[string]fileOp{}, done: map[ledger.Seq]commit{}}
+}
+
+// State returns a copy of the durable state.
+func (c *Core) State() State { return c.st.Clone() }
+
+// Lineage returns the durable ledger UUID ("" before one is adopted and advanced).
+func (c *Core) Lineage() string { return c.st.Ledger }
+
+// HWM returns the durable high-water mark. A full sync reads from HWM()+1; the
+// sync fast path compares the log's last seq with it.
+func (c *Core) HWM() ledger.Seq { return c.st.HWM }
+
+// Mark returns the durable mark of a partition. A scoped sync reads the
+// partition's subject from Mark(p).Seq+1; its fast path compares the partition's
+// last seq with Mark(p).Seq.
+func (c *Core) Mark(partition string) Mark { return c.st.Marks[partition] }
+
+// File returns the durable index row of path.
+func (c *Core) File(path string) (File, bool) {
+	f, ok := c.st.Files[path]
+	return f, ok
+}
+
+// Files iterates the durable index in path order: what the commit scan compares
+// the cache against (a path in the index and missing from the cache is a local
+// deletion, unless the row is lazy).
+func (c *Core) Files() iter.Seq2[string, File] {
+	return func(yield func(string, File) bool) {
+		for _, p := range slices.Sorted(maps.Keys(c.st.Files)) {
+			if !yield(p, c.st.Files[p]) {
+				return
+			}
+		}
+	}
+}
+
+// The staged view: durable state with the pending work on top.
+
+func (c *Core) viewLineage() string {
+	if c.pend.ledger != "" {
+		return c.pend.ledger
+	}
+	return c.st.Ledger
+}
+
+func (c *Core) viewMark(p string) Mark {
+	if m, ok := c.pend.marks[p]; ok {
+		return m
+	}
+	return c.st.Marks[p]
+}
+
+func (c *Core) viewFile(path string) (File, bool) {
+	if op, ok := c.pend.files[path]; ok {
+		if op.file == nil {
+			return File{}, false
+		}
+		return *op.file, true
+	}
+	f, ok := c.st.Files[path]
+	return f, ok
+}
+
+func (c *Core) doneAt(s ledger.Seq) (commit, bool) {
+	if p, ok := c.pend.done[s]; ok {
+		return p, true
+	}
+	p, ok := c.done[s]
+	return p, ok
+}
+
+// busy fails while a Ready is outstanding; verb and args name the call.
+func (c *Core) busy(verb string, args ...any) error {
+	if c.out != nil {
+		return fmt.Errorf("%s: a Ready is outstanding (Advance or Discard it first): %w", fmt.Sprintf(verb, args...), ErrBusy)
+	}
+	return nil
+}
+
+// AdoptLineage binds the core to the log described by info: a state without a
+// lineage adopts info.UUID (persisted with the next Ready); a state with the same
+// UUID is unchanged; another UUID is refused with an error wrapping
+// ledger.ErrLineage (I9). Events never set the lineage: only this call does.
+func (c *Core) AdoptLineage(info ledger.Info) error {
+	if err := c.busy("adopt lineage"); err != nil {
+		return err
+	}
+	if info.Format != ledger.FormatVersion {
+		return fmt.Errorf("adopt lineage of %q: format %d (this build reads %d): %w", info.Name, info.Format, ledger.FormatVersion, ledger.ErrUnknownVersion)
+	}
+	if err := ledger.ValidateUUID(info.UUID); err != nil {
+		return fmt.Errorf("adopt lineage of %q: %w", info.Name, err)
+	}
+	switch cur := c.viewLineage(); cur {
+	case info.UUID:
+		return nil
+	case "":
+		c.pend.ledger = info.UUID
+		return nil
+	default:
+		return fmt.Errorf("adopt lineage: log %q is ledger %s, this host's state is ledger %s: %w", info.Name, info.UUID, cur, ledger.ErrLineage)
+	}
+}
+
+// Classify returns what Step would decide for rec, without staging anything. The
+// shell uses it to resolve a record's manifest only when the record will be applied.
+func (c *Core) Classify(m Mode, rec ledger.Record) (Verdict, error) {
+	if m != Full && m != Scoped {
+		return 0, fmt.Errorf("classify seq %d: mode %v: %w", rec.Seq, m, ledger.ErrInvalid)
+	}
+	return c.classify(m, rec)
+}
+
+// Step offers one record read in mode m and stages its effect (DESIGN §4):
+//
+//  1. seq ≤ mark[p].Seq: Skip (replay is idempotent);
+//  2. modelSeq == mark[p].ModelSeq+1 and prev == mark[p].Seq: Apply;
+//  3. otherwise a *GapError (events missing, it says which) or an error wrapping
+//     ErrDiverged (the event contradicts the state).
+//
+// An event of another ledger fails with ledger.ErrLineage, a malformed one
+// (Part/Parts, chain fields, entries) with ledger.ErrInvalid. An applied record
+// must carry its entries: the shell replaces a manifest by its content (Entries
+// set; Manifest may stay set). On error nothing is staged for rec; the work staged
+// before stays staged. Full records (applied or skipped) count as processed for
+// the HWM; Scoped records never do.
+func (c *Core) Step(m Mode, rec ledger.Record) (Verdict, error) {
+	if err := c.busy("step seq %d", rec.Seq); err != nil {
+		return 0, err
+	}
+	if m != Full && m != Scoped {
+		return 0, fmt.Errorf("step seq %d: mode %v: %w", rec.Seq, m, ledger.ErrInvalid)
+	}
+	v, err := c.check(m, rec)
+	if err != nil {
+		return 0, err
+	}
+	c.stage(m, rec, v)
+	return v, nil
+}
+
+// RecordOwn records the host's own commit after the log's Append returned seqs
+// (seqs[i] is the seq of events[i]). events must be the whole commit, parts 1..n
+// in order, as CommitEvents built them. The cache already holds the files, so the
+// changes are index-only (OpIndex). The marks advance; the commit counts as
+// processed, so the HWM moves over it when it starts at HWM+1 (more generally:
+// when everything before it is processed). Either the whole commit is staged or,
+// on error, nothing.
+func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq) error {
+	if err := c.busy("record own commit"); err != nil {
+		return err
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("record own commit: "+format+": %w", append(args, ledger.ErrInvalid)...)
+	}
+	if len(events) == 0 || len(events) != len(seqs) {
+		return bad("%d events with %d seqs", len(events), len(seqs))
+	}
+	recs := make([]ledger.Record, len(events))
+	verdicts := make([]Verdict, len(events))
+	partitions := make(map[string]bool, len(events))
+	for i, e := range events {
+		switch {
+		case e.Commit != events[0].Commit || e.Parts != len(events) || e.Part != i+1:
+			return bad("event %d is part %d/%d of commit %s, want part %d/%d of %s", i, e.Part, e.Parts, e.Commit, i+1, len(events), events[0].Commit)
+		case i > 0 && seqs[i] <= seqs[i-1]:
+			return bad("seqs not increasing: %d after %d", seqs[i], seqs[i-1])
+		case partitions[e.Partition]:
+			return bad("partition %q twice", e.Partition)
+		}
+		partitions[e.Partition] = true
+		recs[i] = ledger.Record{Seq: seqs[i], Event: e}
+		v, err := c.check(own, recs[i])
+		if err != nil {
+			return fmt.Errorf("record own commit: %w", err)
+		}
+		verdicts[i] = v
+	}
+	// The parts touch distinct partitions, so checking each against the staged
+	// view before staging any is the same as checking them in turn.
+	for i, r := range recs {
+		c.stage(own, r, verdicts[i])
+	}
+	return nil
+}
+
+// Hydrate stages the fetch of lazy paths (OpWrite of the indexed content). Paths
+// already materialized are left alone; a path the index does not hold fails with
+// ledger.ErrNotFound and nothing is staged.
+func (c *Core) Hydrate(paths ...string) error {
+	if err := c.busy("hydrate"); err != nil {
+		return err
+	}
+	ops := make(map[string]fileOp, len(paths))
+	for _, p := range paths {
+		f, ok := c.viewFile(p)
+		if !ok {
+			return fmt.Errorf("hydrate %q: %w", p, ledger.ErrNotFound)
+		}
+		if f.Lazy {
+			f.Lazy = false
+			ops[p] = fileOp{op: OpWrite, file: &f, seq: c.pend.files[p].seq}
+		}
+	}
+	maps.Copy(c.pend.files, ops)
+	return nil
+}
+
+// check runs the validity checks and the apply rules for rec; it changes nothing.
+func (c *Core) check(m Mode, rec ledger.Record) (Verdict, error) {
+	v, err := c.classify(m, rec)
+	if err == nil && v == Apply && len(rec.Event.Entries) == 0 {
+		err = fmt.Errorf("apply seq %d: entries not resolved (manifest %s): %w", rec.Seq, rec.Event.Manifest, ledger.ErrInvalid)
+	}
+	return v, err
+}
+
+func (c *Core) classify(m Mode, rec ledger.Record) (Verdict, error) {
+	s, e := rec.Seq, &rec.Event
+	fail := func(err error) (Verdict, error) { return 0, fmt.Errorf("offer %v seq %d: %w", m, s, err) }
+	if err := validate(rec); err != nil {
+		return fail(err)
+	}
+	switch lin := c.viewLineage(); {
+	case lin == "":
+		return fail(fmt.Errorf("no ledger adopted yet (AdoptLineage with the log's Info first): %w", ledger.ErrLineage))
+	case e.Ledger != lin:
+		return fail(fmt.Errorf("event of ledger %s, state is ledger %s: %w", e.Ledger, lin, ledger.ErrLineage))
+	}
+	if err := c.checkParts(s, e); err != nil {
+		return fail(err)
+	}
+	mk := c.viewMark(e.Partition)
+	diverged := func(why string) (Verdict, error) {
+		return fail(fmt.Errorf("partition %q: event is modelSeq %d (prev %d) but mark is modelSeq %d at seq %d%s: %w",
+			e.Partition, e.ModelSeq, e.Prev, mk.ModelSeq, mk.Seq, why, ErrDiverged))
+	}
+	switch {
+	case s <= mk.Seq: // rule 1
+		if s == mk.Seq && e.ModelSeq != mk.ModelSeq || s < mk.Seq && e.ModelSeq >= mk.ModelSeq {
+			return diverged("")
+		}
+		return Skip, nil
+	case s <= c.st.HWM:
+		// I2: every seq ≤ HWM is applied, so its partition's mark covers it.
+		return diverged(fmt.Sprintf(", and seq %d is below the HWM %d", s, c.st.HWM))
+	case e.ModelSeq == mk.ModelSeq+1 && e.Prev == mk.Seq: // rule 2
+		return Apply, nil
+	case e.ModelSeq > mk.ModelSeq+1 && e.Prev > mk.Seq: // rule 3
+		return 0, &GapError{Partition: e.Partition, Mark: mk, Seq: s, ModelSeq: e.ModelSeq, From: mk.Seq + 1, To: e.Prev}
+	default:
+		return diverged("")
+	}
+}
+
+// validate checks one record on its own, reusing the codec's event checks. A
+// resolved event carries its entries and may keep its manifest digest.
+func validate(rec ledger.Record) error {
+	e := rec.Event
+	if !e.Manifest.IsZero() && len(e.Entries) > 0 {
+		e.Manifest = ledger.Digest{}
+	}
+	if err := ledger.ValidateEvent(e); err != nil {
+		return err
+	}
+	if rec.Seq == 0 || e.Prev >= rec.Seq {
+		return fmt.Errorf("prev %d not below seq %d: %w", e.Prev, rec.Seq, ledger.ErrInvalid)
+	}
+	return nil
+}
+
+// checkParts checks rec's Part/Parts against the neighbouring seqs processed so
+// far: a commit's parts occupy consecutive seqs (one atomic batch), so the seq
+// before part j > 1 is part j-1 of the same commit and the seq after a commit's
+// last part starts a new commit. The HWM is a commit end, so HWM+1 is a part 1.
+func (c *Core) checkParts(s ledger.Seq, e *ledger.Event) error {
+	if s <= c.st.HWM {
+		return nil
+	}
+	me := commit{e.Commit, e.Part, e.Parts}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("part %d/%d of commit %s: "+format+": %w", append([]any{e.Part, e.Parts, e.Commit}, append(args, ledger.ErrInvalid)...)...)
+	}
+	if got, ok := c.doneAt(s); ok && got != me {
+		return bad("seq %d was read as part %d/%d of commit %s", s, got.part, got.parts, got.id)
+	}
+	if s-1 == c.st.HWM {
+		if e.Part != 1 {
+			return bad("seq %d follows the HWM, a commit end", s)
+		}
+	} else if prev, ok := c.doneAt(s - 1); ok && !follows(prev, me) {
+		return bad("seq %d before it is part %d/%d of commit %s", s-1, prev.part, prev.parts, prev.id)
+	}
+	if next, ok := c.doneAt(s + 1); ok && !follows(me, next) {
+		return bad("seq %d after it is part %d/%d of commit %s", s+1, next.part, next.parts, next.id)
+	}
+	return nil
+}
+
+// follows reports whether b may sit at the seq right after a.
+func follows(a, b commit) bool {
+	if a.end() {
+		return b.part == 1
+	}
+	return b == commit{a.id, a.part + 1, a.parts}
+}
+
+// stage records the effect of a checked record in the pending work.
+func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
+	e := &rec.Event
+	if m != Scoped && rec.Seq > c.st.HWM {
+		c.pend.done[rec.Seq] = commit{e.Commit, e.Part, e.Parts}
+	}
+	if v != Apply {
+		return
+	}
+	for _, en := range e.Entries {
+		c.pend.files[en.Path] = c.target(m, rec.Seq, en)
+	}
+	c.pend.marks[e.Partition] = Mark{ModelSeq: e.ModelSeq, Seq: rec.Seq}
+}
+
+// target decides what applying en means for the cache and the index.
+func (c *Core) target(m Mode, s ledger.Seq, en ledger.Entry) fileOp {
+	switch {
+	case m == own && en.Deleted:
+		return fileOp{op: OpIndex, seq: s}
+	case en.Deleted:
+		return fileOp{op: OpDelete, seq: s}
+	}
+	f := File{SHA256: en.SHA256, Size: en.Size, Mode: en.Mode}
+	switch {
+	case m == own:
+		return fileOp{op: OpIndex, file: &f, seq: s}
+	case c.cfg.Lazy && ledger.IsLazySkippable(en.Path):
+		if cur, ok := c.viewFile(en.Path); ok && !cur.Lazy && cur.SameContent(f) {
+			break // materialized with this very content: keep it so
+		}
+		f.Lazy = true
+		return fileOp{op: OpLazy, file: &f, seq: s}
+	}
+	return fileOp{op: OpWrite, file: &f, seq: s}
+}
+
+// hwm is the HWM the pending work reaches once durable.
+func (c *Core) hwm() ledger.Seq {
+	if len(c.pend.done) == 0 {
+		return c.st.HWM // the durable knowledge is folded in already
+	}
+	ds := make([]Done, 0, len(c.done)+len(c.pend.done))
+	for _, m := range []map[ledger.Seq]commit{c.done, c.pend.done} {
+		for s, p := range m {
+			ds = append(ds, Done{Seq: s, CommitEnd: p.end()})
+		}
+	}
+	return SafeHWM(c.st.HWM, ds)
+}
+
+// HasReady reports whether work is staged (Ready would describe something to do
+// or to persist).
+func (c *Core) HasReady() bool {
+	p := &c.pend
+	return p.ledger != "" || len(p.marks) > 0 || len(p.files) > 0 || len(p.done) > 0
+}
+
+// Ready returns the staged work, and marks it outstanding: until Advance or
+// Discard, Step, RecordOwn, Hydrate and AdoptLineage fail with ErrBusy. Calling
+// Ready again before that returns the same work.
+func (c *Core) Ready() Ready {
+	if c.out == nil {
+		c.ids++
+		rd := Ready{id: c.ids, Ledger: c.pend.ledger, HWM: c.hwm()}
+		if len(c.pend.marks) > 0 {
+			rd.Marks = maps.Clone(c.pend.marks)
+		}
+		for _, p := range slices.Sorted(maps.Keys(c.pend.files)) {
+			op := c.pend.files[p]
+			ch := Change{Path: p, Op: op.op, Seq: op.seq}
+			if old, ok := c.st.Files[p]; ok {
+				ch.Old = &old
+			}
+			if op.file != nil {
+				f := *op.file
+				ch.New = &f
+			}
+			rd.Changes = append(rd.Changes, ch)
+		}
+		c.out = &rd
+	}
+	return c.out.clone()
+}
+
+// Advance tells the core that rd's work is durable: the files are in the cache
+// and the index rows, marks, HWM and lineage are persisted (atomically). The
+// durable state becomes rd's. rd must be the outstanding Ready.
+func (c *Core) Advance(rd Ready) error {
+	if c.out == nil || rd.id != c.out.id {
+		return fmt.Errorf("advance: not the outstanding Ready: %w", ledger.ErrInvalid)
+	}
+	out := c.out
+	if out.HWM < c.st.HWM {
+		panic(fmt.Sprintf("projector: HWM would decrease from %d to %d", c.st.HWM, out.HWM))
+	}
+	if out.Ledger != "" {
+		c.st.Ledger = out.Ledger
+	}
+	for _, ch := range out.Changes {
+		if ch.New == nil {
+			delete(c.st.Files, ch.Path)
+		} else {
+			c.st.Files[ch.Path] = *ch.New
+		}
+	}
+	maps.Copy(c.st.Marks, out.Marks)
+	c.st.HWM = out.HWM
+	maps.Copy(c.done, c.pend.done)
+	maps.DeleteFunc(c.done, func(s ledger.Seq, _ commit) bool { return s <= c.st.HWM })
+	c.resetPending()
+	c.out = nil
+	return nil
+}
+
+// Discard drops the staged work and the outstanding Ready: the shell could not
+// make it durable. The durable state is unchanged; the records must be offered
+// again (read again from HWM+1 or from the marks).
+func (c *Core) Discard() {
+	c.resetPending()
+	c.out = nil
+}

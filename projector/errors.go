@@ -1,0 +1,46 @@
+package projector
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Sentinel errors of the core. Errors for a malformed record wrap ledger.ErrInvalid
+// (or ledger.ErrUnknownVersion), errors for a foreign log wrap ledger.ErrLineage.
+var (
+	// ErrGap: an event does not extend its partition's chain from the host's mark
+	// because events in between have not been read. See GapError: it says where to
+	// read from. Reading more fixes it.
+	ErrGap = errors.New("gap in partition chain")
+	// ErrDiverged: an event contradicts the host's state (a different event where
+	// the state says its mark is, or an unapplied event at or below the HWM). The
+	// log holds another history than the one the state was built from; reading more
+	// does not fix it, the state must be rebuilt (from a snapshot).
+	ErrDiverged = errors.New("log diverges from local state")
+	// ErrBusy: a Ready is outstanding (Advance or Discard it first); for
+	// CommitEvents also: staged work has not been advanced yet.
+	ErrBusy = errors.New("busy")
+)
+
+// GapError reports rule 3 (DESIGN §4): the offered event of Partition is not the
+// successor of the host's Mark. The missing events are the partition's records
+// with From ≤ seq ≤ To; read them by subject (ReadPartition from From) and offer
+// them before the event again. If the log no longer holds them (ErrTruncated) the
+// host needs a snapshot. errors.Is(err, ErrGap) holds.
+type GapError struct {
+	Partition string
+	Mark      Mark       // the host's mark of the partition
+	Seq       ledger.Seq // the offered event's seq
+	ModelSeq  uint64     // the offered event's modelSeq
+	From      ledger.Seq // first seq to read: Mark.Seq+1
+	To        ledger.Seq // last missing seq: the offered event's Prev
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("partition %q: event at seq %d is modelSeq %d but mark is modelSeq %d at seq %d: read seqs %d..%d of the partition: %v",
+		e.Partition, e.Seq, e.ModelSeq, e.Mark.ModelSeq, e.Mark.Seq, e.From, e.To, ErrGap)
+}
+
+func (e *GapError) Unwrap() error { return ErrGap }

@@ -1,0 +1,281 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector"
+	"github.com/syncledger/syncledger/projector/cachefs"
+)
+
+// CommitOptions describe a commit.
+type CommitOptions struct {
+	Message string
+	// Partitions, when set, limits the commit to files of these partitions.
+	Partitions []string
+	// MaxAttempts bounds retries after chain conflicts; 0 means 20.
+	MaxAttempts int
+}
+
+// CommitResult says what a commit did.
+type CommitResult struct {
+	Nothing    bool         `json:"nothing"` // nothing to commit: no event published
+	Commit     string       `json:"commit,omitempty"`
+	Seqs       []ledger.Seq `json:"seqs,omitempty"`
+	Partitions []string     `json:"partitions,omitempty"`
+	Written    int          `json:"written"`
+	Deleted    int          `json:"deleted"`
+	Bytes      int64        `json:"bytes"`
+	Attempts   int          `json:"attempts"`
+	Pulled     int          `json:"pulled"` // remote events applied while resolving conflicts
+	HWM        ledger.Seq   `json:"hwm"`
+	Paths      []string     `json:"paths,omitempty"`
+}
+
+// scanned is the result of comparing the cache with the index.
+type scanned struct {
+	changes []ledger.Entry              // sorted by path
+	infos   map[string]cachefs.FileInfo // what the scan saw of each changed file
+}
+
+// scan compares the cache with the index: size, mtime and mode first, SHA-256 for
+// files that differ. A lazy file absent from the cache is not a deletion.
+func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, error) {
+	out := scanned{infos: map[string]cachefs.FileInfo{}}
+	seen := map[string]bool{}
+	err := h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
+		if !keep(ledger.PartitionKey(rel)) {
+			return nil
+		}
+		seen[rel] = true
+		row, ok := s.index[rel]
+		if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
+			return nil
+		}
+		d, n, err := h.dir.Hash(rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			delete(seen, rel)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ok && row.Digest == d && row.Size == n && row.Mode == fi.Mode {
+			return nil // touched, same content
+		}
+		fi.Size = n
+		out.infos[rel] = fi
+		out.changes = append(out.changes, ledger.Entry{Path: rel, SHA256: d, Size: n, Mode: fi.Mode})
+		return nil
+	}, func(sk cachefs.Skipped) { h.log.Warn("not synced", "path", sk.Path, "reason", sk.Reason) })
+	if err != nil {
+		return out, fmt.Errorf("scan cache: %w", err)
+	}
+	for p, row := range s.index {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) {
+			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
+		}
+	}
+	sort.Slice(out.changes, func(i, j int) bool { return out.changes[i].Path < out.changes[j].Path })
+	return out, nil
+}
+
+func partitionFilter(parts []string) func(string) bool {
+	if len(parts) == 0 {
+		return func(string) bool { return true }
+	}
+	return func(p string) bool { return slices.Contains(parts, p) }
+}
+
+// Commit publishes the cache's changes.
+func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
+	if opt.MaxAttempts <= 0 {
+		opt.MaxAttempts = 20
+	}
+	s, err := h.load(ctx, false)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	keep := partitionFilter(opt.Partitions)
+	var res CommitResult
+	for attempt := 1; ; attempt++ {
+		res.Attempts = attempt
+		sc, err := h.scan(s, keep)
+		if err != nil {
+			return res, err
+		}
+		if len(sc.changes) == 0 {
+			res.Nothing, res.HWM = true, s.core.HWM()
+			return res, nil
+		}
+		h.cfg.Failpoint("commit-after-scan")
+		err = h.publish(ctx, s, sc, opt, &res)
+		var ce *ledger.ConflictError
+		if !errors.As(err, &ce) {
+			return res, err
+		}
+		if attempt >= opt.MaxAttempts {
+			return res, fmt.Errorf("commit: gave up after %d attempts: %w", attempt, err)
+		}
+		h.log.Info("chain moved, syncing touched partitions", "partition", ce.Partition, "attempt", attempt)
+		if err := h.catchUp(ctx, s, sc.changes, &res); err != nil {
+			return res, err
+		}
+		// Backoff with jitter from the commit id's random bits keeps two hosts
+		// fighting over one partition from retrying in lockstep.
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(time.Duration(attempt*(1+int(h.cfg.Now().UnixNano()%7))) * time.Millisecond):
+		}
+	}
+}
+
+// publish uploads the changed content, appends the events and records them.
+func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOptions, res *CommitResult) error {
+	now := h.cfg.Now()
+	id, err := ledger.NewUUIDv7(now, h.cfg.Rand)
+	if err != nil {
+		return err
+	}
+	c := ledger.Commit{ID: id, Host: h.cfg.Host, At: now, Message: opt.Message, Entries: sc.changes}
+	events, err := s.core.CommitEvents(c)
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if err := h.upload(ctx, sc); err != nil {
+		return err
+	}
+	wire := make([]ledger.Event, len(events))
+	for i, ev := range events {
+		w, manifest, err := ledger.Externalize(ev)
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		if manifest != nil {
+			if _, err := ledger.PutBytes(ctx, h.cfg.Blobs, manifest); err != nil {
+				return fmt.Errorf("commit: store manifest of %q: %w", ev.Partition, err)
+			}
+		}
+		wire[i] = w
+	}
+	h.cfg.Failpoint("commit-after-upload")
+	seqs, err := h.cfg.Log.Append(ctx, wire)
+	if err != nil {
+		return err
+	}
+	h.cfg.Failpoint("commit-after-append")
+	if err := s.core.RecordOwn(events, seqs); err != nil {
+		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
+	}
+	if _, err := h.applyReady(ctx, s, s.core.Ready(), sc.infos); err != nil {
+		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
+	}
+	h.cfg.Failpoint("commit-after-persist")
+	res.Commit, res.Seqs, res.HWM = id, seqs, s.core.HWM()
+	res.Partitions = res.Partitions[:0]
+	for _, ev := range events {
+		res.Partitions = append(res.Partitions, ev.Partition)
+	}
+	res.Written, res.Deleted, res.Bytes, res.Paths = 0, 0, 0, nil
+	for _, e := range sc.changes {
+		res.Paths = append(res.Paths, e.Path)
+		if e.Deleted {
+			res.Deleted++
+		} else {
+			res.Written++
+			res.Bytes += e.Size
+		}
+	}
+	return nil
+}
+
+// upload stores every changed file's content, in parallel. A file that changes
+// while it is read fails the commit with ErrChecksum: nothing was published.
+func (h *Host) upload(ctx context.Context, sc scanned) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, h.cfg.Parallel)
+	)
+	for _, e := range sc.changes {
+		if e.Deleted {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(e ledger.Entry) {
+			defer func() { <-sem; wg.Done() }()
+			err := h.uploadOne(ctx, e)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}(e)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (h *Host) uploadOne(ctx context.Context, e ledger.Entry) error {
+	f, err := h.dir.Open(e.Path)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", e.Path, err)
+	}
+	defer f.Close()
+	if err := h.cfg.Blobs.Put(ctx, e.SHA256, f, e.Size); err != nil {
+		if errors.Is(err, ledger.ErrChecksum) {
+			return fmt.Errorf("upload %s: the file changed while committing; commit again: %w", e.Path, err)
+		}
+		return fmt.Errorf("upload %s: %w", e.Path, err)
+	}
+	return nil
+}
+
+// catchUp reads the new events of the partitions the local changes touch. If one
+// of them changes a locally changed path to other content, it stops with a
+// *ConflictError; otherwise it applies them (scoped: the HWM does not move).
+func (h *Host) catchUp(ctx context.Context, s *session, changes []ledger.Entry, res *CommitResult) error {
+	parts := map[string]bool{}
+	for _, e := range changes {
+		parts[ledger.PartitionKey(e.Path)] = true
+	}
+	var recs []ledger.Record
+	sr := SyncResult{}
+	r := &run{h: h, s: s, res: &sr}
+	for _, p := range slices.Sorted(maps.Keys(parts)) {
+		err := h.cfg.Log.ReadPartition(ctx, p, s.core.Mark(p).Seq+1, func(rec ledger.Record) error {
+			if err := r.resolve(ctx, &rec); err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+			return nil
+		})
+		if err != nil {
+			return needsRebuild(fmt.Errorf("read partition %q: %w", p, err))
+		}
+	}
+	if conflicts := projector.Conflicts(changes, recs); len(conflicts) > 0 {
+		return &ConflictError{Paths: conflicts}
+	}
+	for _, rec := range recs {
+		if err := r.offer(ctx, projector.Scoped, rec); err != nil {
+			return err
+		}
+	}
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	res.Pulled += sr.Applied
+	return nil
+}

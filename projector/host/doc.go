@@ -1,0 +1,37 @@
+// Package host is the projector's I/O shell: it binds one host's cache directory
+// to a ledger and drives the pure core (package projector) with the log, the blob
+// store and the file system.
+//
+// # Sync
+//
+// A full sync reads the log in seq order from HWM+1 up to the last seq it saw when
+// it started, offers every record to the core, and applies what the core hands back
+// in batches (a projector.Ready): blobs are fetched in parallel (bounded) and
+// verified, files are written atomically (cachefs), and only then are the index
+// rows, marks and HWM persisted, in one bbolt transaction (statedb). The core moves
+// the HWM only at commit boundaries and only over seqs it processed in order, so
+// the persisted HWM is never ahead of the files.
+//
+// A scoped sync (--model/--partition) reads only the chosen partitions' subjects
+// from their marks and never moves the HWM (swamp-club#3193).
+//
+// The fast path costs one request: the log's last seq against the HWM (scoped: the
+// partition's last seq against its mark), with no cache walk.
+//
+// # Crash safety
+//
+// A crash after files were written but before their Ready was persisted leaves
+// files the index does not claim; the next sync offers the same events again
+// (their marks did not move) and finds the files already holding the new content.
+// A file that holds neither the indexed content nor the incoming one is a local
+// change: the sync stops with ErrLocalChanges naming it rather than overwrite it.
+//
+// # Commit
+//
+// A commit scans the cache against the index (size, mtime and mode, then SHA-256),
+// uploads the content of changed files (content first: no event ever references a
+// missing blob), and appends one event per touched partition. On a chain conflict
+// it reads the partitions' new events; if none of them changes a path this host
+// changed, it applies them and retries, else it stops with a *ConflictError naming
+// the paths, keeping the local files (still dirty).
+package host

@@ -1,0 +1,198 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector"
+	"github.com/syncledger/syncledger/projector/cachefs"
+	"github.com/syncledger/syncledger/projector/statedb"
+)
+
+// Errors of the shell.
+var (
+	// ErrLocalChanges: applying the ledger would overwrite or delete a file changed
+	// locally; commit (or discard) it first.
+	ErrLocalChanges = errors.New("local changes would be overwritten")
+	// ErrCommitConflict: a commit's paths were also changed remotely.
+	ErrCommitConflict = errors.New("commit conflicts with remote changes")
+)
+
+// ConflictError names the paths changed both locally and remotely.
+type ConflictError struct {
+	Paths []string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%v: %q (local files kept, still uncommitted)", ErrCommitConflict, e.Paths)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrCommitConflict }
+
+// LocalChangesError names the locally changed files a sync refused to overwrite.
+type LocalChangesError struct {
+	Paths []string
+}
+
+func (e *LocalChangesError) Error() string {
+	return fmt.Sprintf("%v: %q (commit them first; nothing was overwritten)", ErrLocalChanges, e.Paths)
+}
+
+func (e *LocalChangesError) Unwrap() error { return ErrLocalChanges }
+
+// Config configures a Host.
+type Config struct {
+	Cache string           // cache directory
+	Host  string           // this host's id, recorded in its commits
+	Log   ledger.CommitLog // the ledger's log
+	Blobs ledger.BlobStore // the ledger's blob store
+	// Logger receives progress and warnings; nil discards.
+	Logger *slog.Logger
+	// Now is the clock for commit times; nil means time.Now.
+	Now func() time.Time
+	// Rand is the entropy for commit ids; nil means crypto/rand.
+	Rand io.Reader
+	// Parallel bounds concurrent blob transfers; 0 means 16.
+	Parallel int
+	// BatchEvents bounds how many events one Ready (one transaction) covers; 0 means 512.
+	BatchEvents int
+	// LockWait is how long to wait for another process holding the cache; 0 means 10s.
+	LockWait time.Duration
+	// Failpoint, when set, is called at named points (see Failpoints) so crash
+	// tests can stop the process there.
+	Failpoint func(name string)
+}
+
+// Failpoints lists the named points at which Config.Failpoint is called.
+var Failpoints = []string{
+	"sync-before-write",   // a Ready is staged, nothing written
+	"sync-after-write",    // a Ready's files are written, not persisted
+	"sync-after-persist",  // a Ready is persisted
+	"commit-after-scan",   // changes found, nothing uploaded
+	"commit-after-upload", // blobs stored, nothing published
+	"commit-after-append", // events in the log, not recorded locally
+	"commit-after-persist",
+}
+
+// Host is one cache bound to one ledger.
+type Host struct {
+	cfg Config
+	dir *cachefs.Dir
+	db  *statedb.DB
+	log *slog.Logger
+}
+
+// Open opens the cache (creating its state database) for the ledger.
+func Open(cfg Config) (*Host, error) {
+	if cfg.Log == nil || cfg.Blobs == nil {
+		return nil, fmt.Errorf("open host: log and blob store are required: %w", ledger.ErrInvalid)
+	}
+	if cfg.Host == "" || len(cfg.Host) > ledger.MaxHostLen {
+		return nil, fmt.Errorf("open host: host id must be 1-%d bytes: %w", ledger.MaxHostLen, ledger.ErrInvalid)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 16
+	}
+	if cfg.BatchEvents <= 0 {
+		cfg.BatchEvents = 512
+	}
+	if cfg.LockWait <= 0 {
+		cfg.LockWait = 10 * time.Second
+	}
+	if cfg.Failpoint == nil {
+		cfg.Failpoint = func(string) {}
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	dir, err := cachefs.Open(cfg.Cache)
+	if err != nil {
+		return nil, err
+	}
+	db, err := statedb.Open(dir.StatePath("state.db"), cfg.LockWait)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{cfg: cfg, dir: dir, db: db, log: lg}, nil
+}
+
+// Close releases the cache.
+func (h *Host) Close() error { return h.db.Close() }
+
+// Dir returns the cache directory.
+func (h *Host) Dir() *cachefs.Dir { return h.dir }
+
+// DB returns the state database (read access for status and tests).
+func (h *Host) DB() *statedb.DB { return h.db }
+
+// session is a loaded core with the local facts the shell keeps beside it.
+type session struct {
+	core  *projector.Core
+	index map[string]statedb.Entry // path → persisted index row (mtime, seq)
+	info  ledger.Info
+}
+
+// load builds the core from the persisted state and binds it to the log's lineage.
+func (h *Host) load(ctx context.Context, lazy bool) (*session, error) {
+	info, err := h.cfg.Log.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger info: %w", err)
+	}
+	st, err := h.db.Load()
+	if err != nil {
+		return nil, err
+	}
+	ps := projector.State{Ledger: st.Ledger, HWM: st.HWM, Marks: st.Marks, Files: map[string]projector.File{}}
+	index := map[string]statedb.Entry{}
+	err = h.db.ForEach(func(path string, e statedb.Entry) error {
+		index[path] = e
+		ps.Files[path] = projector.File{SHA256: e.Digest, Size: e.Size, Mode: e.Mode, Lazy: e.Lazy}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load index: %w", err)
+	}
+	core, err := projector.New(ps, projector.Config{Lazy: lazy})
+	if err != nil {
+		return nil, fmt.Errorf("load state: %w", err)
+	}
+	if err := core.AdoptLineage(info); err != nil {
+		return nil, err
+	}
+	s := &session{core: core, index: index, info: info}
+	if core.HasReady() { // a new cache: persist the lineage it adopted
+		if _, err := h.applyReady(ctx, s, core.Ready(), nil); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// checkLineage compares the persisted lineage with the log's without loading the state.
+func (h *Host) checkLineage(ctx context.Context) (ledger.Info, string, ledger.Seq, error) {
+	info, err := h.cfg.Log.Info(ctx)
+	if err != nil {
+		return info, "", 0, fmt.Errorf("read ledger info: %w", err)
+	}
+	uuid, hwm, err := h.db.HWM()
+	if err != nil {
+		return info, "", 0, err
+	}
+	if uuid != "" && uuid != info.UUID {
+		return info, "", 0, fmt.Errorf("cache %s belongs to ledger %s, log %q is ledger %s: %w", h.dir.Root(), uuid, info.Name, info.UUID, ledger.ErrLineage)
+	}
+	return info, uuid, hwm, nil
+}

@@ -1,0 +1,407 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+)
+
+// env is one ledger on an embedded server with a file blob store.
+type env struct {
+	t     *testing.T
+	nc    *nats.Conn
+	log   *jetstream.Log
+	blobs ledger.BlobStore
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	_, nc := jstest.RunServer(t)
+	ctx := context.Background()
+	lg, err := jetstream.Create(ctx, nc, jetstream.Config{Name: "test", Blobs: "file:///unused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, nc: nc, log: lg, blobs: ledger.NewBlobStore(objs)}
+}
+
+func (e *env) host(name string) *Host {
+	e.t.Helper()
+	return e.hostAt(name, e.t.TempDir())
+}
+
+func (e *env) hostAt(name, dir string) *Host {
+	e.t.Helper()
+	h, err := Open(Config{Cache: dir, Host: name, Log: e.log, Blobs: e.blobs})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func writeFile(t *testing.T, h *Host, rel, content string) {
+	t.Helper()
+	p := filepath.Join(h.Dir().Root(), filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, h *Host, rel string) (string, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.Dir().Root(), filepath.FromSlash(rel)))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), true
+}
+
+func mustCommit(t *testing.T, h *Host, msg string) CommitResult {
+	t.Helper()
+	res, err := h.Commit(context.Background(), CommitOptions{Message: msg})
+	if err != nil {
+		t.Fatalf("commit %q: %v", msg, err)
+	}
+	return res
+}
+
+func mustSync(t *testing.T, h *Host, opt SyncOptions) SyncResult {
+	t.Helper()
+	res, err := h.Sync(context.Background(), opt)
+	if err != nil {
+		t.Fatalf("sync %+v: %v", opt.Partitions, err)
+	}
+	return res
+}
+
+func mustStatus(t *testing.T, h *Host) Status {
+	t.Helper()
+	st, err := h.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// cacheFiles returns every synced file of a cache with its content.
+func cacheFiles(t *testing.T, h *Host) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	root := h.Dir().Root()
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == ledger.StateDir {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() {
+			b, _ := os.ReadFile(p)
+			out[filepath.ToSlash(rel)] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+const (
+	vpcRaw      = "data/command/shell/vpc/result/1/raw"
+	vpcMeta     = "data/command/shell/vpc/result/1/metadata.yaml"
+	consumerRaw = "data/command/shell/consumer/result/1/raw"
+)
+
+// TestSeedScenario is swamp-club#3193 through the library: a scoped sync and a
+// no-op commit must not make the host believe it holds commits it never read.
+func TestSeedScenario(t *testing.T) {
+	for _, ownCommit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("own-commit=%v", ownCommit), func(t *testing.T) {
+			e := newEnv(t)
+			control, writer := e.host("control"), e.host("writer")
+			mustSync(t, control, SyncOptions{})
+
+			writeFile(t, writer, vpcRaw, "vpc-id: vpc-123")
+			writeFile(t, writer, vpcMeta, "version: 1")
+			mustCommit(t, writer, "run vpc")
+			writeFile(t, writer, consumerRaw, "consumer saw vpc-123")
+			mustCommit(t, writer, "run consumer")
+
+			consumerParts := ledger.PartitionKeysForModel("command/shell", "consumer")
+			res := mustSync(t, control, SyncOptions{Partitions: consumerParts})
+			if res.Written != 1 {
+				t.Fatalf("scoped sync wrote %d files, want 1", res.Written)
+			}
+			if ownCommit {
+				writeFile(t, control, "data/command/shell/consumer/result/2/raw", "control's run")
+				if r := mustCommit(t, control, "control run"); r.Nothing {
+					t.Fatal("control's change not committed")
+				}
+			} else if r := mustCommit(t, control, "no-op"); !r.Nothing {
+				t.Fatalf("no-op commit published %+v", r)
+			}
+			st := mustStatus(t, control)
+			if st.HWM >= st.Head {
+				t.Fatalf("after a scoped sync: hwm %d, head %d: the host claims commits it never read", st.HWM, st.Head)
+			}
+			if _, ok := readFile(t, control, vpcRaw); ok {
+				t.Fatal("vpc present before a full sync?")
+			}
+			res = mustSync(t, control, SyncOptions{})
+			if got, _ := readFile(t, control, vpcRaw); got != "vpc-id: vpc-123" {
+				t.Fatalf("full sync did not pull vpc: %q (%+v)", got, res)
+			}
+			st = mustStatus(t, control)
+			if st.HWM != st.Head || st.Behind != 0 {
+				t.Fatalf("after a full sync: hwm %d head %d", st.HWM, st.Head)
+			}
+			mustSync(t, writer, SyncOptions{})
+			if diff := cmp.Diff(cacheFiles(t, writer), cacheFiles(t, control)); diff != "" {
+				t.Fatalf("caches differ (-writer +control):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFastPath(t *testing.T) {
+	e := newEnv(t)
+	a := e.host("a")
+	writeFile(t, a, "audit/1.jsonl", "x")
+	mustCommit(t, a, "")
+	res := mustSync(t, a, SyncOptions{})
+	if !res.UpToDate || res.HWM != 1 {
+		t.Fatalf("own commit at HWM+1 should leave the host up to date: %+v", res)
+	}
+	if r := mustSync(t, a, SyncOptions{Partitions: []string{"audit"}}); !r.UpToDate {
+		t.Fatalf("scoped fast path: %+v", r)
+	}
+	if r := mustCommit(t, a, ""); !r.Nothing {
+		t.Fatalf("nothing to commit: %+v", r)
+	}
+	if last, _ := e.log.LastSeq(context.Background()); last != 1 {
+		t.Fatalf("no-op commit published: last seq %d", last)
+	}
+}
+
+func TestDeleteAndOverwrite(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	writeFile(t, a, "audit/x", "1")
+	writeFile(t, a, "audit/y", "1")
+	writeFile(t, a, "files/big", strings.Repeat("z", 1<<20))
+	mustCommit(t, a, "")
+	mustSync(t, b, SyncOptions{})
+	os.Remove(filepath.Join(a.Dir().Root(), "audit/x"))
+	writeFile(t, a, "audit/y", "2")
+	os.Chmod(filepath.Join(a.Dir().Root(), "files/big"), 0o600)
+	r := mustCommit(t, a, "")
+	if r.Deleted != 1 || r.Written != 2 {
+		t.Fatalf("commit %+v, want 1 deletion and 2 writes (content, mode)", r)
+	}
+	mustSync(t, b, SyncOptions{})
+	if diff := cmp.Diff(cacheFiles(t, a), cacheFiles(t, b)); diff != "" {
+		t.Fatalf("caches differ:\n%s", diff)
+	}
+	fi, _ := os.Stat(filepath.Join(b.Dir().Root(), "files/big"))
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v not synced", fi.Mode())
+	}
+	if v, err := b.Verify(context.Background()); err != nil || !v.OK() {
+		t.Fatalf("verify %+v %v", v, err)
+	}
+}
+
+func TestLocalChangesNeverOverwritten(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	writeFile(t, a, "audit/x", "1")
+	mustCommit(t, a, "")
+	mustSync(t, b, SyncOptions{})
+	writeFile(t, a, "audit/x", "from a")
+	mustCommit(t, a, "")
+	writeFile(t, b, "audit/x", "from b, uncommitted")
+	_, err := b.Sync(context.Background(), SyncOptions{})
+	var lc *LocalChangesError
+	if !errors.As(err, &lc) || lc.Paths[0] != "audit/x" {
+		t.Fatalf("sync over a local change: %v", err)
+	}
+	if got, _ := readFile(t, b, "audit/x"); got != "from b, uncommitted" {
+		t.Fatalf("local change lost: %q", got)
+	}
+	// Committing it conflicts (same path changed remotely): exit with the path, keep the file.
+	_, err = b.Commit(context.Background(), CommitOptions{})
+	var ce *ConflictError
+	if !errors.As(err, &ce) || len(ce.Paths) != 1 || ce.Paths[0] != "audit/x" {
+		t.Fatalf("commit of a conflicting change: %v", err)
+	}
+	if got, _ := readFile(t, b, "audit/x"); got != "from b, uncommitted" {
+		t.Fatalf("local change lost: %q", got)
+	}
+	if st := mustStatus(t, b); len(st.Dirty) != 1 {
+		t.Fatalf("conflicting file not dirty: %+v", st.Dirty)
+	}
+}
+
+func TestConflictRetryWhenPathsDiffer(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	writeFile(t, a, "audit/a", "1")
+	mustCommit(t, a, "")
+	mustSync(t, b, SyncOptions{})
+	writeFile(t, a, "audit/a", "2")
+	mustCommit(t, a, "")
+	writeFile(t, b, "audit/b", "b")
+	r := mustCommit(t, b, "")
+	if r.Attempts != 2 || r.Pulled != 1 {
+		t.Fatalf("commit after a remote change to another path: %+v", r)
+	}
+	mustSync(t, a, SyncOptions{})
+	mustSync(t, b, SyncOptions{})
+	if diff := cmp.Diff(cacheFiles(t, a), cacheFiles(t, b)); diff != "" {
+		t.Fatalf("caches differ:\n%s", diff)
+	}
+	sa, sb := mustStatus(t, a), mustStatus(t, b)
+	if sa.HWM != sa.Head || sb.HWM != sb.Head {
+		t.Fatalf("hwm a %d b %d head %d", sa.HWM, sb.HWM, sa.Head)
+	}
+}
+
+func TestLazyAndFetch(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	writeFile(t, a, vpcRaw, "raw content")
+	writeFile(t, a, vpcMeta, "meta")
+	mustCommit(t, a, "")
+	r := mustSync(t, b, SyncOptions{Lazy: true})
+	if r.Written != 1 || r.Lazy != 1 {
+		t.Fatalf("lazy sync %+v", r)
+	}
+	if _, ok := readFile(t, b, vpcRaw); ok {
+		t.Fatal("lazy raw file fetched")
+	}
+	if st := mustStatus(t, b); st.Lazy != 1 || len(st.Dirty) != 0 {
+		t.Fatalf("lazy-absent file taken for a change: %+v", st)
+	}
+	if c := mustCommit(t, b, ""); !c.Nothing {
+		t.Fatalf("lazy-absent file committed as a deletion: %+v", c)
+	}
+	if _, err := b.Fetch(context.Background(), []string{vpcRaw}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readFile(t, b, vpcRaw); got != "raw content" {
+		t.Fatalf("fetch gave %q", got)
+	}
+	if _, err := b.Fetch(context.Background(), []string{"data/nope/x/y/1/raw"}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("fetch of an unknown path: %v", err)
+	}
+}
+
+func TestManifestCommit(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	for i := range 3000 {
+		writeFile(t, a, fmt.Sprintf("data/t/m/d/%d/raw", i), fmt.Sprint(i))
+	}
+	r := mustCommit(t, a, "many")
+	if r.Written != 3000 || len(r.Seqs) != 1 {
+		t.Fatalf("commit %+v", r)
+	}
+	rec, err := e.log.PartitionHead(context.Background(), "data--t--m")
+	if err != nil || rec.Event.Manifest.IsZero() {
+		t.Fatalf("3000 entries should go to a manifest: %v %v", rec.Event.Manifest, err)
+	}
+	mustSync(t, b, SyncOptions{})
+	if got := len(cacheFiles(t, b)); got != 3000 {
+		t.Fatalf("b has %d files", got)
+	}
+}
+
+func TestConcurrentHostsDistinctModels(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	n := 100
+	if !testing.Short() {
+		n = 200
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, h := range []*Host{a, b} {
+		wg.Add(1)
+		go func(h *Host) {
+			defer wg.Done()
+			for i := range n {
+				writeFile(t, h, fmt.Sprintf("data/t/%s/d/%d/raw", h.cfg.Host, i), "x")
+				if _, err := h.Commit(context.Background(), CommitOptions{}); err != nil {
+					errs <- fmt.Errorf("%s commit %d: %w", h.cfg.Host, i, err)
+					return
+				}
+			}
+		}(h)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	mustSync(t, a, SyncOptions{})
+	mustSync(t, b, SyncOptions{})
+	if diff := cmp.Diff(cacheFiles(t, a), cacheFiles(t, b)); diff != "" {
+		t.Fatalf("caches differ:\n%s", diff)
+	}
+	sa, sb := mustStatus(t, a), mustStatus(t, b)
+	if sa.HWM != sa.Head || sb.HWM != sb.Head || sa.Head != ledger.Seq(2*n) {
+		t.Fatalf("hwm a %d b %d head %d, want %d", sa.HWM, sb.HWM, sa.Head, 2*n)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan SyncResult, 10)
+	done := make(chan error, 1)
+	go func() { done <- b.Watch(ctx, SyncOptions{}, func(r SyncResult) { got <- r }) }()
+	for i := range 3 {
+		writeFile(t, a, fmt.Sprintf("audit/%d", i), "x")
+		mustCommit(t, a, "")
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("watch did not apply the commit")
+		}
+		if _, ok := readFile(t, b, fmt.Sprintf("audit/%d", i)); !ok {
+			t.Fatalf("file %d not in b's cache", i)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch stopped with %v", err)
+	}
+	if _, hwm, _ := b.DB().HWM(); hwm != 3 {
+		t.Fatalf("watch persisted hwm %d", hwm)
+	}
+}

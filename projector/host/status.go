@@ -1,0 +1,165 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector"
+	"github.com/syncledger/syncledger/projector/statedb"
+)
+
+// PartitionStatus is a partition's mark as status reports it.
+type PartitionStatus struct {
+	ModelSeq uint64     `json:"modelSeq"`
+	Seq      ledger.Seq `json:"seq"`
+}
+
+// Status is a host's view of itself against the log.
+type Status struct {
+	Ledger     string                     `json:"ledger"` // name
+	UUID       string                     `json:"uuid"`
+	Host       string                     `json:"host"`
+	Cache      string                     `json:"cache"`
+	Head       ledger.Seq                 `json:"head"`  // the log's last seq
+	First      ledger.Seq                 `json:"first"` // the log's first seq
+	HWM        ledger.Seq                 `json:"hwm"`
+	Behind     uint64                     `json:"behind"` // head − hwm
+	Partitions map[string]PartitionStatus `json:"partitions"`
+	Dirty      []string                   `json:"dirty"` // paths changed locally, not committed
+	Lazy       uint64                     `json:"lazy"`  // files applied as metadata only
+	Files      int                        `json:"files"` // indexed files
+}
+
+// Status reports the HWM against the log's head, the marks, and the uncommitted
+// local changes.
+func (h *Host) Status(ctx context.Context) (Status, error) {
+	s, err := h.load(ctx, false)
+	if err != nil {
+		return Status{}, err
+	}
+	b, err := h.cfg.Log.Bounds(ctx)
+	if err != nil {
+		return Status{}, fmt.Errorf("read log bounds: %w", err)
+	}
+	st := s.core.State()
+	out := Status{
+		Ledger: s.info.Name, UUID: s.info.UUID, Host: h.cfg.Host, Cache: h.dir.Root(),
+		Head: b.Last, First: b.First, HWM: st.HWM, Partitions: map[string]PartitionStatus{},
+		Dirty: []string{}, Files: len(st.Files),
+	}
+	if b.Last > st.HWM {
+		out.Behind = uint64(b.Last - st.HWM)
+	}
+	for p, m := range st.Marks {
+		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
+	}
+	if out.Lazy, err = h.db.LazyCount(); err != nil {
+		return out, err
+	}
+	sc, err := h.scan(s, partitionFilter(nil))
+	if err != nil {
+		return out, err
+	}
+	for _, e := range sc.changes {
+		out.Dirty = append(out.Dirty, e.Path)
+	}
+	return out, nil
+}
+
+// VerifyResult lists indexed files whose cache copy is missing or altered.
+type VerifyResult struct {
+	Checked int      `json:"checked"`
+	Missing []string `json:"missing"`
+	Altered []string `json:"altered"`
+	Lazy    int      `json:"lazy"` // not checked: metadata only
+}
+
+// OK reports whether every checked file matched.
+func (v VerifyResult) OK() bool { return len(v.Missing) == 0 && len(v.Altered) == 0 }
+
+// Verify hashes every indexed (non-lazy) file and compares it with the index.
+func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
+	out := VerifyResult{Missing: []string{}, Altered: []string{}}
+	err := h.db.ForEach(func(path string, e statedb.Entry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e.Lazy {
+			out.Lazy++
+			return nil
+		}
+		out.Checked++
+		d, n, err := h.dir.Hash(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			out.Missing = append(out.Missing, path)
+		case err != nil:
+			out.Altered = append(out.Altered, path)
+		case d != e.Digest || n != e.Size:
+			out.Altered = append(out.Altered, path)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Fetch hydrates lazy files (content on demand). Paths not in the index fail with
+// ledger.ErrNotFound; paths already present are left alone.
+func (h *Host) Fetch(ctx context.Context, paths []string) (SyncResult, error) {
+	s, err := h.load(ctx, true)
+	if err != nil {
+		return SyncResult{}, err
+	}
+	sort.Strings(paths)
+	if err := s.core.Hydrate(paths...); err != nil {
+		return SyncResult{}, err
+	}
+	res := SyncResult{HWM: s.core.HWM()}
+	r := &run{h: h, s: s, res: &res}
+	err = r.flush(ctx)
+	return res, err
+}
+
+// Watch keeps the cache current: it syncs, then follows the log from HWM+1,
+// applying each commit as soon as its last part arrives, until ctx is done. It
+// returns nil when ctx is cancelled, with every applied commit persisted.
+func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResult)) error {
+	if _, err := h.Sync(ctx, opt); err != nil {
+		return err
+	}
+	s, err := h.load(ctx, opt.Lazy)
+	if err != nil {
+		return err
+	}
+	res := SyncResult{}
+	r := &run{h: h, s: s, res: &res}
+	err = h.cfg.Log.Follow(ctx, s.core.HWM()+1, func(rec ledger.Record) error {
+		if err := r.offer(ctx, projector.Full, rec); err != nil {
+			return err
+		}
+		if !rec.LastOfCommit() {
+			return nil
+		}
+		res.Head = rec.Seq
+		if err := r.flush(ctx); err != nil {
+			return err
+		}
+		if applied != nil {
+			applied(res)
+		}
+		res = SyncResult{}
+		return nil
+	})
+	if ctx.Err() != nil {
+		// Persist what was fully read; a partly read commit is read again next time.
+		if ferr := r.flush(context.WithoutCancel(ctx)); ferr != nil {
+			return ferr
+		}
+		return nil
+	}
+	return needsRebuild(err)
+}

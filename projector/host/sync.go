@@ -1,0 +1,263 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector"
+)
+
+// SyncOptions selects what a sync reads.
+type SyncOptions struct {
+	// Partitions, when set, makes the sync scoped: only these partitions are read,
+	// from their marks, and the HWM does not move.
+	Partitions []string
+	// Lazy applies data/**/raw files as metadata only (swamp's lazy hydration).
+	// A sync without Lazy hydrates files an earlier lazy sync left out.
+	Lazy bool
+	// Progress, when set, is called after each applied batch.
+	Progress func(SyncResult)
+}
+
+// SyncResult says what a sync did.
+type SyncResult struct {
+	UpToDate bool       `json:"upToDate"` // the fast path answered: nothing to read
+	Scoped   bool       `json:"scoped"`
+	Head     ledger.Seq `json:"head"`   // the log's last seq the sync read up to
+	HWM      ledger.Seq `json:"hwm"`    // the HWM after the sync
+	Events   int        `json:"events"` // records read
+	Applied  int        `json:"applied"`
+	Written  int        `json:"written"`
+	Deleted  int        `json:"deleted"`
+	Lazy     int        `json:"lazy"`
+	Bytes    int64      `json:"bytes"`
+	Paths    []string   `json:"paths,omitempty"` // written or deleted
+}
+
+func (r *SyncResult) add(a applied) {
+	r.Written += a.Written
+	r.Deleted += a.Deleted
+	r.Lazy += a.Lazy
+	r.Bytes += a.Bytes
+	r.Paths = append(r.Paths, a.Paths...)
+}
+
+// errStop ends a partition read early.
+var errStop = errors.New("stop")
+
+// Sync brings the cache up to date with the log (full) or with some partitions
+// (scoped).
+func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
+	if len(opt.Partitions) > 0 {
+		return h.syncScoped(ctx, opt)
+	}
+	_, uuid, hwm, err := h.checkLineage(ctx)
+	if err != nil {
+		return SyncResult{}, err
+	}
+	head, err := h.cfg.Log.LastSeq(ctx)
+	if err != nil {
+		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
+	}
+	lazy, err := h.db.LazyCount()
+	if err != nil {
+		return SyncResult{}, err
+	}
+	if head == hwm && (uuid != "" || head == 0) && (opt.Lazy || lazy == 0) {
+		return SyncResult{UpToDate: true, Head: head, HWM: hwm}, nil // the fast path: one request
+	}
+	s, err := h.load(ctx, opt.Lazy)
+	if err != nil {
+		return SyncResult{}, err
+	}
+	res := SyncResult{Head: head}
+	if head > hwm {
+		err = h.readFull(ctx, s, hwm+1, head, &res, opt.Progress)
+	}
+	if err == nil && !opt.Lazy && lazy > 0 {
+		err = h.hydrateAll(ctx, s, &res)
+	}
+	res.HWM = s.core.HWM()
+	return res, err
+}
+
+// run accumulates records into Readies and applies them.
+type run struct {
+	h        *Host
+	s        *session
+	res      *SyncResult
+	pending  int
+	progress func(SyncResult)
+}
+
+func (r *run) flush(ctx context.Context) error {
+	if r.pending == 0 && !r.s.core.HasReady() {
+		return nil
+	}
+	rd := r.s.core.Ready()
+	a, err := r.h.applyReady(ctx, r.s, rd, nil)
+	r.res.add(a)
+	r.pending = 0
+	if err != nil {
+		return err
+	}
+	r.res.HWM = r.s.core.HWM()
+	if r.progress != nil {
+		r.progress(*r.res)
+	}
+	return nil
+}
+
+// resolve replaces a manifest by its entries.
+func (r *run) resolve(ctx context.Context, rec *ledger.Record) error {
+	if rec.Event.Manifest.IsZero() || len(rec.Event.Entries) > 0 {
+		return nil
+	}
+	b, err := ledger.ReadBlob(ctx, r.h.cfg.Blobs, rec.Event.Manifest)
+	if err != nil {
+		return fmt.Errorf("read manifest of seq %d: %w", rec.Seq, err)
+	}
+	es, err := ledger.DecodeManifest(b, rec.Event.Partition)
+	if err != nil {
+		return fmt.Errorf("manifest of seq %d: %w", rec.Seq, err)
+	}
+	rec.Event.Entries = es
+	return nil
+}
+
+// offer classifies, resolves and stages one record; a gap in a full read is
+// filled from the partition's subject first.
+func (r *run) offer(ctx context.Context, m projector.Mode, rec ledger.Record) error {
+	v, err := r.s.core.Classify(m, rec)
+	var gap *projector.GapError
+	if m == projector.Full && errors.As(err, &gap) {
+		if err := r.fillGap(ctx, gap); err != nil {
+			return err
+		}
+		v, err = r.s.core.Classify(m, rec)
+	}
+	if err != nil {
+		return fmt.Errorf("seq %d: %w", rec.Seq, err)
+	}
+	if v == projector.Apply {
+		if err := r.resolve(ctx, &rec); err != nil {
+			return err
+		}
+	}
+	if _, err := r.s.core.Step(m, rec); err != nil {
+		return fmt.Errorf("seq %d: %w", rec.Seq, err)
+	}
+	r.res.Events++
+	if v == projector.Apply {
+		r.res.Applied++
+	}
+	r.pending++
+	if r.pending >= r.h.cfg.BatchEvents {
+		return r.flush(ctx)
+	}
+	return nil
+}
+
+// fillGap reads the partition's missing events by subject and stages them scoped.
+func (r *run) fillGap(ctx context.Context, gap *projector.GapError) error {
+	r.h.log.Info("filling gap", "partition", gap.Partition, "from", gap.From, "to", gap.To)
+	err := r.h.cfg.Log.ReadPartition(ctx, gap.Partition, gap.From, func(rec ledger.Record) error {
+		if rec.Seq >= gap.Seq {
+			return errStop
+		}
+		return r.offer(ctx, projector.Scoped, rec)
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return fmt.Errorf("fill gap of partition %q (seqs %d..%d): %w", gap.Partition, gap.From, gap.To, err)
+	}
+	return nil
+}
+
+func (h *Host) readFull(ctx context.Context, s *session, from, to ledger.Seq, res *SyncResult, progress func(SyncResult)) error {
+	r := &run{h: h, s: s, res: res, progress: progress}
+	err := h.cfg.Log.Read(ctx, from, to, func(rec ledger.Record) error { return r.offer(ctx, projector.Full, rec) })
+	if err == nil {
+		err = r.flush(ctx)
+	} else if ferr := r.flush(ctx); ferr != nil { // keep what was read before the error
+		h.log.Warn("persisting partial sync", "err", ferr)
+	}
+	return needsRebuild(err)
+}
+
+// needsRebuild adds the operator's next step to a truncation error.
+func needsRebuild(err error) error {
+	if errors.Is(err, ledger.ErrTruncated) {
+		return fmt.Errorf("%w; this cache needs a snapshot rebuild", err)
+	}
+	return err
+}
+
+func (h *Host) hydrateAll(ctx context.Context, s *session, res *SyncResult) error {
+	var lazy []string
+	for p, f := range s.core.Files() {
+		if f.Lazy {
+			lazy = append(lazy, p)
+		}
+	}
+	if len(lazy) == 0 {
+		return nil
+	}
+	if err := s.core.Hydrate(lazy...); err != nil {
+		return err
+	}
+	r := &run{h: h, s: s, res: res}
+	return r.flush(ctx)
+}
+
+func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, error) {
+	if _, _, _, err := h.checkLineage(ctx); err != nil {
+		return SyncResult{}, err
+	}
+	parts := slices.Clone(opt.Partitions)
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	res := SyncResult{Scoped: true}
+	var todo []string
+	for _, p := range parts { // the scoped fast path: one request per partition
+		last, err := h.cfg.Log.PartitionLastSeq(ctx, p)
+		if err != nil {
+			return res, fmt.Errorf("read last seq of partition %q: %w", p, err)
+		}
+		mk, err := h.db.Mark(p)
+		if err != nil {
+			return res, err
+		}
+		res.Head = max(res.Head, last)
+		if last != mk.Seq {
+			todo = append(todo, p)
+		}
+	}
+	_, hwm, err := h.db.HWM()
+	if err != nil {
+		return res, err
+	}
+	if len(todo) == 0 {
+		res.UpToDate, res.HWM = true, hwm
+		return res, nil
+	}
+	s, err := h.load(ctx, opt.Lazy)
+	if err != nil {
+		return res, err
+	}
+	r := &run{h: h, s: s, res: &res, progress: opt.Progress}
+	for _, p := range todo {
+		if err := h.cfg.Log.ReadPartition(ctx, p, s.core.Mark(p).Seq+1, func(rec ledger.Record) error {
+			return r.offer(ctx, projector.Scoped, rec)
+		}); err != nil {
+			_ = r.flush(ctx)
+			res.HWM = s.core.HWM()
+			return res, needsRebuild(fmt.Errorf("sync partition %q: %w", p, err))
+		}
+	}
+	err = r.flush(ctx)
+	res.HWM = s.core.HWM()
+	return res, err
+}

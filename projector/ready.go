@@ -1,0 +1,94 @@
+package projector
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Op is what the shell does to the cache for one Change.
+type Op uint8
+
+const (
+	// OpWrite: fetch New.SHA256 from the blob store, verify it and write it at
+	// Path with New.Mode (temp file, fsync, rename). If the cache already holds
+	// exactly that content the fetch may be skipped.
+	OpWrite Op = iota + 1
+	// OpLazy: record New as metadata only (lazy hydration). Any file at Path holds
+	// older content and is removed; its absence is not a deletion.
+	OpLazy
+	// OpDelete: remove the file at Path (absent is fine) and its index row.
+	OpDelete
+	// OpIndex: the cache already holds Path as New says (the host's own commit),
+	// or already lacks it when New is nil: only the index row changes.
+	OpIndex
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpWrite:
+		return "write"
+	case OpLazy:
+		return "lazy"
+	case OpDelete:
+		return "delete"
+	case OpIndex:
+		return "index"
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Change is the fate of one path in a Ready: the final state after all the
+// Ready's events (the last writer wins), not each step. Every path an applied
+// event touches has a Change, even one whose New equals Old (the shell may find
+// nothing to do): this way a file left by an apply interrupted before its Ready
+// was persisted is always rewritten when the events are applied again.
+type Change struct {
+	Path string
+	Op   Op
+	// Old is the index row before this Ready (nil: none). A cache file that
+	// matches neither Old nor New was changed locally, or was left by an apply
+	// interrupted before its Ready was persisted: only the shell can tell (a
+	// journal of the Ready it was applying does), and it must never drop local
+	// changes silently. Old and New both nil: the path was created and deleted
+	// within this Ready.
+	Old *File
+	// New is the index row after this Ready (nil: the row is deleted).
+	New *File
+	// Seq is the seq of the event that decided New; 0 for Hydrate.
+	Seq ledger.Seq
+}
+
+// Ready is work the core wants done before its state may advance. The shell
+// performs the Changes on the cache, then persists, in one atomic transaction, the
+// index rows (each Change's New; nil deletes the row), the Marks, the HWM and the
+// Ledger (when set), and then calls Advance. Until then the durable state is
+// unchanged, and a crash anywhere in between is recovered by reading again: the
+// events whose marks were not persisted are applied again.
+type Ready struct {
+	Ledger  string          // lineage to persist; "" if already persisted
+	Changes []Change        // in path order
+	Marks   map[string]Mark // partitions whose mark moved, with the new mark
+	HWM     ledger.Seq      // the HWM to persist (the current one if it did not move)
+
+	id uint64
+}
+
+func (rd Ready) clone() Ready {
+	c := rd
+	c.Marks = maps.Clone(rd.Marks)
+	c.Changes = slices.Clone(rd.Changes)
+	for i, ch := range c.Changes {
+		if ch.Old != nil {
+			f := *ch.Old
+			c.Changes[i].Old = &f
+		}
+		if ch.New != nil {
+			f := *ch.New
+			c.Changes[i].New = &f
+		}
+	}
+	return c
+}
