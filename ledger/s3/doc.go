@@ -1,0 +1,34 @@
+// Package s3 is the ledger.ObjectStore on an Amazon S3 bucket or any S3-compatible
+// server (MinIO, versitygw, Ceph RGW, …), through aws-sdk-go-v2.
+//
+// Keys live below an optional prefix in the bucket: with Prefix "ledgers/prod", key
+// "blobs/sha256/ab/ab12…" is the S3 object "ledgers/prod/blobs/sha256/ab/ab12…".
+// Credentials come from the SDK's default chain (environment, shared config and
+// credentials files, SSO, web identity, container and instance roles) unless Config
+// supplies a provider; Endpoint and PathStyle address S3-compatible servers.
+//
+// # Puts
+//
+// An S3 PUT is atomic: the object appears whole when the request completes, or not
+// at all. PutObject keeps that property for any reader by spooling the content
+// before it sends a byte: up to 1 MiB in memory, beyond that in a temporary file
+// (Config.TempDir). Only once the caller's reader has returned io.EOF, without error,
+// within the context, with the declared size, is the PUT sent, with a known
+// Content-Length and a seekable body the SDK can hash for the SigV4 payload
+// signature and the request checksum and can rewind to retry. A failing reader
+// therefore never leaves a partial or empty object behind, and the previous version
+// of the key stays in place.
+//
+// The alternatives were worse: streaming a non-seekable body needs an unsigned or
+// aws-chunked payload, which plain-HTTP endpoints and several S3-compatible servers
+// reject or mishandle, cannot be retried, and would let a reader error surface as a
+// transport error mid-request; a multipart upload streams too but costs three
+// requests for the common small blob and leaves parts behind when the abort fails.
+// The price is one local copy of each large put.
+//
+// # Errors
+//
+// NoSuchKey, NotFound and other 404 answers (except NoSuchBucket) map to
+// ledger.ErrNotFound; deleting an absent key is not an error. Failures caused by the
+// context wrap its error. The library never logs: the SDK's logger is disabled.
+package s3

@@ -1,0 +1,320 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/internal/backend"
+)
+
+// DefaultRegion is used when neither Config.Region nor the SDK's default chain
+// names one.
+const DefaultRegion = "us-east-1"
+
+// memSpoolLimit is the largest put kept in memory; larger ones go to a temp file.
+const memSpoolLimit = 1 << 20
+
+// Config configures a Store.
+type Config struct {
+	// Bucket is the bucket's name (required).
+	Bucket string
+	// Prefix is the key prefix of the store inside the bucket ("" for the whole
+	// bucket). Leading and trailing slashes are ignored; it is a directory: Prefix
+	// "a" holds "a/x", never "ab/x".
+	Prefix string
+	// Endpoint is the base URL of an S3-compatible server, such as
+	// "http://127.0.0.1:7070". Empty means AWS.
+	Endpoint string
+	// Region is the bucket's region. Empty means the SDK's default chain
+	// (AWS_REGION, the shared config file), then DefaultRegion.
+	Region string
+	// PathStyle addresses the bucket as endpoint/bucket/key instead of
+	// bucket.endpoint/key; most S3-compatible servers need it.
+	PathStyle bool
+	// Credentials overrides the SDK's default credential chain when set.
+	Credentials aws.CredentialsProvider
+	// TempDir is where puts larger than 1 MiB are spooled before they are sent.
+	// Empty means os.TempDir().
+	TempDir string
+	// HTTPClient overrides the SDK's HTTP client when set.
+	HTTPClient *http.Client
+}
+
+// Store is a ledger.ObjectStore on an S3 bucket. It is safe for concurrent use.
+type Store struct {
+	client  *awss3.Client
+	bucket  string
+	root    string // "" or the prefix with one trailing slash
+	tempDir string
+}
+
+var _ ledger.ObjectStore = (*Store)(nil)
+
+// New validates cfg, loads the SDK's default configuration and returns the Store.
+// It makes no request: a missing bucket or bad credentials show on first use.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	root, err := validate(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("new s3 store: %w", err)
+	}
+	client, err := newClient(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("new s3 store: %w", err)
+	}
+	return &Store{client: client, bucket: cfg.Bucket, root: root, tempDir: cfg.TempDir}, nil
+}
+
+func validate(cfg Config) (root string, err error) {
+	if cfg.Bucket == "" {
+		return "", fmt.Errorf("Config.Bucket is empty: %w", ledger.ErrInvalid)
+	}
+	if strings.ContainsAny(cfg.Bucket, "/\\ ") {
+		return "", fmt.Errorf("bucket name %q: %w", cfg.Bucket, ledger.ErrInvalid)
+	}
+	if p := strings.Trim(cfg.Prefix, "/"); p != "" {
+		if err := backend.ValidateKey(p); err != nil {
+			return "", fmt.Errorf("Config.Prefix: %w", err)
+		}
+		root = p + "/"
+	}
+	if cfg.Endpoint != "" {
+		u, err := url.Parse(cfg.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return "", fmt.Errorf("Config.Endpoint %q: want http(s)://host[:port]: %w", cfg.Endpoint, ledger.ErrInvalid)
+		}
+	}
+	return root, nil
+}
+
+// newClient builds the SDK client for cfg.
+func newClient(ctx context.Context, cfg Config) (*awss3.Client, error) {
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
+	if cfg.Region != "" {
+		opts = append(opts, config.WithRegion(cfg.Region))
+	}
+	if cfg.Credentials != nil {
+		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config: %w", err)
+	}
+	if awsCfg.Region == "" {
+		awsCfg.Region = DefaultRegion
+	}
+	return awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.UsePathStyle = cfg.PathStyle
+		o.Logger = logging.Nop{}
+		o.DisableLogOutputChecksumValidationSkipped = true
+	}), nil
+}
+
+// Client returns the SDK client, for operations the ObjectStore does not cover.
+func (s *Store) Client() *awss3.Client { return s.client }
+
+// mapErr maps SDK errors to the ledger sentinels and the context's error.
+func mapErr(ctx context.Context, err error) error {
+	var (
+		noKey    *types.NoSuchKey
+		notFound *types.NotFound
+		apiErr   smithy.APIError
+		respErr  *smithyhttp.ResponseError
+	)
+	switch {
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket":
+		return err
+	case errors.As(err, &noKey), errors.As(err, &notFound):
+		return ledger.ErrNotFound
+	case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusNotFound:
+		return fmt.Errorf("%w (%v)", ledger.ErrNotFound, err)
+	}
+	return backend.CtxErr(ctx, err)
+}
+
+// PutObject implements ledger.ObjectStore: it spools the content (see the package
+// doc), then sends one PUT.
+func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := backend.ValidateKey(key); err != nil {
+		return fmt.Errorf("put object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put object %q: %w", key, err)
+	}
+	body, n, cleanup, err := s.spool(backend.NewPutReader(ctx, r, size), size)
+	if err != nil {
+		return fmt.Errorf("put object %q: %w", key, err)
+	}
+	defer cleanup()
+	_, err = s.client.PutObject(ctx, &awss3.PutObjectInput{
+		Bucket:        aws.String(s.bucket),
+		Key:           aws.String(s.root + key),
+		Body:          body,
+		ContentLength: aws.Int64(n),
+		ContentType:   aws.String("application/octet-stream"),
+	})
+	if err != nil {
+		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
+	}
+	return nil
+}
+
+// spool reads pr to EOF and returns its content as a seekable body of n bytes,
+// in memory if it is at most memSpoolLimit bytes, else in a temporary file that
+// cleanup removes.
+func (s *Store) spool(pr *backend.PutReader, size int64) (body io.ReadSeeker, n int64, cleanup func(), err error) {
+	var buf bytes.Buffer
+	if size >= 0 && size <= memSpoolLimit {
+		buf.Grow(int(size) + 1)
+	}
+	if _, err := io.CopyN(&buf, pr, memSpoolLimit+1); err != nil && err != io.EOF {
+		return nil, 0, nil, err
+	}
+	if buf.Len() <= memSpoolLimit {
+		if err := pr.Done(); err != nil {
+			return nil, 0, nil, err
+		}
+		return bytes.NewReader(buf.Bytes()), int64(buf.Len()), func() {}, nil
+	}
+	f, err := os.CreateTemp(s.tempDir, "syncledger-s3-put-*")
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("spool: %w", err)
+	}
+	cleanup = func() {
+		f.Close()
+		os.Remove(f.Name())
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		cleanup()
+		return nil, 0, nil, fmt.Errorf("spool: %w", err)
+	}
+	if _, err := io.Copy(f, pr); err != nil {
+		cleanup()
+		if rerr := pr.Err(); rerr != nil {
+			return nil, 0, nil, rerr
+		}
+		return nil, 0, nil, fmt.Errorf("spool: %w", err)
+	}
+	if err := pr.Done(); err != nil {
+		cleanup()
+		return nil, 0, nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		cleanup()
+		return nil, 0, nil, fmt.Errorf("spool: %w", err)
+	}
+	return f, pr.N(), cleanup, nil
+}
+
+// GetObject implements ledger.ObjectStore. The reader streams the response body.
+func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := backend.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("get object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("get object %q: %w", key, err)
+	}
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(s.root + key),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
+	}
+	return out.Body, nil
+}
+
+// StatObject implements ledger.ObjectStore.
+func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+	if err := backend.ValidateKey(key); err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+	}
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(s.root + key),
+	})
+	if err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
+	}
+	return ledger.ObjectInfo{
+		Key:     key,
+		Size:    aws.ToInt64(out.ContentLength),
+		ModTime: aws.ToTime(out.LastModified),
+	}, nil
+}
+
+// DeleteObject implements ledger.ObjectStore.
+func (s *Store) DeleteObject(ctx context.Context, key string) error {
+	if err := backend.ValidateKey(key); err != nil {
+		return fmt.Errorf("delete object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete object %q: %w", key, err)
+	}
+	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(s.root + key),
+	})
+	if err != nil {
+		if err := mapErr(ctx, err); !errors.Is(err, ledger.ErrNotFound) {
+			return fmt.Errorf("delete object %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// ListObjects implements ledger.ObjectStore, page by page (S3 returns keys in
+// UTF-8 byte order, which is Go's string order). fn's error is returned as is.
+func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
+	if err := backend.ValidatePrefix(prefix); err != nil {
+		return fmt.Errorf("list objects: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("list objects %q: %w", prefix, err)
+	}
+	pages := awss3.NewListObjectsV2Paginator(s.client, &awss3.ListObjectsV2Input{
+		Bucket: aws.String(s.bucket),
+		Prefix: aws.String(s.root + prefix),
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list objects %q: %w", prefix, mapErr(ctx, err))
+		}
+		for _, obj := range page.Contents {
+			key, ok := strings.CutPrefix(aws.ToString(obj.Key), s.root)
+			if !ok || backend.ValidateKey(key) != nil {
+				continue // not an object this store could have written
+			}
+			info := ledger.ObjectInfo{Key: key, Size: aws.ToInt64(obj.Size), ModTime: aws.ToTime(obj.LastModified)}
+			if err := fn(info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

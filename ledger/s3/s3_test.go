@@ -1,0 +1,206 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/ledgertest"
+)
+
+const fakeBucket = "syncledger-fake"
+
+// startFake starts an in-process S3 (gofakes3 on httptest) holding fakeBucket and
+// returns a Config for it, without a prefix.
+func startFake(t *testing.T) Config {
+	t.Helper()
+	mem := s3mem.New()
+	if err := mem.CreateBucket(fakeBucket); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(mem, gofakes3.WithTimeSkewLimit(0)).Server())
+	t.Cleanup(srv.Close)
+	return Config{
+		Bucket:      fakeBucket,
+		Endpoint:    srv.URL,
+		Region:      "us-east-1",
+		PathStyle:   true,
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		TempDir:     t.TempDir(),
+	}
+}
+
+// storeMaker returns a newStore for the conformance suites: each call a Store on a
+// fresh prefix below root in base's bucket.
+func storeMaker(base Config, root string) func(t *testing.T) ledger.ObjectStore {
+	var n atomic.Int64
+	return func(t *testing.T) ledger.ObjectStore {
+		t.Helper()
+		cfg := base
+		cfg.Prefix = fmt.Sprintf("%s/t%03d", root, n.Add(1))
+		s, err := New(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return s
+	}
+}
+
+func TestFakeS3(t *testing.T) {
+	cfg := startFake(t)
+	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, "objects")) })
+	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, "blobs")) })
+}
+
+// TestRealS3 runs the suites against the S3 server at SYNCLEDGER_TEST_S3_ENDPOINT
+// (scripts/versitygw.sh starts one). It fails, never skips, if that server is set
+// but unreachable.
+func TestRealS3(t *testing.T) {
+	endpoint := os.Getenv("SYNCLEDGER_TEST_S3_ENDPOINT")
+	if endpoint == "" {
+		t.Skip("SYNCLEDGER_TEST_S3_ENDPOINT is not set; to run against a real S3 server, " +
+			"start one (eval \"$(scripts/versitygw.sh)\") or set SYNCLEDGER_TEST_S3_ENDPOINT, " +
+			"SYNCLEDGER_TEST_S3_BUCKET (default syncledger-test), AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	}
+	bucket := os.Getenv("SYNCLEDGER_TEST_S3_BUCKET")
+	if bucket == "" {
+		bucket = "syncledger-test"
+	}
+	cfg := Config{Bucket: bucket, Endpoint: endpoint, PathStyle: true, TempDir: t.TempDir()}
+	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		cfg.Region = DefaultRegion
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := validate(cfg); err != nil {
+		t.Fatalf("SYNCLEDGER_TEST_S3_* configuration: %v", err)
+	}
+	client, err := newClient(ctx, cfg)
+	if err != nil {
+		t.Fatalf("S3 client for %s: %v", endpoint, err)
+	}
+	if err := ensureBucket(ctx, client, bucket); err != nil {
+		t.Fatalf("S3 server %s (SYNCLEDGER_TEST_S3_ENDPOINT) is not usable: %v", endpoint, err)
+	}
+	root := fmt.Sprintf("syncledger-test-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deleteAll(t, cfg, root) })
+	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, root+"/objects")) })
+	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, root+"/blobs")) })
+}
+
+func ensureBucket(ctx context.Context, client *awss3.Client, bucket string) error {
+	_, err := client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(bucket)})
+	if err == nil {
+		return nil
+	}
+	var notFound *types.NotFound
+	if !errors.As(err, &notFound) {
+		return fmt.Errorf("head bucket %q: %w", bucket, err)
+	}
+	_, err = client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)})
+	var owned *types.BucketAlreadyOwnedByYou
+	if err != nil && !errors.As(err, &owned) {
+		return fmt.Errorf("create bucket %q: %w", bucket, err)
+	}
+	return nil
+}
+
+// deleteAll removes what a test run left below root.
+func deleteAll(t *testing.T, cfg Config, root string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg.Prefix = root
+	s, err := New(ctx, cfg)
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	var ks []string
+	if err := s.ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
+		ks = append(ks, info.Key)
+		return nil
+	}); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+	for _, k := range ks {
+		if err := s.DeleteObject(ctx, k); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+}
+
+func TestPrefixIsolation(t *testing.T) {
+	ctx := t.Context()
+	base := startFake(t)
+	stores := map[string]*Store{}
+	for _, p := range []string{"", "a", "/ab/", "a/b"} {
+		cfg := base
+		cfg.Prefix = p
+		s, err := New(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[p] = s
+		if err := s.PutObject(ctx, "k", strings.NewReader(p), int64(len(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, want := range map[string][]string{
+		"":     {"a/b/k", "a/k", "ab/k", "k"},
+		"a":    {"b/k", "k"},
+		"/ab/": {"k"},
+		"a/b":  {"k"},
+	} {
+		var got []string
+		if err := stores[p].ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
+			got = append(got, info.Key)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("prefix %q: ListObjects = %q, want %q", p, got, want)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		{Bucket: "a/b"},
+		{Bucket: "b", Prefix: "a//b"},
+		{Bucket: "b", Prefix: "../x"},
+		{Bucket: "b", Endpoint: "localhost:9000"},
+		{Bucket: "b", Endpoint: "ftp://host"},
+	} {
+		if _, err := New(t.Context(), cfg); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("New(%+v) = %v, want ErrInvalid", cfg, err)
+		}
+	}
+}
+
+func TestMissingBucketIsNotNotFound(t *testing.T) {
+	cfg := startFake(t)
+	cfg.Bucket = "no-such-bucket"
+	s, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetObject(t.Context(), "k"); err == nil || errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("GetObject in a missing bucket = %v, want an error that is not ErrNotFound", err)
+	}
+}
