@@ -3,8 +3,7 @@ package host
 import (
 	"context"
 	"crypto/rand"
-	"errors"
-	"fmt"
+		"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -18,10 +17,11 @@ import (
 // Errors of the shell.
 var (
 	// ErrLocalChanges: applying the ledger would overwrite or delete a file changed
-	// locally; commit (or discard) it first.
-	ErrLocalChanges = errors.New("local changes would be overwritten")
-	// ErrCommitConflict: a commit's paths were also changed remotely.
-	ErrCommitConflict = errors.New("commit conflicts with remote changes")
+	// locally; commit (or discard) it first. It wraps ledger.ErrConflict.
+	ErrLocalChanges = fmt.Errorf("local changes would be overwritten: %w", ledger.ErrConflict)
+	// ErrCommitConflict: a commit's paths were also changed remotely. It wraps
+	// ledger.ErrConflict.
+	ErrCommitConflict = fmt.Errorf("commit conflicts with remote changes: %w", ledger.ErrConflict)
 )
 
 // ConflictError names the paths changed both locally and remotely.
