@@ -3,7 +3,7 @@ package host
 import (
 	"context"
 	"crypto/rand"
-		"fmt"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"

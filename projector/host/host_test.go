@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +26,21 @@ type env struct {
 	t     *testing.T
 	nc    *nats.Conn
 	log   *jetstream.Log
+	objs  ledger.ObjectStore
 	blobs ledger.BlobStore
+}
+
+// corruptBlob flips a byte of a stored blob behind the blob store's back.
+func (e *env) corruptBlob(d ledger.Digest) {
+	e.t.Helper()
+	b, err := ledger.ReadBlob(context.Background(), e.blobs, d)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if err := e.objs.PutObject(context.Background(), ledger.BlobKey(d), bytes.NewReader(b), int64(len(b))); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func newEnv(t *testing.T) *env {
@@ -40,7 +55,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, nc: nc, log: lg, blobs: ledger.NewBlobStore(objs)}
+	return &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs)}
 }
 
 func (e *env) host(name string) *Host {
