@@ -358,9 +358,9 @@ func TestManifestCommit(t *testing.T) {
 func TestConcurrentHostsDistinctModels(t *testing.T) {
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
-	n := 100
-	if !testing.Short() {
-		n = 200
+	n := 1000 // the acceptance figure
+	if testing.Short() {
+		n = 100
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
