@@ -1,0 +1,312 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// LastSeq returns the stream's last seq from a stream info request answered by
+// the stream leader — the cheapest authoritative request JetStream offers (see
+// the package doc for the measured cost).
+func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
+	b, err := l.bounds(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ledger %q last seq: %w", l.name, err)
+	}
+	return b.Last, nil
+}
+
+// Bounds returns the stream's first and last seq; an empty stream has
+// First = Last+1.
+func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
+	b, err := l.bounds(ctx)
+	if err != nil {
+		return ledger.Bounds{}, fmt.Errorf("ledger %q bounds: %w", l.name, err)
+	}
+	return b, nil
+}
+
+// PartitionLastSeq returns the seq of the partition's last event (0 if none),
+// from one direct get of the subject's last message.
+func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
+	m, ok, err := l.directLast(ctx, ledger.Subject(l.name, partition))
+	if err != nil {
+		return 0, fmt.Errorf("ledger %q partition %q last seq: %w", l.name, partition, l.mapErr(err))
+	}
+	if !ok {
+		return 0, nil
+	}
+	return m.Seq, nil
+}
+
+// PartitionHead returns the partition's last event; ledger.ErrNotFound if none.
+func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
+	m, ok, err := l.directLast(ctx, ledger.Subject(l.name, partition))
+	if err != nil {
+		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: %w", l.name, partition, l.mapErr(err))
+	}
+	if !ok {
+		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: no events: %w", l.name, partition, ledger.ErrNotFound)
+	}
+	return l.decode(m)
+}
+
+// decode turns a stored message into a record, checking that its subject is a
+// partition subject of this ledger naming the event's partition, and that the
+// event belongs to this ledger's lineage.
+func (l *Log) decode(m rawMsg) (ledger.Record, error) {
+	p, err := ledger.PartitionFromSubject(l.name, m.Subject)
+	if err != nil {
+		return ledger.Record{}, fmt.Errorf("ledger %q seq %d: %w", l.name, m.Seq, err)
+	}
+	ev, err := ledger.DecodeEvent(m.Data)
+	if err != nil {
+		return ledger.Record{}, fmt.Errorf("ledger %q seq %d (subject %s): %w", l.name, m.Seq, m.Subject, err)
+	}
+	if ev.Partition != p {
+		return ledger.Record{}, fmt.Errorf("ledger %q seq %d: event of partition %q stored on the subject of partition %q: %w", l.name, m.Seq, ev.Partition, p, ledger.ErrInvalid)
+	}
+	if ev.Ledger != l.uuid {
+		return ledger.Record{}, fmt.Errorf("ledger %q seq %d: event of ledger %s in the stream of ledger %s: %w", l.name, m.Seq, ev.Ledger, l.uuid, ledger.ErrLineage)
+	}
+	return ledger.Record{Seq: m.Seq, Event: ev}, nil
+}
+
+// Read calls fn for every record with from ≤ seq ≤ to in seq order, reading the
+// stream with batched direct gets (cost proportional to the records read). It
+// checks the stream's first seq before reading, and that the seqs it is given are
+// contiguous, so a purge before or during the read is an error, never a silent
+// skip.
+func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
+	from = max(from, 1)
+	b, err := l.bounds(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger %q read: %w", l.name, err)
+	}
+	if from < b.First {
+		return fmt.Errorf("ledger %q read: %w", l.name, &ledger.TruncatedError{From: from, First: b.First})
+	}
+	end := b.Last
+	if to != 0 && to < end {
+		end = to
+	}
+	next := from
+	var lagSince time.Time
+	for next <= end {
+		msgs, _, err := l.directBatch(ctx, msgGetRequest{
+			Seq: uint64(next), Batch: int(min(directBatchSize, uint64(end-next+1))), MaxBytes: directMaxBytes,
+		})
+		if err != nil {
+			return fmt.Errorf("ledger %q read from seq %d: %w", l.name, next, err)
+		}
+		if len(msgs) == 0 {
+			// Nothing at or after next although the leader's last seq is ≥ next:
+			// the replica answering is behind, or the stream was purged past end.
+			if lagSince.IsZero() {
+				lagSince = time.Now()
+			}
+			if err := l.missing(ctx, next, next, lagSince); err != nil {
+				return fmt.Errorf("ledger %q read: %w", l.name, err)
+			}
+			continue
+		}
+		lagSince = time.Time{}
+		for _, m := range msgs {
+			if m.Seq > end {
+				return nil
+			}
+			if m.Seq != next {
+				return fmt.Errorf("ledger %q read: %w", l.name, l.missing(ctx, next, m.Seq, time.Time{}))
+			}
+			r, err := l.decode(m)
+			if err != nil {
+				return err
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+			next++
+		}
+	}
+	return nil
+}
+
+// lagRetry is how often a read waiting for a lagging replica asks again.
+const lagRetry = 20 * time.Millisecond
+
+// missing explains why seq want was not returned (got is the seq returned
+// instead, or want itself when nothing was): the stream's first seq moved past
+// it (TruncatedError), or a message inside the stream is gone (deleted or purged
+// by subject). When nothing was returned although the stream leader holds want,
+// the answering replica is behind: missing waits a little and returns nil for a
+// retry, for up to the per-request timeout since lagSince.
+func (l *Log) missing(ctx context.Context, want, got ledger.Seq, lagSince time.Time) error {
+	b, err := l.bounds(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case want < b.First:
+		return &ledger.TruncatedError{From: want, First: b.First}
+	case got > want:
+		return fmt.Errorf("seqs %d..%d are missing inside the stream (deleted or purged by subject): %w", want, got-1, ledger.ErrTruncated)
+	case want > b.Last:
+		return fmt.Errorf("seq %d: the stream's last seq went back to %d (stream recreated?)", want, b.Last)
+	case lagSince.IsZero() || time.Since(lagSince) > l.opts.timeout:
+		return fmt.Errorf("seq %d: not served by a direct get although the stream holds it (replica lag?)", want)
+	}
+	return sleepCtx(ctx, lagRetry)
+}
+
+// ReadPartition calls fn for the partition's records with seq ≥ from, up to the
+// partition's last seq when it starts (asked of the stream leader), in seq
+// order, reading the partition's subject with batched direct gets (the server's
+// per-subject index makes the cost proportional to the partition's records
+// read). from below the stream's first seq is a TruncatedError even if the
+// partition had nothing there: the log cannot tell. Each record's Prev must be
+// the seq of the record before it (and the first one's Prev below from), so a
+// partition event purged before or during the read is an error wrapping
+// ledger.ErrTruncated, never a silent skip. A replica answering the direct gets
+// that is behind the leader is waited for, up to the per-request timeout.
+func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
+	from = max(from, 1)
+	subj := ledger.Subject(l.name, partition)
+	b, err := l.bounds(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger %q read partition %q: %w", l.name, partition, err)
+	}
+	if from < b.First {
+		return fmt.Errorf("ledger %q read partition %q: %w", l.name, partition, &ledger.TruncatedError{From: from, First: b.First})
+	}
+	end, err := l.leaderLastSeq(ctx, subj)
+	if err != nil {
+		return fmt.Errorf("ledger %q read partition %q: %w", l.name, partition, err)
+	}
+	var (
+		next, prev = from, ledger.Seq(0)
+		n          int
+		lagSince   time.Time
+	)
+	for next <= end {
+		msgs, pending, err := l.directBatch(ctx, msgGetRequest{
+			Seq: uint64(next), NextFor: subj, Batch: directBatchSize, MaxBytes: directMaxBytes,
+		})
+		if err != nil {
+			return fmt.Errorf("ledger %q read partition %q from seq %d: %w", l.name, partition, next, err)
+		}
+		for _, m := range msgs {
+			if m.Seq > end {
+				return nil
+			}
+			if m.Subject != subj {
+				return fmt.Errorf("ledger %q read partition %q: seq %d has subject %s: %w", l.name, partition, m.Seq, m.Subject, ledger.ErrInvalid)
+			}
+			r, err := l.decode(m)
+			if err != nil {
+				return err
+			}
+			switch p := r.Event.Prev; {
+			case n == 0 && p >= from, n > 0 && p > prev:
+				// The partition event at seq p was not returned: purged since the
+				// read began (the first seq moved past it), or deleted inside.
+				err := l.missing(ctx, p, p+1, time.Time{})
+				return fmt.Errorf("ledger %q read partition %q: seq %d follows seq %d, which the stream no longer holds: %w", l.name, partition, m.Seq, p, err)
+			case n > 0 && p < prev:
+				return fmt.Errorf("ledger %q read partition %q: seq %d has prev %d, but the partition's previous event is seq %d: broken chain: %w", l.name, partition, m.Seq, p, prev, ledger.ErrInvalid)
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+			prev, next, n = m.Seq, m.Seq+1, n+1
+		}
+		if prev == end || pending > 0 {
+			lagSince = time.Time{}
+			continue
+		}
+		// The answering replica has nothing more up to end: it is behind the
+		// leader, or the rest was purged meanwhile.
+		if lagSince.IsZero() {
+			lagSince = time.Now()
+		}
+		if err := l.missing(ctx, next, next, lagSince); err != nil {
+			return fmt.Errorf("ledger %q read partition %q: %w", l.name, partition, err)
+		}
+	}
+	return nil
+}
+
+// Follow calls fn for every record from seq from on, in order, waiting for new
+// ones, until ctx is done (returning ctx.Err()) or fn returns an error (returned
+// as is). It reads with an ordered consumer starting at from, after checking the
+// stream's first seq; because the consumer silently starts at the first stored
+// seq when from was purged — and restarts the same way after a reset — Follow also
+// checks that the seqs it is given are contiguous.
+func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
+	from = max(from, 1)
+	b, err := l.bounds(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger %q follow: %w", l.name, err)
+	}
+	if from < b.First {
+		return fmt.Errorf("ledger %q follow: %w", l.name, &ledger.TruncatedError{From: from, First: b.First})
+	}
+	cctx, cancel := l.reqCtx(ctx)
+	cons, err := l.js.OrderedConsumer(cctx, l.stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   uint64(from),
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("ledger %q follow: %w", l.name, l.mapErr(err))
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("ledger %q follow: %w", l.name, err)
+	}
+	defer func() {
+		it.Stop()
+		// The server would drop the consumer after 5 min of inactivity; do it now.
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.timeout)
+			defer cancel()
+			_ = l.js.DeleteConsumer(dctx, l.stream, info.Name)
+		}
+	}()
+	next := from
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("ledger %q follow at seq %d: %w", l.name, next, err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("ledger %q follow at seq %d: %w", l.name, next, err)
+		}
+		seq := ledger.Seq(md.Sequence.Stream)
+		switch {
+		case seq < next:
+			continue // redelivered after a consumer reset; already given to fn
+		case seq > next:
+			if err := l.missing(ctx, next, seq, time.Time{}); err != nil {
+				return fmt.Errorf("ledger %q follow: %w", l.name, err)
+			}
+			return fmt.Errorf("ledger %q follow: seq %d delivered when %d was due", l.name, seq, next)
+		}
+		r, err := l.decode(rawMsg{Subject: msg.Subject(), Seq: seq, Data: msg.Data()})
+		if err != nil {
+			return err
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+		next++
+	}
+}

@@ -1,0 +1,290 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// This file holds the raw JetStream API requests the hot paths use: they parse
+// only the fields they need and map the server's answers to errors precisely.
+
+const apiPrefix = "$JS.API."
+
+// Headers of direct get answers.
+const (
+	hdrStatus      = "Status"
+	hdrDescription = "Description"
+	hdrNumPending  = "Nats-Num-Pending"
+)
+
+// Error codes of the JetStream API this package acts on (nats-server errors.json).
+const (
+	codeNoMessage            jetstream.ErrorCode = 10037 // no message found
+	codeStreamNotFound       jetstream.ErrorCode = 10059
+	codeClusterNotLeader     jetstream.ErrorCode = 10009
+	codeWrongLastSeq         jetstream.ErrorCode = 10071 // wrong last sequence: {seq}
+	codeDupInProcess         jetstream.ErrorCode = 10158 // duplicate message id is in process
+	codeWrongLastSeqConstant jetstream.ErrorCode = 10164 // subject has a write in flight
+	codeBatchIncomplete      jetstream.ErrorCode = 10176
+	codeBatchTooLarge        jetstream.ErrorCode = 10199
+	codeBatchDupMsgID        jetstream.ErrorCode = 10201 // a retried batch whose ids are stored
+	codeAtomicInflight       jetstream.ErrorCode = 10210
+	codeBatchInflight        jetstream.ErrorCode = 10211
+)
+
+type apiResponse struct {
+	Error *jetstream.APIError `json:"error,omitempty"`
+}
+
+// streamState is the part of a stream info response the hot paths read.
+type streamState struct {
+	apiResponse
+	State struct {
+		Msgs     uint64 `json:"messages"`
+		FirstSeq uint64 `json:"first_seq"`
+		LastSeq  uint64 `json:"last_seq"`
+	} `json:"state"`
+}
+
+// request sends one JetStream API request and decodes its JSON answer into v.
+func (l *Log) request(ctx context.Context, subj string, body []byte, v interface{ apiErr() *jetstream.APIError }) error {
+	ctx, cancel := l.reqCtx(ctx)
+	defer cancel()
+	msg, err := l.nc.RequestWithContext(ctx, subj, body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(msg.Data, v); err != nil {
+		return fmt.Errorf("%s: undecodable answer: %w", subj, err)
+	}
+	if e := v.apiErr(); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (r *apiResponse) apiErr() *jetstream.APIError { return r.Error }
+
+// bounds asks the stream leader for its state: a stream info request without
+// subject or deleted-message details (one small JSON answer).
+func (l *Log) bounds(ctx context.Context) (ledger.Bounds, error) {
+	var st streamState
+	if err := l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &st); err != nil {
+		return ledger.Bounds{}, l.mapErr(err)
+	}
+	s := st.State
+	if s.Msgs == 0 {
+		return ledger.Bounds{First: ledger.Seq(s.LastSeq + 1), Last: ledger.Seq(s.LastSeq)}, nil
+	}
+	return ledger.Bounds{First: ledger.Seq(s.FirstSeq), Last: ledger.Seq(s.LastSeq)}, nil
+}
+
+// mapErr maps a missing stream to ledger.ErrNotFound.
+func (l *Log) mapErr(err error) error {
+	if code, ok := apiCode(err); ok && code == codeStreamNotFound {
+		return fmt.Errorf("stream %s: %w (%v)", l.stream, ledger.ErrNotFound, err)
+	}
+	return err
+}
+
+func apiCode(err error) (jetstream.ErrorCode, bool) {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode, true
+	}
+	return 0, false
+}
+
+// rawMsg is a stored message as a get request returns it.
+type rawMsg struct {
+	Subject string
+	Seq     ledger.Seq
+	Header  nats.Header
+	Data    []byte
+}
+
+// leaderGet reads one message through the stream leader
+// ($JS.API.STREAM.MSG.GET), which answers from the state that decided our
+// publishes; direct gets may be served by a lagging replica. Used only to
+// resolve ambiguous publishes. ok is false when no message matches.
+func (l *Log) leaderGet(ctx context.Context, req msgGetRequest) (m rawMsg, ok bool, err error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return rawMsg{}, false, err
+	}
+	var resp struct {
+		apiResponse
+		Message *struct {
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Header  []byte `json:"hdrs,omitempty"`
+			Data    []byte `json:"data,omitempty"`
+		} `json:"message,omitempty"`
+	}
+	err = l.request(ctx, apiPrefix+"STREAM.MSG.GET."+l.stream, body, &resp)
+	if code, isAPI := apiCode(err); isAPI && code == codeNoMessage {
+		return rawMsg{}, false, nil
+	}
+	if err != nil {
+		return rawMsg{}, false, l.mapErr(err)
+	}
+	if resp.Message == nil {
+		return rawMsg{}, false, fmt.Errorf("stream %s: message get answered without a message", l.stream)
+	}
+	return rawMsg{Subject: resp.Message.Subject, Seq: ledger.Seq(resp.Message.Seq), Data: resp.Message.Data}, true, nil
+}
+
+type msgGetRequest struct {
+	Seq      uint64 `json:"seq,omitempty"`
+	LastFor  string `json:"last_by_subj,omitempty"`
+	NextFor  string `json:"next_by_subj,omitempty"`
+	Batch    int    `json:"batch,omitempty"`
+	MaxBytes int    `json:"max_bytes,omitempty"`
+}
+
+// directLast reads the last message of a subject with a direct get (served by any
+// replica). ok is false when the subject has no message.
+func (l *Log) directLast(ctx context.Context, subj string) (m rawMsg, ok bool, err error) {
+	body, _ := json.Marshal(msgGetRequest{LastFor: subj})
+	err = l.whileUnavailable(ctx, func(ctx context.Context) error {
+		resp, err := l.nc.RequestWithContext(ctx, apiPrefix+"DIRECT.GET."+l.stream, body)
+		if err != nil {
+			return err
+		}
+		if st := resp.Header.Get(hdrStatus); st != "" {
+			if st == "404" {
+				return nil
+			}
+			return fmt.Errorf("direct get on stream %s: status %s %s", l.stream, st, resp.Header.Get(hdrDescription))
+		}
+		m, err = parseDirect(resp)
+		ok = err == nil
+		return err
+	})
+	return m, ok, err
+}
+
+// unavailableRetry is the first wait before asking again a stream that had no
+// responders.
+const unavailableRetry = 10 * time.Millisecond
+
+// whileUnavailable runs f, again while it finds no responders — as direct gets
+// do while a stream elects a leader or, just created, sets up its replicas —
+// within the per-request timeout (or ctx's deadline). A stream that does not
+// exist is ledger.ErrNotFound at once.
+func (l *Log) whileUnavailable(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := l.reqCtx(ctx)
+	defer cancel()
+	wait := unavailableRetry
+	for {
+		err := f(ctx)
+		if !errors.Is(err, nats.ErrNoResponders) {
+			return err
+		}
+		if _, berr := l.bounds(ctx); errors.Is(berr, ledger.ErrNotFound) {
+			return berr
+		}
+		if sleepCtx(ctx, wait) != nil {
+			return fmt.Errorf("stream %s: no responders (stream without a leader?): %w", l.stream, err)
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// parseDirect reads a direct get answer's headers.
+func parseDirect(msg *nats.Msg) (rawMsg, error) {
+	subj := msg.Header.Get(jetstream.SubjectHeader)
+	seq, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if subj == "" || err != nil {
+		return rawMsg{}, fmt.Errorf("direct get: answer without subject or sequence headers")
+	}
+	return rawMsg{Subject: subj, Seq: ledger.Seq(seq), Header: msg.Header, Data: msg.Data}, nil
+}
+
+// Batched direct gets: one request, up to directBatchSize messages (and about
+// directMaxBytes) in answer, then an end-of-batch status message.
+const (
+	directBatchSize = 256
+	directMaxBytes  = 8 << 20
+)
+
+// directBatch runs one batched direct get ($JS.API.DIRECT.GET.<stream>, server
+// ≥ 2.11) and returns its messages with the server's count of matching messages
+// left after them (Nats-Num-Pending of the end-of-batch marker). A 404 answer
+// (nothing at or after req.Seq) is an empty batch. Unlike orbit.go's GetBatch, a
+// timeout is an error, never a short batch. The batch is collected before the
+// caller sees it, so a slow caller never makes the request time out.
+func (l *Log) directBatch(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	err = l.whileUnavailable(ctx, func(ctx context.Context) error {
+		msgs, pending, err = l.directBatchOnce(ctx, body)
+		return err
+	})
+	return msgs, pending, err
+}
+
+func (l *Log) directBatchOnce(ctx context.Context, body []byte) (msgs []rawMsg, pending uint64, err error) {
+	inbox := l.nc.NewInbox()
+	sub, err := l.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer sub.Unsubscribe()
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return nil, 0, err
+	}
+	if err := l.nc.PublishMsg(&nats.Msg{Subject: apiPrefix + "DIRECT.GET." + l.stream, Reply: inbox, Data: body}); err != nil {
+		return nil, 0, err
+	}
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+				err = fmt.Errorf("direct get on stream %s after %d messages: %w (%w)", l.stream, len(msgs), nats.ErrTimeout, err)
+			}
+			return nil, 0, err
+		}
+		if st := msg.Header.Get(hdrStatus); st != "" && len(msg.Data) == 0 {
+			switch st {
+			case "204": // end of batch
+				p, _ := strconv.ParseUint(msg.Header.Get(hdrNumPending), 10, 64)
+				return msgs, p, nil
+			case "404":
+				return msgs, 0, nil
+			case "503":
+				return nil, 0, nats.ErrNoResponders
+			default:
+				return nil, 0, fmt.Errorf("direct get on stream %s: status %s %s", l.stream, st, msg.Header.Get(hdrDescription))
+			}
+		}
+		m, err := parseDirect(msg)
+		if err != nil {
+			return nil, 0, err
+		}
+		msgs = append(msgs, m)
+	}
+}
+
+// sleepCtx waits d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
