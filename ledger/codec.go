@@ -16,6 +16,9 @@ const (
 	MaxMessageLen  = 64 << 10
 	MaxHostLen     = 256
 	MaxManifestLen = 512 << 20 // bytes of one manifest blob
+	// MaxTokenLen bounds a partition's escaped subject token, so that every
+	// subject stays well inside NATS's control-line limit (4 KiB).
+	MaxTokenLen = 2048
 )
 
 type wireEntry struct {
@@ -112,8 +115,10 @@ func ValidateEvent(e Event) error {
 		return bad("no time")
 	case len(e.Message) > MaxMessageLen:
 		return fmt.Errorf("invalid event: message of %d bytes, limit %d: %w", len(e.Message), MaxMessageLen, ErrTooLarge)
-	case e.Partition == "" || len(e.Partition) > MaxPathLen:
-		return bad("partition must be 1-%d bytes", MaxPathLen)
+	case e.Partition == "":
+		return bad("empty partition")
+	case len(EscapeToken(e.Partition)) > MaxTokenLen:
+		return fmt.Errorf("invalid event: partition %q escapes to more than %d bytes: %w", clip(e.Partition), MaxTokenLen, ErrTooLarge)
 	case e.ModelSeq == 0:
 		return bad("modelSeq 0")
 	case (e.ModelSeq == 1) != (e.Prev == 0):

@@ -99,6 +99,16 @@ func TestDecodeEventRejects(t *testing.T) {
 	}
 }
 
+func TestLongPartitionRejected(t *testing.T) {
+	e := testEvent()
+	long := strings.Repeat("é", 400) // 800 bytes, escapes to 2400
+	e.Partition = "data--t--" + long
+	e.Entries = []Entry{{Path: "data/t/" + long + "/d/1/raw", SHA256: DigestOf(nil), Mode: 0o644}}
+	if _, err := EncodeEvent(e); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("EncodeEvent with a %d-byte token = %v, want ErrTooLarge", len(EscapeToken(e.Partition)), err)
+	}
+}
+
 func TestDuplicatePathRejected(t *testing.T) {
 	e := testEvent()
 	e.Entries = append(e.Entries, e.Entries[0])
