@@ -99,6 +99,17 @@ func fromWire(ws []wireEntry) ([]Entry, error) {
 // parsing). EncodeEvent refuses what it rejects, so the log never holds an event
 // this code would not read.
 func ValidateEvent(e Event) error {
+	if err := validateHeader(e); err != nil {
+		return err
+	}
+	if _, err := fromWire(toWire(e.Entries)); err != nil {
+		return fmt.Errorf("invalid event: %w", err)
+	}
+	return CheckEntriesPartition(e.Partition, e.Entries)
+}
+
+// validateHeader checks everything but the entries' own fields.
+func validateHeader(e Event) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("invalid event: "+format+": %w", append(args, ErrInvalid)...)
 	}
@@ -130,10 +141,7 @@ func ValidateEvent(e Event) error {
 	case e.Manifest.IsZero() == (len(e.Entries) == 0):
 		return bad("want entries or a manifest, exactly one")
 	}
-	if _, err := fromWire(toWire(e.Entries)); err != nil {
-		return fmt.Errorf("invalid event: %w", err)
-	}
-	return CheckEntriesPartition(e.Partition, e.Entries)
+	return nil
 }
 
 // CheckEntriesPartition verifies that every entry belongs to the partition.
@@ -208,11 +216,12 @@ func DecodeEvent(b []byte) (Event, error) {
 	if len(b) > MaxEventSize {
 		return Event{}, fmt.Errorf("decode event: %d bytes, limit %d: %w", len(b), MaxEventSize, ErrTooLarge)
 	}
-	if err := checkVersion("event", b); err != nil {
-		return Event{}, err
-	}
 	var w wireEvent
-	if err := strictDecode(b, &w); err != nil {
+	if err := strictDecode(b, &w); err != nil || w.V != FormatVersion {
+		// Report an unknown version as such, whatever else is wrong.
+		if verr := checkVersion("event", b); verr != nil {
+			return Event{}, verr
+		}
 		return Event{}, fmt.Errorf("decode event: %v: %w", err, ErrInvalid)
 	}
 	es, err := fromWire(w.Entries)
@@ -230,7 +239,10 @@ func DecodeEvent(b []byte) (Event, error) {
 		}
 		e.Manifest = *w.Manifest
 	}
-	if err := ValidateEvent(e); err != nil {
+	if err := validateHeader(e); err != nil {
+		return Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	if err := CheckEntriesPartition(e.Partition, e.Entries); err != nil {
 		return Event{}, fmt.Errorf("decode event: %w", err)
 	}
 	return e, nil
