@@ -24,7 +24,7 @@ func TestRoundTrip(t *testing.T) {
 		if err := tx.SetHWM(9); err != nil {
 			return err
 		}
-		if err := tx.PutMark("p", Mark{2, 7}); err != nil {
+		if err := tx.PutMark("p", Mark{ModelSeq: 2, Seq: 7}); err != nil {
 			return err
 		}
 		if err := tx.Put("a/b", e); err != nil {
@@ -46,7 +46,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := State{Ledger: "u", Name: "default", HWM: 9, Marks: map[string]Mark{"p": {2, 7}}}
+	want := State{Ledger: "u", Name: "default", HWM: 9, Marks: map[string]Mark{"p": {ModelSeq: 2, Seq: 7}}}
 	if diff := cmp.Diff(want, st); diff != "" {
 		t.Fatalf("state (-want +got):\n%s", diff)
 	}
@@ -71,11 +71,11 @@ func TestMonotone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	db.Update(func(tx *Tx) error { tx.SetHWM(10); return tx.PutMark("p", Mark{3, 10}) })
+	db.Update(func(tx *Tx) error { tx.SetHWM(10); return tx.PutMark("p", Mark{ModelSeq: 3, Seq: 10}) })
 	if err := db.Update(func(tx *Tx) error { return tx.SetHWM(9) }); err == nil {
 		t.Fatal("HWM decreased")
 	}
-	if err := db.Update(func(tx *Tx) error { return tx.PutMark("p", Mark{2, 8}) }); err == nil {
+	if err := db.Update(func(tx *Tx) error { return tx.PutMark("p", Mark{ModelSeq: 2, Seq: 8}) }); err == nil {
 		t.Fatal("mark decreased")
 	}
 	if _, h, _ := db.HWM(); h != 10 {

@@ -1,0 +1,21 @@
+# syncledger: build with Go 1.26, run on a slim Debian (a shell is kept for
+# `docker compose` one-liners and for commands run by `syncledger exec`).
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=""
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger ./cmd/syncledger \
+ && mkdir -p /out/cache
+
+FROM debian:trixie-slim
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=build /out/syncledger /usr/local/bin/syncledger
+RUN useradd --system --uid 10001 --home-dir /cache syncledger
+COPY --from=build --chown=10001:10001 /out/cache /cache
+USER 10001
+WORKDIR /cache
+ENV SYNCLEDGER_CACHE=/cache
+ENTRYPOINT ["/usr/local/bin/syncledger"]
+CMD ["--help"]

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/blobs"
+	"github.com/syncledger/syncledger/ledger/jetstream"
+)
+
+// DefaultNATS is the NATS URL used when neither --nats, SYNCLEDGER_NATS nor
+// NATS_URL is set: where `syncledger serve` listens by default.
+const DefaultNATS = "nats://127.0.0.1:4222"
+
+// app is the global configuration every command shares, and the resources opened
+// from it. A command gets what it needs with Conn, Log and Blobs; each is opened
+// once, on first use, and closed by close when the command ends.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	// Global flags (after env fallbacks, see resolve).
+	natsURL    string
+	ledgerName string
+	cache      string
+	host       string
+	blobsURL   string
+	logLevel   string
+	logFormat  string
+
+	logger *slog.Logger
+	level  slog.Level
+
+	envs    []envBinding
+	started bool // the command's flags and args were accepted; errors from here on are not usage errors
+
+	nc     *nats.Conn
+	log    *jetstream.Log
+	blobs  ledger.BlobStore
+	closes []func()
+}
+
+// envBinding lets an environment variable stand in for a flag not given on the
+// command line; the first set variable wins.
+type envBinding struct {
+	flag *pflag.Flag
+	envs []string
+}
+
+func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
+	return &app{stdout: stdout, stderr: stderr, getenv: getenv,
+		logger: slog.New(slog.DiscardHandler)}
+}
+
+// bindEnv makes the named flag of fs fall back to the environment variables envs
+// (in order) and adds them to the flag's help text. Commands use it for their own
+// flags too.
+func (a *app) bindEnv(fs *pflag.FlagSet, name string, envs ...string) {
+	f := fs.Lookup(name)
+	if f == nil {
+		panic("bindEnv: no flag " + name)
+	}
+	f.Usage += " (env " + strings.Join(envs, ", then ") + ")"
+	a.envs = append(a.envs, envBinding{flag: f, envs: envs})
+}
+
+// addGlobalFlags registers the persistent flags on the root command.
+func (a *app) addGlobalFlags(root *cobra.Command) {
+	fs := root.PersistentFlags()
+	fs.StringVar(&a.natsURL, "nats", DefaultNATS, "NATS server URL; credentials may be given in it (nats://TOKEN@host:port, nats://USER:PASS@host:port)")
+	fs.StringVar(&a.ledgerName, "ledger", "default", "ledger name, [A-Za-z0-9_-]{1,64}")
+	fs.StringVar(&a.cache, "cache", ".", "this host's cache directory (the datastore's files)")
+	fs.StringVar(&a.host, "host", "", "this host's id in commits (default: the machine's hostname)")
+	fs.StringVar(&a.blobsURL, "blobs", "", "blob store URL: file:///DIR, s3://BUCKET/PREFIX?endpoint=…&region=…&path-style=true, gs://BUCKET/PREFIX, nats://BUCKET (default: the ledger's own setting)")
+	fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
+	a.bindEnv(fs, "nats", "SYNCLEDGER_NATS", "NATS_URL")
+	a.bindEnv(fs, "ledger", "SYNCLEDGER_LEDGER")
+	a.bindEnv(fs, "cache", "SYNCLEDGER_CACHE")
+	a.bindEnv(fs, "host", "SYNCLEDGER_HOST")
+	a.bindEnv(fs, "blobs", "SYNCLEDGER_BLOBS")
+	a.bindEnv(fs, "log-level", "SYNCLEDGER_LOG_LEVEL")
+	a.bindEnv(fs, "log-format", "SYNCLEDGER_LOG_FORMAT")
+}
+
+// resolve applies environment fallbacks to the flags cmd has that were not given,
+// then checks the global settings and builds the logger. Its errors are usage
+// errors.
+func (a *app) resolve(cmd *cobra.Command) error {
+	for _, b := range a.envs {
+		if cmd.Flags().Lookup(b.flag.Name) != b.flag || b.flag.Changed {
+			continue
+		}
+		for _, env := range b.envs {
+			v := a.getenv(env)
+			if v == "" {
+				continue
+			}
+			if err := b.flag.Value.Set(v); err != nil {
+				return usagef("%s=%q: invalid value for --%s: %v", env, v, b.flag.Name, err)
+			}
+			break
+		}
+	}
+	if err := ledger.ValidateName(a.ledgerName); err != nil {
+		return &usageError{err}
+	}
+	if a.blobsURL != "" {
+		if _, err := blobs.ParseURL(a.blobsURL); err != nil {
+			return &usageError{fmt.Errorf("--blobs: %w", err)}
+		}
+	}
+	if a.host == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return usagef("no host id: set --host or SYNCLEDGER_HOST (hostname: %v)", err)
+		}
+		a.host = h
+	}
+	if err := a.level.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
+	}
+	if a.logFormat != "text" && a.logFormat != "json" {
+		return usagef("--log-format %q: want text or json", a.logFormat)
+	}
+	a.logger = a.newLogger(a.level)
+	return nil
+}
+
+// newLogger returns a logger writing to stderr in the configured format at level.
+func (a *app) newLogger(level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if a.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(a.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, opts))
+}
+
+// onClose registers fn to run when the command ends (in reverse order).
+func (a *app) onClose(fn func()) { a.closes = append(a.closes, fn) }
+
+func (a *app) close() {
+	for i := len(a.closes) - 1; i >= 0; i-- {
+		a.closes[i]()
+	}
+	a.closes = nil
+}
+
+// redactURL hides the credentials of a NATS URL for messages.
+func redactURL(raw string) string {
+	var out []string
+	for _, one := range strings.Split(raw, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil || u.User == nil {
+			out = append(out, one)
+			continue
+		}
+		u.User = url.User("REDACTED")
+		out = append(out, u.String())
+	}
+	return strings.Join(out, ",")
+}
+
+// Conn returns the connection to NATS (--nats), connecting on first use.
+func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
+	if a.nc != nil {
+		return a.nc, nil
+	}
+	opts := []nats.Option{
+		nats.Name("syncledger " + a.host),
+		nats.Timeout(5 * time.Second),
+		nats.RetryOnFailedConnect(false),
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		opts = append(opts, nats.Timeout(time.Until(dl)))
+	}
+	nc, err := nats.Connect(a.natsURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w (is `syncledger serve` running? set --nats or SYNCLEDGER_NATS)", redactURL(a.natsURL), err)
+	}
+	a.nc = nc
+	a.onClose(nc.Close)
+	return nc, nil
+}
+
+// Log opens the ledger's log (--ledger) on first use. A ledger that does not exist
+// is an error that says how to create it.
+func (a *app) Log(ctx context.Context) (*jetstream.Log, error) {
+	if a.log != nil {
+		return a.log, nil
+	}
+	nc, err := a.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, err := jetstream.Open(ctx, nc, a.ledgerName)
+	if err != nil {
+		return nil, fmt.Errorf("%w (NATS at %s)", err, redactURL(a.natsURL))
+	}
+	a.log = l
+	return l, nil
+}
+
+// BlobsURL returns the blob store URL in effect: --blobs if given, otherwise the
+// ledger's own setting.
+func (a *app) BlobsURL(ctx context.Context) (string, error) {
+	if a.blobsURL != "" {
+		return a.blobsURL, nil
+	}
+	l, err := a.Log(ctx)
+	if err != nil {
+		return "", err
+	}
+	info, err := l.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("read ledger %q settings: %w", a.ledgerName, err)
+	}
+	if info.Blobs == "" {
+		return "", fmt.Errorf("ledger %q has no blob store setting: give --blobs or SYNCLEDGER_BLOBS: %w", a.ledgerName, ledger.ErrInvalid)
+	}
+	return info.Blobs, nil
+}
+
+// Blobs opens the ledger's blob store on first use (see BlobsURL).
+func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
+	if a.blobs != nil {
+		return a.blobs, nil
+	}
+	raw, err := a.BlobsURL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := a.openObjects(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	a.blobs = ledger.NewBlobStore(objs)
+	return a.blobs, nil
+}
+
+// openObjects opens the object store at raw; a nats:// store uses the NATS
+// connection.
+func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, error) {
+	var opts blobs.Options
+	if strings.HasPrefix(raw, "nats:") {
+		nc, err := a.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts.NATS = nc
+	}
+	objs, err := blobs.Open(ctx, raw, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", redactURL(raw), err)
+	}
+	if c, ok := objs.(io.Closer); ok {
+		a.onClose(func() { _ = c.Close() })
+	}
+	return objs, nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/projector/host"
+)
+
+func newExecCmd(a *app) *cobra.Command {
+	var o scope
+	cmd := &cobra.Command{
+		Use:   "exec [--model TYPE:ID]… -- CMD [ARGS…]",
+		Short: "Sync, run a command against the cache, commit what it changed",
+		Long: `Exec does what swamp does around a command: it syncs the cache (scoped to the
+given models, else full), runs CMD with SYNCLEDGER_CACHE set to the cache's path,
+then commits whatever the cache holds that differs from the ledger.
+
+CMD's exit code is passed through. The commit runs whether CMD succeeded or not
+(its outputs and logs are data too); a failed commit makes exec exit non-zero with
+the reason, and the local files are kept.`,
+		Example: `  syncledger exec --model command/shell:consumer -- swamp model method run consumer execute`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return runExec(cmd.Context(), a, o, args) },
+	}
+	o.addFlags(cmd.Flags(), "sync")
+	cmd.Flags().SetInterspersed(false)
+	return cmd
+}
+
+func runExec(ctx context.Context, a *app, o scope, argv []string) error {
+	parts, err := o.keys()
+	if err != nil {
+		return err
+	}
+	h, err := a.Host(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := h.Sync(ctx, host.SyncOptions{Partitions: parts}); err != nil {
+		return fmt.Errorf("sync before %s: %w", argv[0], err)
+	}
+	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, a.stdout, a.stderr
+	c.Env = append(os.Environ(), "SYNCLEDGER_CACHE="+h.Dir().Root())
+	runErr := c.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(runErr, &ee):
+		code = ee.ExitCode()
+		if code < 0 {
+			code = 128 + 9 // killed by a signal
+		}
+	case runErr != nil:
+		return fmt.Errorf("run %s: %w", argv[0], runErr)
+	}
+	// Commit even when ctx was cancelled by a signal: the command's writes are kept.
+	res, err := h.Commit(context.WithoutCancel(ctx), host.CommitOptions{Message: "exec " + argv[0]})
+	if err != nil {
+		return fmt.Errorf("commit after %s (exit %d): %w", argv[0], code, err)
+	}
+	if !res.Nothing {
+		a.logger.Info("committed", "commit", res.Commit, "files", res.Written, "deleted", res.Deleted, "seqs", res.Seqs)
+	}
+	if code != 0 {
+		return withExitCode(code, nil)
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/host"
+)
+
+// FailpointEnv names the environment variable that makes the binary kill itself
+// (SIGKILL, as kill -9 would) at a named point of sync or commit; crash tests use
+// it. Unset in normal use. Points: see host.Failpoints.
+const FailpointEnv = "SYNCLEDGER_FAILPOINT"
+
+// Host opens this host's cache (--cache) bound to the ledger, on first use.
+func (a *app) Host(ctx context.Context) (*host.Host, error) {
+	lg, err := a.Log(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bl, err := a.Blobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg := host.Config{Cache: a.cache, Host: a.host, Log: lg, Blobs: bl, Logger: a.logger}
+	if fp := a.getenv(FailpointEnv); fp != "" {
+		if !slices.Contains(host.Failpoints, fp) {
+			return nil, usagef("%s=%q: unknown failpoint; known: %v", FailpointEnv, fp, host.Failpoints)
+		}
+		cfg.Failpoint = func(name string) {
+			if name == fp {
+				a.logger.Warn("failpoint reached: killing this process", "failpoint", name)
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+		}
+	}
+	h, err := host.Open(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open cache %s: %w", a.cache, err)
+	}
+	a.onClose(func() { _ = h.Close() })
+	return h, nil
+}
+
+// scope is the --model/--partition selection of sync, commit, exec and log.
+type scope struct {
+	models     []string
+	partitions []string
+}
+
+func (s *scope) addFlags(fs *pflag.FlagSet, verb string) {
+	fs.StringArrayVar(&s.models, "model", nil, verb+" only this model's partitions, TYPE:ID (e.g. command/shell:vpc); repeatable")
+	fs.StringArrayVar(&s.partitions, "partition", nil, verb+" only this partition key (e.g. data--aws--ec2--vpc--abc); repeatable")
+}
+
+// keys returns the selected partition keys, sorted; nil selects everything.
+func (s scope) keys() ([]string, error) {
+	var keys []string
+	for _, m := range s.models {
+		typ, id, err := parseModel(m)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, ledger.PartitionKeysForModel(typ, id)...)
+	}
+	for _, p := range s.partitions {
+		if p == "" {
+			return nil, usagef("--partition: empty key")
+		}
+		keys = append(keys, p)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
+}
+
+// printJSON writes v as one indented JSON document to stdout.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream"
+)
+
+// defaultInitBlobs is the blob store of a ledger created by init without --blobs:
+// a NATS object store bucket beside the stream, with as many replicas, reachable
+// by every host that reaches NATS.
+func defaultInitBlobs(ledgerName string, replicas int) string {
+	u := "nats://syncledger-" + ledgerName
+	if replicas > 1 {
+		u += "?replicas=" + strconv.Itoa(replicas)
+	}
+	return u
+}
+
+func newInitCmd(a *app) *cobra.Command {
+	var replicas int
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create a ledger (idempotent) and print its UUID",
+		Long: `Create the ledger named by --ledger on the NATS server at --nats and print its
+UUID (its lineage, fixed at creation) on stdout.
+
+The ledger's settings are stored with it: its blob store (--blobs; default
+nats://syncledger-LEDGER, a NATS object store bucket on the same servers,
+replicated like the stream) and its
+replica count. Hosts then need only the NATS URL and the ledger name.
+
+Running init on an existing ledger changes nothing and prints its UUID; asking
+for a different blob store or replica count than it has is an error.`,
+		Example: `  syncledger init
+  syncledger init --ledger prod --replicas 3 --blobs 's3://bucket/ledgers/prod?region=eu-west-1'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if replicas < 1 || replicas > 5 {
+				return usagef("--replicas %d: want 1 to 5", replicas)
+			}
+			blobsURL := a.blobsURL
+			if blobsURL == "" {
+				blobsURL = defaultInitBlobs(a.ledgerName, replicas)
+			}
+			info, created, err := createLedger(ctx, a, jetstream.Config{Name: a.ledgerName, Blobs: blobsURL, Replicas: replicas})
+			if err != nil {
+				return err
+			}
+			if !created {
+				if a.blobsURL != "" && info.Blobs != a.blobsURL {
+					return fmt.Errorf("ledger %q exists with blob store %s, not %s (a ledger's blob store is fixed at creation): %w", info.Name, redactURL(info.Blobs), redactURL(a.blobsURL), ledger.ErrInvalid)
+				}
+				if cmd.Flags().Changed("replicas") && info.Replicas != replicas {
+					return fmt.Errorf("ledger %q exists with %d replicas, not %d: %w", info.Name, info.Replicas, replicas, ledger.ErrInvalid)
+				}
+			}
+			verb := "exists"
+			if created {
+				verb = "created"
+			}
+			a.logger.Info("ledger "+verb, "ledger", info.Name, "uuid", info.UUID, "blobs", redactURL(info.Blobs), "replicas", info.Replicas)
+			_, err = fmt.Fprintln(a.stdout, info.UUID)
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "JetStream replicas of the ledger's stream (1, or 3 on a cluster)")
+	a.bindEnv(cmd.Flags(), "replicas", "SYNCLEDGER_REPLICAS")
+	return cmd
+}
+
+// createLedger opens the ledger cfg.Name, creating it with cfg (and a new UUID)
+// if it does not exist. Before creating it checks that cfg.Blobs opens, so no
+// ledger is created pointing at a blob store that cannot be used. The opened log
+// becomes a's log.
+func createLedger(ctx context.Context, a *app, cfg jetstream.Config) (info ledger.Info, created bool, err error) {
+	nc, err := a.Conn(ctx)
+	if err != nil {
+		return info, false, err
+	}
+	l, err := jetstream.Open(ctx, nc, cfg.Name)
+	switch {
+	case err == nil:
+	case errors.Is(err, ledger.ErrNotFound):
+		if _, err := a.openObjects(ctx, cfg.Blobs); err != nil {
+			return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
+		}
+		if cfg.UUID == "" {
+			if cfg.UUID, err = ledger.NewUUIDv4(rand.Reader); err != nil {
+				return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
+			}
+		}
+		if l, err = jetstream.Create(ctx, nc, cfg); err != nil {
+			return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
+		}
+		created = true
+	default:
+		return info, false, fmt.Errorf("open ledger %q: %w", cfg.Name, err)
+	}
+	if info, err = l.Info(ctx); err != nil {
+		return info, false, fmt.Errorf("read ledger %q settings: %w", cfg.Name, err)
+	}
+	a.log = l
+	return info, created, nil
+}

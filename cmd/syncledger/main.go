@@ -1,0 +1,110 @@
+// Command syncledger keeps the caches of many hosts in step through a shared
+// ledger: commits are JetStream events, file content lives in a blob store.
+//
+// Each subcommand lives in its own file and is a func(*app) *cobra.Command listed
+// in commands below; app (app.go) gives it the global flags, the NATS connection,
+// the opened ledger log and the blob store. Exit codes are in exitcode.go.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// commands are the subcommands, in help order.
+var commands = []func(*app) *cobra.Command{
+	newServeCmd,
+	newInitCmd,
+	newLogCmd,
+	newSyncCmd,
+	newCommitCmd,
+	newStatusCmd,
+	newExecCmd,
+	newWatchCmd,
+	newVerifyCmd,
+	newFetchCmd,
+	newVersionCmd,
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, the default action returns: a second Ctrl-C kills.
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the process exit code. Errors are
+// printed to stderr as "syncledger: <message>".
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := newApp(stdout, stderr, getenv)
+	defer a.close()
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+
+	err := root.ExecuteContext(ctx)
+	if err != nil && !a.started {
+		// Cobra failed before the command ran: unknown command, bad flag, wrong
+		// arguments.
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			err = &usageError{err}
+		}
+	}
+	if err != nil && !silent(err) {
+		fmt.Fprintf(stderr, "syncledger: %v\n", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintln(stderr, "Run 'syncledger --help' for usage.")
+		}
+	}
+	return exitCode(err)
+}
+
+func newRootCmd(a *app) *cobra.Command {
+	// A subcommand's own PersistentPreRunE must not replace the root's, which
+	// applies the environment fallbacks.
+	cobra.EnableTraverseRunHooks = true
+	root := &cobra.Command{
+		Use:   "syncledger",
+		Short: "Keep many hosts' datastore caches in step through a shared ledger",
+		Long: `syncledger keeps the caches of many hosts in step through a shared ledger.
+
+A ledger is a JetStream stream of commits (which files changed, by content hash)
+plus a content-addressed blob store (a directory, S3, GCS or a NATS object store).
+Each host keeps a cache directory and a high-water mark that only moves once every
+earlier commit is applied to its files.
+
+Global flags fall back to environment variables, listed with each flag.
+Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild.`,
+		Version:           versionString(),
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		DisableAutoGenTag: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.resolve(cmd); err != nil {
+				return err
+			}
+			a.started = true
+			return nil
+		},
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	a.addGlobalFlags(root)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.CompletionOptions.HiddenDefaultCmd = true
+	for _, mk := range commands {
+		root.AddCommand(mk(a))
+	}
+	return root
+}

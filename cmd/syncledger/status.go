@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func newStatusCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show this host's high-water mark, partitions and uncommitted changes",
+		Long: `Status compares this host's cache with the ledger: the stream head, the host's
+high-water mark (every commit up to it is applied here), how far behind it is, the
+mark of every partition it holds, the files changed locally and not committed, and
+how many files are held as metadata only (lazy).
+
+--json prints: ledger, uuid, host, cache, head, first, hwm, behind,
+partitions {key: {modelSeq, seq}}, dirty [paths], lazy, files.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd.Context(), a, asJSON) },
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func runStatus(ctx context.Context, a *app, asJSON bool) error {
+	h, err := a.Host(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := h.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return a.printJSON(st)
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "ledger\t%s (%s)\n", st.Ledger, st.UUID)
+	fmt.Fprintf(w, "host\t%s\n", st.Host)
+	fmt.Fprintf(w, "cache\t%s\n", st.Cache)
+	fmt.Fprintf(w, "head\t%d\n", st.Head)
+	fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
+	fmt.Fprintf(w, "behind\t%d\n", st.Behind)
+	fmt.Fprintf(w, "files\t%d (%d lazy)\n", st.Files, st.Lazy)
+	fmt.Fprintf(w, "dirty\t%d\n", len(st.Dirty))
+	w.Flush()
+	if len(st.Partitions) > 0 {
+		fmt.Fprintln(a.stdout, "\npartitions:")
+		w = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "  PARTITION\tMODELSEQ\tSEQ")
+		keys := make([]string, 0, len(st.Partitions))
+		for k := range st.Partitions {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			p := st.Partitions[k]
+			fmt.Fprintf(w, "  %s\t%d\t%d\n", k, p.ModelSeq, p.Seq)
+		}
+		w.Flush()
+	}
+	if len(st.Dirty) > 0 {
+		fmt.Fprintln(a.stdout, "\nuncommitted changes:")
+		printPaths(a, st.Dirty)
+	}
+	return nil
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/projector/host"
+)
+
+func newWatchCmd(a *app) *cobra.Command {
+	var lazy, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Keep the cache current as commits arrive, until interrupted",
+		Long: `Watch syncs the cache, then follows the ledger and applies each commit as soon
+as all of its parts have arrived. SIGINT or SIGTERM stops it cleanly: every applied
+commit is persisted; a commit read only in part is read again next time.
+
+Watch holds the cache while it runs: run commit and exec against it from this
+process's host only after stopping it, or use another cache.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			h, err := a.Host(ctx)
+			if err != nil {
+				return err
+			}
+			a.logger.Info("watching", "ledger", a.ledgerName, "cache", h.Dir().Root())
+			return h.Watch(ctx, host.SyncOptions{Lazy: lazy}, func(r host.SyncResult) {
+				if asJSON {
+					_ = a.printJSON(r)
+					return
+				}
+				printPaths(a, r.Paths)
+				fmt.Fprintf(a.stdout, "applied seq %d: %d written, %d deleted; hwm %d\n", r.Head, r.Written, r.Deleted, r.HWM)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&lazy, "lazy", false, "lazy hydration: apply data/**/raw files as metadata only")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each applied commit as JSON")
+	return cmd
+}
+
+func newVerifyCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Check every cached file against its SHA-256 (exit 1 if any is missing or altered)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			h, err := a.Host(ctx)
+			if err != nil {
+				return err
+			}
+			res, err := h.Verify(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := a.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				for _, p := range res.Missing {
+					fmt.Fprintf(a.stdout, "missing  %s\n", p)
+				}
+				for _, p := range res.Altered {
+					fmt.Fprintf(a.stdout, "altered  %s\n", p)
+				}
+				fmt.Fprintf(a.stdout, "checked %d files (%d lazy not checked): %d missing, %d altered\n",
+					res.Checked, res.Lazy, len(res.Missing), len(res.Altered))
+			}
+			if !res.OK() {
+				return withExitCode(exitError, nil)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func newFetchCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "fetch PATH…",
+		Short: "Fetch the content of lazily synced files",
+		Long: `Fetch downloads the content of files a lazy sync applied as metadata only
+(paths relative to the cache, as in the ledger). Files already present are left alone.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			h, err := a.Host(ctx)
+			if err != nil {
+				return err
+			}
+			res, err := h.Fetch(ctx, args)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(res)
+			}
+			printPaths(a, res.Paths)
+			fmt.Fprintf(a.stdout, "fetched %d files, %s\n", res.Written, humanBytes(res.Bytes))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
