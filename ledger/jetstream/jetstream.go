@@ -57,9 +57,9 @@ type options struct {
 	retryWait time.Duration
 }
 
-// WithTimeout sets the per-request timeout used when the caller's context has no
-// deadline (default DefaultTimeout). It bounds each request to the server, not a
-// whole Read or Follow.
+// WithTimeout sets the per-request timeout (default DefaultTimeout): each request
+// to the server ends after it, or at the caller's deadline if that comes first. It
+// bounds each request, not a whole Read, Append or Follow.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -317,10 +317,11 @@ func (l *Log) Delete(ctx context.Context) error {
 	return nil
 }
 
-// reqCtx bounds one request by the default timeout when ctx has no deadline.
+// reqCtx bounds one request by the per-request timeout (WithTimeout), or by ctx's
+// deadline when that comes first. A request to a server that went away (a stream
+// leader killed mid-call) then fails after the per-request timeout and the caller's
+// retry or ambiguity resolution goes on, instead of one request eating the caller's
+// whole deadline.
 func (l *Log) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
 	return context.WithTimeout(ctx, l.opts.timeout)
 }
