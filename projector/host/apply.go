@@ -111,6 +111,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 		errs []error
 		sem  = make(chan struct{}, h.cfg.Parallel)
 	)
+	var fetches []int // started once the removals are done (see below)
 	for i, ch := range rd.Changes {
 		if ch.New != nil {
 			rows[i] = statedb.Entry{Digest: ch.New.SHA256, Size: ch.New.Size, Mode: ch.New.Mode, Lazy: ch.New.Lazy, Seq: ch.Seq}
@@ -122,22 +123,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 		case ch.Op == projector.OpWrite && disk[i].matches(ch.New):
 			rows[i].MTime = disk[i].info.ModTime // already there (an interrupted apply)
 		case ch.Op == projector.OpWrite:
-			wg.Add(1)
-			sem <- struct{}{}
-			go func(i int, ch projector.Change) {
-				defer func() { <-sem; wg.Done() }()
-				fi, err := h.fetch(ctx, ch.Path, ch.New)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				rows[i].MTime = fi.ModTime
-				out.Written++
-				out.Bytes += fi.Size
-				out.Paths = append(out.Paths, ch.Path)
-			}(i, ch)
+			fetches = append(fetches, i)
 		case ch.Op == projector.OpIndex:
 			if fi, ok := seen[ch.Path]; ok && ch.New != nil && fi.Size == ch.New.Size && fi.Mode == ch.New.Mode {
 				rows[i].MTime = fi.ModTime
@@ -145,7 +131,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 			out.Indexed++
 		default: // OpDelete, OpLazy: the file must not stay
 			if disk[i].exists {
-				if err := h.dir.Remove(ch.Path); err != nil {
+				if err := h.dir.RemoveDeferred(ch.Path); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -158,7 +144,35 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 			}
 		}
 	}
+	// Fetches run after the removals: cachefs.Remove drops the directories it
+	// empties, which must not race with a fetch creating a file in one of them,
+	// and the counters are then only shared under mu.
+	for _, i := range fetches {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int, ch projector.Change) {
+			defer func() { <-sem; wg.Done() }()
+			fi, err := h.fetch(ctx, ch.Path, ch.New)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			rows[i].MTime = fi.ModTime
+			out.Written++
+			out.Bytes += fi.Size
+			out.Paths = append(out.Paths, ch.Path)
+		}(i, rd.Changes[i])
+	}
 	wg.Wait()
+	if len(errs) == 0 && out.Written+out.Deleted+out.Lazy > 0 {
+		// One flush makes every file of this Ready durable before the state
+		// that claims them is persisted.
+		if err := h.dir.SyncAll(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		s.core.Discard()
 		return out, errors.Join(errs...)
@@ -215,7 +229,7 @@ func (h *Host) fetch(ctx context.Context, path string, f *projector.File) (cache
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}
 	defer rc.Close()
-	fi, err := h.dir.Write(path, rc, f.SHA256, f.Size, f.Mode)
+	fi, err := h.dir.WriteDeferred(path, rc, f.SHA256, f.Size, f.Mode)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}
