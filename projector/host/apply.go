@@ -112,6 +112,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 		sem  = make(chan struct{}, h.cfg.Parallel)
 	)
 	var fetches []int // started once the removals are done (see below)
+	removed := false  // a removal awaits the flush
 	for i, ch := range rd.Changes {
 		if ch.New != nil {
 			rows[i] = statedb.Entry{Digest: ch.New.SHA256, Size: ch.New.Size, Mode: ch.New.Mode, Lazy: ch.New.Lazy, Seq: ch.Seq}
@@ -135,6 +136,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 					errs = append(errs, err)
 					continue
 				}
+				removed = true
 			}
 			if ch.Op == projector.OpLazy {
 				out.Lazy++
@@ -166,7 +168,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 		}(i, rd.Changes[i])
 	}
 	wg.Wait()
-	if len(errs) == 0 && out.Written+out.Deleted+out.Lazy > 0 {
+	if len(errs) == 0 && (out.Written > 0 || removed) {
 		// One flush makes every file of this Ready durable before the state
 		// that claims them is persisted.
 		if err := h.dir.SyncAll(); err != nil {
