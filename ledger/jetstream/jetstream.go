@@ -92,6 +92,7 @@ type Log struct {
 	stream string // stream name
 	prefix string // subject prefix, "syncledger.<name>.p."
 	uuid   string // lineage, read at open
+	info   ledger.Info
 	opts   options
 
 	// Fault injection, tests only. failSend is called before each publish
@@ -283,25 +284,16 @@ func (l *Log) adopt(info *jetstream.StreamInfo) error {
 		return fmt.Errorf("stream %s does not bind %s>: %w", l.stream, l.prefix, ledger.ErrInvalid)
 	}
 	l.uuid = md[MetaUUID]
+	l.info = ledger.Info{Name: md[MetaName], UUID: md[MetaUUID], Format: f, Blobs: md[MetaBlobs], Replicas: c.Replicas}
 	return nil
 }
 
-// Info returns the ledger's settings as the stream stores them.
-func (l *Log) Info(ctx context.Context) (ledger.Info, error) {
-	ctx, cancel := l.reqCtx(ctx)
-	defer cancel()
-	s, err := l.js.Stream(ctx, l.stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return ledger.Info{}, fmt.Errorf("ledger %q info: stream %s: %w", l.name, l.stream, ledger.ErrNotFound)
-	}
-	if err != nil {
-		return ledger.Info{}, fmt.Errorf("ledger %q info: %w", l.name, err)
-	}
-	c := s.CachedInfo().Config
-	md := c.Metadata
-	f, _ := strconv.Atoi(md[MetaFormat])
-	return ledger.Info{Name: md[MetaName], UUID: md[MetaUUID], Format: f, Blobs: md[MetaBlobs], Replicas: c.Replicas}, nil
-}
+// Info returns the ledger's settings as the stream stored them when the log was
+// opened. They are fixed at creation, so Info makes no request: the sync fast
+// path stays at one request (LastSeq), and LastSeq and Bounds check on every call
+// that the stream still carries the lineage read at open (ErrLineage if a ledger
+// of the same name was deleted and created again).
+func (l *Log) Info(context.Context) (ledger.Info, error) { return l.info, nil }
 
 // Delete deletes the ledger's stream and every event in it. For tests and
 // operators; a deleted ledger cannot be recovered from the log.

@@ -48,6 +48,9 @@ type apiResponse struct {
 // streamState is the part of a stream info response the hot paths read.
 type streamState struct {
 	apiResponse
+	Config struct {
+		Metadata map[string]string `json:"metadata"`
+	} `json:"config"`
 	State struct {
 		Msgs     uint64 `json:"messages"`
 		FirstSeq uint64 `json:"first_seq"`
@@ -80,6 +83,9 @@ func (l *Log) bounds(ctx context.Context) (ledger.Bounds, error) {
 	var st streamState
 	if err := l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &st); err != nil {
 		return ledger.Bounds{}, l.mapErr(err)
+	}
+	if u := st.Config.Metadata[MetaUUID]; u != l.uuid {
+		return ledger.Bounds{}, fmt.Errorf("stream %s now holds ledger %s, opened as %s: %w", l.stream, u, l.uuid, ledger.ErrLineage)
 	}
 	s := st.State
 	if s.Msgs == 0 {
