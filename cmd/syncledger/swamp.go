@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// exitSwampFindings is the exit code of a swamp command that ran but found the
+// job not done: an import that left files out, a doctor that found an unhealthy
+// cache (and did not repair it).
+const exitSwampFindings = 5
+
+func newSwampCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "swamp",
+		Short: "Interoperate with swamp's S3/GCS datastores: import one, doctor a swamp cache",
+		Long: `Tools for running alongside swamp hosts (docs/swamp.md):
+
+  import   read a swamp datastore (v2 shards, v1 monolith, or a plain listing)
+           and publish the ledger's first commits, one per partition
+  doctor   check a swamp host's cache against its remote index, detect the
+           swamp-club#3193 state, and optionally repair the sync-state sidecar
+
+To keep a swamp datastore up to date from the ledger, run the mirror:
+"syncledger consume swamp-mirror --to URL".
+
+Exit codes: 0 done; 5 the command ran but found the job not done (files left
+out of an import, an unhealthy cache not repaired); otherwise as usual.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newSwampImportCmd(a), newSwampDoctorCmd(a))
+	return cmd
+}
+
+// swampSize formats n bytes with a binary unit.
+func swampSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// listSome prints up to max items of a list, indented, and how many more.
+func listSome(a *app, items []string, max int) {
+	for i, it := range items {
+		if i == max {
+			fmt.Fprintf(a.stdout, "    … and %d more (--json lists all)\n", len(items)-max)
+			return
+		}
+		fmt.Fprintf(a.stdout, "    %s\n", it)
+	}
+}

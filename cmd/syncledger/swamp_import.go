@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/swamp"
+)
+
+func newSwampImportCmd(a *app) *cobra.Command {
+	var (
+		from, ns       string
+		acceptMismatch bool
+		parallel       int
+		asJSON         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "import",
+		Short: "Import a swamp datastore into the ledger: one commit per partition",
+		Long: `Import reads the swamp datastore at --from the way an unscoped swamp pull does —
+_index/_meta.json v2 and every shard it lists; else the v1 monolith
+.datastore-index.json; else a listing of the objects — and publishes the
+ledger's first commits: one per partition (swamp's shard key), holding the
+partition's files. Each object is copied into the ledger's blob store under
+its SHA-256 and checked against the index entry's sha256 and size where the
+index has them. swamp's internal files (.lock, _catalog.db*, .namespace.json,
+_index/, _control/, the sidecar and index names) are never imported.
+
+--from takes the same URLs as --blobs; the URL's prefix is swamp's client
+prefix. --namespace NS reads a namespaced datastore ("NS/…" keys).
+
+Import is resumable and idempotent: run it again after an interruption (even
+kill -9) and it finishes the job without publishing anything twice. A partition
+whose last import commit carries the fingerprint of its current source files is
+skipped; otherwise only the difference is committed. A partition that hosts
+have committed to since the import is left alone (reported as a conflict if
+its source changed since).
+
+A file whose object does not match its index entry is left out and reported,
+unless --accept-mismatch imports the object's bytes. Progress goes to stderr,
+the summary to stdout (--json for JSON). Exit 5 when some file was left out
+(mismatch, missing object, invalid path, conflict).
+
+The ledger must exist: create it with "syncledger init" first.`,
+		Example: `  syncledger init --ledger prod --blobs s3://ledger-blobs/prod
+  syncledger swamp import --ledger prod --from 's3://swamp-bucket/datastore?region=eu-west-1'
+  syncledger swamp import --from gs://swamp-bucket/prefix --namespace team-a --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if from == "" {
+				return usagef("--from is required: the swamp datastore's URL")
+			}
+			src, err := a.openObjects(ctx, from)
+			if err != nil {
+				return err
+			}
+			l, err := a.Log(ctx)
+			if err != nil {
+				return err
+			}
+			blobs, err := a.Blobs(ctx)
+			if err != nil {
+				return err
+			}
+			sum, err := swamp.Import(ctx, swamp.ImportConfig{
+				Source: src, Namespace: ns, SourceName: redactURL(from), Log: l, Blobs: blobs, Host: a.host,
+				AcceptMismatch: acceptMismatch, Parallel: parallel, TempDir: os.TempDir(),
+				Progress: func(p swamp.ImportProgress) {
+					line := fmt.Sprintf("swamp import: [%d/%d] %s: %s, %d files (%s)", p.Done, p.Total, p.Partition, p.Action, p.Files, swampSize(p.Bytes))
+					if p.Action == swamp.Committed {
+						line += fmt.Sprintf(": commit %s at seq %d writes %d, deletes %d", p.Commit, p.Seq, p.Written, p.Deleted)
+					}
+					if p.Copied > 0 {
+						line += fmt.Sprintf(", copied %d objects (%s)", p.Copied, swampSize(p.CopiedBytes))
+					}
+					fmt.Fprintln(a.stderr, line)
+				},
+			})
+			if err != nil {
+				if sum.Partitions > 0 {
+					printImportSummary(a, sum)
+				}
+				return err
+			}
+			if asJSON {
+				if err := json.NewEncoder(a.stdout).Encode(sum); err != nil {
+					return err
+				}
+			} else {
+				printImportSummary(a, sum)
+			}
+			if !sum.Complete() {
+				return withExitCode(exitSwampFindings, fmt.Errorf("swamp import: some files were not imported (see the summary)"))
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&from, "from", "", "the swamp datastore: s3://BUCKET/PREFIX?…, gs://BUCKET/PREFIX or file:///DIR (required)")
+	fs.StringVar(&ns, "namespace", "", "swamp namespace (giga-swamp mode): read NS/… keys")
+	fs.BoolVar(&acceptMismatch, "accept-mismatch", false, "import an object's bytes even when they do not match its index entry's sha256 or size")
+	fs.IntVar(&parallel, "parallel", swamp.DefaultParallel, "concurrent object copies")
+	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	return cmd
+}
+
+func printImportSummary(a *app, s swamp.ImportSummary) {
+	w := a.stdout
+	fmt.Fprintf(w, "swamp import of %s", s.Source)
+	if s.Namespace != "" {
+		fmt.Fprintf(w, " (namespace %s)", s.Namespace)
+	}
+	fmt.Fprintf(w, ": %s", s.Format)
+	if s.Format == swamp.FormatV2 {
+		fmt.Fprintf(w, " (commitSeq %d)", s.CommitSeq)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  partitions: %d (%d committed, %d already in the ledger, %d conflicts)\n",
+		s.Partitions, s.Committed, s.Unchanged, len(s.Conflicts))
+	fmt.Fprintf(w, "  files:      %d (%s); %d objects copied (%s)\n", s.Files, swampSize(s.Bytes), s.Copied, swampSize(s.CopiedBytes))
+	fmt.Fprintf(w, "  skipped internal files: %d\n", len(s.Internal))
+	listSome(a, s.Internal, 10)
+	if len(s.Namespaces) > 0 {
+		fmt.Fprintf(w, "  skipped other namespaces: %v (use --namespace)\n", s.Namespaces)
+	}
+	fmt.Fprintf(w, "  mismatches: %d\n", len(s.Mismatches))
+	var mm []string
+	for _, m := range s.Mismatches {
+		what := "left out"
+		if m.Imported {
+			what = "imported as stored"
+		}
+		mm = append(mm, fmt.Sprintf("%s: index says %d bytes sha256 %s, object has %d bytes sha256 %s (%s)",
+			m.Path, m.WantSize, orNone(m.WantSHA256), m.GotSize, m.GotSHA256, what))
+	}
+	listSome(a, mm, 10)
+	if len(s.Missing) > 0 {
+		fmt.Fprintf(w, "  missing objects (indexed, not stored): %d\n", len(s.Missing))
+		listSome(a, s.Missing, 10)
+	}
+	if len(s.Invalid) > 0 {
+		fmt.Fprintf(w, "  paths the ledger cannot hold: %d\n", len(s.Invalid))
+		listSome(a, s.Invalid, 10)
+	}
+	if len(s.Conflicts) > 0 {
+		fmt.Fprintf(w, "  conflicts (hosts committed since the import and the source changed): %d\n", len(s.Conflicts))
+		listSome(a, s.Conflicts, 10)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
