@@ -30,6 +30,7 @@ var commands = []func(*app) *cobra.Command{
 	newWatchCmd,
 	newVerifyCmd,
 	newFetchCmd,
+	newConsumeCmd, newTailCmd, newHostsCmd,
 	newSwampCmd,
 	newVersionCmd,
 }

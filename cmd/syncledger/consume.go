@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/syncledger/syncledger/consumers"
+	"github.com/syncledger/syncledger/ledger"
+)
+
+func newConsumeCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Run a consumer of the ledger's commits (audit, webhook, metrics, swamp-mirror), or inspect consumers",
+		Long: `Consume runs one of the built-in consumers on a durable JetStream consumer of the
+ledger, until interrupted (SIGINT or SIGTERM stop it cleanly: the commit in
+progress is finished and acknowledged).
+
+A consumer has a name (--name, default the consumer's kind) under which the
+server keeps its position: restarting it resumes after the last commit it
+acknowledged. Commits are handled one at a time in seq order, each once all of
+its parts have arrived; a failed commit is retried with backoff (--backoff) up
+to --max-deliver times, then published with the error to the dead-letter
+subject syncledger.<ledger>.dlq.<name> and skipped. Delivery is at least once;
+the audit consumer writes each commit to its file exactly once. (swamp-mirror
+keeps its position in its target instead: see its help.)
+
+--model TYPE:ID and --partition KEY (repeatable) restrict a new consumer to those
+partitions; --start (all, new or a seq) says where a new consumer begins. Both
+are fixed when the consumer is created: delete it (consume delete NAME) to
+change them.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newConsumeAuditCmd(a), newConsumeWebhookCmd(a), newConsumeMetricsCmd(a),
+		newConsumeSwampMirrorCmd(a), // consume_swamp_mirror.go (swamp interop)
+		newConsumeStatusCmd(a), newConsumeDeadLettersCmd(a), newConsumeDeleteCmd(a))
+	return cmd
+}
+
+// consumeOpts are the flags every consumer has.
+type consumeOpts struct {
+	name       string
+	scope      scope
+	start      string
+	maxDeliver int
+	backoff    []time.Duration
+}
+
+func (o *consumeOpts) addFlags(fs *pflag.FlagSet, kind, start string) {
+	fs.StringVar(&o.name, "name", kind, "durable consumer name, [A-Za-z0-9_-]{1,64}")
+	o.scope.addFlags(fs, "consume")
+	fs.StringVar(&o.start, "start", start, "where a new consumer begins: all, new, or a seq")
+	fs.IntVar(&o.maxDeliver, "max-deliver", consumers.DefaultMaxDeliver, "attempts per commit before it is dead-lettered")
+	fs.DurationSliceVar(&o.backoff, "backoff", consumers.DefaultBackOff, "waits before the 2nd, 3rd, … attempt (the last repeats)")
+}
+
+// run runs h on the consumer until ctx is done.
+func (o *consumeOpts) run(ctx context.Context, a *app, h consumers.Handler) error {
+	if err := consumers.ValidateName(o.name); err != nil {
+		return &usageError{err}
+	}
+	start, err := consumers.ParseStart(o.start)
+	if err != nil {
+		return &usageError{fmt.Errorf("--start: %w", err)}
+	}
+	keys, err := o.scope.keys()
+	if err != nil {
+		return err
+	}
+	if o.maxDeliver < 1 {
+		return usagef("--max-deliver %d: want at least 1", o.maxDeliver)
+	}
+	nc, err := a.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	l, err := a.Log(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := consumers.New(consumers.Config{
+		Conn: nc, Log: l, Name: o.name, Partitions: keys, Start: start, Handler: h,
+		MaxDeliver: o.maxDeliver, BackOff: o.backoff, Logger: a.logger,
+	})
+	if err != nil {
+		return &usageError{err}
+	}
+	a.logger.Info("consuming", "ledger", a.ledgerName, "consumer", o.name, "partitions", keys, "start", start)
+	err = r.Run(ctx)
+	st := r.Stats()
+	a.logger.Info("consumer stopped", "consumer", o.name, "handled", st.Handled, "retries", st.Retries, "deadLetters", st.DeadLetters, "seq", st.Seq)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", o.name, err)
+	}
+	return nil
+}
+
+// consumeBlobs opens the ledger's blob store to read manifests; without one,
+// consumers list large commits' manifests as unresolved.
+func consumeBlobs(ctx context.Context, a *app) ledger.BlobStore {
+	b, err := a.Blobs(ctx)
+	if err != nil {
+		a.logger.Warn("the entries of large commits will not be listed: cannot open the blob store", "err", err)
+		return nil
+	}
+	return b
+}
+
+func newConsumeStatusCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "List the ledger's consumers: position, lag, dead letters",
+		Long: `Status lists the consumers made by "syncledger consume": the seq up to which
+each has acknowledged every commit (ACKED), the events of its filter not yet
+acknowledged (LAG), those delivered more than once and not yet acknowledged
+(REDELIVERED), its dead letters, and whether a process is attached.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			nc, err := a.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			ps, err := consumers.Positions(ctx, nc, a.ledgerName)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if ps == nil {
+					ps = []consumers.Position{}
+				}
+				return json.NewEncoder(a.stdout).Encode(ps)
+			}
+			if len(ps) == 0 {
+				_, err := fmt.Fprintf(a.stdout, "ledger %s has no consumers\n", a.ledgerName)
+				return err
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tPARTITIONS\tACKED\tHEAD\tLAG\tREDELIVERED\tDEAD LETTERS\tATTACHED")
+			for _, p := range ps {
+				parts := "all"
+				if len(p.Partitions) > 0 {
+					parts = strings.Join(p.Partitions, ",")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%v\n", p.Name, parts, p.AckFloor, p.Head, p.Lag, p.Redelivered, p.DeadLetters, p.Waiting > 0)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return cmd
+}
+
+func newConsumeDeadLettersCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "dead-letters [NAME]",
+		Short: "Print the commits a consumer gave up on, with their errors",
+		Long: `Dead-letters prints the dead letters of consumer NAME (of every consumer without
+NAME), oldest first: the commit's seq and id, the attempts, and the last error.
+With --json, one JSON object per dead letter, holding the events as stored.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+				if err := consumers.ValidateName(name); err != nil {
+					return &usageError{err}
+				}
+			}
+			nc, err := a.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(a.stdout)
+			return consumers.ReadDeadLetters(ctx, nc, a.ledgerName, name, func(d consumers.DeadLetter) error {
+				if asJSON {
+					return enc.Encode(d)
+				}
+				_, err := fmt.Fprintf(a.stdout, "%6d  %s  %s  %s  %d attempts  %s\n", d.Seq, d.At.Format(time.RFC3339), d.Consumer, d.Commit, d.Attempts, oneLine(d.Error))
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per dead letter")
+	return cmd
+}
+
+func newConsumeDeleteCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a consumer and its position (its dead letters stay)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if err := consumers.ValidateName(args[0]); err != nil {
+				return &usageError{err}
+			}
+			nc, err := a.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			if err := consumers.Delete(ctx, nc, a.ledgerName, args[0]); err != nil {
+				if errors.Is(err, ledger.ErrNotFound) {
+					return fmt.Errorf("%w (see syncledger consume status)", err)
+				}
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "deleted consumer %s\n", args[0])
+			return err
+		},
+	}
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/consumers/audit"
+	"github.com/syncledger/syncledger/consumers/metrics"
+	"github.com/syncledger/syncledger/consumers/webhook"
+)
+
+func newConsumeAuditCmd(a *app) *cobra.Command {
+	var (
+		o        consumeOpts
+		path     string
+		maxSize  string
+		maxFiles int
+		noSync   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Append one JSON line per commit to a file (or stdout)",
+		Long: `Audit appends one JSON line per commit — ledger, seq, commit id, host, time,
+message, partitions, events, and every entry's path, sha256, size and mode — to
+--file, rotating it by size (to FILE.<seq of its last line>), or to stdout with
+--file -.
+
+Each commit is written to the file exactly once, in seq order, across crashes
+and restarts: on start the last line's seq is read back and commits at or below
+it are skipped. Lines are written before the commits are acknowledged, and
+fsynced unless --no-fsync. One process per file (FILE.lock).`,
+		Example: `  syncledger consume audit --file /var/log/syncledger/audit.jsonl
+  syncledger consume audit --file - --start new --model command/shell:vpc`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			size, err := parseSize(maxSize)
+			if err != nil {
+				return usagef("--max-size %q: %v", maxSize, err)
+			}
+			cfg := audit.Config{Ledger: a.ledgerName, MaxSize: size, MaxFiles: maxFiles, Sync: !noSync}
+			if path == "-" {
+				cfg.Out = a.stdout
+			} else {
+				cfg.Path = path
+			}
+			if _, err := a.Log(ctx); err != nil {
+				return err
+			}
+			cfg.Blobs = consumeBlobs(ctx, a)
+			w, err := audit.Open(cfg)
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			return o.run(ctx, a, w)
+		},
+	}
+	fs := cmd.Flags()
+	o.addFlags(fs, "audit", "all")
+	fs.StringVar(&path, "file", "-", "audit file; - for stdout")
+	fs.StringVar(&maxSize, "max-size", "100MiB", "rotate the file before it exceeds this size (B, KiB, MiB, GiB); 0 never")
+	fs.IntVar(&maxFiles, "max-files", 0, "rotated files to keep; 0 keeps all")
+	fs.BoolVar(&noSync, "no-fsync", false, "do not fsync the file before acknowledging (exactly once across process crashes only, not power loss)")
+	return cmd
+}
+
+// parseSize parses "0", "512", "64KiB", "100MiB", "1GiB" (also K, M, G, KB, MB, GB as powers of 1024).
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10},
+		{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = v, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("want a size such as 100MiB")
+	}
+	if n == 0 {
+		return -1, nil // never rotate
+	}
+	return n * mult, nil
+}
+
+func newConsumeWebhookCmd(a *app) *cobra.Command {
+	var (
+		o          consumeOpts
+		url        string
+		secret     string
+		secretFile string
+		timeout    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "webhook",
+		Short: "POST each commit as JSON to a URL, signed with a shared secret",
+		Long: `Webhook POSTs each commit as JSON (the audit line's format) to --url with the
+headers Idempotency-Key: <commit id> and X-Syncledger-Signature: sha256=<hex
+HMAC-SHA256 of the body with the secret>, plus X-Syncledger-Ledger and
+X-Syncledger-Seq. A 2xx answer acknowledges the commit; transport errors,
+timeouts, 5xx, 408, 425 and 429 are retried with backoff; any other answer
+dead-letters the commit at once. Delivery is at least once: receivers
+deduplicate by Idempotency-Key.`,
+		Example: `  SYNCLEDGER_WEBHOOK_SECRET=… syncledger consume webhook --url https://hooks.example.com/syncledger`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if secretFile != "" {
+				b, err := os.ReadFile(secretFile)
+				if err != nil {
+					return usagef("--secret-file: %v", err)
+				}
+				secret = strings.TrimSpace(string(b))
+			}
+			if secret == "" {
+				return usagef("no secret: set --secret-file, SYNCLEDGER_WEBHOOK_SECRET or --secret")
+			}
+			if _, err := a.Log(ctx); err != nil {
+				return err
+			}
+			h, err := webhook.New(webhook.Config{URL: url, Secret: []byte(secret), Ledger: a.ledgerName,
+				Timeout: timeout, Blobs: consumeBlobs(ctx, a)})
+			if err != nil {
+				return &usageError{err}
+			}
+			return o.run(ctx, a, h)
+		},
+	}
+	fs := cmd.Flags()
+	o.addFlags(fs, "webhook", "new")
+	fs.StringVar(&url, "url", "", "endpoint URL (http or https)")
+	fs.StringVar(&secret, "secret", "", "HMAC secret shared with the receiver (prefer the environment or --secret-file)")
+	fs.StringVar(&secretFile, "secret-file", "", "file holding the HMAC secret")
+	fs.DurationVar(&timeout, "timeout", webhook.DefaultTimeout, "bound on one POST, answer included")
+	a.bindEnv(fs, "secret", "SYNCLEDGER_WEBHOOK_SECRET")
+	_ = cmd.MarkFlagRequired("url")
+	return cmd
+}
+
+func newConsumeMetricsCmd(a *app) *cobra.Command {
+	var (
+		o             consumeOpts
+		listen        string
+		maxPartitions int
+	)
+	cmd := &cobra.Command{
+		Use:   "metrics",
+		Short: "Serve Prometheus metrics of the ledger, its consumers and its hosts",
+		Long: `Metrics counts the commits it consumes (commits, events per partition, bytes,
+files) and serves them at http://--listen/metrics with, read at each scrape, the
+ledger's head and first seq, every consumer's lag, ack floor and dead letters,
+and every host's HWM, lag behind the head and last heartbeat (from the hosts'
+heartbeat bucket; see syncledger hosts).`,
+		Example: `  syncledger consume metrics --listen 127.0.0.1:9464`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			nc, err := a.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			l, err := a.Log(ctx)
+			if err != nil {
+				return err
+			}
+			e, err := metrics.New(metrics.Config{Conn: nc, Log: l, Ledger: a.ledgerName, Blobs: consumeBlobs(ctx, a),
+				MaxPartitions: maxPartitions, Logger: a.logger})
+			if err != nil {
+				return err
+			}
+			return serveMetrics(ctx, a, &o, e, listen)
+		},
+	}
+	fs := cmd.Flags()
+	o.addFlags(fs, "metrics", "new")
+	fs.StringVar(&listen, "listen", "127.0.0.1:9464", "address of the metrics endpoint (port 0 picks one)")
+	fs.IntVar(&maxPartitions, "max-partitions", metrics.DefaultMaxPartitions, "distinct partition label values; more are counted as _other")
+	return cmd
+}
+
+// serveMetrics serves e's endpoint while the consumer runs.
+func serveMetrics(ctx context.Context, a *app, o *consumeOpts, e *metrics.Exporter, listen string) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("metrics endpoint: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", e.HTTPHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(a.stdout, "metrics on http://%s/metrics\n", ln.Addr())
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- o.run(cctx, a, e) }()
+	select {
+	case err = <-runErr:
+	case err = <-served:
+		cancel()
+		<-runErr
+		err = fmt.Errorf("metrics endpoint: %w", err)
+	}
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	return err
+}

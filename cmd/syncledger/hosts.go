@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/consumers/heartbeat"
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/projector/host"
+)
+
+// hostRow is one host as `hosts --json` prints it.
+type hostRow struct {
+	Host     string     `json:"host"`
+	HWM      ledger.Seq `json:"hwm"`
+	Behind   uint64     `json:"behind"`   // the ledger's last seq now − hwm
+	HeadSeen ledger.Seq `json:"headSeen"` // the ledger's last seq as the host last saw it
+	LastSeen time.Time  `json:"lastSeen"` // when the server stored its last heartbeat
+	Time     time.Time  `json:"time"`     // the host's clock in that heartbeat
+	Version  string     `json:"version,omitempty"`
+	Command  string     `json:"command,omitempty"`
+}
+
+func newHostsCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "hosts",
+		Short: "List the hosts of the ledger: HWM, how far behind, last seen",
+		Long: `Hosts lists every host that has synced the ledger, from the heartbeats sync,
+watch and exec record in the ledger's key-value bucket SYNCLEDGER_HOSTS_<ledger>:
+its high-water mark, how many seqs it is behind the ledger's last seq now, and
+when its last heartbeat arrived (server time). A watching host beats every 30 s
+while idle; a host that only runs sync is seen when it syncs.
+
+"hosts forget HOST" removes a host that is gone for good.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			nc, err := a.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			l, err := a.Log(ctx)
+			if err != nil {
+				return err
+			}
+			head, err := l.LastSeq(ctx)
+			if err != nil {
+				return err
+			}
+			s, err := heartbeat.Open(ctx, nc, a.ledgerName)
+			if err != nil {
+				return err
+			}
+			beats, err := s.List(ctx)
+			if err != nil {
+				return err
+			}
+			rows := make([]hostRow, len(beats))
+			for i, b := range beats {
+				rows[i] = hostRow{Host: b.Host, HWM: b.HWM, HeadSeen: b.Head, LastSeen: b.Seen.UTC(), Time: b.Time,
+					Version: b.Version, Command: b.Command}
+				if head > b.HWM {
+					rows[i].Behind = uint64(head - b.HWM)
+				}
+			}
+			if asJSON {
+				return json.NewEncoder(a.stdout).Encode(struct {
+					Ledger string     `json:"ledger"`
+					Head   ledger.Seq `json:"head"`
+					Hosts  []hostRow  `json:"hosts"`
+				}{a.ledgerName, head, rows})
+			}
+			if len(rows) == 0 {
+				_, err := fmt.Fprintf(a.stdout, "no host has reported to ledger %s yet (head %d)\n", a.ledgerName, head)
+				return err
+			}
+			now := time.Now()
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "HOST\tHWM\tBEHIND\tLAST SEEN\tCOMMAND\tVERSION\n")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s ago\t%s\t%s\n", oneLine(r.Host), r.HWM, r.Behind,
+					now.Sub(r.LastSeen).Round(time.Second), r.Command, oneLine(r.Version))
+			}
+			fmt.Fprintf(tw, "(ledger %s head %d)\n", a.ledgerName, head)
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, head, hosts: […]} as JSON")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "forget HOST",
+		Short: "Remove a host's heartbeat",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			nc, err := a.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			s, err := heartbeat.Open(ctx, nc, a.ledgerName)
+			if err != nil {
+				return err
+			}
+			return s.Forget(ctx, args[0])
+		},
+	})
+	return cmd
+}
+
+// beat records this host's position in the ledger's heartbeat bucket (see
+// `syncledger hosts`). It is best effort: a failure is logged as a warning and
+// never fails the command. sync and exec call it after their sync.
+func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
+	nc, err := a.Conn(ctx)
+	if err == nil {
+		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		err = heartbeat.Publish(bctx, nc, a.ledgerName, heartbeat.Beat{
+			Host: a.host, HWM: hwm, Head: max(head, hwm), Version: shortVersion(), Command: command,
+		})
+	}
+	if err != nil {
+		a.logger.Warn("heartbeat not recorded", "err", err)
+	}
+}
+
+// beatReporter records this host's position while a long-running command (watch)
+// runs: at once, every heartbeat.DefaultInterval while idle, and soon after each
+// Update (call it after each applied commit). The HWM is read from the cache's
+// state and the head from the log before each beat. It stops, with a last beat,
+// when the command ends. On failure it logs a warning and returns nil, whose
+// methods do nothing.
+func (a *app) beatReporter(ctx context.Context, command string, h *host.Host) *heartbeat.Reporter {
+	nc, err := a.Conn(ctx)
+	var l *jetstream.Log
+	if err == nil {
+		l, err = a.Log(ctx)
+	}
+	var rep *heartbeat.Reporter
+	if err == nil {
+		rep, err = heartbeat.NewReporter(ctx, heartbeat.ReporterConfig{
+			Conn: nc, Ledger: a.ledgerName, Logger: a.logger,
+			Beat: heartbeat.Beat{Host: a.host, Version: shortVersion(), Command: command},
+			Position: func(ctx context.Context) (ledger.Seq, ledger.Seq, error) {
+				_, hwm, err := h.DB().HWM()
+				if err != nil {
+					return 0, 0, err
+				}
+				head, err := l.LastSeq(ctx)
+				return hwm, head, err
+			},
+		})
+	}
+	if err != nil {
+		a.logger.Warn("heartbeats will not be recorded", "err", err)
+		return nil
+	}
+	a.onClose(rep.Close)
+	return rep
+}
+
+// shortVersion is the version for heartbeats: versionString without the
+// toolchain details.
+func shortVersion() string {
+	v, _, _ := strings.Cut(strings.TrimPrefix(versionString(), "syncledger "), " (go")
+	return v
+}

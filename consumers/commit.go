@@ -1,0 +1,110 @@
+package consumers
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Commit is one commit as a consumer sees it: the records of the commit it
+// receives (all of the commit's parts, or those of the partitions it filters on),
+// in seq order.
+type Commit struct {
+	Seq     ledger.Seq // the commit's seq: the seq of its last part, even when that part is filtered out
+	ID      string     // commit UUID
+	Host    string
+	At      time.Time
+	Message string
+	Parts   int             // partitions the whole commit touches
+	Records []ledger.Record // the parts received, in seq order; at least one
+}
+
+// NewCommit builds a Commit from records of one commit in seq order. It checks
+// that they are parts of one commit: errors wrap ledger.ErrInvalid.
+func NewCommit(recs []ledger.Record) (Commit, error) {
+	if len(recs) == 0 {
+		return Commit{}, fmt.Errorf("new commit: no records: %w", ledger.ErrInvalid)
+	}
+	first := recs[0]
+	e := first.Event
+	c := Commit{
+		Seq: commitSeq(first), ID: e.Commit, Host: e.Host, At: e.At, Message: e.Message,
+		Parts: e.Parts, Records: recs,
+	}
+	for i, r := range recs {
+		switch {
+		case r.Event.Commit != c.ID:
+			return Commit{}, fmt.Errorf("new commit %s: record %d is of commit %s: %w", c.ID, i, r.Event.Commit, ledger.ErrInvalid)
+		case commitSeq(r) != c.Seq:
+			return Commit{}, fmt.Errorf("new commit %s: seq %d (part %d of %d) does not end at seq %d: %w", c.ID, r.Seq, r.Event.Part, r.Event.Parts, c.Seq, ledger.ErrInvalid)
+		case i > 0 && r.Seq <= recs[i-1].Seq:
+			return Commit{}, fmt.Errorf("new commit %s: seqs out of order at %d: %w", c.ID, r.Seq, ledger.ErrInvalid)
+		}
+	}
+	return c, nil
+}
+
+// commitSeq is the seq of r's commit: the parts of a commit are stored at
+// consecutive seqs (one atomic batch), and the commit's seq is its last part's.
+func commitSeq(r ledger.Record) ledger.Seq {
+	return r.Seq + ledger.Seq(r.Event.Parts-r.Event.Part)
+}
+
+// Complete reports whether c holds every part of the commit.
+func (c Commit) Complete() bool { return len(c.Records) == c.Parts }
+
+// Partitions returns the partitions of the records c holds, in seq order.
+func (c Commit) Partitions() []string {
+	out := make([]string, len(c.Records))
+	for i, r := range c.Records {
+		out[i] = r.Event.Partition
+	}
+	return out
+}
+
+// Assembler groups records read in seq order (from CommitLog.Read or Follow, say)
+// into commits. Its zero value is ready to use. It is the grouping the Runner
+// does for its handler, for readers that are not durable consumers.
+type Assembler struct {
+	recs []ledger.Record
+}
+
+// Add adds the next record and returns the commits it completes: none while a
+// commit still has parts to come, one when r is its commit's last part. If r
+// belongs to another commit than the open one (the stream was filtered, or
+// started inside a commit), the open commit is returned first, incomplete.
+func (a *Assembler) Add(r ledger.Record) ([]Commit, error) {
+	var out []Commit
+	if len(a.recs) > 0 && (a.recs[0].Event.Commit != r.Event.Commit || r.Seq <= a.recs[len(a.recs)-1].Seq) {
+		c, err := a.take()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	a.recs = append(a.recs, r)
+	if commitSeq(r) <= r.Seq {
+		c, err := a.take()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Pending returns the open commit, incomplete, and forgets it; false if none.
+func (a *Assembler) Pending() (Commit, bool) {
+	if len(a.recs) == 0 {
+		return Commit{}, false
+	}
+	c, err := a.take()
+	return c, err == nil
+}
+
+func (a *Assembler) take() (Commit, error) {
+	recs := a.recs
+	a.recs = nil
+	return NewCommit(recs)
+}

@@ -1,0 +1,310 @@
+// Package heartbeat records each projector host's position in a JetStream
+// key-value bucket of its ledger, so operators (`syncledger hosts`) and the
+// metrics consumer can see every host's HWM and how far behind it is.
+//
+// The bucket of ledger <name> is SYNCLEDGER_HOSTS_<name>, created on first use
+// with one value per key and the ledger stream's replicas. A host's key is its
+// host id escaped to the bucket's key alphabet (Key); its value is a Beat as JSON:
+//
+//	{"host":"web-1","hwm":120,"head":124,"time":"2026-…Z","version":"…","command":"watch"}
+//
+// hwm is the host's high-water mark, head the log's last seq as the host last
+// saw it, time the host's clock when it wrote the beat. Readers get the
+// server's time of the write as Beat.Seen ("last seen"), which does not depend
+// on the host's clock, and compute how far behind a host is against the log's
+// current last seq, not against head.
+//
+// Publishing is cheap (one key-value put) and best effort: a host whose beat
+// fails still syncs. A sync publishes once; a long-running watch uses a
+// Reporter, which publishes after each applied commit (coalesced) and every
+// Interval while idle, so "last seen" stays fresh.
+package heartbeat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// DefaultTimeout bounds each request when the caller's context has none.
+const DefaultTimeout = 5 * time.Second
+
+// Bucket returns the key-value bucket of a ledger's heartbeats.
+func Bucket(ledgerName string) string { return "SYNCLEDGER_HOSTS_" + ledgerName }
+
+// Key returns a host's key in the bucket: ledger.EscapeToken with "=" for its
+// "~" (which keys may not hold), so every host id has its own key.
+func Key(host string) string { return strings.ReplaceAll(ledger.EscapeToken(host), "~", "=") }
+
+// Beat is one host's position.
+type Beat struct {
+	Host    string     `json:"host"`
+	HWM     ledger.Seq `json:"hwm"`
+	Head    ledger.Seq `json:"head"` // the log's last seq when the host last looked
+	Time    time.Time  `json:"time"` // the host's clock
+	Version string     `json:"version,omitempty"`
+	Command string     `json:"command,omitempty"` // sync, watch, exec …
+	// Seen is when the server stored the beat; set by List, not stored.
+	Seen time.Time `json:"-"`
+}
+
+// Store is a ledger's heartbeat bucket.
+type Store struct {
+	kv     jetstream.KeyValue
+	ledger string
+}
+
+// Open opens the ledger's heartbeat bucket, creating it if missing. A ledger
+// that does not exist is an error wrapping ledger.ErrNotFound.
+func Open(ctx context.Context, nc *nats.Conn, ledgerName string) (*Store, error) {
+	if err := ledger.ValidateName(ledgerName); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(DefaultTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, err)
+	}
+	bucket := Bucket(ledgerName)
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		st, serr := js.Stream(ctx, ledger.StreamName(ledgerName))
+		if errors.Is(serr, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, ledger.ErrNotFound)
+		}
+		if serr != nil {
+			return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, serr)
+		}
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "syncledger host heartbeats of ledger " + ledgerName,
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    max(st.CachedInfo().Config.Replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, err)
+	}
+	return &Store{kv: kv, ledger: ledgerName}, nil
+}
+
+// Put records b as its host's latest beat.
+func (s *Store) Put(ctx context.Context, b Beat) error {
+	if b.Host == "" || len(b.Host) > ledger.MaxHostLen {
+		return fmt.Errorf("put heartbeat: host id must be 1-%d bytes: %w", ledger.MaxHostLen, ledger.ErrInvalid)
+	}
+	if b.Time.IsZero() {
+		b.Time = time.Now()
+	}
+	b.Time = b.Time.UTC()
+	v, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
+	}
+	if _, err := s.kv.Put(ctx, Key(b.Host), v); err != nil {
+		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
+	}
+	return nil
+}
+
+// List returns every host's latest beat, sorted by host.
+func (s *Store) List(ctx context.Context) ([]Beat, error) {
+	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("list heartbeats: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []Beat
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil { // the end of the values held now
+				slices.SortFunc(out, func(a, b Beat) int { return strings.Compare(a.Host, b.Host) })
+				return out, nil
+			}
+			var b Beat
+			if err := json.Unmarshal(e.Value(), &b); err != nil {
+				return nil, fmt.Errorf("list heartbeats: key %s: %v: %w", e.Key(), err, ledger.ErrInvalid)
+			}
+			b.Seen = e.Created()
+			out = append(out, b)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list heartbeats: %w", ctx.Err())
+		}
+	}
+}
+
+// Forget removes a host's beat (a host that is gone for good).
+func (s *Store) Forget(ctx context.Context, host string) error {
+	if err := s.kv.Delete(ctx, Key(host)); err != nil {
+		return fmt.Errorf("forget host %q: %w", host, err)
+	}
+	return nil
+}
+
+// Publish records one beat in the ledger's bucket: Open and Put, for a command
+// that publishes once (sync).
+func Publish(ctx context.Context, nc *nats.Conn, ledgerName string, b Beat) error {
+	s, err := Open(ctx, nc, ledgerName)
+	if err != nil {
+		return err
+	}
+	return s.Put(ctx, b)
+}
+
+// DefaultInterval is how often a Reporter publishes while nothing changes.
+const DefaultInterval = 30 * time.Second
+
+// ReporterConfig configures a Reporter.
+type ReporterConfig struct {
+	Conn   *nats.Conn
+	Ledger string // ledger name
+	// Beat is the first beat; Update changes its HWM and Head.
+	Beat Beat
+	// Position, when set, is asked for the HWM and the log's last seq before each
+	// beat (it overrides Update's values): a watch reads its persisted HWM, so
+	// an idle host's beat is current even before Update is first called.
+	Position func(ctx context.Context) (hwm, head ledger.Seq, err error)
+	// Interval between beats while nothing changes; 0 means DefaultInterval.
+	Interval time.Duration
+	// Logger receives failed publishes (at warn level); nil discards.
+	Logger *slog.Logger
+}
+
+// Reporter publishes a long-running host's beats in the background. Its methods
+// never block on the server and never fail: publishing is best effort.
+type Reporter struct {
+	cfg  ReporterConfig
+	log  *slog.Logger
+	kick chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	beat  Beat
+	store *Store
+}
+
+// NewReporter starts a Reporter, which publishes cfg.Beat at once. ctx bounds
+// the Reporter's life (as Close does).
+func NewReporter(ctx context.Context, cfg ReporterConfig) (*Reporter, error) {
+	if cfg.Conn == nil {
+		return nil, fmt.Errorf("new heartbeat reporter: nil connection: %w", ledger.ErrInvalid)
+	}
+	if err := ledger.ValidateName(cfg.Ledger); err != nil {
+		return nil, err
+	}
+	if cfg.Beat.Host == "" {
+		return nil, fmt.Errorf("new heartbeat reporter: no host id: %w", ledger.ErrInvalid)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	r := &Reporter{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), done: make(chan struct{}), beat: cfg.Beat}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.kick <- struct{}{}
+	r.wg.Go(func() { r.loop(ctx) })
+	return r, nil
+}
+
+// Update sets the host's HWM and the log's last seq it saw (unless
+// Config.Position reads them), and publishes a beat soon (updates in quick
+// succession are coalesced).
+func (r *Reporter) Update(hwm, head ledger.Seq) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.beat.HWM, r.beat.Head = hwm, max(head, hwm)
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close publishes the last beat and stops the Reporter. A nil Reporter's Update
+// and Close do nothing.
+func (r *Reporter) Close() {
+	if r == nil {
+		return
+	}
+	select {
+	case <-r.done:
+	default:
+		close(r.done)
+	}
+	r.wg.Wait()
+}
+
+func (r *Reporter) loop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.kick:
+		case <-t.C:
+		case <-r.done:
+			r.publish(context.WithoutCancel(ctx))
+			return
+		case <-ctx.Done():
+			r.publish(context.WithoutCancel(ctx))
+			return
+		}
+		r.publish(ctx)
+	}
+}
+
+// minGap keeps a busy watch from publishing more than a few beats a second.
+const minGap = 200 * time.Millisecond
+
+func (r *Reporter) publish(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	if r.store == nil {
+		s, err := Open(ctx, r.cfg.Conn, r.cfg.Ledger)
+		if err != nil {
+			r.log.Warn("heartbeat not published", "err", err)
+			return
+		}
+		r.store = s
+	}
+	if r.cfg.Position != nil {
+		hwm, head, err := r.cfg.Position(ctx)
+		if err != nil {
+			r.log.Warn("heartbeat: cannot read the position", "err", err)
+		} else {
+			r.mu.Lock()
+			r.beat.HWM, r.beat.Head = hwm, max(head, hwm)
+			r.mu.Unlock()
+		}
+	}
+	r.mu.Lock()
+	b := r.beat
+	r.mu.Unlock()
+	b.Time = time.Now()
+	if err := r.store.Put(ctx, b); err != nil {
+		r.log.Warn("heartbeat not published", "err", err)
+	}
+	select {
+	case <-time.After(minGap):
+	case <-r.done:
+	case <-ctx.Done():
+	}
+}
