@@ -42,9 +42,11 @@ func runExec(ctx context.Context, a *app, o scope, argv []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := h.Sync(ctx, host.SyncOptions{Partitions: parts}); err != nil {
+	res, err := h.Sync(ctx, host.SyncOptions{Partitions: parts})
+	if err != nil {
 		return fmt.Errorf("sync before %s: %w", argv[0], err)
 	}
+	a.beat(ctx, "exec", res.HWM, res.Head)
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, a.stdout, a.stderr
 	c.Env = append(os.Environ(), "SYNCLEDGER_CACHE="+h.Dir().Root())
@@ -61,12 +63,12 @@ func runExec(ctx context.Context, a *app, o scope, argv []string) error {
 		return fmt.Errorf("run %s: %w", argv[0], runErr)
 	}
 	// Commit even when ctx was cancelled by a signal: the command's writes are kept.
-	res, err := h.Commit(context.WithoutCancel(ctx), host.CommitOptions{Message: "exec " + argv[0]})
+	cres, err := h.Commit(context.WithoutCancel(ctx), host.CommitOptions{Message: "exec " + argv[0]})
 	if err != nil {
 		return fmt.Errorf("commit after %s (exit %d): %w", argv[0], code, err)
 	}
-	if !res.Nothing {
-		a.logger.Info("committed", "commit", res.Commit, "files", res.Written, "deleted", res.Deleted, "seqs", res.Seqs)
+	if !cres.Nothing {
+		a.logger.Info("committed", "commit", cres.Commit, "files", cres.Written, "deleted", cres.Deleted, "seqs", cres.Seqs)
 	}
 	if code != 0 {
 		return withExitCode(code, nil)

@@ -52,6 +52,9 @@ func runSync(ctx context.Context, a *app, o syncOpts) error {
 		return err
 	}
 	res, err := h.Sync(ctx, host.SyncOptions{Partitions: parts, Lazy: o.lazy})
+	if err == nil {
+		a.beat(ctx, "sync", res.HWM, res.Head)
+	}
 	if o.json {
 		if perr := a.printJSON(res); perr != nil && err == nil {
 			err = perr

@@ -26,8 +26,10 @@ process's host only after stopping it, or use another cache.`,
 			if err != nil {
 				return err
 			}
+			rep := a.beatReporter(ctx, "watch", h)
 			a.logger.Info("watching", "ledger", a.ledgerName, "cache", h.Dir().Root())
 			return h.Watch(ctx, host.SyncOptions{Lazy: lazy}, func(r host.SyncResult) {
+				rep.Update(r.HWM, r.Head)
 				if asJSON {
 					_ = a.printJSON(r)
 					return
