@@ -6,36 +6,54 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
 )
 
 var (
-	simRuns  = flag.Int("sim.runs", 12, "simulations per test (one when -seed is set)")
-	simSteps = flag.Int("sim.steps", 400, "steps per simulation")
+	simHistories = flag.Int("sim.histories", 2000, "simulated histories per test (one when -seed is set)")
+	simSteps     = flag.Int("sim.steps", 80, "most steps per history (each history draws its length from steps/2..steps)")
 )
 
-// simConfig shapes one simulation.
+// simConfig shapes one simulated history.
 type simConfig struct {
 	seed       uint64
 	steps      int
 	partitions int
 	hosts      int
-	// swampArm makes the simulated shell do what swamp did (#3193): after a
-	// scoped sync it persists the log's head as its HWM.
+	// faults turns on what breaks the anchors: delayed, reordered and
+	// duplicated delivery, dropped connections, crashes between any two steps
+	// of the shell, lost publish acks, blob upload and download faults,
+	// snapshots with retention (purged events) and rebuilds, foreign logs.
+	faults bool
+
+	// Deliberately broken shells, each of which the checker must catch.
+	//
+	// swampArm does what swamp did (#3193): after a scoped sync it persists
+	// the log's head as its HWM (I2).
 	swampArm bool
+	// noVerify writes fetched content without checking its SHA-256 (I5).
+	noVerify bool
+	// publishFirst appends a commit's events before uploading its content (I6).
+	publishFirst bool
 }
 
 type sim struct {
-	cfg   simConfig
-	r     *rand.Rand
-	log   *memLog
-	hosts []*simHost
-	step  int
-	trace []string
-	stats map[string]int // how often each situation arose
+	cfg     simConfig
+	r       *rand.Rand
+	log     *simLog
+	hosts   []*simHost
+	step    int
+	calm    bool // the final full syncs: no faults, no crashes
+	trace   []string
+	stats   map[string]int // how often each situation arose
+	checked ledger.Seq     // the log is checked (I6, I7) up to here
+	commits map[string]ledger.Seq
 }
 
 type simHost struct {
@@ -43,17 +61,45 @@ type simHost struct {
 	cfg   Config
 	core  *Core
 	disk  State                    // what the shell persisted
-	cache map[string]ledger.Digest // the cache's files
+	cache map[string]ledger.Digest // the cache's files: digest of the bytes written
 	seen  State                    // disk at the last check (I3)
+	// journal names the files the shell wrote that its persisted index does
+	// not claim yet: those of a Ready being applied, and those of an own
+	// commit appended but not yet recorded (journalled before the write, and
+	// cleared by the transaction that persists their rows). A rebuild
+	// removes the journal's files that neither the index nor the snapshot
+	// holds: the ledger wrote them, and has deleted them since. Without the
+	// journal such a file would look like a new local file and be committed
+	// again: projector/host has no journal yet — see
+	// TestRebuildKeepsFilesOfInterruptedApply in projector/host.
+	journal map[string]journalled
+	// restoring is persisted with the journal when a rebuild starts its
+	// restore, and cleared by the transaction that installs the new state: a
+	// host that crashed mid-restore finishes the rebuild before anything else
+	// (its cache holds the snapshot's files under the old state).
+	restoring bool
 }
 
-// errCrash ends a sync: the host crashed (or its shell gave up) mid-way.
+// journalled is a journal entry: the content the shell wrote at a path, or
+// that it removed the file.
+type journalled struct {
+	d       ledger.Digest
+	present bool
+}
+
+// errCrash ends an operation: the host crashed, or its shell gave up, mid-way.
 var errCrash = errors.New("crash")
 
+// foreignInfo is another ledger's log (I9).
+var foreignInfo = ledger.Info{Name: "other", UUID: otherLedger, Format: ledger.FormatVersion, Blobs: "mem://"}
+
 func newSim(cfg simConfig) *sim {
-	s := &sim{cfg: cfg, r: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x5deece66d)), log: newMemLog(testLedger), stats: map[string]int{}}
+	s := &sim{
+		cfg: cfg, r: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x5deece66d)), log: newSimLog(),
+		stats: map[string]int{}, commits: map[string]ledger.Seq{},
+	}
 	for i := range cfg.hosts {
-		h := &simHost{name: fmt.Sprintf("h%d", i), cfg: Config{Lazy: i%2 == 1}, disk: State{}.Clone(), cache: map[string]ledger.Digest{}}
+		h := &simHost{name: fmt.Sprintf("h%d", i), cfg: Config{Lazy: i%2 == 1}, disk: State{}.Clone(), cache: map[string]ledger.Digest{}, journal: map[string]journalled{}}
 		h.core, _ = New(h.disk, h.cfg)
 		h.seen = h.disk.Clone()
 		s.hosts = append(s.hosts, h)
@@ -61,9 +107,19 @@ func newSim(cfg simConfig) *sim {
 	return s
 }
 
+// historyConfig draws the shape of the history of seed.
+func historyConfig(seed uint64, faults bool) simConfig {
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	steps := max(*simSteps, 2)
+	return simConfig{
+		seed: seed, steps: steps/2 + r.IntN(steps-steps/2+1),
+		partitions: 2 + r.IntN(4), hosts: 2 + r.IntN(3), faults: faults,
+	}
+}
+
 func (s *sim) logf(format string, args ...any) {
 	s.trace = append(s.trace, fmt.Sprintf("%4d ", s.step)+fmt.Sprintf(format, args...))
-	if len(s.trace) > 25 {
+	if len(s.trace) > 40 {
 		s.trace = s.trace[1:]
 	}
 }
@@ -72,25 +128,59 @@ func (s *sim) fail(err error) error {
 	return fmt.Errorf("seed %d step %d: %w\nlast actions:\n  %s", s.cfg.seed, s.step, err, strings.Join(s.trace, "\n  "))
 }
 
-// run plays the simulation, checks the invariants after every step, and ends
-// with a full sync on every host and the convergence check.
+// chance reports true with probability 1/n, only when faults are on and the
+// history is not in its calm final phase.
+func (s *sim) chance(n int) bool {
+	return s.cfg.faults && !s.calm && s.r.IntN(n) == 0
+}
+
+// crashPoint is a point of the shell between two of its steps: with a small
+// probability the host crashes there (loses everything not persisted) and
+// restarts. Each named point must be reached in the default run.
+func (s *sim) crashPoint(h *simHost, name string) error {
+	s.stats["crash point: "+name] += 0
+	if !s.chance(25) {
+		return nil
+	}
+	s.stats["crash point: "+name]++
+	s.logf("%s crashes at %s", h.name, name)
+	return s.restart(h)
+}
+
+// run plays the history, checks the invariants after every step, and ends
+// with a full sync on every host, the convergence check (I8) and the
+// comparison with an uninterrupted host (I4).
 func (s *sim) run() error {
 	for s.step = 1; s.step <= s.cfg.steps; s.step++ {
 		h := s.hosts[s.r.IntN(len(s.hosts))]
 		var err error
 		switch x := s.r.IntN(100); {
-		case x < 30:
+		case x < 24:
 			err = s.remoteCommit()
-		case x < 55:
+		case x < 46:
 			err = s.fullSync(h, true)
-		case x < 72:
+		case x < 60:
 			err = s.scopedSync(h, s.randomPartitions(), true)
-		case x < 90:
+		case x < 76:
 			err = s.ownCommit(h)
-		case x < 95:
+		case x < 80:
 			err = s.gapProbe(h)
-		default:
+		case x < 84:
 			err = s.hydrate(h)
+		case x < 88 && s.cfg.faults:
+			err = s.snapshot()
+		case x < 91 && s.cfg.faults:
+			err = s.purge()
+		case x < 94 && s.cfg.faults:
+			err = s.foreignProbe(h)
+		case x < 96 && s.cfg.faults:
+			err = s.operatorRebuild(h)
+		case x < 100 && s.cfg.faults:
+			s.logf("%s restarts", h.name)
+			s.stats["idle restart"]++
+			err = s.restart(h)
+		default:
+			err = s.remoteCommit()
 		}
 		if err != nil && !errors.Is(err, errCrash) {
 			return s.fail(err)
@@ -99,7 +189,7 @@ func (s *sim) run() error {
 			return s.fail(err)
 		}
 	}
-	s.step = 0
+	s.step, s.calm = 0, true
 	s.logf("final full syncs")
 	for _, h := range s.hosts {
 		if err := s.fullSync(h, false); err != nil {
@@ -109,22 +199,27 @@ func (s *sim) run() error {
 	if err := s.check(); err != nil {
 		return s.fail(err)
 	}
-	return s.converged()
+	if err := s.converged(); err != nil {
+		return err
+	}
+	return s.sameAsUninterrupted()
 }
 
 func (s *sim) partition(i int) string { return fmt.Sprintf("data--sim--p%d", i) }
 
 func (s *sim) randomPartitions() []string {
 	var ps []string
-	for _, i := range s.r.Perm(s.cfg.partitions)[:1+s.r.IntN(min(3, s.cfg.partitions))] {
+	for _, i := range s.r.Perm(s.cfg.partitions)[:1+s.r.IntN(min(4, s.cfg.partitions))] {
 		ps = append(ps, s.partition(i))
 	}
 	return ps
 }
 
-// changes draws a change set: some files of some partitions written with new
-// content or deleted, as seen by have (the writer's view of the files).
-func (s *sim) changes(have func(path string) bool) []ledger.Entry {
+// changes draws a change set touching 1-4 partitions: some files written with
+// new content or deleted, as seen by have (the writer's view of the files).
+// content receives the bytes of each written entry: the caller stores them
+// (remote writers at once; a host's commit uploads them).
+func (s *sim) changes(have func(path string) bool, content map[ledger.Digest]string) []ledger.Entry {
 	var es []ledger.Entry
 	for _, p := range s.randomPartitions() {
 		i := strings.TrimPrefix(p, "data--sim--p")
@@ -135,10 +230,13 @@ func (s *sim) changes(have func(path string) bool) []ledger.Entry {
 			}
 			if have(path) && s.r.IntN(4) == 0 {
 				es = append(es, del(path))
-			} else {
-				// Few contents per path: files return to earlier contents.
-				es = append(es, s.log.write(path, fmt.Sprintf("%s@%d", path, s.r.IntN(3))))
+				continue
 			}
+			// Few contents per path: files return to earlier contents.
+			c := fmt.Sprintf("%s@%d", path, s.r.IntN(3))
+			d := ledger.DigestOf([]byte(c))
+			content[d] = c
+			es = append(es, ledger.Entry{Path: path, SHA256: d, Size: int64(len(c)), Mode: 0o644})
 		}
 	}
 	return es
@@ -151,27 +249,23 @@ func (s *sim) remoteCommit() error {
 			head[path] = true
 		}
 	}
-	seqs, err := s.log.commitRemote("writer", s.changes(func(p string) bool { return head[p] }))
+	content := map[ledger.Digest]string{}
+	es := s.changes(func(p string) bool { return head[p] }, content)
+	for d, c := range content {
+		s.log.blobs[d] = c // content first
+	}
+	seqs, err := s.log.commitRemote("writer", es)
 	s.logf("writer commits seqs %v", seqs)
 	return err
 }
 
-// offer steps recs in random batches; after each batch the Ready is finished
-// one of four ways (see finish).
-func (s *sim) offer(h *simHost, m Mode, recs []ledger.Record, crashes bool) error {
-	for len(recs) > 0 {
-		n := min(len(recs), 1+s.r.IntN(4))
-		for _, r := range recs[:n] {
-			if _, err := h.core.Step(m, r); err != nil {
-				return fmt.Errorf("%s: %v sync: %w", h.name, m, err)
-			}
-		}
-		recs = recs[n:]
-		if err := s.finish(h, crashes); err != nil {
-			return err
-		}
+func (s *sim) restart(h *simHost) error {
+	c, err := New(h.disk, h.cfg)
+	if err != nil {
+		return fmt.Errorf("%s: restart: %w", h.name, err)
 	}
-	return nil
+	h.core = c
+	return errCrash
 }
 
 // finish takes the Ready and, at random (when crashes): persists it and
@@ -180,13 +274,13 @@ func (s *sim) offer(h *simHost, m Mode, recs []ledger.Record, crashes bool) erro
 func (s *sim) finish(h *simHost, crashes bool) error {
 	rd := h.core.Ready()
 	x := 0
-	if crashes {
+	if crashes && !s.calm {
 		x = s.r.IntN(100)
 	}
 	switch {
 	case x < 75:
 		s.stats["ready advanced"]++
-		if err := s.persist(h, rd, len(rd.Changes)); err != nil {
+		if err := s.persist(h, rd); err != nil {
 			return err
 		}
 		return h.core.Advance(rd)
@@ -200,7 +294,7 @@ func (s *sim) finish(h *simHost, crashes bool) error {
 	case x < 93:
 		s.stats["crash after persisting"]++
 		s.logf("%s crashes after persisting, before Advance", h.name)
-		if err := s.persist(h, rd, len(rd.Changes)); err != nil {
+		if err := s.persist(h, rd); err != nil {
 			return err
 		}
 		return s.restart(h)
@@ -215,26 +309,48 @@ func (s *sim) finish(h *simHost, crashes bool) error {
 	}
 }
 
-func (s *sim) restart(h *simHost) error {
-	c, err := New(h.disk, h.cfg)
-	if err != nil {
-		return fmt.Errorf("%s: restart: %w", h.name, err)
+// fetch reads a blob as the shell does, with download faults: a body cut
+// short. The shell verifies the content (unless noVerify) and refuses it.
+func (s *sim) fetch(h *simHost, path string, want ledger.Digest) (ledger.Digest, error) {
+	content, ok := s.log.blobs[want]
+	if !ok {
+		return want, fmt.Errorf("%s: I6: blob %s of %s is not stored", h.name, want, path)
 	}
-	h.core = c
-	return errCrash
+	if s.chance(30) {
+		s.stats["blob download truncated"]++
+		content = content[:s.r.IntN(len(content))]
+	}
+	got := ledger.DigestOf([]byte(content))
+	if got != want && !s.cfg.noVerify {
+		s.stats["blob download: checksum refused"]++
+		s.logf("%s: fetch of %s fails its checksum: Ready discarded", h.name, path)
+		return got, errFetch
+	}
+	return got, nil
 }
 
+// errFetch: a download failed its verification; the shell discards the Ready.
+var errFetch = errors.New("fetch failed verification")
+
 // writeFiles does the cache side of the first n changes of rd, as a shell does.
+// A fetch that fails verification discards the Ready (files written before it
+// stay: each was verified) and ends the operation.
 func (s *sim) writeFiles(h *simHost, rd Ready, n int) error {
 	for _, ch := range rd.Changes[:n] {
 		switch ch.Op {
 		case OpWrite:
-			content, ok := s.log.blobs[ch.New.SHA256]
-			if !ok || ledger.DigestOf([]byte(content)) != ch.New.SHA256 { // I5
-				return fmt.Errorf("%s: blob %s for %s missing or wrong", h.name, ch.New.SHA256, ch.Path)
+			d, err := s.fetch(h, ch.Path, ch.New.SHA256)
+			if errors.Is(err, errFetch) {
+				h.core.Discard()
+				return errCrash
 			}
-			h.cache[ch.Path] = ch.New.SHA256
+			if err != nil {
+				return err
+			}
+			h.journal[ch.Path] = journalled{d, true}
+			h.cache[ch.Path] = d
 		case OpLazy, OpDelete:
+			h.journal[ch.Path] = journalled{}
 			delete(h.cache, ch.Path)
 		case OpIndex:
 			d, ok := h.cache[ch.Path]
@@ -247,18 +363,107 @@ func (s *sim) writeFiles(h *simHost, rd Ready, n int) error {
 }
 
 // persist writes the files, then the state in one transaction.
-func (s *sim) persist(h *simHost, rd Ready, n int) error {
-	if err := s.writeFiles(h, rd, n); err != nil {
+func (s *sim) persist(h *simHost, rd Ready) error {
+	if err := s.writeFiles(h, rd, len(rd.Changes)); err != nil {
 		return err
 	}
 	persist(&h.disk, rd)
+	for _, ch := range rd.Changes {
+		delete(h.journal, ch.Path)
+	}
+	return nil
+}
+
+// deliver is what the network does to a full read: records duplicated
+// (redelivery), delayed past later ones, and the connection dropped before
+// the end. It returns the records in delivery order and whether the
+// connection dropped.
+func (s *sim) deliver(recs []ledger.Record) ([]ledger.Record, bool) {
+	out := slices.Clone(recs)
+	if len(out) == 0 || !s.cfg.faults || s.calm {
+		return out, false
+	}
+	for i := 0; i < len(out); i++ {
+		if s.r.IntN(12) == 0 {
+			j := i + 1 + s.r.IntN(len(out)-i)
+			out = slices.Insert(out, j, out[i])
+			s.stats["delivery: duplicate"]++
+		}
+	}
+	if s.r.IntN(4) == 0 {
+		for range 1 + s.r.IntN(3) {
+			i := s.r.IntN(len(out))
+			j := i + s.r.IntN(len(out)-i)
+			r := out[i]
+			out = slices.Insert(slices.Delete(out, i, i+1), j, r)
+			s.stats["delivery: delayed/reordered"]++
+		}
+	}
+	if s.r.IntN(6) == 0 {
+		s.stats["delivery: connection dropped"]++
+		return out[:s.r.IntN(len(out))], true
+	}
+	return out, false
+}
+
+// stepOne offers one record as the shell does: in a full read, a gap (an
+// event whose predecessors in its partition were not offered: delayed or
+// dropped) is filled first from the partition's subject, scoped.
+func (s *sim) stepOne(h *simHost, m Mode, r ledger.Record) error {
+	_, err := h.core.Step(m, r)
+	var gap *GapError
+	if m == Full && errors.As(err, &gap) {
+		s.stats["full read: gap filled by partition"]++
+		missing, rerr := s.log.readPartitionSafe(gap.Partition, gap.From, gap.To)
+		if rerr != nil {
+			s.logf("%s: gap fill of %s hits the purge: %v", h.name, gap.Partition, rerr)
+			h.core.Discard()
+			return errCrash
+		}
+		for _, mr := range missing {
+			if _, err := h.core.Step(Scoped, mr); err != nil {
+				return fmt.Errorf("%s: gap fill: %w", h.name, err)
+			}
+		}
+		_, err = h.core.Step(m, r)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %v sync: %w", h.name, m, err)
+	}
+	return nil
+}
+
+// offer steps recs in random batches, with a crash point between any two
+// steps; after each batch the Ready is finished one of four ways (see finish).
+func (s *sim) offer(h *simHost, m Mode, recs []ledger.Record, crashes bool) error {
+	for len(recs) > 0 {
+		n := min(len(recs), 1+s.r.IntN(4))
+		for _, r := range recs[:n] {
+			if err := s.stepOne(h, m, r); err != nil {
+				return err
+			}
+			if crashes {
+				if err := s.crashPoint(h, "between steps"); err != nil {
+					return err
+				}
+			}
+		}
+		recs = recs[n:]
+		if err := s.finish(h, crashes); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // fullSync reads the log from the HWM+1 to the head, or (when crashes) to a
 // random cut that may split a commit: a reader sees an atomic batch's first
-// messages before its last.
+// messages before its last. A read below the purge rebuilds from the newest
+// snapshot first.
 func (s *sim) fullSync(h *simHost, crashes bool) error {
+	if err := s.resume(h); err != nil {
+		return err
+	}
 	if err := h.core.AdoptLineage(s.log.info); err != nil {
 		return err
 	}
@@ -268,26 +473,56 @@ func (s *sim) fullSync(h *simHost, crashes bool) error {
 	}
 	s.logf("%s full sync %d..%d", h.name, from, to)
 	s.stats["full sync"]++
+	recs, err := s.log.readSafe(from, to)
+	if errors.Is(err, ledger.ErrTruncated) {
+		s.stats["full sync: log truncated, rebuild"]++
+		s.logf("%s: %v: rebuild", h.name, err)
+		if err := s.rebuild(h); err != nil {
+			return err
+		}
+		return s.fullSync(h, crashes)
+	}
+	if err != nil {
+		return err
+	}
 	if to >= from && !s.log.rec(to).LastOfCommit() {
 		s.stats["full sync read ending inside a commit"]++
 	}
-	recs := s.log.read(from, to)
+	recs, dropped := s.deliver(recs)
 	if len(recs) == 0 {
 		if h.core.HasReady() { // the lineage
 			return s.finish(h, crashes)
 		}
 		return nil
 	}
-	return s.offer(h, Full, recs, crashes)
+	if err := s.offer(h, Full, recs, crashes); err != nil {
+		return err
+	}
+	if dropped {
+		s.logf("%s: connection dropped: what was read is persisted", h.name)
+		return errCrash
+	}
+	return nil
 }
 
 func (s *sim) scopedSync(h *simHost, parts []string, crashes bool) error {
+	if err := s.resume(h); err != nil {
+		return err
+	}
 	if err := h.core.AdoptLineage(s.log.info); err != nil {
 		return err
 	}
 	var recs []ledger.Record
 	for _, p := range parts {
-		recs = append(recs, s.log.readPartition(p, h.core.Mark(p).Seq+1, 0)...)
+		rs, err := s.log.readPartitionSafe(p, h.core.Mark(p).Seq+1, 0)
+		if errors.Is(err, ledger.ErrTruncated) {
+			// A scoped sync does not rebuild: it says the cache needs one.
+			s.stats["scoped sync: log truncated"]++
+			s.logf("%s scoped sync of %s: %v", h.name, p, err)
+			h.core.Discard()
+			return errCrash
+		}
+		recs = append(recs, rs...)
 	}
 	s.logf("%s scoped sync %v: %d records", h.name, parts, len(recs))
 	s.stats["scoped sync"]++
@@ -309,9 +544,34 @@ func (s *sim) scopedSync(h *simHost, parts []string, crashes bool) error {
 	return nil
 }
 
-// ownCommit commits local changes: build, append, and on a chain conflict sync
-// the touched partitions (scoped) and retry once.
+// upload stores a commit's content, with upload faults: a failed upload
+// fails the commit before anything is published.
+func (s *sim) upload(h *simHost, content map[ledger.Digest]string) error {
+	for _, d := range slices.SortedFunc(func(yield func(ledger.Digest) bool) {
+		for d := range content {
+			if !yield(d) {
+				return
+			}
+		}
+	}, func(a, b ledger.Digest) int { return strings.Compare(a.String(), b.String()) }) {
+		if s.chance(20) {
+			s.stats["blob upload failed"]++
+			s.logf("%s: upload of %s fails: commit fails, nothing published", h.name, d)
+			return errCrash
+		}
+		s.log.blobs[d] = content[d]
+	}
+	return nil
+}
+
+// ownCommit commits local changes: build, upload, append, and on a chain
+// conflict sync the touched partitions (scoped) and retry once. A lost ack is
+// retried with the same events (deduplicated), or left unresolved as after a
+// crash.
 func (s *sim) ownCommit(h *simHost) error {
+	if err := s.resume(h); err != nil {
+		return err
+	}
 	if err := h.core.AdoptLineage(s.log.info); err != nil {
 		return err
 	}
@@ -320,13 +580,43 @@ func (s *sim) ownCommit(h *simHost) error {
 			return err
 		}
 	}
-	entries := s.changes(func(p string) bool { _, ok := h.core.File(p); return ok })
+	content := map[ledger.Digest]string{}
+	entries := s.changes(func(p string) bool { _, ok := h.core.File(p); return ok }, content)
+	if err := s.crashPoint(h, "commit after scan"); err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		evs, err := h.core.CommitEvents(s.log.newCommit(h.name, entries))
 		if err != nil {
 			return err
 		}
-		seqs, err := s.log.append(evs)
+		if !s.cfg.publishFirst {
+			if err := s.upload(h, content); err != nil {
+				return err
+			}
+			if err := s.crashPoint(h, "commit after upload"); err != nil {
+				return err
+			}
+		}
+		lose := s.chance(8)
+		seqs, err := s.log.appendCommit(evs, lose)
+		if errors.Is(err, errLostAck) {
+			s.stats["own commit: ack lost"]++
+			if s.r.IntN(3) == 0 {
+				s.logf("%s: commit ack lost, gives up (outcome unknown)", h.name)
+				s.applyLocal(h, entries)
+				return s.restart(h)
+			}
+			s.stats["own commit: ack lost, retried"]++
+			s.logf("%s: commit ack lost: appends the same events again", h.name)
+			seqs, err = s.log.appendCommit(evs, false)
+		}
+		if s.cfg.publishFirst && err == nil {
+			if err := s.upload(h, content); err != nil {
+				s.applyLocal(h, entries)
+				return err
+			}
+		}
 		var conflict *ledger.ConflictError
 		if errors.As(err, &conflict) && attempt == 0 {
 			// Sync the touched partitions; retry unless a changed path was
@@ -335,7 +625,12 @@ func (s *sim) ownCommit(h *simHost) error {
 			var remote []ledger.Record
 			for _, e := range evs {
 				parts = append(parts, e.Partition)
-				remote = append(remote, s.log.readPartition(e.Partition, h.core.Mark(e.Partition).Seq+1, 0)...)
+				rs, rerr := s.log.readPartitionSafe(e.Partition, h.core.Mark(e.Partition).Seq+1, 0)
+				if rerr != nil {
+					s.logf("%s commit conflict: partition read hits the purge: gives up", h.name)
+					return errCrash
+				}
+				remote = append(remote, rs...)
 			}
 			s.stats["own commit: chain conflict"]++
 			s.logf("%s commit conflicts on %s: scoped sync", h.name, conflict.Partition)
@@ -361,14 +656,9 @@ func (s *sim) ownCommit(h *simHost) error {
 		if seqs[0] == h.core.HWM()+1 {
 			s.stats["own commit at HWM+1"]++
 		}
-		for _, en := range entries { // the local files the commit published
-			if en.Deleted {
-				delete(h.cache, en.Path)
-			} else {
-				h.cache[en.Path] = en.SHA256
-			}
-		}
+		s.applyLocal(h, entries)
 		if s.r.IntN(8) == 0 {
+			s.stats["crash point: commit after append"]++
 			s.logf("%s crashes before recording its commit", h.name)
 			return s.restart(h)
 		}
@@ -379,18 +669,32 @@ func (s *sim) ownCommit(h *simHost) error {
 	}
 }
 
+// applyLocal puts a published commit's changes in the host's cache: they were
+// the local files the commit scanned.
+func (s *sim) applyLocal(h *simHost, entries []ledger.Entry) {
+	for _, en := range entries {
+		if en.Deleted {
+			h.journal[en.Path] = journalled{}
+			delete(h.cache, en.Path)
+		} else {
+			h.journal[en.Path] = journalled{en.SHA256, true}
+			h.cache[en.Path] = en.SHA256
+		}
+	}
+}
+
 // gapProbe offers a partition's second unapplied event, skipping the first:
 // the core must report the gap exactly and stage nothing.
 func (s *sim) gapProbe(h *simHost) error {
 	p := s.partition(s.r.IntN(s.cfg.partitions))
 	m := h.core.Mark(p)
-	recs := s.log.readPartition(p, m.Seq+1, 0)
-	if len(recs) < 2 || h.core.Lineage() == "" {
+	recs, err := s.log.readPartitionSafe(p, m.Seq+1, 0)
+	if err != nil || len(recs) < 2 || h.core.Lineage() == "" || h.core.HasReady() {
 		return nil
 	}
 	s.logf("%s gap probe on %s at seq %d", h.name, p, recs[1].Seq)
 	s.stats["gap probe"]++
-	_, err := h.core.Step(Scoped, recs[1])
+	_, err = h.core.Step(Scoped, recs[1])
 	want := &GapError{Partition: p, Mark: m, Seq: recs[1].Seq, ModelSeq: recs[1].Event.ModelSeq, From: m.Seq + 1, To: recs[0].Seq}
 	var gap *GapError
 	if !errors.As(err, &gap) || *gap != *want {
@@ -403,13 +707,16 @@ func (s *sim) gapProbe(h *simHost) error {
 }
 
 func (s *sim) hydrate(h *simHost) error {
+	if err := s.resume(h); err != nil {
+		return err
+	}
 	var lazy []string
 	for p, f := range h.core.Files() {
 		if f.Lazy {
 			lazy = append(lazy, p)
 		}
 	}
-	if len(lazy) == 0 {
+	if len(lazy) == 0 || h.core.HasReady() {
 		return nil
 	}
 	p := lazy[s.r.IntN(len(lazy))]
@@ -421,165 +728,322 @@ func (s *sim) hydrate(h *simHost) error {
 	return s.finish(h, true)
 }
 
-// check verifies the invariants on every host's persisted state.
-func (s *sim) check() error {
-	for _, h := range s.hosts {
-		if err := s.checkHost(h); err != nil {
-			return fmt.Errorf("%s: %w", h.name, err)
+func (s *sim) snapshot() error {
+	sn := s.log.takeSnapshot()
+	s.stats["snapshot"]++
+	s.logf("snapshot at seq %d", sn.seq)
+	return nil
+}
+
+func (s *sim) purge() error {
+	n := s.log.purge()
+	if n > 0 {
+		s.stats["retention purged events"]++
+	}
+	s.logf("retention purges %d events below seq %d", n, s.log.purgedTo)
+	return nil
+}
+
+func (s *sim) operatorRebuild(h *simHost) error {
+	if _, ok := s.log.newestSnapshot(); !ok {
+		return nil
+	}
+	s.stats["operator rebuild"]++
+	s.logf("%s: operator rebuild", h.name)
+	if err := s.rebuild(h); err != nil {
+		return err
+	}
+	return s.fullSync(h, true)
+}
+
+// resume finishes a rebuild a crash interrupted, before the host does
+// anything else.
+func (s *sim) resume(h *simHost) error {
+	if !h.restoring {
+		return nil
+	}
+	s.stats["rebuild resumed after a crash"]++
+	s.logf("%s finishes its interrupted rebuild", h.name)
+	return s.rebuild(h)
+}
+
+// rebuild restores the newest snapshot into the host's cache and state, as
+// projector/host's Rebuild does: the files made to match the snapshot (indexed
+// files it does not hold removed; lazy hosts record data/**/raw as metadata),
+// then the whole state replaced in one transaction — a new state, so the HWM
+// and marks may move back (the one exception to I3). A crash during the
+// restore leaves the old state.
+func (s *sim) rebuild(h *simHost) error {
+	sn, ok := s.log.newestSnapshot()
+	if !ok {
+		return fmt.Errorf("%s: the log is truncated but there is no snapshot", h.name)
+	}
+	st := State{Ledger: s.log.info.UUID, HWM: sn.seq, Marks: map[string]Mark{}, Files: map[string]File{}}
+	for p, m := range sn.marks {
+		st.Marks[p] = m
+	}
+	type job struct {
+		path string
+		want *File // nil: remove
+	}
+	paths := map[string]bool{}
+	for p := range sn.files {
+		paths[p] = true
+	}
+	for p := range h.disk.Files {
+		paths[p] = true
+	}
+	var jobs []job
+	for _, path := range slices.Sorted(maps.Keys(paths)) {
+		c, cached := h.cache[path]
+		en, inSnap := sn.files[path]
+		if !inSnap {
+			if cached {
+				jobs = append(jobs, job{path, nil})
+			}
+			continue
 		}
-		h.seen = h.disk.Clone()
+		f := File{SHA256: en.SHA256, Size: en.Size, Mode: en.Mode}
+		switch {
+		case cached && c == f.SHA256: // already there: kept, even when lazy
+		case h.cfg.Lazy && ledger.IsLazySkippable(path):
+			f.Lazy = true
+			jobs = append(jobs, job{path, &f})
+		default:
+			jobs = append(jobs, job{path, &f})
+		}
+		st.Files[path] = f
+	}
+	for _, path := range slices.Sorted(maps.Keys(h.journal)) {
+		j := h.journal[path]
+		_, inSnap := sn.files[path]
+		_, indexed := h.disk.Files[path]
+		if c, ok := h.cache[path]; ok && j.present && c == j.d && !inSnap && !indexed {
+			s.stats["rebuild: journalled file removed"]++
+			jobs = append(jobs, job{path, nil})
+		}
+	}
+	h.restoring = true
+	crash := s.chance(6)
+	n := len(jobs)
+	if crash {
+		n = s.r.IntN(len(jobs) + 1)
+	}
+	for _, j := range jobs[:n] {
+		switch {
+		case j.want == nil, j.want.Lazy:
+			h.journal[j.path] = journalled{}
+			delete(h.cache, j.path)
+		default:
+			d, err := s.fetch(h, j.path, j.want.SHA256)
+			if errors.Is(err, errFetch) {
+				return errCrash // the restore stops; the old state stays
+			}
+			if err != nil {
+				return err
+			}
+			h.journal[j.path] = journalled{d, true}
+			h.cache[j.path] = d
+		}
+	}
+	if crash {
+		s.stats["crash point: rebuild mid-restore"]++
+		s.logf("%s crashes during the restore of snapshot %d", h.name, sn.seq)
+		return s.restart(h)
+	}
+	h.disk = st
+	h.seen = st.Clone() // a rebuild starts a new state (I3)
+	clear(h.journal)    // the new state claims or removed them all
+	h.restoring = false
+	s.stats["rebuild"]++
+	s.logf("%s rebuilt from snapshot %d", h.name, sn.seq)
+	c, err := New(h.disk, h.cfg)
+	if err != nil {
+		return fmt.Errorf("%s: restart after rebuild: %w", h.name, err)
+	}
+	h.core = c
+	return s.crashPoint(h, "after rebuild, before replay")
+}
+
+// foreignProbe points the host at another ledger's log (I9): a host bound to
+// a ledger must refuse its lineage and its events, and stage nothing.
+func (s *sim) foreignProbe(h *simHost) error {
+	if h.core.Lineage() == "" || h.core.HasReady() {
+		return nil
+	}
+	s.stats["foreign log refused"]++
+	s.logf("%s is pointed at another ledger's log", h.name)
+	if err := h.core.AdoptLineage(foreignInfo); !errors.Is(err, ledger.ErrLineage) {
+		return fmt.Errorf("%s: I9: AdoptLineage of a foreign log: %v, want ErrLineage", h.name, err)
+	}
+	r := ledger.Record{Seq: max(h.core.HWM(), h.core.Mark(s.partition(0)).Seq, s.log.head()) + 1, Event: ledger.Event{
+		V: ledger.FormatVersion, Ledger: otherLedger, Commit: "00000000-0000-7000-8000-ffffffffffff", Host: "intruder",
+		At: testTime, Partition: s.partition(0), ModelSeq: h.core.Mark(s.partition(0)).ModelSeq + 1,
+		Prev: h.core.Mark(s.partition(0)).Seq, Parts: 1, Part: 1,
+		Entries: []ledger.Entry{s.log.write("data/sim/p0/f0/1/raw", "intruder")},
+	}}
+	for _, m := range []Mode{Full, Scoped} {
+		if _, err := h.core.Step(m, r); !errors.Is(err, ledger.ErrLineage) {
+			return fmt.Errorf("%s: I9: %v step of a foreign event: %v, want ErrLineage", h.name, m, err)
+		}
+	}
+	if h.core.HasReady() {
+		return fmt.Errorf("%s: I9: a foreign event staged work", h.name)
 	}
 	return nil
 }
 
-func (s *sim) checkHost(h *simHost) error {
-	d := h.disk
-	if !equalState(h.core.State(), d) {
-		return errors.New("the core's durable state differs from the persisted state")
-	}
-	// I3 monotone.
-	if d.HWM < h.seen.HWM {
-		return fmt.Errorf("I3: HWM went down from %d to %d", h.seen.HWM, d.HWM)
-	}
-	for p, m := range h.seen.Marks {
-		if n := d.Marks[p]; n.ModelSeq < m.ModelSeq || n.Seq < m.Seq {
-			return fmt.Errorf("I3: mark of %s went down from %v to %v", p, m, n)
-		}
-	}
-	// I2 safety: every seq ≤ HWM is applied, and the HWM is a commit end.
-	if d.HWM > s.log.head() {
-		return fmt.Errorf("I2: HWM %d beyond the log's head %d", d.HWM, s.log.head())
-	}
-	for _, r := range s.log.recs[:d.HWM] {
-		if m := d.Marks[r.Event.Partition]; m.Seq < r.Seq {
-			return fmt.Errorf("I2: HWM %d but seq %d (%s modelSeq %d) is not applied: mark %v", d.HWM, r.Seq, r.Event.Partition, r.Event.ModelSeq, m)
-		}
-	}
-	if d.HWM > 0 && !s.log.rec(d.HWM).LastOfCommit() {
-		return fmt.Errorf("I2: HWM %d is not a commit end", d.HWM)
-	}
-	// I1 chain: each mark is a real chain position, and the partition's index
-	// rows are exactly the fold of its events 1..modelSeq.
-	byPart := map[string]map[string]File{}
-	for path, f := range d.Files {
-		p := ledger.PartitionKey(path)
-		if byPart[p] == nil {
-			byPart[p] = map[string]File{}
-		}
-		byPart[p][path] = f
-	}
-	for p := range byPart {
-		if _, ok := d.Marks[p]; !ok {
-			return fmt.Errorf("I1: index rows of %s without a mark", p)
-		}
-	}
-	for p, m := range d.Marks {
-		if m.Seq > s.log.head() {
-			return fmt.Errorf("I1: mark of %s beyond the head", p)
-		}
-		if r := s.log.rec(m.Seq); r.Event.Partition != p || r.Event.ModelSeq != m.ModelSeq {
-			return fmt.Errorf("I1: mark %v of %s is not its chain's position (seq %d is %s modelSeq %d)", m, p, m.Seq, r.Event.Partition, r.Event.ModelSeq)
-		}
-		want := s.log.filesAt(p, m.Seq)
-		got := byPart[p]
-		if len(got) != len(want) {
-			return fmt.Errorf("I1: %s at %v: index has %d files, the chain %d", p, m, len(got), len(want))
-		}
-		for path, en := range want {
-			if f, ok := got[path]; !ok || f.SHA256 != en.SHA256 || f.Size != en.Size || f.Mode != en.Mode {
-				return fmt.Errorf("I1: %s at %v: index row %s is %+v, the chain says %+v", p, m, path, f, en)
-			}
-		}
-	}
-	return nil
-}
-
-// converged checks I8 after the final full syncs: every host at the head, with
-// the ledger's files, and a cache that holds them (lazy ones may be absent).
-func (s *sim) converged() error {
-	head := s.log.head()
-	want := map[string]ledger.Entry{}
-	for p := range s.log.heads {
-		maps.Copy(want, s.log.filesAt(p, head))
-	}
-	for _, h := range s.hosts {
-		fail := func(format string, args ...any) error {
-			return s.fail(fmt.Errorf("I8: %s: "+format, append([]any{h.name}, args...)...))
-		}
-		if h.disk.HWM != head {
-			return fail("HWM %d, head %d", h.disk.HWM, head)
-		}
-		if !maps.Equal(h.disk.Marks, s.log.heads) {
-			return fail("marks %v, log heads %v", h.disk.Marks, s.log.heads)
-		}
-		if len(h.disk.Files) != len(want) {
-			return fail("%d files, ledger %d", len(h.disk.Files), len(want))
-		}
-		for path, en := range want {
-			f, ok := h.disk.Files[path]
-			if !ok || f.SHA256 != en.SHA256 || f.Size != en.Size || f.Mode != en.Mode {
-				return fail("%s is %+v, ledger %+v", path, f, en)
-			}
-			d, cached := h.cache[path]
-			if f.Lazy && cached && d != f.SHA256 || !f.Lazy && d != f.SHA256 {
-				return fail("cache %s holds %v (cached %v), index %+v", path, d, cached, f)
-			}
-		}
-		for path := range h.cache {
-			if _, ok := want[path]; !ok {
-				return fail("cache holds %s, which the ledger does not", path)
-			}
-		}
-	}
-	return nil
-}
-
-func simSeeds(t *testing.T) []uint64 {
+// simSeeds returns the seeds of n histories: the -seed flag alone, or n seeds
+// from a fresh (logged) base.
+func simSeeds(t *testing.T, n int) []uint64 {
 	if *seedFlag != 0 {
 		return []uint64{*seedFlag}
 	}
 	base := testSeed(t)
-	seeds := make([]uint64, *simRuns)
+	seeds := make([]uint64, n)
 	for i := range seeds {
 		seeds[i] = base + uint64(i)
 	}
 	return seeds
 }
 
-func TestSimulation(t *testing.T) {
+// runHistories plays the histories of seeds on GOMAXPROCS workers and returns
+// the first failure (by seed order) and the summed situation counts.
+func runHistories(seeds []uint64, mk func(seed uint64) simConfig) (map[string]int, uint64, error) {
+	type result struct {
+		stats map[string]int
+		err   error
+	}
+	results := make([]result, len(seeds))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range next {
+				s := newSim(mk(seeds[i]))
+				err := s.run()
+				results[i] = result{s.stats, err}
+			}
+		})
+	}
+	for i := range seeds {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 	total := map[string]int{}
-	for _, seed := range simSeeds(t) {
-		cfg := simConfig{seed: seed, steps: *simSteps, partitions: 4, hosts: 3}
-		s := newSim(cfg)
-		if err := s.run(); err != nil {
-			t.Fatalf("%v\nreplay: go test ./projector -run TestSimulation -seed %d", err, seed)
+	for i, r := range results {
+		if r.err != nil {
+			return total, seeds[i], r.err
 		}
-		for k, n := range s.stats {
+		for k, n := range r.stats {
 			total[k] += n
 		}
 	}
-	t.Logf("situations: %v", total)
-	if *seedFlag == 0 {
-		// The runs must exercise every situation the simulator can produce.
+	return total, 0, nil
+}
+
+// TestSimulation plays -sim.histories seeded histories of 2-4 hosts over 2-5
+// partitions with every fault on, checking I1-I9 after every step and I4/I8 at
+// the end. A failure prints its seed; -seed replays that one history.
+func TestSimulation(t *testing.T) {
+	n := *simHistories
+	if testing.Short() {
+		n = min(n, 200)
+	}
+	seeds := simSeeds(t, n)
+	total, bad, err := runHistories(seeds, func(seed uint64) simConfig { return historyConfig(seed, true) })
+	if err != nil {
+		t.Fatalf("%v\nreplay: go test ./projector -run 'TestSimulation$' -seed %d -v", err, bad)
+	}
+	steps := 0
+	for k, v := range total {
+		if k == "full sync" || k == "scoped sync" || k == "own commit" {
+			steps += v
+		}
+	}
+	t.Logf("%d histories, 0 invariant violations; situations: %v", len(seeds), total)
+	if *seedFlag == 0 && len(seeds) >= 200 {
+		// The histories must reach every situation the simulator can produce.
+		for k, v := range total {
+			if v == 0 {
+				t.Errorf("no %q in %d histories", k, len(seeds))
+			}
+		}
 		for _, k := range []string{
 			"ready advanced", "crash before persisting", "crash after persisting", "ready discarded",
 			"full sync", "full sync read ending inside a commit", "scoped sync",
-			"own commit", "own commit at HWM+1", "own commit: chain conflict", "gap probe", "hydrate",
+			"own commit", "own commit at HWM+1", "own commit: chain conflict", "own commit: paths changed remotely",
+			"own commit: ack lost", "own commit: ack lost, retried", "gap probe", "hydrate",
+			"delivery: duplicate", "delivery: delayed/reordered", "delivery: connection dropped",
+			"full read: gap filled by partition", "blob download truncated", "blob download: checksum refused",
+			"blob upload failed", "snapshot", "retention purged events", "full sync: log truncated, rebuild",
+			"scoped sync: log truncated", "rebuild", "operator rebuild", "foreign log refused", "idle restart",
+			"crash point: commit after append", "crash point: rebuild mid-restore",
 		} {
 			if total[k] == 0 {
-				t.Errorf("no %q in %d runs", k, *simRuns)
+				t.Errorf("no %q in %d histories", k, len(seeds))
 			}
 		}
 	}
 }
 
-// TestSimulationCatchesSwampArm runs the simulation with swamp's #3193 shell,
-// which persists the log's head as its HWM after a scoped sync: the checker
-// must catch it as an I2 violation in every run.
+// TestSimulationNoFaults plays histories with the faults off: the plain
+// protocol (crashes at Ready boundaries only), as the simulator first did.
+func TestSimulationNoFaults(t *testing.T) {
+	seeds := simSeeds(t, max(*simHistories/10, 1))
+	if _, bad, err := runHistories(seeds, func(seed uint64) simConfig { return historyConfig(seed, false) }); err != nil {
+		t.Fatalf("%v\nreplay: go test ./projector -run 'TestSimulationNoFaults$' -seed %d -v", err, bad)
+	}
+}
+
+// TestSimulationCatchesBrokenShells runs the simulation with deliberately
+// broken shells; the checker must catch each, as the invariant it breaks, in
+// the first histories of the default run.
+func TestSimulationCatchesBrokenShells(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		broken func(*simConfig)
+		want   string
+	}{
+		// swamp #3193: the HWM set from the remote head after a scoped sync.
+		{"swamp #3193 HWM armed after a scoped sync", func(c *simConfig) { c.swampArm = true }, "I2:"},
+		{"content not verified", func(c *simConfig) { c.noVerify = true }, "I5:"},
+		{"events published before their content", func(c *simConfig) { c.publishFirst = true }, "I6:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seeds := simSeeds(t, 100)
+			caught := 0
+			for _, seed := range seeds {
+				cfg := historyConfig(seed, true)
+				tc.broken(&cfg)
+				err := newSim(cfg).run()
+				if err == nil {
+					continue
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("seed %d: caught as something other than %s: %v", seed, tc.want, err)
+				}
+				if caught == 0 {
+					t.Logf("caught: %s", strings.SplitN(err.Error(), "\n", 2)[0])
+				}
+				caught++
+			}
+			if caught == 0 {
+				t.Fatalf("the checker did not catch the broken shell in %d histories", len(seeds))
+			}
+			t.Logf("caught in %d of %d histories", caught, len(seeds))
+		})
+	}
+}
+
+// TestSimulationCatchesSwampArm is the #3193 check of the acceptance: the
+// simulator sees the HWM armed after a scoped sync in every history, as I2.
 func TestSimulationCatchesSwampArm(t *testing.T) {
-	seeds := simSeeds(t)
-	for _, seed := range seeds[:min(5, len(seeds))] {
-		cfg := simConfig{seed: seed, steps: *simSteps, partitions: 4, hosts: 3, swampArm: true}
+	seeds := simSeeds(t, 20)
+	for _, seed := range seeds {
+		cfg := historyConfig(seed, false)
+		cfg.swampArm = true
 		err := newSim(cfg).run()
 		if err == nil {
 			t.Fatalf("seed %d: the checker did not catch the HWM armed after a scoped sync", seed)
@@ -587,6 +1051,5 @@ func TestSimulationCatchesSwampArm(t *testing.T) {
 		if !strings.Contains(err.Error(), "I2:") {
 			t.Fatalf("seed %d: caught as something other than I2: %v", seed, err)
 		}
-		t.Logf("caught: %s", strings.SplitN(err.Error(), "\n", 2)[0])
 	}
 }

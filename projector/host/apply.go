@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"sort"
 	"sync"
 
@@ -94,13 +95,32 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 		}
 		disk[i] = ds
 		oldOK := ds.matches(ch.Old) || (!ds.exists && ch.Old != nil && ch.Old.Lazy)
-		if !oldOK && !ds.matches(ch.New) && !(ch.Op != projector.OpWrite && !ds.exists) {
+		if !oldOK && !ds.matches(ch.New) && !(ch.Op != projector.OpWrite && !ds.exists) && !s.leftover(ch.Path, ds) {
 			local = append(local, ch.Path)
 		}
 	}
 	if len(local) > 0 {
 		s.core.Discard()
 		return out, &LocalChangesError{Paths: local}
+	}
+	// Journal what this Ready puts at each path before touching any, so that a
+	// file it leaves behind if interrupted is not taken for a local change.
+	journal := map[string]statedb.JournalEntry{}
+	for i, ch := range rd.Changes {
+		switch {
+		case ch.Op == projector.OpWrite && !disk[i].matches(ch.New):
+			journal[ch.Path] = statedb.JournalEntry{Digests: []ledger.Digest{ch.New.SHA256}}
+		case ch.Op != projector.OpWrite && ch.Op != projector.OpIndex && disk[i].exists:
+			journal[ch.Path] = statedb.JournalEntry{Removed: true}
+		}
+	}
+	if len(journal) > 0 {
+		merged, err := h.db.AddJournal(journal)
+		if err != nil {
+			s.core.Discard()
+			return out, fmt.Errorf("journal apply: %w", err)
+		}
+		maps.Copy(s.journal, merged)
 	}
 	h.cfg.Failpoint("sync-before-write")
 
@@ -188,6 +208,11 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 			}
 		}
 		for i, ch := range rd.Changes {
+			if _, ok := s.journal[ch.Path]; ok {
+				if err := tx.ClearJournal(ch.Path); err != nil {
+					return err
+				}
+			}
 			var err error
 			if ch.New == nil {
 				err = tx.Delete(ch.Path)
@@ -210,6 +235,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 		return out, fmt.Errorf("persist state: %w", err)
 	}
 	for i, ch := range rd.Changes {
+		delete(s.journal, ch.Path)
 		if ch.New == nil {
 			delete(s.index, ch.Path)
 		} else {
@@ -222,6 +248,13 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 	h.cfg.Failpoint("sync-after-persist")
 	sort.Strings(out.Paths)
 	return out, nil
+}
+
+// leftover reports whether the disk holds what an interrupted apply journalled
+// for path: not a local change.
+func (s *session) leftover(path string, ds diskState) bool {
+	j, ok := s.journal[path]
+	return ok && (ds.hashed || !ds.exists) && j.Matches(ds.exists, ds.digest)
 }
 
 // fetch downloads f's blob and writes it at path, verified.

@@ -71,6 +71,9 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 		if ok && row.Digest == d && row.Size == n && row.Mode == fi.Mode {
 			return nil // touched, same content
 		}
+		if j, jok := s.journal[rel]; jok && j.Matches(true, d) {
+			return nil // left by an interrupted apply: the ledger's content, not ours
+		}
 		fi.Size = n
 		out.infos[rel] = fi
 		out.changes = append(out.changes, ledger.Entry{Path: rel, SHA256: d, Size: n, Mode: fi.Mode})
@@ -80,6 +83,9 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
 	for p, row := range s.index {
+		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
+			continue // removed by an interrupted apply, not by this host's user
+		}
 		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}

@@ -52,6 +52,9 @@ type Config struct {
 	Host  string           // this host's id, recorded in its commits
 	Log   ledger.CommitLog // the ledger's log
 	Blobs ledger.BlobStore // the ledger's blob store
+	// Snapshots is the object store holding the ledger's snapshots (rebuild,
+	// status); nil means the store under Blobs (ledger.ObjectsOf), if any.
+	Snapshots ledger.ObjectStore
 	// Logger receives progress and warnings; nil discards.
 	Logger *slog.Logger
 	// Now is the clock for commit times; nil means time.Now.
@@ -140,9 +143,10 @@ func (h *Host) DB() *statedb.DB { return h.db }
 
 // session is a loaded core with the local facts the shell keeps beside it.
 type session struct {
-	core  *projector.Core
-	index map[string]statedb.Entry // path → persisted index row (mtime, seq)
-	info  ledger.Info
+	core    *projector.Core
+	index   map[string]statedb.Entry        // path → persisted index row (mtime, seq)
+	journal map[string]statedb.JournalEntry // what interrupted applies left (see statedb.JournalEntry)
+	info    ledger.Info
 }
 
 // load builds the core from the persisted state and binds it to the log's lineage.
@@ -172,7 +176,11 @@ func (h *Host) load(ctx context.Context, lazy bool) (*session, error) {
 	if err := core.AdoptLineage(info); err != nil {
 		return nil, err
 	}
-	s := &session{core: core, index: index, info: info}
+	journal, err := h.db.Journal()
+	if err != nil {
+		return nil, fmt.Errorf("load journal: %w", err)
+	}
+	s := &session{core: core, index: index, journal: journal, info: info}
 	if core.HasReady() { // a new cache: persist the lineage it adopted
 		if _, err := h.applyReady(ctx, s, core.Ready(), nil); err != nil {
 			return nil, err

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -36,6 +37,10 @@ var (
 	bMeta  = []byte("meta")
 	bMarks = []byte("marks")
 	bIndex = []byte("index")
+	// bJournal holds, while a Ready is being applied, what the apply puts at
+	// each path, so that a file left by an interrupted apply is told apart from
+	// a local change (see JournalEntry).
+	bJournal = []byte("journal")
 
 	kSchema = []byte("schema")
 	kLedger = []byte("ledger")
@@ -119,7 +124,7 @@ func Open(path string, wait time.Duration) (*DB, error) {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bMeta, bMarks, bIndex} {
+		for _, b := range [][]byte{bMeta, bMarks, bIndex, bJournal} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -326,7 +331,7 @@ func (t *Tx) countLazy(path string, lazy bool) error {
 
 // Reset empties marks, index and HWM (a full rebuild starts a new state).
 func (t *Tx) Reset() error {
-	for _, b := range [][]byte{bMarks, bIndex} {
+	for _, b := range [][]byte{bMarks, bIndex} { // not the journal: see JournalEntry
 		if err := t.tx.DeleteBucket(b); err != nil {
 			return err
 		}
@@ -342,3 +347,95 @@ func (t *Tx) Reset() error {
 	}
 	return m.Delete(kLedger)
 }
+
+// JournalEntry is what applies in progress may have left at a path: content with
+// one of Digests, or nothing (Removed). The shell journals a Ready's file
+// operations durably before it performs them and clears them in the transaction
+// that persists the Ready. A file that matches its journal entry was left by an
+// apply interrupted before its state was persisted (a crash, a failed download):
+// it is not a local change, and the next sync, which applies the same events
+// again, may replace it. Entries accumulate until cleared: an apply interrupted
+// again may leave either its own content or an earlier one's.
+type JournalEntry struct {
+	Digests []ledger.Digest
+	Removed bool
+}
+
+// Matches reports whether a file with digest d (exists false: no file) is one
+// the journalled applies may have left.
+func (e JournalEntry) Matches(exists bool, d ledger.Digest) bool {
+	if !exists {
+		return e.Removed
+	}
+	return slices.Contains(e.Digests, d)
+}
+
+func (e JournalEntry) marshal() []byte {
+	v := make([]byte, 1, 1+32*len(e.Digests))
+	if e.Removed {
+		v[0] = 1
+	}
+	for _, d := range e.Digests {
+		v = append(v, d[:]...)
+	}
+	return v
+}
+
+func unmarshalJournal(v []byte) (JournalEntry, error) {
+	if len(v) == 0 || (len(v)-1)%32 != 0 {
+		return JournalEntry{}, fmt.Errorf("journal entry of %d bytes: %w", len(v), ledger.ErrInvalid)
+	}
+	e := JournalEntry{Removed: v[0] == 1}
+	for i := 1; i < len(v); i += 32 {
+		e.Digests = append(e.Digests, ledger.Digest(v[i:i+32]))
+	}
+	return e, nil
+}
+
+// AddJournal merges entries into the journal durably (one transaction) and
+// returns the merged entries of those paths.
+func (d *DB) AddJournal(entries map[string]JournalEntry) (map[string]JournalEntry, error) {
+	merged := make(map[string]JournalEntry, len(entries))
+	err := d.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bJournal)
+		for p, e := range entries {
+			if v := b.Get([]byte(p)); v != nil {
+				old, err := unmarshalJournal(v)
+				if err != nil {
+					return fmt.Errorf("journal %q: %w", p, err)
+				}
+				e.Removed = e.Removed || old.Removed
+				for _, d := range old.Digests {
+					if !slices.Contains(e.Digests, d) {
+						e.Digests = append(e.Digests, d)
+					}
+				}
+			}
+			if err := b.Put([]byte(p), e.marshal()); err != nil {
+				return err
+			}
+			merged[p] = e
+		}
+		return nil
+	})
+	return merged, err
+}
+
+// Journal returns the journal's entries.
+func (d *DB) Journal() (map[string]JournalEntry, error) {
+	out := map[string]JournalEntry{}
+	err := d.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bJournal).ForEach(func(k, v []byte) error {
+			e, err := unmarshalJournal(v)
+			if err != nil {
+				return fmt.Errorf("journal %q: %w", k, err)
+			}
+			out[string(k)] = e
+			return nil
+		})
+	})
+	return out, err
+}
+
+// ClearJournal removes path's journal entry.
+func (t *Tx) ClearJournal(path string) error { return t.tx.Bucket(bJournal).Delete([]byte(path)) }

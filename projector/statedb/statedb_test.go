@@ -94,3 +94,33 @@ func TestBusy(t *testing.T) {
 		t.Fatalf("second open: %v, want ErrBusy", err)
 	}
 }
+
+func TestJournal(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	da, db2 := ledger.DigestOf([]byte("a")), ledger.DigestOf([]byte("b"))
+	if _, err := db.AddJournal(map[string]JournalEntry{"a": {Digests: []ledger.Digest{da}}, "b": {Removed: true}}); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := db.AddJournal(map[string]JournalEntry{"a": {Digests: []ledger.Digest{db2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !merged["a"].Matches(true, da) || !merged["a"].Matches(true, db2) || merged["a"].Matches(false, da) {
+		t.Fatalf("merged entry %+v: want both digests, not removed", merged["a"])
+	}
+	got, err := db.Journal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]JournalEntry{"a": merged["a"], "b": {Removed: true}}, got); diff != "" {
+		t.Fatalf("journal (-want +got):\n%s", diff)
+	}
+	db.Update(func(tx *Tx) error { return tx.ClearJournal("a") })
+	if got, _ := db.Journal(); len(got) != 1 || !got["b"].Matches(false, ledger.Digest{}) {
+		t.Fatalf("after clearing a: %v", got)
+	}
+}

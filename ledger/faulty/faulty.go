@@ -1,0 +1,378 @@
+// Package faulty injects storage and network faults for tests, deterministically
+// from a seed: an ObjectStore wrapper (Store) with 5xx-like errors, timeouts,
+// connection resets, truncated bodies, slow responses and lost acknowledgements;
+// an http.RoundTripper (Transport) doing the same at the HTTP level in front of
+// an S3 or GCS server (gofakes3, fake-gcs-server, a real one); and a TCP proxy
+// (Proxy) that drops connections, for NATS.
+//
+// Whether a call gets a fault, and which, is a function of the seed, the
+// operation, the key (or request path) and how many times that operation has
+// been called on that key — not of goroutine scheduling — so a run with
+// parallel transfers draws the same faults for the same calls every time.
+//
+// Nothing here is for production: the package exists so the fault tests of
+// every backend and of the projector shell share one vocabulary of faults and
+// one workload (Exercise).
+package faulty
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Fault is one kind of injected failure.
+type Fault uint8
+
+const (
+	// ServerError fails the call at once, as a 5xx answer: nothing was done.
+	ServerError Fault = iota + 1
+	// Timeout makes the call hang until its context ends (at most Config.Hang),
+	// then fail with an error whose Timeout method reports true: nothing was done.
+	Timeout
+	// Reset is a connection reset: a put reads part of its content and fails
+	// with nothing stored; a get's body fails part way.
+	Reset
+	// Truncate cuts a get's body short with a clean EOF, as a proxy that lost
+	// the end of a response would (puts: a server error).
+	Truncate
+	// Slow delays the call by Config.Delay and dribbles a get's body.
+	Slow
+	// LostAck makes a put (or delete) happen and then fail, as a response lost
+	// after the server acted.
+	LostAck
+)
+
+var faultNames = map[Fault]string{
+	ServerError: "server-error", Timeout: "timeout", Reset: "reset", Truncate: "truncate", Slow: "slow", LostAck: "lost-ack",
+}
+
+func (f Fault) String() string {
+	if n, ok := faultNames[f]; ok {
+		return n
+	}
+	return fmt.Sprintf("Fault(%d)", uint8(f))
+}
+
+// All lists every fault.
+var All = []Fault{ServerError, Timeout, Reset, Truncate, Slow, LostAck}
+
+// ErrInjected is wrapped by every error this package injects.
+var ErrInjected = errors.New("injected fault")
+
+// Error is an injected failure.
+type Error struct {
+	Op    string
+	Key   string
+	Fault Fault
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s %s: %v (%v)", e.Op, e.Key, e.Fault, ErrInjected)
+}
+
+func (e *Error) Unwrap() error { return ErrInjected }
+
+// Timeout reports whether the failure is a timeout (net.Error's method).
+func (e *Error) Timeout() bool { return e.Fault == Timeout }
+
+// Temporary reports true: every injected failure is transient.
+func (e *Error) Temporary() bool { return true }
+
+// Config says which faults to inject and how often.
+type Config struct {
+	// Seed makes the draws reproducible.
+	Seed uint64
+	// Rate is the probability that a call gets a fault, in [0, 1].
+	Rate float64
+	// Faults are drawn from; empty means All.
+	Faults []Fault
+	// Delay is how long Slow delays; 0 means 20 ms.
+	Delay time.Duration
+	// Hang bounds how long Timeout hangs when the context has no deadline; 0
+	// means 2 s.
+	Hang time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Faults) == 0 {
+		c.Faults = All
+	}
+	if c.Delay <= 0 {
+		c.Delay = 20 * time.Millisecond
+	}
+	if c.Hang <= 0 {
+		c.Hang = 2 * time.Second
+	}
+	return c
+}
+
+// dice draws faults deterministically and counts them.
+type dice struct {
+	mu     sync.Mutex
+	cfg    Config
+	calls  map[string]uint64
+	counts map[Fault]int
+	off    bool
+}
+
+func newDice(cfg Config) *dice {
+	return &dice{cfg: cfg.withDefaults(), calls: map[string]uint64{}, counts: map[Fault]int{}}
+}
+
+// draw returns the fault of the n-th call of op on key (0: none), among allowed.
+func (d *dice) draw(op, key string, allowed ...Fault) Fault {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	id := op + "\x00" + key
+	n := d.calls[id]
+	d.calls[id] = n + 1
+	if d.off || d.cfg.Rate <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d\x00%s\x00%d", d.cfg.Seed, id, n)
+	x := splitmix(h.Sum64())
+	if float64(x>>11)/(1<<53) >= d.cfg.Rate {
+		return 0
+	}
+	var pool []Fault
+	for _, f := range d.cfg.Faults {
+		if len(allowed) == 0 || contains(allowed, f) {
+			pool = append(pool, f)
+		}
+	}
+	if len(pool) == 0 {
+		return 0
+	}
+	f := pool[splitmix(x)%uint64(len(pool))]
+	d.counts[f]++
+	return f
+}
+
+func contains(fs []Fault, f Fault) bool {
+	for _, g := range fs {
+		if g == f {
+			return true
+		}
+	}
+	return false
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// Counts returns how many faults of each kind were injected.
+func (d *dice) Counts() map[Fault]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[Fault]int, len(d.counts))
+	for f, n := range d.counts {
+		out[f] = n
+	}
+	return out
+}
+
+// Total returns how many faults were injected.
+func (d *dice) Total() int {
+	n := 0
+	for _, c := range d.Counts() {
+		n += c
+	}
+	return n
+}
+
+// SetEnabled turns injection on or off (the draws go on, so re-enabling does
+// not replay the same faults).
+func (d *dice) SetEnabled(on bool) {
+	d.mu.Lock()
+	d.off = !on
+	d.mu.Unlock()
+}
+
+// hang waits for ctx to end or Hang to pass, and returns the timeout error.
+func (d *dice) hang(ctx context.Context, op, key string) error {
+	t := time.NewTimer(d.cfg.Hang)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return &Error{Op: op, Key: key, Fault: Timeout}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Store is a ledger.ObjectStore that injects faults into another.
+type Store struct {
+	*dice
+	inner ledger.ObjectStore
+}
+
+var _ ledger.ObjectStore = (*Store)(nil)
+
+// New wraps inner.
+func New(inner ledger.ObjectStore, cfg Config) *Store {
+	return &Store{dice: newDice(cfg), inner: inner}
+}
+
+// Inner returns the wrapped store (for checks that must not see faults).
+func (s *Store) Inner() ledger.ObjectStore { return s.inner }
+
+func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+	switch f := s.draw("put", key, ServerError, Timeout, Reset, Slow, LostAck); f {
+	case ServerError:
+		return &Error{Op: "put", Key: key, Fault: f}
+	case Timeout:
+		return s.hang(ctx, "put", key)
+	case Reset:
+		// Read part of the content, as a connection that broke mid-upload.
+		_, _ = io.CopyN(io.Discard, r, max(size/2, 1))
+		return &Error{Op: "put", Key: key, Fault: f}
+	case Slow:
+		sleep(ctx, s.cfg.Delay)
+	case LostAck:
+		if err := s.inner.PutObject(ctx, key, r, size); err != nil {
+			return err
+		}
+		return &Error{Op: "put", Key: key, Fault: f}
+	}
+	return s.inner.PutObject(ctx, key, r, size)
+}
+
+func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
+	f := s.draw("get", key, ServerError, Timeout, Reset, Truncate, Slow)
+	switch f {
+	case ServerError:
+		return nil, &Error{Op: "get", Key: key, Fault: f}
+	case Timeout:
+		return nil, s.hang(ctx, "get", key)
+	}
+	rc, err := s.inner.GetObject(ctx, key)
+	if err != nil || f == 0 {
+		return rc, err
+	}
+	return &faultyBody{ReadCloser: rc, ctx: ctx, key: key, fault: f, delay: s.cfg.Delay}, nil
+}
+
+// faultyBody fails, truncates or slows a body after its first bytes.
+type faultyBody struct {
+	io.ReadCloser
+	ctx   context.Context
+	key   string
+	fault Fault
+	delay time.Duration
+	n     int
+	done  bool
+}
+
+func (b *faultyBody) Read(p []byte) (int, error) {
+	if b.done {
+		if b.fault == Reset {
+			return 0, &Error{Op: "get", Key: b.key, Fault: Reset}
+		}
+		return 0, io.EOF
+	}
+	switch b.fault {
+	case Slow:
+		sleep(b.ctx, b.delay/4)
+		return b.ReadCloser.Read(p[:min(len(p), 512)])
+	case Reset, Truncate:
+		// Half of the first read arrives, then the body breaks (Reset) or
+		// ends (Truncate).
+		n, err := b.ReadCloser.Read(p)
+		if n <= 1 {
+			if err == io.EOF && n == 0 && b.fault == Truncate && b.n == 0 {
+				return 0, io.EOF // empty object: nothing to cut
+			}
+			b.done = true
+			return 0, nil
+		}
+		b.n += n / 2
+		b.done = true
+		return n / 2, nil
+	}
+	return b.ReadCloser.Read(p)
+}
+
+func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+	switch f := s.draw("stat", key, ServerError, Timeout, Slow); f {
+	case ServerError:
+		return ledger.ObjectInfo{}, &Error{Op: "stat", Key: key, Fault: f}
+	case Timeout:
+		return ledger.ObjectInfo{}, s.hang(ctx, "stat", key)
+	case Slow:
+		sleep(ctx, s.cfg.Delay)
+	}
+	return s.inner.StatObject(ctx, key)
+}
+
+func (s *Store) DeleteObject(ctx context.Context, key string) error {
+	switch f := s.draw("delete", key, ServerError, Timeout, LostAck); f {
+	case ServerError:
+		return &Error{Op: "delete", Key: key, Fault: f}
+	case Timeout:
+		return s.hang(ctx, "delete", key)
+	case LostAck:
+		if err := s.inner.DeleteObject(ctx, key); err != nil {
+			return err
+		}
+		return &Error{Op: "delete", Key: key, Fault: f}
+	}
+	return s.inner.DeleteObject(ctx, key)
+}
+
+func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
+	f := s.draw("list", prefix, ServerError, Reset, Slow)
+	switch f {
+	case ServerError:
+		return &Error{Op: "list", Key: prefix, Fault: f}
+	case Slow:
+		sleep(ctx, s.cfg.Delay)
+	}
+	n := 0
+	err := s.inner.ListObjects(ctx, prefix, func(info ledger.ObjectInfo) error {
+		if f == Reset && n == 1 {
+			return &Error{Op: "list", Key: prefix, Fault: Reset} // after one object
+		}
+		n++
+		return fn(info)
+	})
+	if f == Reset && n <= 1 && err == nil {
+		return &Error{Op: "list", Key: prefix, Fault: Reset}
+	}
+	return err
+}
+
+// ReadAll reads a whole object without faults (for checks).
+func ReadAll(ctx context.Context, objs ledger.ObjectStore, key string) ([]byte, error) {
+	if s, ok := objs.(*Store); ok {
+		objs = s.inner
+	}
+	rc, err := objs.GetObject(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(rc)
+	return b.Bytes(), err
+}

@@ -1,0 +1,157 @@
+package faulty_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/faulty"
+	"github.com/syncledger/syncledger/ledger/file"
+)
+
+func fileStore(t *testing.T) ledger.ObjectStore {
+	t.Helper()
+	s, err := file.New(file.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// retry is the policy the fault tests use: quick, and enough attempts that a
+// 30% fault rate almost never exhausts them.
+var retry = ledger.RetryPolicy{Attempts: 6, Wait: time.Millisecond, MaxWait: 5 * time.Millisecond, AttemptTimeout: time.Second}
+
+// TestDeterministic: the same seed draws the same faults for the same calls,
+// whatever the order of the calls on different keys.
+func TestDeterministic(t *testing.T) {
+	ctx := context.Background()
+	draw := func(order []string) string {
+		s := faulty.New(fileStore(t), faulty.Config{Seed: 7, Rate: 0.5, Faults: []faulty.Fault{faulty.ServerError}})
+		got := map[string][]bool{}
+		for _, k := range order {
+			_, err := s.StatObject(ctx, k)
+			got[k] = append(got[k], errors.Is(err, faulty.ErrInjected))
+		}
+		return fmt.Sprint(got)
+	}
+	a := draw([]string{"a", "b", "a", "c", "b", "a"})
+	b := draw([]string{"c", "b", "b", "a", "a", "a"})
+	if a != b {
+		t.Fatalf("same seed, different faults: %s vs %s", a, b)
+	}
+}
+
+// TestExerciseFile runs the shared fault workload on the file backend behind
+// a faulty Store, without and with retries.
+func TestExerciseFile(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		retry *ledger.RetryPolicy
+		floor float64
+	}{
+		{"no retries", nil, 0},
+		{"retries", &retry, 0.97},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clean := fileStore(t)
+			fs := faulty.New(clean, faulty.Config{Seed: 42, Rate: 0.3, Delay: time.Millisecond, Hang: 50 * time.Millisecond})
+			res := faulty.Exercise(t, ctx, fs, clean, faulty.Workload{Seed: 42, Retry: tc.retry, MinPutSuccess: tc.floor})
+			t.Logf("%v; faults injected: %v", res, fs.Counts())
+			if fs.Total() == 0 {
+				t.Fatal("no fault injected")
+			}
+			if tc.retry == nil && res.PutsFailed == 0 {
+				t.Error("no put failed without retries: the faults did not reach the puts")
+			}
+		})
+	}
+}
+
+// TestProxyCutAfter: a write containing the pattern reaches the server, and
+// the connection is cut before the answer.
+func TestProxyCutAfter(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		b, _ := io.ReadAll(c)
+		got <- string(b)
+		c.Close()
+	}()
+	p, err := faulty.NewProxy(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.CutAfter([]byte("PUB x"), 1)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("PUB x 1\r\na\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the connection was not cut")
+	}
+	select {
+	case s := <-got:
+		if !strings.Contains(s, "PUB x 1") {
+			t.Fatalf("server got %q", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not get the write")
+	}
+	if cuts, _ := p.Stats(); cuts != 1 {
+		t.Fatalf("cuts %d, want 1", cuts)
+	}
+}
+
+// TestTruncatedBodyRefused: a get whose body is cut short never yields content
+// that the blob store accepts.
+func TestTruncatedBodyRefused(t *testing.T) {
+	ctx := context.Background()
+	clean := fileStore(t)
+	content := bytes.Repeat([]byte("syncledger "), 1000)
+	d, err := ledger.PutBytes(ctx, ledger.NewBlobStore(clean), content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := faulty.New(clean, faulty.Config{Seed: 1, Rate: 1, Faults: []faulty.Fault{faulty.Truncate}})
+	_, err = ledger.ReadBlob(ctx, ledger.NewBlobStore(fs), d)
+	if !errors.Is(err, ledger.ErrChecksum) {
+		t.Fatalf("read of a truncated body: %v, want ErrChecksum", err)
+	}
+	// Retries do not help a clean EOF (only verification sees it), and do not
+	// hide it either.
+	_, err = ledger.ReadBlob(ctx, ledger.NewBlobStore(ledger.NewRetryingStore(fs, retry)), d)
+	if !errors.Is(err, ledger.ErrChecksum) {
+		t.Fatalf("read of a truncated body through retries: %v, want ErrChecksum", err)
+	}
+	// A reset body is resumed by the retrying store and verifies.
+	fs = faulty.New(clean, faulty.Config{Seed: 1, Rate: 0.5, Faults: []faulty.Fault{faulty.Reset}})
+	for range 10 {
+		got, err := ledger.ReadBlob(ctx, ledger.NewBlobStore(ledger.NewRetryingStore(fs, retry)), d)
+		if err != nil || !bytes.Equal(got, content) {
+			t.Fatalf("read through resets with retries: %d bytes, %v", len(got), err)
+		}
+	}
+}

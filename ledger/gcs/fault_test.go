@@ -1,0 +1,54 @@
+package gcs
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/faulty"
+)
+
+// TestHTTPFaults runs the shared fault workload (faulty.Exercise) against
+// fake-gcs-server with faults injected at the HTTP level (see
+// faulty.Transport), the storage client's own retries under ours
+// (ledger.NewRetryingStore). Puts succeed after bounded retries or fail naming
+// the blob; no get ever yields bytes other than the blob's; every blob a put
+// acknowledged reads back.
+func TestHTTPFaults(t *testing.T) {
+	srv := startFake(t)
+	clean, err := New(t.Context(), Config{Bucket: fakeBucket, Prefix: "faults", Client: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		seed  uint64
+		retry *ledger.RetryPolicy
+		floor float64
+	}{
+		{"client retries only", 1, nil, 0},
+		{"with retrying store", 2, &ledger.RetryPolicy{Attempts: 5, Wait: time.Millisecond, MaxWait: 10 * time.Millisecond, AttemptTimeout: 3 * time.Second}, 0.97},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := faulty.NewTransport(srv.HTTPClient().Transport, faulty.Config{Seed: tc.seed, Rate: 0.25, Delay: time.Millisecond, Hang: 300 * time.Millisecond})
+			client, err := storage.NewClient(t.Context(), option.WithHTTPClient(&http.Client{Transport: tr, Timeout: 2 * time.Second}), option.WithoutAuthentication())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { client.Close() })
+			s, err := New(t.Context(), Config{Bucket: fakeBucket, Prefix: "faults", Client: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := faulty.Exercise(t, t.Context(), s, clean, faulty.Workload{Seed: tc.seed, Blobs: 30, Retry: tc.retry, MinPutSuccess: tc.floor})
+			t.Logf("%v; faults injected: %v", res, tr.Counts())
+			if tr.Total() == 0 {
+				t.Fatal("no fault injected")
+			}
+		})
+	}
+}
