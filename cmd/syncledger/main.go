@@ -30,6 +30,7 @@ var commands = []func(*app) *cobra.Command{
 	newWatchCmd,
 	newVerifyCmd,
 	newFetchCmd,
+	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd,
 	newConsumeCmd, newTailCmd, newHostsCmd,
 	newSwampCmd,
 	newVersionCmd,

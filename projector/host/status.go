@@ -24,8 +24,9 @@ type Status struct {
 	UUID       string                     `json:"uuid"`
 	Host       string                     `json:"host"`
 	Cache      string                     `json:"cache"`
-	Head       ledger.Seq                 `json:"head"`  // the log's last seq
-	First      ledger.Seq                 `json:"first"` // the log's first seq
+	Head       ledger.Seq                 `json:"head"`     // the log's last seq
+	First      ledger.Seq                 `json:"first"`    // the log's first seq
+	Snapshot   ledger.Seq                 `json:"snapshot"` // the newest snapshot's seq (0: none)
 	HWM        ledger.Seq                 `json:"hwm"`
 	Behind     uint64                     `json:"behind"` // head − hwm
 	Partitions map[string]PartitionStatus `json:"partitions"`
@@ -51,6 +52,7 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		Head: b.Last, First: b.First, HWM: st.HWM, Partitions: map[string]PartitionStatus{},
 		Dirty: []string{}, Files: len(st.Files),
 	}
+	out.Snapshot = h.newestSnapshot(ctx, s.info.UUID) // rebuild.go
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}

@@ -35,6 +35,9 @@ type SyncResult struct {
 	Lazy     int        `json:"lazy"`
 	Bytes    int64      `json:"bytes"`
 	Paths    []string   `json:"paths,omitempty"` // written or deleted
+	// Rebuilt: the log no longer held the events this cache needed, so the sync
+	// rebuilt it from a snapshot (counts include the restore).
+	Rebuilt bool `json:"rebuilt,omitempty"`
 }
 
 func (r *SyncResult) add(a applied) {
@@ -76,6 +79,9 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	res := SyncResult{Head: head}
 	if head > hwm {
 		err = h.readFull(ctx, s, hwm+1, head, &res, opt.Progress)
+	}
+	if errors.Is(err, ledger.ErrTruncated) {
+		return h.rebuildAfterTruncation(ctx, opt, err) // rebuild.go
 	}
 	if err == nil && !opt.Lazy && lazy > 0 {
 		err = h.hydrateAll(ctx, s, &res)

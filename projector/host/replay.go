@@ -1,0 +1,192 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector"
+	"github.com/syncledger/syncledger/projector/cachefs"
+	"github.com/syncledger/syncledger/projector/snapshot"
+)
+
+// ReplayConfig says what Replay materialises, and where.
+type ReplayConfig struct {
+	Log   ledger.CommitLog
+	Blobs ledger.BlobStore
+	// Snapshots is the object store holding snapshots; nil means the store under
+	// Blobs (ledger.ObjectsOf), if any.
+	Snapshots ledger.ObjectStore
+	// Into is the directory to write the files into; it must not exist or be empty.
+	Into string
+	// To is the seq to materialise: the tree is the datastore as it was after the
+	// last commit completed at or below To.
+	To ledger.Seq
+	// Partitions, when set, limits the tree to these partitions.
+	Partitions []string
+	// Logger receives warnings (skipped snapshots); nil discards.
+	Logger *slog.Logger
+	// Parallel bounds concurrent blob fetches; 0 means 16.
+	Parallel int
+	// Progress, when set, is called as events are replayed and files written.
+	Progress func(Progress)
+}
+
+// ReplayResult says what Replay materialised.
+type ReplayResult struct {
+	Seq         ledger.Seq `json:"seq"`      // the commit boundary the tree is at
+	Snapshot    ledger.Seq `json:"snapshot"` // the snapshot it started from (0: the log alone)
+	SnapshotKey string     `json:"snapshotKey,omitempty"`
+	Skipped     []string   `json:"skipped,omitempty"` // snapshots that did not read back
+	Events      uint64     `json:"events"`            // events replayed after the snapshot
+	Files       int        `json:"files"`
+	Bytes       int64      `json:"bytes"`
+	Partitions  int        `json:"partitions"`
+}
+
+// Replay materialises the datastore as it was at a commit seq (time travel, for
+// audits and debugging): from the best snapshot at or below To (the newest that
+// reads back and after which the log holds every event up to To — or one at To
+// exactly), plus the events after it replayed in memory (snapshot.Build), then
+// every file of the resulting index is fetched (verified) into Into. The tree
+// holds only the datastore's files: no state, no index, so it is not a cache
+// (use Rebuild for one).
+func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
+	var res ReplayResult
+	if cfg.Log == nil || cfg.Blobs == nil || cfg.Into == "" || cfg.To == 0 {
+		return res, fmt.Errorf("replay: log, blob store, a directory and a seq are required: %w", ledger.ErrInvalid)
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 16
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	objs := cfg.Snapshots
+	if objs == nil {
+		objs, _ = ledger.ObjectsOf(cfg.Blobs)
+	}
+	if err := emptyDir(cfg.Into); err != nil {
+		return res, fmt.Errorf("replay: %w", err)
+	}
+	info, err := cfg.Log.Info(ctx)
+	if err != nil {
+		return res, fmt.Errorf("replay: read ledger info: %w", err)
+	}
+	var b ledger.Bounds
+	var floor ledger.Seq
+	if objs != nil {
+		b, floor, err = snapshot.Floor(ctx, cfg.Log, objs, info.UUID)
+	} else {
+		b, err = cfg.Log.Bounds(ctx)
+		floor = max(b.First, 1)
+	}
+	if err != nil {
+		return res, fmt.Errorf("replay: %w", err)
+	}
+	if cfg.To > b.Last {
+		return res, fmt.Errorf("replay to seq %d: the log ends at seq %d: %w", cfg.To, b.Last, ledger.ErrInvalid)
+	}
+	var base *snapshot.Snapshot
+	if objs != nil {
+		s, si, err := snapshot.Select(ctx, objs, info.UUID,
+			func(i snapshot.Info) bool { return i.Seq == cfg.To || i.Seq < cfg.To && i.Seq+1 >= floor },
+			func(i snapshot.Info, err error) {
+				lg.Warn("skipping snapshot that does not read back; trying an older one", "key", i.Key, "err", err)
+				res.Skipped = append(res.Skipped, i.Key)
+			})
+		switch {
+		case err == nil:
+			base, res.Snapshot, res.SnapshotKey = s, s.Seq, si.Key
+		case !errors.Is(err, ledger.ErrNotFound):
+			return res, fmt.Errorf("replay: %w", err)
+		}
+	}
+	if base == nil && floor > 1 {
+		return res, fmt.Errorf("replay to seq %d: no usable snapshot at or below it: %w", cfg.To, &ledger.TruncatedError{From: 1, First: floor})
+	}
+	bc := snapshot.BuildConfig{Log: cfg.Log, Blobs: cfg.Blobs, Base: base, To: cfg.To, Partitions: cfg.Partitions}
+	if cfg.Progress != nil {
+		bc.Progress = func(p snapshot.BuildProgress) {
+			cfg.Progress(Progress{Phase: "replay", Events: p.Events, EventsTotal: p.Total})
+		}
+	}
+	s, err := snapshot.Build(ctx, bc)
+	if err != nil {
+		return res, fmt.Errorf("replay: %w", err)
+	}
+	res.Seq, res.Partitions = s.Seq, len(s.Marks)
+	res.Events = uint64(cfg.To - res.Snapshot)
+	if err := materialize(ctx, cfg, s, &res); err != nil {
+		return res, fmt.Errorf("replay: %w", err)
+	}
+	return res, nil
+}
+
+// emptyDir checks that dir does not exist or is an empty directory.
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case len(ents) > 0:
+		return fmt.Errorf("%s is not empty: %w", dir, ledger.ErrInvalid)
+	}
+	return nil
+}
+
+// materialize writes every file of s into cfg.Into, in parallel, verified.
+func materialize(ctx context.Context, cfg ReplayConfig, s *snapshot.Snapshot, res *ReplayResult) error {
+	dir, err := cachefs.Open(cfg.Into)
+	if err != nil {
+		return err
+	}
+	p := Progress{Phase: "write", FilesTotal: len(s.Entries), BytesTotal: s.Bytes()}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+		sem  = make(chan struct{}, cfg.Parallel)
+	)
+	for _, e := range s.Entries {
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fi, err := fetchInto(ctx, cfg.Blobs, dir, e.Path, &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			res.Files++
+			res.Bytes += fi.Size
+			p.Files, p.Bytes = res.Files, res.Bytes
+			if cfg.Progress != nil {
+				cfg.Progress(p)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// The tree is the datastore's files only: drop cachefs's temp directory.
+	return os.RemoveAll(filepath.Join(dir.Root(), ledger.StateDir))
+}

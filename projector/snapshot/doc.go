@@ -1,0 +1,63 @@
+// Package snapshot writes, finds and reads snapshots of a ledger's index, and
+// runs the two jobs snapshots make safe: retention (dropping old events from the
+// log) and blob garbage collection (DESIGN §6).
+//
+// # What a snapshot is
+//
+// A snapshot is the index a host holds once it has applied every event up to a
+// commit boundary seq N (its HWM): every file (path, sha256, size, mode, and the
+// seq of the event that wrote it), every partition's mark, the ledger's UUID and
+// N. Host-local facts (mtimes, lazy flags) are not in it. A host restored from a
+// snapshot at N and then synced from N+1 holds exactly what a host that synced
+// live holds (package projector/host, Rebuild).
+//
+// Snapshots are built from the log, not from a host's cache (Take, Build): the
+// newest usable snapshot plus the events after it, replayed in memory through the
+// projector core — the same apply rules a host's full sync runs — with no blob
+// fetched but manifests. Building needs no cache, so any process that reaches the
+// log and the blob store can take snapshots (`syncledger snapshot`, or Run with a
+// Policy embedded in a long-running process).
+//
+// # Format and storage
+//
+// A snapshot is one object in the ledger's object store, beside the blobs, at
+//
+//	snapshots/<ledger uuid>/<seq, 20 digits>.snap.zst
+//
+// holding a zstd stream (with its frame checksum) of JSON lines: a header
+// {"v":1,"kind":"syncledger-snapshot","ledger","name","seq","entries","marks",
+// "bytes"}, the entries in path order {"path","sha256","size","mode","seq"}, the
+// marks in partition order {"partition","modelSeq","seq"}, and a trailer
+// {"end":"syncledger-snapshot","sha256"} with the SHA-256 of every line before
+// it. Decoding is strict (unknown fields, wrong counts, trailing data, an unknown
+// version are errors) and checks the snapshot's consistency (Validate). Encoding
+// is deterministic, so two processes snapshotting the same seq store the same
+// bytes.
+//
+// An object store's put is atomic: a snapshot is visible only once complete.
+// Listing, not a pointer, decides which snapshot is newest (the highest seq);
+// one that does not read back (truncated, a flipped byte, an unknown version) is
+// skipped with a warning and the next older one is used (Select).
+//
+// # Retention
+//
+// Retain drops the log's events older than the newest intact snapshot minus a
+// margin, never newer ones, keeping each partition's last event (so its chain can
+// still be extended; see ledger.Truncater). The bound is then recorded at
+// snapshots/<uuid>/retention.json; Floor combines it with the log's first seq:
+// the lowest seq from which the log holds every event. A snapshot at N is usable
+// when N+1 ≥ Floor. A margin at least the snapshot interval keeps the previous
+// snapshot usable, so a corrupt newest snapshot does not stop a rebuild.
+//
+// # Garbage collection
+//
+// GC deletes blobs that no usable snapshot and no event from the floor on
+// references (including manifests and their entries) and that are older than a
+// grace period, then the snapshots no rebuild can use any more. Its reference set
+// is deliberately wider than "the newest snapshot and the events after it": a host
+// whose HWM is behind the newest snapshot still syncs through the older events
+// and fetches every version they wrote, and a rebuild may have to fall back to an
+// older snapshot. Blobs therefore become garbage once retention has dropped the
+// events that referenced them. See GC for the one race a grace period cannot
+// close and how it is detected.
+package snapshot

@@ -1,0 +1,246 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/projector"
+)
+
+const uuid = "0b5bd3ad-6a1c-4f4e-9a36-5e8a0e4c2f10"
+
+func sample(n int) *Snapshot {
+	s := &Snapshot{Ledger: uuid, Name: "test", Seq: ledger.Seq(10 * n), Marks: map[string]projector.Mark{}}
+	for i := range n {
+		p := fmt.Sprintf("data/t/m%03d/f", i%7)
+		path := fmt.Sprintf("%s/file-%05d", p, i)
+		s.Entries = append(s.Entries, Entry{Path: path, SHA256: ledger.DigestOf([]byte(path)), Size: int64(i), Mode: 0o644, Seq: ledger.Seq(i + 1)})
+		key := ledger.PartitionKey(path)
+		m := s.Marks[key]
+		s.Marks[key] = projector.Mark{ModelSeq: m.ModelSeq + 1, Seq: ledger.Seq(i + 1)}
+	}
+	if n > 0 {
+		s.Entries = append(s.Entries, Entry{Path: "audit/ünïcode & <html>.jsonl", SHA256: ledger.DigestOf(nil), Mode: 0o600, Seq: 1})
+		s.Marks["audit"] = projector.Mark{ModelSeq: 1, Seq: 1}
+	}
+	sortEntries(s)
+	return s
+}
+
+func sortEntries(s *Snapshot) {
+	for i := 1; i < len(s.Entries); i++ {
+		for j := i; j > 0 && s.Entries[j-1].Path > s.Entries[j].Path; j-- {
+			s.Entries[j-1], s.Entries[j] = s.Entries[j], s.Entries[j-1]
+		}
+	}
+}
+
+func encode(t testing.TB, s *Snapshot) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Encode(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestRoundTripAndDeterminism(t *testing.T) {
+	for _, n := range []int{0, 1, 300} {
+		s := sample(n)
+		b := encode(t, s)
+		if !bytes.Equal(b, encode(t, s)) {
+			t.Fatalf("n=%d: two encodings differ", n)
+		}
+		got, err := Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		if n == 0 {
+			s.Entries = []Entry{}
+		}
+		if diff := cmp.Diff(s, got); diff != "" {
+			t.Fatalf("n=%d: round trip (-want +got):\n%s", n, diff)
+		}
+	}
+}
+
+// Every truncation is detected, and every flipped bit either is or leaves the
+// content intact (a bit the compressed format does not use for content).
+func TestCorruptionDetected(t *testing.T) {
+	want := sample(40)
+	b := encode(t, want)
+	for n := range len(b) {
+		if _, err := Decode(bytes.NewReader(b[:n])); err == nil {
+			t.Fatalf("truncated to %d of %d bytes: decoded", n, len(b))
+		}
+	}
+	for i := range b {
+		c := bytes.Clone(b)
+		c[i] ^= 0x01
+		if got, err := Decode(bytes.NewReader(c)); err == nil && !cmp.Equal(got, want) {
+			t.Fatalf("flipped bit in byte %d of %d: decoded to another snapshot", i, len(b))
+		}
+	}
+}
+
+// plain compresses lines as Encode would, with the trailer's hash computed, so a
+// test can feed well-formed but wrong content.
+func plain(t *testing.T, lines ...string) []byte {
+	t.Helper()
+	var body strings.Builder
+	for _, l := range lines {
+		body.WriteString(l + "\n")
+	}
+	sum := ledger.DigestOf([]byte(body.String()))
+	body.WriteString(`{"end":"syncledger-snapshot","sha256":"` + sum.String() + "\"}\n")
+	var buf bytes.Buffer
+	zw, _ := zstd.NewWriter(&buf)
+	zw.Write([]byte(body.String()))
+	zw.Close()
+	return buf.Bytes()
+}
+
+func TestDecodeRejects(t *testing.T) {
+	hdr := func(extra string, entries, marks int, bytes int64) string {
+		return fmt.Sprintf(`{"v":1,"kind":"syncledger-snapshot","ledger":"%s","name":"x","seq":5,"entries":%d,"marks":%d,"bytes":%d%s}`, uuid, entries, marks, bytes, extra)
+	}
+	d := ledger.DigestOf(nil).String()
+	entry := `{"path":"audit/a","sha256":"` + d + `","size":3,"mode":420,"seq":2}`
+	mark := `{"partition":"audit","modelSeq":1,"seq":2}`
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  error
+	}{
+		{"ok", []string{hdr("", 1, 1, 3), entry, mark}, nil},
+		{"newer version", []string{`{"v":2,"whatever":true}`}, ledger.ErrUnknownVersion},
+		{"unknown header field", []string{hdr(`,"x":1`, 1, 1, 3), entry, mark}, ledger.ErrInvalid},
+		{"unknown entry field", []string{hdr("", 1, 1, 3), strings.Replace(entry, `"seq"`, `"lazy":true,"seq"`, 1), mark}, ledger.ErrInvalid},
+		{"count too high", []string{hdr("", 2, 1, 3), entry, mark}, ledger.ErrInvalid},
+		{"count too low", []string{hdr("", 1, 0, 3), entry, mark}, ledger.ErrInvalid},
+		{"bytes wrong", []string{hdr("", 1, 1, 4), entry, mark}, ledger.ErrInvalid},
+		{"entry above its mark", []string{hdr("", 1, 1, 3), strings.Replace(entry, `"seq":2`, `"seq":3`, 1), mark}, ledger.ErrInvalid},
+		{"mark above seq", []string{hdr("", 1, 1, 3), entry, strings.Replace(mark, `"seq":2`, `"seq":6`, 1)}, ledger.ErrInvalid},
+		{"bad path", []string{hdr("", 1, 1, 3), strings.Replace(entry, "audit/a", "../a", 1), mark}, ledger.ErrInvalid},
+		{"not a snapshot", []string{`{"v":1,"kind":"other"}`}, ledger.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(bytes.NewReader(plain(t, tc.lines...)))
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Decode: %v, want %v", err, tc.want)
+			}
+		})
+	}
+	// A wrong trailer hash is a checksum error.
+	b := plain(t, hdr("", 1, 1, 3), entry, mark)
+	zr, _ := zstd.NewReader(nil)
+	defer zr.Close()
+	raw, err := zr.DecodeAll(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = bytes.Replace(raw, []byte(`"size":3`), []byte(`"size":5`), 1)
+	raw = bytes.Replace(raw, []byte(`"bytes":3`), []byte(`"bytes":5`), 1)
+	var buf bytes.Buffer
+	zw, _ := zstd.NewWriter(&buf)
+	zw.Write(raw)
+	zw.Close()
+	if _, err := Decode(&buf); !errors.Is(err, ledger.ErrChecksum) {
+		t.Fatalf("altered content under a valid frame: %v, want ErrChecksum", err)
+	}
+}
+
+func TestStoreListSelect(t *testing.T) {
+	ctx := context.Background()
+	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infos []Info
+	for _, n := range []int{3, 9, 12} {
+		info, err := Put(ctx, objs, sample(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	// A foreign object and another ledger's snapshot are not listed.
+	objs.PutObject(ctx, Prefix+uuid+"/notes.txt", strings.NewReader("x"), 1)
+	other := sample(2)
+	other.Ledger = "1b5bd3ad-6a1c-4f4e-9a36-5e8a0e4c2f10"
+	if _, err := Put(ctx, objs, other); err != nil {
+		t.Fatal(err)
+	}
+	got, err := List(ctx, objs, uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Seq != 120 || got[2].Seq != 30 {
+		t.Fatalf("List: %+v", got)
+	}
+	// The newest is corrupt: Select skips it and reports it.
+	objs.PutObject(ctx, got[0].Key, strings.NewReader("garbage"), 7)
+	var skipped []string
+	s, info, err := Select(ctx, objs, uuid, nil, func(i Info, err error) { skipped = append(skipped, i.Key) })
+	if err != nil || s.Seq != 90 || info.Seq != 90 || len(skipped) != 1 {
+		t.Fatalf("Select: %v seq %d, skipped %v", err, info.Seq, skipped)
+	}
+	// A usable filter, and nothing usable.
+	if s, _, err := Select(ctx, objs, uuid, func(i Info) bool { return i.Seq < 50 }, nil); err != nil || s.Seq != 30 {
+		t.Fatalf("Select below 50: %v", err)
+	}
+	if _, _, err := Select(ctx, objs, uuid, func(Info) bool { return false }, nil); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("Select none: %v", err)
+	}
+	// A snapshot stored under another seq's key is refused.
+	b := encode(t, sample(3))
+	objs.PutObject(ctx, Key(uuid, 31), bytes.NewReader(b), int64(len(b)))
+	if _, err := Get(ctx, objs, Info{Key: Key(uuid, 31), Ledger: uuid, Seq: 31}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("Get of a misplaced snapshot: %v", err)
+	}
+	// The retention bound.
+	if r, err := Retained(ctx, objs, uuid); err != nil || r != 0 {
+		t.Fatalf("Retained before any: %d %v", r, err)
+	}
+	if err := putRetained(ctx, objs, uuid, 77); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Retained(ctx, objs, uuid); err != nil || r != 77 {
+		t.Fatalf("Retained: %d %v", r, err)
+	}
+}
+
+func TestPolicyDue(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		p         Policy
+		last      ledger.Seq
+		ago       time.Duration
+		head      ledger.Seq
+		want      bool
+		situation string
+	}{
+		{Policy{Every: 100}, 0, 0, 99, false, "fewer seqs than Every"},
+		{Policy{Every: 100}, 0, 0, 100, true, "Every seqs"},
+		{Policy{Every: 100}, 50, 0, 149, false, "since the last one"},
+		{Policy{Interval: time.Hour}, 10, 59 * time.Minute, 11, false, "before the interval"},
+		{Policy{Interval: time.Hour}, 10, time.Hour, 11, true, "interval passed"},
+		{Policy{Interval: time.Hour}, 10, 5 * time.Hour, 10, false, "nothing new"},
+		{Policy{Every: 5, Interval: time.Hour}, 10, time.Minute, 15, true, "either"},
+		{Policy{}, 0, 100 * time.Hour, 1000, false, "off"},
+	} {
+		if got := tc.p.Due(tc.last, now.Add(-tc.ago), tc.head, now); got != tc.want {
+			t.Errorf("%s: Due = %v, want %v", tc.situation, got, tc.want)
+		}
+	}
+}

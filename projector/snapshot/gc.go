@@ -1,0 +1,271 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// GCOptions configure GC.
+type GCOptions struct {
+	// Grace protects blobs stored less than this long ago: a commit in flight
+	// uploads its blobs before it publishes its events.
+	Grace time.Duration
+	// DryRun reports what would be deleted and deletes nothing.
+	DryRun bool
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Parallel bounds concurrent deletions; 0 means 16.
+	Parallel int
+}
+
+// GCResult says what GC found and did.
+type GCResult struct {
+	DryRun     bool       `json:"dryRun"`
+	Head       ledger.Seq `json:"head"`       // the log's last seq when GC read it
+	Floor      ledger.Seq `json:"floor"`      // events from here to Head were read for references
+	Snapshot   ledger.Seq `json:"snapshot"`   // the newest intact snapshot's seq (0: none)
+	Snapshots  int        `json:"snapshots"`  // intact usable snapshots whose files were kept
+	Blobs      int        `json:"blobs"`      // blobs listed
+	Referenced int        `json:"referenced"` // of them, referenced by a snapshot or an event
+	Young      int        `json:"young"`      // of the rest, kept for the grace period
+	Deleted    []string   `json:"deleted"`    // digests deleted (or that would be)
+	Bytes      int64      `json:"bytes"`      // their size
+	// DeletedSnapshots are snapshots no rebuild can use any more (the log lacks
+	// the events after them) or that do not read back, deleted (or that would be).
+	DeletedSnapshots []string `json:"deletedSnapshots"`
+}
+
+// ErrDangling: an event published while GC ran references a blob GC deleted (a
+// commit reused a blob that was unreferenced and older than the grace period).
+var ErrDangling = errors.New("event references a deleted blob")
+
+// GC deletes the blobs no live host, rebuild or replay from a usable snapshot
+// can need. A blob is kept when it is
+//
+//   - referenced by an intact usable snapshot (one the log holds every later
+//     event of: a rebuild may start from any of them, not just the newest, in
+//     case the newest goes bad);
+//   - referenced by an event the log still holds from the floor on (see Floor),
+//     directly, as a manifest, or by a manifest's entries: a host whose HWM is
+//     behind the newest snapshot still syncs through those events and fetches
+//     what they wrote, even content a later event overwrote;
+//   - or stored less than Grace ago.
+//
+// So blobs become garbage once Retain has dropped the events referencing them
+// and the snapshots no longer hold them, or when an upload was never published.
+// Snapshots no rebuild can use any more are deleted too, never the newest
+// intact one. Blobs are listed before the log is read, so a blob uploaded for an
+// event published meanwhile is either young or not listed at all.
+//
+// GC refuses to run (deletes nothing) when a usable snapshot is needed and none
+// reads back, or when the log cannot be read from the floor. After deleting it
+// reads the events published meanwhile: if one references a deleted blob — a
+// commit that found the blob present and skipped its upload while GC ran — the
+// error wraps ErrDangling and names it (commit the file again with new content,
+// or restore the blob from a host's cache).
+func GC(ctx context.Context, cfg Config, opt GCOptions) (GCResult, error) {
+	res := GCResult{DryRun: opt.DryRun, Deleted: []string{}, DeletedSnapshots: []string{}}
+	if err := cfg.check(); err != nil {
+		return res, err
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Parallel <= 0 {
+		opt.Parallel = 16
+	}
+	lg := cfg.logger()
+	info, err := cfg.Log.Info(ctx)
+	if err != nil {
+		return res, fmt.Errorf("gc: read ledger info: %w", err)
+	}
+	// 1. The candidates: every blob, listed before anything is read.
+	blobs := map[ledger.Digest]ledger.ObjectInfo{}
+	if err := cfg.Blobs.List(ctx, func(d ledger.Digest, oi ledger.ObjectInfo) error { blobs[d] = oi; return nil }); err != nil {
+		return res, fmt.Errorf("gc: list blobs: %w", err)
+	}
+	res.Blobs = len(blobs)
+	cutoff := opt.Now().Add(-opt.Grace)
+
+	// 2. The roots: usable snapshots, then the events from the floor.
+	b, floor, err := Floor(ctx, cfg.Log, cfg.Objects, info.UUID)
+	if err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
+	res.Head, res.Floor = b.Last, floor
+	refs := map[ledger.Digest]bool{}
+	infos, err := List(ctx, cfg.Objects, info.UUID)
+	if err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
+	var drop []Info
+	for _, si := range infos {
+		if si.Seq+1 < floor && res.Snapshot != 0 {
+			drop = append(drop, si) // older than the log: no rebuild can use it
+			continue
+		}
+		s, err := Get(ctx, cfg.Objects, si)
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			lg.Warn("snapshot does not read back", "key", si.Key, "err", err)
+			if si.ModTime.Before(cutoff) {
+				drop = append(drop, si)
+			}
+			continue
+		}
+		if res.Snapshot == 0 {
+			res.Snapshot = s.Seq
+		}
+		if si.Seq+1 < floor {
+			continue // the newest intact one is never dropped, but it roots nothing a rebuild can use
+		}
+		res.Snapshots++
+		for _, e := range s.Entries {
+			refs[e.SHA256] = true
+		}
+	}
+	if floor > 1 && res.Snapshots == 0 {
+		return res, fmt.Errorf("gc: the log lacks seqs below %d and no usable snapshot reads back: refusing to collect: %w", floor, ledger.ErrNotFound)
+	}
+	if b.Last >= floor {
+		if err := references(ctx, cfg, floor, b.Last, refs); err != nil {
+			return res, fmt.Errorf("gc: %w", err)
+		}
+	}
+
+	// 3. The garbage: neither referenced nor young.
+	var garbage []ledger.Digest
+	for d, oi := range blobs {
+		switch {
+		case refs[d]:
+			res.Referenced++
+		case !oi.ModTime.Before(cutoff):
+			res.Young++
+		default:
+			garbage = append(garbage, d)
+			res.Bytes += oi.Size
+		}
+	}
+	slices.SortFunc(garbage, func(a, b ledger.Digest) int { return compareDigest(a, b) })
+	for _, d := range garbage {
+		res.Deleted = append(res.Deleted, d.String())
+	}
+	for _, si := range drop {
+		res.DeletedSnapshots = append(res.DeletedSnapshots, si.Key)
+	}
+	if opt.DryRun {
+		return res, nil
+	}
+	if err := deleteAll(ctx, cfg, garbage, opt.Parallel); err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
+	for _, si := range drop {
+		if err := Delete(ctx, cfg.Objects, si); err != nil {
+			return res, fmt.Errorf("gc: %w", err)
+		}
+	}
+	lg.Info("gc done", "deleted", len(garbage), "bytes", res.Bytes, "snapshots", len(drop))
+
+	// 4. The race a grace period cannot cover: a commit that found a garbage blob
+	// present (content addressing skips the upload) and published meanwhile.
+	if len(garbage) > 0 {
+		if err := recheck(ctx, cfg, b.Last, garbage); err != nil {
+			return res, fmt.Errorf("gc: %w", err)
+		}
+	}
+	return res, nil
+}
+
+func compareDigest(a, b ledger.Digest) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return int(a[i]) - int(b[i])
+		}
+	}
+	return 0
+}
+
+// references adds to refs every blob the events from..to reference: entries'
+// content, manifests and the manifests' entries.
+func references(ctx context.Context, cfg Config, from, to ledger.Seq, refs map[ledger.Digest]bool) error {
+	return cfg.Log.Read(ctx, from, to, func(rec ledger.Record) error {
+		ev := rec.Event
+		if !ev.Manifest.IsZero() {
+			refs[ev.Manifest] = true
+			if len(ev.Entries) == 0 {
+				m, err := ledger.ReadBlob(ctx, cfg.Blobs, ev.Manifest)
+				if err != nil {
+					return fmt.Errorf("read manifest of seq %d: %w", rec.Seq, err)
+				}
+				if ev.Entries, err = ledger.DecodeManifest(m, ev.Partition); err != nil {
+					return fmt.Errorf("manifest of seq %d: %w", rec.Seq, err)
+				}
+			}
+		}
+		for _, e := range ev.Entries {
+			if !e.Deleted {
+				refs[e.SHA256] = true
+			}
+		}
+		return nil
+	})
+}
+
+func deleteAll(ctx context.Context, cfg Config, ds []ledger.Digest, parallel int) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, parallel)
+	)
+	for _, d := range ds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := cfg.Blobs.Delete(ctx, d); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// recheck reads the events published after head and fails if one references a
+// deleted blob.
+func recheck(ctx context.Context, cfg Config, head ledger.Seq, deleted []ledger.Digest) error {
+	last, err := cfg.Log.LastSeq(ctx)
+	if err != nil || last <= head {
+		return err
+	}
+	gone := make(map[ledger.Digest]bool, len(deleted))
+	for _, d := range deleted {
+		gone[d] = true
+	}
+	refs := map[ledger.Digest]bool{}
+	if err := references(ctx, cfg, head+1, last, refs); err != nil {
+		return fmt.Errorf("recheck events %d..%d: %w", head+1, last, err)
+	}
+	var hit []string
+	for d := range refs {
+		if gone[d] {
+			hit = append(hit, d.String())
+		}
+	}
+	if len(hit) > 0 {
+		slices.Sort(hit)
+		return fmt.Errorf("events %d..%d published during gc reference deleted blobs %v: %w", head+1, last, hit, ErrDangling)
+	}
+	return nil
+}
