@@ -19,7 +19,7 @@ high-water mark (every commit up to it is applied here), how far behind it is, t
 mark of every partition it holds, the files changed locally and not committed, and
 how many files are held as metadata only (lazy).
 
---json prints: ledger, uuid, host, cache, head, first, hwm, behind,
+--json prints: ledger, uuid, host, cache, head, first, snapshot, hwm, behind,
 partitions {key: {modelSeq, seq}}, dirty [paths], lazy, files.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd.Context(), a, asJSON) },
@@ -44,7 +44,12 @@ func runStatus(ctx context.Context, a *app, asJSON bool) error {
 	fmt.Fprintf(w, "ledger\t%s (%s)\n", st.Ledger, st.UUID)
 	fmt.Fprintf(w, "host\t%s\n", st.Host)
 	fmt.Fprintf(w, "cache\t%s\n", st.Cache)
-	fmt.Fprintf(w, "head\t%d\n", st.Head)
+	fmt.Fprintf(w, "head\t%d (first %d)\n", st.Head, st.First)
+	if st.Snapshot > 0 {
+		fmt.Fprintf(w, "snapshot\t%d\n", st.Snapshot)
+	} else {
+		fmt.Fprintf(w, "snapshot\tnone\n")
+	}
 	fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
 	fmt.Fprintf(w, "behind\t%d\n", st.Behind)
 	fmt.Fprintf(w, "files\t%d (%d lazy)\n", st.Files, st.Lazy)
