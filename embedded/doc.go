@@ -9,9 +9,15 @@
 // crash never leaves a stale lock behind.
 //
 // Start refuses to listen on anything but a loopback address unless client
-// authentication (a token, or a user and password) is configured: an
-// unauthenticated ledger reachable from the network would let anyone rewrite every
-// host's files.
+// authentication (a token, a user and password, Users, or verified client
+// certificates) is configured: an unauthenticated ledger reachable from the
+// network would let anyone rewrite every host's files.
+//
+// Users each carry their own subject permissions, typically a natsauth role's
+// (host, tooling). With Users set, Connect logs in as an internal unrestricted
+// user whose random password exists only in this process. TLS (a server
+// certificate, optionally a CA that client certificates must chain to) applies to
+// TCP clients; the in-process connection needs none.
 //
 // The package never logs except through the *slog.Logger it is given, and never
 // installs signal handlers; its caller owns the process.

@@ -62,6 +62,12 @@ type Config struct {
 	Token    string
 	User     string
 	Password string
+	// Users are further client accounts with their own permissions (see User).
+	// They may be given with User and Password (then an unrestricted user), not
+	// with Token.
+	Users []User
+	// TLS configures TLS for TCP clients (see TLS); the zero value is plain TCP.
+	TLS TLS
 	// SyncAlways makes JetStream fsync every write before acknowledging it, so an
 	// acknowledged commit survives power loss, not only a process crash.
 	SyncAlways bool
@@ -80,6 +86,8 @@ type Server struct {
 	cfg  Config
 	addr *net.TCPAddr
 	once sync.Once
+	// internalPassword is the password of internalUser, when Config.Users is set.
+	internalPassword string
 }
 
 // validate checks cfg and returns the listen host and port (server.RANDOM_PORT
@@ -102,19 +110,14 @@ func (cfg *Config) validate() (host string, port int, err error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	if (cfg.User == "") != (cfg.Password == "") {
-		return "", 0, fmt.Errorf("user and password must be set together: %w", ErrConfig)
-	}
-	if cfg.Token != "" && cfg.User != "" {
-		return "", 0, fmt.Errorf("set a token or a user and password, not both: %w", ErrConfig)
+	if err := cfg.validateAuth(); err != nil {
+		return "", 0, err
 	}
 	if !IsLoopback(host) && !cfg.authenticated() {
-		return "", 0, fmt.Errorf("%w on %s: not a loopback address, and no token or user and password is set", ErrInsecure, cfg.Listen)
+		return "", 0, fmt.Errorf("%w on %s: not a loopback address, and no token, user and password, users or verified client certificates are set", ErrInsecure, cfg.Listen)
 	}
 	return host, port, nil
 }
-
-func (cfg *Config) authenticated() bool { return cfg.Token != "" || cfg.User != "" }
 
 // IsLoopback reports whether host (an IP literal or name, as in a listen address)
 // is certainly a loopback address: a loopback IP or "localhost". Any other name is
@@ -162,16 +165,17 @@ func start(cfg Config, host string, port int) (*Server, error) {
 		name = "syncledger"
 	}
 	opts := &server.Options{
-		ServerName:    name,
-		Host:          host,
-		Port:          port,
-		JetStream:     true,
-		StoreDir:      cfg.DataDir,
-		SyncAlways:    cfg.SyncAlways,
-		Authorization: cfg.Token,
-		Username:      cfg.User,
-		Password:      cfg.Password,
-		NoSigs:        true,
+		ServerName: name,
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   cfg.DataDir,
+		SyncAlways: cfg.SyncAlways,
+		NoSigs:     true,
+	}
+	internalPassword, err := cfg.authOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -212,18 +216,27 @@ func start(cfg Config, host string, port int) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, errors.New("no client listener")
 	}
-	return &Server{ns: ns, cfg: cfg, addr: addr}, nil
+	return &Server{ns: ns, cfg: cfg, addr: addr, internalPassword: internalPassword}, nil
 }
 
 // ClientURL is a URL clients on this machine dial: the listen address with its
-// actual port, with a wildcard host ("0.0.0.0", "::", "") replaced by loopback.
-// It never contains credentials.
+// actual port, with a wildcard host ("0.0.0.0", "::", "") replaced by loopback;
+// its scheme is tls:// when TLS is configured, else nats://. It never contains
+// credentials.
 func (s *Server) ClientURL() string {
+	scheme := "nats://"
+	if s.cfg.TLS.enabled() {
+		scheme = "tls://"
+	}
+	return scheme + s.hostPort()
+}
+
+func (s *Server) hostPort() string {
 	ip := s.addr.IP
 	if ip == nil || ip.IsUnspecified() {
 		ip = net.IPv4(127, 0, 0, 1)
 	}
-	return "nats://" + net.JoinHostPort(ip.String(), strconv.Itoa(s.addr.Port))
+	return net.JoinHostPort(ip.String(), strconv.Itoa(s.addr.Port))
 }
 
 // Port is the client port the server listens on.
@@ -236,17 +249,20 @@ func (s *Server) DataDir() string { return s.cfg.DataDir }
 // package offers (monitoring, tests).
 func (s *Server) NATS() *server.Server { return s.ns }
 
-// Connect opens a client connection to the server in-process (no TCP), with the
-// configured credentials. Extra options are applied after those.
+// Connect opens a client connection to the server in-process (no TCP, no TLS),
+// with the configured credentials: with Config.Users set, as an internal user
+// without restrictions. Extra options are applied after those.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	all := []nats.Option{nats.InProcessServer(s.ns), nats.Name("syncledger-serve")}
 	switch {
+	case s.internalPassword != "":
+		all = append(all, nats.UserInfo(internalUser, s.internalPassword))
 	case s.cfg.Token != "":
 		all = append(all, nats.Token(s.cfg.Token))
 	case s.cfg.User != "":
 		all = append(all, nats.UserInfo(s.cfg.User, s.cfg.Password))
 	}
-	nc, err := nats.Connect(s.ClientURL(), append(all, opts...)...)
+	nc, err := nats.Connect("nats://"+s.hostPort(), append(all, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to embedded server: %w", err)
 	}

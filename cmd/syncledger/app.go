@@ -38,6 +38,14 @@ type app struct {
 	blobsURL   string
 	logLevel   string
 	logFormat  string
+	configFile string // --config
+	natsAuth   natsAuth
+
+	// cfg is the configuration file in effect (nil: none); sources records where
+	// each flag's value came from ("flag", "env NAME", "file"; absent: default).
+	cfg     *configFile
+	sources map[*pflag.Flag]string
+	globals *pflag.FlagSet // the root's persistent flags
 
 	logger *slog.Logger
 	level  slog.Level
@@ -60,7 +68,7 @@ type envBinding struct {
 
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	return &app{stdout: stdout, stderr: stderr, getenv: getenv,
-		logger: slog.New(slog.DiscardHandler)}
+		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}}
 }
 
 // bindEnv makes the named flag of fs fall back to the environment variables envs
@@ -78,6 +86,7 @@ func (a *app) bindEnv(fs *pflag.FlagSet, name string, envs ...string) {
 // addGlobalFlags registers the persistent flags on the root command.
 func (a *app) addGlobalFlags(root *cobra.Command) {
 	fs := root.PersistentFlags()
+	a.globals = fs
 	fs.StringVar(&a.natsURL, "nats", DefaultNATS, "NATS server URL; credentials may be given in it (nats://TOKEN@host:port, nats://USER:PASS@host:port)")
 	fs.StringVar(&a.ledgerName, "ledger", "default", "ledger name, [A-Za-z0-9_-]{1,64}")
 	fs.StringVar(&a.cache, "cache", ".", "this host's cache directory (the datastore's files)")
@@ -85,6 +94,8 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	fs.StringVar(&a.blobsURL, "blobs", "", "blob store URL: file:///DIR, s3://BUCKET/PREFIX?endpoint=…&region=…&path-style=true, gs://BUCKET/PREFIX, nats://BUCKET (default: the ledger's own setting)")
 	fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&a.configFile, "config", "", "YAML configuration file (default $XDG_CONFIG_HOME/syncledger/config.yaml, if it exists)")
+	a.natsAuth.addFlags(a, fs)
 	a.bindEnv(fs, "nats", "SYNCLEDGER_NATS", "NATS_URL")
 	a.bindEnv(fs, "ledger", "SYNCLEDGER_LEDGER")
 	a.bindEnv(fs, "cache", "SYNCLEDGER_CACHE")
@@ -92,26 +103,21 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	a.bindEnv(fs, "blobs", "SYNCLEDGER_BLOBS")
 	a.bindEnv(fs, "log-level", "SYNCLEDGER_LOG_LEVEL")
 	a.bindEnv(fs, "log-format", "SYNCLEDGER_LOG_FORMAT")
+	a.bindEnv(fs, "config", "SYNCLEDGER_CONFIG")
 }
 
-// resolve applies environment fallbacks to the flags cmd has that were not given,
-// then checks the global settings and builds the logger. Its errors are usage
-// errors.
+// resolve fills in the flags cmd has that were not given, from the environment,
+// then from the configuration file (config.go), then checks the global settings
+// and builds the logger. Its errors are usage errors.
 func (a *app) resolve(cmd *cobra.Command) error {
-	for _, b := range a.envs {
-		if cmd.Flags().Lookup(b.flag.Name) != b.flag || b.flag.Changed {
-			continue
-		}
-		for _, env := range b.envs {
-			v := a.getenv(env)
-			if v == "" {
-				continue
-			}
-			if err := b.flag.Value.Set(v); err != nil {
-				return usagef("%s=%q: invalid value for --%s: %v", env, v, b.flag.Name, err)
-			}
-			break
-		}
+	if err := a.applyEnv(cmd); err != nil {
+		return err
+	}
+	if err := a.loadConfig(cmd.Root()); err != nil {
+		return err
+	}
+	if err := a.applyFile(cmd); err != nil {
+		return err
 	}
 	if err := ledger.ValidateName(a.ledgerName); err != nil {
 		return &usageError{err}
@@ -134,7 +140,37 @@ func (a *app) resolve(cmd *cobra.Command) error {
 	if a.logFormat != "text" && a.logFormat != "json" {
 		return usagef("--log-format %q: want text or json", a.logFormat)
 	}
+	if err := a.natsAuth.check(a); err != nil {
+		return err
+	}
 	a.logger = a.newLogger(a.level)
+	a.warnConfigMode()
+	return nil
+}
+
+// applyEnv sets each flag of cmd not given on the command line from the first
+// set environment variable bound to it (bindEnv).
+func (a *app) applyEnv(cmd *cobra.Command) error {
+	for _, b := range a.envs {
+		if cmd.Flags().Lookup(b.flag.Name) != b.flag {
+			continue
+		}
+		if b.flag.Changed {
+			a.sources[b.flag] = "flag"
+			continue
+		}
+		for _, env := range b.envs {
+			v := a.getenv(env)
+			if v == "" {
+				continue
+			}
+			if err := b.flag.Value.Set(v); err != nil {
+				return usagef("%s=%q: invalid value for --%s: %v", env, redactValue(b.flag, v), b.flag.Name, err)
+			}
+			a.sources[b.flag] = "env " + env
+			break
+		}
+	}
 	return nil
 }
 
@@ -181,13 +217,18 @@ func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
 		nats.Name("syncledger " + a.host),
 		nats.Timeout(5 * time.Second),
 		nats.RetryOnFailedConnect(false),
+		nats.ErrorHandler(a.natsAsyncError),
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		opts = append(opts, nats.Timeout(time.Until(dl)))
 	}
-	nc, err := nats.Connect(a.natsURL, opts...)
+	auth, err := a.natsAuth.options()
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w (is `syncledger serve` running? set --nats or SYNCLEDGER_NATS)", redactURL(a.natsURL), err)
+		return nil, err
+	}
+	nc, err := nats.Connect(a.natsURL, append(opts, auth...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))
 	}
 	a.nc = nc
 	a.onClose(nc.Close)

@@ -24,15 +24,17 @@ import (
 )
 
 // cliEnv is a clean environment for the binary: none of the caller's
-// SYNCLEDGER_* or NATS_URL settings leak into a test.
+// SYNCLEDGER_* or NATS_* settings (NATS_URL, NATS_CREDS, NATS_USER, …) leak into
+// a test, nor a configuration file under the caller's XDG_CONFIG_HOME or HOME.
 func cliEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "SYNCLEDGER_") || strings.HasPrefix(kv, "NATS_URL=") {
+		if strings.HasPrefix(kv, "SYNCLEDGER_") || strings.HasPrefix(kv, "NATS_") || strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
 			continue
 		}
 		env = append(env, kv)
 	}
+	env = append(env, "XDG_CONFIG_HOME="+filepath.Join(os.TempDir(), "syncledger-test-no-config"))
 	return append(env, extra...)
 }
 

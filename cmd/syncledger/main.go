@@ -33,6 +33,8 @@ var commands = []func(*app) *cobra.Command{
 	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd,
 	newConsumeCmd, newTailCmd, newHostsCmd,
 	newSwampCmd,
+	newConfigCmd,
+	newUICmd,
 	newVersionCmd,
 }
 

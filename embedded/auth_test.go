@@ -1,0 +1,195 @@
+package embedded
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/consumers/heartbeat"
+	"github.com/syncledger/syncledger/embedded/embeddedtest"
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/natsauth"
+)
+
+// violations collects the asynchronous errors of a connection: the server
+// answers a refused publish with "-ERR 'Permissions Violation …'", never with an
+// error reply to the request.
+type violations chan error
+
+func (v violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	select {
+	case v <- err:
+	default:
+	}
+}
+
+// wait returns the first permissions violation mentioning want.
+func (v violations) wait(t *testing.T, want string) error {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case err := <-v:
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), want) {
+				return err
+			}
+		case <-timeout:
+			t.Fatalf("no permissions violation mentioning %q", want)
+		}
+	}
+}
+
+func perms(t *testing.T, role natsauth.Role, s natsauth.Scope) *natsauth.Permissions {
+	t.Helper()
+	p, err := natsauth.For(role, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func event(t *testing.T, uuid, host, path string, prev ledger.Record) ledger.Event {
+	t.Helper()
+	id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger.Event{V: ledger.FormatVersion, Ledger: uuid, Commit: id, Host: host, At: time.Now(),
+		Partition: ledger.PartitionKey(path), ModelSeq: prev.Event.ModelSeq + 1, Prev: prev.Seq, Parts: 1, Part: 1,
+		Entries: []ledger.Entry{{Path: path, SHA256: ledger.DigestOf([]byte(path)), Size: int64(len(path)), Mode: 0o644}}}
+}
+
+// TestToolingUserCannotCommit runs the embedded server with the permission
+// templates of natsauth: the host user commits, the read-only tooling user reads
+// the commit but its own commit is refused by the server, and neither can delete
+// or purge the ledger's stream.
+func TestToolingUserCannotCommit(t *testing.T) {
+	ctx := t.Context()
+	scope := natsauth.Scope{Ledger: "perm"}
+	hostKey := embeddedtest.NewNkey(t)
+	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), User: "admin", Password: "admin-pw",
+		Users: []User{
+			{Nkey: hostKey.Public, Permissions: perms(t, natsauth.RoleHost, scope)},
+			{Name: "grafana", Password: "tooling-pw", Permissions: perms(t, natsauth.RoleTooling, scope)},
+		}})
+	connect := func(v violations, opts ...nats.Option) *nats.Conn {
+		t.Helper()
+		opts = append(opts, nats.MaxReconnects(0))
+		if v != nil {
+			opts = append(opts, nats.ErrorHandler(v.handler))
+		}
+		nc, err := nats.Connect(s.ClientURL(), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	quick := []jetstream.Option{jetstream.WithTimeout(300 * time.Millisecond), jetstream.WithRetry(1, 0)}
+
+	// The administrator creates the ledger (serve's internal user would too).
+	admin := connect(nil, nats.UserInfo("admin", "admin-pw"))
+	if _, err := jetstream.Create(ctx, admin, jetstream.Config{Name: "perm", UUID: "0190b0a1-0000-4000-8000-000000000001", Blobs: "file:///b"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The host user commits and records its heartbeat (creating the bucket).
+	hostNkey, err := nats.NkeyOptionFromSeed(writeSeed(t, hostKey.Seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostV := make(violations, 16)
+	hc := connect(hostV, hostNkey)
+	hl, err := jetstream.Open(ctx, hc, "perm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := hl.Append(ctx, []ledger.Event{event(t, hl.UUID(), "h1", "audit/one", ledger.Record{})})
+	if err != nil || len(seqs) != 1 || seqs[0] != 1 {
+		t.Fatalf("host append: %v %v", seqs, err)
+	}
+	if err := heartbeat.Publish(ctx, hc, "perm", heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
+		t.Fatalf("host heartbeat: %v", err)
+	}
+
+	// The tooling user reads the log and the heartbeats.
+	toolV := make(violations, 16)
+	tc := connect(toolV, nats.UserInfo("grafana", "tooling-pw"))
+	tl, err := jetstream.Open(ctx, tc, "perm", quick...)
+	if err != nil {
+		t.Fatalf("tooling open: %v", err)
+	}
+	var read []ledger.Record
+	if err := tl.Read(ctx, 1, 1, func(r ledger.Record) error { read = append(read, r); return nil }); err != nil || len(read) != 1 {
+		t.Fatalf("tooling read: %v %v", read, err)
+	}
+	head, err := tl.PartitionHead(ctx, "audit")
+	if err != nil || head.Seq != 1 {
+		t.Fatalf("tooling partition head: %+v %v", head, err)
+	}
+	hb, err := heartbeat.Open(ctx, tc, "perm")
+	if err != nil {
+		t.Fatalf("tooling opens the heartbeats: %v", err)
+	}
+	if beats, err := hb.List(ctx); err != nil || len(beats) != 1 || beats[0].HWM != 1 {
+		t.Fatalf("tooling lists the heartbeats: %+v %v", beats, err)
+	}
+
+	// Its commit is refused by the server: a permissions violation, nothing stored.
+	_, err = tl.Append(ctx, []ledger.Event{event(t, tl.UUID(), "tool", "audit/two", head)})
+	if err == nil {
+		t.Fatal("tooling append succeeded")
+	}
+	v := toolV.wait(t, `Publish to "syncledger.perm.p.audit"`)
+	t.Logf("tooling append: %v; server: %v", err, v)
+	if last, err := hl.LastSeq(ctx); err != nil || last != 1 {
+		t.Fatalf("after the refused commit: last seq %d, %v; want 1", last, err)
+	}
+	// Nor may it write a heartbeat, or delete or purge the stream.
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := hb.Put(sctx, heartbeat.Beat{Host: "tool"}); err == nil {
+		t.Error("tooling heartbeat put succeeded")
+	}
+	toolV.wait(t, `Publish to "$KV.SYNCLEDGER_HOSTS_perm.tool"`)
+	for _, c := range []struct {
+		nc *nats.Conn
+		v  violations
+	}{{tc, toolV}, {hc, hostV}} {
+		js, _ := natsjs.New(c.nc)
+		dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		if err := js.DeleteStream(dctx, "SYNCLEDGER_perm"); err == nil {
+			t.Error("stream delete succeeded")
+		}
+		cancel()
+		c.v.wait(t, `Publish to "$JS.API.STREAM.DELETE.SYNCLEDGER_perm"`)
+		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		if st, err := js.Stream(pctx, "SYNCLEDGER_perm"); err != nil {
+			t.Errorf("stream info: %v", err)
+		} else if err := st.Purge(pctx); err == nil {
+			t.Error("stream purge succeeded")
+		}
+		cancel()
+		c.v.wait(t, `Publish to "$JS.API.STREAM.PURGE.SYNCLEDGER_perm"`)
+	}
+	if b, err := hl.Bounds(ctx); err != nil || b.First != 1 || b.Last != 1 {
+		t.Fatalf("stream changed: %+v %v", b, err)
+	}
+}
+
+func writeSeed(t *testing.T, seed string) string {
+	t.Helper()
+	path := t.TempDir() + "/user.nk"
+	if err := os.WriteFile(path, []byte(seed+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -1,0 +1,182 @@
+// Package natsauth defines the NATS subject permissions of syncledger's roles and
+// renders them as a nats-server authorization block.
+//
+// A role's permissions are scoped to one ledger (Scope): its stream, its hosts'
+// heartbeat bucket, its consumers' dead-letter stream and, when the ledger's blobs
+// live in a NATS object store, that bucket. NATS wildcards match whole subject
+// tokens only ("SYNCLEDGER_*" is not a wildcard), so per-ledger lists are also the
+// only way to name a ledger's streams without naming every stream.
+//
+// The roles:
+//
+//   - admin: no restriction. Creates ledgers (init, serve), purges the stream
+//     (snapshot --retain-margin), collects blobs (gc), forgets hosts, deletes
+//     consumers.
+//   - host: what a projector host needs for sync, commit, watch, exec, status,
+//     rebuild: publish commits on syncledger.<ledger>.p.>, write blobs to the
+//     ledger's object store bucket, put its heartbeat (creating the heartbeat
+//     bucket if it is missing), and read everything through the JetStream API
+//     (stream info, direct and leader gets, ordered consumers). It cannot update,
+//     delete or purge the ledger's stream.
+//   - tooling: read-only monitoring and consumers (log, tail, hosts, consume,
+//     the dashboard, metrics): stream info, gets and consumers on the ledger's
+//     streams, acknowledgements, and its consumers' dead letters (publishing to
+//     syncledger.<ledger>.dlq.> and creating the dead-letter stream once). It
+//     cannot publish commits, write blobs or heartbeats, or create, update,
+//     delete or purge any other stream; the deny lists say so explicitly, so a
+//     wider allow added by hand cannot grant it.
+//
+// Every role subscribes to _INBOX.> for JetStream API answers. On a server shared
+// with untrusted users, give each user its own inbox prefix instead (nats-server's
+// allow_responses and a custom inbox prefix); see docs/ops.md.
+//
+// This package uses the standard library only; embedded converts Permissions to
+// nats-server's options, and `syncledger config permissions` prints Render's
+// output.
+package natsauth
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Role names a permission template.
+type Role string
+
+// The roles (see the package doc).
+const (
+	RoleAdmin   Role = "admin"
+	RoleHost    Role = "host"
+	RoleTooling Role = "tooling"
+)
+
+// Roles lists the roles in the order documentation shows them.
+var Roles = []Role{RoleAdmin, RoleHost, RoleTooling}
+
+// ParseRole returns the role named s.
+func ParseRole(s string) (Role, error) {
+	r := Role(s)
+	if !slices.Contains(Roles, r) {
+		return "", fmt.Errorf("role %q: want admin, host or tooling: %w", s, ledger.ErrInvalid)
+	}
+	return r, nil
+}
+
+// SubjectPermission is an allow and a deny list of subjects (deny wins).
+type SubjectPermission struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Permissions are a user's publish and subscribe permissions.
+type Permissions struct {
+	Publish   SubjectPermission `json:"publish"`
+	Subscribe SubjectPermission `json:"subscribe"`
+}
+
+// Scope is what a role's permissions are for.
+type Scope struct {
+	// Ledger is the ledger name (ledger.ValidateName).
+	Ledger string
+	// ObjectBucket is the NATS object store bucket of the ledger's blobs (the
+	// bucket of a nats://BUCKET blob URL); empty when the blobs live elsewhere.
+	ObjectBucket string
+}
+
+// HeartbeatBucket is the key-value bucket of a ledger's host heartbeats
+// (consumers/heartbeat.Bucket).
+func HeartbeatBucket(ledgerName string) string { return "SYNCLEDGER_HOSTS_" + ledgerName }
+
+// DeadLetterStream is the stream of a ledger's consumers' dead letters
+// (consumers.DeadLetterStream).
+func DeadLetterStream(ledgerName string) string { return "SYNCLEDGER-DLQ_" + ledgerName }
+
+// For returns role's permissions in scope; nil for admin (no restriction).
+func For(role Role, s Scope) (*Permissions, error) {
+	if err := ledger.ValidateName(s.Ledger); err != nil {
+		return nil, fmt.Errorf("permissions: %w", err)
+	}
+	if s.ObjectBucket != "" && !validBucket(s.ObjectBucket) {
+		return nil, fmt.Errorf("permissions: object store bucket %q: want letters, digits, '-' and '_': %w", s.ObjectBucket, ledger.ErrInvalid)
+	}
+	var (
+		stream  = ledger.StreamName(s.Ledger)
+		commits = ledger.SubjectPrefix(s.Ledger) + ">"
+		all     = ledger.SubjectRoot + "." + s.Ledger + ".>"
+		dlq     = ledger.SubjectRoot + "." + s.Ledger + ".dlq.>"
+		kv      = HeartbeatBucket(s.Ledger)
+		kvStr   = "KV_" + kv
+		dlqStr  = DeadLetterStream(s.Ledger)
+		objStr  = "OBJ_" + s.ObjectBucket
+	)
+	streams := []string{stream, kvStr, dlqStr}
+	if s.ObjectBucket != "" {
+		streams = append(streams, objStr)
+	}
+	// Reading: stream info, gets, ordered and durable consumers, acks.
+	read := []string{"$JS.API.INFO"}
+	for _, st := range streams {
+		read = append(read,
+			"$JS.API.STREAM.INFO."+st,
+			"$JS.API.STREAM.MSG.GET."+st,
+			"$JS.API.DIRECT.GET."+st,
+			"$JS.API.DIRECT.GET."+st+".>",
+			"$JS.API.CONSUMER.CREATE."+st,
+			"$JS.API.CONSUMER.CREATE."+st+".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE."+st+".>",
+			"$JS.API.CONSUMER.INFO."+st+".>",
+			"$JS.API.CONSUMER.DELETE."+st+".>",
+			"$JS.API.CONSUMER.RESET."+st+".>",
+			"$JS.API.CONSUMER.MSG.NEXT."+st+".>",
+			"$JS.API.CONSUMER.NAMES."+st,
+			"$JS.API.CONSUMER.LIST."+st,
+			"$JS.ACK."+st+".>",
+			"$JS.FC."+st+".>",
+		)
+	}
+	sub := SubjectPermission{Allow: []string{"_INBOX.>", all}}
+	// Never granted to host or tooling: changes to the ledger's stream.
+	noStreamChanges := []string{
+		"$JS.API.STREAM.UPDATE.>",
+		"$JS.API.STREAM.DELETE.>",
+		"$JS.API.STREAM.MSG.DELETE.>",
+		"$JS.API.STREAM.PURGE." + stream,
+	}
+	switch role {
+	case RoleAdmin:
+		return nil, nil
+	case RoleHost:
+		pub := []string{commits, "$KV." + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr}
+		if s.ObjectBucket != "" {
+			// Writing a blob; an object store purges an overwritten object's chunks.
+			pub = append(pub, "$O."+s.ObjectBucket+".>", "$JS.API.STREAM.PURGE."+objStr)
+		}
+		return &Permissions{
+			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: noStreamChanges},
+			Subscribe: sub,
+		}, nil
+	case RoleTooling:
+		pub := []string{dlq, "$JS.API.STREAM.CREATE." + dlqStr}
+		deny := append([]string{commits, "$KV.>", "$O.>", "$JS.API.STREAM.CREATE." + stream,
+			"$JS.API.STREAM.CREATE." + kvStr, "$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
+		return &Permissions{
+			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},
+			Subscribe: sub,
+		}, nil
+	}
+	return nil, fmt.Errorf("permissions: unknown role %q: %w", role, ledger.ErrInvalid)
+}
+
+func validBucket(b string) bool {
+	if b == "" || len(b) > 255 {
+		return false
+	}
+	for _, c := range b {
+		if !(c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
