@@ -145,8 +145,8 @@ func TestToolingUserCannotCommit(t *testing.T) {
 
 	// Its commit is refused by the server: a permissions violation, nothing stored.
 	_, err = tl.Append(ctx, []ledger.Event{event(t, tl.UUID(), "tool", "audit/two", head)})
-	if err == nil {
-		t.Fatal("tooling append succeeded")
+	if !errors.Is(err, ledger.ErrPermission) {
+		t.Fatalf("tooling append: %v; want ledger.ErrPermission", err)
 	}
 	v := toolV.wait(t, `Publish to "syncledger.perm.p.audit"`)
 	t.Logf("tooling append: %v; server: %v", err, v)

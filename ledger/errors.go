@@ -26,6 +26,9 @@ var (
 	ErrLineage = errors.New("ledger lineage mismatch")
 	// ErrTooLarge: an input exceeds a hard limit (message size, batch size, path length).
 	ErrTooLarge = errors.New("too large")
+	// ErrPermission: the server refused the operation for lack of permission
+	// (for example a read-only tooling user publishing a commit).
+	ErrPermission = errors.New("permission denied")
 )
 
 // ConflictError is returned (wrapped) when an append finds that a partition's chain

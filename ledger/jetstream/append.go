@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -152,6 +153,11 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("append %v: %w: %w (retry Append with the same events)", c, ErrOutcomeUnknown, context.Cause(ctx))
 		}
+		if perr := l.permissionDenied(); perr != nil {
+			// The server never accepts a publish it has no permission for: nothing
+			// was stored, by this attempt or any other.
+			return nil, fmt.Errorf("append %v: %w", c, perr)
+		}
 		final := refused(err)
 		ambiguous = ambiguous || !final
 		lastErr = err
@@ -179,6 +185,18 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 		}
 		wait = min(2*wait, maxRetryWait)
 	}
+}
+
+// permissionDenied returns an error wrapping ledger.ErrPermission when the
+// server's last asynchronous error on the connection is a permissions violation
+// on this ledger's subjects (a publish without permission gets no reply, only
+// that error, so the publish itself just times out).
+func (l *Log) permissionDenied() error {
+	le := l.nc.LastError()
+	if le == nil || !errors.Is(le, nats.ErrPermissionViolation) || !strings.Contains(le.Error(), `"`+l.prefix) {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", ledger.ErrPermission, le)
 }
 
 // refused reports whether err is the server's definite refusal of the publish
