@@ -290,8 +290,8 @@ func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
 	return a.blobs, nil
 }
 
-// openObjects opens the object store at raw; a nats:// store uses the NATS
-// connection.
+// openObjects opens the object store at raw, with bounded retries; a nats://
+// store uses the NATS connection.
 func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, error) {
 	var opts blobs.Options
 	if strings.HasPrefix(raw, "nats:") {
@@ -308,5 +308,7 @@ func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, 
 	if c, ok := objs.(io.Closer); ok {
 		a.onClose(func() { _ = c.Close() })
 	}
-	return objs, nil
+	// Transient failures (5xx, resets, timeouts) are retried with backoff; a
+	// commit that still cannot upload fails before it publishes anything.
+	return ledger.NewRetryingStore(objs, ledger.RetryPolicy{}), nil
 }
