@@ -35,6 +35,7 @@ var commands = []func(*app) *cobra.Command{
 	newSwampCmd,
 	newConfigCmd,
 	newUICmd,
+	newBenchCmd,
 	newVersionCmd,
 }
 

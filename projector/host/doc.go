@@ -15,8 +15,11 @@
 // A scoped sync (--model/--partition) reads only the chosen partitions' subjects
 // from their marks and never moves the HWM (swamp-club#3193).
 //
-// The fast path costs one request: the log's last seq against the HWM (scoped: the
-// partition's last seq against its mark), with no cache walk.
+// The fast path costs one request, the log's last seq compared with the HWM (the
+// same answer carries the stream's lineage, checked against the cache's; the
+// ledger's settings are read once, when the log is opened), and no cache walk.
+// A scoped fast path costs one direct get per partition, all sent at once,
+// compared with the partitions' marks.
 //
 // # Crash safety
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
@@ -47,6 +48,9 @@ func (r *SyncResult) add(a applied) {
 	r.Bytes += a.Bytes
 	r.Paths = append(r.Paths, a.Paths...)
 }
+
+// scopedRequests bounds the partition requests a scoped sync has in flight.
+const scopedRequests = 16
 
 // errStop ends a partition read early.
 var errStop = errors.New("stop")
@@ -135,26 +139,37 @@ func (r *run) resolve(ctx context.Context, rec *ledger.Record) error {
 }
 
 // offer classifies, resolves and stages one record; a gap in a full read is
-// filled from the partition's subject first.
+// filled from the partition's subject first. Only a record whose entries are in
+// a manifest is classified before it is staged, so that the manifest is read
+// only if the record applies; any other is staged at once: Step decides as
+// Classify does, and stages nothing when it fails (a gap included), so this
+// saves validating and classifying every record twice.
 func (r *run) offer(ctx context.Context, m projector.Mode, rec ledger.Record) error {
-	v, err := r.s.core.Classify(m, rec)
+	manifest := !rec.Event.Manifest.IsZero() && len(rec.Event.Entries) == 0
+	first := r.s.core.Step
+	if manifest {
+		first = r.s.core.Classify
+	}
+	v, err := first(m, rec)
 	var gap *projector.GapError
 	if m == projector.Full && errors.As(err, &gap) {
 		if err := r.fillGap(ctx, gap); err != nil {
 			return err
 		}
-		v, err = r.s.core.Classify(m, rec)
+		v, err = first(m, rec)
 	}
 	if err != nil {
 		return fmt.Errorf("seq %d: %w", rec.Seq, err)
 	}
-	if v == projector.Apply {
-		if err := r.resolve(ctx, &rec); err != nil {
-			return err
+	if manifest {
+		if v == projector.Apply {
+			if err := r.resolve(ctx, &rec); err != nil {
+				return err
+			}
 		}
-	}
-	if _, err := r.s.core.Step(m, rec); err != nil {
-		return fmt.Errorf("seq %d: %w", rec.Seq, err)
+		if _, err := r.s.core.Step(m, rec); err != nil {
+			return fmt.Errorf("seq %d: %w", rec.Seq, err)
+		}
 	}
 	r.res.Events++
 	if v == projector.Apply {
@@ -219,17 +234,33 @@ func (h *Host) hydrateAll(ctx context.Context, s *session, res *SyncResult) erro
 }
 
 func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, error) {
-	if _, _, _, err := h.checkLineage(ctx); err != nil {
-		return SyncResult{}, err
-	}
 	parts := slices.Clone(opt.Partitions)
 	slices.Sort(parts)
 	parts = slices.Compact(parts)
+	// The scoped fast path: one request per partition, all in flight at once (at
+	// most scopedRequests), so that it costs about one round trip, not one per
+	// partition.
+	lasts := make([]ledger.Seq, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, scopedRequests)
+	for i, p := range parts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			lasts[i], errs[i] = h.cfg.Log.PartitionLastSeq(ctx, p)
+		})
+	}
+	_, _, _, err := h.checkLineage(ctx)
+	wg.Wait()
+	if err != nil {
+		return SyncResult{}, err
+	}
 	res := SyncResult{Scoped: true}
 	var todo []string
-	for _, p := range parts { // the scoped fast path: one request per partition
-		last, err := h.cfg.Log.PartitionLastSeq(ctx, p)
-		if err != nil {
+	for i, p := range parts {
+		last := lasts[i]
+		if err := errs[i]; err != nil {
 			return res, fmt.Errorf("read last seq of partition %q: %w", p, err)
 		}
 		mk, err := h.db.Mark(p)

@@ -1,0 +1,28 @@
+// Command bench runs syncledger's benchmark harness (package bench); it is the
+// same as `syncledger bench`. Run it from the repository root:
+//
+//	go run ./bench/cmd/bench --quick
+//	go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/syncledger/syncledger/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	code := bench.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, []string{exe})
+	stop()
+	os.Exit(code)
+}

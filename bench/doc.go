@@ -1,0 +1,80 @@
+// Package bench is syncledger's benchmark harness: scenarios B1–B9 of issue 8,
+// each measured against the raw JetStream (and S3) requests it needs, measured in
+// the same run. One command reproduces the whole table:
+//
+//	go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md
+//	syncledger bench --wait-load 1.5 --append BENCHMARKS.md   # the same
+//
+// --quick runs every scenario at a small size in seconds (TestQuick runs it, so
+// the harness cannot rot); --only B3 runs one scenario; --cpuprofile writes the
+// client's profile; --big adds B4 at 100,000 files. The Go benchmarks in
+// bench_test.go run single operations under the testing package for
+// `go test -cpuprofile`.
+//
+// # Environment
+//
+// The harness starts what it needs. NATS: an embedded nats-server
+// (package embedded) in a child process — this binary re-executed with
+// SYNCLEDGER_BENCH_CHILD set (see Child) — so that the client's CPU time and
+// profile hold client work only. S3: a versitygw process (posix backend, loopback,
+// the command scripts/versitygw.sh documents), or the server
+// SYNCLEDGER_TEST_S3_ENDPOINT names, or, with --s3 fake only, gofakes3 in the
+// process — the report says which. Everything lives in a scratch directory under
+// /dev/shm when present (creating a file on this machine class's /tmp costs
+// 1–2 ms; --scratch to change), removed afterwards.
+//
+// # Method
+//
+// Each scenario runs warm-up operations, then measured ones, and reports median,
+// min, max (and p99 for sample-rich rows). A scenario and its baseline run
+// interleaved — baseline, scenario, baseline, scenario … — so that both see the
+// same machine (this matters on a shared 2-CPU host). Per operation the harness
+// records CPU time of this process (getrusage), of the NATS child and of the S3
+// server (/proc/<pid>/stat, 10 ms ticks: meaningful over many operations), and
+// the peak RSS of this process during the operation (VmHWM, reset through
+// /proc/self/clear_refs before each one; it includes the harness's data set).
+// B9 runs each replay in its own child process and reports that process's peak
+// RSS from wait4.
+//
+// # Scenarios
+//
+// The data set: 1,000 files of 5 KiB over 50 models (20 per model), at swamp-like
+// paths data/@test/model-type-NNN/<uuid>/file-NNNN.json, whose partition is the
+// model's (data--@test--model-type-NNN--<uuid>). The sync rows' data set is
+// seeded directly (blobs PUT to S3, one commit per 50 models through the Log),
+// not through host commits. Hosts use the CLI's defaults (16 parallel transfers,
+// 512 events per Ready).
+//
+//	B1 no-op full sync on a synced cache, and on caches whose index holds 10k,
+//	   100k and 1M entries (written with statedb, lineage and HWM as after a
+//	   sync); baseline: one STREAM.INFO request. Flat: the 1M median over the 1k one.
+//	B2 no-op sync scoped to one model (swamp's three partition keys of it);
+//	   baseline: three DIRECT.GET last_by_subj requests in flight at once.
+//	B3 no-op commit on the synced caches (1k, and 10k from B4); baseline: one
+//	   STREAM.INFO request. Also measured, interleaved: a bare WalkDir with an
+//	   lstat of every file of the same cache, the floor of any commit that walks
+//	   the cache (in the row's note).
+//	B4 a new cache's full sync of the data set from S3 (1k, 10k; 100k with
+//	   --big); baseline: an ordered-consumer read of its events plus GETs of its
+//	   blobs, 16 at a time.
+//	B5 a new cache's sync of one model (20 files) from S3; baseline: three
+//	   DIRECT.GET last (at once), one batched DIRECT.GET of the partition, 20
+//	   GETs, 16 at a time.
+//	B6 a host's commit of 1,000 new files to a fresh ledger with blobs on a fresh
+//	   S3 prefix; baseline: 1,000 PUTs (16 at a time) and one atomic batch of 50.
+//	B7 commit throughput of 8 writers (8 hosts, each with its own connection and
+//	   cache), each committing one 256-byte file of its own model (single
+//	   partition) or one file in each of its three models (3 partitions), file
+//	   blob store; baseline: 8 publishers doing CAS publishes (expected last
+//	   subject seq, message id) or atomic batches of 3. Rates over 3 s runs.
+//	B8 propagation: host A commits a new file; host B runs Watch. From the start of
+//	   A's commit to B's watch reporting the commit applied (file durable, state
+//	   persisted); baseline: a publish until an ordered consumer on another
+//	   connection receives it.
+//	B9 replay of 1,000,000 single-file commits (rewriting the data set's files
+//	   at data/**/raw paths: swamp's lazy files), metadata only, each run in a
+//	   child process: a lazy full sync (host.Sync with Lazy: the real sync path,
+//	   index and marks persisted, no blob fetched), and snapshot.Build (the
+//	   state in memory only); baseline: an ordered-consumer read of the same
+//	   messages without decoding, in a child process.
+package bench
