@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -187,6 +188,22 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 	if err != nil {
 		return fmt.Errorf("ledger %q read partition %q: %w", l.name, partition, err)
 	}
+	if end < from {
+		return nil
+	}
+	// Walk the chain back from the partition's last event by its prev pointers:
+	// each step is one direct get by seq, so a few new events cost a few requests
+	// however long the stream is (a scan by subject from `from` costs in
+	// proportion to the stream between from and end). Long backlogs, and chains
+	// that reach events the stream no longer holds, take the forward scan.
+	if recs, ok := l.walkBack(ctx, subj, from, end); ok {
+		for _, r := range recs {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var (
 		next, prev = from, ledger.Seq(0)
 		n          int
@@ -238,6 +255,38 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 		}
 	}
 	return nil
+}
+
+// walkBackMax bounds how many events walkBack collects before it leaves the read
+// to the forward scan.
+const walkBackMax = 512
+
+// walkBack returns the partition's records with seq in [from, end], oldest
+// first, by following prev pointers back from end. ok is false (and the caller
+// scans forward) when there are more than walkBackMax of them, or any step fails
+// or finds something unexpected: the forward scan reports such cases precisely.
+func (l *Log) walkBack(ctx context.Context, subj string, from, end ledger.Seq) ([]ledger.Record, bool) {
+	var recs []ledger.Record
+	for s := end; s >= from; {
+		if len(recs) == walkBackMax {
+			return nil, false
+		}
+		msgs, _, err := l.directBatch(ctx, msgGetRequest{Seq: uint64(s), Batch: 1})
+		if err != nil || len(msgs) != 1 || ledger.Seq(msgs[0].Seq) != s || msgs[0].Subject != subj {
+			return nil, false
+		}
+		r, err := l.decode(msgs[0])
+		if err != nil || r.Event.Prev >= s {
+			return nil, false
+		}
+		recs = append(recs, r)
+		s = r.Event.Prev
+		if s == 0 {
+			break
+		}
+	}
+	slices.Reverse(recs)
+	return recs, true
 }
 
 // Follow calls fn for every record from seq from on, in order, waiting for new
