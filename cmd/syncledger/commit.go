@@ -43,26 +43,16 @@ local files are kept and stay uncommitted.`,
 }
 
 func runCommit(ctx context.Context, a *app, o commitOpts) error {
-	parts, err := o.keys()
-	if err != nil {
-		return err
-	}
-	h, err := a.Host(ctx)
+	parts, h, err := a.scopedHost(ctx, o.scope)
 	if err != nil {
 		return err
 	}
 	res, err := h.Commit(ctx, host.CommitOptions{Message: o.message, Partitions: parts})
-	if o.json {
-		if perr := a.printJSON(res); perr != nil && err == nil {
-			err = perr
+	return a.report(o.json, res, err, func() {
+		if err == nil {
+			printCommit(a, res)
 		}
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	printCommit(a, res)
-	return nil
+	})
 }
 
 func printCommit(a *app, r host.CommitResult) {

@@ -34,11 +34,7 @@ the reason, and the local files are kept.`,
 }
 
 func runExec(ctx context.Context, a *app, o scope, argv []string) error {
-	parts, err := o.keys()
-	if err != nil {
-		return err
-	}
-	h, err := a.Host(ctx)
+	parts, h, err := a.scopedHost(ctx, o)
 	if err != nil {
 		return err
 	}

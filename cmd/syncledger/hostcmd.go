@@ -87,3 +87,27 @@ func (a *app) printJSON(v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// scopedHost resolves the scope's partition keys and opens this host's cache.
+func (a *app) scopedHost(ctx context.Context, s scope) ([]string, *host.Host, error) {
+	parts, err := s.keys()
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := a.Host(ctx)
+	return parts, h, err
+}
+
+// report prints a command's result: as JSON with --json (even beside an error,
+// which it returns), else for people with human. A failure to print is returned
+// only when the command itself succeeded.
+func (a *app) report(asJSON bool, res any, err error, human func()) error {
+	if asJSON {
+		if perr := a.printJSON(res); perr != nil && err == nil {
+			err = perr
+		}
+		return err
+	}
+	human()
+	return err
+}

@@ -43,11 +43,7 @@ and not committed are never overwritten: the sync stops and names them (exit 3).
 }
 
 func runSync(ctx context.Context, a *app, o syncOpts) error {
-	parts, err := o.keys()
-	if err != nil {
-		return err
-	}
-	h, err := a.Host(ctx)
+	parts, h, err := a.scopedHost(ctx, o.scope)
 	if err != nil {
 		return err
 	}
@@ -55,14 +51,7 @@ func runSync(ctx context.Context, a *app, o syncOpts) error {
 	if err == nil {
 		a.beat(ctx, "sync", res.HWM, res.Head)
 	}
-	if o.json {
-		if perr := a.printJSON(res); perr != nil && err == nil {
-			err = perr
-		}
-		return err
-	}
-	printSync(a, res)
-	return err
+	return a.report(o.json, res, err, func() { printSync(a, res) })
 }
 
 // printSync prints a sync's result for people: what it pulled, then where it stands.
