@@ -284,6 +284,15 @@ func DecodeEvent(b []byte) (Event, error) {
 	if len(b) > MaxEventSize {
 		return Event{}, fmt.Errorf("decode event: %d bytes, limit %d: %w", len(b), MaxEventSize, ErrTooLarge)
 	}
+	if e, ok := decodeEventFast(b); ok {
+		return e, nil
+	}
+	return decodeEventStrict(b)
+}
+
+// decodeEventStrict is DecodeEvent through encoding/json, for any input: the
+// reference decodeEventFast must agree with, and what explains every error.
+func decodeEventStrict(b []byte) (Event, error) {
 	var w wireEvent
 	if err := strictDecode(b, &w); err != nil || w.V != FormatVersion {
 		// Report an unknown version as such, whatever else is wrong.

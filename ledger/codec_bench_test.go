@@ -18,9 +18,18 @@ func BenchmarkDecodeEvent(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("Decode", func(b *testing.B) {
+	b.Run("Decode", func(b *testing.B) { // the fast path
+		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := DecodeEvent(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("DecodeStrict", func(b *testing.B) { // encoding/json
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeEventStrict(data); err != nil {
 				b.Fatal(err)
 			}
 		}
