@@ -39,6 +39,9 @@ type Config struct {
 	// process (the binary must call Child first thing). Empty means
 	// os.Executable() without arguments.
 	Self []string
+	// ChildProfile, when set, makes each B9 replay child write its CPU profile
+	// to ChildProfile.<mode> (the last run of each mode wins).
+	ChildProfile string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 	// Command is the command line, recorded in the report.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -49,6 +50,8 @@ type childSpec struct {
 	Blobs  string `json:"blobs,omitempty"`  // replay: file blob store directory
 	Mode   string `json:"mode,omitempty"`   // replay: replayLazySync, replayBuild or replayRaw
 	N      int    `json:"n,omitempty"`      // replay: events expected
+	// CPUProfile, when set, is where a replay child writes its CPU profile.
+	CPUProfile string `json:"cpuProfile,omitempty"`
 }
 
 type childResult struct {
@@ -129,6 +132,17 @@ func replayChild(ctx context.Context, sp childSpec) (childResult, error) {
 	lg, err := ljs.Open(ctx, nc, sp.Ledger)
 	if err != nil {
 		return res, err
+	}
+	if sp.CPUProfile != "" {
+		f, err := os.Create(sp.CPUProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	t0 := time.Now()
 	switch sp.Mode {

@@ -70,7 +70,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 	fs.Float64Var(&cfg.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: don't wait)")
 	fs.DurationVar(&cfg.WaitMax, "wait-max", 20*time.Minute, "longest wait for --wait-load; then run anyway, and the report says so")
 	fs.StringVar(&appendTo, "append", "", "also append the report to this file (e.g. BENCHMARKS.md)")
-	fs.StringVar(&cpuprofile, "cpuprofile", "", "write the harness process's CPU profile (the client side) to this file")
+	fs.StringVar(&cpuprofile, "cpuprofile", "", "write the harness process's CPU profile (the client side) to this file, and each B9 replay child's to this file.<mode>")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -97,6 +97,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 	}
 	cfg.Command = strings.TrimSpace(name + " " + strings.Join(args, " "))
 	if cpuprofile != "" {
+		cfg.ChildProfile = cpuprofile
 		f, err := os.Create(cpuprofile)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err)

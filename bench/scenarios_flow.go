@@ -333,6 +333,9 @@ func (r *runner) b9(ctx context.Context) error {
 	blobsDir := r.e.path("b9blobs")
 	runOne := func(s *series, mode string) error {
 		sp := childSpec{Role: "replay", NATS: r.e.natsURL, Ledger: lg.Name(), Blobs: blobsDir, Mode: mode, N: n}
+		if r.e.cfg.ChildProfile != "" {
+			sp.CPUProfile = r.e.cfg.ChildProfile + "." + mode
+		}
 		if mode == replayLazySync {
 			sp.Cache = r.e.path("caches", r.e.name("b9"))
 			defer os.RemoveAll(sp.Cache)

@@ -143,24 +143,24 @@ func validateEntries(es []Entry) error {
 // ValidateUUID's regular expression accepts, checked without it (an event holds
 // two UUIDs, and every event read is validated).
 func isUUID(s string) bool {
-	if len(s) != 36 {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false
-			}
+		if !lowerHex[s[i]] && i != 8 && i != 13 && i != 18 && i != 23 {
+			return false
 		}
 	}
 	return true
 }
+
+// lowerHex marks the bytes of lower-case hexadecimal.
+var lowerHex = func() (t [256]bool) {
+	for _, c := range "0123456789abcdef" {
+		t[c] = true
+	}
+	return t
+}()
 
 // escapedLen is len(EscapeToken(s)), computed without building the token.
 func escapedLen(s string) int {

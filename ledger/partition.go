@@ -37,27 +37,46 @@ func SwampPartitionKey(rel string) (key string, ok bool) {
 	if rel == "" {
 		return "", false
 	}
-	segs := strings.Split(rel, "/")
-	if len(segs) == 1 {
+	// The rules above on strings.Split(rel, "/"), without building the slice:
+	// every event read checks its entries' keys (swampPartitionKeySplit, in the
+	// tests, is the direct transcription this must agree with).
+	n := strings.Count(rel, "/") + 1
+	if n == 1 {
 		return RootPartition, true
 	}
-	switch segs[0] {
+	first, rest, _ := strings.Cut(rel, "/")
+	switch first {
 	case "data", "outputs", "definitions-evaluated":
-		switch n := len(segs); {
+		switch {
 		case n < 4:
 			return "", false
 		case n >= 6:
-			return strings.Join(segs[:n-3], "--"), true
+			return joinSegments(rel, n-3), true
 		default:
-			return strings.Join(segs[:n-1], "--"), true
+			return joinSegments(rel, n-1), true
 		}
 	case "workflow-runs":
-		if len(segs) < 3 {
+		if n < 3 {
 			return "", false
 		}
-		return "workflow-runs--" + segs[1], true
+		second, _, _ := strings.Cut(rest, "/")
+		return "workflow-runs--" + second, true
 	}
-	return segs[0], true // single-shard subdirs and the default case alike
+	return first, true // single-shard subdirs and the default case alike
+}
+
+// joinSegments returns the first k segments of rel joined with "--".
+func joinSegments(rel string, k int) string {
+	end := 0
+	for range k {
+		i := strings.IndexByte(rel[end:], '/')
+		if i < 0 {
+			end = len(rel) + 1
+			break
+		}
+		end += i + 1
+	}
+	return strings.ReplaceAll(rel[:end-1], "/", "--")
 }
 
 // PartitionKey returns the ledger partition of a datastore-relative path: swamp's

@@ -43,6 +43,12 @@ func FuzzPartitionKey(f *testing.F) {
 		if ok && swamp != key {
 			t.Fatalf("PartitionKey(%q) = %q, swamp's key is %q", path, key, swamp)
 		}
+		if ref, refOK := swampPartitionKeySplit(path); ref != swamp || refOK != ok {
+			t.Fatalf("SwampPartitionKey(%q) = %q, %v; the split rules give %q, %v", path, swamp, ok, ref, refOK)
+		}
+		if isUUID(modelID) != isUUIDRegexp(modelID) {
+			t.Fatalf("isUUID(%q) = %v, ValidateUUID disagrees", modelID, isUUID(modelID))
+		}
 		_ = IsInternal(path)
 		_ = IsLazySkippable(path)
 		tok := EscapeToken(key)
@@ -143,4 +149,69 @@ func checkModelKeys(t *testing.T, modelType, modelID string) {
 	if got := PartitionKey(path); got != keys[0] {
 		t.Fatalf("model %q/%q: data file %q → %q, PartitionKeysForModel says %q", modelType, modelID, path, got, keys[0])
 	}
+}
+
+// swampPartitionKeySplit is SwampPartitionKey transcribed directly from swamp's
+// rules on the split path: the reference the allocation-free version must
+// match (FuzzPartitionKey, TestSwampPartitionKeyMatchesSplit).
+func swampPartitionKeySplit(rel string) (string, bool) {
+	if rel == "" {
+		return "", false
+	}
+	segs := strings.Split(rel, "/")
+	if len(segs) == 1 {
+		return RootPartition, true
+	}
+	switch segs[0] {
+	case "data", "outputs", "definitions-evaluated":
+		switch n := len(segs); {
+		case n < 4:
+			return "", false
+		case n >= 6:
+			return strings.Join(segs[:n-3], "--"), true
+		default:
+			return strings.Join(segs[:n-1], "--"), true
+		}
+	case "workflow-runs":
+		if len(segs) < 3 {
+			return "", false
+		}
+		return "workflow-runs--" + segs[1], true
+	}
+	return segs[0], true
+}
+
+// isUUIDRegexp is isUUID's specification: ValidateUUID's regular expression.
+func isUUIDRegexp(s string) bool { return ValidateUUID(s) == nil }
+
+func TestSwampPartitionKeyMatchesSplit(t *testing.T) {
+	segs := []string{"", "data", "outputs", "definitions-evaluated", "workflow-runs", "audit", "a", "x-y", "é"}
+	var walk func(prefix string, depth int)
+	n := 0
+	walk = func(prefix string, depth int) {
+		for _, s := range segs {
+			p := s
+			if depth > 0 {
+				p = prefix + "/" + s
+			}
+			k1, ok1 := SwampPartitionKey(p)
+			k2, ok2 := swampPartitionKeySplit(p)
+			if k1 != k2 || ok1 != ok2 {
+				t.Fatalf("SwampPartitionKey(%q) = %q, %v; the split rules give %q, %v", p, k1, ok1, k2, ok2)
+			}
+			n++
+			if depth < 6 {
+				walk(p, depth+1)
+			}
+		}
+	}
+	walk("", 0)
+	for _, s := range []string{"", "0", "6f1c2a7e-1b2d-4c3e-8f40-5a6b7c8d9e0f", "6f1c2a7e-1b2d-4c3e-8f40-5a6b7c8d9e0F",
+		"6f1c2a7e-1b2d-4c3e-8f40-5a6b7c8d9e0", "6f1c2a7e+1b2d-4c3e-8f40-5a6b7c8d9e0f", "6f1c2a7e-1b2d-4c3e-8f40-5a6b7c8d9e0g",
+		"6f1c2a7e1-b2d-4c3e-8f40-5a6b7c8d9e0f", "------------------------------------", "6f1c2a7e-1b2d-4c3e-8f40-5a6b7c8d9e-f"} {
+		if isUUID(s) != isUUIDRegexp(s) {
+			t.Fatalf("isUUID(%q) = %v, ValidateUUID says %v", s, isUUID(s), isUUIDRegexp(s))
+		}
+	}
+	t.Logf("%d paths agree", n)
 }

@@ -76,6 +76,13 @@ func UnescapeToken(tok string) (string, error) {
 	if tok == "" {
 		return "", fmt.Errorf("unescape token: empty: %w", ErrInvalid)
 	}
+	plain := true
+	for i := 0; i < len(tok) && plain; i++ {
+		plain = tokenSafe(tok[i])
+	}
+	if plain { // nothing escaped: the token is the string
+		return tok, nil
+	}
 	var b strings.Builder
 	for i := 0; i < len(tok); i++ {
 		c := tok[i]

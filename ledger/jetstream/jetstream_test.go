@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -312,5 +313,62 @@ func TestReadManyBatches(t *testing.T) {
 	checkChain(t, pb)
 	if got := readPartition(t, l, "b", pb[100].Seq); len(got) != singles-100 || got[0].Seq != pb[100].Seq {
 		t.Fatalf("ReadPartition from the 101st: %d records from seq %d", len(got), got[0].Seq)
+	}
+}
+
+// Read reads ahead on a goroutine of its own: an error from fn, a cancelled
+// context and a bound inside a batch each end the read where they should, and
+// Read returns only once the read-ahead stopped (its subscription is gone).
+func TestReadStops(t *testing.T) {
+	l, _ := newLedger(t)
+	ctx := testCtx(t)
+	const n = 3*directBatchSize + 7
+	b := part{partition: "b", modelSeq: 1}
+	for range n {
+		seqs, err := l.Append(ctx, mkCommit(t, l, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.modelSeq, b.prev = b.modelSeq+1, seqs[0]
+	}
+	subs := l.nc.NumSubscriptions()
+	boom := errors.New("boom")
+	got := 0
+	err := l.Read(ctx, 1, 0, func(r ledger.Record) error {
+		if got++; r.Seq == directBatchSize+5 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) || got != directBatchSize+5 {
+		t.Fatalf("Read with fn failing at seq %d: %v after %d records", directBatchSize+5, err, got)
+	}
+	if l.nc.NumSubscriptions() != subs {
+		t.Fatalf("%d subscriptions after Read returned, %d before", l.nc.NumSubscriptions(), subs)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	got = 0
+	err = l.Read(cctx, 1, 0, func(r ledger.Record) error {
+		if got++; got == 10 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || got == n {
+		t.Fatalf("Read cancelled after 10 records: %v after %d of %d records", err, got, n)
+	}
+	if l.nc.NumSubscriptions() != subs {
+		t.Fatalf("%d subscriptions after a cancelled Read, %d before", l.nc.NumSubscriptions(), subs)
+	}
+
+	for _, to := range []ledger.Seq{1, 100, directBatchSize, directBatchSize + 1, n} {
+		rs := readAll(t, l, 1, to)
+		if len(rs) != int(to) || rs[len(rs)-1].Seq != to {
+			t.Fatalf("Read to %d: %d records", to, len(rs))
+		}
+	}
+	if rs := readAll(t, l, n+1, 0); len(rs) != 0 {
+		t.Fatalf("Read past the end: %d records", len(rs))
 	}
 }

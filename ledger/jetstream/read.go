@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -83,6 +84,11 @@ func (l *Log) decode(m rawMsg) (ledger.Record, error) {
 // checks the stream's first seq before reading, and that the seqs it is given are
 // contiguous, so a purge before or during the read is an error, never a silent
 // skip.
+//
+// The reading and decoding run one step ahead of fn, on a goroutine of their
+// own: fn (a sync applying records) overlaps the network round trip and the
+// decoding of the next batch. fn itself is called on the caller's goroutine,
+// and Read returns only once that goroutine has stopped.
 func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
 	from = max(from, 1)
 	b, err := l.bounds(ctx)
@@ -96,14 +102,72 @@ func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Reco
 	if to != 0 && to < end {
 		end = to
 	}
+	if from > end {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	batches := make(chan readBatch, 1)
+	go l.readAhead(ctx, from, end, batches)
+	defer func() {
+		cancel()
+		for range batches { // wait for readAhead to stop
+		}
+	}()
+	last := from - 1
+	for rb := range batches {
+		for _, r := range rb.recs {
+			if err := fn(r); err != nil {
+				return err
+			}
+			last = r.Seq
+		}
+		if rb.err != nil {
+			return rb.err
+		}
+	}
+	if last != end { // readAhead stopped early without an error: ctx is done
+		err := context.Cause(ctx)
+		if err == nil {
+			err = errors.New("read ahead stopped")
+		}
+		return fmt.Errorf("ledger %q read stopped at seq %d of %d..%d: %w", l.name, last, from, end, err)
+	}
+	return nil
+}
+
+// readBatch is one batch of decoded records; err, if set, ends the read after
+// them.
+type readBatch struct {
+	recs []ledger.Record
+	err  error
+}
+
+// readAhead reads and decodes seqs from..end into batches, and closes it.
+func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<- readBatch) {
+	defer close(batches)
+	send := func(rb readBatch) bool {
+		select {
+		case batches <- rb:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	bt, err := l.newBatcher()
+	if err != nil {
+		send(readBatch{err: fmt.Errorf("ledger %q read: %w", l.name, err)})
+		return
+	}
+	defer bt.close()
 	next := from
 	var lagSince time.Time
 	for next <= end {
-		msgs, _, err := l.directBatch(ctx, msgGetRequest{
+		msgs, _, err := bt.get(ctx, msgGetRequest{
 			Seq: uint64(next), Batch: int(min(directBatchSize, uint64(end-next+1))), MaxBytes: directMaxBytes,
 		})
 		if err != nil {
-			return fmt.Errorf("ledger %q read from seq %d: %w", l.name, next, err)
+			send(readBatch{err: fmt.Errorf("ledger %q read from seq %d: %w", l.name, next, err)})
+			return
 		}
 		if len(msgs) == 0 {
 			// Nothing at or after next although the leader's last seq is ≥ next:
@@ -112,29 +176,36 @@ func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Reco
 				lagSince = time.Now()
 			}
 			if err := l.missing(ctx, next, next, lagSince); err != nil {
-				return fmt.Errorf("ledger %q read: %w", l.name, err)
+				send(readBatch{err: fmt.Errorf("ledger %q read: %w", l.name, err)})
+				return
 			}
 			continue
 		}
 		lagSince = time.Time{}
+		rb := readBatch{recs: make([]ledger.Record, 0, len(msgs))}
 		for _, m := range msgs {
 			if m.Seq > end {
-				return nil
+				break
 			}
 			if m.Seq != next {
-				return fmt.Errorf("ledger %q read: %w", l.name, l.missing(ctx, next, m.Seq, time.Time{}))
+				rb.err = fmt.Errorf("ledger %q read: %w", l.name, l.missing(ctx, next, m.Seq, time.Time{}))
+				break
 			}
 			r, err := l.decode(m)
 			if err != nil {
-				return err
+				rb.err = err
+				break
 			}
-			if err := fn(r); err != nil {
-				return err
-			}
+			rb.recs = append(rb.recs, r)
 			next++
 		}
+		if !send(rb) || rb.err != nil {
+			return
+		}
+		if len(rb.recs) < len(msgs) { // past end
+			return
+		}
 	}
-	return nil
 }
 
 // lagRetry is how often a read waiting for a lagging replica asks again.

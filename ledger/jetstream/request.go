@@ -230,37 +230,71 @@ const (
 // timeout is an error, never a short batch. The batch is collected before the
 // caller sees it, so a slow caller never makes the request time out.
 func (l *Log) directBatch(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {
+	b, err := l.newBatcher()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer b.close()
+	return b.get(ctx, req)
+}
+
+// batcher runs a sequence of batched direct gets over one subscription (a
+// subscription costs a channel of nats.DefaultSubPendingMsgsLimit slots: too
+// much to make per batch of a long read). Each request is answered on its own
+// reply subject, so a late answer to an abandoned request (a timeout, a retry)
+// is never taken for a later request's.
+type batcher struct {
+	l      *Log
+	sub    *nats.Subscription
+	prefix string
+	n      uint64
+}
+
+func (l *Log) newBatcher() (*batcher, error) {
+	prefix := l.nc.NewInbox()
+	sub, err := l.nc.SubscribeSync(prefix + ".*")
+	if err != nil {
+		return nil, err
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		sub.Unsubscribe()
+		return nil, err
+	}
+	return &batcher{l: l, sub: sub, prefix: prefix + "."}, nil
+}
+
+func (b *batcher) close() { _ = b.sub.Unsubscribe() }
+
+// get is directBatch on b's subscription.
+func (b *batcher) get(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, 0, err
 	}
-	err = l.whileUnavailable(ctx, func(ctx context.Context) error {
-		msgs, pending, err = l.directBatchOnce(ctx, body)
+	err = b.l.whileUnavailable(ctx, func(ctx context.Context) error {
+		msgs, pending, err = b.once(ctx, body)
 		return err
 	})
 	return msgs, pending, err
 }
 
-func (l *Log) directBatchOnce(ctx context.Context, body []byte) (msgs []rawMsg, pending uint64, err error) {
-	inbox := l.nc.NewInbox()
-	sub, err := l.nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer sub.Unsubscribe()
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return nil, 0, err
-	}
-	if err := l.nc.PublishMsg(&nats.Msg{Subject: apiPrefix + "DIRECT.GET." + l.stream, Reply: inbox, Data: body}); err != nil {
+func (b *batcher) once(ctx context.Context, body []byte) (msgs []rawMsg, pending uint64, err error) {
+	l := b.l
+	b.n++
+	reply := b.prefix + strconv.FormatUint(b.n, 10)
+	if err := l.nc.PublishMsg(&nats.Msg{Subject: apiPrefix + "DIRECT.GET." + l.stream, Reply: reply, Data: body}); err != nil {
 		return nil, 0, err
 	}
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
+		msg, err := b.sub.NextMsgWithContext(ctx)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 				err = fmt.Errorf("direct get on stream %s after %d messages: %w (%w)", l.stream, len(msgs), nats.ErrTimeout, err)
 			}
 			return nil, 0, err
+		}
+		if msg.Subject != reply {
+			continue // an answer to an earlier, abandoned request
 		}
 		if st := msg.Header.Get(hdrStatus); st != "" && len(msg.Data) == 0 {
 			switch st {

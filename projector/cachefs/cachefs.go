@@ -256,21 +256,82 @@ func (d *Dir) remove(rel string, durable bool) error {
 
 // Stat returns the file's info; fs.ErrNotExist if absent.
 func (d *Dir) Stat(rel string) (FileInfo, error) {
-	abs, missing, err := d.resolve(rel)
+	return d.NewStater().Stat(rel)
+}
+
+// Stater answers Stat for many paths, checking each directory on the way once
+// (a Ready's paths share most of theirs): one lstat per directory per pass, not
+// one per path and level, and none below a directory found missing. It is for
+// one pass over a set of paths; what it learnt about a directory may be stale
+// after the pass, as any Stat may be by the time the caller acts on it.
+type Stater struct {
+	d    *Dir
+	dirs map[string]error // slash-separated directory → nil (a real directory), fs.ErrNotExist, or why it is unsafe
+}
+
+// NewStater returns a Stater for one pass.
+func (d *Dir) NewStater() *Stater { return &Stater{d: d, dirs: map[string]error{}} }
+
+// Stat is Dir.Stat.
+func (s *Stater) Stat(rel string) (FileInfo, error) {
+	if err := ledger.ValidatePath(rel); err != nil {
+		return FileInfo{}, fmt.Errorf("%w: %w", ErrUnsafePath, err)
+	}
+	for i := 0; i < len(rel); i++ {
+		if rel[i] != '/' {
+			continue
+		}
+		dir := rel[:i]
+		err, seen := s.dirs[dir]
+		if !seen {
+			err = s.d.checkDir(dir)
+			s.dirs[dir] = err
+		}
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return FileInfo{}, fs.ErrNotExist
+		case err != nil:
+			return FileInfo{}, fmt.Errorf("path %q: %w", rel, err)
+		}
+	}
+	fi, err := os.Lstat(s.d.abs(rel))
 	if err != nil {
 		return FileInfo{}, err
 	}
-	if missing != nil {
-		return FileInfo{}, fs.ErrNotExist
-	}
-	fi, err := os.Lstat(abs)
-	if err != nil {
-		return FileInfo{}, err
+	if fi.IsDir() {
+		return FileInfo{}, fmt.Errorf("path %q is a directory in the cache: %w", rel, ErrUnsafePath)
 	}
 	if !fi.Mode().IsRegular() {
 		return FileInfo{}, fmt.Errorf("stat %s: not a regular file: %w", rel, ErrUnsafePath)
 	}
 	return FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())}, nil
+}
+
+// checkDir reports whether the directory dir (slash-separated, relative) is a
+// real directory: nil, fs.ErrNotExist, or an error wrapping ErrUnsafePath.
+func (d *Dir) checkDir(dir string) error {
+	abs := d.abs(dir)
+	fi, err := os.Lstat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fs.ErrNotExist
+	case err != nil:
+		return err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("goes through symlink %s: %w", abs, ErrUnsafePath)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory: %w", abs, ErrUnsafePath)
+	}
+	return nil
+}
+
+// abs returns the absolute path of a validated relative path: a validated path
+// has no empty, "." or ".." segment, so joining needs no cleaning.
+func (d *Dir) abs(rel string) string {
+	if filepath.Separator != '/' {
+		return filepath.Join(d.root, filepath.FromSlash(rel))
+	}
+	return d.root + "/" + rel
 }
 
 // Open opens the file at rel for reading (no symlinks followed on the way).

@@ -49,8 +49,9 @@ func (d *diskState) matches(f *projector.File) bool {
 
 // inspect reads the disk state of path, hashing only when the index row does not
 // already vouch for the file (same size, mtime and mode as when it was written).
-func (h *Host) inspect(path string, row statedb.Entry, hasRow bool) (diskState, error) {
-	fi, err := h.dir.Stat(path)
+// st is the pass's Stater (one per Ready).
+func (h *Host) inspect(st *cachefs.Stater, path string, row statedb.Entry, hasRow bool) (diskState, error) {
+	fi, err := st.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return diskState{}, nil
 	}
@@ -83,12 +84,13 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 	var out applied
 	disk := make([]diskState, len(rd.Changes))
 	var local []string
+	st := h.dir.NewStater()
 	for i, ch := range rd.Changes {
 		if ch.Op == projector.OpIndex {
 			continue
 		}
 		row, hasRow := s.index[ch.Path]
-		ds, err := h.inspect(ch.Path, row, hasRow)
+		ds, err := h.inspect(st, ch.Path, row, hasRow)
 		if err != nil {
 			s.core.Discard()
 			return out, fmt.Errorf("apply %s: %w", ch.Path, err)

@@ -234,12 +234,13 @@ func (h *Host) restore(ctx context.Context, info ledger.Info, snap *snapshot.Sna
 		jobs  []restoreJob
 		local []string
 	)
+	st := h.dir.NewStater()
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		row, hasRow := old[p]
-		ds, err := h.inspect(p, row, hasRow)
+		ds, err := h.inspect(st, p, row, hasRow)
 		if err != nil {
 			return fmt.Errorf("inspect %s: %w", p, err)
 		}
