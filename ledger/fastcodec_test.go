@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -90,6 +91,7 @@ func randomEvent(r *rand.Rand) Event {
 func TestFastDecodeTakesWhatEncodeWrites(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	escaped := 0
+	var dec Decoder // shared by all cases, as a replay shares one
 	for i := range 20000 {
 		e := randomEvent(r)
 		if err := ValidateEvent(e); err != nil {
@@ -112,6 +114,9 @@ func TestFastDecodeTakesWhatEncodeWrites(t *testing.T) {
 		}
 		if !reflect.DeepEqual(fast, strict) {
 			t.Fatalf("case %d: fast %+v\nstrict %+v", i, fast, strict)
+		}
+		if shared, err := dec.Decode(b); err != nil || !reflect.DeepEqual(shared, strict) {
+			t.Fatalf("case %d: Decoder.Decode: %v\n%+v\nstrict %+v", i, err, shared, strict)
 		}
 		if e.Entries == nil {
 			e.Entries = []Entry{}
@@ -213,7 +218,13 @@ func FuzzFastDecodeAgrees(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	var dec Decoder // shared across inputs: its strings never leak from one into another
 	f.Fuzz(func(t *testing.T, b []byte) {
+		e1, err1 := DecodeEvent(b)
+		e2, err2 := dec.Decode(b)
+		if (err1 == nil) != (err2 == nil) || !reflect.DeepEqual(e1, e2) {
+			t.Fatalf("DecodeEvent: %v, %+v\nDecoder.Decode: %v, %+v", err1, e1, err2, e2)
+		}
 		fast, ok := decodeEventFast(b)
 		if !ok {
 			return
@@ -226,4 +237,30 @@ func FuzzFastDecodeAgrees(f *testing.F) {
 			t.Fatalf("fast %+v\nstrict %+v\ninput %q", fast, strict, b)
 		}
 	})
+}
+
+// The Decoder's string table is bounded: past maxInterned strings it shares
+// what it has and allocates the rest, decoding the same either way.
+func TestDecoderBounded(t *testing.T) {
+	var dec Decoder
+	e := testEvent()
+	e.Entries = e.Entries[:1]
+	for i := range maxInterned + 100 {
+		e.Host = fmt.Sprintf("host-%d", i)
+		b, err := EncodeEvent(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := dec.Decode(b)
+		if err != nil || got.Host != e.Host || got.Partition != e.Partition {
+			t.Fatalf("event %d: %v, host %q", i, err, got.Host)
+		}
+	}
+	if n := len(dec.strs.m); n != maxInterned {
+		t.Fatalf("%d strings kept, bound %d", n, maxInterned)
+	}
+	long := strings.Repeat("h", maxInternLen+1)
+	if s := dec.strs.get([]byte(long)); s != long || len(dec.strs.m) != maxInterned {
+		t.Fatalf("a string over maxInternLen: %q kept?", s)
+	}
 }

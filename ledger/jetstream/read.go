@@ -62,11 +62,40 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 // partition subject of this ledger naming the event's partition, and that the
 // event belongs to this ledger's lineage.
 func (l *Log) decode(m rawMsg) (ledger.Record, error) {
-	p, err := ledger.PartitionFromSubject(l.name, m.Subject)
-	if err != nil {
-		return ledger.Record{}, fmt.Errorf("ledger %q seq %d: %w", l.name, m.Seq, err)
+	return l.decodeWith(nil, m)
+}
+
+// reader is the state one long read keeps from record to record: an event
+// decoder sharing repeated strings, and the partitions of the subjects seen.
+type reader struct {
+	dec   ledger.Decoder
+	parts map[string]string // subject → partition
+}
+
+// decodeWith is decode sharing r's state (nil: none).
+func (l *Log) decodeWith(r *reader, m rawMsg) (ledger.Record, error) {
+	var (
+		p   string
+		ev  ledger.Event
+		err error
+		ok  bool
+	)
+	if r != nil {
+		p, ok = r.parts[m.Subject]
 	}
-	ev, err := ledger.DecodeEvent(m.Data)
+	if !ok {
+		if p, err = ledger.PartitionFromSubject(l.name, m.Subject); err != nil {
+			return ledger.Record{}, fmt.Errorf("ledger %q seq %d: %w", l.name, m.Seq, err)
+		}
+		if r != nil && len(r.parts) < maxReaderParts {
+			r.parts[m.Subject] = p
+		}
+	}
+	if r != nil {
+		ev, err = r.dec.Decode(m.Data)
+	} else {
+		ev, err = ledger.DecodeEvent(m.Data)
+	}
 	if err != nil {
 		return ledger.Record{}, fmt.Errorf("ledger %q seq %d (subject %s): %w", l.name, m.Seq, m.Subject, err)
 	}
@@ -135,6 +164,9 @@ func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Reco
 	return nil
 }
 
+// maxReaderParts bounds a reader's subject table.
+const maxReaderParts = 1 << 14
+
 // readBatch is one batch of decoded records; err, if set, ends the read after
 // them.
 type readBatch struct {
@@ -159,12 +191,32 @@ func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<
 		return
 	}
 	defer bt.close()
+	rd := &reader{parts: map[string]string{}}
 	next := from
-	var lagSince time.Time
+	req := func(from ledger.Seq) msgGetRequest {
+		return msgGetRequest{Seq: uint64(from), Batch: int(min(directBatchSize, uint64(end-from+1))), MaxBytes: directMaxBytes}
+	}
+	var (
+		lagSince time.Time
+		ahead    string     // reply subject of the request sent ahead, if any
+		aheadFor ledger.Seq // the seq it asked from
+	)
 	for next <= end {
-		msgs, _, err := bt.get(ctx, msgGetRequest{
-			Seq: uint64(next), Batch: int(min(directBatchSize, uint64(end-next+1))), MaxBytes: directMaxBytes,
-		})
+		var (
+			msgs []rawMsg
+			err  error
+		)
+		if ahead != "" && aheadFor == next {
+			rctx, cancel := l.reqCtx(ctx)
+			msgs, _, err = bt.collect(rctx, ahead)
+			cancel()
+			if err != nil && ctx.Err() == nil { // ask again, with get's retries
+				msgs, _, err = bt.get(ctx, req(next))
+			}
+		} else {
+			msgs, _, err = bt.get(ctx, req(next))
+		}
+		ahead = ""
 		if err != nil {
 			send(readBatch{err: fmt.Errorf("ledger %q read from seq %d: %w", l.name, next, err)})
 			return
@@ -182,6 +234,15 @@ func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<
 			continue
 		}
 		lagSince = time.Time{}
+		// Ask for the batch after this one before decoding this one: the server
+		// reads it meanwhile. (A batch that turns out bad abandons it; its
+		// answers go to a subscription about to close.)
+		if after := msgs[len(msgs)-1].Seq + 1; after <= end && after > next {
+			if ahead, err = bt.sendAhead(req(after)); err != nil {
+				ahead = ""
+			}
+			aheadFor = after
+		}
 		rb := readBatch{recs: make([]ledger.Record, 0, len(msgs))}
 		for _, m := range msgs {
 			if m.Seq > end {
@@ -191,7 +252,7 @@ func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<
 				rb.err = fmt.Errorf("ledger %q read: %w", l.name, l.missing(ctx, next, m.Seq, time.Time{}))
 				break
 			}
-			r, err := l.decode(m)
+			r, err := l.decodeWith(rd, m)
 			if err != nil {
 				rb.err = err
 				break

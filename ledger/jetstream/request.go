@@ -279,12 +279,34 @@ func (b *batcher) get(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pe
 }
 
 func (b *batcher) once(ctx context.Context, body []byte) (msgs []rawMsg, pending uint64, err error) {
-	l := b.l
-	b.n++
-	reply := b.prefix + strconv.FormatUint(b.n, 10)
-	if err := l.nc.PublishMsg(&nats.Msg{Subject: apiPrefix + "DIRECT.GET." + l.stream, Reply: reply, Data: body}); err != nil {
+	reply, err := b.send(body)
+	if err != nil {
 		return nil, 0, err
 	}
+	return b.collect(ctx, reply)
+}
+
+// send publishes one request and returns the subject its answers come on.
+func (b *batcher) send(body []byte) (string, error) {
+	b.n++
+	reply := b.prefix + strconv.FormatUint(b.n, 10)
+	return reply, b.l.nc.PublishMsg(&nats.Msg{Subject: apiPrefix + "DIRECT.GET." + b.l.stream, Reply: reply, Data: body})
+}
+
+// sendAhead publishes req before its answer is wanted (readAhead's next
+// batch), so that the server works on it while the caller decodes the last one.
+func (b *batcher) sendAhead(req msgGetRequest) (string, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	return b.send(body)
+}
+
+// collect gathers the answers to the request answered on reply, through its
+// end-of-batch marker.
+func (b *batcher) collect(ctx context.Context, reply string) (msgs []rawMsg, pending uint64, err error) {
+	l := b.l
 	for {
 		msg, err := b.sub.NextMsgWithContext(ctx)
 		if err != nil {

@@ -63,7 +63,9 @@ type Config struct {
 	Rand io.Reader
 	// Parallel bounds concurrent blob transfers; 0 means 16.
 	Parallel int
-	// BatchEvents bounds how many events one Ready (one transaction) covers; 0 means 512.
+	// BatchEvents bounds how many events one Ready (one transaction, one syncfs)
+	// covers; 0 means 4096. A Ready holds one change per path, so a long replay
+	// over few paths applies each path once per batch, not once per event.
 	BatchEvents int
 	// LockWait is how long to wait for another process holding the cache; 0 means 10s.
 	LockWait time.Duration
@@ -109,7 +111,7 @@ func Open(cfg Config) (*Host, error) {
 		cfg.Parallel = 16
 	}
 	if cfg.BatchEvents <= 0 {
-		cfg.BatchEvents = 512
+		cfg.BatchEvents = 4096
 	}
 	if cfg.LockWait <= 0 {
 		cfg.LockWait = 10 * time.Second
