@@ -264,17 +264,27 @@ func (d *fastDec) digest() Digest {
 		d.ok = false
 		return g
 	}
-	for _, c := range s {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+	for i := range g {
+		hi, lo := hexVal[s[2*i]], hexVal[s[2*i+1]]
+		if hi|lo > 0xf {
 			d.ok = false
 			return g
 		}
-	}
-	if _, err := hex.Decode(g[:], s); err != nil {
-		d.ok = false
+		g[i] = hi<<4 | lo
 	}
 	return g
 }
+
+// hexVal maps a lower-case hex digit to its value, and any other byte to 0xff.
+var hexVal = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	return t
+}()
 
 // entries reads the entries array after its opening bracket, through the
 // closing one.

@@ -219,7 +219,7 @@ func parseDirect(msg *nats.Msg) (rawMsg, error) {
 // Batched direct gets: one request, up to directBatchSize messages (and about
 // directMaxBytes) in answer, then an end-of-batch status message.
 const (
-	directBatchSize = 256
+	directBatchSize = 1024
 	directMaxBytes  = 8 << 20
 )
 
