@@ -215,6 +215,9 @@ func validateHeader(e Event) error {
 // CheckEntriesPartition verifies that every entry belongs to the partition.
 func CheckEntriesPartition(partition string, es []Entry) error {
 	for _, en := range es {
+		if InPartition(en.Path, partition) {
+			continue
+		}
 		if p := PartitionKey(en.Path); p != partition {
 			return fmt.Errorf("invalid event: path %q belongs to partition %q, not %q: %w", clip(en.Path), p, partition, ErrInvalid)
 		}

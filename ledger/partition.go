@@ -34,49 +34,83 @@ var singleShardDirs = map[string]bool{
 //
 // ok is false where swamp's function returns undefined.
 func SwampPartitionKey(rel string) (key string, ok bool) {
-	if rel == "" {
+	lit, body, ok := swampKeyParts(rel)
+	if !ok {
 		return "", false
 	}
-	// The rules above on strings.Split(rel, "/"), without building the slice:
-	// every event read checks its entries' keys (swampPartitionKeySplit, in the
-	// tests, is the direct transcription this must agree with).
+	if strings.IndexByte(body, '/') < 0 {
+		return lit + body, true
+	}
+	return lit + strings.ReplaceAll(body, "/", "--"), true
+}
+
+// swampKeyParts computes swamp's key of rel as lit + body with every "/" of body
+// turned into "--", without building it: the rules above on
+// strings.Split(rel, "/"), without the slice (swampPartitionKeySplit, in the
+// tests, is the direct transcription this must agree with). Every event read
+// checks its entries' keys twice, so this is on the replay's hot path.
+func swampKeyParts(rel string) (lit, body string, ok bool) {
+	if rel == "" {
+		return "", "", false
+	}
 	n := strings.Count(rel, "/") + 1
 	if n == 1 {
-		return RootPartition, true
+		return RootPartition, "", true
 	}
 	first, rest, _ := strings.Cut(rel, "/")
 	switch first {
 	case "data", "outputs", "definitions-evaluated":
 		switch {
 		case n < 4:
-			return "", false
+			return "", "", false
 		case n >= 6:
-			return joinSegments(rel, n-3), true
+			return "", firstSegments(rel, n-3), true
 		default:
-			return joinSegments(rel, n-1), true
+			return "", firstSegments(rel, n-1), true
 		}
 	case "workflow-runs":
 		if n < 3 {
-			return "", false
+			return "", "", false
 		}
 		second, _, _ := strings.Cut(rest, "/")
-		return "workflow-runs--" + second, true
+		return "workflow-runs--", second, true
 	}
-	return first, true // single-shard subdirs and the default case alike
+	return "", first, true // single-shard subdirs and the default case alike
 }
 
-// joinSegments returns the first k segments of rel joined with "--".
-func joinSegments(rel string, k int) string {
+// firstSegments returns the first k segments of rel (k below its segment count).
+func firstSegments(rel string, k int) string {
 	end := 0
 	for range k {
-		i := strings.IndexByte(rel[end:], '/')
-		if i < 0 {
-			end = len(rel) + 1
-			break
-		}
-		end += i + 1
+		end += strings.IndexByte(rel[end:], '/') + 1
 	}
-	return strings.ReplaceAll(rel[:end-1], "/", "--")
+	return rel[:end-1]
+}
+
+// InPartition reports whether PartitionKey(rel) == key, without building the key.
+func InPartition(rel, key string) bool {
+	lit, body, ok := swampKeyParts(rel)
+	if !ok {
+		body, _, _ = strings.Cut(rel, "/")
+	}
+	key, ok = strings.CutPrefix(key, lit)
+	if !ok {
+		return false
+	}
+	for i := 0; i < len(body); i++ {
+		switch {
+		case body[i] != '/':
+			if key == "" || key[0] != body[i] {
+				return false
+			}
+			key = key[1:]
+		case strings.HasPrefix(key, "--"):
+			key = key[2:]
+		default:
+			return false
+		}
+	}
+	return key == ""
 }
 
 // PartitionKey returns the ledger partition of a datastore-relative path: swamp's

@@ -46,6 +46,14 @@ func FuzzPartitionKey(f *testing.F) {
 		if ref, refOK := swampPartitionKeySplit(path); ref != swamp || refOK != ok {
 			t.Fatalf("SwampPartitionKey(%q) = %q, %v; the split rules give %q, %v", path, swamp, ok, ref, refOK)
 		}
+		if !InPartition(path, key) {
+			t.Fatalf("InPartition(%q, %q) is false; PartitionKey gives that key", path, key)
+		}
+		for _, other := range []string{modelType, modelID, key + "-", key + "--", strings.TrimSuffix(key, "-"), "_root", ""} {
+			if InPartition(path, other) != (PartitionKey(path) == other) {
+				t.Fatalf("InPartition(%q, %q) = %v, PartitionKey gives %q", path, other, InPartition(path, other), key)
+			}
+		}
 		if isUUID(modelID) != isUUIDRegexp(modelID) {
 			t.Fatalf("isUUID(%q) = %v, ValidateUUID disagrees", modelID, isUUID(modelID))
 		}
@@ -198,6 +206,12 @@ func TestSwampPartitionKeyMatchesSplit(t *testing.T) {
 			k2, ok2 := swampPartitionKeySplit(p)
 			if k1 != k2 || ok1 != ok2 {
 				t.Fatalf("SwampPartitionKey(%q) = %q, %v; the split rules give %q, %v", p, k1, ok1, k2, ok2)
+			}
+			key := PartitionKey(p)
+			for _, other := range []string{key, key + "-", key + "--", "data--a", "data", "_root", "workflow-runs--", ""} {
+				if InPartition(p, other) != (key == other) {
+					t.Fatalf("InPartition(%q, %q) = %v, PartitionKey gives %q", p, other, !(key == other), key)
+				}
 			}
 			n++
 			if depth < 6 {
