@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		cfg.Self = []string{exe}
 	}
-	rep := &Report{Command: cfg.Command, Quick: cfg.Quick}
+	rep := &Report{Command: cfg.Command, Quick: cfg.Quick, Only: cfg.Only}
 	rep.waitForLoad(ctx, cfg)
 	rep.Start, rep.LoadStart = time.Now(), loadAvg()
 	rep.Machine = machine()

@@ -39,6 +39,7 @@ type Row struct {
 type Report struct {
 	Command            string
 	Quick              bool
+	Only               []string // the scenarios run, when not all
 	Start, End         time.Time
 	LoadStart, LoadEnd [3]float64
 	Machine            string
@@ -183,6 +184,9 @@ func (r Row) oneLine() string {
 // Markdown writes the report as a BENCHMARKS.md section.
 func (rep *Report) Markdown(w io.Writer) {
 	kind := "full run"
+	if len(rep.Only) > 0 {
+		kind = "run of " + strings.Join(rep.Only, ", ") + " only"
+	}
 	if rep.Quick {
 		kind = "quick run (small sizes: a smoke test, not figures to compare)"
 	}
