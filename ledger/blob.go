@@ -36,8 +36,10 @@ type ObjectStore interface {
 // BlobStore is content-addressed storage of file content by SHA-256.
 type BlobStore interface {
 	// Put stores the content read from r under d. Put is idempotent: if the blob
-	// exists it is not uploaded again. If the content read does not hash to d the
-	// put fails with ErrChecksum and no blob is stored under d.
+	// exists and was stored less than BlobRefreshAge ago it is not uploaded
+	// again (an older one is, to make it young for blob GC). If the content read
+	// does not hash to d the put fails with ErrChecksum and no blob is stored
+	// under d.
 	Put(ctx context.Context, d Digest, r io.Reader, size int64) error
 	// Get opens the blob. The reader verifies the content: a read that reaches the
 	// end of content not matching d fails with ErrChecksum instead of io.EOF, so a

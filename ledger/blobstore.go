@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"time"
 )
 
 // BlobPrefix is the key prefix under which content-addressed blobs live.
@@ -25,10 +26,18 @@ func NewBlobStore(objs ObjectStore) BlobStore { return &blobStore{objs: objs} }
 
 type blobStore struct{ objs ObjectStore }
 
+// BlobRefreshAge is how old a stored blob may be for Put to take it as is. An
+// older one is stored again, which makes it young: a commit that reuses content
+// whose blob nothing references any more (a file set back to an old version)
+// would otherwise rely on a blob that blob GC may be deleting, GC keeping
+// unreferenced blobs only for its grace period. So GC's grace must exceed
+// BlobRefreshAge plus the longest commit (the CLI requires 2 h).
+const BlobRefreshAge = time.Hour
+
 func (s *blobStore) Put(ctx context.Context, d Digest, r io.Reader, size int64) error {
 	key := BlobKey(d)
-	if info, err := s.objs.StatObject(ctx, key); err == nil && (size < 0 || info.Size == size) {
-		return nil // content-addressed: present means done
+	if info, err := s.objs.StatObject(ctx, key); err == nil && (size < 0 || info.Size == size) && time.Since(info.ModTime) < BlobRefreshAge {
+		return nil // content-addressed: present (and young) means done
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("put blob %s: %w", d, err)
 	}

@@ -6,12 +6,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/snapshot"
 )
+
+// minGrace is the shortest --grace that protects every commit in flight: a
+// commit takes a stored blob as is for up to ledger.BlobRefreshAge, and needs
+// it kept until it publishes.
+const minGrace = 2 * ledger.BlobRefreshAge
 
 func newGCCmd(a *app) *cobra.Command {
 	var o struct {
 		dryRun, json, verbose bool
+		shortGrace            bool
 		grace                 time.Duration
 	}
 	cmd := &cobra.Command{
@@ -26,7 +33,13 @@ the snapshots no rebuild can use any more. It reports what it deleted, or with
 
 Blobs become garbage once 'syncledger snapshot --retain-margin' has dropped the
 events that referenced them: a host behind the newest snapshot still syncs
-through every event in the stream and needs what they wrote.`,
+through every event in the stream and needs what they wrote.
+
+A commit that reuses content whose blob is garbage (a file set back to an old
+version) stores the blob again when it is older than 1 h, and GC looks at each
+blob once more before deleting it. That protects every commit only while --grace
+exceeds 1 h plus the longest commit, so a --grace under 2 h is refused unless
+--allow-short-grace says no host commits meanwhile.`,
 		Example: `  syncledger gc --dry-run
   syncledger gc --grace 48h`,
 		Args: cobra.NoArgs,
@@ -34,6 +47,10 @@ through every event in the stream and needs what they wrote.`,
 			ctx := cmd.Context()
 			if o.grace < 0 {
 				return usagef("--grace %v: must not be negative", o.grace)
+			}
+			if o.grace < minGrace && !o.shortGrace && !o.dryRun {
+				return usagef("--grace %v is under %v: a commit in flight may rely on a blob stored up to %v ago, which GC could delete; pass --allow-short-grace if no host commits while GC runs",
+					o.grace, minGrace, ledger.BlobRefreshAge)
 			}
 			cfg, err := a.snapshotConfig(ctx)
 			if err != nil {
@@ -69,6 +86,7 @@ through every event in the stream and needs what they wrote.`,
 	}
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "report what would be deleted; delete nothing")
 	cmd.Flags().DurationVar(&o.grace, "grace", 24*time.Hour, "keep blobs stored less than this long ago")
+	cmd.Flags().BoolVar(&o.shortGrace, "allow-short-grace", false, "allow a --grace under 2h (safe only if no host commits while GC runs)")
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "list every deleted blob")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	return cmd

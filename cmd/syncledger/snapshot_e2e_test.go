@@ -84,7 +84,10 @@ func TestSnapshotRebuildReplayGCCLI(t *testing.T) {
 	if out := c.ok("gc", "--dry-run", "--grace", "0s"); !strings.Contains(out, "would delete") {
 		t.Fatalf("gc --dry-run:\n%s", out)
 	}
-	if out := c.ok("gc", "--grace", "0s"); !strings.Contains(out, "deleted") {
+	if r := c.run("gc", "--grace", "0s"); r.code != 2 || !strings.Contains(r.stderr, "--allow-short-grace") {
+		t.Fatalf("gc --grace 0s without --allow-short-grace: want a usage error naming the flag: %+v", r)
+	}
+	if out := c.ok("gc", "--grace", "0s", "--allow-short-grace"); !strings.Contains(out, "deleted") {
 		t.Fatalf("gc:\n%s", out)
 	}
 	fresh := t.TempDir()

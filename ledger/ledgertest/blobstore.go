@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -25,6 +26,7 @@ func TestBlobStore(t *testing.T, newStore func(t *testing.T) ledger.ObjectStore)
 		{"KeyLayout", testBlobKeyLayout},
 		{"NotFound", testBlobNotFound},
 		{"PutIdempotent", testBlobPutIdempotent},
+		{"PutRefreshesOld", testBlobPutRefreshesOld},
 		{"PutMismatch", testBlobPutMismatch},
 		{"PutFailingReader", testBlobPutFailingReader},
 		{"Empty", testBlobEmpty},
@@ -143,6 +145,36 @@ func testBlobPutIdempotent(t *testing.T, ctx context.Context, objs *countingStor
 	}
 	if n := objs.puts.Load(); n != 1 {
 		t.Errorf("three Puts of one blob made %d PutObject calls, want 1", n)
+	}
+	wantContent(t, "ReadBlob", readBlob(t, ctx, bs, d), data)
+}
+
+// A blob stored longer ago than ledger.BlobRefreshAge is stored again, so that
+// its time is recent for blob GC; the stored object's time moves forward.
+func testBlobPutRefreshesOld(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+	data := randomBytes(22, 5_000)
+	d := putBlob(t, ctx, bs, data)
+	objs.age.Store(int64(ledger.BlobRefreshAge - time.Minute))
+	putBlob(t, ctx, bs, data)
+	if n := objs.puts.Load(); n != 1 {
+		t.Fatalf("Put of a blob stored %v ago made %d PutObject calls in all, want 1 (taken as is)", ledger.BlobRefreshAge-time.Minute, n)
+	}
+	objs.age.Store(int64(ledger.BlobRefreshAge + time.Minute))
+	before, err := objs.StatObject(ctx, ledger.BlobKey(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	putBlob(t, ctx, bs, data)
+	if n := objs.puts.Load(); n != 2 {
+		t.Fatalf("Put of a blob stored %v ago made %d PutObject calls in all, want 2 (stored again)", ledger.BlobRefreshAge+time.Minute, n)
+	}
+	objs.age.Store(0)
+	after, err := objs.StatObject(ctx, ledger.BlobKey(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(after.ModTime) > ledger.BlobRefreshAge/2 || !after.ModTime.After(before.ModTime) {
+		t.Fatalf("blob's time after the refresh: %v (reported before: %v)", after.ModTime, before.ModTime)
 	}
 	wantContent(t, "ReadBlob", readBlob(t, ctx, bs, d), data)
 }

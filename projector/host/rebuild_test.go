@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -405,10 +406,22 @@ func testGC(t *testing.T, e *env, dir string, w *workload, live *Host, want host
 		}
 		return nil
 	})
+	// Content whose blob is garbage (referenced by nothing any more, and old):
+	// the in-flight commit sets a file back to it.
+	pre, err := snapshot.GC(ctx, e.snapCfg(), snapshot.GCOptions{Grace: time.Hour, DryRun: true})
+	if err != nil || len(pre.Deleted) == 0 {
+		t.Fatalf("gc dry run before the commit: %+v %v; want garbage to reuse", pre, err)
+	}
+	reused, _ := ledger.ParseDigest(pre.Deleted[0])
+	reusedContent, err := ledger.ReadBlob(ctx, e.blobs, reused)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A commit in flight: stopped after its upload, before its append.
 	writer := w.hosts[0]
 	mustSync(t, writer, SyncOptions{})
 	writeFile(t, writer, "data/t/m000/f/inflight", "in flight during gc")
+	writeFile(t, writer, "data/t/m000/f/reverted", string(reusedContent))
 	inflight := ledger.DigestOf([]byte("in flight during gc"))
 	uploaded, release := make(chan struct{}), make(chan struct{})
 	writer.cfg.Failpoint = func(name string) {
@@ -439,11 +452,14 @@ func testGC(t *testing.T, e *env, dir string, w *workload, live *Host, want host
 	writer.cfg.Failpoint = func(string) {}
 	t.Logf("gc: %d blobs, %d referenced, %d young, %d deleted (%d bytes); snapshots deleted %v",
 		res.Blobs, res.Referenced, res.Young, len(res.Deleted), res.Bytes, res.DeletedSnapshots)
-	if len(res.Deleted) == 0 || res.Young != 1 || !slices.Equal(dry.Deleted, res.Deleted) {
-		t.Fatalf("gc deleted %d blobs (dry run: %d), kept %d young: want some deleted, the in-flight blob kept", len(res.Deleted), len(dry.Deleted), res.Young)
+	if len(res.Deleted) == 0 || res.Young != 2 || !slices.Equal(dry.Deleted, res.Deleted) {
+		t.Fatalf("gc deleted %d blobs (dry run: %d), kept %d young: want some deleted, the in-flight commit's two blobs kept", len(res.Deleted), len(dry.Deleted), res.Young)
 	}
 	if slices.Contains(res.Deleted, inflight.String()) {
 		t.Fatal("gc deleted the in-flight commit's blob")
+	}
+	if slices.Contains(res.Deleted, reused.String()) {
+		t.Fatal("gc deleted the garbage blob the in-flight commit reuses")
 	}
 	// Everyone syncs, a new host rebuilds; all verify clean and agree.
 	var ref hostImage
@@ -458,6 +474,9 @@ func testGC(t *testing.T, e *env, dir string, w *workload, live *Host, want host
 			ref = imageOf(t, h)
 			if _, ok := ref.Files["data/t/m000/f/inflight"]; !ok {
 				t.Fatal("in-flight file not in the ledger")
+			}
+			if f := ref.Files["data/t/m000/f/reverted"]; !strings.HasSuffix(f, " "+reused.String()) {
+				t.Fatalf("reverted file in the cache: %q, want content %s", f, reused)
 			}
 			continue
 		}

@@ -63,12 +63,18 @@ var ErrDangling = errors.New("event references a deleted blob")
 // intact one. Blobs are listed before the log is read, so a blob uploaded for an
 // event published meanwhile is either young or not listed at all.
 //
+// A commit may also reuse a blob GC found garbage (a file set back to content
+// nothing references any more). Put stores such a blob again once it is older
+// than ledger.BlobRefreshAge, which makes it young, and GC looks at each blob
+// once more just before deleting it, keeping one stored again since the
+// listing. Both hold only if Grace exceeds BlobRefreshAge plus the longest
+// commit (the CLI requires at least 2 h unless told otherwise).
+//
 // GC refuses to run (deletes nothing) when a usable snapshot is needed and none
 // reads back, or when the log cannot be read from the floor. After deleting it
-// reads the events published meanwhile: if one references a deleted blob — a
-// commit that found the blob present and skipped its upload while GC ran — the
-// error wraps ErrDangling and names it (commit the file again with new content,
-// or restore the blob from a host's cache).
+// reads the events published meanwhile: if one references a deleted blob (a
+// grace shorter than the above allows it) the error wraps ErrDangling and names
+// it (commit the file again, or restore the blob from a host's cache).
 func GC(ctx context.Context, cfg Config, opt GCOptions) (GCResult, error) {
 	res := GCResult{DryRun: opt.DryRun, Deleted: []string{}, DeletedSnapshots: []string{}}
 	if err := cfg.check(); err != nil {
@@ -164,7 +170,21 @@ func GC(ctx context.Context, cfg Config, opt GCOptions) (GCResult, error) {
 	if opt.DryRun {
 		return res, nil
 	}
-	if err := deleteAll(ctx, cfg, garbage, opt.Parallel); err != nil {
+	kept, err := deleteAll(ctx, cfg, garbage, cutoff, opt.Parallel)
+	if len(kept) > 0 {
+		// Stored again since the listing: a commit reusing their content.
+		lg.Info("gc: blobs stored again since the listing kept", "blobs", len(kept))
+		garbage = slices.DeleteFunc(garbage, func(d ledger.Digest) bool { return kept[d] })
+		res.Deleted = res.Deleted[:0]
+		for _, d := range garbage {
+			res.Deleted = append(res.Deleted, d.String())
+		}
+		for d := range kept {
+			res.Young++
+			res.Bytes -= blobs[d].Size
+		}
+	}
+	if err != nil {
 		return res, fmt.Errorf("gc: %w", err)
 	}
 	for _, si := range drop {
@@ -219,19 +239,38 @@ func references(ctx context.Context, cfg Config, from, to ledger.Seq, refs map[l
 	})
 }
 
-func deleteAll(ctx context.Context, cfg Config, ds []ledger.Digest, parallel int) error {
+// deleteAll deletes the blobs ds, each after a last look at it: one stored
+// again since the listing (not older than cutoff any more) is kept, and
+// returned in kept. That leaves a window of one request per blob (between its
+// stat and its delete) for a commit to find it present, which the Put side
+// closes: Put stores again a blob older than ledger.BlobRefreshAge instead of
+// taking it as is, and GC's grace exceeds that age.
+func deleteAll(ctx context.Context, cfg Config, ds []ledger.Digest, cutoff time.Time, parallel int) (kept map[ledger.Digest]bool, err error) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 		sem  = make(chan struct{}, parallel)
 	)
+	kept = map[ledger.Digest]bool{}
 	for _, d := range ds {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := cfg.Blobs.Delete(ctx, d); err != nil {
+			info, err := cfg.Blobs.Stat(ctx, d)
+			switch {
+			case errors.Is(err, ledger.ErrNotFound):
+				return // gone already
+			case err == nil && !info.ModTime.Before(cutoff):
+				mu.Lock()
+				kept[d] = true
+				mu.Unlock()
+				return
+			case err == nil:
+				err = cfg.Blobs.Delete(ctx, d)
+			}
+			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -239,7 +278,7 @@ func deleteAll(ctx context.Context, cfg Config, ds []ledger.Digest, parallel int
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return kept, errors.Join(errs...)
 }
 
 // recheck reads the events published after head and fails if one references a

@@ -119,3 +119,49 @@ func TestTakeRetainGC(t *testing.T) {
 		t.Fatalf("full take after retention: %v, want ErrTruncated", err)
 	}
 }
+
+// staleListing is an ObjectStore whose listing reports every object as stored
+// long ago, as a listing taken before a commit stored a blob again would.
+type staleListing struct{ ledger.ObjectStore }
+
+func (s staleListing) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
+	return s.ObjectStore.ListObjects(ctx, prefix, func(oi ledger.ObjectInfo) error {
+		oi.ModTime = oi.ModTime.Add(-48 * time.Hour)
+		return fn(oi)
+	})
+}
+
+// GC looks at each blob once more before deleting it: one stored again since
+// the listing (a commit reusing garbage content) is kept, and counted young;
+// one still old is deleted.
+func TestGCKeepsBlobStoredAgain(t *testing.T) {
+	ctx := context.Background()
+	cfg, dir := newLedger(t)
+	var prev ledger.Seq
+	var n uint64
+	commit(t, cfg, "audit/x", "v1", &prev, &n)
+	gone, _ := ledger.PutBytes(ctx, cfg.Blobs, []byte("never published, old"))
+	again, _ := ledger.PutBytes(ctx, cfg.Blobs, []byte("never published, stored again"))
+	old := time.Now().Add(-30 * time.Hour) // past the grace, in the listing and in fact
+	if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(ledger.BlobKey(gone))), old, old); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Blobs = ledger.NewBlobStore(staleListing{cfg.Objects})
+	res, err := GC(ctx, cfg, GCOptions{Grace: 24 * time.Hour, DryRun: true})
+	if err != nil || len(res.Deleted) != 2 {
+		t.Fatalf("dry run over a stale listing: %+v %v; want both unpublished blobs listed", res, err)
+	}
+	res, err = GC(ctx, cfg, GCOptions{Grace: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Deleted) != 1 || res.Deleted[0] != gone.String() || res.Young != 1 || res.Bytes != int64(len("never published, old")) {
+		t.Fatalf("gc over a stale listing: %+v; want only %s deleted, %s kept as young", res, gone, again)
+	}
+	if _, err := cfg.Blobs.Stat(ctx, again); err != nil {
+		t.Fatalf("blob stored again: %v", err)
+	}
+	if _, err := cfg.Blobs.Stat(ctx, gone); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("old blob: %v, want deleted", err)
+	}
+}
