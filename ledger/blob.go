@@ -33,6 +33,23 @@ type ObjectStore interface {
 	ListObjects(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
 }
 
+// PutPreferrer is an optional interface of an ObjectStore for which storing an
+// object of the given size again costs less than asking whether it exists — a
+// remote store, where that is one request instead of two. BlobStore.Put skips
+// its existence check for such objects (storing identical content under its
+// own address is harmless, and leaves the blob young for blob GC). Wrappers of
+// an ObjectStore forward it.
+type PutPreferrer interface {
+	PreferPut(size int64) bool
+}
+
+// PreferPut reports whether objs prefers a put to an existence check for an
+// object of size bytes (see PutPreferrer).
+func PreferPut(objs ObjectStore, size int64) bool {
+	p, ok := objs.(PutPreferrer)
+	return ok && p.PreferPut(size)
+}
+
 // BlobStore is content-addressed storage of file content by SHA-256.
 type BlobStore interface {
 	// Put stores the content read from r under d. Put is idempotent: if the blob

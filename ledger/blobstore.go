@@ -36,7 +36,9 @@ const BlobRefreshAge = time.Hour
 
 func (s *blobStore) Put(ctx context.Context, d Digest, r io.Reader, size int64) error {
 	key := BlobKey(d)
-	if info, err := s.objs.StatObject(ctx, key); err == nil && (size < 0 || info.Size == size) && time.Since(info.ModTime) < BlobRefreshAge {
+	if PreferPut(s.objs, size) {
+		// Storing it again is cheaper than asking.
+	} else if info, err := s.objs.StatObject(ctx, key); err == nil && (size < 0 || info.Size == size) && time.Since(info.ModTime) < BlobRefreshAge {
 		return nil // content-addressed: present (and young) means done
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("put blob %s: %w", d, err)

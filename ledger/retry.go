@@ -100,6 +100,9 @@ type retryingStore struct {
 	p    RetryPolicy
 }
 
+// PreferPut forwards the wrapped store's PutPreferrer.
+func (s *retryingStore) PreferPut(size int64) bool { return PreferPut(s.objs, size) }
+
 // final marks an error that ends the retries at once.
 type final struct{ err error }
 

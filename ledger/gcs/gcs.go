@@ -89,6 +89,10 @@ func mapErr(ctx context.Context, err error) error {
 	return backend.CtxErr(ctx, err)
 }
 
+// PreferPut implements ledger.PutPreferrer: an object up to 1 MiB, sent in one
+// request, is sent again rather than asked for first (one request, not two).
+func (s *Store) PreferPut(size int64) bool { return size >= 0 && size <= 1<<20 }
+
 // PutObject implements ledger.ObjectStore (see the package doc).
 func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
 	if err := backend.ValidateKey(key); err != nil {

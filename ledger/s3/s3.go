@@ -153,6 +153,11 @@ func mapErr(ctx context.Context, err error) error {
 	return backend.CtxErr(ctx, err)
 }
 
+// PreferPut implements ledger.PutPreferrer: an object the put spools in memory
+// is sent again rather than asked for first (one request instead of a HEAD and
+// a PUT; the HEAD costs about as much as the PUT of a few KiB).
+func (s *Store) PreferPut(size int64) bool { return size >= 0 && size <= memSpoolLimit }
+
 // PutObject implements ledger.ObjectStore: it spools the content (see the package
 // doc), then sends one PUT.
 func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {

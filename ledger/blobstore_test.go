@@ -1,0 +1,66 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync/atomic"
+	"testing"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/file"
+)
+
+// preferring is a file store that prefers puts for small objects, counting
+// the existence checks and puts it is asked for.
+type preferring struct {
+	ledger.ObjectStore
+	stats, puts atomic.Int64
+}
+
+func (p *preferring) PreferPut(size int64) bool { return size >= 0 && size <= 100 }
+
+func (p *preferring) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+	p.stats.Add(1)
+	return p.ObjectStore.StatObject(ctx, key)
+}
+
+func (p *preferring) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+	p.puts.Add(1)
+	return p.ObjectStore.PutObject(ctx, key, r, size)
+}
+
+// A store that prefers puts gets one request per Put of a small blob (no
+// existence check), present or not, also through the retrying wrapper; a large
+// blob is checked first and not sent again while young.
+func TestPutPreferrer(t *testing.T) {
+	ctx := context.Background()
+	fs, err := file.New(file.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &preferring{ObjectStore: fs}
+	objs := ledger.NewRetryingStore(p, ledger.RetryPolicy{})
+	if !ledger.PreferPut(objs, 100) || ledger.PreferPut(objs, 101) || ledger.PreferPut(objs, -1) {
+		t.Fatal("the retrying store does not forward PreferPut")
+	}
+	bs := ledger.NewBlobStore(objs)
+	small, large := []byte("small"), bytes.Repeat([]byte("L"), 1000)
+	for range 2 {
+		for _, b := range [][]byte{small, large} {
+			if err := bs.Put(ctx, ledger.DigestOf(b), bytes.NewReader(b), int64(len(b))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// small: 2 puts, no stat; large: 2 stats, 1 put.
+	if s, n := p.stats.Load(), p.puts.Load(); s != 2 || n != 3 {
+		t.Fatalf("%d existence checks and %d puts, want 2 and 3", s, n)
+	}
+	for _, b := range [][]byte{small, large} {
+		got, err := ledger.ReadBlob(ctx, bs, ledger.DigestOf(b))
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("read back: %v", err)
+		}
+	}
+}
