@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -259,6 +261,19 @@ func TestVerifyAndLazyFetchCLI(t *testing.T) {
 		t.Fatalf("fetch: %q", got)
 	}
 	c.ok("--cache", b, "verify")
+	// Looking at a directory that is not a cache (the default --cache is the
+	// working directory) is a usage error, and does not make it one.
+	notCache := t.TempDir()
+	put(t, notCache, "some/file", "x")
+	for _, cmd := range []string{"status", "verify"} {
+		r := c.run("--cache", notCache, cmd)
+		if r.code != 2 || !strings.Contains(r.stderr, "not a syncledger cache") || !strings.Contains(r.stderr, "--cache") {
+			t.Fatalf("%s outside a cache: exit %d, stderr %q; want exit 2 naming --cache", cmd, r.code, r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(notCache, ledger.StateDir)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s outside a cache created %s: %v", cmd, ledger.StateDir, err)
+		}
+	}
 	put(t, b, "data/t/m/d/1/metadata.yaml", "tampered")
 	if r := c.run("--cache", b, "verify"); r.code != 1 || !strings.Contains(r.stdout, "altered  data/t/m/d/1/metadata.yaml") {
 		t.Fatalf("verify of an altered file: exit %d\n%s", r.code, r.stdout)

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 
@@ -48,6 +51,18 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 	}
 	a.onClose(func() { _ = h.Close() })
 	return h, nil
+}
+
+// ExistingHost is Host for the commands that only look at a cache (status,
+// verify): looking must not make a directory a cache, so one without the
+// state directory is a usage error naming --cache.
+func (a *app) ExistingHost(ctx context.Context) (*host.Host, error) {
+	state := filepath.Join(a.cache, ledger.StateDir)
+	if _, err := os.Stat(state); errors.Is(err, fs.ErrNotExist) {
+		dir, _ := filepath.Abs(a.cache)
+		return nil, usagef("%s is not a syncledger cache (it has no %s/): pass --cache DIR, or run 'syncledger sync' there to make it one", dir, ledger.StateDir)
+	}
+	return a.Host(ctx)
 }
 
 // scope is the --model/--partition selection of sync, commit, exec and log.

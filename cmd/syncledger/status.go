@@ -29,7 +29,7 @@ partitions {key: {modelSeq, seq}}, dirty [paths], lazy, files.`,
 }
 
 func runStatus(ctx context.Context, a *app, asJSON bool) error {
-	h, err := a.Host(ctx)
+	h, err := a.ExistingHost(ctx)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func newVerifyCmd(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			h, err := a.Host(ctx)
+			h, err := a.ExistingHost(ctx)
 			if err != nil {
 				return err
 			}
