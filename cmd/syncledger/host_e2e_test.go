@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/google/go-cmp/cmp"
@@ -278,4 +280,41 @@ func TestVerifyAndLazyFetchCLI(t *testing.T) {
 	if r := c.run("--cache", b, "verify"); r.code != 1 || !strings.Contains(r.stdout, "altered  data/t/m/d/1/metadata.yaml") {
 		t.Fatalf("verify of an altered file: exit %d\n%s", r.code, r.stdout)
 	}
+}
+
+// A running `watch` does not keep other syncledger processes out of its cache:
+// `commit`, `exec` and `status` on the same cache run beside it (real
+// processes), and the watch goes on applying other hosts' commits.
+func TestWatchBesideOtherCommandsCLI(t *testing.T) {
+	c := newCLI(t, "watchshare")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	remote, local := t.TempDir(), t.TempDir()
+	put(t, remote, "audit/r0", "r0")
+	c.ok("--cache", remote, "--host", "remote", "commit")
+	w := startProc(t, c.env, "--cache", local, "--host", "local", "watch")
+	w.line(t, `^applied seq 1:`)
+	for i := range 3 {
+		put(t, local, fmt.Sprintf("audit/l%d", i), "l")
+		start := time.Now()
+		c.ok("--cache", local, "--host", "local", "commit")
+		c.ok("--cache", local, "--host", "local", "exec", "--", "true")
+		if st := c.status(local); st.HWM != st.Head || len(st.Dirty) != 0 {
+			t.Fatalf("status beside watch: %+v", st)
+		}
+		if took := time.Since(start); took > 8*time.Second {
+			t.Fatalf("commit, exec and status beside a running watch took %v (waiting for its lock?)", took)
+		}
+		put(t, remote, fmt.Sprintf("audit/r%d", i+1), "r")
+		c.ok("--cache", remote, "--host", "remote", "sync")
+		c.ok("--cache", remote, "--host", "remote", "commit")
+		w.line(t, fmt.Sprintf(`^applied seq %d:`, 2*i+3))
+	}
+	if code := w.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("watch exit %d; stderr:\n%s", code, w.stderr)
+	}
+	c.ok("--cache", remote, "--host", "remote", "sync")
+	if diff := cmp.Diff(tree(t, remote), tree(t, local)); diff != "" {
+		t.Fatalf("caches differ (-remote +local):\n%s", diff)
+	}
+	c.ok("--cache", local, "--host", "local", "verify")
 }

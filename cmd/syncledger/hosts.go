@@ -149,12 +149,8 @@ func (a *app) beatReporter(ctx context.Context, command string, h *host.Host) *h
 			Conn: nc, Ledger: a.ledgerName, Logger: a.logger,
 			Beat: heartbeat.Beat{Host: a.host, Version: shortVersion(), Command: command},
 			Position: func(ctx context.Context) (ledger.Seq, ledger.Seq, error) {
-				_, hwm, err := h.DB().HWM()
-				if err != nil {
-					return 0, 0, err
-				}
 				head, err := l.LastSeq(ctx)
-				return hwm, head, err
+				return h.HWM(), head, err
 			},
 		})
 	}

@@ -247,6 +247,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 	if err := s.core.Advance(rd); err != nil {
 		return out, err
 	}
+	h.hwm.Store(uint64(rd.HWM))
 	h.cfg.Failpoint("sync-after-persist")
 	sort.Strings(out.Paths)
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/statedb"
 )
 
 // publishRaw puts a message on a partition subject as a broken or hostile client
@@ -26,7 +27,11 @@ func (e *env) publishRaw(partition, body string) {
 
 func hwmOf(t *testing.T, h *Host) ledger.Seq {
 	t.Helper()
-	_, hwm, err := h.DB().HWM()
+	var hwm ledger.Seq
+	err := h.View(func(db *statedb.DB) (err error) {
+		_, hwm, err = db.HWM()
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

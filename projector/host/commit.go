@@ -103,6 +103,11 @@ func partitionFilter(parts []string) func(string) bool {
 
 // Commit publishes the cache's changes.
 func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
+	release, aerr := h.acquire()
+	if aerr != nil {
+		return CommitResult{}, aerr
+	}
+	defer release()
 	if opt.MaxAttempts <= 0 {
 		opt.MaxAttempts = 20
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -85,12 +86,49 @@ var Failpoints = []string{
 	"commit-after-persist",
 }
 
-// Host is one cache bound to one ledger.
+// Host is one cache bound to one ledger. Its operations are for one goroutine
+// at a time (HWM excepted); each takes the cache (the state database's file
+// lock) for its own duration only, so several processes — a watch, a commit, a
+// status — share a cache, one operation at a time.
 type Host struct {
 	cfg Config
 	dir *cachefs.Dir
-	db  *statedb.DB
 	log *slog.Logger
+
+	// db is the state database, open only while an operation holds the cache
+	// (see acquire); held counts the nested holds.
+	db   *statedb.DB
+	held int
+	// hwm is the last HWM this Host read or persisted, for readers on other
+	// goroutines (heartbeats), which must not touch db.
+	hwm atomic.Uint64
+}
+
+// HWM returns the last high-water mark this Host read from its state or
+// persisted: safe to call from any goroutine, while an operation runs. Another
+// process's changes show once this Host next holds the cache.
+func (h *Host) HWM() ledger.Seq { return ledger.Seq(h.hwm.Load()) }
+
+// acquire takes the cache for one operation: it opens the state database,
+// which locks the cache against other processes (waiting up to LockWait; then
+// statedb.ErrBusy), unless this Host holds it already. release gives it back.
+// Between operations a Host holds no lock, so other syncledger processes can
+// use the cache — a commit or a status while watch runs.
+func (h *Host) acquire() (release func(), err error) {
+	if h.held == 0 {
+		if h.db, err = statedb.Open(h.dir.StatePath("state.db"), h.cfg.LockWait); err != nil {
+			return nil, err
+		}
+	}
+	h.held++
+	return func() {
+		if h.held--; h.held == 0 {
+			if err := h.db.Close(); err != nil {
+				h.log.Warn("closing the state database", "err", err)
+			}
+			h.db = nil
+		}
+	}, nil
 }
 
 // Open opens the cache (creating its state database) for the ledger.
@@ -127,21 +165,42 @@ func Open(cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := statedb.Open(dir.StatePath("state.db"), cfg.LockWait)
+	h := &Host{cfg: cfg, dir: dir, log: lg}
+	release, err := h.acquire() // create or check the state database now
 	if err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, dir: dir, db: db, log: lg}, nil
+	defer release()
+	_, hwm, err := h.db.HWM()
+	if err != nil {
+		return nil, err
+	}
+	h.hwm.Store(uint64(hwm))
+	return h, nil
 }
 
-// Close releases the cache.
-func (h *Host) Close() error { return h.db.Close() }
+// Close releases the cache. A Host holds it only during an operation, so Close
+// has nothing left to release unless an operation is still running.
+func (h *Host) Close() error {
+	if h.held > 0 {
+		return fmt.Errorf("close host: an operation still holds the cache: %w", statedb.ErrBusy)
+	}
+	return nil
+}
 
 // Dir returns the cache directory.
 func (h *Host) Dir() *cachefs.Dir { return h.dir }
 
-// DB returns the state database (read access for status and tests).
-func (h *Host) DB() *statedb.DB { return h.db }
+// View calls fn with the state database while holding the cache (read access
+// for status and tests).
+func (h *Host) View(fn func(*statedb.DB) error) error {
+	release, err := h.acquire()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(h.db)
+}
 
 // session is a loaded core with the local facts the shell keeps beside it.
 type session struct {
@@ -161,6 +220,7 @@ func (h *Host) load(ctx context.Context, lazy bool) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.hwm.Store(uint64(st.HWM))
 	ps := projector.State{Ledger: st.Ledger, HWM: st.HWM, Marks: st.Marks, Files: map[string]projector.File{}}
 	index := map[string]statedb.Entry{}
 	err = h.db.ForEach(func(path string, e statedb.Entry) error {
@@ -201,6 +261,7 @@ func (h *Host) checkLineage(ctx context.Context) (ledger.Info, string, ledger.Se
 	if err != nil {
 		return info, "", 0, err
 	}
+	h.hwm.Store(uint64(hwm))
 	if uuid != "" && uuid != info.UUID {
 		return info, "", 0, fmt.Errorf("cache %s belongs to ledger %s, log %q is ledger %s: %w", h.dir.Root(), uuid, info.Name, info.UUID, ledger.ErrLineage)
 	}

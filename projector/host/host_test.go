@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -416,7 +417,98 @@ func TestWatch(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("watch stopped with %v", err)
 	}
-	if _, hwm, _ := b.DB().HWM(); hwm != 3 {
+	if hwm := hwmOf(t, b); hwm != 3 {
 		t.Fatalf("watch persisted hwm %d", hwm)
 	}
+}
+
+// While one Host watches a cache, another Host on the same cache (another
+// process: `exec`, `commit`, `status`) commits, syncs and reads status without
+// waiting for the watch to end; the watch then reloads the state the other one
+// changed and goes on applying remote commits, never persisting an older HWM.
+func TestWatchSharesTheCache(t *testing.T) {
+	e := newEnv(t)
+	remote := e.host("remote")
+	dir := t.TempDir()
+	var logged syncBuffer
+	watcher, err := Open(Config{Cache: dir, Host: "local", Log: e.log, Blobs: e.blobs,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(Config{Cache: dir, Host: "local", Log: e.log, Blobs: e.blobs, LockWait: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("open a second Host on a cache another Host has open: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan SyncResult, 100)
+	done := make(chan error, 1)
+	go func() { done <- watcher.Watch(ctx, SyncOptions{}, func(r SyncResult) { got <- r }) }()
+	waitApplied := func(what string) {
+		t.Helper()
+		select {
+		case <-got:
+		case err := <-done:
+			t.Fatalf("%s: watch stopped: %v", what, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: watch did not apply the commit", what)
+		}
+	}
+	for i := range 3 {
+		writeFile(t, remote, fmt.Sprintf("audit/remote-%d", i), "r")
+		mustCommit(t, remote, "")
+		waitApplied(fmt.Sprintf("remote commit %d", i))
+
+		// The other Host commits a local change in the watched cache.
+		writeFile(t, other, fmt.Sprintf("audit/local-%d", i), "l")
+		start := time.Now()
+		res := mustCommit(t, other, "")
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("commit beside a running watch took %v", took)
+		}
+		if st := mustStatus(t, other); st.HWM != st.Head || len(st.Dirty) != 0 {
+			t.Fatalf("status beside a running watch after commit %d (seq %v): %+v", i, res.Seqs, st)
+		}
+		waitApplied(fmt.Sprintf("own commit %d, seen by the watch", i))
+	}
+	writeFile(t, remote, "audit/remote-last", "r")
+	mustCommit(t, remote, "")
+	waitApplied("last remote commit")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch stopped with %v", err)
+	}
+	// The watch saw the state change under it after each of the other's commits.
+	if n := strings.Count(logged.String(), "reloading"); n < 3 {
+		t.Fatalf("the watch reloaded the state %d times, want at least 3 (once per commit of the other Host):\n%s", n, logged.String())
+	}
+	st := mustStatus(t, other)
+	if st.HWM != st.Head || st.Head != 7 || watcher.HWM() != st.HWM {
+		t.Fatalf("after the watch: %+v, watch's HWM %d; want hwm == head == 7", st, watcher.HWM())
+	}
+	if v, err := other.Verify(context.Background()); err != nil || !v.OK() {
+		t.Fatalf("verify: %+v %v", v, err)
+	}
+	mustSync(t, remote, SyncOptions{})
+	if diff := cmp.Diff(cacheFiles(t, remote), cacheFiles(t, other)); diff != "" {
+		t.Fatalf("caches differ:\n%s", diff)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -99,6 +99,11 @@ func (h *Host) newestSnapshot(ctx context.Context, uuid string) ledger.Seq {
 // during the replay leaves a cache at a commit boundary that the next sync
 // continues.
 func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, error) {
+	release, aerr := h.acquire()
+	if aerr != nil {
+		return RebuildResult{}, aerr
+	}
+	defer release()
 	var res RebuildResult
 	info, _, _, err := h.checkLineage(ctx)
 	if err != nil {

@@ -49,15 +49,17 @@ type hostImage struct {
 func imageOf(t *testing.T, h *Host) hostImage {
 	t.Helper()
 	img := hostImage{Files: treeOf(t, h.Dir().Root()), Index: map[string]statedb.Entry{}}
-	st, err := h.DB().Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	img.State = st
-	err = h.DB().ForEach(func(p string, e statedb.Entry) error {
-		e.MTime = time.Time{}
-		img.Index[p] = e
-		return nil
+	err := h.View(func(db *statedb.DB) error {
+		st, err := db.Load()
+		if err != nil {
+			return err
+		}
+		img.State = st
+		return db.ForEach(func(p string, e statedb.Entry) error {
+			e.MTime = time.Time{}
+			img.Index[p] = e
+			return nil
+		})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -38,6 +38,11 @@ type Status struct {
 // Status reports the HWM against the log's head, the marks, and the uncommitted
 // local changes.
 func (h *Host) Status(ctx context.Context) (Status, error) {
+	release, aerr := h.acquire()
+	if aerr != nil {
+		return Status{}, aerr
+	}
+	defer release()
 	s, err := h.load(ctx, false)
 	if err != nil {
 		return Status{}, err
@@ -85,6 +90,11 @@ func (v VerifyResult) OK() bool { return len(v.Missing) == 0 && len(v.Altered) =
 
 // Verify hashes every indexed (non-lazy) file and compares it with the index.
 func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
+	release, aerr := h.acquire()
+	if aerr != nil {
+		return VerifyResult{}, aerr
+	}
+	defer release()
 	out := VerifyResult{Missing: []string{}, Altered: []string{}}
 	err := h.db.ForEach(func(path string, e statedb.Entry) error {
 		if err := ctx.Err(); err != nil {
@@ -112,6 +122,11 @@ func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
 // Fetch hydrates lazy files (content on demand). Paths not in the index fail with
 // ledger.ErrNotFound; paths already present are left alone.
 func (h *Host) Fetch(ctx context.Context, paths []string) (SyncResult, error) {
+	release, aerr := h.acquire()
+	if aerr != nil {
+		return SyncResult{}, aerr
+	}
+	defer release()
 	s, err := h.load(ctx, true)
 	if err != nil {
 		return SyncResult{}, err
@@ -128,26 +143,46 @@ func (h *Host) Fetch(ctx context.Context, paths []string) (SyncResult, error) {
 
 // Watch keeps the cache current: it syncs, then follows the log from HWM+1,
 // applying each commit as soon as its last part arrives, until ctx is done. It
-// returns nil when ctx is cancelled, with every applied commit persisted.
+// calls applied after each commit it applies, and once for the first sync if
+// that read anything. It returns nil when ctx is cancelled, with every applied
+// commit persisted.
+//
+// Watch holds the cache only while it applies a commit, so other processes
+// (commit, exec, status) can use it meanwhile; when one changed the state
+// (statedb.DB.Gen moved), Watch reloads it before applying the next commit.
 func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResult)) error {
-	if _, err := h.Sync(ctx, opt); err != nil {
-		return err
-	}
-	s, err := h.load(ctx, opt.Lazy)
+	first, err := h.Sync(ctx, opt)
 	if err != nil {
 		return err
 	}
+	if first.Events > 0 && applied != nil {
+		applied(first)
+	}
+	w := &watcher{h: h, lazy: opt.Lazy}
+	if err := w.hold(ctx); err != nil {
+		return err
+	}
+	from := w.r.s.core.HWM() + 1
+	if err := w.let(); err != nil {
+		return err
+	}
 	res := SyncResult{}
-	r := &run{h: h, s: s, res: &res}
-	err = h.cfg.Log.Follow(ctx, s.core.HWM()+1, func(rec ledger.Record) error {
-		if err := r.offer(ctx, projector.Full, rec); err != nil {
+	err = h.cfg.Log.Follow(ctx, from, func(rec ledger.Record) error {
+		if err := w.hold(ctx); err != nil {
+			return err
+		}
+		w.r.res = &res
+		if err := w.r.offer(ctx, projector.Full, rec); err != nil {
 			return err
 		}
 		if !rec.LastOfCommit() {
 			return nil
 		}
 		res.Head = rec.Seq
-		if err := r.flush(ctx); err != nil {
+		if err := w.r.flush(ctx); err != nil {
+			return err
+		}
+		if err := w.let(); err != nil {
 			return err
 		}
 		if applied != nil {
@@ -158,10 +193,78 @@ func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResu
 	})
 	if ctx.Err() != nil {
 		// Persist what was fully read; a partly read commit is read again next time.
-		if ferr := r.flush(context.WithoutCancel(ctx)); ferr != nil {
-			return ferr
+		bg := context.WithoutCancel(ctx)
+		ferr := w.hold(bg)
+		if ferr == nil {
+			ferr = w.r.flush(bg)
 		}
+		if lerr := w.let(); ferr == nil {
+			ferr = lerr
+		}
+		return ferr
+	}
+	w.let()
+	return needsRebuild(err)
+}
+
+// watcher is Watch's hold on the cache between commits: the session it keeps
+// in memory, and the state generation that session reflects.
+type watcher struct {
+	h       *Host
+	lazy    bool
+	r       *run
+	gen     uint64 // the state's generation when the session was last in step with it
+	release func() // non-nil while the cache is held
+}
+
+// hold takes the cache unless held, waiting as long as another process keeps
+// it (a long commit), and reloads the session if the state changed since.
+func (w *watcher) hold(ctx context.Context) error {
+	if w.release != nil {
 		return nil
 	}
-	return needsRebuild(err)
+	for {
+		release, err := w.h.acquire()
+		if err == nil {
+			w.release = release
+			break
+		}
+		if !errors.Is(err, statedb.ErrBusy) || ctx.Err() != nil {
+			return err
+		}
+		w.h.log.Info("watch: waiting for another process to release the cache")
+	}
+	gen, err := w.h.db.Gen()
+	if err != nil {
+		return err
+	}
+	if w.r != nil && gen == w.gen {
+		return nil
+	}
+	if w.r != nil {
+		w.h.log.Info("watch: the state changed in another process; reloading it")
+	}
+	s, err := w.h.load(ctx, w.lazy)
+	if err != nil {
+		return err
+	}
+	if w.r == nil {
+		w.r = &run{h: w.h}
+	}
+	w.r.s = s
+	w.gen, err = w.h.db.Gen()
+	return err
+}
+
+// let records the state's generation (the session is in step with it) and
+// releases the cache.
+func (w *watcher) let() error {
+	if w.release == nil {
+		return nil
+	}
+	gen, err := w.h.db.Gen()
+	w.gen = gen
+	w.release()
+	w.release = nil
+	return err
 }

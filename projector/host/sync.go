@@ -58,6 +58,11 @@ var errStop = errors.New("stop")
 // Sync brings the cache up to date with the log (full) or with some partitions
 // (scoped).
 func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
+	release, aerr := h.acquire()
+	if aerr != nil {
+		return SyncResult{}, aerr
+	}
+	defer release()
 	if len(opt.Partitions) > 0 {
 		return h.syncScoped(ctx, opt)
 	}

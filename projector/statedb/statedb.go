@@ -47,6 +47,7 @@ var (
 	kName   = []byte("name")
 	kHWM    = []byte("hwm")
 	kLazy   = []byte("lazy")
+	kGen    = []byte("gen")
 )
 
 // Mark is the projector's mark of a partition.
@@ -251,9 +252,32 @@ func (d *DB) ForEach(fn func(path string, e Entry) error) error {
 // Tx is a write transaction.
 type Tx struct{ tx *bolt.Tx }
 
-// Update runs fn in one durable transaction (fsynced on commit).
+// Update runs fn in one durable transaction (fsynced on commit). Every write
+// transaction advances the generation (see Gen).
 func (d *DB) Update(fn func(*Tx) error) error {
-	return d.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
+	return d.db.Update(func(tx *bolt.Tx) error {
+		if err := bumpGen(tx); err != nil {
+			return err
+		}
+		return fn(&Tx{tx})
+	})
+}
+
+// Gen returns the state's generation: a counter every write transaction
+// advances. A process that keeps the state in memory between holds of the
+// cache (watch) compares it to tell whether another process changed the state
+// meanwhile.
+func (d *DB) Gen() (gen uint64, err error) {
+	err = d.db.View(func(tx *bolt.Tx) error {
+		gen = getU64(tx.Bucket(bMeta), kGen)
+		return nil
+	})
+	return gen, err
+}
+
+func bumpGen(tx *bolt.Tx) error {
+	m := tx.Bucket(bMeta)
+	return m.Put(kGen, u64(getU64(m, kGen)+1))
 }
 
 // SetLedger records the ledger's UUID and name.
@@ -397,6 +421,9 @@ func unmarshalJournal(v []byte) (JournalEntry, error) {
 func (d *DB) AddJournal(entries map[string]JournalEntry) (map[string]JournalEntry, error) {
 	merged := make(map[string]JournalEntry, len(entries))
 	err := d.db.Update(func(tx *bolt.Tx) error {
+		if err := bumpGen(tx); err != nil {
+			return err
+		}
 		b := tx.Bucket(bJournal)
 		for p, e := range entries {
 			if v := b.Get([]byte(p)); v != nil {
