@@ -87,18 +87,21 @@ var Failpoints = []string{
 }
 
 // Host is one cache bound to one ledger. Its operations are for one goroutine
-// at a time (HWM excepted); each takes the cache (the state database's file
-// lock) for its own duration only, so several processes — a watch, a commit, a
-// status — share a cache, one operation at a time.
+// at a time (HWM excepted). Open takes the cache (the state database's file
+// lock) and keeps it, so a process that runs a few operations pays for it
+// once; Release gives it back, after which each operation takes it for its own
+// duration only — what long-lived users do (Watch between commits, exec while
+// its command runs), so that other processes share the cache meanwhile.
 type Host struct {
 	cfg Config
 	dir *cachefs.Dir
 	log *slog.Logger
 
-	// db is the state database, open only while an operation holds the cache
-	// (see acquire); held counts the nested holds.
+	// db is the state database, open only while the cache is held (see
+	// acquire); held counts the holds, base is Open's until Release.
 	db   *statedb.DB
 	held int
+	base func()
 	// hwm is the last HWM this Host read or persisted, for readers on other
 	// goroutines (heartbeats), which must not touch db.
 	hwm atomic.Uint64
@@ -166,22 +169,32 @@ func Open(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg, dir: dir, log: lg}
-	release, err := h.acquire() // create or check the state database now
+	release, err := h.acquire()
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	_, hwm, err := h.db.HWM()
 	if err != nil {
+		release()
 		return nil, err
 	}
 	h.hwm.Store(uint64(hwm))
+	h.base = release
 	return h, nil
 }
 
-// Close releases the cache. A Host holds it only during an operation, so Close
-// has nothing left to release unless an operation is still running.
+// Release gives the cache back to other processes until the next operation,
+// which then takes it for its own duration only (see Host).
+func (h *Host) Release() {
+	if h.base != nil {
+		h.base()
+		h.base = nil
+	}
+}
+
+// Close releases the cache.
 func (h *Host) Close() error {
+	h.Release()
 	if h.held > 0 {
 		return fmt.Errorf("close host: an operation still holds the cache: %w", statedb.ErrBusy)
 	}

@@ -436,14 +436,17 @@ func TestWatchSharesTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := Open(Config{Cache: dir, Host: "local", Log: e.log, Blobs: e.blobs, LockWait: 3 * time.Second})
-	if err != nil {
-		t.Fatalf("open a second Host on a cache another Host has open: %v", err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan SyncResult, 100)
 	done := make(chan error, 1)
 	go func() { done <- watcher.Watch(ctx, SyncOptions{}, func(r SyncResult) { got <- r }) }()
+	// The other Host takes the cache once the watch released it, and releases
+	// it too: from then on each of its operations holds it for its own length.
+	other, err := Open(Config{Cache: dir, Host: "local", Log: e.log, Blobs: e.blobs, LockWait: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("open a second Host on a cache a running watch has open: %v", err)
+	}
+	other.Release()
 	waitApplied := func(what string) {
 		t.Helper()
 		select {

@@ -147,9 +147,10 @@ func (h *Host) Fetch(ctx context.Context, paths []string) (SyncResult, error) {
 // that read anything. It returns nil when ctx is cancelled, with every applied
 // commit persisted.
 //
-// Watch holds the cache only while it applies a commit, so other processes
-// (commit, exec, status) can use it meanwhile; when one changed the state
-// (statedb.DB.Gen moved), Watch reloads it before applying the next commit.
+// Watch releases the cache (see Host.Release) and then holds it only while it
+// applies a commit, so other processes (commit, exec, status) can use it
+// meanwhile; when one changed the state (statedb.DB.Gen moved), Watch reloads
+// it before applying the next commit.
 func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResult)) error {
 	first, err := h.Sync(ctx, opt)
 	if err != nil {
@@ -166,6 +167,7 @@ func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResu
 	if err := w.let(); err != nil {
 		return err
 	}
+	h.Release() // from here on, the cache is held only while a commit is applied
 	res := SyncResult{}
 	err = h.cfg.Log.Follow(ctx, from, func(rec ledger.Record) error {
 		if err := w.hold(ctx); err != nil {

@@ -124,26 +124,54 @@ func Open(path string, wait time.Duration) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	// A state already set up needs no write transaction (which would fsync):
+	// processes that take the cache per operation open it often.
+	ready := false
+	err = db.View(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bMeta, bMarks, bIndex, bJournal} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
+			if tx.Bucket(b) == nil {
+				return nil
 			}
 		}
-		meta := tx.Bucket(bMeta)
-		if v := meta.Get(kSchema); v != nil {
-			if s := binary.BigEndian.Uint64(v); s != SchemaVersion {
-				return fmt.Errorf("schema version %d (this build reads %d): %w", s, SchemaVersion, ledger.ErrUnknownVersion)
-			}
-			return nil
-		}
-		return meta.Put(kSchema, u64(SchemaVersion))
+		var err error
+		ready, err = checkSchema(tx.Bucket(bMeta))
+		return err
 	})
+	if err == nil && !ready {
+		err = db.Update(setUp)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
 	return &DB{db: db}, nil
+}
+
+// setUp creates the buckets and records the schema version (or checks it).
+func setUp(tx *bolt.Tx) error {
+	for _, b := range [][]byte{bMeta, bMarks, bIndex, bJournal} {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(bMeta)
+	if present, err := checkSchema(meta); present || err != nil {
+		return err
+	}
+	return meta.Put(kSchema, u64(SchemaVersion))
+}
+
+// checkSchema reports whether the schema version is recorded, and fails if it
+// is not this build's.
+func checkSchema(meta *bolt.Bucket) (present bool, err error) {
+	v := meta.Get(kSchema)
+	if v == nil {
+		return false, nil
+	}
+	if s := binary.BigEndian.Uint64(v); s != SchemaVersion {
+		return true, fmt.Errorf("schema version %d (this build reads %d): %w", s, SchemaVersion, ledger.ErrUnknownVersion)
+	}
+	return true, nil
 }
 
 // Close closes the database.
