@@ -41,6 +41,11 @@ type simConfig struct {
 	noVerify bool
 	// publishFirst appends a commit's events before uploading its content (I6).
 	publishFirst bool
+
+	// trigger3193 opens the history with the situation #3193 needs (see
+	// swampTrigger), so that a history exposes swampArm for certain instead of
+	// when its random steps happen to.
+	trigger3193 bool
 }
 
 type sim struct {
@@ -151,6 +156,14 @@ func (s *sim) crashPoint(h *simHost, name string) error {
 // with a full sync on every host, the convergence check (I8) and the
 // comparison with an uninterrupted host (I4).
 func (s *sim) run() error {
+	if s.cfg.trigger3193 {
+		if err := s.swampTrigger(); err != nil && !errors.Is(err, errCrash) {
+			return s.fail(err)
+		}
+		if err := s.check(); err != nil {
+			return s.fail(err)
+		}
+	}
 	for s.step = 1; s.step <= s.cfg.steps; s.step++ {
 		h := s.hosts[s.r.IntN(len(s.hosts))]
 		var err error
@@ -206,6 +219,24 @@ func (s *sim) run() error {
 }
 
 func (s *sim) partition(i int) string { return fmt.Sprintf("data--sim--p%d", i) }
+
+// swampTrigger plays #3193's situation: the writer commits to partition p0,
+// then to p1, and a host syncs p1 only. The host has not read p0's commit, so
+// an HWM at the head would claim it (I2).
+func (s *sim) swampTrigger() error {
+	for i := range 2 {
+		path := fmt.Sprintf("data/sim/p%d/f0/1/raw", i)
+		c := path + "@3193"
+		d := ledger.DigestOf([]byte(c))
+		s.log.blobs[d] = c
+		seqs, err := s.log.commitRemote("writer", []ledger.Entry{{Path: path, SHA256: d, Size: int64(len(c)), Mode: 0o644}})
+		s.logf("writer commits seqs %v (the #3193 opening)", seqs)
+		if err != nil {
+			return err
+		}
+	}
+	return s.scopedSync(s.hosts[0], []string{s.partition(1)}, false)
+}
 
 func (s *sim) randomPartitions() []string {
 	var ps []string
@@ -1038,11 +1069,18 @@ func TestSimulationCatchesBrokenShells(t *testing.T) {
 }
 
 // TestSimulationCatchesSwampArm is the #3193 check of the acceptance: the
-// simulator sees the HWM armed after a scoped sync in every history, as I2.
+// simulator sees the HWM armed after a scoped sync in every history that
+// holds #3193's situation, as I2. Each history opens with that situation
+// (swampTrigger; random steps alone do not always produce it); the same
+// histories with the correct shell pass.
 func TestSimulationCatchesSwampArm(t *testing.T) {
 	seeds := simSeeds(t, 20)
 	for _, seed := range seeds {
 		cfg := historyConfig(seed, false)
+		cfg.trigger3193 = true
+		if err := newSim(cfg).run(); err != nil {
+			t.Fatalf("seed %d: the correct shell fails the #3193 history: %v", seed, err)
+		}
 		cfg.swampArm = true
 		err := newSim(cfg).run()
 		if err == nil {
