@@ -43,7 +43,8 @@ func runExec(ctx context.Context, a *app, o scope, argv []string) error {
 		return fmt.Errorf("sync before %s: %w", argv[0], err)
 	}
 	a.beat(ctx, "exec", res.HWM, res.Head)
-	h.Release() // other syncledger processes (a watch) may use the cache while the command runs
+	// The cache stays held while the command runs: nothing (a watch) changes it
+	// under the command, and its commit is made against what it saw.
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, a.stdout, a.stderr
 	c.Env = append(os.Environ(), "SYNCLEDGER_CACHE="+h.Dir().Root())

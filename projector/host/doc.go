@@ -43,8 +43,9 @@
 // The state database's file lock is the cache's lock: one operation at a time
 // across processes. Open takes it and a Host keeps it, so a short command pays
 // for it once; Release gives it back, after which each operation takes it for
-// its own length. Watch releases it between commits and exec while its command
-// runs, so commands on the same cache run beside them. Every write transaction
+// its own length. Watch releases it between commits, so commands on the same
+// cache (exec, commit, status) run beside it; exec keeps it while its command
+// runs, so that nothing changes the cache under the command. Every write transaction
 // advances the state's generation (statedb.DB.Gen); Watch, which keeps the state
 // in memory between commits, reloads it when another process moved it.
 package host

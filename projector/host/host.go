@@ -90,8 +90,8 @@ var Failpoints = []string{
 // at a time (HWM excepted). Open takes the cache (the state database's file
 // lock) and keeps it, so a process that runs a few operations pays for it
 // once; Release gives it back, after which each operation takes it for its own
-// duration only — what long-lived users do (Watch between commits, exec while
-// its command runs), so that other processes share the cache meanwhile.
+// duration only — what a long-lived user does (Watch, between commits), so
+// that other processes share the cache meanwhile.
 type Host struct {
 	cfg Config
 	dir *cachefs.Dir
