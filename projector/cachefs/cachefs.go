@@ -81,28 +81,24 @@ func (d *Dir) resolve(rel string) (string, []string, error) {
 	if err := ledger.ValidatePath(rel); err != nil {
 		return "", nil, fmt.Errorf("%w: %w", ErrUnsafePath, err)
 	}
-	segs := strings.Split(rel, "/")
-	cur := d.root
 	var missing []string
-	for _, seg := range segs[:len(segs)-1] {
-		cur = filepath.Join(cur, seg)
-		if missing != nil {
-			missing = append(missing, cur)
+	for i := 0; i < len(rel); i++ {
+		if rel[i] != '/' {
 			continue
 		}
-		fi, err := os.Lstat(cur)
-		switch {
+		dir := rel[:i]
+		if missing != nil {
+			missing = append(missing, d.abs(dir))
+			continue
+		}
+		switch err := d.checkDir(dir); {
 		case errors.Is(err, fs.ErrNotExist):
-			missing = append(missing, cur)
+			missing = append(missing, d.abs(dir))
 		case err != nil:
-			return "", nil, err
-		case fi.Mode()&fs.ModeSymlink != 0:
-			return "", nil, fmt.Errorf("path %q goes through symlink %s: %w", rel, cur, ErrUnsafePath)
-		case !fi.IsDir():
-			return "", nil, fmt.Errorf("path %q: %s is not a directory: %w", rel, cur, ErrUnsafePath)
+			return "", nil, fmt.Errorf("path %q: %w", rel, err)
 		}
 	}
-	abs := filepath.Join(cur, segs[len(segs)-1])
+	abs := d.abs(rel)
 	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
 		return "", nil, fmt.Errorf("path %q is a directory in the cache: %w", rel, ErrUnsafePath)
 	}
