@@ -58,8 +58,39 @@ type streamState struct {
 	} `json:"state"`
 }
 
-// request sends one JetStream API request and decodes its JSON answer into v.
+// request sends a JetStream API request and decodes its JSON answer into v.
+//
+// Every request made through it is idempotent (stream info, a message get, a
+// purge below a seq), so one whose answer is lost — sent as the connection
+// dropped, answered while the reply subscription was not yet back — is asked
+// again, at most readAttempts times in all, while ctx lasts.
 func (l *Log) request(ctx context.Context, subj string, body []byte, v interface{ apiErr() *jetstream.APIError }) error {
+	wait := l.opts.retryWait
+	for attempt := 1; ; attempt++ {
+		err := l.requestOnce(ctx, subj, body, v)
+		if err == nil || ctx.Err() != nil || attempt >= readAttempts || !answerLost(err) {
+			return err
+		}
+		if sleepCtx(ctx, wait) != nil {
+			return err
+		}
+		wait = min(2*wait, maxRetryWait)
+	}
+}
+
+// readAttempts bounds the attempts of an idempotent request whose answer was
+// lost: enough to ride out a reconnect, few enough that a dead server is
+// reported within a few per-request timeouts.
+const readAttempts = 3
+
+// answerLost reports whether a request's error means no answer arrived (as
+// opposed to an answer saying no).
+func answerLost(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+func (l *Log) requestOnce(ctx context.Context, subj string, body []byte, v interface{ apiErr() *jetstream.APIError }) error {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	msg, err := l.nc.RequestWithContext(ctx, subj, body)
