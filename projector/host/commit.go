@@ -47,14 +47,21 @@ type CommitResult struct {
 type scanned struct {
 	changes []ledger.Entry              // sorted by path
 	infos   map[string]cachefs.FileInfo // what the scan saw of each changed file
+	ignored []string                    // paths the ignore rules leave out (directories end in /)
 }
 
 // scan compares the cache with the index: size, mtime and mode first, SHA-256 for
-// files that differ. A lazy file absent from the cache is not a deletion.
+// files that differ. A lazy file absent from the cache is not a deletion, nor is
+// an ignored one (package ignore): ignored paths are neither committed nor
+// deleted.
 func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, error) {
 	out := scanned{infos: map[string]cachefs.FileInfo{}}
+	ign, err := h.dir.Ignore()
+	if err != nil {
+		return out, err
+	}
 	seen := map[string]bool{}
-	err := h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
+	err = h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
 		if !keep(ledger.PartitionKey(rel)) {
 			return nil
 		}
@@ -81,7 +88,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 		out.infos[rel] = fi
 		out.changes = append(out.changes, ledger.Entry{Path: rel, SHA256: d, Size: n, Mode: fi.Mode})
 		return nil
-	}, func(sk cachefs.Skipped) { h.log.Warn("not synced", "path", sk.Path, "reason", sk.Reason) })
+	}, func(sk cachefs.Skipped) {
+		if sk.Ignored {
+			out.ignored = append(out.ignored, sk.Path)
+			return
+		}
+		h.log.Warn("not synced", "path", sk.Path, "reason", sk.Reason)
+	})
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
@@ -89,7 +102,7 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			continue // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
