@@ -9,18 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/host"
 )
-
-// FailpointEnv names the environment variable that makes the binary kill itself
-// (SIGKILL, as kill -9 would) at a named point of sync or commit; crash tests use
-// it. Unset in normal use. Points: see host.Failpoints.
-const FailpointEnv = "SYNCLEDGER_FAILPOINT"
 
 // Host opens this host's cache (--cache) bound to the ledger, on first use.
 func (a *app) Host(ctx context.Context) (*host.Host, error) {
@@ -33,17 +27,8 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 		return nil, err
 	}
 	cfg := host.Config{Cache: a.cache, Host: a.host, Log: lg, Blobs: bl, Logger: a.logger}
-	if fp := a.getenv(FailpointEnv); fp != "" {
-		if !slices.Contains(host.Failpoints, fp) {
-			return nil, usagef("%s=%q: unknown failpoint; known: %v", FailpointEnv, fp, host.Failpoints)
-		}
-		cfg.Failpoint = func(name string) {
-			if name == fp {
-				a.logger.Warn("failpoint reached: killing this process", "failpoint", name)
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {} // the signal is on its way
-			}
-		}
+	if err := a.setFailpoint(&cfg); err != nil {
+		return nil, err
 	}
 	h, err := host.Open(cfg)
 	if err != nil {

@@ -30,7 +30,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	if out, err := exec.Command(goBin, "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+	args := []string{"build", "-o", binPath}
+	if failpointsEnabled { // the crash tests need a binary that honours FailpointEnv
+		args = append(args, "-tags", "failpoints")
+	}
+	if out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build syncledger: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
