@@ -8,8 +8,8 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/option"
 
+	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/faulty"
 )
 
 // TestHTTPFaults runs the shared fault workload (faulty.Exercise) against

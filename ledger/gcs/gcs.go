@@ -10,8 +10,8 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 
+	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/internal/backend"
 )
 
 // defaultChunkSize is the storage Writer's default buffer and chunk size.
