@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/ignore"
 )
 
 // ErrUnsafePath: a path would leave the cache, pass through a symlink or a
@@ -364,16 +365,29 @@ func (d *Dir) Hash(rel string) (ledger.Digest, int64, error) {
 	return dg, n, nil
 }
 
-// Skipped is a file the scan did not consider, and why.
+// Skipped is a file the scan did not consider, and why. Ignored is set for a
+// path the ignore rules leave out (package ignore; a directory's Path ends in
+// "/"): not a problem, only listed on request.
 type Skipped struct {
-	Path   string
-	Reason string
+	Path    string
+	Reason  string
+	Ignored bool
 }
 
+// Ignore returns the cache's ignore rules (its .syncledgerignore after the
+// defaults), read now.
+func (d *Dir) Ignore() (*ignore.Matcher, error) { return ignore.Load(d.root) }
+
 // Scan walks the cache and calls fn for every regular file that syncs (not
-// internal, not in .syncledger/, a valid path). Symlinks and other special files
-// are not followed and are reported through skip.
+// internal, not in .syncledger/, not ignored, a valid path). It does not descend
+// into ignored directories or nested state directories. Symlinks and other
+// special files are not followed; they and ignored paths are reported through
+// skip.
 func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
+	ign, err := d.Ignore()
+	if err != nil {
+		return err
+	}
 	return filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -389,6 +403,18 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 			if rel == "_index" || rel == "_control" {
 				return filepath.SkipDir
 			}
+			if ign.Match(rel, true) {
+				if skip != nil {
+					skip(Skipped{Path: rel + "/", Reason: "ignored", Ignored: true})
+				}
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ign.Match(rel, false) {
+			if skip != nil && !ledger.IsInternal(rel) {
+				skip(Skipped{Path: rel, Reason: "ignored", Ignored: true})
+			}
 			return nil
 		}
 		if ledger.IsInternal(rel) {
@@ -396,13 +422,13 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 		}
 		if !e.Type().IsRegular() {
 			if skip != nil {
-				skip(Skipped{rel, "not a regular file (" + e.Type().String() + ")"})
+				skip(Skipped{Path: rel, Reason: "not a regular file (" + e.Type().String() + ")"})
 			}
 			return nil
 		}
 		if err := ledger.ValidatePath(rel); err != nil {
 			if skip != nil {
-				skip(Skipped{rel, err.Error()})
+				skip(Skipped{Path: rel, Reason: err.Error()})
 			}
 			return nil
 		}
