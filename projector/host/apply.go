@@ -84,6 +84,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 	var out applied
 	disk := make([]diskState, len(rd.Changes))
 	var local []string
+	var keepLocal map[int]bool // ignored paths holding this host's own file: not touched
 	st := h.dir.NewStater()
 	for i, ch := range rd.Changes {
 		if ch.Op == projector.OpIndex {
@@ -98,6 +99,19 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 		disk[i] = ds
 		oldOK := ds.matches(ch.Old) || (!ds.exists && ch.Old != nil && ch.Old.Lazy)
 		if !oldOK && !ds.matches(ch.New) && !(ch.Op != projector.OpWrite && !ds.exists) && !s.leftover(ch.Path, ds) {
+			if ignored, err := h.ignored(ch.Path); err != nil {
+				s.core.Discard()
+				return out, err
+			} else if ignored {
+				// An ignored file (a swamp database, an editor's swap file) is
+				// this host's own: the index takes the ledger's row, the file
+				// stays as it is.
+				if keepLocal == nil {
+					keepLocal = map[int]bool{}
+				}
+				keepLocal[i] = true
+				continue
+			}
 			local = append(local, ch.Path)
 		}
 	}
@@ -110,6 +124,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 	journal := map[string]statedb.JournalEntry{}
 	for i, ch := range rd.Changes {
 		switch {
+		case keepLocal[i]:
 		case ch.Op == projector.OpWrite && !disk[i].matches(ch.New):
 			journal[ch.Path] = statedb.JournalEntry{Digests: []ledger.Digest{ch.New.SHA256}}
 		case ch.Op != projector.OpWrite && ch.Op != projector.OpIndex && disk[i].exists:
@@ -143,6 +158,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 			}
 		}
 		switch {
+		case keepLocal[i]:
 		case ch.Op == projector.OpWrite && disk[i].matches(ch.New):
 			rows[i].MTime = disk[i].info.ModTime // already there (an interrupted apply)
 		case ch.Op == projector.OpWrite:
@@ -251,6 +267,16 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 	h.cfg.Failpoint("sync-after-persist")
 	sort.Strings(out.Paths)
 	return out, nil
+}
+
+// ignored reports whether path is left out by the cache's ignore rules. It is
+// asked only of a path holding a local change, so the rules are read then.
+func (h *Host) ignored(path string) (bool, error) {
+	ign, err := h.dir.Ignore()
+	if err != nil {
+		return false, err
+	}
+	return ign.Ignored(path), nil
 }
 
 // leftover reports whether the disk holds what an interrupted apply journalled
