@@ -60,13 +60,22 @@ func Open(root string) (*Dir, error) {
 	if err := os.MkdirAll(d.tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("open cache %s: %w", root, err)
 	}
-	// Leftover temp files are torn writes of a crashed run: never visible, safe to drop.
-	if ents, err := os.ReadDir(d.tmp); err == nil {
-		for _, e := range ents {
-			os.Remove(filepath.Join(d.tmp, e.Name()))
-		}
-	}
 	return d, nil
+}
+
+// RemoveTemp drops the temp files under .syncledger/tmp: torn writes of a run
+// that crashed. Call it only while holding the cache's state lock (statedb):
+// every write happens under that lock, so a temp file seen then belongs to no
+// running process — without the lock it may be another process's write in
+// progress (a watch applying a large file), which would fail at its rename.
+func (d *Dir) RemoveTemp() {
+	ents, err := os.ReadDir(d.tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		os.Remove(filepath.Join(d.tmp, e.Name()))
+	}
 }
 
 // Root returns the cache's absolute path.
