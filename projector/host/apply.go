@@ -90,14 +90,18 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 			continue
 		}
 		row, hasRow := s.index[ch.Path]
-		ds, err := h.inspect(st, ch.Path, row, hasRow)
+		ds, err := h.inspectChange(st, rd, ch, row, hasRow)
+		if blocker, ok := blockedBy(err); ok {
+			local = append(local, blocker)
+			continue
+		}
 		if err != nil {
 			s.core.Discard()
 			return out, fmt.Errorf("apply %s: %w", ch.Path, err)
 		}
 		disk[i] = ds
 		oldOK := ds.matches(ch.Old) || (!ds.exists && ch.Old != nil && ch.Old.Lazy)
-		if !oldOK && !ds.matches(ch.New) && !(ch.Op != projector.OpWrite && !ds.exists) && !s.leftover(ch.Path, ds) {
+		if !oldOK && !ds.matches(ch.New) && !(ch.Op != projector.OpWrite && !ds.exists) && !s.leftover(ch.Path, ds) && !ds.ledgerLeft(ch) {
 			local = append(local, ch.Path)
 		}
 	}
