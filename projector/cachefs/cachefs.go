@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/ignore"
 )
 
 // ErrUnsafePath: a path would leave the cache, pass through a symlink or a
@@ -72,13 +73,22 @@ func Open(root string) (*Dir, error) {
 	if err := os.MkdirAll(d.tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("open cache %s: %w", root, err)
 	}
-	// Leftover temp files are torn writes of a crashed run: never visible, safe to drop.
-	if ents, err := os.ReadDir(d.tmp); err == nil {
-		for _, e := range ents {
-			os.Remove(filepath.Join(d.tmp, e.Name()))
-		}
-	}
 	return d, nil
+}
+
+// RemoveTemp drops the temp files under .syncledger/tmp: torn writes of a run
+// that crashed. Call it only while holding the cache's state lock (statedb):
+// every write happens under that lock, so a temp file seen then belongs to no
+// running process — without the lock it may be another process's write in
+// progress (a watch applying a large file), which would fail at its rename.
+func (d *Dir) RemoveTemp() {
+	ents, err := os.ReadDir(d.tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		os.Remove(filepath.Join(d.tmp, e.Name()))
+	}
 }
 
 // Root returns the cache's absolute path.
@@ -424,16 +434,29 @@ func (d *Dir) Hash(rel string) (ledger.Digest, int64, error) {
 	return dg, n, nil
 }
 
-// Skipped is a file the scan did not consider, and why.
+// Skipped is a file the scan did not consider, and why. Ignored is set for a
+// path the ignore rules leave out (package ignore; a directory's Path ends in
+// "/"): not a problem, only listed on request.
 type Skipped struct {
-	Path   string
-	Reason string
+	Path    string
+	Reason  string
+	Ignored bool
 }
 
+// Ignore returns the cache's ignore rules (its .syncledgerignore after the
+// defaults), read now.
+func (d *Dir) Ignore() (*ignore.Matcher, error) { return ignore.Load(d.root) }
+
 // Scan walks the cache and calls fn for every regular file that syncs (not
-// internal, not in .syncledger/, a valid path). Symlinks and other special files
-// are not followed and are reported through skip.
+// internal, not in .syncledger/, not ignored, a valid path). It does not descend
+// into ignored directories or nested state directories. Symlinks and other
+// special files are not followed; they and ignored paths are reported through
+// skip.
 func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
+	ign, err := d.Ignore()
+	if err != nil {
+		return err
+	}
 	return filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -449,6 +472,18 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 			if rel == "_index" || rel == "_control" {
 				return filepath.SkipDir
 			}
+			if ign.Match(rel, true) {
+				if skip != nil {
+					skip(Skipped{Path: rel + "/", Reason: "ignored", Ignored: true})
+				}
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ign.Match(rel, false) {
+			if skip != nil && !ledger.IsInternal(rel) {
+				skip(Skipped{Path: rel, Reason: "ignored", Ignored: true})
+			}
 			return nil
 		}
 		if ledger.IsInternal(rel) {
@@ -456,13 +491,13 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 		}
 		if !e.Type().IsRegular() {
 			if skip != nil {
-				skip(Skipped{rel, "not a regular file (" + e.Type().String() + ")"})
+				skip(Skipped{Path: rel, Reason: "not a regular file (" + e.Type().String() + ")"})
 			}
 			return nil
 		}
 		if err := ledger.ValidatePath(rel); err != nil {
 			if skip != nil {
-				skip(Skipped{rel, err.Error()})
+				skip(Skipped{Path: rel, Reason: err.Error()})
 			}
 			return nil
 		}

@@ -152,3 +152,27 @@ func TestFlush(t *testing.T) {
 		t.Fatalf("flush of an unsafe path: %v", err)
 	}
 }
+
+// Open leaves temp files alone (another process may be writing them); RemoveTemp,
+// called by the lock holder, drops them.
+func TestOpenKeepsTempFilesRemoveTempDrops(t *testing.T) {
+	root := t.TempDir()
+	d, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := filepath.Join(d.tmp, "w-leftover")
+	if err := os.WriteFile(left, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = Open(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); err != nil {
+		t.Fatalf("Open removed a temp file: %v", err)
+	}
+	d.RemoveTemp()
+	if ents, _ := os.ReadDir(d.tmp); len(ents) != 0 {
+		t.Fatalf("temp files left after RemoveTemp: %v", ents)
+	}
+}

@@ -39,6 +39,9 @@ func (a *applied) add(b applied) {
 
 // diskState is what the cache holds at a path, as far as the apply needs to know.
 type diskState struct {
+	// keep: an ignored file holding this host's own content where the ledger
+	// has another: the apply leaves it as it is (see Host.ignored).
+	keep   bool
 	exists bool
 	info   cachefs.FileInfo
 	digest ledger.Digest // set when hashed
@@ -152,6 +155,10 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 // inspectReady reads the disk state of every path rd changes on disk (not
 // OpIndex: the host's own commit, whose files are the cache's) and fails with a
 // *LocalChangesError naming the paths that hold a local change.
+//
+// An ignored file (a swamp database, an editor's swap file) that would be a
+// local change is this host's own: the index takes the ledger's row, the file
+// stays as it is (diskState.keep).
 func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error) {
 	disk := make([]diskState, len(rd.Changes))
 	var local []string
@@ -172,6 +179,14 @@ func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error)
 		case !ds.exists && (ch.Op != projector.OpWrite || rd.Reset):
 			// Absent where nothing must be, or a reset restoring it.
 		default:
+			ignored, err := h.ignored(ch.Path)
+			if err != nil {
+				return nil, err
+			}
+			if ignored {
+				disk[i].keep = true
+				continue
+			}
 			local = append(local, ch.Path)
 		}
 	}
@@ -188,6 +203,7 @@ func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) er
 	journal := map[string]statedb.JournalEntry{}
 	for i, ch := range rd.Changes {
 		switch {
+		case disk[i].keep:
 		case ch.Op == projector.OpWrite && !disk[i].matches(ch.New):
 			journal[ch.Path] = statedb.JournalEntry{Digests: []ledger.Digest{ch.New.SHA256}}
 		case ch.Op != projector.OpWrite && ch.Op != projector.OpIndex && disk[i].exists:
@@ -218,6 +234,7 @@ func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]ca
 			}
 		}
 		switch {
+		case disk[i].keep:
 		case ch.Op == projector.OpWrite && disk[i].matches(ch.New):
 			rows[i].MTime = disk[i].info.ModTime // already there (an interrupted apply)
 			out.Kept++
@@ -241,7 +258,7 @@ func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]ca
 // a fetch creating a file in one of them).
 func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) error {
 	for i, ch := range rd.Changes {
-		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy) || !disk[i].exists {
+		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy) || !disk[i].exists || disk[i].keep {
 			continue
 		}
 		if err := h.dir.RemoveDeferred(ch.Path); err != nil {
@@ -261,7 +278,7 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(h.cfg.Parallel)
 	for i, ch := range rd.Changes {
-		if ch.Op != projector.OpWrite || disk[i].matches(ch.New) {
+		if ch.Op != projector.OpWrite || disk[i].matches(ch.New) || disk[i].keep {
 			continue
 		}
 		g.Go(func() error {
@@ -353,6 +370,16 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 		}
 	}
 	return nil
+}
+
+// ignored reports whether path is left out by the cache's ignore rules. It is
+// asked only of a path holding a local change, so the rules are read then.
+func (h *Host) ignored(path string) (bool, error) {
+	ign, err := h.dir.Ignore()
+	if err != nil {
+		return false, err
+	}
+	return ign.Ignored(path), nil
 }
 
 // leftover reports whether the disk holds what an interrupted apply journalled
