@@ -76,7 +76,7 @@ func gcsBackend(t testing.TB) backend {
 	t.Cleanup(srv.Stop)
 	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: fakeBucket})
 	return func(t testing.TB, prefix string) ledger.ObjectStore {
-		st, err := gcs.New(testCtx(t), gcs.Config{Bucket: fakeBucket, Prefix: prefix, Client: srv.Client()})
+		st, err := gcs.New(testCtx(t), gcs.Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: "http://127.0.0.1", HTTPClient: srv.HTTPClient()})
 		if err != nil {
 			t.Fatal(err)
 		}

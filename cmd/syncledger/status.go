@@ -10,25 +10,28 @@ import (
 )
 
 func newStatusCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, ignored bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show this host's high-water mark, partitions and uncommitted changes",
 		Long: `Status compares this host's cache with the ledger: the stream head, the host's
 high-water mark (every commit up to it is applied here), how far behind it is, the
 mark of every partition it holds, the files changed locally and not committed, and
-how many files are held as metadata only (lazy).
+how many files are held as metadata only (lazy). --ignored also lists the files
+the ignore rules leave out (the defaults and .syncledgerignore, see the README): an
+ignored directory is listed once, with a trailing /.
 
 --json prints: ledger, uuid, host, cache, head, first, snapshot, hwm, behind,
-partitions {key: {modelSeq, seq}}, dirty [paths], lazy, files.`,
+partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd.Context(), a, asJSON) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd.Context(), a, asJSON, ignored) },
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cmd.Flags().BoolVar(&ignored, "ignored", false, "also list the ignored files")
 	return cmd
 }
 
-func runStatus(ctx context.Context, a *app, asJSON bool) error {
+func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	h, err := a.ExistingHost(ctx)
 	if err != nil {
 		return err
@@ -73,6 +76,10 @@ func runStatus(ctx context.Context, a *app, asJSON bool) error {
 	if len(st.Dirty) > 0 {
 		fmt.Fprintln(a.stdout, "\nuncommitted changes:")
 		printPaths(a, st.Dirty)
+	}
+	if ignored && len(st.Ignored) > 0 {
+		fmt.Fprintln(a.stdout, "\nignored:")
+		printPaths(a, st.Ignored)
 	}
 	return nil
 }

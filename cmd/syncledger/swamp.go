@@ -14,9 +14,11 @@ const exitSwampFindings = 5
 func newSwampCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "swamp",
-		Short: "Interoperate with swamp's S3/GCS datastores: import one, doctor a swamp cache",
-		Long: `Tools for running alongside swamp hosts (docs/swamp.md):
+		Short: "Run swamp on the ledger (setup), or interoperate with swamp's S3/GCS datastores",
+		Long: `Tools for swamp hosts (docs/swamp.md):
 
+  setup    make a swamp repo's datastore this ledger: write the
+           @syncledger/datastore extension and configure .swamp.yaml
   import   read a swamp datastore (v2 shards, v1 monolith, or a plain listing)
            and publish the ledger's first commits, one per partition
   doctor   check a swamp host's cache against its remote index, detect the
@@ -30,7 +32,7 @@ out of an import, an unhealthy cache not repaired); otherwise as usual.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newSwampImportCmd(a), newSwampDoctorCmd(a))
+	cmd.AddCommand(newSwampImportCmd(a), newSwampDoctorCmd(a), newSwampSetupCmd(a), newSwampAgentCmd(a))
 	return cmd
 }
 

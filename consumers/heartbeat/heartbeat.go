@@ -23,7 +23,6 @@ package heartbeat
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -35,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 )
 
 // DefaultTimeout bounds each request when the caller's context has none.
@@ -75,27 +75,7 @@ func Open(ctx context.Context, nc *nats.Conn, ledgerName string) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, err)
 	}
-	bucket := Bucket(ledgerName)
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		st, serr := js.Stream(ctx, ledger.StreamName(ledgerName))
-		if errors.Is(serr, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, ledger.ErrNotFound)
-		}
-		if serr != nil {
-			return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, serr)
-		}
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      bucket,
-			Description: "syncledger host heartbeats of ledger " + ledgerName,
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    max(st.CachedInfo().Config.Replicas, 1),
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, bucket)
-		}
-	}
+	kv, err := ljs.OpenKV(ctx, js, ledgerName, Bucket(ledgerName), "syncledger host heartbeats of ledger "+ledgerName)
 	if err != nil {
 		return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, err)
 	}

@@ -5,22 +5,19 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/storage"
-	"google.golang.org/api/option"
-
+	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/faulty"
 )
 
 // TestHTTPFaults runs the shared fault workload (faulty.Exercise) against
 // fake-gcs-server with faults injected at the HTTP level (see
-// faulty.Transport), the storage client's own retries under ours
+// faulty.Transport), alone and under ours
 // (ledger.NewRetryingStore). Puts succeed after bounded retries or fail naming
 // the blob; no get ever yields bytes other than the blob's; every blob a put
 // acknowledged reads back.
 func TestHTTPFaults(t *testing.T) {
 	srv := startFake(t)
-	clean, err := New(t.Context(), Config{Bucket: fakeBucket, Prefix: "faults", Client: srv.Client()})
+	clean, err := New(t.Context(), fakeConfig(srv, "faults"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,17 +27,14 @@ func TestHTTPFaults(t *testing.T) {
 		retry *ledger.RetryPolicy
 		floor float64
 	}{
-		{"client retries only", 1, nil, 0},
+		{"no retries", 1, nil, 0},
 		{"with retrying store", 2, &ledger.RetryPolicy{Attempts: 5, Wait: time.Millisecond, MaxWait: 10 * time.Millisecond, AttemptTimeout: 3 * time.Second}, 0.97},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := faulty.NewTransport(srv.HTTPClient().Transport, faulty.Config{Seed: tc.seed, Rate: 0.25, Delay: time.Millisecond, Hang: 300 * time.Millisecond})
-			client, err := storage.NewClient(t.Context(), option.WithHTTPClient(&http.Client{Transport: tr, Timeout: 2 * time.Second}), option.WithoutAuthentication())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { client.Close() })
-			s, err := New(t.Context(), Config{Bucket: fakeBucket, Prefix: "faults", Client: client})
+			cfg := fakeConfig(srv, "faults")
+			cfg.HTTPClient = &http.Client{Transport: tr, Timeout: 2 * time.Second}
+			s, err := New(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

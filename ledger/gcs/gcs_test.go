@@ -3,14 +3,18 @@ package gcs
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
+	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/ledgertest"
 )
 
 const fakeBucket = "syncledger-fake"
@@ -27,16 +31,16 @@ func startFake(t *testing.T) *fakestorage.Server {
 	return srv
 }
 
+// fakeConfig is a Config for the in-process srv (its transport answers any host).
+func fakeConfig(srv *fakestorage.Server, prefix string) Config {
+	return Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: "http://127.0.0.1", HTTPClient: srv.HTTPClient()}
+}
+
 func storeMaker(srv *fakestorage.Server, root string) func(t *testing.T) ledger.ObjectStore {
-	client := srv.Client()
 	var n atomic.Int64
 	return func(t *testing.T) ledger.ObjectStore {
 		t.Helper()
-		s, err := New(t.Context(), Config{
-			Bucket: fakeBucket,
-			Prefix: fmt.Sprintf("%s/t%03d", root, n.Add(1)),
-			Client: client,
-		})
+		s, err := New(t.Context(), fakeConfig(srv, fmt.Sprintf("%s/t%03d", root, n.Add(1))))
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
@@ -52,10 +56,10 @@ func TestFakeGCS(t *testing.T) {
 
 func TestPrefixIsolation(t *testing.T) {
 	ctx := t.Context()
-	client := startFake(t).Client()
+	srv := startFake(t)
 	stores := map[string]*Store{}
 	for _, p := range []string{"", "a", "/ab/", "a/b"} {
-		s, err := New(ctx, Config{Bucket: fakeBucket, Prefix: p, Client: client})
+		s, err := New(ctx, fakeConfig(srv, p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,12 +88,14 @@ func TestPrefixIsolation(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	client := startFake(t).Client()
+	hc := startFake(t).HTTPClient()
 	for _, cfg := range []Config{
-		{Client: client},
-		{Bucket: "a/b", Client: client},
-		{Bucket: "b", Prefix: "a//b", Client: client},
-		{Bucket: "b", Prefix: "../x", Client: client},
+		{HTTPClient: hc},
+		{Bucket: "a/b", HTTPClient: hc},
+		{Bucket: "b", Prefix: "a//b", HTTPClient: hc},
+		{Bucket: "b", Prefix: "../x", HTTPClient: hc},
+		{Bucket: "b", Endpoint: "storage.example", HTTPClient: hc},
+		{Bucket: "b", ChunkSize: -1, HTTPClient: hc},
 	} {
 		if _, err := New(t.Context(), cfg); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("New(%+v) = %v, want ErrInvalid", cfg, err)
@@ -112,14 +118,72 @@ func TestEmulatorHost(t *testing.T) {
 	var n atomic.Int64
 	newStore := func(t *testing.T) ledger.ObjectStore {
 		t.Helper()
-		s, err := New(t.Context(), Config{Bucket: fakeBucket, Prefix: fmt.Sprintf("t%03d", n.Add(1))})
+		s, err := New(t.Context(), Config{Bucket: fakeBucket, Prefix: fmt.Sprintf("t%03d", n.Add(1)), ChunkSize: 256 << 10})
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
 		t.Cleanup(func() { s.Close() })
-		s.chunkSize = 256 << 10
 		return s
 	}
 	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, newStore) })
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, newStore) })
+}
+
+// TestApplicationDefaultCredentials checks that a store New builds without an
+// HTTPClient authorizes its requests with Application Default Credentials: an
+// authorized_user key file (GOOGLE_APPLICATION_CREDENTIALS) whose token endpoint
+// is a local server.
+func TestApplicationDefaultCredentials(t *testing.T) {
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.Form.Get("refresh_token") != "refresh-1" {
+			http.Error(w, "bad refresh request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token":"token-1","token_type":"Bearer","expires_in":3600}`)
+	}))
+	t.Cleanup(tokens.Close)
+	key := filepath.Join(t.TempDir(), "adc.json")
+	if err := os.WriteFile(key, []byte(`{"type":"authorized_user","client_id":"c","client_secret":"s",`+
+		`"refresh_token":"refresh-1","token_uri":"`+tokens.URL+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", key)
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+
+	fake := startFake(t)
+	var unauthorized atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer token-1" {
+			unauthorized.Add(1)
+			http.Error(w, `{"error":{"message":"no credentials"}}`, http.StatusUnauthorized)
+			return
+		}
+		fake.HTTPHandler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(api.Close)
+
+	s, err := New(t.Context(), Config{Bucket: fakeBucket, Endpoint: api.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := s.PutObject(ctx, "k", strings.NewReader("v"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StatObject(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n := unauthorized.Load(); n != 0 {
+		t.Fatalf("%d requests without the ADC token", n)
+	}
+
+	// Without the token the same server refuses, so the check above means something.
+	plain, err := New(ctx, Config{Bucket: fakeBucket, Endpoint: api.URL, HTTPClient: &http.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.StatObject(ctx, "k"); err == nil || unauthorized.Load() != 1 {
+		t.Fatalf("stat without credentials = %v (%d refused), want HTTP 401", err, unauthorized.Load())
+	}
 }

@@ -23,6 +23,9 @@ type CommitOptions struct {
 	Partitions []string
 	// MaxAttempts bounds retries after chain conflicts; 0 means 20.
 	MaxAttempts int
+	// Stored lists content a Prepare of this Host already put in the blob
+	// store; the commit does not upload it again.
+	Stored map[ledger.Digest]bool
 }
 
 // CommitResult says what a commit did.
@@ -44,14 +47,21 @@ type CommitResult struct {
 type scanned struct {
 	changes []ledger.Entry              // sorted by path
 	infos   map[string]cachefs.FileInfo // what the scan saw of each changed file
+	ignored []string                    // paths the ignore rules leave out (directories end in /)
 }
 
 // scan compares the cache with the index: size, mtime and mode first, SHA-256 for
-// files that differ. A lazy file absent from the cache is not a deletion.
+// files that differ. A lazy file absent from the cache is not a deletion, nor is
+// an ignored one (package ignore): ignored paths are neither committed nor
+// deleted.
 func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, error) {
 	out := scanned{infos: map[string]cachefs.FileInfo{}}
+	ign, err := h.dir.Ignore()
+	if err != nil {
+		return out, err
+	}
 	seen := map[string]bool{}
-	err := h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
+	err = h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
 		if !keep(ledger.PartitionKey(rel)) {
 			return nil
 		}
@@ -78,7 +88,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 		out.infos[rel] = fi
 		out.changes = append(out.changes, ledger.Entry{Path: rel, SHA256: d, Size: n, Mode: fi.Mode})
 		return nil
-	}, func(sk cachefs.Skipped) { h.log.Warn("not synced", "path", sk.Path, "reason", sk.Reason) })
+	}, func(sk cachefs.Skipped) {
+		if sk.Ignored {
+			out.ignored = append(out.ignored, sk.Path)
+			return
+		}
+		h.log.Warn("not synced", "path", sk.Path, "reason", sk.Reason)
+	})
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
@@ -88,7 +104,7 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			continue // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !s.core.Shadowed(p) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) && !s.core.Shadowed(p) {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
@@ -164,7 +180,10 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	if err := h.upload(ctx, sc); err != nil {
+	if err := h.syncCommitted(sc); err != nil {
+		return err
+	}
+	if err := h.upload(ctx, sc, opt.Stored); err != nil {
 		return err
 	}
 	wire := make([]ledger.Event, len(events))
@@ -211,9 +230,70 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	return nil
 }
 
-// upload stores every changed file's content, in parallel. A file that changes
-// while it is read fails the commit with ErrChecksum: nothing was published.
-func (h *Host) upload(ctx context.Context, sc scanned) error {
+// syncCommitted makes the commit's files (and the deleted files' absence)
+// durable before anything is published: the ledger must never hold content this
+// cache could lose in a power cut, or, after one, the next scan would find the
+// older or truncated file, take it for a local change and publish it over the
+// good version on every host.
+func (h *Host) syncCommitted(sc scanned) error {
+	var files, gone []string
+	for _, e := range sc.changes {
+		if e.Deleted {
+			gone = append(gone, e.Path)
+		} else {
+			files = append(files, e.Path)
+		}
+	}
+	if err := h.dir.Flush(files, gone, h.cfg.Parallel); err != nil {
+		return fmt.Errorf("commit: sync the committed files: %w", err)
+	}
+	return nil
+}
+
+// PrepareResult says what a Prepare uploaded.
+type PrepareResult struct {
+	Files  int                    `json:"files"` // changed paths found (deletions included)
+	Bytes  int64                  `json:"bytes"`
+	Paths  []string               `json:"paths,omitempty"`
+	Stored map[ledger.Digest]bool `json:"-"` // for CommitOptions.Stored
+}
+
+// Prepare is the first half of a two-phase commit: it scans the cache like
+// Commit and uploads the changed content, publishing nothing. A Commit right
+// after it, given the result's Stored, then only appends the events — the
+// short step a caller runs under a global lock (swamp's commitPush).
+func (h *Host) Prepare(ctx context.Context, partitions []string) (PrepareResult, error) {
+	release, aerr := h.acquire()
+	if aerr != nil {
+		return PrepareResult{}, aerr
+	}
+	defer release()
+	s, err := h.load(ctx, false)
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	sc, err := h.scan(s, partitionFilter(partitions))
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	if err := h.upload(ctx, sc, nil); err != nil {
+		return PrepareResult{}, err
+	}
+	res := PrepareResult{Files: len(sc.changes), Stored: map[ledger.Digest]bool{}}
+	for _, e := range sc.changes {
+		res.Paths = append(res.Paths, e.Path)
+		if !e.Deleted {
+			res.Bytes += e.Size
+			res.Stored[e.SHA256] = true
+		}
+	}
+	return res, nil
+}
+
+// upload stores every changed file's content, in parallel, except content in
+// stored. A file that changes while it is read fails the commit with
+// ErrChecksum: nothing was published.
+func (h *Host) upload(ctx context.Context, sc scanned, stored map[ledger.Digest]bool) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -221,7 +301,7 @@ func (h *Host) upload(ctx context.Context, sc scanned) error {
 		sem  = make(chan struct{}, h.cfg.Parallel)
 	)
 	for _, e := range sc.changes {
-		if e.Deleted {
+		if e.Deleted || stored[e.SHA256] {
 			continue
 		}
 		wg.Add(1)

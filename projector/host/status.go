@@ -30,9 +30,10 @@ type Status struct {
 	HWM        ledger.Seq                 `json:"hwm"`
 	Behind     uint64                     `json:"behind"` // head − hwm
 	Partitions map[string]PartitionStatus `json:"partitions"`
-	Dirty      []string                   `json:"dirty"` // paths changed locally, not committed
-	Lazy       uint64                     `json:"lazy"`  // files applied as metadata only
-	Files      int                        `json:"files"` // indexed files
+	Dirty      []string                   `json:"dirty"`   // paths changed locally, not committed
+	Ignored    []string                   `json:"ignored"` // paths the ignore rules leave out (directories end in /)
+	Lazy       uint64                     `json:"lazy"`    // files applied as metadata only
+	Files      int                        `json:"files"`   // indexed files
 }
 
 // Status reports the HWM against the log's head, the marks, and the uncommitted
@@ -74,6 +75,7 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	for _, e := range sc.changes {
 		out.Dirty = append(out.Dirty, e.Path)
 	}
+	out.Ignored = append([]string{}, sc.ignored...)
 	return out, nil
 }
 
@@ -88,7 +90,8 @@ type VerifyResult struct {
 // OK reports whether every checked file matched.
 func (v VerifyResult) OK() bool { return len(v.Missing) == 0 && len(v.Altered) == 0 }
 
-// Verify hashes every indexed (non-lazy) file and compares it with the index.
+// Verify hashes every indexed (non-lazy, not ignored) file and compares it with
+// the index.
 func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
 	release, aerr := h.acquire()
 	if aerr != nil {
@@ -96,9 +99,16 @@ func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
 	}
 	defer release()
 	out := VerifyResult{Missing: []string{}, Altered: []string{}}
-	err := h.db.ForEach(func(path string, e statedb.Entry) error {
+	ign, err := h.dir.Ignore()
+	if err != nil {
+		return out, err
+	}
+	err = h.db.ForEach(func(path string, e statedb.Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if ign.Ignored(path) {
+			return nil // this host's own file: never synced, nothing to compare
 		}
 		if e.Lazy {
 			out.Lazy++

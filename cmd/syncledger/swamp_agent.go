@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/projector/host"
+	"github.com/syncledger/syncledger/swamp"
+)
+
+func newSwampAgentCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "agent",
+		Short: "Serve one swamp process's @syncledger/datastore extension (started by the extension)",
+		Long: `The @syncledger/datastore extension starts one agent per swamp command and
+talks to it in JSON lines on stdin/stdout (swamp/agent.go): syncs, commits,
+locks, the control-plane store. It ends when its stdin closes. Locks it
+still holds then expire after their TTL.`,
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cache, _ := filepath.Abs(a.cache)
+			ag := &swamp.Agent{
+				Version: versionString(),
+				Cache:   cache,
+				Host:    func(ctx context.Context) (*host.Host, error) { return a.Host(ctx) },
+				KV: func(ctx context.Context) (jetstream.KeyValue, error) {
+					nc, err := a.Conn(ctx)
+					if err != nil {
+						return nil, err
+					}
+					js, err := jetstream.New(nc)
+					if err != nil {
+						return nil, err
+					}
+					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), "syncledger swamp locks and control plane of ledger "+a.ledgerName)
+				},
+				Resolve: "syncledger --cache " + cache + " status (then commit or delete the files named)",
+			}
+			return ag.Serve(ctx, os.Stdin, a.stdout)
+		},
+	}
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/projector/host"
+	"github.com/syncledger/syncledger/swamp"
+)
+
+func newSwampSetupCmd(a *app) *cobra.Command {
+	var (
+		repo         string
+		lazy, asJSON bool
+		lockTTL      int64
+		binary       string
+	)
+	cmd := &cobra.Command{
+		Use:   "setup --repo DIR [--lazy]",
+		Short: "Make a swamp repo's datastore this ledger: write the @syncledger/datastore extension and configure it",
+		Long: `Setup points a swamp repo (--repo, holding .swamp.yaml) at the ledger
+(--nats, --ledger, credentials as usual):
+
+  1. checks that NATS answers and the ledger exists (nothing is written if not);
+  2. writes the @syncledger/datastore extension, embedded in this binary, to
+     extensions/datastores/syncledger.ts (or the repo's datastoresDir);
+  3. writes the datastore block of .swamp.yaml — what swamp's own
+     'swamp datastore setup extension' writes, without its swamp-club login —
+     naming this binary, the ledger and this host's cache (--cache; default
+     DIR/.swamp/syncledger-cache), other keys kept;
+  4. moves the repo's local datastore directories (.swamp/data, outputs, …)
+     into the cache, commits them, and syncs the cache (metadata only for
+     data/**/raw with --lazy, swamp's lazy hydration).
+
+NATS passwords and tokens are not written into .swamp.yaml: set them in the
+environment swamp runs in (SYNCLEDGER_NATS_TOKEN, …); files (--nats-creds,
+--nats-nkey FILE, --nats-ca, --nats-cert, --nats-key) are referenced by path.
+A repo whose datastore is @swamp/s3-datastore or @swamp/gcs-datastore moves its
+data with 'syncledger swamp import' first (docs/swamp.md).`,
+		Example: `  syncledger --nats nats://10.0.0.5:4222 --ledger infra swamp setup --repo ~/infra
+  syncledger swamp setup --repo . --lazy --nats-creds ~/.config/syncledger/host.creds`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if repo == "" {
+				return usagef("--repo: the swamp repo to set up (the directory holding .swamp.yaml)")
+			}
+			repo, _ = filepath.Abs(repo)
+			if err := swamp.CheckRepo(repo); err != nil {
+				return usagef("%v", err)
+			}
+			if binary == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find this binary's path: %w (pass --binary)", err)
+				}
+				binary, _ = filepath.EvalSymlinks(exe)
+			}
+			binary, _ = filepath.Abs(binary)
+			cache := filepath.Join(repo, ".swamp", "syncledger-cache")
+			if f := lookupGlobal(a, "cache"); a.sources[f] != "" {
+				cache, _ = filepath.Abs(a.cache)
+			}
+			// Bad input writes nothing: the server and the ledger first.
+			if _, err := a.Log(ctx); err != nil {
+				return err
+			}
+			cfg := swamp.ExtensionConfig{Binary: binary, Cache: cache, NATS: a.natsURL, Ledger: a.ledgerName, LockTTLMs: lockTTL}
+			if f := lookupGlobal(a, "host"); a.sources[f] == "flag" {
+				cfg.Host = a.host
+			}
+			for _, p := range []struct{ name, val string }{
+				{"nats-creds", a.natsAuth.creds}, {"nats-nkey", a.natsAuth.nkey}, {"nats-ca", a.natsAuth.ca},
+				{"nats-cert", a.natsAuth.cert}, {"nats-key", a.natsAuth.key},
+			} {
+				if p.val == "" {
+					continue
+				}
+				if p.name == "nats-nkey" && isSeed(p.val) {
+					return usagef("--nats-nkey: give a file holding the seed, not the seed: .swamp.yaml is no place for it")
+				}
+				abs, _ := filepath.Abs(p.val)
+				cfg.Flags = append(cfg.Flags, "--"+p.name, abs)
+			}
+			if a.natsAuth.token != "" || a.natsAuth.password != "" || a.natsAuth.user != "" {
+				fmt.Fprintln(a.stderr, "note: NATS user, password and token are not written into .swamp.yaml; set SYNCLEDGER_NATS_USER/_PASSWORD/_TOKEN where swamp runs")
+			}
+			if err := os.MkdirAll(cache, 0o755); err != nil {
+				return err
+			}
+			inst, err := swamp.Install(repo, versionString(), cfg, lazy)
+			if err != nil {
+				return err
+			}
+			a.cache = cache
+			h, err := a.Host(ctx)
+			if err != nil {
+				return err
+			}
+			cres, err := h.Commit(ctx, host.CommitOptions{Message: "swamp setup: the repo's local datastore"})
+			if err != nil {
+				return fmt.Errorf("commit the repo's data moved into the cache: %w", err)
+			}
+			sres, err := h.Sync(ctx, host.SyncOptions{Lazy: lazy})
+			if err != nil {
+				return fmt.Errorf("sync the cache: %w", err)
+			}
+			a.beat(ctx, "swamp setup", sres.HWM, sres.Head)
+			out := map[string]any{"repo": repo, "extension": inst.Extension, "config": inst.Config, "cache": cache,
+				"moved": inst.Moved, "committed": cres.Written + cres.Deleted, "pulled": sres.Written + sres.Deleted,
+				"hwm": sres.HWM, "head": sres.Head, "swampCommand": swamp.SetupCommand(cfg, lazy)}
+			return a.report(asJSON, out, nil, func() {
+				fmt.Fprintf(a.stdout, "wrote %s\nset the datastore of %s to %s (cache %s)\n", inst.Extension, inst.Config, swamp.ExtensionType, cache)
+				if len(inst.Moved) > 0 {
+					fmt.Fprintf(a.stdout, "moved .swamp/%v into the cache; committed %d files\n", inst.Moved, cres.Written+cres.Deleted)
+				}
+				fmt.Fprintf(a.stdout, "synced: pulled %d files; hwm %d, head %d\n", sres.Written+sres.Deleted, sres.HWM, sres.Head)
+				fmt.Fprintf(a.stdout, "(swamp's own equivalent, which needs a swamp-club login:\n  %s)\n", swamp.SetupCommand(cfg, lazy))
+			})
+		},
+	}
+	cmd.Flags().StringVar(&repo, "repo", "", "the swamp repo (directory holding .swamp.yaml)")
+	cmd.Flags().BoolVar(&lazy, "lazy", false, "lazy hydration: data/**/raw content is fetched when swamp reads it")
+	cmd.Flags().Int64Var(&lockTTL, "lock-ttl-ms", 0, "TTL of swamp's locks in ms (default 30000): a holder that dies loses its lock this long after its last renewal")
+	cmd.Flags().StringVar(&binary, "binary", "", "the syncledger binary the extension runs (default: this one)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}

@@ -1,0 +1,297 @@
+package swamp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/host"
+)
+
+// Protocol is the version of the agent's JSON-lines protocol; the extension
+// (extension/syncledger.ts, PROTOCOL) must speak the same one.
+const Protocol = 1
+
+// Agent serves one swamp process: the @syncledger/datastore extension starts
+// `syncledger swamp agent` once per swamp command and sends it requests, one
+// JSON object a line on stdin; each answer is one line on stdout carrying the
+// request's id. Requests run concurrently (a lock wait does not hold up a
+// sync); the cache operations run one at a time.
+//
+// The agent opens the ledger and the cache on first use: a swamp command that
+// only inspects a lock never touches the cache.
+type Agent struct {
+	Version string // the binary's version; hello answers with it
+	Cache   string // for messages
+	Host    func(context.Context) (*host.Host, error)
+	// KV opens the ledger's swamp bucket (Bucket).
+	KV func(context.Context) (jetstream.KeyValue, error)
+	// Resolve names the command line that resolves conflicts, for messages.
+	Resolve string
+
+	hostMu sync.Mutex // one cache operation at a time
+	h      *host.Host
+	stored map[ledger.Digest]bool
+
+	kvOnce sync.Once
+	kv     jetstream.KeyValue
+	kvErr  error
+	locks  *Locks
+}
+
+// Request is one call from the extension.
+type Request struct {
+	ID           int64    `json:"id"`
+	Op           string   `json:"op"`
+	Version      string   `json:"version,omitempty"`      // hello
+	Protocol     int      `json:"protocol,omitempty"`     // hello
+	MetadataOnly bool     `json:"metadataOnly,omitempty"` // pull
+	Path         string   `json:"path,omitempty"`         // hydrate
+	Hints        []string `json:"hints,omitempty"`        // push, commit: markDirty paths
+	// lock.*
+	Key       string    `json:"key,omitempty"`
+	Holder    *LockInfo `json:"holder,omitempty"`
+	TTLMs     int64     `json:"ttlMs,omitempty"`
+	RetryMs   int64     `json:"retryMs,omitempty"`
+	MaxWaitMs int64     `json:"maxWaitMs,omitempty"`
+	Nonce     string    `json:"nonce,omitempty"`
+	// cp.*, namespaces
+	Data      []byte `json:"data,omitempty"`
+	Prefix    string `json:"prefix,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	RepoID    string `json:"repoId,omitempty"`
+}
+
+// Response answers one Request.
+type Response struct {
+	ID     int64  `json:"id"`
+	Result any    `json:"result,omitempty"`
+	Error  *Error `json:"error,omitempty"`
+}
+
+// Error is a failed request: Message says what to do; Kind is "conflict",
+// "version", "unreachable", "no-ledger" or "error"; Paths names the files
+// concerned.
+type Error struct {
+	Kind    string   `json:"kind"`
+	Message string   `json:"message"`
+	Paths   []string `json:"paths,omitempty"`
+}
+
+// Serve answers requests from r on w until r ends or ctx is done. Locks still
+// held then are not released: they expire after their TTL, as they would had
+// the process died (swamp releases its locks itself when it ends normally).
+func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	var (
+		wmu sync.Mutex
+		wg  sync.WaitGroup
+		enc = json.NewEncoder(w)
+	)
+	reply := func(resp Response) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = enc.Encode(resp)
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	for sc.Scan() {
+		var req Request
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			reply(Response{Error: &Error{Kind: "error", Message: "bad request: " + err.Error()}})
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := a.handle(ctx, req)
+			resp := Response{ID: req.ID, Result: res}
+			if err != nil {
+				resp.Result, resp.Error = nil, a.describe(err)
+			}
+			reply(resp)
+		}()
+	}
+	wg.Wait()
+	if a.locks != nil {
+		a.locks.Close()
+	}
+	return sc.Err()
+}
+
+func (a *Agent) handle(ctx context.Context, req Request) (any, error) {
+	switch req.Op {
+	case "hello":
+		if req.Protocol != Protocol {
+			return nil, &versionError{fmt.Sprintf("the @syncledger/datastore extension speaks protocol %d, this syncledger binary (%s) speaks %d: run 'syncledger swamp setup' again with this binary to rewrite the extension", req.Protocol, a.Version, Protocol)}
+		}
+		if req.Version != a.Version {
+			return nil, &versionError{fmt.Sprintf("the @syncledger/datastore extension in this repo was written by syncledger %q, but the binary it runs is %q: run 'syncledger swamp setup --repo DIR' with this binary to rewrite it (or point \"binary\" in the datastore config of .swamp.yaml at the matching binary)", req.Version, a.Version)}
+		}
+		return map[string]any{"version": a.Version, "protocol": Protocol, "cache": a.Cache}, nil
+	case "pull", "push", "prepare", "commit", "hydrate", "verify":
+		return a.cacheOp(ctx, req)
+	case "lock.acquire", "lock.release", "lock.inspect", "lock.forceRelease":
+		return a.lockOp(ctx, req)
+	case "cp.put", "cp.get", "cp.delete", "cp.list", "cp.putIfAbsent", "ns.register", "ns.list":
+		kv, err := a.bucket(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c := Control{kv}
+		switch req.Op {
+		case "cp.put":
+			return true, c.Put(ctx, req.Key, req.Data)
+		case "cp.get":
+			return c.Get(ctx, req.Key)
+		case "cp.delete":
+			return true, c.Delete(ctx, req.Key)
+		case "cp.list":
+			return c.List(ctx, req.Prefix)
+		case "cp.putIfAbsent":
+			return c.PutIfAbsent(ctx, req.Key, req.Data)
+		case "ns.register":
+			return true, RegisterNamespace(ctx, kv, req.Namespace, req.RepoID)
+		default:
+			return ListNamespaces(ctx, kv)
+		}
+	}
+	return nil, fmt.Errorf("unknown request %q", req.Op)
+}
+
+// PullResult answers pull: Files is what swamp reports as pulled.
+type PullResult struct {
+	Files int        `json:"files"`
+	HWM   ledger.Seq `json:"hwm"`
+	Head  ledger.Seq `json:"head"`
+}
+
+// PushResult answers push and commit.
+type PushResult struct {
+	Files  int        `json:"files"`
+	Commit string     `json:"commit,omitempty"`
+	HWM    ledger.Seq `json:"hwm"`
+	Hints  int        `json:"hints"` // markDirty paths the extension sent
+}
+
+func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
+	a.hostMu.Lock()
+	defer a.hostMu.Unlock()
+	if a.h == nil {
+		h, err := a.Host(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// Between operations the cache is free for other processes (another
+		// swamp command of this repo, a status).
+		h.Release()
+		a.h = h
+	}
+	h := a.h
+	switch req.Op {
+	case "pull":
+		// Always a full sync: a per-model pull names only the models a command
+		// locks, not those it reads (swamp-club#3193).
+		res, err := h.Sync(ctx, host.SyncOptions{Lazy: req.MetadataOnly})
+		return PullResult{Files: res.Written + res.Deleted, HWM: res.HWM, Head: res.Head}, err
+	case "prepare":
+		res, err := h.Prepare(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		a.stored = res.Stored
+		return map[string]any{"files": res.Files, "bytes": res.Bytes}, nil
+	case "push", "commit":
+		stored := a.stored
+		a.stored = nil
+		// The commit scans the whole cache: markDirty's hints are counted, not
+		// trusted to be complete.
+		res, err := h.Commit(ctx, host.CommitOptions{Message: "swamp " + req.Op, Stored: stored})
+		return PushResult{Files: res.Written + res.Deleted, Commit: res.Commit, HWM: res.HWM, Hints: len(req.Hints)}, err
+	case "hydrate":
+		res, err := h.Fetch(ctx, []string{req.Path})
+		if errors.Is(err, ledger.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil && res.Written > 0, err
+	default: // verify
+		st, err := h.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"head": st.Head, "hwm": st.HWM, "ledger": st.Ledger, "uuid": st.UUID,
+			"cache": st.Cache, "dirty": len(st.Dirty), "files": st.Files}, nil
+	}
+}
+
+func (a *Agent) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	a.kvOnce.Do(func() {
+		a.kv, a.kvErr = a.KV(ctx)
+		if a.kvErr == nil {
+			a.locks = NewLocks(a.kv)
+		}
+	})
+	return a.kv, a.kvErr
+}
+
+func (a *Agent) lockOp(ctx context.Context, req Request) (any, error) {
+	if _, err := a.bucket(ctx); err != nil {
+		return nil, err
+	}
+	switch req.Op {
+	case "lock.acquire":
+		if req.Holder == nil {
+			return nil, errors.New("lock.acquire: no holder")
+		}
+		err := a.locks.Acquire(ctx, req.Key, *req.Holder, ms(req.TTLMs), ms(req.RetryMs), ms(req.MaxWaitMs))
+		return true, err
+	case "lock.release":
+		return true, a.locks.Release(ctx, req.Key)
+	case "lock.inspect":
+		return a.locks.Inspect(ctx, req.Key)
+	default:
+		return a.locks.ForceRelease(ctx, req.Key, req.Nonce)
+	}
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+type versionError struct{ msg string }
+
+func (e *versionError) Error() string { return e.msg }
+
+// describe turns err into the answer's error, with what to do about it.
+func (a *Agent) describe(err error) *Error {
+	var (
+		ce *host.ConflictError
+		le *host.LocalChangesError
+		ve *versionError
+	)
+	switch {
+	case errors.As(err, &ve):
+		return &Error{Kind: "version", Message: ve.msg}
+	case errors.As(err, &ce):
+		return &Error{Kind: "conflict", Paths: ce.Paths, Message: fmt.Sprintf(
+			"syncledger: another host changed %s too; this host's files are kept, uncommitted. Resolve with: %s (details: %v)",
+			strings.Join(ce.Paths, ", "), a.Resolve, err)}
+	case errors.As(err, &le):
+		return &Error{Kind: "conflict", Paths: le.Paths, Message: fmt.Sprintf(
+			"syncledger: files changed here and not pushed would be overwritten by the ledger: %s. Push them ('swamp datastore sync'), or resolve with: %s (details: %v)",
+			strings.Join(le.Paths, ", "), a.Resolve, err)}
+	case errors.Is(err, ledger.ErrNotFound):
+		return &Error{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with 'syncledger init', or fix \"ledger\" in the datastore config of .swamp.yaml)", err)}
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "no servers available") || strings.Contains(msg, "connection refused") || strings.Contains(msg, "connect to NATS") {
+		return &Error{Kind: "unreachable", Message: "syncledger: cannot reach NATS: " + msg + " (is 'syncledger serve' running? check \"nats\" in the datastore config of .swamp.yaml)"}
+	}
+	return &Error{Kind: "error", Message: "syncledger: " + msg}
+}

@@ -1,0 +1,110 @@
+package swamp
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Bucket is the KV bucket holding a ledger's swamp state beside the ledger:
+// locks (keys "l.…"), the control-plane store ("c.…") and namespace
+// registrations ("n.…"); every swamp key is base64url-encoded after its
+// prefix, since swamp's keys hold characters KV keys may not.
+func Bucket(ledgerName string) string { return "SYNCLEDGER_SWAMP_" + ledgerName }
+
+// Control is swamp's control-plane store (controlPlaneStore) on the bucket.
+type Control struct{ kv jetstream.KeyValue }
+
+func cpKey(key string) string { return "c." + base64.RawURLEncoding.EncodeToString([]byte(key)) }
+
+// Put stores data under key.
+func (c Control) Put(ctx context.Context, key string, data []byte) error {
+	_, err := c.kv.Put(ctx, cpKey(key), data)
+	return err
+}
+
+// Get returns key's data, or nil when there is none.
+func (c Control) Get(ctx context.Context, key string) ([]byte, error) {
+	e, err := c.kv.Get(ctx, cpKey(key))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Value(), nil
+}
+
+// Delete removes key; removing a missing key is not an error.
+func (c Control) Delete(ctx context.Context, key string) error {
+	err := c.kv.Delete(ctx, cpKey(key))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}
+
+// PutIfAbsent stores data under key unless key holds data, and says whether it did.
+func (c Control) PutIfAbsent(ctx context.Context, key string, data []byte) (bool, error) {
+	_, err := c.kv.Create(ctx, cpKey(key), data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// List returns the keys starting with prefix, sorted.
+func (c Control) List(ctx context.Context, prefix string) ([]string, error) {
+	return listKeys(ctx, c.kv, "c.", prefix)
+}
+
+// listKeys returns the decoded keys under kvPrefix whose decoded form starts
+// with prefix, sorted.
+func listKeys(ctx context.Context, kv jetstream.KeyValue, kvPrefix, prefix string) ([]string, error) {
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for k := range lister.Keys() {
+		enc, ok := strings.CutPrefix(k, kvPrefix)
+		if !ok {
+			continue
+		}
+		b, err := base64.RawURLEncoding.DecodeString(enc)
+		if err != nil || !strings.HasPrefix(string(b), prefix) {
+			continue
+		}
+		out = append(out, string(b))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// RegisterNamespace records that repoID owns namespace ns; the first repo to
+// register a namespace owns it, and another repo's registration is refused.
+func RegisterNamespace(ctx context.Context, kv jetstream.KeyValue, ns, repoID string) error {
+	k := "n." + base64.RawURLEncoding.EncodeToString([]byte(ns))
+	_, err := kv.Create(ctx, k, []byte(repoID))
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return err
+	}
+	e, err := kv.Get(ctx, k)
+	if err != nil {
+		return err
+	}
+	if owner := string(e.Value()); owner != repoID {
+		return fmt.Errorf("namespace %q belongs to repo %s, not %s: pick another namespace", ns, owner, repoID)
+	}
+	return nil
+}
+
+// ListNamespaces returns the registered namespaces, sorted.
+func ListNamespaces(ctx context.Context, kv jetstream.KeyValue) ([]string, error) {
+	return listKeys(ctx, kv, "n.", "")
+}

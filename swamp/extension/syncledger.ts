@@ -1,0 +1,324 @@
+// @syncledger/datastore: swamp's datastore on a syncledger ledger.
+//
+// Written into a repo by `syncledger swamp setup` (docs/swamp.md). Every call
+// goes to one `syncledger swamp agent` process per swamp command, started on
+// first use, over JSON lines on its stdin/stdout (swamp/agent.go): the binary
+// keeps the one implementation of the ledger protocol and its crash safety.
+import { z } from "npm:zod@4";
+
+/** The syncledger version that wrote this file; the agent must be the same. */
+export const WRITTEN_BY = "__SYNCLEDGER_VERSION__";
+/** The agent protocol (swamp.Protocol in Go). */
+export const PROTOCOL = 1;
+const TYPE = "@syncledger/datastore";
+
+export const configSchema = z.object({
+  binary: z.string().describe("absolute path of the syncledger binary"),
+  cache: z.string().describe("this host's syncledger cache: swamp's datastore directory"),
+  nats: z.string().describe("NATS URL of the ledger's server"),
+  ledger: z.string().describe("ledger name"),
+  host: z.string().optional().describe("this host's id in commits (default: hostname)"),
+  flags: z.array(z.string()).optional().describe("more global syncledger flags, e.g. --nats-creds FILE"),
+  lockTtlMs: z.number().int().positive().optional().describe("lock TTL (default 30000)"),
+});
+export type Config = z.infer<typeof configSchema>;
+
+type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
+
+/** One agent process, shared by every provider of this swamp process with the same config. */
+export class Agent {
+  private child?: Deno.ChildProcess;
+  private writer?: WritableStreamDefaultWriter<Uint8Array>;
+  private next = 1;
+  private pending = new Map<number, Pending>();
+  private ready?: Promise<unknown>;
+  private stderr = "";
+  private dead?: Error;
+
+  constructor(private cfg: Config) {}
+
+  args(): string[] {
+    const c = this.cfg;
+    return [
+      "--nats", c.nats, "--ledger", c.ledger, "--cache", c.cache, "--log-level", "warn",
+      ...(c.host ? ["--host", c.host] : []), ...(c.flags ?? []), "swamp", "agent",
+    ];
+  }
+
+  private start(): Promise<unknown> {
+    try {
+      this.child = new Deno.Command(this.cfg.binary, {
+        args: this.args(), stdin: "piped", stdout: "piped", stderr: "piped",
+      }).spawn();
+    } catch (e) {
+      const why = e instanceof Deno.errors.NotFound
+        ? "not found"
+        : e instanceof Deno.errors.PermissionDenied ? "not executable" : String(e);
+      throw new Error(
+        `${TYPE}: the syncledger binary ${this.cfg.binary} is ${why}: install syncledger there, ` +
+          `or run 'syncledger swamp setup --repo DIR' with the binary you have to rewrite "binary" in .swamp.yaml`,
+      );
+    }
+    this.child.unref();
+    this.writer = this.child.stdin.getWriter();
+    this.readLines(this.child.stdout, (line) => this.answer(line));
+    this.readLines(this.child.stderr, (line) => {
+      this.stderr = (this.stderr + line + "\n").slice(-4000);
+    });
+    this.child.status.then((st) => {
+      this.dead = new Error(
+        `${TYPE}: the syncledger agent (${this.cfg.binary}) exited with code ${st.code}` +
+          (this.stderr.trim() ? `: ${this.stderr.trim()}` : ""),
+      );
+      for (const p of this.pending.values()) p.reject(this.dead);
+      this.pending.clear();
+    });
+    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL });
+  }
+
+  private async readLines(stream: ReadableStream<Uint8Array>, fn: (line: string) => void) {
+    const dec = new TextDecoder();
+    let buf = "";
+    // deno-lint-ignore no-explicit-any
+    const reader = stream.getReader() as any;
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          fn(buf.slice(0, i));
+          buf = buf.slice(i + 1);
+        }
+      }
+    } catch { /* the agent is gone: status reports it */ }
+    if (buf) fn(buf);
+  }
+
+  private answer(line: string) {
+    let msg: { id: number; result?: unknown; error?: { kind: string; message: string; paths?: string[] } };
+    try {
+      msg = JSON.parse(line);
+    } catch {
+      return;
+    }
+    const p = this.pending.get(msg.id);
+    if (!p) return;
+    this.pending.delete(msg.id);
+    if (msg.error) {
+      const e = new Error(msg.error.message) as Error & { kind?: string; paths?: string[] };
+      e.kind = msg.error.kind;
+      e.paths = msg.error.paths;
+      p.reject(e);
+    } else p.resolve(msg.result ?? null);
+  }
+
+  private send(req: Record<string, unknown>): Promise<unknown> {
+    if (this.dead) return Promise.reject(this.dead);
+    const id = this.next++;
+    const line = new TextEncoder().encode(JSON.stringify({ ...req, id }) + "\n");
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.writer!.write(line).catch((e) => {
+        this.pending.delete(id);
+        reject(this.dead ?? e);
+      });
+    });
+  }
+
+  /** Sends req once the agent is up and has accepted this extension's version. */
+  async call<T>(req: Record<string, unknown>): Promise<T> {
+    this.ready ??= this.start();
+    await this.ready;
+    return await this.send(req) as T;
+  }
+}
+
+const agents = new Map<string, Agent>();
+function agentFor(cfg: Config): Agent {
+  const key = JSON.stringify(cfg);
+  let a = agents.get(key);
+  if (!a) agents.set(key, a = new Agent(cfg));
+  return a;
+}
+
+function b64(data: Uint8Array): string {
+  let s = "";
+  for (const b of data) s += String.fromCharCode(b);
+  return btoa(s);
+}
+function unb64(s: string): Uint8Array {
+  return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+}
+
+type LockOptions = { lockKey?: string; ttlMs?: number; retryIntervalMs?: number; maxWaitMs?: number };
+export type LockInfo = {
+  holder: string; hostname: string; pid: number; acquiredAt: string; ttlMs: number; nonce?: string;
+};
+
+/** swamp's DistributedLock on the ledger's KV bucket (swamp/lock.go). */
+export class Lock {
+  private key: string;
+  constructor(private agent: Agent, private cfg: Config, private opts: LockOptions = {}) {
+    this.key = opts.lockKey ?? ".datastore.lock";
+  }
+  async acquire(): Promise<void> {
+    const hostname = Deno.hostname();
+    await this.agent.call({
+      op: "lock.acquire", key: this.key,
+      holder: { holder: `${Deno.env.get("USER") ?? "swamp"}@${hostname}`, hostname, pid: Deno.pid, nonce: crypto.randomUUID() },
+      ttlMs: this.opts.ttlMs ?? this.cfg.lockTtlMs ?? 30000,
+      retryMs: this.opts.retryIntervalMs ?? 100,
+      maxWaitMs: this.opts.maxWaitMs ?? 60000,
+    });
+  }
+  async release(): Promise<void> {
+    await this.agent.call({ op: "lock.release", key: this.key });
+  }
+  async withLock<T>(fn: () => Promise<T>): Promise<T> {
+    await this.acquire();
+    try {
+      return await fn();
+    } finally {
+      await this.release();
+    }
+  }
+  inspect(): Promise<LockInfo | null> {
+    return this.agent.call({ op: "lock.inspect", key: this.key });
+  }
+  forceRelease(nonce: string): Promise<boolean> {
+    return this.agent.call({ op: "lock.forceRelease", key: this.key, nonce });
+  }
+}
+
+type SyncOptions = { signal?: AbortSignal; namespace?: string; metadataOnly?: boolean };
+
+/** swamp's DatastoreSyncService: every pull is a full sync of the ledger. */
+export class SyncService {
+  private hints = new Set<string>();
+  constructor(private agent: Agent, private cache: string) {}
+
+  capabilities() {
+    // scopedSync false: swamp's per-model pull names only the models a command
+    // locks, not those it reads; a full sync with nothing new is one request.
+    return { scopedSync: false, lazyHydration: true, namespacedSync: true, twoPhaseSync: true, controlPlane: true };
+  }
+  async pullChanged(opts?: SyncOptions): Promise<number> {
+    const r = await this.agent.call<{ files: number }>({ op: "pull", metadataOnly: !!opts?.metadataOnly });
+    return r.files;
+  }
+  markDirty(opts: { relPath: string }): Promise<void> {
+    this.hints.add(opts.relPath); // a hint only: the push scans the cache
+    return Promise.resolve();
+  }
+  private takeHints(): string[] {
+    const h = [...this.hints];
+    this.hints.clear();
+    return h;
+  }
+  async pushChanged(_opts?: SyncOptions): Promise<number> {
+    const r = await this.agent.call<{ files: number }>({ op: "push", hints: this.takeHints() });
+    return r.files;
+  }
+  /** Uploads the changed content; publishes nothing (outside swamp's global lock). */
+  async preparePush(_opts?: SyncOptions): Promise<unknown> {
+    return await this.agent.call({ op: "prepare" });
+  }
+  /** Publishes the one commit (under swamp's global lock); nothing changed: nothing published. */
+  async commitPush(_manifest: unknown, _opts?: SyncOptions): Promise<number> {
+    const r = await this.agent.call<{ files: number }>({ op: "commit", hints: this.takeHints() });
+    return r.files;
+  }
+  hydrateFile(relPath: string, _opts?: SyncOptions): Promise<boolean> {
+    return this.agent.call({ op: "hydrate", path: relPath });
+  }
+  /** Another namespace's catalog: its paths are in this ledger, under "<ns>/". */
+  async pullForeignCatalogs(namespaces: string[], _signal?: AbortSignal) {
+    await this.pullChanged();
+    const out = [];
+    for (const ns of namespaces) {
+      try {
+        out.push({ namespace: ns, ...JSON.parse(await Deno.readTextFile(`${this.cache}/${ns}/.catalog-export.json`)) });
+      } catch { /* that namespace exported nothing yet */ }
+    }
+    return out;
+  }
+  async fetchForeignContent(namespace: string, relPath: string, _signal?: AbortSignal): Promise<Uint8Array | null> {
+    const path = `${namespace}/${relPath}`;
+    try {
+      return await Deno.readFile(`${this.cache}/${path}`);
+    } catch {
+      if (!await this.hydrateFile(path)) return null;
+      return await Deno.readFile(`${this.cache}/${path}`);
+    }
+  }
+  controlPlaneStore() {
+    const a = this.agent;
+    return {
+      put: (key: string, data: Uint8Array) => a.call<void>({ op: "cp.put", key, data: b64(data) }),
+      get: async (key: string) => {
+        const r = await a.call<string | null>({ op: "cp.get", key });
+        return r === null ? null : unb64(r);
+      },
+      delete: (key: string) => a.call<void>({ op: "cp.delete", key }),
+      list: (prefix: string) => a.call<string[]>({ op: "cp.list", prefix }),
+      putIfAbsent: (key: string, data: Uint8Array) => a.call<boolean>({ op: "cp.putIfAbsent", key, data: b64(data) }),
+    };
+  }
+}
+
+export class Provider {
+  private agent: Agent;
+  constructor(private cfg: Config) {
+    this.agent = agentFor(cfg);
+  }
+  resolveDatastorePath(repoDir: string) {
+    return `${repoDir}/.swamp`;
+  }
+  resolveCachePath(_repoDir: string) {
+    return this.cfg.cache;
+  }
+  createSyncService(_repoDir: string, cachePath: string) {
+    return new SyncService(this.agent, cachePath);
+  }
+  createLock(_datastorePath: string, options?: LockOptions) {
+    return new Lock(this.agent, this.cfg, options);
+  }
+  createVerifier() {
+    const a = this.agent, cfg = this.cfg;
+    return {
+      async verify() {
+        const t0 = performance.now();
+        try {
+          const d = await a.call<{ head: number; hwm: number; ledger: string }>({ op: "verify" });
+          return {
+            healthy: true, latencyMs: Math.round(performance.now() - t0), datastoreType: TYPE, details: d,
+            message: `ledger ${d.ledger} at ${cfg.nats}: head ${d.head}, this host's hwm ${d.hwm}`,
+          };
+        } catch (e) {
+          return {
+            healthy: false, latencyMs: Math.round(performance.now() - t0), datastoreType: TYPE,
+            message: (e as Error).message,
+          };
+        }
+      },
+    };
+  }
+  async registerNamespace(_datastorePath: string, namespace: string, repoId: string) {
+    await this.agent.call({ op: "ns.register", namespace, repoId });
+  }
+  listNamespaces(_datastorePath: string): Promise<string[]> {
+    return this.agent.call({ op: "ns.list" });
+  }
+}
+
+export const datastore = {
+  type: "@syncledger/datastore",
+  name: "syncledger",
+  description: "swamp's datastore on a syncledger ledger (NATS JetStream log + blob store)",
+  configSchema,
+  createProvider(config: Record<string, unknown>) {
+    return new Provider(configSchema.parse(config));
+  },
+};
