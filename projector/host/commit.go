@@ -62,7 +62,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 	}
 	seen := map[string]bool{}
 	err = h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
-		if !keep(ledger.PartitionKey(rel)) {
+		part := ledger.PartitionKey(rel)
+		if !keep(part) {
+			return nil
+		}
+		if err := ledger.CheckPartitionToken(part); err != nil {
+			// No event can carry this partition: leave the file out, never the others.
+			h.log.Warn("not synced", "path", rel, "reason", err)
 			return nil
 		}
 		seen[rel] = true
