@@ -154,7 +154,7 @@ func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Lo
 	}
 	uuid := cfg.UUID
 	if uuid == "" {
-		if uuid, err = ledger.NewUUIDv4(rand.Reader); err != nil {
+		if uuid, err = ledger.NewLineageID(rand.Reader); err != nil {
 			return nil, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 		}
 	}

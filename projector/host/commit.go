@@ -169,7 +169,7 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 // publish uploads the changed content, appends the events and records them.
 func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOptions, res *CommitResult) error {
 	now := h.cfg.Now()
-	id, err := ledger.NewUUIDv7(now, h.cfg.Rand)
+	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
 		return err
 	}
