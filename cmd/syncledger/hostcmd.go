@@ -183,7 +183,7 @@ type scope struct {
 }
 
 func (s *scope) addFlags(fs *pflag.FlagSet, verb string) {
-	fs.StringArrayVar(&s.models, "model", nil, verb+" only this model's partitions, TYPE:ID (e.g. command/shell:vpc); repeatable")
+	fs.StringArrayVar(&s.models, "model", nil, verb+" only this model's partitions and its type's shared ones (data--TYPE, definitions-evaluated--TYPE), TYPE:ID (e.g. command/shell:vpc); repeatable")
 	fs.StringArrayVar(&s.partitions, "partition", nil, verb+" only this partition key (e.g. data--aws--ec2--vpc--abc); repeatable")
 }
 
@@ -195,7 +195,11 @@ func (s scope) keys() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A run of the model also reads and writes its type's "latest" markers
+		// and evaluated definitions (ledger.TypePartitionKeys): without them a
+		// scoped sync misses what a run reads from other models (issue 13).
 		keys = append(keys, ledger.PartitionKeysForModel(typ, id)...)
+		keys = append(keys, ledger.TypePartitionKeys(typ)...)
 	}
 	for _, p := range s.partitions {
 		if p == "" {

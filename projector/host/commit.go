@@ -178,6 +178,9 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	if err := h.syncCommitted(sc); err != nil {
+		return err
+	}
 	if err := h.upload(ctx, sc, opt.Stored); err != nil {
 		return err
 	}
@@ -221,6 +224,26 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 			res.Written++
 			res.Bytes += e.Size
 		}
+	}
+	return nil
+}
+
+// syncCommitted makes the commit's files (and the deleted files' absence)
+// durable before anything is published: the ledger must never hold content this
+// cache could lose in a power cut, or, after one, the next scan would find the
+// older or truncated file, take it for a local change and publish it over the
+// good version on every host.
+func (h *Host) syncCommitted(sc scanned) error {
+	var files, gone []string
+	for _, e := range sc.changes {
+		if e.Deleted {
+			gone = append(gone, e.Path)
+		} else {
+			files = append(files, e.Path)
+		}
+	}
+	if err := h.dir.Flush(files, gone, h.cfg.Parallel); err != nil {
+		return fmt.Errorf("commit: sync the committed files: %w", err)
 	}
 	return nil
 }
