@@ -30,7 +30,6 @@ Examples:
   go run ./bench/cmd/bench --quick
   go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md   # the full table
   go run ./bench/cmd/bench --only B3 --cpuprofile b3.out            # profile one scenario
-  syncledger bench …                                                # the same, from the CLI
 
 Flags:
 `
@@ -91,11 +90,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 			}
 		}
 	}
-	name := "go run ./bench/cmd/bench"
-	if len(self) > 1 {
-		name = "syncledger " + strings.Join(self[1:], " ")
-	}
-	cfg.Command = strings.TrimSpace(name + " " + strings.Join(args, " "))
+	cfg.Command = strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(args, " "))
 	if cpuprofile != "" {
 		cfg.ChildProfile = cpuprofile
 		f, err := os.Create(cpuprofile)

@@ -3,7 +3,6 @@
 // the same run. One command reproduces the whole table:
 //
 //	go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md
-//	syncledger bench --wait-load 1.5 --append BENCHMARKS.md   # the same
 //
 // --quick runs every scenario at a small size in seconds (TestQuick runs it, so
 // the harness cannot rot); --only B3 runs one scenario; --cpuprofile writes the

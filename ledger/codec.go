@@ -176,6 +176,17 @@ func escapedLen(s string) int {
 	return n
 }
 
+// CheckPartitionToken reports (ErrTooLarge) a partition key whose subject token
+// (EscapeToken) is longer than MaxTokenLen: no event can carry it. A commit
+// leaves the files of such a partition out, with a warning naming them, and
+// commits the others.
+func CheckPartitionToken(partition string) error {
+	if n := escapedLen(partition); n > MaxTokenLen {
+		return fmt.Errorf("partition %q escapes to %d bytes, more than %d: %w", clip(partition), n, MaxTokenLen, ErrTooLarge)
+	}
+	return nil
+}
+
 // validateHeader checks everything but the entries' own fields.
 func validateHeader(e Event) error {
 	bad := func(format string, args ...any) error {
@@ -197,7 +208,7 @@ func validateHeader(e Event) error {
 	case e.Partition == "":
 		return bad("empty partition")
 	case escapedLen(e.Partition) > MaxTokenLen:
-		return fmt.Errorf("invalid event: partition %q escapes to more than %d bytes: %w", clip(e.Partition), MaxTokenLen, ErrTooLarge)
+		return fmt.Errorf("invalid event: %w", CheckPartitionToken(e.Partition))
 	case e.ModelSeq == 0:
 		return bad("modelSeq 0")
 	case (e.ModelSeq == 1) != (e.Prev == 0):

@@ -50,11 +50,18 @@ func ValidatePath(p string) error {
 	return nil
 }
 
+// clip shortens s for an error message to at most 120 bytes and "…", cutting
+// at a character boundary so a message never holds half a UTF-8 character.
 func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "…"
+	const most = 120
+	if len(s) <= most {
+		return s
 	}
-	return s
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // IsToken reports whether s is 1 to max bytes (max <= 0: any number) of

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/ledgertest"
 )
 
 // scripted fails the first fails[op] calls of each op with err, then passes

@@ -86,7 +86,9 @@ type commit struct {
 func (c commit) end() bool { return c.part == c.parts }
 
 type pending struct {
-	ledger string // lineage adopted, not yet persisted
+	ledger string     // lineage adopted, not yet persisted
+	reset  bool       // Restore: marks and files replace the durable state (see Ready.Reset)
+	hwm    ledger.Seq // Restore: the restored state's HWM
 	marks  map[string]Mark
 	files  map[string]fileOp
 	done   map[ledger.Seq]commit
@@ -475,7 +477,7 @@ func (c *Core) hwm() ledger.Seq {
 // or to persist).
 func (c *Core) HasReady() bool {
 	p := &c.pend
-	return p.ledger != "" || len(p.marks) > 0 || len(p.files) > 0 || len(p.done) > 0
+	return p.ledger != "" || p.reset || len(p.marks) > 0 || len(p.files) > 0 || len(p.done) > 0
 }
 
 // Ready returns the staged work, and marks it outstanding: until Advance or
@@ -485,6 +487,9 @@ func (c *Core) Ready() Ready {
 	if c.out == nil {
 		c.ids++
 		rd := Ready{id: c.ids, Ledger: c.pend.ledger, HWM: c.hwm()}
+		if c.pend.reset {
+			rd.Reset, rd.Ledger, rd.HWM = true, c.viewLineage(), c.pend.hwm
+		}
 		if len(c.pend.marks) > 0 {
 			rd.Marks = maps.Clone(c.pend.marks)
 		}
@@ -513,8 +518,12 @@ func (c *Core) Advance(rd Ready) error {
 		return fmt.Errorf("advance: not the outstanding Ready: %w", ledger.ErrInvalid)
 	}
 	out := c.out
-	if out.HWM < c.st.HWM {
+	if out.HWM < c.st.HWM && !out.Reset {
 		panic(fmt.Sprintf("projector: HWM would decrease from %d to %d", c.st.HWM, out.HWM))
+	}
+	if out.Reset { // the Changes cover every old path; nothing above the new HWM is known
+		c.st.Marks = map[string]Mark{}
+		clear(c.done)
 	}
 	if out.Ledger != "" {
 		c.st.Ledger = out.Ledger

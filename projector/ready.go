@@ -62,18 +62,56 @@ type Change struct {
 }
 
 // Ready is work the core wants done before its state may advance. The shell
-// performs the Changes on the cache, then persists, in one atomic transaction, the
-// index rows (each Change's New; nil deletes the row), the Marks, the HWM and the
-// Ledger (when set), and then calls Advance. Until then the durable state is
-// unchanged, and a crash anywhere in between is recovered by reading again: the
-// events whose marks were not persisted are applied again.
+// performs the Changes on the cache, makes durable what MustSync names, then
+// persists, in one atomic transaction, the index rows (each Change's New; nil
+// deletes the row), the Marks, the HWM and the Ledger (when set), and then calls
+// Advance. Until then the durable state is unchanged, and a crash anywhere in
+// between is recovered by reading again: the events whose marks were not
+// persisted are applied again.
 type Ready struct {
 	Ledger  string          // lineage to persist; "" if already persisted
 	Changes []Change        // in path order
 	Marks   map[string]Mark // partitions whose mark moved, with the new mark
 	HWM     ledger.Seq      // the HWM to persist (the current one if it did not move)
+	// Reset: the Ready replaces the whole durable state (Restore): the shell
+	// empties the persisted index, marks and HWM in the same transaction before it
+	// writes the Ready's, so marks and HWM may move back. Changes then cover every
+	// path the old state or the new one holds (and the stray paths Restore was
+	// given), Marks every partition of the new state, and Ledger is set. A file a
+	// reset finds missing is restored, not taken for a local deletion: a rebuild
+	// starts the cache over.
+	Reset bool
+	id    uint64
+}
 
-	id uint64
+// Sync is one path a Ready claims. Content: the file holds New's bytes; the
+// shell fsyncs the file and every directory from its parent up to the cache
+// root (a directory the apply created is durable only once its parent is). Not
+// Content (deleted, lazy, or an own commit's deletion): the file is absent; the
+// shell fsyncs the directories on its path that still exist, which hold the
+// removal.
+type Sync struct {
+	Path    string
+	Content bool
+}
+
+// MustSync returns what the shell must make durable in the cache before the
+// transaction that persists rd (etcd raft's Ready.MustSync is the model): the
+// state it persists claims these files' content, or their absence, so after a
+// power cut the cache must hold at least that. It names every Change's path,
+// including those whose file the shell finds already right (written or removed
+// by an interrupted apply that never synced them, or, for the host's own
+// commit, written by the user), with Content set when the new index row says
+// the cache holds the file.
+func (rd Ready) MustSync() []Sync {
+	if len(rd.Changes) == 0 {
+		return nil
+	}
+	out := make([]Sync, len(rd.Changes))
+	for i, ch := range rd.Changes {
+		out[i] = Sync{Path: ch.Path, Content: ch.New != nil && !ch.New.Lazy}
+	}
+	return out
 }
 
 func (rd Ready) clone() Ready {

@@ -31,15 +31,16 @@ type app struct {
 	getenv         func(string) string
 
 	// Global flags (after env fallbacks, see resolve).
-	natsURL    string
-	ledgerName string
-	cache      string
-	host       string
-	blobsURL   string
-	logLevel   string
-	logFormat  string
-	configFile string // --config
-	natsAuth   natsAuth
+	natsURL     string
+	ledgerName  string
+	cache       string
+	host        string
+	hostDefault bool // host is the machine's name, not given: a cache's own id replaces it
+	blobsURL    string
+	logLevel    string
+	logFormat   string
+	configFile  string // --config
+	natsAuth    natsAuth
 
 	// cfg is the configuration file in effect (nil: none); sources records where
 	// each flag's value came from ("flag", "env NAME", "file"; absent: default).
@@ -89,8 +90,8 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	a.globals = fs
 	fs.StringVar(&a.natsURL, "nats", DefaultNATS, "NATS server URL; credentials may be given in it (nats://TOKEN@host:port, nats://USER:PASS@host:port)")
 	fs.StringVar(&a.ledgerName, "ledger", "default", "ledger name, [A-Za-z0-9_-]{1,64}")
-	fs.StringVar(&a.cache, "cache", ".", "this host's cache directory (the datastore's files)")
-	fs.StringVar(&a.host, "host", "", "this host's id in commits (default: the machine's hostname)")
+	fs.StringVar(&a.cache, "cache", "", "this host's cache directory (the datastore's files); made a cache if it is not one (default: the nearest directory at or above the working directory holding .syncledger/, as git finds its repository)")
+	fs.StringVar(&a.host, "host", "", "this host's id in commits and heartbeats (default: the cache's own id, made once from the machine's hostname and a random suffix and kept in .syncledger/host-id)")
 	fs.StringVar(&a.blobsURL, "blobs", "", "blob store URL: file:///DIR, s3://BUCKET/PREFIX?endpoint=…&region=…&path-style=true, gs://BUCKET/PREFIX, nats://BUCKET (default: the ledger's own setting)")
 	fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
@@ -128,11 +129,12 @@ func (a *app) resolve(cmd *cobra.Command) error {
 		}
 	}
 	if a.host == "" {
+		// Until a cache is opened: a cache has its own id (hostcmd.go hostID).
 		h, err := os.Hostname()
 		if err != nil || h == "" {
 			return usagef("no host id: set --host or SYNCLEDGER_HOST (hostname: %v)", err)
 		}
-		a.host = h
+		a.host, a.hostDefault = h, true
 	}
 	if err := a.level.UnmarshalText([]byte(a.logLevel)); err != nil {
 		return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)

@@ -46,10 +46,18 @@ type result struct {
 // cli runs the binary to completion.
 func cli(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return cliIn(t, "", env, args...)
+}
+
+// cliIn runs the binary to completion in the working directory dir ("": the
+// test's).
+func cliIn(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
 	cmd.Env = env
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -169,7 +177,7 @@ func serveT(t *testing.T, data string, extra ...string) (p *proc, url, uuid stri
 
 func appendT(t *testing.T, l *jetstream.Log, uuid, host, msg string, heads map[string]ledger.Record, entries ...ledger.Entry) {
 	t.Helper()
-	id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

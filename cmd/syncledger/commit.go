@@ -48,6 +48,9 @@ func runCommit(ctx context.Context, a *app, o commitOpts) error {
 		return err
 	}
 	res, err := h.Commit(ctx, host.CommitOptions{Message: o.message, Partitions: parts})
+	if err == nil {
+		a.beat(ctx, "commit", res.HWM, res.HWM)
+	}
 	return a.report(o.json, res, err, func() {
 		if err == nil {
 			printCommit(a, res)

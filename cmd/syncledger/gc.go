@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/projector/snapshot"
+	"github.com/syncledger/syncledger/maintain"
 )
 
 // minGrace is the shortest --grace that protects every commit in flight: a
@@ -56,7 +56,7 @@ exceeds 1 h plus the longest commit, so a --grace under 2 h is refused unless
 			if err != nil {
 				return err
 			}
-			res, err := snapshot.GC(ctx, cfg, snapshot.GCOptions{Grace: o.grace, DryRun: o.dryRun})
+			res, err := maintain.GC(ctx, cfg, maintain.GCOptions{Grace: o.grace, DryRun: o.dryRun})
 			if o.json {
 				if perr := a.printJSON(res); perr != nil && err == nil {
 					err = perr

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -17,13 +18,129 @@ import (
 	"github.com/syncledger/syncledger/projector/host"
 )
 
-// FailpointEnv names the environment variable that makes the binary kill itself
-// (SIGKILL, as kill -9 would) at a named point of sync or commit; crash tests use
-// it. Unset in normal use. Points: see host.Failpoints.
-const FailpointEnv = "SYNCLEDGER_FAILPOINT"
+// cacheDir returns the cache directory in effect: --cache (flag, environment or
+// configuration file) if given, which may make a new cache; otherwise the nearest
+// directory at or above the working directory that holds a state directory, as
+// git finds its repository. Outside any cache it is a usage error, before
+// anything is opened: a command run in the wrong directory must not make it a
+// cache nor publish its files.
+func (a *app) cacheDir() (string, error) {
+	if a.cache != "" {
+		return a.cache, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find the cache: %w", err)
+	}
+	if dir, ok := findCache(wd); ok {
+		a.cache = dir
+		return dir, nil
+	}
+	return "", usagef("not in a syncledger cache (no %s/ in %s or any parent): pass --cache DIR (or set SYNCLEDGER_CACHE) to use or make the cache DIR", ledger.StateDir, wd)
+}
 
-// Host opens this host's cache (--cache) bound to the ledger, on first use.
+// findCache walks up from dir to the nearest directory holding a state directory.
+func findCache(dir string) (string, bool) {
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, ledger.StateDir)); err == nil && fi.IsDir() {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
+
+// hostIDFile, in a cache's state directory, holds the cache's host id.
+const hostIDFile = "host-id"
+
+// cacheHostID returns the host id the cache at dir keeps, or a new one (stored
+// false) for a cache that has none: the machine's hostname and a random suffix,
+// so that two caches on one machine are two hosts in `hosts` and the dashboard.
+func cacheHostID(dir string) (id string, stored bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, ledger.StateDir, hostIDFile))
+	if err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, true, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("read the cache's host id: %w", err)
+	}
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "host"
+	}
+	var suffix [3]byte
+	if _, err := rand.Read(suffix[:]); err != nil {
+		return "", false, err
+	}
+	return fmt.Sprintf("%.240s-%x", name, suffix), false, nil
+}
+
+// storeHostID records id as the cache's host id unless another process recorded
+// one first, and returns the one recorded.
+func storeHostID(dir, id string) (string, error) {
+	p := filepath.Join(dir, ledger.StateDir, hostIDFile)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		got, _, err := cacheHostID(dir)
+		return got, err
+	}
+	if err != nil {
+		return "", fmt.Errorf("store the cache's host id: %w", err)
+	}
+	_, err = f.WriteString(id + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(p)
+		return "", fmt.Errorf("store the cache's host id: %w", err)
+	}
+	return id, nil
+}
+
+// Host opens this host's cache (cacheDir) bound to the ledger, on first use.
+// Without --host, the host id is the cache's own (cacheHostID). A cache records
+// its id when it is first opened: --host if given then, else a new one.
 func (a *app) Host(ctx context.Context) (*host.Host, error) {
+	dir, err := a.cacheDir()
+	if err != nil {
+		return nil, err
+	}
+	id, stored, err := cacheHostID(dir)
+	if err != nil {
+		return nil, err
+	}
+	given := !a.hostDefault
+	if !given {
+		a.host, a.hostDefault = id, false
+	}
+	storeID := !stored // a new cache keeps --host if given, else the new id
+	h, err := a.openHost(ctx)
+	if err != nil || !storeID {
+		return h, err
+	}
+	// The cache is held from here: a new cache's id is recorded now, once it
+	// opened. Another process that opened it first may have recorded its own.
+	id, err = storeHostID(dir, a.host)
+	if err != nil {
+		return nil, err
+	}
+	if id != a.host && !given {
+		a.host = id
+		_ = h.Close()
+		return a.openHost(ctx)
+	}
+	return h, nil
+}
+
+func (a *app) openHost(ctx context.Context) (*host.Host, error) {
 	lg, err := a.Log(ctx)
 	if err != nil {
 		return nil, err
@@ -33,17 +150,8 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 		return nil, err
 	}
 	cfg := host.Config{Cache: a.cache, Host: a.host, Log: lg, Blobs: bl, Logger: a.logger}
-	if fp := a.getenv(FailpointEnv); fp != "" {
-		if !slices.Contains(host.Failpoints, fp) {
-			return nil, usagef("%s=%q: unknown failpoint; known: %v", FailpointEnv, fp, host.Failpoints)
-		}
-		cfg.Failpoint = func(name string) {
-			if name == fp {
-				a.logger.Warn("failpoint reached: killing this process", "failpoint", name)
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {} // the signal is on its way
-			}
-		}
+	if err := a.setFailpoint(&cfg); err != nil {
+		return nil, err
 	}
 	h, err := host.Open(cfg)
 	if err != nil {
@@ -57,6 +165,9 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 // verify): looking must not make a directory a cache, so one without the
 // state directory is a usage error naming --cache.
 func (a *app) ExistingHost(ctx context.Context) (*host.Host, error) {
+	if _, err := a.cacheDir(); err != nil {
+		return nil, err
+	}
 	state := filepath.Join(a.cache, ledger.StateDir)
 	if _, err := os.Stat(state); errors.Is(err, fs.ErrNotExist) {
 		dir, _ := filepath.Abs(a.cache)
@@ -72,7 +183,7 @@ type scope struct {
 }
 
 func (s *scope) addFlags(fs *pflag.FlagSet, verb string) {
-	fs.StringArrayVar(&s.models, "model", nil, verb+" only this model's partitions, TYPE:ID (e.g. command/shell:vpc); repeatable")
+	fs.StringArrayVar(&s.models, "model", nil, verb+" only this model's partitions and its type's shared ones (data--TYPE, definitions-evaluated--TYPE), TYPE:ID (e.g. command/shell:vpc); repeatable")
 	fs.StringArrayVar(&s.partitions, "partition", nil, verb+" only this partition key (e.g. data--aws--ec2--vpc--abc); repeatable")
 }
 
@@ -84,7 +195,11 @@ func (s scope) keys() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A run of the model also reads and writes its type's "latest" markers
+		// and evaluated definitions (ledger.TypePartitionKeys): without them a
+		// scoped sync misses what a run reads from other models (issue 13).
 		keys = append(keys, ledger.PartitionKeysForModel(typ, id)...)
+		keys = append(keys, ledger.TypePartitionKeys(typ)...)
 	}
 	for _, p := range s.partitions {
 		if p == "" {

@@ -35,7 +35,6 @@ var commands = []func(*app) *cobra.Command{
 	newSwampCmd,
 	newConfigCmd,
 	newUICmd,
-	newBenchCmd,
 	newVersionCmd,
 }
 

@@ -30,7 +30,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	if out, err := exec.Command(goBin, "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+	args := []string{"build", "-o", binPath}
+	if failpointsEnabled { // the crash tests need a binary that honours FailpointEnv
+		args = append(args, "-tags", "failpoints")
+	}
+	if out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build syncledger: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -93,13 +97,13 @@ func TestGlobalFlagsAndEnv(t *testing.T) {
 		want app // only the compared fields
 	}{
 		{"defaults", nil, nil,
-			app{natsURL: DefaultNATS, ledgerName: "default", cache: ".", host: host, logLevel: "info", logFormat: "text"}},
+			app{natsURL: DefaultNATS, ledgerName: "default", cache: "", host: host, logLevel: "info", logFormat: "text"}},
 		{"NATS_URL", map[string]string{"NATS_URL": "nats://a:1"}, nil,
-			app{natsURL: "nats://a:1", ledgerName: "default", cache: ".", host: host, logLevel: "info", logFormat: "text"}},
+			app{natsURL: "nats://a:1", ledgerName: "default", cache: "", host: host, logLevel: "info", logFormat: "text"}},
 		{"SYNCLEDGER_NATS before NATS_URL", map[string]string{"NATS_URL": "nats://a:1", "SYNCLEDGER_NATS": "nats://b:2"}, nil,
-			app{natsURL: "nats://b:2", ledgerName: "default", cache: ".", host: host, logLevel: "info", logFormat: "text"}},
+			app{natsURL: "nats://b:2", ledgerName: "default", cache: "", host: host, logLevel: "info", logFormat: "text"}},
 		{"flag before env", map[string]string{"SYNCLEDGER_NATS": "nats://b:2", "SYNCLEDGER_LEDGER": "envl"}, []string{"--nats", "nats://c:3", "--ledger", "flagl"},
-			app{natsURL: "nats://c:3", ledgerName: "flagl", cache: ".", host: host, logLevel: "info", logFormat: "text"}},
+			app{natsURL: "nats://c:3", ledgerName: "flagl", cache: "", host: host, logLevel: "info", logFormat: "text"}},
 		{"all env", map[string]string{
 			"SYNCLEDGER_LEDGER": "prod", "SYNCLEDGER_CACHE": "/c", "SYNCLEDGER_HOST": "h1",
 			"SYNCLEDGER_BLOBS": "file:///b", "SYNCLEDGER_LOG_LEVEL": "debug", "SYNCLEDGER_LOG_FORMAT": "json"}, nil,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/maintain"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/projector/snapshot"
 )
@@ -93,13 +94,13 @@ func runSnapshot(cmd *cobra.Command, a *app, o snapshotOpts) error {
 		return listSnapshots(ctx, a, cfg, o.json)
 	}
 	if o.follow {
-		rc := snapshot.RunConfig{Config: cfg, Policy: snapshot.Policy{Every: o.every, Interval: o.interval}, Poll: o.poll,
-			Taken: func(r snapshot.TakeResult, rr *snapshot.RetainResult) { a.printSnapshot(r, rr, o.json) }}
+		rc := maintain.RunConfig{Config: cfg, Policy: maintain.Policy{Every: o.every, Interval: o.interval}, Poll: o.poll,
+			Taken: func(r snapshot.TakeResult, rr *maintain.RetainResult) { a.printSnapshot(r, rr, o.json) }}
 		if retain {
 			rc.Margin = &o.margin
 		}
 		a.logger.Info("taking snapshots by policy", "every", o.every, "interval", o.interval, "retain", retain)
-		return snapshot.Run(ctx, rc)
+		return maintain.Run(ctx, rc)
 	}
 	pr := a.newProgress("snapshot", o.quiet)
 	cfg.Progress = func(p snapshot.BuildProgress) {
@@ -110,9 +111,9 @@ func runSnapshot(cmd *cobra.Command, a *app, o snapshotOpts) error {
 	if err != nil {
 		return err
 	}
-	var rr *snapshot.RetainResult
+	var rr *maintain.RetainResult
 	if retain {
-		r, err := snapshot.Retain(ctx, cfg, o.margin)
+		r, err := maintain.Retain(ctx, cfg, o.margin)
 		if err != nil {
 			return err
 		}
@@ -122,11 +123,11 @@ func runSnapshot(cmd *cobra.Command, a *app, o snapshotOpts) error {
 	return nil
 }
 
-func (a *app) printSnapshot(r snapshot.TakeResult, rr *snapshot.RetainResult, asJSON bool) {
+func (a *app) printSnapshot(r snapshot.TakeResult, rr *maintain.RetainResult, asJSON bool) {
 	if asJSON {
 		_ = a.printJSON(struct {
 			snapshot.TakeResult
-			Retain *snapshot.RetainResult `json:"retain,omitempty"`
+			Retain *maintain.RetainResult `json:"retain,omitempty"`
 		}{r, rr})
 		return
 	}

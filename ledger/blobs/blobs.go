@@ -11,10 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
 	"github.com/syncledger/syncledger/ledger/gcs"
-	"github.com/syncledger/syncledger/ledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger/natsobj"
 	"github.com/syncledger/syncledger/ledger/s3"
 )

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/internal/backend"
 )
 
 // tmpPrefix begins the names of the temporary files puts write before renaming.

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/ledgertest"
 )
 
 func newStore(t *testing.T) ledger.ObjectStore {

@@ -21,8 +21,8 @@ import (
 
 	"golang.org/x/oauth2/google"
 
+	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/internal/backend"
 )
 
 const (

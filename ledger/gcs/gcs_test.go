@@ -13,8 +13,8 @@ import (
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
+	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/ledgertest"
 )
 
 const fakeBucket = "syncledger-fake"

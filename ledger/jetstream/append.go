@@ -23,7 +23,7 @@ import (
 // twice and returns the stored seqs.
 var ErrOutcomeUnknown = errors.New("commit outcome unknown")
 
-// errLostAck stands for an ack a test discarded (Log.loseAck).
+// errLostAck stands for an ack a test discarded (faults.loseAck).
 var errLostAck = errors.New("ack lost (test)")
 
 // headerReserve bounds the headers Append adds to an event (message id, expected
@@ -138,13 +138,11 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 			seqs []ledger.Seq
 			err  error
 		)
-		if l.failSend != nil {
-			err = l.failSend(attempt)
-		}
+		err = l.faults.failSend(attempt)
 		if err == nil {
 			seqs, err = l.publish(ctx, c)
 		}
-		if err == nil && l.loseAck != nil && l.loseAck(attempt) {
+		if err == nil && l.faults.loseAck(attempt) {
 			seqs, err = nil, errLostAck
 		}
 		if err == nil {
@@ -327,9 +325,7 @@ func (l *Log) resolve(ctx context.Context, c *commit) (resolution, error) {
 			return resolution{}, err
 		}
 		if !ok {
-			if l.partOneAbsent != nil {
-				l.partOneAbsent()
-			}
+			l.faults.partOneAbsent()
 			conflict, err := l.findConflict(ctx, c)
 			if err != nil || conflict == nil {
 				return resolution{}, err

@@ -95,13 +95,7 @@ type Log struct {
 	info   ledger.Info
 	opts   options
 
-	// Fault injection, tests only. failSend is called before each publish
-	// attempt; an error it returns ends the attempt without sending. loseAck is
-	// called after each attempt the server acknowledged; true discards the ack as
-	// if it were lost. partOneAbsent is called when resolve has not found part 1.
-	failSend      func(attempt int) error
-	loseAck       func(attempt int) bool
-	partOneAbsent func()
+	faults faults // fault injection: empty unless built with -tags failpoints
 }
 
 var _ ledger.CommitLog = (*Log)(nil)
@@ -160,7 +154,7 @@ func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Lo
 	}
 	uuid := cfg.UUID
 	if uuid == "" {
-		if uuid, err = ledger.NewUUIDv4(rand.Reader); err != nil {
+		if uuid, err = ledger.NewLineageID(rand.Reader); err != nil {
 			return nil, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 		}
 	}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/faulty"
 )
 
 // TestFaults runs the shared fault workload (faulty.Exercise) on the NATS

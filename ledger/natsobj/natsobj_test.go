@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/ledgertest"
 )
 
 // startServer runs an embedded nats-server with JetStream on a random loopback port

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/faulty"
 )
 
 // TestHTTPFaults runs the shared fault workload (faulty.Exercise) against the

@@ -124,3 +124,55 @@ func TestScan(t *testing.T) {
 		t.Fatalf("skipped (-want +got):\n%s", diff)
 	}
 }
+
+func TestFlush(t *testing.T) {
+	d, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := "deferred"
+	if _, err := d.WriteDeferred("a/b/c", strings.NewReader(content), ledger.DigestOf([]byte(content)), int64(len(content)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(t, d, "a/x/y", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RemoveDeferred("a/x/y"); err != nil {
+		t.Fatal(err)
+	}
+	// A FIFO where a file was (the user's) must not block the flush, and a file
+	// removed meanwhile is flushed as gone.
+	if err := syscallMkfifo(filepath.Join(d.Root(), "a/fifo")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush([]string{"a/b/c", "a/fifo", "a/missing"}, []string{"a/x/y", "z/never"}, 2); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if err := d.Flush([]string{"../escape"}, nil, 2); !errors.Is(err, ErrUnsafePath) {
+		t.Fatalf("flush of an unsafe path: %v", err)
+	}
+}
+
+// Open leaves temp files alone (another process may be writing them); RemoveTemp,
+// called by the lock holder, drops them.
+func TestOpenKeepsTempFilesRemoveTempDrops(t *testing.T) {
+	root := t.TempDir()
+	d, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := filepath.Join(d.tmp, "w-leftover")
+	if err := os.WriteFile(left, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = Open(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); err != nil {
+		t.Fatalf("Open removed a temp file: %v", err)
+	}
+	d.RemoveTemp()
+	if ents, _ := os.ReadDir(d.tmp); len(ents) != 0 {
+		t.Fatalf("temp files left after RemoveTemp: %v", ents)
+	}
+}

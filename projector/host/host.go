@@ -122,6 +122,8 @@ func (h *Host) acquire() (release func(), err error) {
 		if h.db, err = statedb.Open(h.dir.StatePath("state.db"), h.cfg.LockWait); err != nil {
 			return nil, err
 		}
+		// Only the lock holder writes, so temp files seen now are a crashed run's.
+		h.dir.RemoveTemp()
 	}
 	h.held++
 	return func() {

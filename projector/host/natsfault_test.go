@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/faulty"
 	"github.com/syncledger/syncledger/ledger/file"
 	"github.com/syncledger/syncledger/ledger/jetstream"
 )

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/syncledger/syncledger/maintain"
 	"github.com/syncledger/syncledger/projector/snapshot"
 )
 
@@ -81,7 +82,7 @@ func TestRebuildKeepsFilesOfInterruptedApply(t *testing.T) {
 	if _, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := snapshot.Retain(ctx, cfg, 0); err != nil {
+	if _, err := maintain.Retain(ctx, cfg, 0); err != nil {
 		t.Fatal(err)
 	}
 

@@ -23,6 +23,7 @@ import (
 	"github.com/syncledger/syncledger/ledger/file"
 	"github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/maintain"
 	"github.com/syncledger/syncledger/projector/snapshot"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
@@ -302,7 +303,7 @@ func TestRebuildDeterminism(t *testing.T) {
 
 	// Retention: keep the previous snapshot usable.
 	margin := uint64(newest.Info.Seq - snaps[len(snaps)-2].Info.Seq)
-	rr, err := snapshot.Retain(ctx, e.snapCfg(), margin)
+	rr, err := maintain.Retain(ctx, e.snapCfg(), margin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +411,7 @@ func testGC(t *testing.T, e *env, dir string, w *workload, live *Host, want host
 	})
 	// Content whose blob is garbage (referenced by nothing any more, and old):
 	// the in-flight commit sets a file back to it.
-	pre, err := snapshot.GC(ctx, e.snapCfg(), snapshot.GCOptions{Grace: time.Hour, DryRun: true})
+	pre, err := maintain.GC(ctx, e.snapCfg(), maintain.GCOptions{Grace: time.Hour, DryRun: true})
 	if err != nil || len(pre.Deleted) == 0 {
 		t.Fatalf("gc dry run before the commit: %+v %v; want garbage to reuse", pre, err)
 	}
@@ -438,12 +439,12 @@ func testGC(t *testing.T, e *env, dir string, w *workload, live *Host, want host
 		done <- err
 	}()
 	<-uploaded
-	res, err := snapshot.GC(ctx, e.snapCfg(), snapshot.GCOptions{Grace: time.Hour, DryRun: true})
+	res, err := maintain.GC(ctx, e.snapCfg(), maintain.GCOptions{Grace: time.Hour, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dry := res
-	res, err = snapshot.GC(ctx, e.snapCfg(), snapshot.GCOptions{Grace: time.Hour})
+	res, err = maintain.GC(ctx, e.snapCfg(), maintain.GCOptions{Grace: time.Hour})
 	close(release)
 	if err != nil {
 		t.Fatalf("gc: %v", err)

@@ -1,6 +1,6 @@
-// Package snapshot writes, finds and reads snapshots of a ledger's index, and
-// runs the two jobs snapshots make safe: retention (dropping old events from the
-// log) and blob garbage collection (DESIGN §6).
+// Package snapshot writes, finds and reads snapshots of a ledger's index. The two
+// jobs snapshots make safe, retention (dropping old events from the log) and blob
+// garbage collection, are the ledger's upkeep, in package maintain (DESIGN §6).
 //
 // # What a snapshot is
 //
@@ -15,8 +15,8 @@
 // newest usable snapshot plus the events after it, replayed in memory through the
 // projector core — the same apply rules a host's full sync runs — with no blob
 // fetched but manifests. Building needs no cache, so any process that reaches the
-// log and the blob store can take snapshots (`syncledger snapshot`, or Run with a
-// Policy embedded in a long-running process).
+// log and the blob store can take snapshots (`syncledger snapshot`, or
+// maintain.Run with a Policy embedded in a long-running process).
 //
 // # Format and storage
 //
@@ -38,26 +38,4 @@
 // Listing, not a pointer, decides which snapshot is newest (the highest seq);
 // one that does not read back (truncated, a flipped byte, an unknown version) is
 // skipped with a warning and the next older one is used (Select).
-//
-// # Retention
-//
-// Retain drops the log's events older than the newest intact snapshot minus a
-// margin, never newer ones, keeping each partition's last event (so its chain can
-// still be extended; see ledger.Truncater). The bound is then recorded at
-// snapshots/<uuid>/retention.json; Floor combines it with the log's first seq:
-// the lowest seq from which the log holds every event. A snapshot at N is usable
-// when N+1 ≥ Floor. A margin at least the snapshot interval keeps the previous
-// snapshot usable, so a corrupt newest snapshot does not stop a rebuild.
-//
-// # Garbage collection
-//
-// GC deletes blobs that no usable snapshot and no event from the floor on
-// references (including manifests and their entries) and that are older than a
-// grace period, then the snapshots no rebuild can use any more. Its reference set
-// is deliberately wider than "the newest snapshot and the events after it": a host
-// whose HWM is behind the newest snapshot still syncs through the older events
-// and fetches every version they wrote, and a rebuild may have to fall back to an
-// older snapshot. Blobs therefore become garbage once retention has dropped the
-// events that referenced them. See GC for the one race a grace period cannot
-// close and how it is detected.
 package snapshot

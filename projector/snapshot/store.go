@@ -186,7 +186,7 @@ func Retained(ctx context.Context, objs ledger.ObjectStore, uuid string) (ledger
 	return w.Before, nil
 }
 
-func putRetained(ctx context.Context, objs ledger.ObjectStore, uuid string, before ledger.Seq) error {
+func PutRetained(ctx context.Context, objs ledger.ObjectStore, uuid string, before ledger.Seq) error {
 	b, err := json.Marshal(wireRetention{V: FormatVersion, Ledger: uuid, Before: before})
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
-// Command bench runs syncledger's benchmark harness (package bench); it is the
-// same as `syncledger bench`. Run it from the repository root:
+// Command bench runs syncledger's benchmark harness (package bench). The CLI does
+// not link the harness; run it from the repository root:
 //
 //	go run ./bench/cmd/bench --quick
 //	go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md

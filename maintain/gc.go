@@ -1,4 +1,4 @@
-package snapshot
+package maintain
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/snapshot"
 )
 
 // GCOptions configure GC.
@@ -51,7 +52,7 @@ var ErrDangling = errors.New("event references a deleted blob")
 //   - referenced by an intact usable snapshot (one the log holds every later
 //     event of: a rebuild may start from any of them, not just the newest, in
 //     case the newest goes bad);
-//   - referenced by an event the log still holds from the floor on (see Floor),
+//   - referenced by an event the log still holds from the floor on (see snapshot.Floor),
 //     directly, as a manifest, or by a manifest's entries: a host whose HWM is
 //     behind the newest snapshot still syncs through those events and fetches
 //     what they wrote, even content a later event overwrote;
@@ -75,9 +76,9 @@ var ErrDangling = errors.New("event references a deleted blob")
 // reads the events published meanwhile: if one references a deleted blob (a
 // grace shorter than the above allows it) the error wraps ErrDangling and names
 // it (commit the file again, or restore the blob from a host's cache).
-func GC(ctx context.Context, cfg Config, opt GCOptions) (GCResult, error) {
+func GC(ctx context.Context, cfg snapshot.Config, opt GCOptions) (GCResult, error) {
 	res := GCResult{DryRun: opt.DryRun, Deleted: []string{}, DeletedSnapshots: []string{}}
-	if err := cfg.check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return res, err
 	}
 	if opt.Now == nil {
@@ -86,7 +87,7 @@ func GC(ctx context.Context, cfg Config, opt GCOptions) (GCResult, error) {
 	if opt.Parallel <= 0 {
 		opt.Parallel = 16
 	}
-	lg := cfg.logger()
+	lg := cfg.Logs()
 	info, err := cfg.Log.Info(ctx)
 	if err != nil {
 		return res, fmt.Errorf("gc: read ledger info: %w", err)
@@ -100,23 +101,23 @@ func GC(ctx context.Context, cfg Config, opt GCOptions) (GCResult, error) {
 	cutoff := opt.Now().Add(-opt.Grace)
 
 	// 2. The roots: usable snapshots, then the events from the floor.
-	b, floor, err := Floor(ctx, cfg.Log, cfg.Objects, info.UUID)
+	b, floor, err := snapshot.Floor(ctx, cfg.Log, cfg.Objects, info.UUID)
 	if err != nil {
 		return res, fmt.Errorf("gc: %w", err)
 	}
 	res.Head, res.Floor = b.Last, floor
 	refs := map[ledger.Digest]bool{}
-	infos, err := List(ctx, cfg.Objects, info.UUID)
+	infos, err := snapshot.List(ctx, cfg.Objects, info.UUID)
 	if err != nil {
 		return res, fmt.Errorf("gc: %w", err)
 	}
-	var drop []Info
+	var drop []snapshot.Info
 	for _, si := range infos {
 		if si.Seq+1 < floor && res.Snapshot != 0 {
 			drop = append(drop, si) // older than the log: no rebuild can use it
 			continue
 		}
-		s, err := Get(ctx, cfg.Objects, si)
+		s, err := snapshot.Get(ctx, cfg.Objects, si)
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
@@ -188,7 +189,7 @@ func GC(ctx context.Context, cfg Config, opt GCOptions) (GCResult, error) {
 		return res, fmt.Errorf("gc: %w", err)
 	}
 	for _, si := range drop {
-		if err := Delete(ctx, cfg.Objects, si); err != nil {
+		if err := snapshot.Delete(ctx, cfg.Objects, si); err != nil {
 			return res, fmt.Errorf("gc: %w", err)
 		}
 	}
@@ -215,7 +216,7 @@ func compareDigest(a, b ledger.Digest) int {
 
 // references adds to refs every blob the events from..to reference: entries'
 // content, manifests and the manifests' entries.
-func references(ctx context.Context, cfg Config, from, to ledger.Seq, refs map[ledger.Digest]bool) error {
+func references(ctx context.Context, cfg snapshot.Config, from, to ledger.Seq, refs map[ledger.Digest]bool) error {
 	return cfg.Log.Read(ctx, from, to, func(rec ledger.Record) error {
 		ev := rec.Event
 		if !ev.Manifest.IsZero() {
@@ -245,7 +246,7 @@ func references(ctx context.Context, cfg Config, from, to ledger.Seq, refs map[l
 // stat and its delete) for a commit to find it present, which the Put side
 // closes: Put stores again a blob older than ledger.BlobRefreshAge instead of
 // taking it as is, and GC's grace exceeds that age.
-func deleteAll(ctx context.Context, cfg Config, ds []ledger.Digest, cutoff time.Time, parallel int) (kept map[ledger.Digest]bool, err error) {
+func deleteAll(ctx context.Context, cfg snapshot.Config, ds []ledger.Digest, cutoff time.Time, parallel int) (kept map[ledger.Digest]bool, err error) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -283,7 +284,7 @@ func deleteAll(ctx context.Context, cfg Config, ds []ledger.Digest, cutoff time.
 
 // recheck reads the events published after head and fails if one references a
 // deleted blob.
-func recheck(ctx context.Context, cfg Config, head ledger.Seq, deleted []ledger.Digest) error {
+func recheck(ctx context.Context, cfg snapshot.Config, head ledger.Seq, deleted []ledger.Digest) error {
 	last, err := cfg.Log.LastSeq(ctx)
 	if err != nil || last <= head {
 		return err

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/faulty"
 	"github.com/syncledger/syncledger/ledger/file"
 )
 

@@ -1,4 +1,4 @@
-package snapshot
+package maintain
 
 import (
 	"bytes"
@@ -14,9 +14,10 @@ import (
 	"github.com/syncledger/syncledger/ledger/file"
 	"github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/projector/snapshot"
 )
 
-func newLedger(t *testing.T) (Config, string) {
+func newLedger(t *testing.T) (snapshot.Config, string) {
 	t.Helper()
 	_, nc := jstest.RunServer(t)
 	lg, err := jetstream.Create(context.Background(), nc, jetstream.Config{Name: "t", Blobs: "file:///unused"})
@@ -28,11 +29,11 @@ func newLedger(t *testing.T) (Config, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Config{Log: lg, Blobs: ledger.NewBlobStore(objs), Objects: objs}, dir
+	return snapshot.Config{Log: lg, Blobs: ledger.NewBlobStore(objs), Objects: objs}, dir
 }
 
 // commit stores content and appends a one-file commit to partition "audit".
-func commit(t *testing.T, cfg Config, path, content string, prev *ledger.Seq, n *uint64) {
+func commit(t *testing.T, cfg snapshot.Config, path, content string, prev *ledger.Seq, n *uint64) {
 	t.Helper()
 	ctx := context.Background()
 	info, _ := cfg.Log.Info(ctx)
@@ -40,7 +41,7 @@ func commit(t *testing.T, cfg Config, path, content string, prev *ledger.Seq, n 
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, _ := ledger.NewCommitID(rand.Reader)
 	*n++
 	ev := ledger.Event{V: 1, Ledger: info.UUID, Commit: id, Host: "h", At: time.Now(), Partition: "audit",
 		ModelSeq: *n, Prev: *prev, Parts: 1, Part: 1,
@@ -55,7 +56,7 @@ func commit(t *testing.T, cfg Config, path, content string, prev *ledger.Seq, n 
 func TestTakeRetainGC(t *testing.T) {
 	ctx := context.Background()
 	cfg, dir := newLedger(t)
-	if r, err := Take(ctx, cfg, TakeOptions{}); err != nil || !r.UpToDate {
+	if r, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{}); err != nil || !r.UpToDate {
 		t.Fatalf("take on an empty ledger: %+v %v", r, err)
 	}
 	if _, err := Retain(ctx, cfg, 0); !errors.Is(err, ledger.ErrNotFound) {
@@ -80,15 +81,15 @@ func TestTakeRetainGC(t *testing.T) {
 	if err != nil || len(res.Deleted) != 1 || res.Deleted[0] != orphan.String() {
 		t.Fatalf("gc before retention: %+v %v", res, err)
 	}
-	r1, err := Take(ctx, cfg, TakeOptions{})
+	r1, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{})
 	if err != nil || r1.Info.Seq != 3 || r1.Entries != 1 {
 		t.Fatalf("take: %+v %v", r1, err)
 	}
-	if r, err := Take(ctx, cfg, TakeOptions{}); err != nil || !r.UpToDate {
+	if r, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{}); err != nil || !r.UpToDate {
 		t.Fatalf("second take: %+v %v", r, err)
 	}
 	commit(t, cfg, "audit/x", "v4", &prev, &n)
-	r2, err := Take(ctx, cfg, TakeOptions{})
+	r2, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{})
 	if err != nil || r2.Base != 3 || r2.Events != 1 || r2.Info.Seq != 4 {
 		t.Fatalf("incremental take: %+v %v", r2, err)
 	}
@@ -97,7 +98,7 @@ func TestTakeRetainGC(t *testing.T) {
 	if err != nil || rr.Before != 4 || rr.Dropped != 3 {
 		t.Fatalf("retain: %+v %v", rr, err)
 	}
-	if floor, err := Retained(ctx, cfg.Objects, r1.Info.Ledger); err != nil || floor != 4 {
+	if floor, err := snapshot.Retained(ctx, cfg.Objects, r1.Info.Ledger); err != nil || floor != 4 {
 		t.Fatalf("retention bound %d %v", floor, err)
 	}
 	// v1 and v2 are now referenced by nothing a host can reach; v3 by snapshot 3.
@@ -108,14 +109,14 @@ func TestTakeRetainGC(t *testing.T) {
 	// A corrupt newest snapshot: the older one roots the collection and a new
 	// snapshot repairs the newest seq.
 	cfg.Objects.PutObject(ctx, r2.Info.Key, bytes.NewReader([]byte("x")), 1)
-	if r, err := Take(ctx, cfg, TakeOptions{}); err != nil || r.UpToDate || r.Base != 3 || len(r.Skipped) != 1 {
+	if r, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{}); err != nil || r.UpToDate || r.Base != 3 || len(r.Skipped) != 1 {
 		t.Fatalf("take over a corrupt newest: %+v %v", r, err)
 	}
-	if _, err := Get(ctx, cfg.Objects, r2.Info); err != nil {
+	if _, err := snapshot.Get(ctx, cfg.Objects, r2.Info); err != nil {
 		t.Fatalf("newest not repaired: %v", err)
 	}
 	// Stream-only take once events were dropped: refused.
-	if _, err := Take(ctx, cfg, TakeOptions{Full: true}); !errors.Is(err, ledger.ErrTruncated) {
+	if _, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{Full: true}); !errors.Is(err, ledger.ErrTruncated) {
 		t.Fatalf("full take after retention: %v, want ErrTruncated", err)
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/internal/backend"
 )
 
 // memStore is a minimal correct ObjectStore: the suites' own reference, showing
