@@ -62,7 +62,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 	}
 	seen := map[string]bool{}
 	err = h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
-		if !keep(ledger.PartitionKey(rel)) {
+		part := ledger.PartitionKey(rel)
+		if !keep(part) {
+			return nil
+		}
+		if err := ledger.CheckPartitionToken(part); err != nil {
+			// No event can carry this partition: leave the file out, never the others.
+			h.log.Warn("not synced", "path", rel, "reason", err)
 			return nil
 		}
 		seen[rel] = true
@@ -171,7 +177,7 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 // publish uploads the changed content, appends the events and records them.
 func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOptions, res *CommitResult) error {
 	now := h.cfg.Now()
-	id, err := ledger.NewUUIDv7(now, h.cfg.Rand)
+	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
 		return err
 	}
