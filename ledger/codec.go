@@ -139,9 +139,9 @@ func validateEntries(es []Entry) error {
 	return nil
 }
 
-// isUUID reports whether s is a UUID in canonical lower-case form: what
-// ValidateUUID's regular expression accepts, checked without it (an event holds
-// two UUIDs, and every event read is validated).
+// isUUID reports whether s is a UUID in canonical lower-case form,
+// [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}, checked without a
+// regexp (an event holds two UUIDs, and every event read is validated).
 func isUUID(s string) bool {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -20,9 +19,6 @@ import (
 // DefaultReadTimeout bounds a GetObject's whole read when neither the caller's
 // context nor Config.ReadTimeout sets one.
 const DefaultReadTimeout = 10 * time.Minute
-
-// validBucket is the object store's own rule for bucket names.
-var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // Config configures a Store.
 type Config struct {
@@ -53,7 +49,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	switch {
 	case cfg.Conn == nil:
 		return nil, fmt.Errorf("new nats object store: Config.Conn is nil: %w", ledger.ErrInvalid)
-	case !validBucket.MatchString(cfg.Bucket):
+	case !ledger.IsToken(cfg.Bucket, 0):
 		return nil, fmt.Errorf("new nats object store: bucket name %q: want letters, digits, '-' and '_': %w", cfg.Bucket, ledger.ErrInvalid)
 	case cfg.Replicas < 0 || cfg.Replicas > 5:
 		return nil, fmt.Errorf("new nats object store: Config.Replicas %d: want 1 to 5: %w", cfg.Replicas, ledger.ErrInvalid)

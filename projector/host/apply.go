@@ -168,14 +168,18 @@ func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error)
 			continue
 		}
 		row, hasRow := s.index[ch.Path]
-		ds, err := h.inspect(st, ch.Path, row, hasRow)
+		ds, err := h.inspectChange(st, rd, ch, row, hasRow)
+		if blocker, ok := blockedBy(err); ok {
+			local = append(local, blocker)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("apply %s: %w", ch.Path, err)
 		}
 		disk[i] = ds
 		oldOK := ds.matches(ch.Old) || (!ds.exists && ch.Old != nil && ch.Old.Lazy)
 		switch {
-		case oldOK || ds.matches(ch.New) || s.leftover(ch.Path, ds):
+		case oldOK || ds.matches(ch.New) || s.leftover(ch.Path, ds) || ds.ledgerLeft(ch):
 		case !ds.exists && (ch.Op != projector.OpWrite || rd.Reset):
 			// Absent where nothing must be, or a reset restoring it.
 		default:
