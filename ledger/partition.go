@@ -155,6 +155,19 @@ func PartitionKeysForModel(modelType, modelID string) []string {
 	}
 }
 
+// TypePartitionKeys returns the type-wide partitions that hold files of every
+// model of modelType: data--{slug} (each data name's "latest" marker,
+// data/{type}/{id}/{name}/latest) and definitions-evaluated--{slug} (the
+// evaluated definitions, definitions-evaluated/{type}/{name}.yaml). A run of
+// one model reads other models' markers (through expressions such as
+// model.vpc.resource…), and writes its own into these partitions, so a scoped
+// sync before a run must read them too (issue 13). Outputs
+// (outputs--{slug}--{method}) are per run and never read by a run.
+func TypePartitionKeys(modelType string) []string {
+	slug := strings.ReplaceAll(NormalizeModelType(modelType), "/", "--")
+	return []string{"data--" + slug, "definitions-evaluated--" + slug}
+}
+
 // internalNames are swamp's files that never sync (isInternalCacheFile).
 var internalNames = map[string]bool{
 	".datastore-index.json":      true,

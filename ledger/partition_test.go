@@ -3,6 +3,7 @@ package ledger
 import (
 	"bufio"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,6 +50,15 @@ func TestPartitionKeyGolden(t *testing.T) {
 	}
 	if _, ok := SwampPartitionKey(""); ok {
 		t.Error(`SwampPartitionKey("") defined, want undefined`)
+	}
+}
+
+func TestTypePartitionKeys(t *testing.T) {
+	keys := TypePartitionKeys("Command::Shell")
+	for _, path := range []string{"data/command/shell/abc/result/latest", "definitions-evaluated/command/shell/consumer.yaml"} {
+		if got := PartitionKey(path); !slices.Contains(keys, got) {
+			t.Errorf("%s is in partition %q, not in TypePartitionKeys %q", path, got, keys)
+		}
 	}
 }
 

@@ -59,8 +59,12 @@
 // Step, RecordOwn, AdoptLineage and Hydrate only stage. Ready returns the staged
 // work coalesced per path (last writer wins): files to fetch and write, to record
 // as lazy, to delete, index rows, the marks that moved, and the HWM. The shell
-// does the cache work, persists index rows, marks, HWM and lineage in one atomic
-// transaction, and calls Advance; only then does the core's durable state change.
+// does the cache work, fsyncs what Ready.MustSync names (every path the Ready
+// claims, with the directories on its way: the state must never claim content a
+// power cut can take from the cache), persists index rows, marks, HWM and
+// lineage in one atomic transaction, and calls Advance; only then does the
+// core's durable state change. Restore stages a Ready that replaces the whole
+// state (a rebuild from a snapshot): the same shell path applies it.
 // So marks are persisted with every applied event's files, and the HWM only at a
 // commit boundary, never ahead of the marks that justify it.
 //

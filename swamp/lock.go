@@ -153,8 +153,7 @@ func (l *Locks) start(key, k string, rev uint64, info LockInfo, ttl time.Duratio
 	go h.renew(k)
 }
 
-// renew updates the entry every ttl/3, conditioned on the revision it last
-// wrote; the first refused update means another holder took the lock over.
+// renew updates the entry every ttl/3 until halted or refused.
 func (h *heldLock) renew(k string) {
 	defer close(h.done)
 	t := time.NewTicker(h.ttl / 3)
@@ -165,23 +164,35 @@ func (h *heldLock) renew(k string) {
 			return
 		case <-t.C:
 		}
-		h.mu.Lock()
-		info := h.info
-		info.AcquiredAt = time.Now().UTC().Format(time.RFC3339Nano)
-		val, _ := json.Marshal(info)
-		ctx, cancel := context.WithTimeout(context.Background(), h.ttl/3)
-		rev, err := h.owner.kv.Update(ctx, k, val, h.rev)
-		cancel()
-		switch {
-		case err == nil:
-			h.rev = rev
-		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound):
-			h.lost = true
-			h.mu.Unlock()
+		if !h.renewOnce(k) {
 			return
 		}
-		h.mu.Unlock()
 	}
+}
+
+// renewOnce updates the entry, conditioned on the revision this holder last
+// wrote, and says whether the lock is still held: a refused update means the
+// lock expired and another holder took it over (or it was force-released).
+// A failed request (the server unreachable) is tried again at the next tick.
+func (h *heldLock) renewOnce(k string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost {
+		return false
+	}
+	info := h.info
+	info.AcquiredAt = time.Now().UTC().Format(time.RFC3339Nano)
+	val, _ := json.Marshal(info)
+	ctx, cancel := context.WithTimeout(context.Background(), h.ttl/3)
+	defer cancel()
+	rev, err := h.owner.kv.Update(ctx, k, val, h.rev)
+	switch {
+	case err == nil:
+		h.rev = rev
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound):
+		h.lost = true
+	}
+	return !h.lost
 }
 
 func (h *heldLock) halt() {

@@ -183,7 +183,7 @@ type scope struct {
 }
 
 func (s *scope) addFlags(fs *pflag.FlagSet, verb string) {
-	fs.StringArrayVar(&s.models, "model", nil, verb+" only this model's partitions, TYPE:ID (e.g. command/shell:vpc); repeatable")
+	fs.StringArrayVar(&s.models, "model", nil, verb+" only this model's partitions and its type's shared ones (data--TYPE, definitions-evaluated--TYPE), TYPE:ID (e.g. command/shell:vpc); repeatable")
 	fs.StringArrayVar(&s.partitions, "partition", nil, verb+" only this partition key (e.g. data--aws--ec2--vpc--abc); repeatable")
 }
 
@@ -195,7 +195,11 @@ func (s scope) keys() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A run of the model also reads and writes its type's "latest" markers
+		// and evaluated definitions (ledger.TypePartitionKeys): without them a
+		// scoped sync misses what a run reads from other models (issue 13).
 		keys = append(keys, ledger.PartitionKeysForModel(typ, id)...)
+		keys = append(keys, ledger.TypePartitionKeys(typ)...)
 	}
 	for _, p := range s.partitions {
 		if p == "" {
@@ -224,15 +228,15 @@ func (a *app) scopedHost(ctx context.Context, s scope) ([]string, *host.Host, er
 	return parts, h, err
 }
 
-// report prints a command's result: as JSON with --json (even beside an error,
-// which it returns), else for people with human. A failure to print is returned
-// only when the command itself succeeded.
+// report prints a command's result: as JSON with --json, else for people with
+// human. A failed command prints no result with --json (run prints the error
+// object instead: a result beside an error would read as a success).
 func (a *app) report(asJSON bool, res any, err error, human func()) error {
 	if asJSON {
-		if perr := a.printJSON(res); perr != nil && err == nil {
-			err = perr
+		if err != nil {
+			return err
 		}
-		return err
+		return a.printJSON(res)
 	}
 	human()
 	return err

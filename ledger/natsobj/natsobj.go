@@ -10,7 +10,6 @@ import (
 	"hash"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -30,9 +29,6 @@ const DefaultReadTimeout = 10 * time.Minute
 // chunkSize is the size of the chunks an object is sent in (the object store's
 // default).
 const chunkSize = 128 << 10
-
-// validBucket is the object store's own rule for bucket names.
-var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // Config configures a Store.
 type Config struct {
@@ -88,7 +84,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	switch {
 	case cfg.Conn == nil:
 		return nil, fmt.Errorf("new nats object store: Config.Conn is nil: %w", ledger.ErrInvalid)
-	case !validBucket.MatchString(cfg.Bucket):
+	case !ledger.IsToken(cfg.Bucket, 0):
 		return nil, fmt.Errorf("new nats object store: bucket name %q: want letters, digits, '-' and '_': %w", cfg.Bucket, ledger.ErrInvalid)
 	case cfg.Replicas < 0 || cfg.Replicas > 5:
 		return nil, fmt.Errorf("new nats object store: Config.Replicas %d: want 1 to 5: %w", cfg.Replicas, ledger.ErrInvalid)
@@ -138,7 +134,7 @@ func (s *Store) Harden(ctx context.Context) (bool, error) {
 
 // validID reports whether id can be a chunk subject's last token: never a
 // wildcard or several tokens, whoever wrote the metadata.
-func validID(id string) bool { return validBucket.MatchString(id) }
+func validID(id string) bool { return ledger.IsToken(id, 0) }
 
 func (s *Store) metaSubject(key string) string {
 	return "$O." + s.bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(key))

@@ -1,11 +1,15 @@
 // Package cachefs is the file side of a host's cache: every write and deletion the
 // projector makes goes through it, and so does the commit scan.
 //
-// Writes are atomic and durable: content goes to a temp file under .syncledger/tmp,
-// is verified against its SHA-256 while it is copied, fsynced, renamed over the
-// target and the target's directory is fsynced. A crash leaves either the old file
-// or the new one, never a torn file, and never a file whose content does not match
-// its hash.
+// Writes are atomic: content goes to a temp file under .syncledger/tmp, is
+// verified against its SHA-256 while it is copied, fsynced, and renamed over the
+// target. A crash, or a power cut, leaves either the old file or the new one,
+// never a torn file, and never a file whose content does not match its hash.
+// Write is durable when it returns (the target's directories are fsynced too);
+// WriteDeferred and RemoveDeferred are durable once Flush has synced their
+// paths, so a batch pays one directory fsync per directory, not per file.
+// Durability comes from fsync(2) of files and directories only: syncfs(2) does
+// not reach every file system (FUSE never receives it).
 //
 // Paths are validated again on every call (ledger.ValidatePath) and resolved without
 // following symlinks: a path that escapes the cache, goes through a symlink, or
@@ -23,6 +27,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/ignore"
 )
@@ -30,6 +36,14 @@ import (
 // ErrUnsafePath: a path would leave the cache, pass through a symlink or a
 // non-directory, or touch the state directory.
 var ErrUnsafePath = errors.New("unsafe path")
+
+// ErrIsDir and ErrNotDir wrap ErrUnsafePath for a directory where a file is
+// wanted and a non-directory where a directory is: a file and a directory of
+// the same name (see projector.OpShadow).
+var (
+	ErrIsDir  = fmt.Errorf("is a directory in the cache: %w", ErrUnsafePath)
+	ErrNotDir = fmt.Errorf("is not a directory: %w", ErrUnsafePath)
+)
 
 // Dir is a cache directory.
 type Dir struct {
@@ -46,8 +60,15 @@ type FileInfo struct {
 
 // Open opens (creating if needed) the cache directory root.
 func Open(root string) (*Dir, error) {
+	_, serr := os.Lstat(root)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("open cache %s: %w", root, err)
+	}
+	if errors.Is(serr, fs.ErrNotExist) {
+		// A new cache directory survives a power cut only once its parent is synced.
+		if err := syncFile(filepath.Dir(filepath.Clean(root))); err != nil {
+			return nil, fmt.Errorf("open cache %s: %w", root, err)
+		}
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -110,7 +131,7 @@ func (d *Dir) resolve(rel string) (string, []string, error) {
 	}
 	abs := d.abs(rel)
 	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
-		return "", nil, fmt.Errorf("path %q is a directory in the cache: %w", rel, ErrUnsafePath)
+		return "", nil, fmt.Errorf("path %q %w", rel, ErrIsDir)
 	}
 	return abs, missing, nil
 }
@@ -128,26 +149,72 @@ func (d *Dir) Write(rel string, r io.Reader, want ledger.Digest, size int64, mod
 	return d.write(rel, r, want, size, mode, true)
 }
 
-// WriteDeferred is Write without its fsyncs: the file is complete and verified
-// when it appears at rel (temp file and rename, as Write), but it is durable only
-// after the next SyncAll. A batch of writes followed by one SyncAll costs one
-// flush instead of two per file.
+// WriteDeferred is Write without its directory fsyncs: the content is fsynced
+// before the rename, so whatever name survives a power cut holds complete,
+// verified content, but the rename (the file being at rel) is durable only once
+// Flush has synced rel.
 func (d *Dir) WriteDeferred(rel string, r io.Reader, want ledger.Digest, size int64, mode uint32) (FileInfo, error) {
 	return d.write(rel, r, want, size, mode, false)
 }
 
-// SyncAll makes every write, rename and removal made so far in the cache durable:
-// one syncfs(2) of the cache's file system.
-func (d *Dir) SyncAll() error {
-	f, err := os.Open(d.root)
-	if err != nil {
-		return fmt.Errorf("sync cache: %w", err)
+// Flush makes durable the content of the files at the paths in files and the
+// absence of those in gone (relative, validated), with at most parallel fsyncs
+// at a time: it fsyncs each file of files, then each directory on the paths of
+// both lists that exists, from the path's parent up to the cache root, once
+// each. Whatever wrote or removed them (this process, an interrupted one, the
+// user), after Flush they survive a power cut. A file of files found missing
+// (the user removed it meanwhile) is flushed as gone: its absence is what the
+// cache holds, and what the next scan sees.
+func (d *Dir) Flush(files, gone []string, parallel int) error {
+	dirs := map[string]bool{}
+	addDirs := func(rel string) {
+		for i := len(rel) - 1; i >= 0; i-- {
+			if rel[i] == '/' {
+				dirs[rel[:i]] = true
+			}
+		}
+		dirs[""] = true
 	}
-	defer f.Close()
-	if err := syncFS(f); err != nil {
-		return fmt.Errorf("sync cache: %w", err)
+	var g errgroup.Group
+	g.SetLimit(max(parallel, 1))
+	for _, rel := range files {
+		if err := ledger.ValidatePath(rel); err != nil {
+			return fmt.Errorf("flush %s: %w: %w", rel, ErrUnsafePath, err)
+		}
+		addDirs(rel)
+		g.Go(func() error {
+			if err := syncFile(d.abs(rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("flush %s: %w", rel, err)
+			}
+			return nil
+		})
 	}
-	return nil
+	for _, rel := range gone {
+		if err := ledger.ValidatePath(rel); err != nil {
+			return fmt.Errorf("flush %s: %w: %w", rel, ErrUnsafePath, err)
+		}
+		addDirs(rel)
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for dir := range dirs {
+		abs := d.root
+		if dir != "" {
+			abs = d.abs(dir)
+		}
+		g.Go(func() error {
+			err := syncFile(abs)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed with the files under it: its parent holds that
+			}
+			if err != nil {
+				return fmt.Errorf("flush directory %s: %w", abs, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 func (d *Dir) write(rel string, r io.Reader, want ledger.Digest, size int64, mode uint32, durable bool) (FileInfo, error) {
@@ -168,8 +235,8 @@ func (d *Dir) write(rel string, r io.Reader, want ledger.Digest, size int64, mod
 	if err == nil {
 		err = f.Chmod(fs.FileMode(mode & 0o777))
 	}
-	if err == nil && durable {
-		err = f.Sync()
+	if err == nil {
+		err = f.Sync() // before the rename: no name ever holds content not yet durable
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -210,14 +277,24 @@ func syncDirs(dir string, created []string, root string) error {
 			continue
 		}
 		seen[p] = true
-		if err := syncDir(p); err != nil {
+		if err := syncFile(p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func syncDir(p string) error {
+// syncFile fsyncs the regular file or directory at p; anything else (a
+// symlink, a FIFO the user put there) is left alone: it holds no content of
+// the cache, and opening a FIFO would block.
+func syncFile(p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() && !fi.IsDir() {
+		return nil
+	}
 	f, err := os.Open(p)
 	if err != nil {
 		return err
@@ -230,7 +307,7 @@ func syncDir(p string) error {
 // directories that became empty, up to the cache root, durably.
 func (d *Dir) Remove(rel string) error { return d.remove(rel, true) }
 
-// RemoveDeferred is Remove made durable by the next SyncAll.
+// RemoveDeferred is Remove made durable by a Flush of rel (in gone).
 func (d *Dir) RemoveDeferred(rel string) error { return d.remove(rel, false) }
 
 func (d *Dir) remove(rel string, durable bool) error {
@@ -254,7 +331,7 @@ func (d *Dir) remove(rel string, durable bool) error {
 	if !durable {
 		return nil
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncFile(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", rel, err)
 	}
 	return nil
@@ -305,7 +382,7 @@ func (s *Stater) Stat(rel string) (FileInfo, error) {
 		return FileInfo{}, err
 	}
 	if fi.IsDir() {
-		return FileInfo{}, fmt.Errorf("path %q is a directory in the cache: %w", rel, ErrUnsafePath)
+		return FileInfo{}, fmt.Errorf("path %q %w", rel, ErrIsDir)
 	}
 	if !fi.Mode().IsRegular() {
 		return FileInfo{}, fmt.Errorf("stat %s: not a regular file: %w", rel, ErrUnsafePath)
@@ -326,7 +403,7 @@ func (d *Dir) checkDir(dir string) error {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return fmt.Errorf("goes through symlink %s: %w", abs, ErrUnsafePath)
 	case !fi.IsDir():
-		return fmt.Errorf("%s is not a directory: %w", abs, ErrUnsafePath)
+		return fmt.Errorf("%s %w", abs, ErrNotDir)
 	}
 	return nil
 }

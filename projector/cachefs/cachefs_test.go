@@ -125,6 +125,34 @@ func TestScan(t *testing.T) {
 	}
 }
 
+func TestFlush(t *testing.T) {
+	d, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := "deferred"
+	if _, err := d.WriteDeferred("a/b/c", strings.NewReader(content), ledger.DigestOf([]byte(content)), int64(len(content)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(t, d, "a/x/y", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RemoveDeferred("a/x/y"); err != nil {
+		t.Fatal(err)
+	}
+	// A FIFO where a file was (the user's) must not block the flush, and a file
+	// removed meanwhile is flushed as gone.
+	if err := syscallMkfifo(filepath.Join(d.Root(), "a/fifo")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush([]string{"a/b/c", "a/fifo", "a/missing"}, []string{"a/x/y", "z/never"}, 2); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if err := d.Flush([]string{"../escape"}, nil, 2); !errors.Is(err, ErrUnsafePath) {
+		t.Fatalf("flush of an unsafe path: %v", err)
+	}
+}
+
 // Open leaves temp files alone (another process may be writing them); RemoveTemp,
 // called by the lock holder, drops them.
 func TestOpenKeepsTempFilesRemoveTempDrops(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/cachefs"
@@ -18,6 +20,8 @@ import (
 // applied counts what one Ready did to the cache.
 type applied struct {
 	Written, Deleted, Lazy, Indexed int
+	Kept                            int // OpWrite files the cache held already
+	Removed                         int // files removed from the cache by OpDelete
 	Bytes                           int64
 	Paths                           []string
 }
@@ -27,12 +31,17 @@ func (a *applied) add(b applied) {
 	a.Deleted += b.Deleted
 	a.Lazy += b.Lazy
 	a.Indexed += b.Indexed
+	a.Kept += b.Kept
+	a.Removed += b.Removed
 	a.Bytes += b.Bytes
 	a.Paths = append(a.Paths, b.Paths...)
 }
 
 // diskState is what the cache holds at a path, as far as the apply needs to know.
 type diskState struct {
+	// keep: an ignored file holding this host's own content where the ledger
+	// has another: the apply leaves it as it is (see Host.ignored).
+	keep   bool
 	exists bool
 	info   cachefs.FileInfo
 	digest ledger.Digest // set when hashed
@@ -71,155 +80,260 @@ func (h *Host) inspect(st *cachefs.Stater, path string, row statedb.Entry, hasRo
 	return ds, nil
 }
 
-// applyReady performs rd on the cache, persists it in one transaction and
-// advances the core. Before touching anything it checks that no path holds a
-// local change (content matching neither the index nor the incoming state); if
-// one does, nothing is written, the Ready is discarded and the error names the
-// paths.
-//
-// seen gives, for files of the host's own commit (OpIndex), what the commit scan
-// saw; their index rows take that mtime, so a file changed after the scan is
-// hashed again by the next one.
+// applyOptions are what some callers of apply add to a Ready.
+type applyOptions struct {
+	// seen gives, for files of the host's own commit (OpIndex), what the commit
+	// scan saw; their index rows take that mtime, so a file changed after the
+	// scan is hashed again by the next one.
+	seen map[string]cachefs.FileInfo
+	// progress, when set, is called after each file fetched (under a lock).
+	progress func(applied)
+}
+
+// applyReady performs rd on the cache, makes it durable, persists it in one
+// transaction and advances the core (see apply).
 func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, seen map[string]cachefs.FileInfo) (applied, error) {
+	return h.apply(ctx, s, rd, applyOptions{seen: seen})
+}
+
+// apply performs rd in six steps, each its own function:
+//
+//  1. inspect: read what the cache holds at each path; if one holds a local
+//     change (content matching neither the index nor the incoming state),
+//     nothing is written, and the error names the paths;
+//  2. journal: record durably what the Ready puts at each path, so a file an
+//     interruption leaves is not taken for a local change;
+//  3. remove: delete what must not stay (in order: removals drop the
+//     directories they empty);
+//  4. fetch: download and write the new content (bounded parallel);
+//  5. sync: make durable everything rd.MustSync names — written files, files
+//     found already right, removals, and the directories on their paths;
+//  6. persist: one transaction for index rows, marks, HWM and lineage (and the
+//     journal entries it clears); then the core advances.
+//
+// Nothing reaches the state before step 5 returns, so after a power cut the
+// state never claims content the cache does not hold. On any error the Ready is
+// discarded and the durable state is unchanged.
+func (h *Host) apply(ctx context.Context, s *session, rd projector.Ready, opt applyOptions) (applied, error) {
 	var out applied
+	if err := h.applySteps(ctx, s, rd, opt, &out); err != nil {
+		s.core.Discard()
+		return out, err
+	}
+	if err := s.core.Advance(rd); err != nil {
+		return out, err
+	}
+	h.hwm.Store(uint64(rd.HWM))
+	h.cfg.Failpoint("sync-after-persist")
+	sort.Strings(out.Paths)
+	return out, nil
+}
+
+func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, opt applyOptions, out *applied) error {
+	disk, err := h.inspectReady(s, rd)
+	if err != nil {
+		return err
+	}
+	if err := h.journalReady(s, rd, disk); err != nil {
+		return err
+	}
+	h.cfg.Failpoint("sync-before-write")
+	rows := rowsOf(s, rd, disk, opt.seen, out)
+	if err := h.removeReady(rd, disk, out); err != nil {
+		return err
+	}
+	if err := h.fetchReady(ctx, rd, disk, rows, opt.progress, out); err != nil {
+		return err
+	}
+	if err := h.syncReady(rd); err != nil {
+		return err
+	}
+	h.cfg.Failpoint("sync-after-write")
+	return h.persistReady(s, rd, rows)
+}
+
+// inspectReady reads the disk state of every path rd changes on disk (not
+// OpIndex: the host's own commit, whose files are the cache's) and fails with a
+// *LocalChangesError naming the paths that hold a local change.
+//
+// An ignored file (a swamp database, an editor's swap file) that would be a
+// local change is this host's own: the index takes the ledger's row, the file
+// stays as it is (diskState.keep).
+func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error) {
 	disk := make([]diskState, len(rd.Changes))
 	var local []string
-	var keepLocal map[int]bool // ignored paths holding this host's own file: not touched
 	st := h.dir.NewStater()
 	for i, ch := range rd.Changes {
 		if ch.Op == projector.OpIndex {
 			continue
 		}
 		row, hasRow := s.index[ch.Path]
-		ds, err := h.inspect(st, ch.Path, row, hasRow)
+		ds, err := h.inspectChange(st, rd, ch, row, hasRow)
+		if blocker, ok := blockedBy(err); ok {
+			local = append(local, blocker)
+			continue
+		}
 		if err != nil {
-			s.core.Discard()
-			return out, fmt.Errorf("apply %s: %w", ch.Path, err)
+			return nil, fmt.Errorf("apply %s: %w", ch.Path, err)
 		}
 		disk[i] = ds
 		oldOK := ds.matches(ch.Old) || (!ds.exists && ch.Old != nil && ch.Old.Lazy)
-		if !oldOK && !ds.matches(ch.New) && !(ch.Op != projector.OpWrite && !ds.exists) && !s.leftover(ch.Path, ds) {
-			if ignored, err := h.ignored(ch.Path); err != nil {
-				s.core.Discard()
-				return out, err
-			} else if ignored {
-				// An ignored file (a swamp database, an editor's swap file) is
-				// this host's own: the index takes the ledger's row, the file
-				// stays as it is.
-				if keepLocal == nil {
-					keepLocal = map[int]bool{}
-				}
-				keepLocal[i] = true
+		switch {
+		case oldOK || ds.matches(ch.New) || s.leftover(ch.Path, ds) || ds.ledgerLeft(ch):
+		case !ds.exists && (ch.Op != projector.OpWrite || rd.Reset):
+			// Absent where nothing must be, or a reset restoring it.
+		default:
+			ignored, err := h.ignored(ch.Path)
+			if err != nil {
+				return nil, err
+			}
+			if ignored {
+				disk[i].keep = true
 				continue
 			}
 			local = append(local, ch.Path)
 		}
 	}
 	if len(local) > 0 {
-		s.core.Discard()
-		return out, &LocalChangesError{Paths: local}
+		return nil, &LocalChangesError{Paths: local}
 	}
-	// Journal what this Ready puts at each path before touching any, so that a
-	// file it leaves behind if interrupted is not taken for a local change.
+	return disk, nil
+}
+
+// journalReady records durably what rd puts at each path before any is
+// touched, so that a file it leaves behind if interrupted is not taken for a
+// local change.
+func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) error {
 	journal := map[string]statedb.JournalEntry{}
 	for i, ch := range rd.Changes {
 		switch {
-		case keepLocal[i]:
+		case disk[i].keep:
 		case ch.Op == projector.OpWrite && !disk[i].matches(ch.New):
 			journal[ch.Path] = statedb.JournalEntry{Digests: []ledger.Digest{ch.New.SHA256}}
 		case ch.Op != projector.OpWrite && ch.Op != projector.OpIndex && disk[i].exists:
 			journal[ch.Path] = statedb.JournalEntry{Removed: true}
 		}
 	}
-	if len(journal) > 0 {
-		merged, err := h.db.AddJournal(journal)
-		if err != nil {
-			s.core.Discard()
-			return out, fmt.Errorf("journal apply: %w", err)
-		}
-		maps.Copy(s.journal, merged)
+	if len(journal) == 0 {
+		return nil
 	}
-	h.cfg.Failpoint("sync-before-write")
+	merged, err := h.db.AddJournal(journal)
+	if err != nil {
+		return fmt.Errorf("journal apply: %w", err)
+	}
+	maps.Copy(s.journal, merged)
+	return nil
+}
 
+// rowsOf returns the index rows rd persists (rows[i] for rd.Changes[i]; zero
+// where New is nil), with the mtimes known before any file is written, and
+// counts the changes that need no fetch.
+func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]cachefs.FileInfo, out *applied) []statedb.Entry {
 	rows := make([]statedb.Entry, len(rd.Changes))
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		errs []error
-		sem  = make(chan struct{}, h.cfg.Parallel)
-	)
-	var fetches []int // started once the removals are done (see below)
-	removed := false  // a removal awaits the flush
 	for i, ch := range rd.Changes {
 		if ch.New != nil {
 			rows[i] = statedb.Entry{Digest: ch.New.SHA256, Size: ch.New.Size, Mode: ch.New.Mode, Lazy: ch.New.Lazy, Seq: ch.Seq}
-			if ch.Seq == 0 {
-				rows[i].Seq = s.index[ch.Path].Seq
+			if ch.Seq == 0 && !rd.Reset {
+				rows[i].Seq = s.index[ch.Path].Seq // Hydrate: the event that wrote it
 			}
 		}
 		switch {
-		case keepLocal[i]:
+		case disk[i].keep:
 		case ch.Op == projector.OpWrite && disk[i].matches(ch.New):
 			rows[i].MTime = disk[i].info.ModTime // already there (an interrupted apply)
-		case ch.Op == projector.OpWrite:
-			fetches = append(fetches, i)
+			out.Kept++
 		case ch.Op == projector.OpIndex:
 			if fi, ok := seen[ch.Path]; ok && ch.New != nil && fi.Size == ch.New.Size && fi.Mode == ch.New.Mode {
 				rows[i].MTime = fi.ModTime
 			}
 			out.Indexed++
-		default: // OpDelete, OpLazy: the file must not stay
-			if disk[i].exists {
-				if err := h.dir.RemoveDeferred(ch.Path); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				removed = true
-			}
-			if ch.Op == projector.OpLazy {
-				out.Lazy++
-			} else if ch.Old != nil {
-				out.Deleted++
-				out.Paths = append(out.Paths, ch.Path)
-			}
+		case ch.Op == projector.OpLazy:
+			out.Lazy++
+		case ch.Op == projector.OpDelete && ch.Old != nil:
+			out.Deleted++
+			out.Paths = append(out.Paths, ch.Path)
 		}
 	}
-	// Fetches run after the removals: cachefs.Remove drops the directories it
-	// empties, which must not race with a fetch creating a file in one of them,
-	// and the counters are then only shared under mu.
-	for _, i := range fetches {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int, ch projector.Change) {
-			defer func() { <-sem; wg.Done() }()
-			fi, err := h.fetch(ctx, ch.Path, ch.New)
+	return rows
+}
+
+// removeReady removes the files of OpDelete and OpLazy changes that exist, in
+// order (cachefs removes the directories it empties, which must not race with
+// a fetch creating a file in one of them).
+func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) error {
+	for i, ch := range rd.Changes {
+		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy) || !disk[i].exists || disk[i].keep {
+			continue
+		}
+		if err := h.dir.RemoveDeferred(ch.Path); err != nil {
+			return err
+		}
+		if ch.Op == projector.OpDelete {
+			out.Removed++
+		}
+	}
+	return nil
+}
+
+// fetchReady fetches and writes, h.cfg.Parallel at a time, the content of the
+// OpWrite changes the cache does not hold yet, and sets their rows' mtimes.
+func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskState, rows []statedb.Entry, progress func(applied), out *applied) error {
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(h.cfg.Parallel)
+	for i, ch := range rd.Changes {
+		if ch.Op != projector.OpWrite || disk[i].matches(ch.New) || disk[i].keep {
+			continue
+		}
+		g.Go(func() error {
+			fi, err := fetch(gctx, h.cfg.Blobs, h.dir, ch.Path, ch.New)
+			if err != nil {
+				return err
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
 			rows[i].MTime = fi.ModTime
 			out.Written++
 			out.Bytes += fi.Size
 			out.Paths = append(out.Paths, ch.Path)
-		}(i, rd.Changes[i])
+			if progress != nil {
+				progress(*out)
+			}
+			return nil
+		})
 	}
-	wg.Wait()
-	if len(errs) == 0 && (out.Written > 0 || removed) {
-		// One flush makes every file of this Ready durable before the state
-		// that claims them is persisted.
-		if err := h.dir.SyncAll(); err != nil {
-			errs = append(errs, err)
+	return g.Wait()
+}
+
+// syncReady makes durable what rd.MustSync names, before any state claims it.
+func (h *Host) syncReady(rd projector.Ready) error {
+	var files, gone []string
+	for _, m := range rd.MustSync() {
+		if m.Content {
+			files = append(files, m.Path)
+		} else {
+			gone = append(gone, m.Path)
 		}
 	}
-	if len(errs) > 0 {
-		s.core.Discard()
-		return out, errors.Join(errs...)
+	if len(files)+len(gone) == 0 {
+		return nil
 	}
-	h.cfg.Failpoint("sync-after-write")
+	if err := h.dir.Flush(files, gone, h.cfg.Parallel); err != nil {
+		return fmt.Errorf("sync cache: %w", err)
+	}
+	return nil
+}
 
+// persistReady persists rd in one transaction — lineage, the index rows (a
+// reset first empties the old state), the journal entries of its paths, marks
+// and HWM — and updates the session's copy of the index.
+func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry) error {
 	err := h.db.Update(func(tx *statedb.Tx) error {
+		if rd.Reset {
+			if err := tx.Reset(); err != nil {
+				return err
+			}
+		}
 		if rd.Ledger != "" {
 			if err := tx.SetLedger(rd.Ledger, s.info.Name); err != nil {
 				return err
@@ -249,8 +363,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 		return tx.SetHWM(rd.HWM)
 	})
 	if err != nil {
-		s.core.Discard()
-		return out, fmt.Errorf("persist state: %w", err)
+		return fmt.Errorf("persist state: %w", err)
 	}
 	for i, ch := range rd.Changes {
 		delete(s.journal, ch.Path)
@@ -260,13 +373,7 @@ func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, s
 			s.index[ch.Path] = rows[i]
 		}
 	}
-	if err := s.core.Advance(rd); err != nil {
-		return out, err
-	}
-	h.hwm.Store(uint64(rd.HWM))
-	h.cfg.Failpoint("sync-after-persist")
-	sort.Strings(out.Paths)
-	return out, nil
+	return nil
 }
 
 // ignored reports whether path is left out by the cache's ignore rules. It is
@@ -286,14 +393,15 @@ func (s *session) leftover(path string, ds diskState) bool {
 	return ok && (ds.hashed || !ds.exists) && j.Matches(ds.exists, ds.digest)
 }
 
-// fetch downloads f's blob and writes it at path, verified.
-func (h *Host) fetch(ctx context.Context, path string, f *projector.File) (cachefs.FileInfo, error) {
-	rc, err := h.cfg.Blobs.Get(ctx, f.SHA256)
+// fetch downloads f's blob and writes it at path in dir, verified, its content
+// fsynced; the directories on its path are synced by the caller (Dir.Flush).
+func fetch(ctx context.Context, blobs ledger.BlobStore, dir *cachefs.Dir, path string, f *projector.File) (cachefs.FileInfo, error) {
+	rc, err := blobs.Get(ctx, f.SHA256)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}
 	defer rc.Close()
-	fi, err := h.dir.WriteDeferred(path, rc, f.SHA256, f.Size, f.Mode)
+	fi, err := dir.WriteDeferred(path, rc, f.SHA256, f.Size, f.Mode)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}

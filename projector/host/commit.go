@@ -62,7 +62,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 	}
 	seen := map[string]bool{}
 	err = h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
-		if !keep(ledger.PartitionKey(rel)) {
+		part := ledger.PartitionKey(rel)
+		if !keep(part) {
+			return nil
+		}
+		if err := ledger.CheckPartitionToken(part); err != nil {
+			// No event can carry this partition: leave the file out, never the others.
+			h.log.Warn("not synced", "path", rel, "reason", err)
 			return nil
 		}
 		seen[rel] = true
@@ -98,11 +104,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
+	// A shadowed file absent from the cache is not a deletion: a directory of
+	// its name holds other paths (projector.OpShadow).
 	for p, row := range s.index {
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			continue // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) && !s.core.Shadowed(p) {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
@@ -169,7 +177,7 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 // publish uploads the changed content, appends the events and records them.
 func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOptions, res *CommitResult) error {
 	now := h.cfg.Now()
-	id, err := ledger.NewUUIDv7(now, h.cfg.Rand)
+	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
 		return err
 	}
@@ -177,6 +185,9 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	events, err := s.core.CommitEvents(c)
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if err := h.syncCommitted(sc); err != nil {
+		return err
 	}
 	if err := h.upload(ctx, sc, opt.Stored); err != nil {
 		return err
@@ -221,6 +232,26 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 			res.Written++
 			res.Bytes += e.Size
 		}
+	}
+	return nil
+}
+
+// syncCommitted makes the commit's files (and the deleted files' absence)
+// durable before anything is published: the ledger must never hold content this
+// cache could lose in a power cut, or, after one, the next scan would find the
+// older or truncated file, take it for a local change and publish it over the
+// good version on every host.
+func (h *Host) syncCommitted(sc scanned) error {
+	var files, gone []string
+	for _, e := range sc.changes {
+		if e.Deleted {
+			gone = append(gone, e.Path)
+		} else {
+			files = append(files, e.Path)
+		}
+	}
+	if err := h.dir.Flush(files, gone, h.cfg.Parallel); err != nil {
+		return fmt.Errorf("commit: sync the committed files: %w", err)
 	}
 	return nil
 }

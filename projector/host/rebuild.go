@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"sync"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
-	"github.com/syncledger/syncledger/projector/cachefs"
 	"github.com/syncledger/syncledger/projector/snapshot"
-	"github.com/syncledger/syncledger/projector/statedb"
 )
 
 // Progress reports a long operation (rebuild, replay) to a UI, which the shell
@@ -140,12 +136,12 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		return res, fmt.Errorf("rebuild: no usable snapshot: %w", &ledger.TruncatedError{From: 1, First: floor})
 	}
 	h.log.Info("rebuilding cache", "cache", h.dir.Root(), "snapshot", res.SnapshotKey, "seq", base.Seq, "head", b.Last)
-	if err := h.restore(ctx, info, base, opt, &res); err != nil {
-		return res, fmt.Errorf("rebuild: restore snapshot at seq %d: %w", base.Seq, err)
-	}
 	s, err := h.load(ctx, opt.Lazy)
 	if err != nil {
 		return res, fmt.Errorf("rebuild: %w", err)
+	}
+	if err := h.restore(ctx, s, base, opt, &res); err != nil {
+		return res, fmt.Errorf("rebuild: restore snapshot at seq %d: %w", base.Seq, err)
 	}
 	head, err := h.cfg.Log.LastSeq(ctx)
 	if err != nil {
@@ -197,215 +193,46 @@ func (h *Host) rebuildAfterTruncation(ctx context.Context, opt SyncOptions, caus
 	return res, nil
 }
 
-// restoreJob is what the restore does to one path.
-type restoreJob struct {
-	path string
-	want *projector.File // nil: the path must not exist
-	row  statedb.Entry   // the index row to persist (want != nil)
-	op   projector.Op    // OpWrite, OpLazy, OpDelete, or OpIndex (already right)
-}
-
-// restore makes the cache and its persisted state equal to snap.
-func (h *Host) restore(ctx context.Context, info ledger.Info, snap *snapshot.Snapshot, opt RebuildOptions, res *RebuildResult) error {
-	old := map[string]statedb.Entry{}
-	if err := h.db.ForEach(func(p string, e statedb.Entry) error { old[p] = e; return nil }); err != nil {
-		return err
-	}
-	journal, err := h.db.Journal()
-	if err != nil {
-		return err
-	}
-	want := make(map[string]snapshot.Entry, len(snap.Entries))
+// restore makes the cache and its persisted state equal to snap: a Ready that
+// resets the state (projector.Core.Restore), applied like any other. The files
+// an interrupted apply may have left (the journal) that neither the index nor
+// the snapshot holds are removed.
+func (h *Host) restore(ctx context.Context, s *session, snap *snapshot.Snapshot, opt RebuildOptions, res *RebuildResult) error {
+	to := projector.State{Ledger: snap.Ledger, HWM: snap.Seq, Marks: snap.Marks, Files: make(map[string]projector.File, len(snap.Entries))}
+	seqs := make(map[string]ledger.Seq, len(snap.Entries))
 	for _, e := range snap.Entries {
-		want[e.Path] = e
+		to.Files[e.Path] = projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode}
+		seqs[e.Path] = e.Seq
 	}
-	// Every path the old index, the snapshot or an interrupted apply (the
-	// journal) knows: a journalled file neither of the others holds is removed.
-	paths := slices.Collect(maps.Keys(old))
-	for _, e := range snap.Entries {
-		if _, ok := old[e.Path]; !ok {
-			paths = append(paths, e.Path)
-		}
-	}
-	for p := range journal {
-		if _, ok := old[p]; !ok {
-			if _, ok := want[p]; !ok {
-				paths = append(paths, p)
+	var stray []string
+	for p := range s.journal {
+		if _, ok := to.Files[p]; !ok {
+			if _, ok := s.index[p]; !ok {
+				stray = append(stray, p)
 			}
 		}
 	}
-	slices.Sort(paths)
-	var (
-		jobs  []restoreJob
-		local []string
-	)
-	st := h.dir.NewStater()
-	for _, p := range paths {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		row, hasRow := old[p]
-		ds, err := h.inspect(st, p, row, hasRow)
-		if err != nil {
-			return fmt.Errorf("inspect %s: %w", p, err)
-		}
-		var oldF *projector.File
-		if hasRow {
-			oldF = &projector.File{SHA256: row.Digest, Size: row.Size, Mode: row.Mode}
-		}
-		j := restoreJob{path: p, op: projector.OpDelete}
-		if e, ok := want[p]; ok {
-			j.want = &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode}
-			j.row = statedb.Entry{Digest: e.SHA256, Size: e.Size, Mode: e.Mode, Seq: e.Seq}
-			j.op = projector.OpWrite
-		}
-		left := journal[p].Matches(ds.exists, ds.digest) && (ds.hashed || !ds.exists)
-		if ds.exists && !ds.matches(oldF) && !ds.matches(j.want) && !left {
-			local = append(local, p)
-			continue
-		}
-		switch {
-		case j.want != nil && ds.matches(j.want):
-			j.op, j.row.MTime = projector.OpIndex, ds.info.ModTime // already there (kept even when lazy)
-		case j.want != nil && opt.Lazy && ledger.IsLazySkippable(p):
-			j.op, j.row.Lazy = projector.OpLazy, true
-		case j.want == nil && !ds.exists:
-			continue // gone already
-		}
-		jobs = append(jobs, j)
-	}
-	if len(local) > 0 {
-		return &LocalChangesError{Paths: local}
-	}
-	// Journal the restore's file operations like an apply's, so a crash in the
-	// middle leaves nothing the next command takes for a local change.
-	jr := map[string]statedb.JournalEntry{}
-	for _, j := range jobs {
-		switch {
-		case j.op == projector.OpWrite:
-			jr[j.path] = statedb.JournalEntry{Digests: []ledger.Digest{j.want.SHA256}}
-		case j.op != projector.OpIndex:
-			jr[j.path] = statedb.JournalEntry{Removed: true}
-		}
-	}
-	if len(jr) > 0 {
-		merged, err := h.db.AddJournal(jr)
-		if err != nil {
-			return fmt.Errorf("journal restore: %w", err)
-		}
-		maps.Copy(journal, merged)
-	}
-	if err := h.runRestore(ctx, jobs, opt.Progress, res); err != nil {
+	slices.Sort(stray)
+	if err := s.core.Restore(to, seqs, stray); err != nil {
 		return err
 	}
-	return h.db.Update(func(tx *statedb.Tx) error {
-		if err := tx.Reset(); err != nil {
-			return err
-		}
-		// Every journalled path now holds the snapshot's state.
-		for p := range journal {
-			if err := tx.ClearJournal(p); err != nil {
-				return err
-			}
-		}
-		if err := tx.SetLedger(info.UUID, info.Name); err != nil {
-			return err
-		}
-		for _, j := range jobs {
-			if j.want == nil {
-				continue
-			}
-			if err := tx.Put(j.path, j.row); err != nil {
-				return err
-			}
-		}
-		for p, m := range snap.Marks {
-			if err := tx.PutMark(p, m); err != nil {
-				return err
-			}
-		}
-		return tx.SetHWM(snap.Seq)
-	})
-}
-
-// runRestore performs the jobs' file work: fetches in parallel (bounded),
-// removals in order. Rows of written files get the written file's mtime.
-func (h *Host) runRestore(ctx context.Context, jobs []restoreJob, progress func(Progress), res *RebuildResult) error {
+	rd := s.core.Ready()
 	p := Progress{Phase: "restore"}
-	for _, j := range jobs {
-		if j.op == projector.OpWrite {
+	for _, ch := range rd.Changes {
+		if ch.Op == projector.OpWrite && (ch.Old == nil || ch.Old.Lazy || !ch.Old.SameContent(*ch.New)) {
 			p.FilesTotal++
-			p.BytesTotal += j.want.Size
+			p.BytesTotal += ch.New.Size
 		}
 	}
-	if progress != nil {
-		progress(p)
-	}
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		errs []error
-		sem  = make(chan struct{}, h.cfg.Parallel)
-	)
-	// Removals first, in order: cachefs.Remove also removes the directories it
-	// empties, which must not race with a write creating a file in one of them.
-	for _, j := range jobs {
-		switch j.op {
-		case projector.OpIndex:
-			res.Kept++
-		case projector.OpDelete, projector.OpLazy:
-			if err := h.dir.Remove(j.path); err != nil {
-				return err
-			}
-			if j.op == projector.OpLazy {
-				res.Lazy++
-			} else {
-				res.Removed++
-			}
+	var progress func(applied)
+	if opt.Progress != nil {
+		opt.Progress(p)
+		progress = func(a applied) {
+			p.Files, p.Bytes = a.Written, a.Bytes
+			opt.Progress(p)
 		}
 	}
-	for i := range jobs {
-		j := &jobs[i]
-		if j.op == projector.OpWrite && ctx.Err() == nil {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				fi, err := fetchInto(ctx, h.cfg.Blobs, h.dir, j.path, j.want)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				j.row.MTime = fi.ModTime
-				res.Restored++
-				res.Bytes += fi.Size
-				p.Files++
-				p.Bytes += fi.Size
-				if progress != nil {
-					progress(p)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return errors.Join(errs...)
-}
-
-// fetchInto downloads f's blob and writes it at path in dir, verified.
-func fetchInto(ctx context.Context, blobs ledger.BlobStore, dir *cachefs.Dir, path string, f *projector.File) (cachefs.FileInfo, error) {
-	rc, err := blobs.Get(ctx, f.SHA256)
-	if err != nil {
-		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
-	}
-	defer rc.Close()
-	fi, err := dir.Write(path, rc, f.SHA256, f.Size, f.Mode)
-	if err != nil {
-		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
-	}
-	return fi, nil
+	a, err := h.apply(ctx, s, rd, applyOptions{progress: progress})
+	res.Restored, res.Kept, res.Removed, res.Lazy, res.Bytes = a.Written, a.Kept, a.Removed, a.Lazy, a.Bytes
+	return err
 }

@@ -165,7 +165,7 @@ func materialize(ctx context.Context, cfg ReplayConfig, s *snapshot.Snapshot, re
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			fi, err := fetchInto(ctx, cfg.Blobs, dir, e.Path, &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
+			fi, err := fetch(ctx, cfg.Blobs, dir, e.Path, &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -185,6 +185,13 @@ func materialize(ctx context.Context, cfg ReplayConfig, s *snapshot.Snapshot, re
 		return err
 	}
 	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	paths := make([]string, len(s.Entries))
+	for i, e := range s.Entries {
+		paths[i] = e.Path
+	}
+	if err := dir.Flush(paths, nil, cfg.Parallel); err != nil {
 		return err
 	}
 	// The tree is the datastore's files only: drop cachefs's temp directory.

@@ -3,8 +3,9 @@
 //
 // Everything the projector learns is written in one transaction per Ready: the
 // index entries of the files written or deleted, the partition marks and the HWM.
-// Files are made durable before the transaction that records them commits, so the
-// state is never ahead of the files; a crash between the two leaves files the state
+// Files are made durable (fsynced, with their directories) before the
+// transaction that records them commits, so the state is never ahead of the
+// files, even after a power cut; a crash between the two leaves files the state
 // does not yet claim, and the next sync re-applies them (rule 1 does not skip them
 // because their marks were not persisted).
 //
@@ -16,6 +17,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,6 +119,8 @@ func Open(path string, wait time.Duration) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
+	_, serr := os.Lstat(path)
+	created := errors.Is(serr, fs.ErrNotExist)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open state %s: %w", path, ErrBusy)
@@ -139,6 +143,11 @@ func Open(path string, wait time.Duration) (*DB, error) {
 	})
 	if err == nil && !ready {
 		err = db.Update(setUp)
+	}
+	if err == nil && created {
+		// bbolt fsyncs the file, not the directory entry that names it: without
+		// this a power cut can lose the whole state.db (and its directory).
+		err = syncDirs(filepath.Dir(path))
 	}
 	if err != nil {
 		db.Close()
@@ -172,6 +181,22 @@ func checkSchema(meta *bolt.Bucket) (present bool, err error) {
 		return true, fmt.Errorf("schema version %d (this build reads %d): %w", s, SchemaVersion, ledger.ErrUnknownVersion)
 	}
 	return true, nil
+}
+
+// syncDirs fsyncs dir and its parent, which may have been created with it.
+func syncDirs(dir string) error {
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		f, err := os.Open(d)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("sync directory %s: %w", d, err)
+		}
+	}
+	return nil
 }
 
 // Close closes the database.

@@ -59,6 +59,8 @@ export class Agent {
           `or run 'syncledger swamp setup --repo DIR' with the binary you have to rewrite "binary" in .swamp.yaml`,
       );
     }
+    // Unreferenced while idle, so that the agent never keeps swamp from
+    // exiting; referenced while an answer is awaited (see send).
     this.child.unref();
     this.writer = this.child.stdin.getWriter();
     this.readLines(this.child.stdout, (line) => this.answer(line));
@@ -106,6 +108,7 @@ export class Agent {
     const p = this.pending.get(msg.id);
     if (!p) return;
     this.pending.delete(msg.id);
+    if (this.pending.size === 0) this.child?.unref();
     if (msg.error) {
       const e = new Error(msg.error.message) as Error & { kind?: string; paths?: string[] };
       e.kind = msg.error.kind;
@@ -119,6 +122,7 @@ export class Agent {
     const id = this.next++;
     const line = new TextEncoder().encode(JSON.stringify({ ...req, id }) + "\n");
     return new Promise((resolve, reject) => {
+      if (this.pending.size === 0) this.child?.ref();
       this.pending.set(id, { resolve, reject });
       this.writer!.write(line).catch((e) => {
         this.pending.delete(id);

@@ -1,0 +1,7 @@
+//go:build unix
+
+package cachefs
+
+import "syscall"
+
+func syscallMkfifo(p string) error { return syscall.Mkfifo(p, 0o600) }
