@@ -25,6 +25,7 @@ var commands = []func(*app) *cobra.Command{
 	newLogCmd,
 	newSyncCmd,
 	newCommitCmd,
+	newResolveCmd,
 	newStatusCmd,
 	newExecCmd,
 	newWatchCmd,

@@ -31,7 +31,7 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%v: %q (local files kept, still uncommitted)", ErrCommitConflict, e.Paths)
+	return fmt.Sprintf("%v: %q (local files kept, still uncommitted): %s", ErrCommitConflict, e.Paths, resolveHint(e.Paths))
 }
 
 func (e *ConflictError) Unwrap() error { return ErrCommitConflict }
@@ -42,7 +42,7 @@ type LocalChangesError struct {
 }
 
 func (e *LocalChangesError) Error() string {
-	return fmt.Sprintf("%v: %q (commit them first; nothing was overwritten)", ErrLocalChanges, e.Paths)
+	return fmt.Sprintf("%v: %q (nothing was overwritten): commit them first, or %s", ErrLocalChanges, e.Paths, resolveHint(e.Paths))
 }
 
 func (e *LocalChangesError) Unwrap() error { return ErrLocalChanges }
