@@ -25,6 +25,7 @@ var commands = []func(*app) *cobra.Command{
 	newLogCmd,
 	newSyncCmd,
 	newCommitCmd,
+	newResolveCmd,
 	newStatusCmd,
 	newExecCmd,
 	newWatchCmd,
@@ -55,7 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetErr(a.stderr)
+	stderr = a.stderr // secrets scrubbed
 
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && !a.started {
