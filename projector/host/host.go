@@ -34,6 +34,9 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("%v: %q (local files kept, still uncommitted): %s", ErrCommitConflict, e.Paths, resolveHint(e.Paths))
 }
 
+// Commands returns the command lines that settle the conflict.
+func (e *ConflictError) Commands() []string { return resolveCommands(e.Paths) }
+
 func (e *ConflictError) Unwrap() error { return ErrCommitConflict }
 
 // LocalChangesError names the locally changed files a sync refused to overwrite.
@@ -43,6 +46,12 @@ type LocalChangesError struct {
 
 func (e *LocalChangesError) Error() string {
 	return fmt.Sprintf("%v: %q (nothing was overwritten): commit them first, or %s", ErrLocalChanges, e.Paths, resolveHint(e.Paths))
+}
+
+// Commands returns the command lines that lead out: commit, or settle the
+// conflict either way.
+func (e *LocalChangesError) Commands() []string {
+	return append([]string{"syncledger commit"}, resolveCommands(e.Paths)...)
 }
 
 func (e *LocalChangesError) Unwrap() error { return ErrLocalChanges }

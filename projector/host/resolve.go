@@ -49,7 +49,7 @@ func (h *Host) conflicts(ctx context.Context, s *session, dirty []ledger.Entry) 
 			return nil, needsRebuild(fmt.Errorf("read partition %q: %w", p, err))
 		}
 	}
-	return projector.Conflicts(dirty, recs), nil
+	return append([]string{}, projector.Conflicts(dirty, recs)...), nil
 }
 
 // Conflicts returns the cache's conflicts (see Status.Conflicts).
@@ -239,6 +239,14 @@ func (h *Host) restoreIndexed(ctx context.Context, path string, f projector.File
 
 // resolveHint is the way out a conflict error names: both resolve command lines.
 func resolveHint(paths []string) string {
+	c := resolveCommands(paths)
+	return fmt.Sprintf("keep this host's version on top with '%s', or take the ledger's with '%s' (this host's copy is kept under %s/%s/)",
+		c[0], c[1], ledger.StateDir, ConflictsDir)
+}
+
+// resolveCommands returns the resolve command lines for paths: --mine, then
+// --theirs (--all for more than four paths).
+func resolveCommands(paths []string) []string {
 	args := "--all"
 	if len(paths) <= 4 {
 		q := make([]string, len(paths))
@@ -247,8 +255,7 @@ func resolveHint(paths []string) string {
 		}
 		args = strings.Join(q, " ")
 	}
-	return fmt.Sprintf("keep this host's version on top with 'syncledger resolve --mine %s', or take the ledger's with 'syncledger resolve --theirs %s' (this host's copy is kept under %s/%s/)",
-		args, args, ledger.StateDir, ConflictsDir)
+	return []string{"syncledger resolve --mine " + args, "syncledger resolve --theirs " + args}
 }
 
 // shellQuote quotes p for a POSIX shell when it needs it.
