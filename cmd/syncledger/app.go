@@ -51,6 +51,8 @@ type app struct {
 	logger *slog.Logger
 	level  slog.Level
 
+	abort *aborter // ends the running command (abortWith)
+
 	envs    []envBinding
 	started bool // the command's flags and args were accepted; errors from here on are not usage errors
 
@@ -71,7 +73,7 @@ type envBinding struct {
 // every secret in effect (secrets.go), to stderr.
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	sw := &scrubWriter{w: stderr}
-	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv,
+	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv, abort: &aborter{},
 		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}}
 }
 

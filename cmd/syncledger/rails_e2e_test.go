@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -204,6 +206,43 @@ func TestSecretsNeverPrinted(t *testing.T) {
 				if cmd[0] == "config" && r.code != 0 {
 					t.Errorf("config show: exit %d %s", r.code, r.stderr)
 				}
+			}
+		})
+	}
+}
+
+// TestReadOnlyCommitFailsAtOnce: a tooling (read-only) user's commit, with the
+// blobs in a NATS object store or in a directory, fails at once with the
+// server's permission error (it waited ≈ 36 s for publish timeouts) and
+// publishes nothing.
+func TestReadOnlyCommitFailsAtOnce(t *testing.T) {
+	for _, blobs := range []string{"nats", "file"} {
+		t.Run(blobs, func(t *testing.T) {
+			dir := t.TempDir()
+			users := writeFile(t, filepath.Join(dir, "users.yaml"), "users:\n  - {user: web, password: web-pw, role: host}\n  - {user: grafana, password: graf-pw, role: tooling}\n")
+			url := "nats://syncledger-default"
+			if blobs == "file" {
+				url = "file://" + filepath.Join(dir, "blobs")
+			}
+			srv, info := serveJSON(t, cliEnv("SYNCLEDGER_SERVE_USERS="+users), "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--blobs", url)
+			defer srv.stop(t, syscall.SIGTERM)
+			tool := cliEnv("SYNCLEDGER_NATS="+info.URL, "NATS_USER=grafana", "NATS_PASSWORD=graf-pw")
+			cache := filepath.Join(dir, "cache")
+			put(t, cache, "data/command/shell/vpc/result/1/raw", "vpc")
+			start := time.Now()
+			r := cli(t, tool, "--cache", cache, "commit", "-m", "read-only")
+			took := time.Since(start)
+			t.Logf("read-only commit: exit %d after %v: %s", r.code, took, strings.TrimSpace(r.stderr))
+			if r.code != exitError || !strings.Contains(r.stderr, "permission denied") || !strings.Contains(r.stderr, "docs/ops.md") {
+				t.Fatalf("read-only commit: exit %d\n%s", r.code, r.stderr)
+			}
+			// The old code took ≈ 36 s (publish timeouts); anything near that is
+			// the bug, whatever the machine's load.
+			if took > 15*time.Second {
+				t.Fatalf("read-only commit took %v to fail", took)
+			}
+			if r := cli(t, tool, "log"); r.code != 0 || strings.TrimSpace(r.stdout) != "" {
+				t.Fatalf("log after the refused commit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 			}
 		})
 	}
