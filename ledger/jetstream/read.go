@@ -55,7 +55,11 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 	if !ok {
 		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: no events: %w", l.name, partition, ledger.ErrNotFound)
 	}
-	if err := l.loadQuarantines(ctx, m.Seq); err != nil {
+	b, err := l.bounds(ctx)
+	if err == nil {
+		err = l.loadQuarantines(ctx, max(b.Last, m.Seq))
+	}
+	if err != nil {
 		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: %w", l.name, partition, err)
 	}
 	return l.decode(m)
@@ -152,7 +156,8 @@ func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Reco
 	if from > end {
 		return nil
 	}
-	if err := l.loadQuarantines(ctx, end); err != nil {
+	// Notices come after the seqs they quarantine: load them up to the last.
+	if err := l.loadQuarantines(ctx, b.Last); err != nil {
 		return fmt.Errorf("ledger %q read: %w", l.name, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -344,7 +349,7 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 	if end < from {
 		return nil
 	}
-	if err := l.loadQuarantines(ctx, end); err != nil {
+	if err := l.loadQuarantines(ctx, max(b.Last, end)); err != nil {
 		return fmt.Errorf("ledger %q read partition %q: %w", l.name, partition, err)
 	}
 	// Walk the chain back from the partition's last event by its prev pointers:
