@@ -126,7 +126,7 @@ func (rd Ready) MustSync() []Sync {
 	}
 	out := make([]Sync, len(rd.Changes))
 	for i, ch := range rd.Changes {
-		out[i] = Sync{Path: ch.Path, Content: ch.New != nil && !ch.New.Lazy}
+		out[i] = Sync{Path: ch.Path, Content: ch.New != nil && !ch.New.Lazy && ch.Op != OpShadow}
 	}
 	return out
 }

@@ -80,6 +80,7 @@ func TestJSONErrorEveryCommand(t *testing.T) {
 		"quarantine":           {"quarantine", "7", "--reason", "bad", "--json"},
 		"rebuild":              {"--cache", cache, "rebuild", "--json"},
 		"replay":               {"replay", "--json", "--to", "1", "--into", t.TempDir()},
+		"resolve":              {"--cache", cache, "resolve", "--json", "--theirs", "x"},
 		"serve":                {"serve", "--listen", "0.0.0.0:0", "--data", t.TempDir(), "--json"},
 		"snapshot":             {"snapshot", "--json"},
 		"status":               {"--cache", t.TempDir(), "status", "--json"},

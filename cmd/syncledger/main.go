@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // commands are the subcommands, in help order.
@@ -25,6 +27,7 @@ var commands = []func(*app) *cobra.Command{
 	newLogCmd,
 	newSyncCmd,
 	newCommitCmd,
+	newResolveCmd,
 	newStatusCmd,
 	newExecCmd,
 	newWatchCmd,
@@ -55,9 +58,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetErr(a.stderr)
+	stderr = a.stderr // secrets scrubbed
 
 	cmd, err := root.ExecuteContextC(ctx)
+	if cause := a.aborted(); err != nil && cause != nil && !errors.Is(err, ledger.ErrPermission) {
+		err = fmt.Errorf("%w (%v)", cause, err)
+	}
+	if errors.Is(err, ledger.ErrPermission) {
+		err = fmt.Errorf("%w (this NATS user lacks the permission: see docs/ops.md, Permissions)", err)
+	}
 	if err != nil && !a.started {
 		// Cobra failed before the command ran: unknown command, bad flag, wrong
 		// arguments.
@@ -110,6 +120,14 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild.`,
 			if err := a.resolve(cmd); err != nil {
 				return err
 			}
+			// A refused operation is only reported asynchronously (nats_auth.go
+			// natsAsyncError); it ends the command at once instead of letting
+			// the request wait for its timeout.
+			ctx, cancel := context.WithCancelCause(cmd.Context())
+			cmd.SetContext(ctx)
+			a.abort.mu.Lock()
+			a.abort.cancel = cancel
+			a.abort.mu.Unlock()
 			a.started = true
 			return nil
 		},

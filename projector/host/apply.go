@@ -257,12 +257,12 @@ func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]ca
 	return rows
 }
 
-// removeReady removes the files of OpDelete and OpLazy changes that exist, in
+// removeReady removes the files of OpDelete, OpLazy and OpShadow changes that exist, in
 // order (cachefs removes the directories it empties, which must not race with
 // a fetch creating a file in one of them).
 func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) error {
 	for i, ch := range rd.Changes {
-		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy) || !disk[i].exists || disk[i].keep {
+		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy && ch.Op != projector.OpShadow) || !disk[i].exists || disk[i].keep {
 			continue
 		}
 		if err := h.dir.RemoveDeferred(ch.Path); err != nil {

@@ -26,6 +26,8 @@ type CommitOptions struct {
 	// Stored lists content a Prepare of this Host already put in the blob
 	// store; the commit does not upload it again.
 	Stored map[ledger.Digest]bool
+	// Paths, when set, limits the commit to these paths (resolve --mine).
+	Paths []string
 }
 
 // CommitResult says what a commit did.
@@ -146,6 +148,9 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 		sc, err := h.scan(s, keep)
 		if err != nil {
 			return res, err
+		}
+		if len(opt.Paths) > 0 {
+			sc.changes = slices.DeleteFunc(sc.changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
 		}
 		if len(sc.changes) == 0 {
 			res.Nothing, res.HWM = true, s.core.HWM()

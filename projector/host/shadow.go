@@ -3,6 +3,8 @@ package host
 import (
 	"errors"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -37,10 +39,18 @@ func (h *Host) inspectChange(st *cachefs.Stater, rd projector.Ready, ch projecto
 	ds, err := h.inspect(st, ch.Path, row, hasRow)
 	switch {
 	case errors.Is(err, cachefs.ErrIsDir):
-		if ch.Op == projector.OpWrite && !ch.OldShadowed {
-			return diskState{}, &blockedError{ch.Path + "/"}
+		if ch.Op != projector.OpWrite {
+			return diskState{}, nil // the file stays shadowed, or goes: the directory stays
 		}
-		return diskState{}, nil
+		// The file comes back where a directory is. An empty one (its last
+		// file deleted by this host) holds nothing: it goes now. One the
+		// Ready empties (the file was shadowed) goes with its last file.
+		// Anything else holds files the ledger does not know: they block
+		// the write.
+		if os.Remove(filepath.Join(h.dir.Root(), filepath.FromSlash(ch.Path))) == nil || ch.OldShadowed {
+			return diskState{}, nil
+		}
+		return diskState{}, &blockedError{ch.Path + "/"}
 	case errors.Is(err, cachefs.ErrNotDir):
 		a, file := h.fileAbove(ch.Path)
 		if !file || removes(rd, a) || ch.Op != projector.OpWrite {
@@ -74,4 +84,18 @@ func removes(rd projector.Ready, path string) bool {
 		return true
 	}
 	return false
+}
+
+// shadowedRows returns the index's shadowed files (projector.Core.Shadowed)
+// without loading a core.
+func (h *Host) shadowedRows() (map[string]bool, error) {
+	var paths []string
+	if err := h.db.ForEach(func(p string, _ statedb.Entry) error { paths = append(paths, p); return nil }); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, p := range projector.ShadowedPaths(paths) {
+		out[p] = true
+	}
+	return out, nil
 }
