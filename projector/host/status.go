@@ -97,6 +97,9 @@ type VerifyResult struct {
 	Missing []string `json:"missing"`
 	Altered []string `json:"altered"`
 	Lazy    int      `json:"lazy"` // not checked: metadata only
+	// Restored are the altered files Repair wrote again from the blob store
+	// (no longer in Altered).
+	Restored []string `json:"restored"`
 }
 
 // OK reports whether every checked file matched.
@@ -110,7 +113,12 @@ func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
 		return VerifyResult{}, aerr
 	}
 	defer release()
-	out := VerifyResult{Missing: []string{}, Altered: []string{}}
+	return h.verify(ctx)
+}
+
+// verify is Verify with the cache held.
+func (h *Host) verify(ctx context.Context) (VerifyResult, error) {
+	out := VerifyResult{Missing: []string{}, Altered: []string{}, Restored: []string{}}
 	ign, err := h.dir.Ignore()
 	if err != nil {
 		return out, err
