@@ -262,7 +262,7 @@ func TestInitProbesBlobStore(t *testing.T) {
 	put(t, filepath.Dir(noDir), filepath.Base(noDir), "x")
 	for _, tc := range []struct {
 		name, blobs, want string
-		env              []string
+		env               []string
 	}{
 		// No instance metadata lookup: the test never leaves loopback.
 		{"unreachable S3 without credentials", "s3://nobucket/x?endpoint=http://" + dead + "&region=us-east-1&path-style=true", "write probes/init-", []string{"AWS_EC2_METADATA_DISABLED=true"}},
