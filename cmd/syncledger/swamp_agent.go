@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -29,6 +30,7 @@ still holds then expire after their TTL.`,
 			ag := &swamp.Agent{
 				Version: versionString(),
 				Cache:   cache,
+				Globals: fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
 				Host:    func(ctx context.Context) (*host.Host, error) { return a.Host(ctx) },
 				KV: func(ctx context.Context) (jetstream.KeyValue, error) {
 					nc, err := a.Conn(ctx)
@@ -41,7 +43,6 @@ still holds then expire after their TTL.`,
 					}
 					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), "syncledger swamp locks and control plane of ledger "+a.ledgerName)
 				},
-				Resolve: "syncledger --cache " + cache + " status (then commit or delete the files named)",
 			}
 			return ag.Serve(ctx, os.Stdin, a.stdout)
 		},

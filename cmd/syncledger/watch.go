@@ -81,18 +81,32 @@ func (a *app) runDirtyWatcher(ctx context.Context, root string) (stop func()) {
 }
 
 func newVerifyCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, repair bool
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check every cached file against its SHA-256 (exit 1 if any is missing or altered)",
-		Args:  cobra.NoArgs,
+		Long: `Verify hashes every cached file the ledger holds and compares it with the
+content the cache last synced or committed: a file is missing, or altered.
+
+An altered file whose size, mtime and mode are unchanged is not an edit (an edit
+moves the mtime) but corruption, which commit cannot see and sync, fetch and
+rebuild leave alone: --repair restores each such file from the blob store and
+lists it as restored. Missing files and edits are left as they are: commit them,
+or take the ledger's version. Exit 1 while any file is missing or altered.`,
+		Example: `  syncledger verify
+  syncledger verify --repair`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			h, err := a.ExistingHost(ctx)
 			if err != nil {
 				return err
 			}
-			res, err := h.Verify(ctx)
+			verify := h.Verify
+			if repair {
+				verify = h.Repair
+			}
+			res, err := verify(ctx)
 			if err != nil {
 				return err
 			}
@@ -107,8 +121,14 @@ func newVerifyCmd(a *app) *cobra.Command {
 				for _, p := range res.Altered {
 					fmt.Fprintf(a.stdout, "altered  %s\n", p)
 				}
-				fmt.Fprintf(a.stdout, "checked %d files (%d lazy not checked): %d missing, %d altered\n",
-					res.Checked, res.Lazy, len(res.Missing), len(res.Altered))
+				for _, p := range res.Restored {
+					fmt.Fprintf(a.stdout, "restored %s\n", p)
+				}
+				fmt.Fprintf(a.stdout, "checked %d files (%d lazy not checked): %d missing, %d altered, %d restored\n",
+					res.Checked, res.Lazy, len(res.Missing), len(res.Altered), len(res.Restored))
+				if len(res.Altered) > 0 && !repair {
+					fmt.Fprintln(a.stdout, "an altered file whose size, mtime and mode are unchanged is corruption: 'syncledger verify --repair' restores it")
+				}
 			}
 			if !res.OK() {
 				return withExitCode(exitError, nil)
@@ -117,6 +137,7 @@ func newVerifyCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&repair, "repair", false, "restore from the blob store every altered file that is not a local edit (size, mtime and mode unchanged)")
 	return cmd
 }
 

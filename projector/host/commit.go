@@ -28,6 +28,8 @@ type CommitOptions struct {
 	// Stored lists content a Prepare of this Host already put in the blob
 	// store; the commit does not upload it again.
 	Stored map[ledger.Digest]bool
+	// Paths, when set, limits the commit to these paths (resolve --mine).
+	Paths []string
 	// Changed, when not nil, limits the scan to these paths (slash-separated,
 	// relative to the cache; a directory stands for its whole subtree): the
 	// caller vouches that no other path changed since the cache was last scanned
@@ -123,11 +125,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
+	// A shadowed file absent from the cache is not a deletion: a directory of
+	// its name holds other paths (projector.OpShadow).
 	for p, row := range s.index {
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			continue // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && covered(p) && !ign.Ignored(p) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && covered(p) && !ign.Ignored(p) && !s.core.Shadowed(p) {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
@@ -196,6 +200,9 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 		sc, err := h.scan(s, keep, opt.Changed)
 		if err != nil {
 			return res, err
+		}
+		if len(opt.Paths) > 0 {
+			sc.changes = slices.DeleteFunc(sc.changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
 		}
 		if len(sc.changes) == 0 {
 			res.Nothing, res.HWM = true, s.core.HWM()
