@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -188,6 +190,39 @@ func TestQuarantineCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ok("quarantine", "--list", "--json")), &rows); err != nil || len(rows) != 2 || rows[0].Seq != truncated || rows[1].Seq != elsewhere {
 		t.Fatalf("quarantine --list --json: %v %+v", err, rows)
 	}
+	if st := c.status(a); st.HWM != st.Head {
+		t.Fatalf("host a: hwm %d, head %d", st.HWM, st.Head)
+	}
+	var st struct{ Quarantined []ledger.Seq }
+	if err := json.Unmarshal([]byte(c.ok("--cache", a, "status", "--json")), &st); err != nil || !slices.Equal(st.Quarantined, []ledger.Seq{truncated, elsewhere}) {
+		t.Fatalf("status --json quarantined: %v %v", st.Quarantined, err)
+	}
+
+	// A replay and a consumer skip the same seqs.
+	head := ledger.Seq(c.status(a).Head)
+	replayed := filepath.Join(t.TempDir(), "replayed")
+	c.ok("replay", "--to", fmt.Sprint(head), "--into", replayed)
+	if diff := cmp.Diff(tree(t, a), tree(t, replayed)); diff != "" {
+		t.Fatalf("replay differs from host a (-a +replay):\n%s", diff)
+	}
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	p := startProc(t, c.env, "consume", "audit", "--file", audit)
+	consumertest.Wait(t, 30*time.Second, "every commit audited", func() bool {
+		s := auditSeqs(t, audit)
+		return len(s) > 0 && s[len(s)-1] == head
+	})
+	if code := p.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("consume audit exit %d:\n%s", code, p.stderr)
+	}
+	for _, s := range auditSeqs(t, audit) {
+		if s == truncated || s == elsewhere {
+			t.Fatalf("the consumer handled quarantined seq %d", s)
+		}
+	}
+	if out := c.ok("consume", "dead-letters", "--json"); strings.TrimSpace(out) != "" {
+		t.Fatalf("dead letters: %s", out)
+	}
+
 	c.ok("snapshot")
 	checkConverged(c, []string{a, b})
 }
