@@ -289,6 +289,17 @@ func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
 // openObjects opens the object store at raw, with bounded retries; a nats://
 // store uses the NATS connection.
 func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, error) {
+	objs, err := a.openStore(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	// Transient failures (5xx, resets, timeouts) are retried with backoff; a
+	// commit that still cannot upload fails before it publishes anything.
+	return ledger.NewRetryingStore(objs, ledger.RetryPolicy{}), nil
+}
+
+// openStore opens the object store at raw, without retries.
+func (a *app) openStore(ctx context.Context, raw string) (ledger.ObjectStore, error) {
 	var opts blobs.Options
 	if strings.HasPrefix(raw, "nats:") {
 		nc, err := a.Conn(ctx)
@@ -304,7 +315,5 @@ func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, 
 	if c, ok := objs.(io.Closer); ok {
 		a.onClose(func() { _ = c.Close() })
 	}
-	// Transient failures (5xx, resets, timeouts) are retried with backoff; a
-	// commit that still cannot upload fails before it publishes anything.
-	return ledger.NewRetryingStore(objs, ledger.RetryPolicy{}), nil
+	return objs, nil
 }

@@ -33,7 +33,7 @@ var commands = []func(*app) *cobra.Command{
 	newWatchCmd,
 	newVerifyCmd,
 	newFetchCmd,
-	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd,
+	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd, newQuarantineCmd,
 	newConsumeCmd, newTailCmd, newHostsCmd,
 	newSwampCmd,
 	newConfigCmd,
