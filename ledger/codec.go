@@ -182,7 +182,7 @@ func escapedLen(s string) int {
 // commits the others.
 func CheckPartitionToken(partition string) error {
 	if n := escapedLen(partition); n > MaxTokenLen {
-		return fmt.Errorf("partition %q escapes to %d bytes, more than %d: %w", clip(partition), n, MaxTokenLen, ErrTooLarge)
+		return fmt.Errorf("partition %q escapes to more than %d bytes (%d): %w", clip(partition), MaxTokenLen, n, ErrTooLarge)
 	}
 	return nil
 }
@@ -211,7 +211,9 @@ func validateHeader(e Event) error {
 		return fmt.Errorf("invalid event: %w", CheckPartitionToken(e.Partition))
 	case e.ModelSeq == 0:
 		return bad("modelSeq 0")
-	case (e.ModelSeq == 1) != (e.Prev == 0):
+	case e.ModelSeq > 1 && e.Prev == 0:
+		// (modelSeq 1 may have a prev: a quarantined message on the
+		// partition's subject before its first event; see Quarantine.)
 		return bad("modelSeq %d with prev %d", e.ModelSeq, e.Prev)
 	case e.Parts < 1 || e.Parts > MaxBatch:
 		return bad("parts %d outside 1..%d", e.Parts, MaxBatch)

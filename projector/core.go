@@ -252,6 +252,9 @@ func (c *Core) Classify(m Mode, rec ledger.Record) (Verdict, error) {
 	if m != Full && m != Scoped {
 		return 0, fmt.Errorf("classify seq %d: mode %v: %w", rec.Seq, m, ledger.ErrInvalid)
 	}
+	if rec.Skip != nil {
+		return Skip, nil
+	}
 	return c.classify(m, rec)
 }
 
@@ -274,6 +277,10 @@ func (c *Core) Step(m Mode, rec ledger.Record) (Verdict, error) {
 	}
 	if m != Full && m != Scoped {
 		return 0, fmt.Errorf("step seq %d: mode %v: %w", rec.Seq, m, ledger.ErrInvalid)
+	}
+	if rec.Skip != nil {
+		c.stageSkipped(m, rec)
+		return Skip, nil
 	}
 	v, err := c.check(m, rec)
 	if err != nil {
@@ -467,6 +474,22 @@ func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
 		c.pend.files[en.Path] = op
 	}
 	c.pend.marks[e.Partition] = Mark{ModelSeq: e.ModelSeq, Seq: rec.Seq}
+}
+
+// stageSkipped stages a record no reader applies (ledger.Skip): a quarantined
+// message or a quarantine notice. It applies nothing and counts as processed
+// (a commit of its own), so the HWM passes it. A quarantined message moves its
+// subject's partition mark to its seq, modelSeq kept: JetStream's subject
+// sequence makes the partition's next event name it as its prev.
+func (c *Core) stageSkipped(m Mode, rec ledger.Record) {
+	if m != Scoped && rec.Seq > c.st.HWM {
+		c.pend.done[rec.Seq] = commit{part: 1, parts: 1}
+	}
+	if p := rec.Skip.Partition; p != "" && !rec.Skip.Notice {
+		if mk := c.viewMark(p); rec.Seq > mk.Seq {
+			c.pend.marks[p] = Mark{ModelSeq: mk.ModelSeq, Seq: rec.Seq}
+		}
+	}
 }
 
 // target decides what applying en means for the cache and the index.

@@ -195,6 +195,9 @@ func (m *Mirror) step(ctx context.Context) (StepResult, error) {
 	if last > m.ctl.Seq {
 		var commit []ledger.Record
 		err = m.cfg.Log.Read(ctx, m.ctl.Seq+1, last, func(r ledger.Record) error {
+			if r.Skip != nil {
+				return nil // quarantined (ledger.Quarantine): no reader applies it
+			}
 			if len(commit) > 0 && (r.Event.Commit != commit[0].Event.Commit || r.Event.Part != len(commit)+1) ||
 				len(commit) == 0 && r.Event.Part != 1 {
 				return fmt.Errorf("seq %d: part %d of commit %s out of order: %w", r.Seq, r.Event.Part, r.Event.Commit, ledger.ErrInvalid)

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
@@ -29,7 +31,9 @@ still holds then expire after their TTL.`,
 			ag := &swamp.Agent{
 				Version: versionString(),
 				Cache:   cache,
+				Globals: fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
 				Host:    func(ctx context.Context) (*host.Host, error) { return a.Host(ctx) },
+				Blobs:   func(ctx context.Context) (ledger.BlobStore, error) { return a.Blobs(ctx) },
 				KV: func(ctx context.Context) (jetstream.KeyValue, error) {
 					nc, err := a.Conn(ctx)
 					if err != nil {
@@ -41,7 +45,6 @@ still holds then expire after their TTL.`,
 					}
 					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), "syncledger swamp locks and control plane of ledger "+a.ledgerName)
 				},
-				Resolve: "syncledger --cache " + cache + " status (then commit or delete the files named)",
 			}
 			return ag.Serve(ctx, os.Stdin, a.stdout)
 		},

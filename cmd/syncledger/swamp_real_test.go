@@ -471,3 +471,31 @@ func TestSwampRealBadInput(t *testing.T) {
 	// Put right, the same repo works.
 	w.mustSwamp(repo, "model", "method", "run", "vpc", "execute")
 }
+
+// TestSwampRealConflict: a file changed by hand in a host's cache, which the
+// ledger then changes too, stops that host's next swamp command with a message
+// naming the file and the commands that settle it; after one of them, swamp
+// runs again.
+func TestSwampRealConflict(t *testing.T) {
+	w := newRealSwamp(t)
+	a, b := w.repo("host-a"), w.repo("host-b")
+	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+	w.mustSwamp(b, "datastore", "sync")
+	latest := "data/command/shell/" + modelID(t, w.template, "vpc") + "/result/latest"
+	if err := os.WriteFile(filepath.Join(w.cache(b), latest), []byte("edited by hand\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+	out, code := w.run(b, "model", "method", "run", "vpc", "execute")
+	theirs := regexp.MustCompile(`syncledger --nats \S+ --ledger swamp --cache \S+ resolve --theirs \S+`).FindString(out)
+	if code == 0 || !strings.Contains(out, latest) || theirs == "" {
+		t.Fatalf("b's run over a hand-edited %s: exit %d; want a failure naming it and its resolve commands:\n%s", latest, code, out)
+	}
+	t.Logf("swamp on b: %s", regexp.MustCompile(`syncledger: files changed here[^\n]*`).FindString(out))
+	args := strings.Fields(theirs)[1:]
+	if r := cli(t, cliEnv(), args...); r.code != 0 {
+		t.Fatalf("%s: exit %d\n%s%s", theirs, r.code, r.stdout, r.stderr)
+	}
+	w.mustSwamp(b, "model", "method", "run", "vpc", "execute")
+	w.synced(a, b)
+}

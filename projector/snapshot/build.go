@@ -124,7 +124,9 @@ func (b *builder) offer(ctx context.Context, rec ledger.Record, keep func(string
 	if b.cfg.Progress != nil && b.events%batch == 0 {
 		b.cfg.Progress(BuildProgress{Seq: rec.Seq, Events: b.events, Total: b.total})
 	}
-	if n := len(b.commit); n > 0 {
+	// A skipped record (ledger.Skip) is a commit of its own; one that cuts a
+	// commit short ends it there, as it does for a host's core.
+	if n := len(b.commit); n > 0 && rec.Skip == nil {
 		last := b.commit[n-1]
 		if rec.Event.Commit != last.Event.Commit || rec.Event.Part != last.Event.Part+1 || rec.Seq != last.Seq+1 {
 			return fmt.Errorf("seq %d (part %d/%d of commit %s) follows part %d/%d of commit %s: %w", rec.Seq,
@@ -136,7 +138,11 @@ func (b *builder) offer(ctx context.Context, rec ledger.Record, keep func(string
 		return nil
 	}
 	for _, r := range b.commit {
-		if !keep(r.Event.Partition) {
+		p := r.Event.Partition
+		if r.Skip != nil {
+			p = r.Skip.Partition
+		}
+		if !keep(p) {
 			continue
 		}
 		if err := b.step(ctx, r); err != nil {
