@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -18,7 +22,11 @@ as all of its parts have arrived. SIGINT or SIGTERM stops it cleanly: every appl
 commit is persisted; a commit read only in part is read again next time.
 
 Watch holds the cache while it runs: run commit and exec against it from this
-process's host only after stopping it, or use another cache.`,
+process's host only after stopping it, or use another cache.
+
+On Linux, watch also keeps the cache's dirty set: it watches the cache with
+inotify and tells each commit which paths changed, so that a commit checks those
+paths instead of scanning the whole cache (see syncledger commit --help).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -26,6 +34,7 @@ process's host only after stopping it, or use another cache.`,
 			if err != nil {
 				return err
 			}
+			defer a.runDirtyWatcher(ctx, h.Dir().Root())()
 			rep := a.beatReporter(ctx, "watch", h)
 			a.logger.Info("watching", "ledger", a.ledgerName, "cache", h.Dir().Root())
 			return h.Watch(ctx, host.SyncOptions{Lazy: lazy}, func(r host.SyncResult) {
@@ -42,6 +51,33 @@ process's host only after stopping it, or use another cache.`,
 	cmd.Flags().BoolVar(&lazy, "lazy", false, "lazy hydration: apply data/**/raw files as metadata only")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each applied commit as JSON")
 	return cmd
+}
+
+// runDirtyWatcher starts the cache's dirty-set watcher (package dirty) and
+// returns the function that stops it. Without one (not Linux, another watch
+// runs, no inotify) commits scan the cache, as they always may: it only logs why.
+func (a *app) runDirtyWatcher(ctx context.Context, root string) (stop func()) {
+	w, err := dirty.New(dirty.Config{Root: root, Logger: a.logger})
+	if err != nil {
+		level := slog.LevelWarn
+		if errors.Is(err, dirty.ErrUnsupported) {
+			level = slog.LevelDebug
+		}
+		a.logger.Log(ctx, level, "no dirty set: commits scan the whole cache", "err", err)
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			a.logger.Warn("no dirty set: commits scan the whole cache", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 func newVerifyCmd(a *app) *cobra.Command {

@@ -89,7 +89,7 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if out.Lazy, err = h.db.LazyCount(); err != nil {
 		return out, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil))
+	sc, err := h.scan(s, partitionFilter(nil), nil)
 	if err != nil {
 		return out, err
 	}
