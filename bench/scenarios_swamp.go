@@ -98,6 +98,9 @@ func (r *runner) b10(ctx context.Context) error {
 	if r.cfg.Quick {
 		warm, rounds = 1, 2
 	}
+	if r.cfg.Runs > 0 {
+		rounds = r.cfg.Runs
+	}
 	if err := r.e.interleave(ctx, warm, rounds, method(&fsS, fsRepo), method(&extS, extRepo)); err != nil {
 		return err
 	}

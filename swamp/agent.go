@@ -37,6 +37,8 @@ type Agent struct {
 	// commands messages name.
 	Globals string
 	Host    func(context.Context) (*host.Host, error)
+	// Blobs opens the ledger's blob store (verify checks it answers).
+	Blobs func(context.Context) (ledger.BlobStore, error)
 	// KV opens the ledger's swamp bucket (Bucket).
 	KV func(context.Context) (jetstream.KeyValue, error)
 
@@ -224,10 +226,17 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 			return false, nil
 		}
 		return err == nil && res.Written > 0, err
-	default: // verify
+	default: // verify: the stream answers, the lineage is this cache's, the blob store answers
 		st, err := h.Status(ctx)
 		if err != nil {
 			return nil, err
+		}
+		bl, err := a.Blobs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := bl.Stat(ctx, ledger.DigestOf(nil)); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return nil, fmt.Errorf("blob store: %w", err)
 		}
 		return map[string]any{"head": st.Head, "hwm": st.HWM, "ledger": st.Ledger, "uuid": st.UUID,
 			"cache": st.Cache, "dirty": len(st.Dirty), "files": st.Files}, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -121,6 +122,13 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	if len(st.Shadowed) > 0 {
 		fmt.Fprintln(a.stdout, "\nshadowed (a directory of the same name wins; see 'syncledger replay'):")
 		printPaths(a, st.Shadowed)
+	}
+	if len(st.Quarantined) > 0 {
+		seqs := make([]string, len(st.Quarantined))
+		for i, q := range st.Quarantined {
+			seqs[i] = fmt.Sprint(q)
+		}
+		fmt.Fprintf(a.stdout, "\nquarantined seqs (every reader skips them; 'syncledger quarantine --list'): %s\n", strings.Join(seqs, ", "))
 	}
 	if ignored && len(st.Ignored) > 0 {
 		fmt.Fprintln(a.stdout, "\nignored:")

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
@@ -32,6 +33,7 @@ still holds then expire after their TTL.`,
 				Cache:   cache,
 				Globals: fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
 				Host:    func(ctx context.Context) (*host.Host, error) { return a.Host(ctx) },
+				Blobs:   func(ctx context.Context) (ledger.BlobStore, error) { return a.Blobs(ctx) },
 				KV: func(ctx context.Context) (jetstream.KeyValue, error) {
 					nc, err := a.Conn(ctx)
 					if err != nil {

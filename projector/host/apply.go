@@ -168,7 +168,7 @@ func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error)
 			continue
 		}
 		row, hasRow := s.index[ch.Path]
-		ds, err := h.inspectChange(st, rd, ch, row, hasRow)
+		ds, err := h.inspectChange(st, s, rd, ch, row, hasRow)
 		if blocker, ok := blockedBy(err); ok {
 			local = append(local, blocker)
 			continue

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -42,9 +44,12 @@ type Status struct {
 	// Conflicts: dirty paths the ledger changed too since this host last
 	// synced them (see Conflicts); resolve each with 'syncledger resolve'.
 	Conflicts []string `json:"conflicts"`
+	// Quarantined: the ledger's seqs every reader skips (ledger.Quarantine;
+	// 'syncledger quarantine --list').
+	Quarantined []ledger.Seq `json:"quarantined"`
 	// Offline: the ledger was not read (OpenLocal): Head, First, Snapshot,
-	// Behind, Shadowed and Conflicts are unknown, and Ledger and UUID are the
-	// cache's own record.
+	// Behind, Conflicts and Quarantined are unknown, and Ledger and UUID are
+	// the cache's own record.
 	Offline bool `json:"offline,omitempty"`
 }
 
@@ -74,6 +79,14 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		Dirty: []string{}, Files: len(st.Files),
 	}
 	out.Snapshot = h.newestSnapshot(ctx, s.info.UUID) // rebuild.go
+	out.Quarantined = []ledger.Seq{}
+	if q, ok := h.cfg.Log.(ledger.Quarantiner); ok {
+		qs, err := q.Quarantines(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Quarantined = slices.Sorted(maps.Keys(qs))
+	}
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}
@@ -83,7 +96,7 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if out.Lazy, err = h.db.LazyCount(); err != nil {
 		return out, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil))
+	sc, err := h.scan(s, partitionFilter(nil), nil)
 	if err != nil {
 		return out, err
 	}
@@ -117,7 +130,7 @@ func (h *Host) localStatus() (Status, error) {
 	if out.Lazy, err = h.db.LazyCount(); err != nil {
 		return out, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil))
+	sc, err := h.scan(s, partitionFilter(nil), nil)
 	if err != nil {
 		return out, err
 	}
@@ -134,6 +147,9 @@ type VerifyResult struct {
 	Missing []string `json:"missing"`
 	Altered []string `json:"altered"`
 	Lazy    int      `json:"lazy"` // not checked: metadata only
+	// Restored are the altered files Repair wrote again from the blob store
+	// (no longer in Altered).
+	Restored []string `json:"restored"`
 }
 
 // OK reports whether every checked file matched.
@@ -147,7 +163,12 @@ func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
 		return VerifyResult{}, aerr
 	}
 	defer release()
-	out := VerifyResult{Missing: []string{}, Altered: []string{}}
+	return h.verify(ctx)
+}
+
+// verify is Verify with the cache held.
+func (h *Host) verify(ctx context.Context) (VerifyResult, error) {
+	out := VerifyResult{Missing: []string{}, Altered: []string{}, Restored: []string{}}
 	ign, err := h.dir.Ignore()
 	if err != nil {
 		return out, err
