@@ -4,6 +4,7 @@ package bench
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ func cpuModel() string                { return "unknown" }
 func memTotal() int64                 { return 0 }
 func kernel() string                  { return runtime.GOOS }
 func fsType(string) string            { return "unknown" }
+func childPeakRSS(cmd *exec.Cmd) (int64, error) { return 0, cmd.Run() }
 func rusageOf(ps *os.ProcessState) (time.Duration, int64) {
 	if ps == nil {
 		return 0, 0
