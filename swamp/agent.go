@@ -37,6 +37,11 @@ type Agent struct {
 	// commands messages name.
 	Globals string
 	Host    func(context.Context) (*host.Host, error)
+	// Blobs opens the ledger's blob store (verify checks it answers).
+	Blobs func(context.Context) (ledger.BlobStore, error)
+	// Trace, when set, receives one JSON line per answered request: its op and
+	// how long it took ({"op":"pull","ms":2.1,"ok":true}); B10 uses it.
+	Trace io.Writer
 	// KV opens the ledger's swamp bucket (Bucket).
 	KV func(context.Context) (jetstream.KeyValue, error)
 
@@ -114,12 +119,18 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t0 := time.Now()
 			res, err := a.handle(ctx, req)
 			resp := Response{ID: req.ID, Result: res}
 			if err != nil {
 				resp.Result, resp.Error = nil, a.describe(err)
 			}
 			reply(resp)
+			if a.Trace != nil {
+				wmu.Lock()
+				fmt.Fprintf(a.Trace, "{\"op\":%q,\"ms\":%.3f,\"ok\":%v}\n", req.Op, float64(time.Since(t0))/float64(time.Millisecond), err == nil)
+				wmu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
@@ -224,10 +235,17 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 			return false, nil
 		}
 		return err == nil && res.Written > 0, err
-	default: // verify
+	default: // verify: the stream answers, the lineage is this cache's, the blob store answers
 		st, err := h.Status(ctx)
 		if err != nil {
 			return nil, err
+		}
+		bl, err := a.Blobs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := bl.Stat(ctx, ledger.DigestOf(nil)); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return nil, fmt.Errorf("blob store: %w", err)
 		}
 		return map[string]any{"head": st.Head, "hwm": st.HWM, "ledger": st.Ledger, "uuid": st.UUID,
 			"cache": st.Cache, "dirty": len(st.Dirty), "files": st.Files}, nil

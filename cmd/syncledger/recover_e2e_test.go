@@ -17,6 +17,7 @@ import (
 
 	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream"
 )
 
 // checkConverged is #14's acceptance check after a way out was taken: every
@@ -168,6 +169,22 @@ func TestQuarantineCLI(t *testing.T) {
 	stuck(elsewhere, "--cache", b, "--host", "b", "sync")
 	c.ok("quarantine", fmt.Sprint(elsewhere), "--reason", "event of audit on the subject of notes")
 
+	// A valid event whose content the blob store never received.
+	nc, err := nats.Connect(c.natsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	l, err := jetstream.Open(t.Context(), nc, "quar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendT(t, l, info.UUID, "careless", "", map[string]ledger.Record{}, file("lost/x", "never uploaded"))
+	lost := ledger.Seq(c.status(a).Head)
+	stuck(lost, "--cache", b, "--host", "b", "sync")
+	c.ok("quarantine", fmt.Sprint(lost), "--reason", "content never uploaded")
+	put(t, a, "lost/x", "uploaded this time")
+
 	// Both partitions go on: audit's next event follows the quarantined seq,
 	// notes' first event (modelSeq 1) names it as its prev.
 	c.ok("--cache", a, "--host", "a", "commit")
@@ -175,7 +192,7 @@ func TestQuarantineCLI(t *testing.T) {
 	put(t, b, "notes/n", "n")
 	c.ok("--cache", b, "--host", "b", "commit")
 	c.ok("--cache", a, "--host", "a", "sync")
-	if got := tree(t, a); got["notes/n"] != "n" || got["audit/y"] != "2" || got["audit/evil"] != "" {
+	if got := tree(t, a); got["notes/n"] != "n" || got["audit/y"] != "2" || got["audit/evil"] != "" || got["lost/x"] != "uploaded this time" {
 		t.Fatalf("host a holds %v", got)
 	}
 
@@ -187,14 +204,14 @@ func TestQuarantineCLI(t *testing.T) {
 		}
 	}
 	var rows []quarantineRow
-	if err := json.Unmarshal([]byte(c.ok("quarantine", "--list", "--json")), &rows); err != nil || len(rows) != 2 || rows[0].Seq != truncated || rows[1].Seq != elsewhere {
+	if err := json.Unmarshal([]byte(c.ok("quarantine", "--list", "--json")), &rows); err != nil || len(rows) != 3 || rows[0].Seq != truncated || rows[1].Seq != elsewhere || rows[2].Seq != lost {
 		t.Fatalf("quarantine --list --json: %v %+v", err, rows)
 	}
 	if st := c.status(a); st.HWM != st.Head {
 		t.Fatalf("host a: hwm %d, head %d", st.HWM, st.Head)
 	}
 	var st struct{ Quarantined []ledger.Seq }
-	if err := json.Unmarshal([]byte(c.ok("--cache", a, "status", "--json")), &st); err != nil || !slices.Equal(st.Quarantined, []ledger.Seq{truncated, elsewhere}) {
+	if err := json.Unmarshal([]byte(c.ok("--cache", a, "status", "--json")), &st); err != nil || !slices.Equal(st.Quarantined, []ledger.Seq{truncated, elsewhere, lost}) {
 		t.Fatalf("status --json quarantined: %v %v", st.Quarantined, err)
 	}
 
@@ -215,7 +232,7 @@ func TestQuarantineCLI(t *testing.T) {
 		t.Fatalf("consume audit exit %d:\n%s", code, p.stderr)
 	}
 	for _, s := range auditSeqs(t, audit) {
-		if s == truncated || s == elsewhere {
+		if s == truncated || s == elsewhere || s == lost {
 			t.Fatalf("the consumer handled quarantined seq %d", s)
 		}
 	}
