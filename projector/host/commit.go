@@ -156,8 +156,9 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 		if err := h.catchUp(ctx, s, sc.changes, &res); err != nil {
 			return res, err
 		}
-		// Backoff with jitter from the commit id's random bits keeps two hosts
-		// fighting over one partition from retrying in lockstep.
+		// Backoff of attempt × 1–7 ms, the factor taken from the clock's
+		// nanoseconds: the jitter keeps two hosts fighting over one partition
+		// from retrying in lockstep.
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
