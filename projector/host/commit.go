@@ -8,8 +8,9 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
@@ -293,30 +294,15 @@ func (h *Host) Prepare(ctx context.Context, partitions []string) (PrepareResult,
 // stored. A file that changes while it is read fails the commit with
 // ErrChecksum: nothing was published.
 func (h *Host) upload(ctx context.Context, sc scanned, stored map[ledger.Digest]bool) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, h.cfg.Parallel)
-	)
+	var g errgroup.Group
+	g.SetLimit(h.cfg.Parallel)
 	for _, e := range sc.changes {
 		if e.Deleted || stored[e.SHA256] {
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(e ledger.Entry) {
-			defer func() { <-sem; wg.Done() }()
-			err := h.uploadOne(ctx, e)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}(e)
+		g.Go(func() error { return h.uploadOne(ctx, e) })
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return g.Wait()
 }
 
 func (h *Host) uploadOne(ctx context.Context, e ledger.Entry) error {
