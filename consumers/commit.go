@@ -69,6 +69,9 @@ type Assembler struct {
 // belongs to another commit than the open one (the stream was filtered, or
 // started inside a commit), the open commit is returned first, incomplete.
 func (a *Assembler) Add(r ledger.Record) ([]Commit, error) {
+	if r.Skip != nil { // a quarantined seq or a quarantine notice: part of no commit
+		return nil, nil
+	}
 	var out []Commit
 	if len(a.recs) > 0 && (a.recs[0].Event.Commit != r.Event.Commit || r.Seq <= a.recs[len(a.recs)-1].Seq) {
 		c, err := a.take()

@@ -52,9 +52,7 @@ type Commits struct {
 // commits (events retention dropped) are a *TruncatedError.
 func (c *Commits) Add(r Record) ([]Record, error) {
 	prev := c.last
-	if prev.Seq == 0 {
-		prev = Record{Event: Event{Part: 1, Parts: 1}} // a commit boundary
-	} else if r.Seq != prev.Seq+1 {
+	if prev.Seq != 0 && r.Seq != prev.Seq+1 {
 		if r.Seq > prev.Seq+1 && prev.LastOfCommit() {
 			// Whole commits missing between two: retention dropped them.
 			return nil, &TruncatedError{From: prev.Seq + 1, First: r.Seq}
@@ -62,9 +60,18 @@ func (c *Commits) Add(r Record) ([]Record, error) {
 		return nil, fmt.Errorf("seq %d (part %d/%d of commit %s) follows seq %d: %w",
 			r.Seq, r.Event.Part, r.Event.Parts, r.Event.Commit, prev.Seq, ErrInvalid)
 	}
-	if !Follows(prev.Part(), r.Part()) {
-		return nil, fmt.Errorf("seq %d (part %d/%d of commit %s) follows part %d/%d of commit %s: %w",
-			r.Seq, r.Event.Part, r.Event.Parts, r.Event.Commit, prev.Event.Part, prev.Event.Parts, prev.Event.Commit, ErrInvalid)
+	// A skipped record (ledger.Skip) ends the commit it cuts short, and the
+	// record after it may be a later part of a commit whose first part was
+	// quarantined: neither is held to the rule.
+	if r.Skip == nil && prev.Skip == nil {
+		from := PartOf{Part: 1, Parts: 1} // the read starts at a commit boundary
+		if prev.Seq != 0 {
+			from = prev.Part()
+		}
+		if !Follows(from, r.Part()) {
+			return nil, fmt.Errorf("seq %d (part %d/%d of commit %s) follows part %d/%d of commit %s: %w",
+				r.Seq, r.Event.Part, r.Event.Parts, r.Event.Commit, from.Part, from.Parts, from.Commit, ErrInvalid)
+		}
 	}
 	c.last = r
 	c.recs = append(c.recs, r)

@@ -62,3 +62,26 @@ func TestFollows(t *testing.T) {
 		}
 	}
 }
+
+// A skipped record (a quarantined message) ends the commit it cuts short, and
+// the record after it is not held to the rule.
+func TestCommitsSkip(t *testing.T) {
+	var c Commits
+	skip := func(seq Seq) Record { return Record{Seq: seq, Skip: &Skip{Partition: "p"}} }
+	steps := []struct {
+		r    Record
+		want int
+	}{
+		{part(1, "a", 1, 3), 0},
+		{skip(2), 2},            // a's part 2 quarantined: a ends here, cut short
+		{part(3, "a", 3, 3), 1}, // a's part 3 alone
+		{skip(4), 1},
+		{part(5, "b", 2, 2), 1},
+	}
+	for _, s := range steps {
+		got, err := c.Add(s.r)
+		if err != nil || len(got) != s.want {
+			t.Fatalf("Add(seq %d) = %d records, %v; want %d", s.r.Seq, len(got), err, s.want)
+		}
+	}
+}

@@ -75,6 +75,9 @@ type Core struct {
 	pend pending               // staged since the last Advance
 	out  *Ready                // the outstanding Ready, nil if none
 	ids  uint64
+	// dirs counts the durable rows under each directory (see shadow.go); nil
+	// until first needed.
+	dirs map[string]int
 }
 
 // commit identifies the part of a commit an event is.
@@ -99,6 +102,30 @@ type fileOp struct {
 	op   Op
 	file *File // nil: no index row
 	seq  ledger.Seq
+	// earlier: the other versions earlier staged events left at the path (nil:
+	// deleted), distinct; see Change.Earlier.
+	earlier []*File
+}
+
+// withEarlier returns op with prev's version (and those before it) added to its
+// earlier versions.
+func (op fileOp) withEarlier(prev fileOp) fileOp {
+	op.earlier = prev.earlier
+	for _, f := range op.earlier {
+		if sameVersion(f, prev.file) {
+			return op
+		}
+	}
+	op.earlier = append(slices.Clip(op.earlier), prev.file)
+	return op
+}
+
+// sameVersion reports whether a and b (nil: no file) are the same content.
+func sameVersion(a, b *File) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.SameContent(*b)
 }
 
 // New returns a Core over st, the state the shell persisted (the zero State for a
@@ -225,6 +252,9 @@ func (c *Core) Classify(m Mode, rec ledger.Record) (Verdict, error) {
 	if m != Full && m != Scoped {
 		return 0, fmt.Errorf("classify seq %d: mode %v: %w", rec.Seq, m, ledger.ErrInvalid)
 	}
+	if rec.Skip != nil {
+		return Skip, nil
+	}
 	return c.classify(m, rec)
 }
 
@@ -247,6 +277,10 @@ func (c *Core) Step(m Mode, rec ledger.Record) (Verdict, error) {
 	}
 	if m != Full && m != Scoped {
 		return 0, fmt.Errorf("step seq %d: mode %v: %w", rec.Seq, m, ledger.ErrInvalid)
+	}
+	if rec.Skip != nil {
+		c.stageSkipped(m, rec)
+		return Skip, nil
 	}
 	v, err := c.check(m, rec)
 	if err != nil {
@@ -316,7 +350,8 @@ func (c *Core) Hydrate(paths ...string) error {
 		}
 		if f.Lazy {
 			f.Lazy = false
-			ops[p] = fileOp{op: OpWrite, file: &f, seq: c.pend.files[p].seq}
+			prev := c.pend.files[p]
+			ops[p] = fileOp{op: OpWrite, file: &f, seq: prev.seq, earlier: prev.earlier}
 		}
 	}
 	maps.Copy(c.pend.files, ops)
@@ -432,9 +467,29 @@ func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
 		return
 	}
 	for _, en := range e.Entries {
-		c.pend.files[en.Path] = c.target(m, rec.Seq, en)
+		op := c.target(m, rec.Seq, en)
+		if prev, ok := c.pend.files[en.Path]; ok {
+			op = op.withEarlier(prev)
+		}
+		c.pend.files[en.Path] = op
 	}
 	c.pend.marks[e.Partition] = Mark{ModelSeq: e.ModelSeq, Seq: rec.Seq}
+}
+
+// stageSkipped stages a record no reader applies (ledger.Skip): a quarantined
+// message or a quarantine notice. It applies nothing and counts as processed
+// (a commit of its own), so the HWM passes it. A quarantined message moves its
+// subject's partition mark to its seq, modelSeq kept: JetStream's subject
+// sequence makes the partition's next event name it as its prev.
+func (c *Core) stageSkipped(m Mode, rec ledger.Record) {
+	if m != Scoped && rec.Seq > c.st.HWM {
+		c.pend.done[rec.Seq] = commit{part: 1, parts: 1}
+	}
+	if p := rec.Skip.Partition; p != "" && !rec.Skip.Notice {
+		if mk := c.viewMark(p); rec.Seq > mk.Seq {
+			c.pend.marks[p] = Mark{ModelSeq: mk.ModelSeq, Seq: rec.Seq}
+		}
+	}
 }
 
 // target decides what applying en means for the cache and the index.
@@ -503,8 +558,10 @@ func (c *Core) Ready() Ready {
 				f := *op.file
 				ch.New = &f
 			}
+			ch.Earlier = cloneFiles(op.earlier)
 			rd.Changes = append(rd.Changes, ch)
 		}
+		rd.Changes = c.shadowChanges(rd.Changes)
 		c.out = &rd
 	}
 	return c.out.clone()
@@ -521,6 +578,7 @@ func (c *Core) Advance(rd Ready) error {
 	if out.HWM < c.st.HWM && !out.Reset {
 		panic(fmt.Sprintf("projector: HWM would decrease from %d to %d", c.st.HWM, out.HWM))
 	}
+	c.advanceDirs(out.Changes)
 	if out.Reset { // the Changes cover every old path; nothing above the new HWM is known
 		c.st.Marks = map[string]Mark{}
 		clear(c.done)

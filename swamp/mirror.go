@@ -195,6 +195,11 @@ func (m *Mirror) step(ctx context.Context) (StepResult, error) {
 	}
 	if last > m.ctl.Seq {
 		err = ledger.ReadCommits(ctx, m.cfg.Log, m.ctl.Seq+1, last, func(commit []ledger.Record) error {
+			// Quarantined records (ledger.Quarantine): no reader applies them.
+			commit = slices.DeleteFunc(commit, func(r ledger.Record) bool { return r.Skip != nil })
+			if len(commit) == 0 {
+				return nil
+			}
 			if err := m.apply(ctx, commit); err != nil {
 				return err
 			}

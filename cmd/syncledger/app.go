@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -28,6 +27,7 @@ const DefaultNATS = "nats://127.0.0.1:4222"
 // once, on first use, and closed by close when the command ends.
 type app struct {
 	stdout, stderr io.Writer
+	scrub          *scrubWriter // stderr
 	getenv         func(string) string
 
 	// Global flags (after env fallbacks, see resolve).
@@ -51,6 +51,8 @@ type app struct {
 	logger *slog.Logger
 	level  slog.Level
 
+	abort *aborter // ends the running command (abortWith)
+
 	envs    []envBinding
 	started bool // the command's flags and args were accepted; errors from here on are not usage errors
 
@@ -67,8 +69,11 @@ type envBinding struct {
 	envs []string
 }
 
+// newApp returns an app writing to stdout and, through a scrubWriter that hides
+// every secret in effect (secrets.go), to stderr.
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
-	return &app{stdout: stdout, stderr: stderr, getenv: getenv,
+	sw := &scrubWriter{w: stderr}
+	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv, abort: &aborter{},
 		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}}
 }
 
@@ -120,6 +125,10 @@ func (a *app) resolve(cmd *cobra.Command) error {
 	if err := a.applyFile(cmd); err != nil {
 		return err
 	}
+	if a.natsAuth.user != "" && a.natsAuth.password == "" {
+		markSecret(a.globals, "nats-user") // sent as a token
+	}
+	a.scrub.setSecrets(a.secretsInEffect())
 	if err := ledger.ValidateName(a.ledgerName); err != nil {
 		return &usageError{err}
 	}
@@ -195,21 +204,6 @@ func (a *app) close() {
 	a.closes = nil
 }
 
-// redactURL hides the credentials of a NATS URL for messages.
-func redactURL(raw string) string {
-	var out []string
-	for _, one := range strings.Split(raw, ",") {
-		u, err := url.Parse(strings.TrimSpace(one))
-		if err != nil || u.User == nil {
-			out = append(out, one)
-			continue
-		}
-		u.User = url.User("REDACTED")
-		out = append(out, u.String())
-	}
-	return strings.Join(out, ",")
-}
-
 // Conn returns the connection to NATS (--nats), connecting on first use.
 func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
 	if a.nc != nil {
@@ -230,12 +224,18 @@ func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(a.natsURL, append(opts, auth...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))
+		return nil, &unreachableError{fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))}
 	}
 	a.nc = nc
 	a.onClose(nc.Close)
 	return nc, nil
 }
+
+// unreachableError is a failure to connect to the NATS server.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
 
 // Log opens the ledger's log (--ledger) on first use. A ledger that does not exist
 // is an error that says how to create it.
@@ -295,6 +295,17 @@ func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
 // openObjects opens the object store at raw, with bounded retries; a nats://
 // store uses the NATS connection.
 func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, error) {
+	objs, err := a.openStore(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	// Transient failures (5xx, resets, timeouts) are retried with backoff; a
+	// commit that still cannot upload fails before it publishes anything.
+	return ledger.NewRetryingStore(objs, ledger.RetryPolicy{}), nil
+}
+
+// openStore opens the object store at raw, without retries.
+func (a *app) openStore(ctx context.Context, raw string) (ledger.ObjectStore, error) {
 	var opts blobs.Options
 	if strings.HasPrefix(raw, "nats:") {
 		nc, err := a.Conn(ctx)
@@ -310,7 +321,5 @@ func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, 
 	if c, ok := objs.(io.Closer); ok {
 		a.onClose(func() { _ = c.Close() })
 	}
-	// Transient failures (5xx, resets, timeouts) are retried with backoff; a
-	// commit that still cannot upload fails before it publishes anything.
-	return ledger.NewRetryingStore(objs, ledger.RetryPolicy{}), nil
+	return objs, nil
 }

@@ -140,6 +140,17 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 	return h, nil
 }
 
+// LocalHost opens the cache without its ledger (host.OpenLocal), for status
+// when the server cannot be reached. The host id is the one Host resolved.
+func (a *app) LocalHost() (*host.Host, error) {
+	h, err := host.OpenLocal(host.Config{Cache: a.cache, Host: a.host, Logger: a.logger})
+	if err != nil {
+		return nil, fmt.Errorf("open cache %s: %w", a.cache, err)
+	}
+	a.onClose(func() { _ = h.Close() })
+	return h, nil
+}
+
 func (a *app) openHost(ctx context.Context) (*host.Host, error) {
 	lg, err := a.Log(ctx)
 	if err != nil {
@@ -228,15 +239,15 @@ func (a *app) scopedHost(ctx context.Context, s scope) ([]string, *host.Host, er
 	return parts, h, err
 }
 
-// report prints a command's result: as JSON with --json (even beside an error,
-// which it returns), else for people with human. A failure to print is returned
-// only when the command itself succeeded.
+// report prints a command's result: as JSON with --json, else for people with
+// human. A failed command prints no result with --json (run prints the error
+// object instead: a result beside an error would read as a success).
 func (a *app) report(asJSON bool, res any, err error, human func()) error {
 	if asJSON {
-		if perr := a.printJSON(res); perr != nil && err == nil {
-			err = perr
+		if err != nil {
+			return err
 		}
-		return err
+		return a.printJSON(res)
 	}
 	human()
 	return err

@@ -174,6 +174,9 @@ type commitGroup struct {
 }
 
 func (p *logPrinter) add(r ledger.Record) error {
+	if r.Skip != nil {
+		return p.skipped(r)
+	}
 	if p.filter != nil && !p.filter[r.Event.Partition] {
 		if p.cur != nil && (p.cur.ev.Commit != r.Event.Commit || r.LastOfCommit()) {
 			return p.flush()
@@ -217,6 +220,39 @@ func (p *logPrinter) add(r ledger.Record) error {
 		return p.flush()
 	}
 	return nil
+}
+
+// skipped prints a quarantined message or a quarantine notice: one line (one
+// {"seq", "quarantined"} or {"seq", "quarantine"} object with --json).
+func (p *logPrinter) skipped(r ledger.Record) error {
+	sk := r.Skip
+	if p.filter != nil && (sk.Notice || !p.filter[sk.Partition]) {
+		return nil
+	}
+	if err := p.flush(); err != nil {
+		return err
+	}
+	q := sk.Quarantine
+	if p.json {
+		key := "quarantined"
+		if sk.Notice {
+			key = "quarantine"
+		}
+		line, err := json.Marshal(map[string]any{"seq": r.Seq, key: q})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.a.stdout, "%s\n", line)
+		return err
+	}
+	var line string
+	if sk.Notice {
+		line = fmt.Sprintf("%6d  %s  %s  quarantine of seq %d: %s", r.Seq, q.At.UTC().Format(time.RFC3339), oneLine(q.By), q.Seq, oneLine(q.Reason))
+	} else {
+		line = fmt.Sprintf("%6d  quarantined (partition %s) by %s at %s: %s", r.Seq, oneLine(sk.Partition), oneLine(q.By), q.At.UTC().Format(time.RFC3339), oneLine(q.Reason))
+	}
+	_, err := fmt.Fprintln(p.a.stdout, line)
+	return err
 }
 
 // manifestLen counts a manifest's entries, fetching it from the blob store.

@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // commands are the subcommands, in help order.
@@ -25,12 +27,13 @@ var commands = []func(*app) *cobra.Command{
 	newLogCmd,
 	newSyncCmd,
 	newCommitCmd,
+	newResolveCmd,
 	newStatusCmd,
 	newExecCmd,
 	newWatchCmd,
 	newVerifyCmd,
 	newFetchCmd,
-	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd,
+	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd, newQuarantineCmd,
 	newConsumeCmd, newTailCmd, newHostsCmd,
 	newSwampCmd,
 	newConfigCmd,
@@ -55,9 +58,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetErr(a.stderr)
+	stderr = a.stderr // secrets scrubbed
 
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
+	if cause := a.aborted(); err != nil && cause != nil && !errors.Is(err, ledger.ErrPermission) {
+		err = fmt.Errorf("%w (%v)", cause, err)
+	}
+	if errors.Is(err, ledger.ErrPermission) {
+		err = fmt.Errorf("%w (this NATS user lacks the permission: see docs/ops.md, Permissions)", err)
+	}
 	if err != nil && !a.started {
 		// Cobra failed before the command ran: unknown command, bad flag, wrong
 		// arguments.
@@ -68,9 +78,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if err != nil && !silent(err) {
 		fmt.Fprintf(stderr, "syncledger: %v\n", err)
+		for _, c := range errorCommands(err) {
+			fmt.Fprintf(stderr, "  way out: %s\n", c)
+		}
 		var ue *usageError
 		if errors.As(err, &ue) {
 			fmt.Fprintln(stderr, "Run 'syncledger --help' for usage.")
+		}
+		// With --json a failure prints one error object on stdout, never a
+		// result; a command whose outcome is a report with its own exit code
+		// (a codeError) printed that report.
+		var ce *codeError
+		if wantsJSON(cmd, args, a.started) && !errors.As(err, &ce) {
+			printErrorJSON(stdout, err)
 		}
 	}
 	return exitCode(err)
@@ -100,6 +120,14 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild.`,
 			if err := a.resolve(cmd); err != nil {
 				return err
 			}
+			// A refused operation is only reported asynchronously (nats_auth.go
+			// natsAsyncError); it ends the command at once instead of letting
+			// the request wait for its timeout.
+			ctx, cancel := context.WithCancelCause(cmd.Context())
+			cmd.SetContext(ctx)
+			a.abort.mu.Lock()
+			a.abort.cancel = cancel
+			a.abort.mu.Unlock()
 			a.started = true
 			return nil
 		},

@@ -2,13 +2,21 @@ package main
 
 import (
 	"encoding/json"
+	"net"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/syncledger/syncledger/embedded/embeddedtest"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -120,5 +128,247 @@ func TestHostIDPerCache(t *testing.T) {
 	out := c.ok("hosts", "--json")
 	if !strings.Contains(out, `"`+ida+`"`) || !strings.Contains(out, `"`+idb+`"`) {
 		t.Fatalf("hosts does not list both caches (%s, %s):\n%s", ida, idb, out)
+	}
+}
+
+// closedURL returns a loopback NATS URL nothing listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestSecretsNeverPrinted: every form of every secret (URL credentials with and
+// without a scheme, user and password, token, nkey seed inline and in a file,
+// a credentials file, S3 keys in the environment, a password in the
+// configuration file) is absent from what config show, connect errors, other
+// errors and debug logs print.
+func TestSecretsNeverPrinted(t *testing.T) {
+	c := newCLI(t, "secrets")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	live := strings.TrimPrefix(c.env[len(c.env)-3], "SYNCLEDGER_NATS=")
+	if !strings.HasPrefix(live, "nats://") {
+		t.Fatalf("no server URL in %v", c.env)
+	}
+	dead := closedURL(t)
+	kp := embeddedtest.NewNkey(t)
+	dir := t.TempDir()
+	seedFile := filepath.Join(dir, "user.nk")
+	put(t, dir, "user.nk", kp.Seed+"\n")
+	const jwt = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJzZWNyZXQiOiJqd3QtczNjcmV0In0.c2lnbmF0dXJlczNjcmV0"
+	put(t, dir, "user.creds", "-----BEGIN NATS USER JWT-----\n"+jwt+"\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n"+kp.Seed+"\n------END USER NKEY SEED------\n")
+	put(t, dir, "config.yaml", "nats-user: alice\nnats-password: yaml-s3cret-pw\n")
+	for _, tc := range []struct {
+		name    string
+		secrets []string
+		env     []string
+		args    []string
+	}{
+		{"user:pass without scheme", []string{"s3cret-pw1"}, []string{"SYNCLEDGER_NATS=alice:s3cret-pw1@" + dead}, nil},
+		{"user:pass without scheme, flag", []string{"s3cret-pw2"}, nil, []string{"--nats", "alice:s3cret-pw2@" + dead}},
+		{"token without scheme", []string{"tok-s3cret3"}, []string{"NATS_URL=tok-s3cret3@" + dead}, nil},
+		{"user:pass in a URL", []string{"s3cret-pw4"}, []string{"SYNCLEDGER_NATS=nats://alice:s3cret-pw4@" + dead}, nil},
+		{"escaped password", []string{"s3cret/pw%5"}, []string{"SYNCLEDGER_NATS=nats://alice:" + url.PathEscape("s3cret/pw%5") + "@" + dead}, nil},
+		{"user and password flags", []string{"s3cret-pw6"}, []string{"SYNCLEDGER_NATS=nats://" + dead}, []string{"--nats-user", "alice", "--nats-password", "s3cret-pw6"}},
+		{"token flag", []string{"tok-s3cret7"}, []string{"SYNCLEDGER_NATS=nats://" + dead, "SYNCLEDGER_NATS_TOKEN=tok-s3cret7"}, nil},
+		{"user alone is a token", []string{"tok-s3cret8"}, []string{"SYNCLEDGER_NATS=nats://" + dead, "NATS_USER=tok-s3cret8"}, nil},
+		{"nkey seed inline", []string{kp.Seed}, []string{"SYNCLEDGER_NATS=nats://" + dead, "SYNCLEDGER_NATS_NKEY=" + kp.Seed}, nil},
+		{"nkey seed file", []string{kp.Seed}, []string{"SYNCLEDGER_NATS=nats://" + dead}, []string{"--nats-nkey", seedFile}},
+		{"credentials file", []string{kp.Seed, jwt}, []string{"SYNCLEDGER_NATS=nats://" + dead, "NATS_CREDS=" + filepath.Join(dir, "user.creds")}, nil},
+		{"configuration file", []string{"yaml-s3cret-pw"}, []string{"SYNCLEDGER_NATS=nats://" + dead, "SYNCLEDGER_CONFIG=" + filepath.Join(dir, "config.yaml")}, nil},
+		{"S3 keys in the environment", []string{"AKIAS3CRETKEYID9", "aws-s3cret-key-9", "aws-session-s3cret-9"},
+			[]string{"SYNCLEDGER_NATS=" + live, "AWS_ACCESS_KEY_ID=AKIAS3CRETKEYID9", "AWS_SECRET_ACCESS_KEY=aws-s3cret-key-9", "AWS_SESSION_TOKEN=aws-session-s3cret-9",
+				"SYNCLEDGER_BLOBS=s3://bucket/p?endpoint=http://" + dead + "&region=us-east-1&path-style=true"}, nil},
+		{"second URL of a list", []string{"s3cret-pw10"}, []string{"SYNCLEDGER_NATS=nats://" + dead + ",alice:s3cret-pw10@" + dead}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := append(cliEnv("SYNCLEDGER_LEDGER=secrets"), tc.env...)
+			cache := t.TempDir()
+			for _, cmd := range [][]string{
+				{"config", "show"},
+				{"--log-level", "debug", "--cache", cache, "sync"},
+				{"--log-level", "debug", "--cache", cache, "status"},
+				{"--log-level", "debug", "--ledger", "other", "init"},
+				{"--log-level", "debug", "--log-format", "json", "log"},
+				{"--nats-token", "x", "log"}, // two ways to log in: a usage error naming both
+			} {
+				args := append(append([]string{}, tc.args...), cmd...)
+				r := cli(t, env, args...)
+				for _, sec := range tc.secrets {
+					for _, form := range []string{sec, url.QueryEscape(sec), url.PathEscape(sec)} {
+						if strings.Contains(r.stdout, form) || strings.Contains(r.stderr, form) {
+							t.Errorf("syncledger %s printed the secret %q (exit %d)\nstdout: %s\nstderr: %s", strings.Join(args, " "), form, r.code, r.stdout, r.stderr)
+						}
+					}
+				}
+				if cmd[0] == "config" && r.code != 0 {
+					t.Errorf("config show: exit %d %s", r.code, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestReadOnlyCommitFailsAtOnce: a tooling (read-only) user's commit, with the
+// blobs in a NATS object store or in a directory, fails at once with the
+// server's permission error (it waited ≈ 36 s for publish timeouts) and
+// publishes nothing.
+func TestReadOnlyCommitFailsAtOnce(t *testing.T) {
+	for _, blobs := range []string{"nats", "file"} {
+		t.Run(blobs, func(t *testing.T) {
+			dir := t.TempDir()
+			users := writeFile(t, filepath.Join(dir, "users.yaml"), "users:\n  - {user: web, password: web-pw, role: host}\n  - {user: grafana, password: graf-pw, role: tooling}\n")
+			url := "nats://syncledger-default"
+			if blobs == "file" {
+				url = "file://" + filepath.Join(dir, "blobs")
+			}
+			srv, info := serveJSON(t, cliEnv("SYNCLEDGER_SERVE_USERS="+users), "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--blobs", url)
+			defer srv.stop(t, syscall.SIGTERM)
+			tool := cliEnv("SYNCLEDGER_NATS="+info.URL, "NATS_USER=grafana", "NATS_PASSWORD=graf-pw")
+			cache := filepath.Join(dir, "cache")
+			put(t, cache, "data/command/shell/vpc/result/1/raw", "vpc")
+			start := time.Now()
+			r := cli(t, tool, "--cache", cache, "commit", "-m", "read-only")
+			took := time.Since(start)
+			t.Logf("read-only commit: exit %d after %v: %s", r.code, took, strings.TrimSpace(r.stderr))
+			if r.code != exitError || !strings.Contains(r.stderr, "permission denied") || !strings.Contains(r.stderr, "docs/ops.md") {
+				t.Fatalf("read-only commit: exit %d\n%s", r.code, r.stderr)
+			}
+			// The old code took ≈ 36 s (publish timeouts); anything near that is
+			// the bug, whatever the machine's load.
+			if took > 15*time.Second {
+				t.Fatalf("read-only commit took %v to fail", took)
+			}
+			if r := cli(t, tool, "log"); r.code != 0 || strings.TrimSpace(r.stdout) != "" {
+				t.Fatalf("log after the refused commit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestInitProbesBlobStore: init writes, reads back and deletes a probe object
+// before it creates the ledger; a blob store that does not work fails init
+// (exit 1) naming the step, and no ledger is created. A bucket that does not
+// protect stored blobs is warned about.
+func TestInitProbesBlobStore(t *testing.T) {
+	c := newCLI(t, "probe")
+	dead := closedURL(t)
+	noDir := filepath.Join(t.TempDir(), "file-not-dir")
+	put(t, filepath.Dir(noDir), filepath.Base(noDir), "x")
+	for _, tc := range []struct {
+		name, blobs, want string
+		env               []string
+	}{
+		// No instance metadata lookup: the test never leaves loopback.
+		{"unreachable S3 without credentials", "s3://nobucket/x?endpoint=http://" + dead + "&region=us-east-1&path-style=true", "write probes/init-", []string{"AWS_EC2_METADATA_DISABLED=true"}},
+		{"S3 with wrong credentials", "s3://nobucket/x?endpoint=http://" + dead + "&region=us-east-1&path-style=true", "write probes/init-",
+			[]string{"AWS_EC2_METADATA_DISABLED=true", "AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY=wrong-secret"}},
+		{"a file where the directory should be", "file://" + noDir, "does not work (open)", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.runEnv(tc.env, "init", "--blobs", tc.blobs)
+			t.Logf("exit %d: %s", r.code, r.stderr)
+			if r.code != exitError || !strings.Contains(r.stderr, "does not work") || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "nothing was created") {
+				t.Fatalf("init with a broken blob store: exit %d\n%s", r.code, r.stderr)
+			}
+			if r := c.run("log"); r.code == 0 || !strings.Contains(r.stderr, "does not exist") && !strings.Contains(r.stderr, "not found") {
+				t.Fatalf("a ledger was created: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+	// A working store: the probe leaves nothing behind.
+	dir := t.TempDir()
+	c.ok("init", "--blobs", "file://"+dir)
+	var left []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) != 0 {
+		t.Fatalf("the probe left %v", left)
+	}
+}
+
+// TestInitWarnsUnprotectedBucket: init warns when the blob store's bucket lets a
+// holder of write credentials delete or overwrite blobs (S3 or GCS without
+// versioning or an object lock), and says nothing for a versioned bucket, a
+// NATS bucket (written once) or a directory.
+func TestInitWarnsUnprotectedBucket(t *testing.T) {
+	const warning = "does not protect stored blobs"
+	for name, backend := range blobBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			c := newCLI(t, "warn")
+			url, env := backend(t)
+			r := c.runEnv(env, "init", "--blobs", url)
+			if r.code != 0 {
+				t.Fatalf("init: exit %d %s", r.code, r.stderr)
+			}
+			if want := name == "s3" || name == "gcs"; strings.Contains(r.stderr, warning) != want {
+				t.Fatalf("init on %s: warned %v, want %v\n%s", name, !want, want, r.stderr)
+			}
+		})
+	}
+	t.Run("versioned s3", func(t *testing.T) {
+		mem := s3mem.New()
+		if err := mem.CreateBucket("ledger"); err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.SetVersioningConfiguration("ledger", gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled}); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gofakes3.New(mem, gofakes3.WithTimeSkewLimit(0)).Server())
+		t.Cleanup(srv.Close)
+		c := newCLI(t, "warn")
+		r := c.runEnv([]string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true"},
+			"init", "--blobs", "s3://ledger/blobs?endpoint="+srv.URL+"&region=us-east-1&path-style=true")
+		if r.code != 0 || strings.Contains(r.stderr, warning) {
+			t.Fatalf("init on a versioned bucket: exit %d\n%s", r.code, r.stderr)
+		}
+	})
+}
+
+// TestStatusOffline: with the server down, status still lists the local
+// uncommitted (and ignored) files, from the cache alone, and says the server is
+// unreachable.
+func TestStatusOffline(t *testing.T) {
+	c := newCLI(t, "offline")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	cache := t.TempDir()
+	put(t, cache, "audit/committed", "1")
+	c.ok("--cache", cache, "commit")
+	put(t, cache, "audit/uncommitted", "2")
+	put(t, cache, "audit/.x.swp", "swap")
+	down := append(append([]string{}, c.env...), "SYNCLEDGER_NATS=nats://"+closedURL(t))
+	r := cli(t, down, "--cache", cache, "status", "--ignored")
+	if r.code != 0 || !strings.Contains(r.stdout, "unreachable") || !strings.Contains(r.stdout, "audit/uncommitted") ||
+		!strings.Contains(r.stdout, "audit/.x.swp") || !strings.Contains(r.stderr, "unreachable") {
+		t.Fatalf("status with the server down: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, down, "--cache", cache, "status", "--json")
+	var st struct {
+		Offline     bool     `json:"offline"`
+		Unreachable string   `json:"unreachable"`
+		HWM         uint64   `json:"hwm"`
+		Files       int      `json:"files"`
+		Dirty       []string `json:"dirty"`
+		Ledger      string   `json:"ledger"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != 0 {
+		t.Fatalf("status --json with the server down: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if !st.Offline || !strings.Contains(st.Unreachable, "connect to NATS") || st.HWM != 1 || st.Files != 1 ||
+		!cmp.Equal(st.Dirty, []string{"audit/uncommitted"}) || st.Ledger != "offline" {
+		t.Fatalf("status --json with the server down: %+v", st)
+	}
+	// Other commands still fail on an unreachable server.
+	if r := cli(t, down, "--cache", cache, "commit"); r.code != exitError || !strings.Contains(r.stderr, "connect to NATS") {
+		t.Fatalf("commit with the server down: exit %d %s", r.code, r.stderr)
 	}
 }

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 func newStatusCmd(a *app) *cobra.Command {
@@ -22,7 +27,15 @@ the ignore rules leave out (the defaults and .syncledgerignore, see the README):
 ignored directory is listed once, with a trailing /.
 
 --json prints: ledger, uuid, host, cache, head, first, snapshot, hwm, behind,
-partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files.`,
+partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files,
+shadowed [paths], conflicts [paths].
+
+Conflicts are dirty files the ledger changed too since this host synced them:
+'syncledger resolve' settles them. Shadowed files are indexed files the cache
+does not hold because a directory of the same name holds other paths (two hosts
+committed a file and a path under it at once; the directory wins): each comes
+back when the last path under it goes, and 'replay' writes them under
+.syncledger-shadowed/.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd.Context(), a, asJSON, ignored) },
 	}
@@ -31,8 +44,20 @@ partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files.`
 	return cmd
 }
 
+// offlineStatus is status --json when the server cannot be reached.
+type offlineStatus struct {
+	host.Status
+	Unreachable string `json:"unreachable"` // why the ledger was not read
+}
+
 func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	h, err := a.ExistingHost(ctx)
+	var unreachable *unreachableError
+	if errors.As(err, &unreachable) {
+		// What the cache alone knows: its uncommitted files above all.
+		a.logger.Warn("the NATS server is unreachable: showing what the cache knows", "err", unreachable.err)
+		h, err = a.LocalHost()
+	}
 	if err != nil {
 		return err
 	}
@@ -41,20 +66,31 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 		return err
 	}
 	if asJSON {
+		if st.Offline {
+			return a.printJSON(offlineStatus{st, unreachable.Error()})
+		}
 		return a.printJSON(st)
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	if st.Offline {
+		fmt.Fprintf(w, "server\tunreachable: %v\n", unreachable.err)
+	}
 	fmt.Fprintf(w, "ledger\t%s (%s)\n", st.Ledger, st.UUID)
 	fmt.Fprintf(w, "host\t%s\n", st.Host)
 	fmt.Fprintf(w, "cache\t%s\n", st.Cache)
-	fmt.Fprintf(w, "head\t%d (first %d)\n", st.Head, st.First)
-	if st.Snapshot > 0 {
-		fmt.Fprintf(w, "snapshot\t%d\n", st.Snapshot)
+	if st.Offline {
+		fmt.Fprintf(w, "head\tunknown (server unreachable)\n")
+		fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
 	} else {
-		fmt.Fprintf(w, "snapshot\tnone\n")
+		fmt.Fprintf(w, "head\t%d (first %d)\n", st.Head, st.First)
+		if st.Snapshot > 0 {
+			fmt.Fprintf(w, "snapshot\t%d\n", st.Snapshot)
+		} else {
+			fmt.Fprintf(w, "snapshot\tnone\n")
+		}
+		fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
+		fmt.Fprintf(w, "behind\t%d\n", st.Behind)
 	}
-	fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
-	fmt.Fprintf(w, "behind\t%d\n", st.Behind)
 	fmt.Fprintf(w, "files\t%d (%d lazy)\n", st.Files, st.Lazy)
 	fmt.Fprintf(w, "dirty\t%d\n", len(st.Dirty))
 	w.Flush()
@@ -76,6 +112,23 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	if len(st.Dirty) > 0 {
 		fmt.Fprintln(a.stdout, "\nuncommitted changes:")
 		printPaths(a, st.Dirty)
+	}
+	if len(st.Conflicts) > 0 {
+		fmt.Fprintln(a.stdout, "\nconflicts (changed here and in the ledger):")
+		printPaths(a, st.Conflicts)
+		fmt.Fprintf(a.stdout, "  take the ledger's:   syncledger resolve --theirs PATH… (or --all; this host's copy is kept under %s/%s/)\n", ledger.StateDir, host.ConflictsDir)
+		fmt.Fprintln(a.stdout, "  keep this host's:    syncledger resolve --mine PATH… (or --all; committed on top)")
+	}
+	if len(st.Shadowed) > 0 {
+		fmt.Fprintln(a.stdout, "\nshadowed (a directory of the same name wins; see 'syncledger replay'):")
+		printPaths(a, st.Shadowed)
+	}
+	if len(st.Quarantined) > 0 {
+		seqs := make([]string, len(st.Quarantined))
+		for i, q := range st.Quarantined {
+			seqs[i] = fmt.Sprint(q)
+		}
+		fmt.Fprintf(a.stdout, "\nquarantined seqs (every reader skips them; 'syncledger quarantine --list'): %s\n", strings.Join(seqs, ", "))
 	}
 	if ignored && len(st.Ignored) > 0 {
 		fmt.Fprintln(a.stdout, "\nignored:")

@@ -148,13 +148,13 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 		if err == nil {
 			return seqs, nil
 		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("append %v: %w: %w (retry Append with the same events)", c, ErrOutcomeUnknown, context.Cause(ctx))
-		}
 		if perr := l.permissionDenied(); perr != nil {
 			// The server never accepts a publish it has no permission for: nothing
 			// was stored, by this attempt or any other.
 			return nil, fmt.Errorf("append %v: %w", c, perr)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("append %v: %w: %w (retry Append with the same events)", c, ErrOutcomeUnknown, context.Cause(ctx))
 		}
 		final := refused(err)
 		ambiguous = ambiguous || !final

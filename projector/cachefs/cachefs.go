@@ -25,8 +25,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,6 +41,14 @@ import (
 // ErrUnsafePath: a path would leave the cache, pass through a symlink or a
 // non-directory, or touch the state directory.
 var ErrUnsafePath = errors.New("unsafe path")
+
+// ErrIsDir and ErrNotDir wrap ErrUnsafePath for a directory where a file is
+// wanted and a non-directory where a directory is: a file and a directory of
+// the same name (see projector.OpShadow).
+var (
+	ErrIsDir  = fmt.Errorf("is a directory in the cache: %w", ErrUnsafePath)
+	ErrNotDir = fmt.Errorf("is not a directory: %w", ErrUnsafePath)
+)
 
 // Dir is a cache directory.
 type Dir struct {
@@ -125,7 +136,7 @@ func (d *Dir) resolve(rel string) (string, []string, error) {
 	}
 	abs := d.abs(rel)
 	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
-		return "", nil, fmt.Errorf("path %q is a directory in the cache: %w", rel, ErrUnsafePath)
+		return "", nil, fmt.Errorf("path %q %w", rel, ErrIsDir)
 	}
 	return abs, missing, nil
 }
@@ -376,7 +387,7 @@ func (s *Stater) Stat(rel string) (FileInfo, error) {
 		return FileInfo{}, err
 	}
 	if fi.IsDir() {
-		return FileInfo{}, fmt.Errorf("path %q is a directory in the cache: %w", rel, ErrUnsafePath)
+		return FileInfo{}, fmt.Errorf("path %q %w", rel, ErrIsDir)
 	}
 	if !fi.Mode().IsRegular() {
 		return FileInfo{}, fmt.Errorf("stat %s: not a regular file: %w", rel, ErrUnsafePath)
@@ -397,7 +408,7 @@ func (d *Dir) checkDir(dir string) error {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return fmt.Errorf("goes through symlink %s: %w", abs, ErrUnsafePath)
 	case !fi.IsDir():
-		return fmt.Errorf("%s is not a directory: %w", abs, ErrUnsafePath)
+		return fmt.Errorf("%s %w", abs, ErrNotDir)
 	}
 	return nil
 }
@@ -459,7 +470,78 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 	if err != nil {
 		return err
 	}
-	return filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+	return filepath.WalkDir(d.root, d.visit(ign, fn, skip))
+}
+
+// ScanPaths is Scan limited to paths (slash-separated, relative to the root): a
+// path that is a file is reported as Scan reports it, a directory is walked as
+// Scan walks the cache, and a path that is absent, or below a directory Scan
+// does not enter (ignored, internal, the state directory, a symlink or not a
+// directory), is not reported. A commit from a dirty set (package dirty) checks
+// its paths with it. Skipped paths below the given ones go to skip; the given
+// paths and their parents are not reported as skipped.
+func (d *Dir) ScanPaths(paths []string, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
+	ign, err := d.Ignore()
+	if err != nil {
+		return err
+	}
+	visit := d.visit(ign, fn, skip)
+	enterable := map[string]bool{} // directory → Scan enters it
+	var canEnter func(dir string) bool
+	canEnter = func(dir string) bool {
+		if dir == "" {
+			return true
+		}
+		if ok, seen := enterable[dir]; seen {
+			return ok
+		}
+		parent, _ := path.Split(dir)
+		ok := canEnter(strings.TrimSuffix(parent, "/"))
+		if ok {
+			switch {
+			case dir == ledger.StateDir || dir == "_index" || dir == "_control", ign.Match(dir, true):
+				ok = false
+			default:
+				fi, err := os.Lstat(d.abs(dir))
+				ok = err == nil && fi.IsDir()
+			}
+		}
+		enterable[dir] = ok
+		return ok
+	}
+	var done []string // directories walked: their subtrees are covered
+	for _, rel := range paths {
+		rel = strings.Trim(rel, "/")
+		if rel == "" || rel == "." {
+			return filepath.WalkDir(d.root, visit)
+		}
+		if slices.ContainsFunc(done, func(dir string) bool { return strings.HasPrefix(rel, dir+"/") }) {
+			continue
+		}
+		parent, _ := path.Split(rel)
+		if !canEnter(strings.TrimSuffix(parent, "/")) {
+			continue
+		}
+		fi, err := os.Lstat(d.abs(rel))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			done = append(done, rel)
+		}
+		if err := filepath.WalkDir(d.abs(rel), visit); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// visit is Scan's filepath.WalkDirFunc.
+func (d *Dir) visit(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error, skip func(Skipped)) fs.WalkDirFunc {
+	return func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -511,5 +593,5 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 			return err
 		}
 		return fn(rel, FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())})
-	})
+	}
 }

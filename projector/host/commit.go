@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -15,6 +16,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/cachefs"
+	"github.com/syncledger/syncledger/projector/ignore"
 )
 
 // CommitOptions describe a commit.
@@ -27,6 +29,14 @@ type CommitOptions struct {
 	// Stored lists content a Prepare of this Host already put in the blob
 	// store; the commit does not upload it again.
 	Stored map[ledger.Digest]bool
+	// Paths, when set, limits the commit to these paths (resolve --mine).
+	Paths []string
+	// Changed, when not nil, limits the scan to these paths (slash-separated,
+	// relative to the cache; a directory stands for its whole subtree): the
+	// caller vouches that no other path changed since the cache was last scanned
+	// whole, as a trusted dirty set does (package dirty). Empty means nothing
+	// changed: the commit reads no index. Nil scans the whole cache.
+	Changed []string
 }
 
 // CommitResult says what a commit did.
@@ -55,15 +65,32 @@ type scanned struct {
 // files that differ. A lazy file absent from the cache is not a deletion, nor is
 // an ignored one (package ignore): ignored paths are neither committed nor
 // deleted.
-func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, error) {
+//
+// changed, when not nil, limits the scan to those paths and their subtrees
+// (CommitOptions.Changed).
+func (h *Host) scan(s *session, keep func(partition string) bool, changed []string) (scanned, error) {
 	out := scanned{infos: map[string]cachefs.FileInfo{}}
 	ign, err := h.dir.Ignore()
 	if err != nil {
 		return out, err
 	}
+	walk := h.dir.Scan
+	covered := func(string) bool { return true }
+	if changed != nil {
+		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
+			return h.dir.ScanPaths(changed, fn, skip)
+		}
+		covered = underAny(changed)
+	}
 	seen := map[string]bool{}
-	err = h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
-		if !keep(ledger.PartitionKey(rel)) {
+	err = walk(func(rel string, fi cachefs.FileInfo) error {
+		part := ledger.PartitionKey(rel)
+		if !keep(part) {
+			return nil
+		}
+		if err := ledger.CheckPartitionToken(part); err != nil {
+			// No event can carry this partition: leave the file out, never the others.
+			h.log.Warn("not synced", "path", rel, "reason", err)
 			return nil
 		}
 		seen[rel] = true
@@ -99,16 +126,38 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
+	// A shadowed file absent from the cache is not a deletion: a directory of
+	// its name holds other paths (projector.OpShadow).
 	for p, row := range s.index {
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			continue // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && covered(p) && !ign.Ignored(p) && !s.core.Shadowed(p) {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
 	sort.Slice(out.changes, func(i, j int) bool { return out.changes[i].Path < out.changes[j].Path })
 	return out, nil
+}
+
+// underAny returns a test of whether a path is one of paths or below one.
+func underAny(paths []string) func(string) bool {
+	set := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		set[strings.Trim(p, "/")] = true
+	}
+	return func(p string) bool {
+		for {
+			if set[p] {
+				return true
+			}
+			i := strings.LastIndexByte(p, '/')
+			if i < 0 {
+				return set[""] || set["."]
+			}
+			p = p[:i]
+		}
+	}
 }
 
 func partitionFilter(parts []string) func(string) bool {
@@ -128,6 +177,19 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	if opt.MaxAttempts <= 0 {
 		opt.MaxAttempts = 20
 	}
+	if slices.Contains(opt.Changed, ignore.FileName) {
+		// New ignore rules change what every path's scan says, with no event
+		// for those paths.
+		opt.Changed = nil
+	}
+	if opt.Changed != nil && len(opt.Changed) == 0 {
+		// Nothing changed since the last full scan: no index to load.
+		_, _, hwm, err := h.checkLineage(ctx)
+		if err != nil {
+			return CommitResult{}, err
+		}
+		return CommitResult{Nothing: true, HWM: hwm, Attempts: 1}, nil
+	}
 	s, err := h.load(ctx, false)
 	if err != nil {
 		return CommitResult{}, err
@@ -136,9 +198,12 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	var res CommitResult
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
-		sc, err := h.scan(s, keep)
+		sc, err := h.scan(s, keep, opt.Changed)
 		if err != nil {
 			return res, err
+		}
+		if len(opt.Paths) > 0 {
+			sc.changes = slices.DeleteFunc(sc.changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
 		}
 		if len(sc.changes) == 0 {
 			res.Nothing, res.HWM = true, s.core.HWM()
@@ -272,7 +337,7 @@ func (h *Host) Prepare(ctx context.Context, partitions []string) (PrepareResult,
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	sc, err := h.scan(s, partitionFilter(partitions))
+	sc, err := h.scan(s, partitionFilter(partitions), nil)
 	if err != nil {
 		return PrepareResult{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -155,7 +156,17 @@ func emptyDir(dir string) error {
 	return nil
 }
 
-// materialize writes every file of entries into cfg.Into, in parallel, verified.
+// ShadowedDir holds, in a replayed tree, the files a directory of the same
+// name shadows (projector.Core.Shadowed), each under its path escaped to one
+// name (url.PathEscape: "a/b" is "a%2Fb"), so that nothing committed is left
+// out of the tree.
+const ShadowedDir = ".syncledger-shadowed"
+
+// ShadowedName is where a replayed tree holds the shadowed file at path.
+func ShadowedName(path string) string { return ShadowedDir + "/" + url.PathEscape(path) }
+
+// materialize writes every file of entries into cfg.Into, in parallel,
+// verified; a shadowed file goes under ShadowedDir.
 func materialize(ctx context.Context, cfg ReplayConfig, entries []snapshot.Entry, res *ReplayResult) error {
 	dir, err := cachefs.Open(cfg.Into)
 	if err != nil {
@@ -167,12 +178,19 @@ func materialize(ctx context.Context, cfg ReplayConfig, entries []snapshot.Entry
 		p.BytesTotal += e.Size
 		paths[i] = e.Path
 	}
+	shadowed := map[string]bool{}
+	for _, p := range projector.ShadowedPaths(paths) {
+		shadowed[p] = true
+	}
 	var mu sync.Mutex // res, p
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cfg.Parallel)
-	for _, e := range entries {
+	for i, e := range entries {
+		if shadowed[e.Path] {
+			paths[i] = ShadowedName(e.Path)
+		}
 		g.Go(func() error {
-			fi, err := fetch(gctx, cfg.Blobs, dir, e.Path, &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
+			fi, err := fetch(gctx, cfg.Blobs, dir, paths[i], &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
 			if err != nil {
 				return err
 			}

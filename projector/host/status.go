@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -34,6 +36,21 @@ type Status struct {
 	Ignored    []string                   `json:"ignored"` // paths the ignore rules leave out (directories end in /)
 	Lazy       uint64                     `json:"lazy"`    // files applied as metadata only
 	Files      int                        `json:"files"`   // indexed files
+	// Shadowed: indexed files the cache does not hold because a directory of
+	// the same name holds other indexed paths (two hosts raced; the directory
+	// wins). Each comes back when the last path under it goes; 'replay'
+	// writes them under .syncledger-shadowed/.
+	Shadowed []string `json:"shadowed"`
+	// Conflicts: dirty paths the ledger changed too since this host last
+	// synced them (see Conflicts); resolve each with 'syncledger resolve'.
+	Conflicts []string `json:"conflicts"`
+	// Quarantined: the ledger's seqs every reader skips (ledger.Quarantine;
+	// 'syncledger quarantine --list').
+	Quarantined []ledger.Seq `json:"quarantined"`
+	// Offline: the ledger was not read (OpenLocal): Head, First, Snapshot,
+	// Behind, Conflicts and Quarantined are unknown, and Ledger and UUID are
+	// the cache's own record.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // Status reports the HWM against the log's head, the marks, and the uncommitted
@@ -44,6 +61,9 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		return Status{}, aerr
 	}
 	defer release()
+	if h.cfg.local {
+		return h.localStatus()
+	}
 	s, err := h.load(ctx, false)
 	if err != nil {
 		return Status{}, err
@@ -59,6 +79,14 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		Dirty: []string{}, Files: len(st.Files),
 	}
 	out.Snapshot = h.newestSnapshot(ctx, s.info.UUID) // rebuild.go
+	out.Quarantined = []ledger.Seq{}
+	if q, ok := h.cfg.Log.(ledger.Quarantiner); ok {
+		qs, err := q.Quarantines(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Quarantined = slices.Sorted(maps.Keys(qs))
+	}
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}
@@ -68,7 +96,41 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if out.Lazy, err = h.db.LazyCount(); err != nil {
 		return out, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil))
+	sc, err := h.scan(s, partitionFilter(nil), nil)
+	if err != nil {
+		return out, err
+	}
+	for _, e := range sc.changes {
+		out.Dirty = append(out.Dirty, e.Path)
+	}
+	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
+	if out.Conflicts, err = h.conflicts(ctx, s, sc.changes); err != nil {
+		return out, err
+	}
+	out.Ignored = append([]string{}, sc.ignored...)
+	return out, nil
+}
+
+// localStatus is Status from the cache alone: its record of the ledger, HWM and
+// marks, and the scan against its index.
+func (h *Host) localStatus() (Status, error) {
+	s, st, err := h.loadLocal(false)
+	if err != nil {
+		return Status{}, err
+	}
+	out := Status{
+		Ledger: st.Name, UUID: st.Ledger, Host: h.cfg.Host, Cache: h.dir.Root(), HWM: st.HWM,
+		Partitions: map[string]PartitionStatus{}, Dirty: []string{}, Files: len(s.index),
+		Conflicts: []string{}, Offline: true,
+	}
+	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
+	for p, m := range st.Marks {
+		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
+	}
+	if out.Lazy, err = h.db.LazyCount(); err != nil {
+		return out, err
+	}
+	sc, err := h.scan(s, partitionFilter(nil), nil)
 	if err != nil {
 		return out, err
 	}
@@ -85,6 +147,9 @@ type VerifyResult struct {
 	Missing []string `json:"missing"`
 	Altered []string `json:"altered"`
 	Lazy    int      `json:"lazy"` // not checked: metadata only
+	// Restored are the altered files Repair wrote again from the blob store
+	// (no longer in Altered).
+	Restored []string `json:"restored"`
 }
 
 // OK reports whether every checked file matched.
@@ -98,14 +163,26 @@ func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
 		return VerifyResult{}, aerr
 	}
 	defer release()
-	out := VerifyResult{Missing: []string{}, Altered: []string{}}
+	return h.verify(ctx)
+}
+
+// verify is Verify with the cache held.
+func (h *Host) verify(ctx context.Context) (VerifyResult, error) {
+	out := VerifyResult{Missing: []string{}, Altered: []string{}, Restored: []string{}}
 	ign, err := h.dir.Ignore()
+	if err != nil {
+		return out, err
+	}
+	shadowed, err := h.shadowedRows()
 	if err != nil {
 		return out, err
 	}
 	err = h.db.ForEach(func(path string, e statedb.Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if shadowed[path] {
+			return nil // a directory of its name holds other paths: not in the cache
 		}
 		if ign.Ignored(path) {
 			return nil // this host's own file: never synced, nothing to compare

@@ -166,14 +166,20 @@ type builder struct {
 	total   uint64
 }
 
-// offer steps the core through one complete commit's records.
+// offer steps the core through one commit's records: a complete commit, or
+// one a skipped record (ledger.Skip) cut short, the skip ending it there as it
+// does for a host's core.
 func (b *builder) offer(ctx context.Context, recs []ledger.Record) error {
 	for _, r := range recs {
 		b.events++
 		if b.cfg.Progress != nil && b.events%batch == 0 {
 			b.cfg.Progress(BuildProgress{Seq: r.Seq, Events: b.events, Total: b.total})
 		}
-		if !b.keep(r.Event.Partition) {
+		p := r.Event.Partition
+		if r.Skip != nil {
+			p = r.Skip.Partition
+		}
+		if !b.keep(p) {
 			continue
 		}
 		if err := b.step(ctx, r); err != nil {
