@@ -96,6 +96,10 @@ func TestFileDirectoryClashCLI(t *testing.T) {
 			if out := c.ok("--cache", a, "status"); !strings.Contains(out, "shadowed") || !strings.Contains(out, tc.file) {
 				t.Fatalf("status does not list the shadowed file:\n%s", out)
 			}
+			c.ok("snapshot") // the rebuilds restore a snapshot that holds the clash
+			if out := c.ok("--cache", t.TempDir(), "--host", "restored", "rebuild", "--quiet"); !strings.Contains(out, "rebuilt from snapshot") {
+				t.Fatalf("rebuild did not restore the snapshot: %s", out)
+			}
 			got := converge(t, c, []string{a, b}, map[string]string{tc.file: "a's file", tc.under: "b's file under it"})
 			if got[tc.under] != "b's file under it" {
 				t.Fatalf("the directory did not win: %v", got)
