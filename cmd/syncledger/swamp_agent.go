@@ -31,7 +31,11 @@ still holds then expire after their TTL.`,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cache, _ := filepath.Abs(a.cache)
+			dir, err := a.cacheDir() // --cache, else the cache around the working directory
+			if err != nil {
+				return err
+			}
+			cache, _ := filepath.Abs(dir)
 			ag := &swamp.Agent{
 				Version: versionString(),
 				Cache:   cache,
