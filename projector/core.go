@@ -258,7 +258,7 @@ func (c *Core) Classify(m Mode, rec ledger.Record) (Verdict, error) {
 	return c.classify(m, rec)
 }
 
-// Step offers one record read in mode m and stages its effect (DESIGN §4):
+// Step offers one record read in mode m and stages its effect (docs/design.md §4):
 //
 //  1. seq ≤ mark[p].Seq: Skip (replay is idempotent);
 //  2. modelSeq == mark[p].ModelSeq+1 and prev == mark[p].Seq: Apply;

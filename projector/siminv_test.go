@@ -9,7 +9,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// The simulator's checker: the invariants of DESIGN §5, checked after every
+// The simulator's checker: the invariants of docs/design.md §5, checked after every
 // step on every host's persisted state and cache, and on the log.
 //
 //	I1 chain       checkHost: each mark is a chain position; the index is the

@@ -39,6 +39,9 @@ type Agent struct {
 	Host    func(context.Context) (*host.Host, error)
 	// Blobs opens the ledger's blob store (verify checks it answers).
 	Blobs func(context.Context) (ledger.BlobStore, error)
+	// Trace, when set, receives one JSON line per answered request: its op and
+	// how long it took ({"op":"pull","ms":2.1,"ok":true}); B10 uses it.
+	Trace io.Writer
 	// KV opens the ledger's swamp bucket (Bucket).
 	KV func(context.Context) (jetstream.KeyValue, error)
 
@@ -116,12 +119,18 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t0 := time.Now()
 			res, err := a.handle(ctx, req)
 			resp := Response{ID: req.ID, Result: res}
 			if err != nil {
 				resp.Result, resp.Error = nil, a.describe(err)
 			}
 			reply(resp)
+			if a.Trace != nil {
+				wmu.Lock()
+				fmt.Fprintf(a.Trace, "{\"op\":%q,\"ms\":%.3f,\"ok\":%v}\n", req.Op, float64(time.Since(t0))/float64(time.Millisecond), err == nil)
+				wmu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()

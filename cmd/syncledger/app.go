@@ -224,12 +224,18 @@ func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(a.natsURL, append(opts, auth...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))
+		return nil, &unreachableError{fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))}
 	}
 	a.nc = nc
 	a.onClose(nc.Close)
 	return nc, nil
 }
+
+// unreachableError is a failure to connect to the NATS server.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
 
 // Log opens the ledger's log (--ledger) on first use. A ledger that does not exist
 // is an error that says how to create it.

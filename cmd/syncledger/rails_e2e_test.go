@@ -333,3 +333,73 @@ func TestInitWarnsUnprotectedBucket(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusOffline: with the server down, status still lists the local
+// uncommitted (and ignored) files, from the cache alone, and says the server is
+// unreachable.
+func TestStatusOffline(t *testing.T) {
+	c := newCLI(t, "offline")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	cache := t.TempDir()
+	put(t, cache, "audit/committed", "1")
+	c.ok("--cache", cache, "commit")
+	put(t, cache, "audit/uncommitted", "2")
+	put(t, cache, "audit/.x.swp", "swap")
+	down := append(append([]string{}, c.env...), "SYNCLEDGER_NATS=nats://"+closedURL(t))
+	r := cli(t, down, "--cache", cache, "status", "--ignored")
+	if r.code != 0 || !strings.Contains(r.stdout, "unreachable") || !strings.Contains(r.stdout, "audit/uncommitted") ||
+		!strings.Contains(r.stdout, "audit/.x.swp") || !strings.Contains(r.stderr, "unreachable") {
+		t.Fatalf("status with the server down: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, down, "--cache", cache, "status", "--json")
+	var st struct {
+		Offline     bool     `json:"offline"`
+		Unreachable string   `json:"unreachable"`
+		HWM         uint64   `json:"hwm"`
+		Files       int      `json:"files"`
+		Dirty       []string `json:"dirty"`
+		Ledger      string   `json:"ledger"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != 0 {
+		t.Fatalf("status --json with the server down: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if !st.Offline || !strings.Contains(st.Unreachable, "connect to NATS") || st.HWM != 1 || st.Files != 1 ||
+		!cmp.Equal(st.Dirty, []string{"audit/uncommitted"}) || st.Ledger != "offline" {
+		t.Fatalf("status --json with the server down: %+v", st)
+	}
+	// Other commands still fail on an unreachable server.
+	if r := cli(t, down, "--cache", cache, "commit"); r.code != exitError || !strings.Contains(r.stderr, "connect to NATS") {
+		t.Fatalf("commit with the server down: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// TestExecCommitOnFailure: a failed command's changes are committed by default
+// (a failed swamp run's outputs are data other hosts need), with a warning and
+// the exit code in the commit message; --commit-on-failure=false leaves them
+// uncommitted. The command's exit code is passed through either way.
+func TestExecCommitOnFailure(t *testing.T) {
+	c := newCLI(t, "execfail")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	a, b := t.TempDir(), t.TempDir()
+	fail := func(name string) []string {
+		return []string{"sh", "-c", `mkdir -p "$SYNCLEDGER_CACHE/audit" && echo partial > "$SYNCLEDGER_CACHE/audit/` + name + `"; exit 7`}
+	}
+	r := c.run(append([]string{"--cache", a, "exec", "--"}, fail("default")...)...)
+	if r.code != 7 || !strings.Contains(r.stderr, "committing what it wrote") {
+		t.Fatalf("failed exec: exit %d\n%s", r.code, r.stderr)
+	}
+	if out := c.ok("log"); !strings.Contains(out, "exec sh (exit 7)") {
+		t.Fatalf("the commit does not say the command failed:\n%s", out)
+	}
+	r = c.run(append([]string{"--cache", a, "exec", "--commit-on-failure=false", "--"}, fail("kept-local")...)...)
+	if r.code != 7 || !strings.Contains(r.stderr, "left uncommitted") {
+		t.Fatalf("failed exec with --commit-on-failure=false: exit %d\n%s", r.code, r.stderr)
+	}
+	c.ok("--cache", b, "sync")
+	if got := tree(t, b); !cmp.Equal(got, map[string]string{"audit/default": "partial\n"}) {
+		t.Fatalf("host b: %v", got)
+	}
+	if st := c.status(a); !cmp.Equal(st.Dirty, []string{"audit/kept-local"}) {
+		t.Fatalf("host a dirty: %v", st.Dirty)
+	}
+}

@@ -15,6 +15,10 @@ import (
 	"github.com/syncledger/syncledger/swamp"
 )
 
+// TraceEnv names a file the swamp agent appends one line per request to (its
+// op and duration): the B10 benchmark reads it. Unset in normal use.
+const TraceEnv = "SYNCLEDGER_SWAMP_TRACE"
+
 func newSwampAgentCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "agent",
@@ -27,7 +31,11 @@ still holds then expire after their TTL.`,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cache, _ := filepath.Abs(a.cache)
+			dir, err := a.cacheDir() // --cache, else the cache around the working directory
+			if err != nil {
+				return err
+			}
+			cache, _ := filepath.Abs(dir)
 			ag := &swamp.Agent{
 				Version: versionString(),
 				Cache:   cache,
@@ -43,8 +51,16 @@ still holds then expire after their TTL.`,
 					if err != nil {
 						return nil, err
 					}
-					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), "syncledger swamp locks and control plane of ledger "+a.ledgerName)
+					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
 				},
+			}
+			if tr := a.getenv(TraceEnv); tr != "" {
+				f, err := os.OpenFile(tr, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+				if err != nil {
+					return fmt.Errorf("%s: %w", TraceEnv, err)
+				}
+				defer f.Close()
+				ag.Trace = f
 			}
 			return ag.Serve(ctx, os.Stdin, a.stdout)
 		},

@@ -47,6 +47,10 @@ type Status struct {
 	// Quarantined: the ledger's seqs every reader skips (ledger.Quarantine;
 	// 'syncledger quarantine --list').
 	Quarantined []ledger.Seq `json:"quarantined"`
+	// Offline: the ledger was not read (OpenLocal): Head, First, Snapshot,
+	// Behind, Conflicts and Quarantined are unknown, and Ledger and UUID are
+	// the cache's own record.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // Status reports the HWM against the log's head, the marks, and the uncommitted
@@ -57,6 +61,9 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		return Status{}, aerr
 	}
 	defer release()
+	if h.cfg.local {
+		return h.localStatus()
+	}
 	s, err := h.load(ctx, false)
 	if err != nil {
 		return Status{}, err
@@ -98,7 +105,39 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	}
 	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
 	if out.Conflicts, err = h.conflicts(ctx, s, sc.changes); err != nil {
+		// What the host knows of itself is still worth showing.
+		h.log.Warn("cannot tell which uncommitted changes conflict with the ledger", "err", err)
+		out.Conflicts = []string{}
+	}
+	out.Ignored = append([]string{}, sc.ignored...)
+	return out, nil
+}
+
+// localStatus is Status from the cache alone: its record of the ledger, HWM and
+// marks, and the scan against its index.
+func (h *Host) localStatus() (Status, error) {
+	s, st, err := h.loadLocal(false)
+	if err != nil {
+		return Status{}, err
+	}
+	out := Status{
+		Ledger: st.Name, UUID: st.Ledger, Host: h.cfg.Host, Cache: h.dir.Root(), HWM: st.HWM,
+		Partitions: map[string]PartitionStatus{}, Dirty: []string{}, Files: len(s.index),
+		Conflicts: []string{}, Offline: true,
+	}
+	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
+	for p, m := range st.Marks {
+		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
+	}
+	if out.Lazy, err = h.db.LazyCount(); err != nil {
 		return out, err
+	}
+	sc, err := h.scan(s, partitionFilter(nil), nil)
+	if err != nil {
+		return out, err
+	}
+	for _, e := range sc.changes {
+		out.Dirty = append(out.Dirty, e.Path)
 	}
 	out.Ignored = append([]string{}, sc.ignored...)
 	return out, nil
