@@ -478,7 +478,7 @@ func (s *session) decode(m jetstream.Msg, seq ledger.Seq) (ledger.Record, error)
 // rec are read from the log (one atomic batch: consecutive seqs) to see which of
 // them match.
 func (s *session) lastWanted(rec ledger.Record) (ledger.Seq, error) {
-	end := commitSeq(rec)
+	end := rec.CommitSeq()
 	if s.r.filter == nil || rec.Seq >= end {
 		return end, nil
 	}

@@ -258,7 +258,7 @@ func (c *Core) Classify(m Mode, rec ledger.Record) (Verdict, error) {
 	return c.classify(m, rec)
 }
 
-// Step offers one record read in mode m and stages its effect (DESIGN §4):
+// Step offers one record read in mode m and stages its effect (docs/design.md §4):
 //
 //  1. seq ≤ mark[p].Seq: Skip (replay is idempotent);
 //  2. modelSeq == mark[p].ModelSeq+1 and prev == mark[p].Seq: Apply;
@@ -477,18 +477,13 @@ func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
 }
 
 // stageSkipped stages a record no reader applies (ledger.Skip): a quarantined
-// message or a quarantine notice. It applies nothing and counts as processed
-// (a commit of its own), so the HWM passes it. A quarantined message moves its
-// subject's partition mark to its seq, modelSeq kept: JetStream's subject
-// sequence makes the partition's next event name it as its prev.
+// message or a quarantine notice. It applies nothing, is part of no chain (the
+// partition's next event names its previous event as prev; ledger/jetstream's
+// Append sees past quarantined messages), and counts as processed in a full
+// read — a commit of its own — so the HWM passes it.
 func (c *Core) stageSkipped(m Mode, rec ledger.Record) {
 	if m != Scoped && rec.Seq > c.st.HWM {
 		c.pend.done[rec.Seq] = commit{part: 1, parts: 1}
-	}
-	if p := rec.Skip.Partition; p != "" && !rec.Skip.Notice {
-		if mk := c.viewMark(p); rec.Seq > mk.Seq {
-			c.pend.marks[p] = Mark{ModelSeq: mk.ModelSeq, Seq: rec.Seq}
-		}
 	}
 }
 

@@ -811,7 +811,7 @@ func (s *sim) ownCommit(h *simHost) error {
 		var conflict *ledger.ConflictError
 		if errors.As(err, &conflict) && attempt == 0 {
 			// Sync the touched partitions; retry unless a changed path was
-			// also changed remotely (DESIGN §4).
+			// also changed remotely (docs/design.md §4).
 			var parts []string
 			var remote []ledger.Record
 			for _, e := range evs {

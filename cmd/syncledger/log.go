@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,7 +132,7 @@ func runLog(ctx context.Context, a *app, o logOpts) error {
 				break
 			}
 		}
-		slices.SortFunc(recs, func(x, y ledger.Record) int { return compareSeq(x.Seq, y.Seq) })
+		slices.SortFunc(recs, func(x, y ledger.Record) int { return cmp.Compare(x.Seq, y.Seq) })
 		for _, r := range recs {
 			if err == nil {
 				err = p.add(r)
@@ -147,16 +148,6 @@ func runLog(ctx context.Context, a *app, o logOpts) error {
 		return fmt.Errorf("read ledger %q: %w", a.ledgerName, err)
 	}
 	return nil
-}
-
-func compareSeq(x, y ledger.Seq) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // logPrinter prints records as they are read: each event as a JSON line, or one

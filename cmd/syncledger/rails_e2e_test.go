@@ -372,3 +372,34 @@ func TestStatusOffline(t *testing.T) {
 		t.Fatalf("commit with the server down: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// TestExecCommitOnFailure: a failed command's changes are committed by default
+// (a failed swamp run's outputs are data other hosts need), with a warning and
+// the exit code in the commit message; --commit-on-failure=false leaves them
+// uncommitted. The command's exit code is passed through either way.
+func TestExecCommitOnFailure(t *testing.T) {
+	c := newCLI(t, "execfail")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	a, b := t.TempDir(), t.TempDir()
+	fail := func(name string) []string {
+		return []string{"sh", "-c", `mkdir -p "$SYNCLEDGER_CACHE/audit" && echo partial > "$SYNCLEDGER_CACHE/audit/` + name + `"; exit 7`}
+	}
+	r := c.run(append([]string{"--cache", a, "exec", "--"}, fail("default")...)...)
+	if r.code != 7 || !strings.Contains(r.stderr, "committing what it wrote") {
+		t.Fatalf("failed exec: exit %d\n%s", r.code, r.stderr)
+	}
+	if out := c.ok("log"); !strings.Contains(out, "exec sh (exit 7)") {
+		t.Fatalf("the commit does not say the command failed:\n%s", out)
+	}
+	r = c.run(append([]string{"--cache", a, "exec", "--commit-on-failure=false", "--"}, fail("kept-local")...)...)
+	if r.code != 7 || !strings.Contains(r.stderr, "left uncommitted") {
+		t.Fatalf("failed exec with --commit-on-failure=false: exit %d\n%s", r.code, r.stderr)
+	}
+	c.ok("--cache", b, "sync")
+	if got := tree(t, b); !cmp.Equal(got, map[string]string{"audit/default": "partial\n"}) {
+		t.Fatalf("host b: %v", got)
+	}
+	if st := c.status(a); !cmp.Equal(st.Dirty, []string{"audit/kept-local"}) {
+		t.Fatalf("host a dirty: %v", st.Dirty)
+	}
+}

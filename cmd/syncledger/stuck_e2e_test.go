@@ -69,6 +69,7 @@ func itoa(n uint64) string {
 // commit that would create the clash from the host's own view is refused
 // naming both paths. The same under data/.
 func TestFileDirectoryClashCLI(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ file, under string }{
 		{"foo", "foo/bar"},
 		{"data/t/m/x", "data/t/m/x/y"},
@@ -95,6 +96,10 @@ func TestFileDirectoryClashCLI(t *testing.T) {
 			}
 			if out := c.ok("--cache", a, "status"); !strings.Contains(out, "shadowed") || !strings.Contains(out, tc.file) {
 				t.Fatalf("status does not list the shadowed file:\n%s", out)
+			}
+			c.ok("snapshot") // the rebuilds restore a snapshot that holds the clash
+			if out := c.ok("--cache", t.TempDir(), "--host", "restored", "rebuild", "--quiet"); !strings.Contains(out, "rebuilt from snapshot") {
+				t.Fatalf("rebuild did not restore the snapshot: %s", out)
 			}
 			got := converge(t, c, []string{a, b}, map[string]string{tc.file: "a's file", tc.under: "b's file under it"})
 			if got[tc.under] != "b's file under it" {

@@ -31,7 +31,11 @@ still holds then expire after their TTL.`,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cache, _ := filepath.Abs(a.cache)
+			dir, err := a.cacheDir() // --cache, else the cache around the working directory
+			if err != nil {
+				return err
+			}
+			cache, _ := filepath.Abs(dir)
 			ag := &swamp.Agent{
 				Version: versionString(),
 				Cache:   cache,
@@ -47,7 +51,7 @@ still holds then expire after their TTL.`,
 					if err != nil {
 						return nil, err
 					}
-					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), "syncledger swamp locks and control plane of ledger "+a.ledgerName)
+					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
 				},
 			}
 			if tr := a.getenv(TraceEnv); tr != "" {

@@ -105,7 +105,9 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	}
 	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
 	if out.Conflicts, err = h.conflicts(ctx, s, sc.changes); err != nil {
-		return out, err
+		// What the host knows of itself is still worth showing.
+		h.log.Warn("cannot tell which uncommitted changes conflict with the ledger", "err", err)
+		out.Conflicts = []string{}
 	}
 	out.Ignored = append([]string{}, sc.ignored...)
 	return out, nil
