@@ -91,6 +91,9 @@ func ShadowedPaths(paths []string) []string {
 // path) for the directory-wins rule and returns them with the Changes of
 // files whose shadowing the Ready switches on or off without touching them.
 func (c *Core) shadowChanges(chs []Change) []Change {
+	if len(chs) == 0 {
+		return chs // no path touched: nothing to count (dirCounts costs a pass over the index)
+	}
 	// How the Ready moves the row count under each directory.
 	delta := map[string]int{}
 	for _, ch := range chs {

@@ -51,7 +51,7 @@ still holds then expire after their TTL.`,
 					if err != nil {
 						return nil, err
 					}
-					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), "syncledger swamp locks and control plane of ledger "+a.ledgerName)
+					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
 				},
 			}
 			if tr := a.getenv(TraceEnv); tr != "" {

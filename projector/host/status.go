@@ -95,7 +95,9 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		return out, err
 	}
 	if out.Conflicts, err = h.conflicts(ctx, s, sc.changes); err != nil {
-		return out, err
+		// What the host knows of itself is still worth showing.
+		h.log.Warn("cannot tell which uncommitted changes conflict with the ledger", "err", err)
+		out.Conflicts = []string{}
 	}
 	return out, nil
 }
