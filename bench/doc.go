@@ -80,7 +80,9 @@
 //	B10 (issue 13) what the @syncledger/datastore extension adds to one swamp
 //	   command on a synced host: `swamp model method run vpc execute` in a repo
 //	   set up by `syncledger swamp setup`; baseline: the same command in a repo
-//	   on swamp's filesystem datastore, interleaved. Needs the real swamp CLI
+//	   on swamp's filesystem datastore, interleaved (and, to tell swamp's part
+//	   from ours, on a datastore extension that does nothing; the agent's own
+//	   request times come from its SYNCLEDGER_SWAMP_TRACE). Needs the real swamp CLI
 //	   (--swamp, or SYNCLEDGER_TEST_SWAMP); a full run without it leaves B10 out
 //	   and says so.
 package bench
