@@ -211,9 +211,7 @@ func validateHeader(e Event) error {
 		return fmt.Errorf("invalid event: %w", CheckPartitionToken(e.Partition))
 	case e.ModelSeq == 0:
 		return bad("modelSeq 0")
-	case e.ModelSeq > 1 && e.Prev == 0:
-		// (modelSeq 1 may have a prev: a quarantined message on the
-		// partition's subject before its first event; see Quarantine.)
+	case (e.ModelSeq == 1) != (e.Prev == 0):
 		return bad("modelSeq %d with prev %d", e.ModelSeq, e.Prev)
 	case e.Parts < 1 || e.Parts > MaxBatch:
 		return bad("parts %d outside 1..%d", e.Parts, MaxBatch)

@@ -175,9 +175,7 @@ func TestStepRules(t *testing.T) {
 			},
 		},
 		{name: "modelSeq 0", rec: rec("a", 6, 0, 0, "x"), wantErr: ledger.ErrInvalid, ready: Ready{HWM: 5}},
-		// The format allows modelSeq 1 with a prev (a quarantined message before
-		// the partition's first event), but the mark of "c" is at seq 0.
-		{name: "modelSeq 1 with a prev", rec: rec("c", 6, 1, 2, "x"), wantErr: ErrDiverged, ready: Ready{HWM: 5}},
+		{name: "modelSeq 1 with a prev", rec: rec("c", 6, 1, 2, "x"), wantErr: ledger.ErrInvalid, ready: Ready{HWM: 5}},
 		{name: "prev not below seq", rec: rec("a", 6, 3, 6, "x"), wantErr: ledger.ErrInvalid, ready: Ready{HWM: 5}},
 		{name: "seq 0", rec: rec("a", 0, 3, 5, "x"), wantErr: ledger.ErrInvalid, ready: Ready{HWM: 5}},
 		{name: "unknown version", rec: func() ledger.Record { r := applyA; r.Event.V = 2; return r }(), wantErr: ledger.ErrUnknownVersion, ready: Ready{HWM: 5}},

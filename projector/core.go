@@ -477,18 +477,13 @@ func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
 }
 
 // stageSkipped stages a record no reader applies (ledger.Skip): a quarantined
-// message or a quarantine notice. It applies nothing and counts as processed
-// (a commit of its own), so the HWM passes it. A quarantined message moves its
-// subject's partition mark to its seq, modelSeq kept: JetStream's subject
-// sequence makes the partition's next event name it as its prev.
+// message or a quarantine notice. It applies nothing, is part of no chain (the
+// partition's next event names its previous event as prev; ledger/jetstream's
+// Append sees past quarantined messages), and counts as processed in a full
+// read — a commit of its own — so the HWM passes it.
 func (c *Core) stageSkipped(m Mode, rec ledger.Record) {
 	if m != Scoped && rec.Seq > c.st.HWM {
 		c.pend.done[rec.Seq] = commit{part: 1, parts: 1}
-	}
-	if p := rec.Skip.Partition; p != "" && !rec.Skip.Notice {
-		if mk := c.viewMark(p); rec.Seq > mk.Seq {
-			c.pend.marks[p] = Mark{ModelSeq: mk.ModelSeq, Seq: rec.Seq}
-		}
 	}
 }
 

@@ -65,9 +65,7 @@ func (s State) validate() error {
 		return err
 	}
 	for p, m := range s.Marks {
-		// (modelSeq 0 at a seq: the partition's subject held only a quarantined
-		// message so far; see Core.stageSkipped.)
-		if p == "" || m.Seq == 0 || m.ModelSeq > uint64(m.Seq) {
+		if p == "" || (m.ModelSeq == 0) != (m.Seq == 0) || m.ModelSeq > uint64(m.Seq) {
 			return fmt.Errorf("mark of partition %q is modelSeq %d at seq %d: %w", p, m.ModelSeq, m.Seq, ledger.ErrInvalid)
 		}
 	}

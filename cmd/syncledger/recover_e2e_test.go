@@ -126,6 +126,7 @@ func (c *shell) publishRaw(ledgerName, partition, body string) ledger.Seq {
 // to their partitions go on (the next event names the quarantined seq as its
 // prev, modelSeq 1 included), and log and quarantine --list show them.
 func TestQuarantineCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "quar")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	var info struct {

@@ -69,6 +69,7 @@ func itoa(n uint64) string {
 // commit that would create the clash from the host's own view is refused
 // naming both paths. The same under data/.
 func TestFileDirectoryClashCLI(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ file, under string }{
 		{"foo", "foo/bar"},
 		{"data/t/m/x", "data/t/m/x/y"},

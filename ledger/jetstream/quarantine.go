@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -174,4 +175,51 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine) (ledger.Seq, 
 		return fail(l.refusal(err))
 	}
 	return ledger.Seq(ack.Sequence), nil
+}
+
+// skipQuarantined handles a chain conflict whose partition's subject holds,
+// after what part i expects, only quarantined messages: they are no part of
+// the chain (the event's Prev stays the partition's last event), but the
+// server's last-subject-sequence check counts them, so the publish must expect
+// the last of them. It reports whether it moved c.expect (then publish again).
+// Any event among them is a real conflict: false.
+func (l *Log) skipQuarantined(ctx context.Context, c *commit, cf *ledger.ConflictError) (bool, error) {
+	i := slices.IndexFunc(c.events, func(e ledger.Event) bool { return e.Partition == cf.Partition })
+	if i < 0 || cf.Actual <= c.expect[i] {
+		return false, nil
+	}
+	b, err := l.bounds(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := l.loadQuarantines(ctx, max(b.Last, cf.Actual)); err != nil {
+		return false, err
+	}
+	q := l.quarantined()
+	if _, ok := q[cf.Actual]; !ok {
+		return false, nil // the last message is not quarantined: a real conflict
+	}
+	for next := c.expect[i] + 1; next <= cf.Actual; {
+		msgs, _, err := l.directBatch(ctx, msgGetRequest{Seq: uint64(next), NextFor: c.subjects[i], Batch: directBatchSize, MaxBytes: directMaxBytes})
+		if err != nil {
+			return false, l.mapErr(err)
+		}
+		if len(msgs) == 0 {
+			return false, nil
+		}
+		for _, m := range msgs {
+			if m.Seq > cf.Actual {
+				break
+			}
+			if _, ok := q[m.Seq]; !ok {
+				return false, nil // an event of the partition since: a real conflict
+			}
+			next = m.Seq + 1
+		}
+		if msgs[len(msgs)-1].Seq >= cf.Actual {
+			break
+		}
+	}
+	c.expect[i] = cf.Actual
+	return true, nil
 }

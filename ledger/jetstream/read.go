@@ -62,7 +62,26 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 	if err != nil {
 		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: %w", l.name, partition, err)
 	}
-	return l.decode(m)
+	r, err := l.decode(m)
+	if err != nil || r.Skip == nil {
+		return r, err
+	}
+	// The subject's last message is quarantined: the partition's last event
+	// is before it (rare: read the partition).
+	var head *ledger.Record
+	err = l.ReadPartition(ctx, partition, 1, func(r ledger.Record) error {
+		if r.Skip == nil {
+			head = &r
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return ledger.Record{}, err
+	case head == nil:
+		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: only quarantined messages: %w", l.name, partition, ledger.ErrNotFound)
+	}
+	return *head, nil
 }
 
 // decode turns a stored message into a record, checking that its subject is a
@@ -388,10 +407,13 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 			if err != nil {
 				return err
 			}
+			if r.Skip != nil {
+				// A quarantined message is part of no chain (the next event
+				// names the one before it as its prev): not the partition's.
+				next = m.Seq + 1
+				continue
+			}
 			switch p := r.Event.Prev; {
-			case r.Skip != nil:
-				// A quarantined message has no chain fields; the next event
-				// names it as its prev.
 			case n == 0 && p >= from, n > 0 && p > prev:
 				// The partition event at seq p was not returned: purged since the
 				// read began (the first seq moved past it), or deleted inside.
@@ -405,7 +427,7 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 			}
 			prev, next, n = m.Seq, m.Seq+1, n+1
 		}
-		if prev == end || pending > 0 {
+		if next > end || pending > 0 {
 			lagSince = time.Time{}
 			continue
 		}

@@ -99,7 +99,7 @@ func (s *Snapshot) Validate() error {
 		switch {
 		case p == "" || len(p) > ledger.MaxPathLen:
 			return bad("empty or overlong partition key")
-		case m.Seq == 0 || m.ModelSeq > uint64(m.Seq): // modelSeq 0: only quarantined messages so far
+		case m.ModelSeq == 0 || m.Seq == 0 || m.ModelSeq > uint64(m.Seq):
 			return bad("mark of %q is modelSeq %d at seq %d", p, m.ModelSeq, m.Seq)
 		case m.Seq > s.Seq:
 			return bad("mark of %q at seq %d is above the snapshot's seq %d", p, m.Seq, s.Seq)
