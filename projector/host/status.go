@@ -90,27 +90,39 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}
-	for p, m := range st.Marks {
-		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
-	}
-	if out.Lazy, err = h.db.LazyCount(); err != nil {
-		return out, err
-	}
-	sc, err := h.scan(s, partitionFilter(nil), nil)
+	sc, err := h.statusLocal(&out, s)
 	if err != nil {
 		return out, err
 	}
-	for _, e := range sc.changes {
-		out.Dirty = append(out.Dirty, e.Path)
-	}
-	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
 	if out.Conflicts, err = h.conflicts(ctx, s, sc.changes); err != nil {
 		// What the host knows of itself is still worth showing.
 		h.log.Warn("cannot tell which uncommitted changes conflict with the ledger", "err", err)
 		out.Conflicts = []string{}
 	}
-	out.Ignored = append([]string{}, sc.ignored...)
 	return out, nil
+}
+
+// statusLocal fills in what the cache alone knows: the marks, the lazy count,
+// the shadowed files, and the scan's dirty and ignored paths. It returns the
+// scan.
+func (h *Host) statusLocal(out *Status, s *session) (scanned, error) {
+	for p, m := range s.core.State().Marks {
+		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
+	}
+	var err error
+	if out.Lazy, err = h.db.LazyCount(); err != nil {
+		return scanned{}, err
+	}
+	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
+	sc, err := h.scan(s, partitionFilter(nil), nil)
+	if err != nil {
+		return sc, err
+	}
+	for _, e := range sc.changes {
+		out.Dirty = append(out.Dirty, e.Path)
+	}
+	out.Ignored = append([]string{}, sc.ignored...)
+	return sc, nil
 }
 
 // localStatus is Status from the cache alone: its record of the ledger, HWM and
@@ -125,22 +137,8 @@ func (h *Host) localStatus() (Status, error) {
 		Partitions: map[string]PartitionStatus{}, Dirty: []string{}, Files: len(s.index),
 		Conflicts: []string{}, Offline: true,
 	}
-	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
-	for p, m := range st.Marks {
-		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
-	}
-	if out.Lazy, err = h.db.LazyCount(); err != nil {
-		return out, err
-	}
-	sc, err := h.scan(s, partitionFilter(nil), nil)
-	if err != nil {
-		return out, err
-	}
-	for _, e := range sc.changes {
-		out.Dirty = append(out.Dirty, e.Path)
-	}
-	out.Ignored = append([]string{}, sc.ignored...)
-	return out, nil
+	_, err = h.statusLocal(&out, s)
+	return out, err
 }
 
 // VerifyResult lists indexed files whose cache copy is missing or altered.
