@@ -90,27 +90,39 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}
-	for p, m := range st.Marks {
-		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
-	}
-	if out.Lazy, err = h.db.LazyCount(); err != nil {
-		return out, err
-	}
-	sc, err := h.scan(s, partitionFilter(nil), nil)
+	sc, err := h.statusLocal(&out, s)
 	if err != nil {
 		return out, err
 	}
-	for _, e := range sc.changes {
-		out.Dirty = append(out.Dirty, e.Path)
-	}
-	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
 	if out.Conflicts, err = h.conflicts(ctx, s, sc.changes); err != nil {
 		// What the host knows of itself is still worth showing.
 		h.log.Warn("cannot tell which uncommitted changes conflict with the ledger", "err", err)
 		out.Conflicts = []string{}
 	}
-	out.Ignored = append([]string{}, sc.ignored...)
 	return out, nil
+}
+
+// statusLocal fills in what the cache alone knows: the marks, the lazy count,
+// the shadowed files, and the scan's dirty and ignored paths. It returns the
+// scan.
+func (h *Host) statusLocal(out *Status, s *session) (scanned, error) {
+	for p, m := range s.core.State().Marks {
+		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
+	}
+	var err error
+	if out.Lazy, err = h.db.LazyCount(); err != nil {
+		return scanned{}, err
+	}
+	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
+	sc, err := h.scan(s, partitionFilter(nil), nil)
+	if err != nil {
+		return sc, err
+	}
+	for _, e := range sc.changes {
+		out.Dirty = append(out.Dirty, e.Path)
+	}
+	out.Ignored = append([]string{}, sc.ignored...)
+	return sc, nil
 }
 
 // localStatus is Status from the cache alone: its record of the ledger, HWM and
@@ -125,22 +137,8 @@ func (h *Host) localStatus() (Status, error) {
 		Partitions: map[string]PartitionStatus{}, Dirty: []string{}, Files: len(s.index),
 		Conflicts: []string{}, Offline: true,
 	}
-	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
-	for p, m := range st.Marks {
-		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
-	}
-	if out.Lazy, err = h.db.LazyCount(); err != nil {
-		return out, err
-	}
-	sc, err := h.scan(s, partitionFilter(nil), nil)
-	if err != nil {
-		return out, err
-	}
-	for _, e := range sc.changes {
-		out.Dirty = append(out.Dirty, e.Path)
-	}
-	out.Ignored = append([]string{}, sc.ignored...)
-	return out, nil
+	_, err = h.statusLocal(&out, s)
+	return out, err
 }
 
 // VerifyResult lists indexed files whose cache copy is missing or altered.
@@ -259,6 +257,12 @@ func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResu
 	h.Release() // from here on, the cache is held only while a commit is applied
 	res := SyncResult{}
 	err = h.cfg.Log.Follow(ctx, from, func(rec ledger.Record) error {
+		if skip, err := w.skipApplied(ctx, rec.Seq); err != nil || skip {
+			if skip && rec.LastOfCommit() && applied != nil {
+				applied(SyncResult{Head: rec.Seq, HWM: h.HWM()}) // applied by another process
+			}
+			return err
+		}
 		if err := w.hold(ctx); err != nil {
 			return err
 		}
@@ -314,6 +318,14 @@ func (w *watcher) hold(ctx context.Context) error {
 	if w.release != nil {
 		return nil
 	}
+	if err := w.lock(ctx); err != nil {
+		return err
+	}
+	return w.reload(ctx)
+}
+
+// lock takes the cache, waiting as long as another process keeps it.
+func (w *watcher) lock(ctx context.Context) error {
 	for {
 		release, err := w.h.acquire()
 		if err == nil {
@@ -325,6 +337,11 @@ func (w *watcher) hold(ctx context.Context) error {
 		}
 		w.h.log.Info("watch: waiting for another process to release the cache")
 	}
+	return nil
+}
+
+// reload loads the session (the cache held) if the state changed since.
+func (w *watcher) reload(ctx context.Context) error {
 	gen, err := w.h.db.Gen()
 	if err != nil {
 		return err
@@ -345,6 +362,34 @@ func (w *watcher) hold(ctx context.Context) error {
 	w.r.s = s
 	w.gen, err = w.h.db.Gen()
 	return err
+}
+
+// skipApplied reports whether the record at seq, the start of a commit, is
+// already applied to the cache: another process (a commit of this host, whose
+// own events the watch then reads) moved the persisted HWM past it. The watch
+// skips such a commit without reloading its state, which reads the whole index:
+// a commit beside a running watch would otherwise cost the watch, and the next
+// command waiting for the cache, time in proportion to the cache.
+func (w *watcher) skipApplied(ctx context.Context, seq ledger.Seq) (bool, error) {
+	if w.release != nil {
+		return false, nil // in the middle of a commit
+	}
+	if err := w.lock(ctx); err != nil {
+		return false, err
+	}
+	_, hwm, err := w.h.db.HWM()
+	if err == nil && seq > hwm {
+		err = w.reload(ctx)
+	}
+	if err != nil || seq > hwm {
+		return false, err
+	}
+	// Release without let: the session stays behind the state's generation, so
+	// the next commit to apply reloads it.
+	w.h.hwm.Store(uint64(hwm))
+	w.release()
+	w.release = nil
+	return true, nil
 }
 
 // let records the state's generation (the session is in step with it) and
