@@ -449,12 +449,10 @@ func (c *Core) checkParts(s ledger.Seq, e *ledger.Event) error {
 	return nil
 }
 
-// follows reports whether b may sit at the seq right after a.
+// follows reports whether b may sit at the seq right after a: the log's
+// contiguity rule, ledger.Follows.
 func follows(a, b commit) bool {
-	if a.end() {
-		return b.part == 1
-	}
-	return b == commit{a.id, a.part + 1, a.parts}
+	return ledger.Follows(ledger.PartOf{Commit: a.id, Part: a.part, Parts: a.parts}, ledger.PartOf{Commit: b.id, Part: b.part, Parts: b.parts})
 }
 
 // stage records the effect of a checked record in the pending work.

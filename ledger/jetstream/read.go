@@ -338,7 +338,7 @@ func (l *Log) missing(ctx context.Context, want, got ledger.Seq, lagSince time.T
 	case lagSince.IsZero() || time.Since(lagSince) > l.opts.timeout:
 		return fmt.Errorf("seq %d: not served by a direct get although the stream holds it: %w (retry later)", want, ledger.ErrLagging)
 	}
-	return sleepCtx(ctx, lagRetry)
+	return ledger.SleepCtx(ctx, lagRetry)
 }
 
 // ReadPartition calls fn for the partition's records with seq ≥ from, up to the
