@@ -95,7 +95,11 @@ func (a *app) dirtySet(ctx context.Context, root string, hints []string) (*dirty
 		return snap, nil
 	}
 	changed := dirty.Merge(snap.Paths, hints)
-	a.logger.Debug("checking the dirty set", "paths", len(changed), "hints", len(hints))
+	if len(changed) == 0 {
+		a.logger.Debug("checking the dirty set: nothing changed since the last full scan")
+	} else {
+		a.logger.Debug("checking the dirty set", "paths", len(changed), "hints", len(hints))
+	}
 	return snap, changed
 }
 

@@ -145,9 +145,10 @@ func (c *Client) Ack(ctx context.Context, snap *Snapshot, full bool, paths []str
 }
 
 // Merge returns the sorted union of the snapshot's paths and hints (cleaned,
-// slash-separated, relative to the cache; hints outside it are dropped).
+// slash-separated, relative to the cache; hints outside it are dropped), never
+// nil: an empty set means nothing changed, not "scan".
 func Merge(paths, hints []string) []string {
-	out := slices.Clone(paths)
+	out := append(make([]string, 0, len(paths)+len(hints)), paths...)
 	for _, h := range hints {
 		h = filepath.ToSlash(filepath.Clean(h))
 		if h == "." || h == ".." || strings.HasPrefix(h, "../") || strings.HasPrefix(h, "/") {

@@ -370,6 +370,9 @@ func TestLongSocketPath(t *testing.T) {
 }
 
 func TestMerge(t *testing.T) {
+	if got := Merge(nil, nil); got == nil || len(got) != 0 {
+		t.Fatalf("Merge(nil, nil) = %#v, want empty and not nil (nil means scan)", got)
+	}
 	got := Merge([]string{"b", "a/x"}, []string{"a/x", "./c", "../out", "/abs", "d/../e"})
 	if want := []string{"a/x", "b", "c", "e"}; !slices.Equal(got, want) {
 		t.Fatalf("Merge = %q, want %q", got, want)
