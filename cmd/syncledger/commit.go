@@ -116,6 +116,14 @@ func (a *app) ackDirty(ctx context.Context, root string, snap *dirty.Snapshot, c
 	}
 }
 
+// untrustDirty tells the cache's watcher, if one runs, that its dirty set cannot
+// vouch for the cache until the next full scan.
+func (a *app) untrustDirty(ctx context.Context, root, reason string) {
+	if err := dirty.NewClient(root).Untrust(ctx, reason); err != nil && !errors.Is(err, dirty.ErrNoWatcher) {
+		a.logger.Warn("could not tell the watch its dirty set is stale; stop and start it before the next commit", "err", err)
+	}
+}
+
 // hintPaths makes --hint paths relative to the cache root (slash-separated).
 // A path outside the cache is a usage error.
 func hintPaths(root string, hints []string) ([]string, error) {

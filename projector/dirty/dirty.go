@@ -39,11 +39,12 @@ type Snapshot struct {
 
 // request is one request on the socket.
 type request struct {
-	Op    string   `json:"op"` // "snapshot" or "ack"
-	Epoch string   `json:"epoch,omitempty"`
-	Seq   uint64   `json:"seq,omitempty"`
-	Full  bool     `json:"full,omitempty"`
-	Paths []string `json:"paths,omitempty"`
+	Op     string   `json:"op"` // "snapshot", "ack", "untrust" or "ping"
+	Reason string   `json:"reason,omitempty"`
+	Epoch  string   `json:"epoch,omitempty"`
+	Seq    uint64   `json:"seq,omitempty"`
+	Full   bool     `json:"full,omitempty"`
+	Paths  []string `json:"paths,omitempty"`
 }
 
 // response is the answer to a request.
@@ -141,6 +142,14 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 // watcher forgets those that did not change again after snap.
 func (c *Client) Ack(ctx context.Context, snap *Snapshot, full bool, paths []string) error {
 	_, err := c.do(ctx, request{Op: "ack", Epoch: snap.Epoch, Seq: snap.Seq, Full: full, Paths: paths})
+	return err
+}
+
+// Untrust tells the watcher that the cache's index changed without its files
+// (a rebuild replaced it): its set is untrusted until the next full scan.
+// ErrNoWatcher means none runs, and then there is nothing to tell.
+func (c *Client) Untrust(ctx context.Context, reason string) error {
+	_, err := c.do(ctx, request{Op: "untrust", Reason: reason})
 	return err
 }
 
