@@ -198,7 +198,7 @@ func recordError(seq ledger.Seq, err error) error {
 	}
 	for _, bad := range []error{ledger.ErrInvalid, ledger.ErrUnknownVersion, projector.ErrGap, projector.ErrDiverged} {
 		if errors.Is(err, bad) {
-			return &ledger.RecordError{Seq: seq, Err: err}
+			return &ledger.RecordError{Seq: seq, Err: err, Decoded: true}
 		}
 	}
 	return err
