@@ -157,8 +157,10 @@ func errorKind(err error) string {
 		return "lineage"
 	case errors.Is(err, ledger.ErrPermission):
 		return "permission"
-	case errors.Is(err, statedb.ErrBusy):
+	case errors.Is(err, statedb.ErrLocked):
 		return "busy"
+	case errors.Is(err, ledger.ErrRewound):
+		return "rewound"
 	case errors.Is(err, ledger.ErrNotFound):
 		return "not-found"
 	case errors.Is(err, ledger.ErrChecksum):

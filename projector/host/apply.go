@@ -121,9 +121,7 @@ func (h *Host) apply(ctx context.Context, s *session, rd projector.Ready, opt ap
 		s.core.Discard()
 		return out, err
 	}
-	if err := s.core.Advance(rd); err != nil {
-		return out, err
-	}
+	s.core.Advance(rd)
 	h.hwm.Store(uint64(rd.HWM))
 	h.cfg.Failpoint("sync-after-persist")
 	sort.Strings(out.Paths)
