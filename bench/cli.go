@@ -15,7 +15,7 @@ import (
 )
 
 // Usage is the harness's command-line help.
-const Usage = `Run syncledger's benchmark scenarios (B1–B9) against raw JetStream baselines.
+const Usage = `Run syncledger's benchmark scenarios (B1–B10) against raw JetStream baselines (B10: swamp's filesystem datastore).
 
 Prints a Markdown table: median, min and max of several runs after a warm-up,
 each against its raw JetStream (and S3) baseline measured in the same run,
@@ -68,6 +68,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 	fs.IntVar(&cfg.B9Commits, "b9-commits", 0, "commits in B9's log (default 1,000,000; quick 2,000)")
 	fs.Float64Var(&cfg.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: don't wait)")
 	fs.DurationVar(&cfg.WaitMax, "wait-max", 20*time.Minute, "longest wait for --wait-load; then run anyway, and the report says so")
+	fs.StringVar(&cfg.Swamp, "swamp", "", "the swamp CLI for B10 (default $SYNCLEDGER_TEST_SWAMP; ../shared/tools/swamp/install.sh prints it); without it a full run leaves B10 out")
 	fs.StringVar(&appendTo, "append", "", "also append the report to this file (e.g. BENCHMARKS.md)")
 	fs.StringVar(&cpuprofile, "cpuprofile", "", "write the harness process's CPU profile (the client side) to this file, and each B9 replay child's to this file.<mode>")
 	if err := fs.Parse(args); err != nil {

@@ -128,7 +128,7 @@ func seedLedger(ctx context.Context, lg *ljs.Log, objs ledger.ObjectStore, l lay
 	blobs := ledger.NewBlobStore(objs)
 	for first := 0; first < l.Models; first += 50 {
 		models := min(50, l.Models-first)
-		id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+		id, err := ledger.NewCommitID(rand.Reader)
 		if err != nil {
 			return err
 		}
@@ -237,7 +237,7 @@ func seedCommits(ctx context.Context, nc *nats.Conn, lg *ljs.Log, l layout, n in
 	for i := range n {
 		m, f := i%l.Models, (i/l.Models)%l.PerModel
 		p := lazyPath(m, f)
-		id, err := ledger.NewUUIDv7(at.Add(time.Duration(i)*time.Microsecond), rnd)
+		id, err := ledger.NewCommitID(rnd)
 		if err != nil {
 			return err
 		}

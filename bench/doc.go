@@ -1,4 +1,4 @@
-// Package bench is syncledger's benchmark harness: scenarios B1–B9 of issue 8,
+// Package bench is syncledger's benchmark harness: scenarios B1–B9 of issue 8 and B10 of issue 13,
 // each measured against the raw JetStream (and S3) requests it needs, measured in
 // the same run. One command reproduces the whole table:
 //
@@ -76,4 +76,10 @@
 //	   index and marks persisted, no blob fetched), and snapshot.Build (the
 //	   state in memory only); baseline: an ordered-consumer read of the same
 //	   messages without decoding, in a child process.
+//	B10 (issue 13) what the @syncledger/datastore extension adds to one swamp
+//	   command on a synced host: `swamp model method run vpc execute` in a repo
+//	   set up by `syncledger swamp setup`; baseline: the same command in a repo
+//	   on swamp's filesystem datastore, interleaved. Needs the real swamp CLI
+//	   (--swamp, or SYNCLEDGER_TEST_SWAMP); a full run without it leaves B10 out
+//	   and says so.
 package bench

@@ -17,7 +17,7 @@ import (
 // sampleEvent encodes a valid event holding files 0..k-1 of model m: the payload
 // of the raw publishes, the size of the Log's.
 func sampleEvent(uuid string, m, k, size int) ([]byte, error) {
-	id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func ExampleHandler() {
 // commitTo appends a commit writing one file in each of the partitions (a
 // projector host does this with content in a blob store).
 func commitTo(ctx context.Context, log *jetstream.Log, partitions ...string) {
-	id, _ := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, _ := ledger.NewCommitID(rand.Reader)
 	var evs []ledger.Event
 	for i, p := range partitions {
 		prev, _ := log.PartitionLastSeq(ctx, p)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -102,11 +101,9 @@ func (s Start) String() string {
 	return "all"
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // ValidateName checks a consumer name: [A-Za-z0-9_-]{1,64}.
 func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !ledger.IsToken(name, 64) {
 		return fmt.Errorf("consumer name %q: want [A-Za-z0-9_-]{1,64}: %w", name, ledger.ErrInvalid)
 	}
 	return nil

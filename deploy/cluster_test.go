@@ -196,7 +196,7 @@ func entry(path, content string) ledger.Entry {
 // extending the partition's chain as heads records it.
 func commitEvents(t *testing.T, uuid, host string, heads map[string]ledger.Record, entries ...ledger.Entry) []ledger.Event {
 	t.Helper()
-	id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

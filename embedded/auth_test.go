@@ -58,7 +58,7 @@ func perms(t *testing.T, role natsauth.Role, s natsauth.Scope) *natsauth.Permiss
 
 func event(t *testing.T, uuid, host, path string, prev ledger.Record) ledger.Event {
 	t.Helper()
-	id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,9 +139,9 @@ func validateEntries(es []Entry) error {
 	return nil
 }
 
-// isUUID reports whether s is a UUID in canonical lower-case form: what
-// ValidateUUID's regular expression accepts, checked without it (an event holds
-// two UUIDs, and every event read is validated).
+// isUUID reports whether s is a UUID in canonical lower-case form,
+// [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}, checked without a
+// regexp (an event holds two UUIDs, and every event read is validated).
 func isUUID(s string) bool {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false
@@ -176,6 +176,17 @@ func escapedLen(s string) int {
 	return n
 }
 
+// CheckPartitionToken reports (ErrTooLarge) a partition key whose subject token
+// (EscapeToken) is longer than MaxTokenLen: no event can carry it. A commit
+// leaves the files of such a partition out, with a warning naming them, and
+// commits the others.
+func CheckPartitionToken(partition string) error {
+	if n := escapedLen(partition); n > MaxTokenLen {
+		return fmt.Errorf("partition %q escapes to %d bytes, more than %d: %w", clip(partition), n, MaxTokenLen, ErrTooLarge)
+	}
+	return nil
+}
+
 // validateHeader checks everything but the entries' own fields.
 func validateHeader(e Event) error {
 	bad := func(format string, args ...any) error {
@@ -197,7 +208,7 @@ func validateHeader(e Event) error {
 	case e.Partition == "":
 		return bad("empty partition")
 	case escapedLen(e.Partition) > MaxTokenLen:
-		return fmt.Errorf("invalid event: partition %q escapes to more than %d bytes: %w", clip(e.Partition), MaxTokenLen, ErrTooLarge)
+		return fmt.Errorf("invalid event: %w", CheckPartitionToken(e.Partition))
 	case e.ModelSeq == 0:
 		return bad("modelSeq 0")
 	case (e.ModelSeq == 1) != (e.Prev == 0):

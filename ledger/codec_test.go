@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -154,16 +155,19 @@ func TestExternalize(t *testing.T) {
 }
 
 func TestUUIDs(t *testing.T) {
-	now := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
-	a, err := NewUUIDv7(now, rand.Reader)
+	a, err := NewCommitID(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewUUIDv7(now.Add(time.Millisecond), rand.Reader)
+	b, _ := NewCommitID(rand.Reader)
 	if ValidateUUID(a) != nil || a[14] != '7' || a >= b {
 		t.Fatalf("v7 ids %q, %q: invalid or not time-ordered", a, b)
 	}
-	c, err := NewUUIDv4(rand.Reader)
+	ms, err := strconv.ParseInt(strings.ReplaceAll(a[:13], "-", ""), 16, 64)
+	if d := time.Since(time.UnixMilli(ms)); err != nil || d < 0 || d > time.Minute {
+		t.Fatalf("v7 id %q: time %v (%v ago), want now", a, time.UnixMilli(ms), d)
+	}
+	c, err := NewLineageID(rand.Reader)
 	if err != nil || ValidateUUID(c) != nil || c[14] != '4' {
 		t.Fatalf("v4 id %q, %v", c, err)
 	}

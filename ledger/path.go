@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -51,28 +50,47 @@ func ValidatePath(p string) error {
 	return nil
 }
 
+// clip shortens s for an error message to at most 120 bytes and "…", cutting
+// at a character boundary so a message never holds half a UTF-8 character.
 func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "…"
+	const most = 120
+	if len(s) <= most {
+		return s
 	}
-	return s
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// IsToken reports whether s is 1 to max bytes (max <= 0: any number) of
+// [A-Za-z0-9_-]: the rule of ledger, consumer and bucket names. (A loop, not a regexp: package-level
+// regexps are compiled at every start of every command.)
+func IsToken(s string, max int) bool {
+	if s == "" || max > 0 && len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '-' || c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidateName checks a ledger name: [A-Za-z0-9_-]{1,64}.
 func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !IsToken(name, 64) {
 		return fmt.Errorf("invalid ledger name %q: want 1-64 of [A-Za-z0-9_-]: %w", clip(name), ErrInvalid)
 	}
 	return nil
 }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
 // ValidateUUID checks the canonical lower-case textual form of a UUID.
 func ValidateUUID(s string) error {
-	if !uuidRE.MatchString(s) {
+	if !isUUID(s) {
 		return fmt.Errorf("invalid uuid %q: %w", clip(s), ErrInvalid)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestValidatePath(t *testing.T) {
@@ -75,5 +76,20 @@ func TestValidateName(t *testing.T) {
 		if err := ValidateName(n); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ValidateName(%q) = %v, want ErrInvalid", n, err)
 		}
+	}
+}
+
+// clip never cuts a UTF-8 character in half (#14 point 5: the "too large"
+// message of a Japanese partition key ended in half a character).
+func TestClipKeepsUTF8Whole(t *testing.T) {
+	for _, s := range []string{strings.Repeat("デ", 80), "a" + strings.Repeat("デ", 80), "ab" + strings.Repeat("é", 100), strings.Repeat("x", 200)} {
+		got := clip(s)
+		if !utf8.ValidString(got) || len(got) > 120+len("…") || !strings.HasPrefix(s, strings.TrimSuffix(got, "…")) {
+			t.Errorf("clip(%q) = %q", s, got)
+		}
+	}
+	err := CheckPartitionToken("data--" + strings.Repeat("デ", 240))
+	if !errors.Is(err, ErrTooLarge) || !utf8.ValidString(err.Error()) {
+		t.Errorf("CheckPartitionToken = %v", err)
 	}
 }

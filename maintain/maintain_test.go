@@ -41,7 +41,7 @@ func commit(t *testing.T, cfg snapshot.Config, path, content string, prev *ledge
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, _ := ledger.NewCommitID(rand.Reader)
 	*n++
 	ev := ledger.Event{V: 1, Ledger: info.UUID, Commit: id, Host: "h", At: time.Now(), Partition: "audit",
 		ModelSeq: *n, Prev: *prev, Parts: 1, Part: 1,

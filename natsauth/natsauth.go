@@ -14,10 +14,14 @@
 //     consumers.
 //   - host: what a projector host needs for sync, commit, watch, exec, status,
 //     rebuild: publish commits on syncledger.<ledger>.p.>, write blobs to the
-//     ledger's object store bucket, put its heartbeat (creating the heartbeat
-//     bucket if it is missing), and read everything through the JetStream API
-//     (stream info, direct and leader gets, ordered consumers). It cannot update,
-//     delete or purge the ledger's stream.
+//     ledger's object store bucket (chunks and metadata, $O.<bucket>.C.> and
+//     $O.<bucket>.M.>), put its heartbeat (creating the heartbeat bucket if it is
+//     missing), and read everything through the JetStream API (stream info,
+//     direct and leader gets, ordered consumers). It cannot update, delete or
+//     purge any stream, nor delete a message: it cannot destroy or alter a
+//     commit or a stored blob (the streams refuse roll-ups, and readers of the
+//     object store keep an object's first metadata; see docs/ops.md, Threat
+//     model).
 //   - tooling: read-only monitoring and consumers (log, tail, hosts, consume,
 //     the dashboard, metrics): stream info, gets and consumers on the ledger's
 //     streams, acknowledgements, and its consumers' dead letters (publishing to
@@ -150,11 +154,16 @@ func For(role Role, s Scope) (*Permissions, error) {
 	case RoleHost:
 		pub := []string{commits, "$KV." + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr}
 		if s.ObjectBucket != "" {
-			// Writing a blob; an object store purges an overwritten object's chunks.
-			pub = append(pub, "$O."+s.ObjectBucket+".>", "$JS.API.STREAM.PURGE."+objStr)
+			// Writing a blob: its chunks, then its metadata. The bucket refuses
+			// roll-ups and message deletes, and readers keep an object's first
+			// metadata (ledger/natsobj), so these cannot alter a stored blob.
+			pub = append(pub, "$O."+s.ObjectBucket+".C.>", "$O."+s.ObjectBucket+".M.>")
 		}
+		// No purge of any stream: blobs are written once, and a host never
+		// removes anything.
+		deny := append([]string{"$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
 		return &Permissions{
-			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: noStreamChanges},
+			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},
 			Subscribe: sub,
 		}, nil
 	case RoleTooling:

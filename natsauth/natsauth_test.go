@@ -29,7 +29,10 @@ func TestFor(t *testing.T) {
 	}{
 		{host, "syncledger.prod.p.>", true},
 		{host, "$KV.SYNCLEDGER_HOSTS_prod.>", true},
-		{host, "$O.syncledger-prod.>", true},
+		{host, "$O.syncledger-prod.C.>", true},
+		{host, "$O.syncledger-prod.M.>", true},
+		{host, "$O.syncledger-prod.>", false},
+		{host, "$JS.API.STREAM.PURGE.OBJ_syncledger-prod", false},
 		{host, "$JS.API.DIRECT.GET.SYNCLEDGER_prod.>", true},
 		{host, "$JS.API.STREAM.PURGE.SYNCLEDGER_prod", false},
 		{host, "$JS.API.STREAM.CREATE.SYNCLEDGER_prod", false},
@@ -50,7 +53,7 @@ func TestFor(t *testing.T) {
 			t.Errorf("tooling does not deny %q", d)
 		}
 	}
-	for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.SYNCLEDGER_prod"} {
+	for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.UPDATE.>"} {
 		if !slices.Contains(host.Publish.Deny, d) {
 			t.Errorf("host does not deny %q", d)
 		}

@@ -496,13 +496,19 @@ func TestTouchedAndConflicts(t *testing.T) {
 		t.Errorf("Touched (-want +got):\n%s", d)
 	}
 	local := []ledger.Entry{
-		fileEntry("data/m/a/d/1/raw", "a3"), // remote ends at a4: conflict
+		fileEntry("data/m/a/d/1/raw", "a9"), // remote ends at a4: conflict
 		del("data/m/a/d/1/metadata.yaml"),   // remote deleted it too: no conflict
 		fileEntry("data/m/b/d/1/raw", "b2"), // same content: no conflict
 		fileEntry("data/m/c/d/1/raw", "c1"), // untouched remotely
 	}
-	// Records in any order: the last by seq decides.
 	if d := cmp.Diff([]string{"data/m/a/d/1/raw"}, Conflicts(local, []ledger.Record{r2, r3, r1})); d != "" {
 		t.Errorf("Conflicts (-want +got):\n%s", d)
+	}
+	// A local file holding what an earlier record committed (a3, changed to a4
+	// since) is committed content, not a conflict: a host's own commit whose
+	// outcome it never learned. Records in any order.
+	local[0] = fileEntry("data/m/a/d/1/raw", "a3")
+	if got := Conflicts(local, []ledger.Record{r2, r3, r1}); len(got) != 0 {
+		t.Errorf("Conflicts with an earlier committed version: %q, want none", got)
 	}
 }

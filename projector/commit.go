@@ -53,13 +53,18 @@ func CommitEvents(lineage string, marks func(partition string) Mark, commit ledg
 
 // CommitEvents builds the events of a local commit against the durable lineage
 // and marks (see the package function). It fails with ErrBusy while work is
-// staged or outstanding: a commit is built on persisted marks only.
+// staged or outstanding: a commit is built on persisted marks only; and with a
+// *ClashError (ErrClash) when the entries would make a path a file and a
+// directory at once in this host's own index (shadow.go).
 func (c *Core) CommitEvents(commit ledger.Commit) ([]ledger.Event, error) {
 	if c.out != nil || c.HasReady() {
 		return nil, fmt.Errorf("build commit %s: staged work not advanced: %w", commit.ID, ErrBusy)
 	}
 	if c.st.Ledger == "" {
 		return nil, fmt.Errorf("build commit %s: no ledger adopted: %w", commit.ID, ledger.ErrLineage)
+	}
+	if err := c.checkClash(commit.Entries); err != nil {
+		return nil, fmt.Errorf("build commit %s: %w", commit.ID, err)
 	}
 	return CommitEvents(c.st.Ledger, c.Mark, commit)
 }
@@ -80,19 +85,23 @@ func Touched(recs ...ledger.Record) []string {
 // Conflicts returns the paths of local (a host's uncommitted changes) that the
 // records change to something else, sorted: after a chain conflict the shell syncs
 // the partitions and retries only if this is empty (DESIGN §4). A path the records
-// leave exactly as local has it is not a conflict. Entries must be resolved.
+// leave exactly as local has it is not a conflict, nor one local holds as one
+// of the records had it before a later record changed it: that content is
+// committed (a host's own commit whose outcome it never learned, see
+// Change.Earlier). Entries must be resolved.
 func Conflicts(local []ledger.Entry, recs []ledger.Record) []string {
 	recs = slices.Clone(recs)
 	slices.SortStableFunc(recs, func(a, b ledger.Record) int { return cmp.Compare(a.Seq, b.Seq) })
-	remote := map[string]ledger.Entry{}
+	remote := map[string][]ledger.Entry{}
 	for _, r := range recs {
 		for _, en := range r.Event.Entries {
-			remote[en.Path] = en
+			remote[en.Path] = append(remote[en.Path], en)
 		}
 	}
 	var out []string
 	for _, l := range local {
-		if r, ok := remote[l.Path]; ok && !sameEntry(l, r) {
+		vs, ok := remote[l.Path]
+		if ok && !slices.ContainsFunc(vs, func(r ledger.Entry) bool { return sameEntry(l, r) }) {
 			out = append(out, l.Path)
 		}
 	}

@@ -75,6 +75,9 @@ type Core struct {
 	pend pending               // staged since the last Advance
 	out  *Ready                // the outstanding Ready, nil if none
 	ids  uint64
+	// dirs counts the durable rows under each directory (see shadow.go); nil
+	// until first needed.
+	dirs map[string]int
 }
 
 // commit identifies the part of a commit an event is.
@@ -99,6 +102,30 @@ type fileOp struct {
 	op   Op
 	file *File // nil: no index row
 	seq  ledger.Seq
+	// earlier: the other versions earlier staged events left at the path (nil:
+	// deleted), distinct; see Change.Earlier.
+	earlier []*File
+}
+
+// withEarlier returns op with prev's version (and those before it) added to its
+// earlier versions.
+func (op fileOp) withEarlier(prev fileOp) fileOp {
+	op.earlier = prev.earlier
+	for _, f := range op.earlier {
+		if sameVersion(f, prev.file) {
+			return op
+		}
+	}
+	op.earlier = append(slices.Clip(op.earlier), prev.file)
+	return op
+}
+
+// sameVersion reports whether a and b (nil: no file) are the same content.
+func sameVersion(a, b *File) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.SameContent(*b)
 }
 
 // New returns a Core over st, the state the shell persisted (the zero State for a
@@ -316,7 +343,8 @@ func (c *Core) Hydrate(paths ...string) error {
 		}
 		if f.Lazy {
 			f.Lazy = false
-			ops[p] = fileOp{op: OpWrite, file: &f, seq: c.pend.files[p].seq}
+			prev := c.pend.files[p]
+			ops[p] = fileOp{op: OpWrite, file: &f, seq: prev.seq, earlier: prev.earlier}
 		}
 	}
 	maps.Copy(c.pend.files, ops)
@@ -432,7 +460,11 @@ func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
 		return
 	}
 	for _, en := range e.Entries {
-		c.pend.files[en.Path] = c.target(m, rec.Seq, en)
+		op := c.target(m, rec.Seq, en)
+		if prev, ok := c.pend.files[en.Path]; ok {
+			op = op.withEarlier(prev)
+		}
+		c.pend.files[en.Path] = op
 	}
 	c.pend.marks[e.Partition] = Mark{ModelSeq: e.ModelSeq, Seq: rec.Seq}
 }
@@ -503,8 +535,10 @@ func (c *Core) Ready() Ready {
 				f := *op.file
 				ch.New = &f
 			}
+			ch.Earlier = cloneFiles(op.earlier)
 			rd.Changes = append(rd.Changes, ch)
 		}
+		rd.Changes = c.shadowChanges(rd.Changes)
 		c.out = &rd
 	}
 	return c.out.clone()
@@ -521,6 +555,7 @@ func (c *Core) Advance(rd Ready) error {
 	if out.HWM < c.st.HWM && !out.Reset {
 		panic(fmt.Sprintf("projector: HWM would decrease from %d to %d", c.st.HWM, out.HWM))
 	}
+	c.advanceDirs(out.Changes)
 	if out.Reset { // the Changes cover every old path; nothing above the new HWM is known
 		c.st.Marks = map[string]Mark{}
 		clear(c.done)

@@ -22,6 +22,9 @@ var (
 	// ErrBusy: a Ready is outstanding (Advance or Discard it first); for
 	// CommitEvents also: staged work has not been advanced yet.
 	ErrBusy = errors.New("busy")
+	// ErrClash: a commit would make a path a file and a directory at once (see
+	// ClashError). Nothing was published.
+	ErrClash = errors.New("a file and a directory of the same name")
 )
 
 // GapError reports rule 3 (DESIGN §4): the offered event of Partition is not the

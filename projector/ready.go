@@ -24,6 +24,10 @@ const (
 	// OpIndex: the cache already holds Path as New says (the host's own commit),
 	// or already lacks it when New is nil: only the index row changes.
 	OpIndex
+	// OpShadow: New is the index row, but the cache holds a directory of that
+	// name (other indexed paths lie under it: the directory wins, see
+	// Core.Shadowed). A file at Path is removed; a directory there stays.
+	OpShadow
 )
 
 func (o Op) String() string {
@@ -36,6 +40,8 @@ func (o Op) String() string {
 		return "delete"
 	case OpIndex:
 		return "index"
+	case OpShadow:
+		return "shadow"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
@@ -59,6 +65,17 @@ type Change struct {
 	New *File
 	// Seq is the seq of the event that decided New; 0 for Hydrate.
 	Seq ledger.Seq
+	// OldShadowed: Old was shadowed (see OpShadow): the cache held a directory
+	// at Path, not Old's file. The Ready removes the paths under it first.
+	OldShadowed bool
+	// Earlier lists the other versions that events of this Ready before the
+	// last left at Path (a nil element: deleted), distinct, oldest first. They
+	// are committed content: a cache file holding one of them is not a local
+	// change. That is the file of a host's own commit whose outcome the host
+	// never learned (a crash after the append, a lost answer): the host's index
+	// still holds what was there before, the log holds the commit and whatever
+	// others committed on top, and the host's file holds the commit's version.
+	Earlier []*File
 }
 
 // Ready is work the core wants done before its state may advance. The shell
@@ -109,7 +126,7 @@ func (rd Ready) MustSync() []Sync {
 	}
 	out := make([]Sync, len(rd.Changes))
 	for i, ch := range rd.Changes {
-		out[i] = Sync{Path: ch.Path, Content: ch.New != nil && !ch.New.Lazy}
+		out[i] = Sync{Path: ch.Path, Content: ch.New != nil && !ch.New.Lazy && ch.Op != OpShadow}
 	}
 	return out
 }
@@ -127,6 +144,22 @@ func (rd Ready) clone() Ready {
 			f := *ch.New
 			c.Changes[i].New = &f
 		}
+		c.Changes[i].Earlier = cloneFiles(ch.Earlier)
 	}
 	return c
+}
+
+// cloneFiles deep-copies a list of versions (nil elements kept).
+func cloneFiles(fs []*File) []*File {
+	if fs == nil {
+		return nil
+	}
+	out := make([]*File, len(fs))
+	for i, f := range fs {
+		if f != nil {
+			g := *f
+			out[i] = &g
+		}
+	}
+	return out
 }

@@ -291,7 +291,7 @@ func (a *Agent) describe(err error) *Error {
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "no servers available") || strings.Contains(msg, "connection refused") || strings.Contains(msg, "connect to NATS") {
-		return &Error{Kind: "unreachable", Message: "syncledger: cannot reach NATS: " + msg + " (is 'syncledger serve' running? check \"nats\" in the datastore config of .swamp.yaml)"}
+		return &Error{Kind: "unreachable", Message: "syncledger: cannot reach NATS: " + msg + " (the server is \"nats\" in the datastore config of .swamp.yaml)"}
 	}
 	return &Error{Kind: "error", Message: "syncledger: " + msg}
 }

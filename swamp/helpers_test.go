@@ -283,7 +283,7 @@ func (e *env) commit(t testing.TB, files map[string][]byte) ledger.Seq {
 		}
 		es = append(es, ledger.Entry{Path: p, SHA256: d, Size: int64(len(b)), Mode: 0o644})
 	}
-	id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -448,7 +448,7 @@ func diff(want, have map[string]ledger.Entry) []ledger.Entry {
 
 func (im *importer) publish(ctx context.Context, p string, st partitionState, delta []ledger.Entry, fp string, complete bool) (ImportedCommit, error) {
 	now := im.cfg.Now()
-	id, err := ledger.NewUUIDv7(now, im.cfg.Rand)
+	id, err := ledger.NewCommitID(im.cfg.Rand)
 	if err != nil {
 		return ImportedCommit{}, err
 	}

@@ -1,6 +1,7 @@
 package swamp
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -95,10 +96,13 @@ func Install(repo, version string, cfg ExtensionConfig, lazy bool) (Installed, e
 		return out, err
 	}
 	mapSet(root, "datastore", &node)
-	newYAML, err := yaml.Marshal(&doc)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
 		return out, err
 	}
+	newYAML := buf.Bytes()
 	out.Extension = filepath.Join(repo, dir, "syncledger.ts")
 	if err := os.MkdirAll(filepath.Dir(out.Extension), 0o755); err != nil {
 		return out, err

@@ -35,7 +35,7 @@ func newFixture(t *testing.T) *fixture {
 // commit appends one commit of the given paths by host, at time at.
 func (f *fixture) commit(host string, at time.Time, paths ...string) {
 	f.t.Helper()
-	id, err := ledger.NewUUIDv7(at, rand.Reader)
+	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		f.t.Fatal(err)
 	}

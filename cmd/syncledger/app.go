@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -28,6 +27,7 @@ const DefaultNATS = "nats://127.0.0.1:4222"
 // once, on first use, and closed by close when the command ends.
 type app struct {
 	stdout, stderr io.Writer
+	scrub          *scrubWriter // stderr
 	getenv         func(string) string
 
 	// Global flags (after env fallbacks, see resolve).
@@ -67,8 +67,11 @@ type envBinding struct {
 	envs []string
 }
 
+// newApp returns an app writing to stdout and, through a scrubWriter that hides
+// every secret in effect (secrets.go), to stderr.
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
-	return &app{stdout: stdout, stderr: stderr, getenv: getenv,
+	sw := &scrubWriter{w: stderr}
+	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv,
 		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}}
 }
 
@@ -120,6 +123,10 @@ func (a *app) resolve(cmd *cobra.Command) error {
 	if err := a.applyFile(cmd); err != nil {
 		return err
 	}
+	if a.natsAuth.user != "" && a.natsAuth.password == "" {
+		markSecret(a.globals, "nats-user") // sent as a token
+	}
+	a.scrub.setSecrets(a.secretsInEffect())
 	if err := ledger.ValidateName(a.ledgerName); err != nil {
 		return &usageError{err}
 	}
@@ -193,21 +200,6 @@ func (a *app) close() {
 		a.closes[i]()
 	}
 	a.closes = nil
-}
-
-// redactURL hides the credentials of a NATS URL for messages.
-func redactURL(raw string) string {
-	var out []string
-	for _, one := range strings.Split(raw, ",") {
-		u, err := url.Parse(strings.TrimSpace(one))
-		if err != nil || u.User == nil {
-			out = append(out, one)
-			continue
-		}
-		u.User = url.User("REDACTED")
-		out = append(out, u.String())
-	}
-	return strings.Join(out, ",")
 }
 
 // Conn returns the connection to NATS (--nats), connecting on first use.

@@ -177,7 +177,7 @@ func serveT(t *testing.T, data string, extra ...string) (p *proc, url, uuid stri
 
 func appendT(t *testing.T, l *jetstream.Log, uuid, host, msg string, heads map[string]ledger.Record, entries ...ledger.Entry) {
 	t.Helper()
-	id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

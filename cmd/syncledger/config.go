@@ -288,42 +288,16 @@ func redactValue(f *pflag.Flag, v string) string {
 			return red
 		}
 		return Redacted
-	case strings.Contains(v, "://"):
-		return redactURLSecrets(v)
+	case strings.Contains(v, "://"), strings.Contains(v, "@") && isURLFlag(f):
+		return redactURL(v)
 	}
 	return v
 }
 
-// redactURLSecrets hides the user information of each comma-separated URL in
-// raw, and query parameters named like secrets.
-func redactURLSecrets(raw string) string {
-	parts := strings.Split(raw, ",")
-	for i, one := range parts {
-		u, err := url.Parse(strings.TrimSpace(one))
-		if err != nil {
-			if strings.Contains(one, "@") {
-				parts[i] = Redacted
-			}
-			continue
-		}
-		if u.User != nil {
-			u.User = url.User(Redacted)
-		}
-		q := u.Query()
-		for k := range q {
-			lk := strings.ToLower(k)
-			for _, w := range []string{"secret", "token", "password", "key", "sig", "credential"} {
-				if strings.Contains(lk, w) {
-					q.Set(k, Redacted)
-				}
-			}
-		}
-		if u.RawQuery != "" {
-			u.RawQuery = q.Encode()
-		}
-		parts[i] = u.String()
-	}
-	return strings.Join(parts, ",")
+// isURLFlag reports whether f takes URLs (which may carry credentials, even
+// without a scheme: alice:pw@host:4222).
+func isURLFlag(f *pflag.Flag) bool {
+	return slices.Contains([]string{"nats", "blobs", "from", "to", "url"}, f.Name) || strings.Contains(f.Usage, "URL")
 }
 
 // warnConfigMode warns when the configuration file gives a secret and others

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/host"
+	"github.com/syncledger/syncledger/projector/statedb"
 )
 
 // Exit codes: the one place they are defined. README.md "Exit codes" documents them;
@@ -72,4 +78,126 @@ func exitCode(err error) int {
 func silent(err error) bool {
 	var ee *codeError
 	return errors.As(err, &ee) && ee.err == nil
+}
+
+// errorReport is what a command run with --json prints on stdout when it fails,
+// in place of any result: {"error": {...}}, one object on one line. A command
+// whose outcome is a report with its own exit code (verify, swamp doctor, swamp
+// import: a codeError) prints that report instead.
+type errorReport struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Code     int            `json:"code"`     // the process's exit code
+	Kind     string         `json:"kind"`     // see errorKind
+	Message  string         `json:"message"`  // what stderr says
+	Paths    []string       `json:"paths"`    // the files the failure is about; [] if none
+	Commands []string       `json:"commands"` // command lines that lead out of it; [] if none
+	Detail   map[string]any `json:"detail,omitempty"`
+}
+
+// commander is an error that names the commands leading out of it (printed on
+// stderr after the message, and in the --json error object).
+type commander interface{ Commands() []string }
+
+// pather is an error about particular files.
+type pather interface{ ErrorPaths() []string }
+
+// newErrorObject describes err (exit code, kind, paths, commands) for --json.
+func newErrorObject(err error) errorObject {
+	o := errorObject{Code: exitCode(err), Kind: errorKind(err), Message: err.Error(), Paths: []string{}, Commands: errorCommands(err)}
+	var (
+		hc *host.ConflictError
+		lc *host.LocalChangesError
+		lp pather
+		cf *ledger.ConflictError
+		tr *ledger.TruncatedError
+	)
+	switch {
+	case errors.As(err, &hc):
+		o.Paths = hc.Paths
+	case errors.As(err, &lc):
+		o.Paths = lc.Paths
+	case errors.As(err, &lp):
+		o.Paths = lp.ErrorPaths()
+	}
+	switch {
+	case errors.As(err, &cf):
+		o.Detail = map[string]any{"partition": cf.Partition, "expected": cf.Expected, "actual": cf.Actual}
+	case errors.As(err, &tr):
+		o.Detail = map[string]any{"from": tr.From, "first": tr.First}
+	}
+	return o
+}
+
+// errorKind names the kind of failure, finer than the exit code: usage,
+// conflict (a commit's paths changed remotely too), local-changes (a sync or
+// rebuild would overwrite them), rebuild (the log no longer holds the events),
+// lineage, permission, busy (another process holds the cache), not-found,
+// invalid (bad input or a bad event in the ledger), checksum, or error.
+func errorKind(err error) string {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		return "usage"
+	case errors.Is(err, host.ErrLocalChanges):
+		return "local-changes"
+	case errors.Is(err, ledger.ErrConflict):
+		return "conflict"
+	case errors.Is(err, ledger.ErrTruncated):
+		return "rebuild"
+	case errors.Is(err, ledger.ErrLineage):
+		return "lineage"
+	case errors.Is(err, ledger.ErrPermission):
+		return "permission"
+	case errors.Is(err, statedb.ErrBusy):
+		return "busy"
+	case errors.Is(err, ledger.ErrNotFound):
+		return "not-found"
+	case errors.Is(err, ledger.ErrChecksum):
+		return "checksum"
+	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, ledger.ErrUnknownVersion), errors.Is(err, ledger.ErrTooLarge):
+		return "invalid"
+	default:
+		return "error"
+	}
+}
+
+// errorCommands returns the command lines that lead out of err ([] if none).
+func errorCommands(err error) []string {
+	var c commander
+	if errors.As(err, &c) {
+		return c.Commands()
+	}
+	switch {
+	case errors.Is(err, ledger.ErrTruncated):
+		return []string{"syncledger rebuild"}
+	case errors.Is(err, host.ErrLocalChanges):
+		return []string{"syncledger commit"}
+	}
+	return []string{}
+}
+
+// printErrorJSON writes err's error object as one line.
+func printErrorJSON(w io.Writer, err error) {
+	_ = json.NewEncoder(w).Encode(errorReport{newErrorObject(err)})
+}
+
+// wantsJSON reports whether the command line asked for --json: the executed
+// command's flag once parsed, else (the parse failed) the raw arguments before "--".
+func wantsJSON(cmd *cobra.Command, args []string, parsed bool) bool {
+	if parsed && cmd != nil {
+		f := cmd.Flags().Lookup("json")
+		return f != nil && f.Value.String() == "true"
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
 }

@@ -57,14 +57,11 @@ exceeds 1 h plus the longest commit, so a --grace under 2 h is refused unless
 				return err
 			}
 			res, err := maintain.GC(ctx, cfg, maintain.GCOptions{Grace: o.grace, DryRun: o.dryRun})
-			if o.json {
-				if perr := a.printJSON(res); perr != nil && err == nil {
-					err = perr
-				}
-				return err
-			}
 			if err != nil {
 				return err
+			}
+			if o.json {
+				return a.printJSON(res)
 			}
 			verb := "deleted"
 			if res.DryRun {

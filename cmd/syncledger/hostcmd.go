@@ -228,15 +228,15 @@ func (a *app) scopedHost(ctx context.Context, s scope) ([]string, *host.Host, er
 	return parts, h, err
 }
 
-// report prints a command's result: as JSON with --json (even beside an error,
-// which it returns), else for people with human. A failure to print is returned
-// only when the command itself succeeded.
+// report prints a command's result: as JSON with --json, else for people with
+// human. A failed command prints no result with --json (run prints the error
+// object instead: a result beside an error would read as a success).
 func (a *app) report(asJSON bool, res any, err error, human func()) error {
 	if asJSON {
-		if perr := a.printJSON(res); perr != nil && err == nil {
-			err = perr
+		if err != nil {
+			return err
 		}
-		return err
+		return a.printJSON(res)
 	}
 	human()
 	return err

@@ -94,7 +94,7 @@ func createLedger(ctx context.Context, a *app, cfg jetstream.Config) (info ledge
 			return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 		}
 		if cfg.UUID == "" {
-			if cfg.UUID, err = ledger.NewUUIDv4(rand.Reader); err != nil {
+			if cfg.UUID, err = ledger.NewLineageID(rand.Reader); err != nil {
 				return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 			}
 		}

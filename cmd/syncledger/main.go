@@ -25,6 +25,7 @@ var commands = []func(*app) *cobra.Command{
 	newLogCmd,
 	newSyncCmd,
 	newCommitCmd,
+	newResolveCmd,
 	newStatusCmd,
 	newExecCmd,
 	newWatchCmd,
@@ -55,9 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetErr(a.stderr)
+	stderr = a.stderr // secrets scrubbed
 
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && !a.started {
 		// Cobra failed before the command ran: unknown command, bad flag, wrong
 		// arguments.
@@ -68,9 +70,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if err != nil && !silent(err) {
 		fmt.Fprintf(stderr, "syncledger: %v\n", err)
+		for _, c := range errorCommands(err) {
+			fmt.Fprintf(stderr, "  way out: %s\n", c)
+		}
 		var ue *usageError
 		if errors.As(err, &ue) {
 			fmt.Fprintln(stderr, "Run 'syncledger --help' for usage.")
+		}
+		// With --json a failure prints one error object on stdout, never a
+		// result; a command whose outcome is a report with its own exit code
+		// (a codeError) printed that report.
+		var ce *codeError
+		if wantsJSON(cmd, args, a.started) && !errors.As(err, &ce) {
+			printErrorJSON(stdout, err)
 		}
 	}
 	return exitCode(err)

@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 
@@ -105,7 +104,7 @@ func fileExists(p string) bool {
 
 func urlHasUser(raw string) bool {
 	for _, one := range strings.Split(raw, ",") {
-		if u, err := url.Parse(strings.TrimSpace(one)); err == nil && u.User != nil {
+		if _, _, _, ok := splitUserinfo(one); ok {
 			return true
 		}
 	}

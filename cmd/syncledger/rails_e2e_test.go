@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/syncledger/syncledger/embedded/embeddedtest"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -120,5 +123,88 @@ func TestHostIDPerCache(t *testing.T) {
 	out := c.ok("hosts", "--json")
 	if !strings.Contains(out, `"`+ida+`"`) || !strings.Contains(out, `"`+idb+`"`) {
 		t.Fatalf("hosts does not list both caches (%s, %s):\n%s", ida, idb, out)
+	}
+}
+
+// closedURL returns a loopback NATS URL nothing listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestSecretsNeverPrinted: every form of every secret (URL credentials with and
+// without a scheme, user and password, token, nkey seed inline and in a file,
+// a credentials file, S3 keys in the environment, a password in the
+// configuration file) is absent from what config show, connect errors, other
+// errors and debug logs print.
+func TestSecretsNeverPrinted(t *testing.T) {
+	c := newCLI(t, "secrets")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	live := strings.TrimPrefix(c.env[len(c.env)-3], "SYNCLEDGER_NATS=")
+	if !strings.HasPrefix(live, "nats://") {
+		t.Fatalf("no server URL in %v", c.env)
+	}
+	dead := closedURL(t)
+	kp := embeddedtest.NewNkey(t)
+	dir := t.TempDir()
+	seedFile := filepath.Join(dir, "user.nk")
+	put(t, dir, "user.nk", kp.Seed+"\n")
+	const jwt = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJzZWNyZXQiOiJqd3QtczNjcmV0In0.c2lnbmF0dXJlczNjcmV0"
+	put(t, dir, "user.creds", "-----BEGIN NATS USER JWT-----\n"+jwt+"\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n"+kp.Seed+"\n------END USER NKEY SEED------\n")
+	put(t, dir, "config.yaml", "nats-user: alice\nnats-password: yaml-s3cret-pw\n")
+	for _, tc := range []struct {
+		name    string
+		secrets []string
+		env     []string
+		args    []string
+	}{
+		{"user:pass without scheme", []string{"s3cret-pw1"}, []string{"SYNCLEDGER_NATS=alice:s3cret-pw1@" + dead}, nil},
+		{"user:pass without scheme, flag", []string{"s3cret-pw2"}, nil, []string{"--nats", "alice:s3cret-pw2@" + dead}},
+		{"token without scheme", []string{"tok-s3cret3"}, []string{"NATS_URL=tok-s3cret3@" + dead}, nil},
+		{"user:pass in a URL", []string{"s3cret-pw4"}, []string{"SYNCLEDGER_NATS=nats://alice:s3cret-pw4@" + dead}, nil},
+		{"escaped password", []string{"s3cret/pw%5"}, []string{"SYNCLEDGER_NATS=nats://alice:" + url.PathEscape("s3cret/pw%5") + "@" + dead}, nil},
+		{"user and password flags", []string{"s3cret-pw6"}, []string{"SYNCLEDGER_NATS=nats://" + dead}, []string{"--nats-user", "alice", "--nats-password", "s3cret-pw6"}},
+		{"token flag", []string{"tok-s3cret7"}, []string{"SYNCLEDGER_NATS=nats://" + dead, "SYNCLEDGER_NATS_TOKEN=tok-s3cret7"}, nil},
+		{"user alone is a token", []string{"tok-s3cret8"}, []string{"SYNCLEDGER_NATS=nats://" + dead, "NATS_USER=tok-s3cret8"}, nil},
+		{"nkey seed inline", []string{kp.Seed}, []string{"SYNCLEDGER_NATS=nats://" + dead, "SYNCLEDGER_NATS_NKEY=" + kp.Seed}, nil},
+		{"nkey seed file", []string{kp.Seed}, []string{"SYNCLEDGER_NATS=nats://" + dead}, []string{"--nats-nkey", seedFile}},
+		{"credentials file", []string{kp.Seed, jwt}, []string{"SYNCLEDGER_NATS=nats://" + dead, "NATS_CREDS=" + filepath.Join(dir, "user.creds")}, nil},
+		{"configuration file", []string{"yaml-s3cret-pw"}, []string{"SYNCLEDGER_NATS=nats://" + dead, "SYNCLEDGER_CONFIG=" + filepath.Join(dir, "config.yaml")}, nil},
+		{"S3 keys in the environment", []string{"AKIAS3CRETKEYID9", "aws-s3cret-key-9", "aws-session-s3cret-9"},
+			[]string{"SYNCLEDGER_NATS=" + live, "AWS_ACCESS_KEY_ID=AKIAS3CRETKEYID9", "AWS_SECRET_ACCESS_KEY=aws-s3cret-key-9", "AWS_SESSION_TOKEN=aws-session-s3cret-9",
+				"SYNCLEDGER_BLOBS=s3://bucket/p?endpoint=http://" + dead + "&region=us-east-1&path-style=true"}, nil},
+		{"second URL of a list", []string{"s3cret-pw10"}, []string{"SYNCLEDGER_NATS=nats://" + dead + ",alice:s3cret-pw10@" + dead}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := append(cliEnv("SYNCLEDGER_LEDGER=secrets"), tc.env...)
+			cache := t.TempDir()
+			for _, cmd := range [][]string{
+				{"config", "show"},
+				{"--log-level", "debug", "--cache", cache, "sync"},
+				{"--log-level", "debug", "--cache", cache, "status"},
+				{"--log-level", "debug", "--ledger", "other", "init"},
+				{"--log-level", "debug", "--log-format", "json", "log"},
+				{"--nats-token", "x", "log"}, // two ways to log in: a usage error naming both
+			} {
+				args := append(append([]string{}, tc.args...), cmd...)
+				r := cli(t, env, args...)
+				for _, sec := range tc.secrets {
+					for _, form := range []string{sec, url.QueryEscape(sec), url.PathEscape(sec)} {
+						if strings.Contains(r.stdout, form) || strings.Contains(r.stderr, form) {
+							t.Errorf("syncledger %s printed the secret %q (exit %d)\nstdout: %s\nstderr: %s", strings.Join(args, " "), form, r.code, r.stdout, r.stderr)
+						}
+					}
+				}
+				if cmd[0] == "config" && r.code != 0 {
+					t.Errorf("config show: exit %d %s", r.code, r.stderr)
+				}
+			}
+		})
 	}
 }

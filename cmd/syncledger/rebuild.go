@@ -48,14 +48,11 @@ A progress bar is shown on a terminal, plain lines otherwise; --quiet silences i
 			pr := a.newProgress("rebuild", o.quiet)
 			res, err := h.Rebuild(ctx, host.RebuildOptions{NoSnapshot: o.noSnapshot, Lazy: o.lazy, Progress: pr.update})
 			pr.done()
-			if o.json {
-				if perr := a.printJSON(res); perr != nil && err == nil {
-					err = perr
-				}
-				return err
-			}
 			if err != nil {
 				return err
+			}
+			if o.json {
+				return a.printJSON(res)
 			}
 			from := "the ledger's events alone"
 			if res.Snapshot > 0 {

@@ -143,7 +143,7 @@ func TestConfigPermissionsCommand(t *testing.T) {
 	r := cli(t, cliEnv(), "--ledger", "prod", "config", "permissions", "--user", "web-1:host", "--user", "grafana:tooling")
 	if r.code != 0 || !strings.Contains(r.stdout, `"syncledger.prod.p.>"`) ||
 		!strings.Contains(r.stdout, `{user: "web-1", password: $SYNCLEDGER_PASSWORD_WEB_1, permissions: $SYNCLEDGER_HOST}`) ||
-		!strings.Contains(r.stdout, `"$O.syncledger-prod.>"`) {
+		!strings.Contains(r.stdout, `"$O.syncledger-prod.C.>"`) {
 		t.Errorf("config permissions: %+v", r)
 	}
 	if r := cli(t, cliEnv(), "config", "permissions", "--user", "x:root"); r.code != exitUsage {

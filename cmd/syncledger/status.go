@@ -7,6 +7,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 func newStatusCmd(a *app) *cobra.Command {
@@ -22,7 +25,15 @@ the ignore rules leave out (the defaults and .syncledgerignore, see the README):
 ignored directory is listed once, with a trailing /.
 
 --json prints: ledger, uuid, host, cache, head, first, snapshot, hwm, behind,
-partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files.`,
+partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files,
+shadowed [paths], conflicts [paths].
+
+Conflicts are dirty files the ledger changed too since this host synced them:
+'syncledger resolve' settles them. Shadowed files are indexed files the cache
+does not hold because a directory of the same name holds other paths (two hosts
+committed a file and a path under it at once; the directory wins): each comes
+back when the last path under it goes, and 'replay' writes them under
+.syncledger-shadowed/.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd.Context(), a, asJSON, ignored) },
 	}
@@ -76,6 +87,16 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	if len(st.Dirty) > 0 {
 		fmt.Fprintln(a.stdout, "\nuncommitted changes:")
 		printPaths(a, st.Dirty)
+	}
+	if len(st.Conflicts) > 0 {
+		fmt.Fprintln(a.stdout, "\nconflicts (changed here and in the ledger):")
+		printPaths(a, st.Conflicts)
+		fmt.Fprintf(a.stdout, "  take the ledger's:   syncledger resolve --theirs PATH… (or --all; this host's copy is kept under %s/%s/)\n", ledger.StateDir, host.ConflictsDir)
+		fmt.Fprintln(a.stdout, "  keep this host's:    syncledger resolve --mine PATH… (or --all; committed on top)")
+	}
+	if len(st.Shadowed) > 0 {
+		fmt.Fprintln(a.stdout, "\nshadowed (a directory of the same name wins; see 'syncledger replay'):")
+		printPaths(a, st.Shadowed)
 	}
 	if ignored && len(st.Ignored) > 0 {
 		fmt.Fprintln(a.stdout, "\nignored:")

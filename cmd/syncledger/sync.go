@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -48,10 +50,48 @@ func runSync(ctx context.Context, a *app, o syncOpts) error {
 		return err
 	}
 	res, err := h.Sync(ctx, host.SyncOptions{Partitions: parts, Lazy: o.lazy})
+	if err == nil && len(o.models) > 0 {
+		err = a.checkModels(ctx, o.models, res.Head)
+	}
 	if err == nil {
 		a.beat(ctx, "sync", res.HWM, res.Head)
 	}
 	return a.report(o.json, res, err, func() { printSync(a, res) })
+}
+
+// checkModels fails, naming it, for a --model no commit ever touched: a sync of
+// a misspelt model would otherwise answer "up to date". head is the last seq
+// the scoped sync saw over all the models' partitions: 0 means none has any.
+func (a *app) checkModels(ctx context.Context, models []string, head ledger.Seq) error {
+	lg, err := a.Log(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range models {
+		typ, id, err := parseModel(m)
+		if err != nil {
+			return err
+		}
+		keys := ledger.PartitionKeysForModel(typ, id)
+		found := false
+		for _, k := range keys {
+			if head == 0 {
+				break // no partition of any model has an event
+			}
+			last, err := lg.PartitionLastSeq(ctx, k)
+			if err != nil {
+				return fmt.Errorf("read last seq of partition %q: %w", k, err)
+			}
+			if found = last > 0; found {
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("--model %s: the ledger has no such model (no commit touched its partitions %s; 'syncledger log' lists what was committed): %w",
+				m, strings.Join(keys, ", "), ledger.ErrNotFound)
+		}
+	}
+	return nil
 }
 
 // printSync prints a sync's result for people: what it pulled, then where it stands.

@@ -70,7 +70,7 @@ func PathIn(partition string, i int) string {
 // file of size bytes each, without appending them.
 func (l *Ledger) Events(t testing.TB, size int64, partitions ...string) []ledger.Event {
 	t.Helper()
-	id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

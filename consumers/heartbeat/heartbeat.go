@@ -23,6 +23,7 @@ package heartbeat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -84,8 +85,21 @@ func Open(ctx context.Context, nc *nats.Conn, ledgerName string) (*Store, error)
 
 // Put records b as its host's latest beat.
 func (s *Store) Put(ctx context.Context, b Beat) error {
+	v, err := encode(b)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Put(ctx, Key(b.Host), v); err != nil {
+		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
+	}
+	return nil
+}
+
+// encode checks b and returns its stored form, stamped with the time now if it
+// has none.
+func encode(b Beat) ([]byte, error) {
 	if b.Host == "" || len(b.Host) > ledger.MaxHostLen {
-		return fmt.Errorf("put heartbeat: host id must be 1-%d bytes: %w", ledger.MaxHostLen, ledger.ErrInvalid)
+		return nil, fmt.Errorf("put heartbeat: host id must be 1-%d bytes: %w", ledger.MaxHostLen, ledger.ErrInvalid)
 	}
 	if b.Time.IsZero() {
 		b.Time = time.Now()
@@ -93,12 +107,9 @@ func (s *Store) Put(ctx context.Context, b Beat) error {
 	b.Time = b.Time.UTC()
 	v, err := json.Marshal(b)
 	if err != nil {
-		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
+		return nil, fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
 	}
-	if _, err := s.kv.Put(ctx, Key(b.Host), v); err != nil {
-		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
-	}
-	return nil
+	return v, nil
 }
 
 // List returns every host's latest beat, sorted by host.
@@ -136,9 +147,30 @@ func (s *Store) Forget(ctx context.Context, host string) error {
 	return nil
 }
 
-// Publish records one beat in the ledger's bucket: Open and Put, for a command
-// that publishes once (sync).
+// Publish records one beat in the ledger's bucket, for a command that publishes
+// once (sync): one acknowledged publish to the beat's key-value subject, which is
+// what a put sends. Only when no bucket answers (the ledger's first beat) does it
+// Open, creating the bucket, and Put: a short command pays one round trip, not
+// the bucket lookup as well.
 func Publish(ctx context.Context, nc *nats.Conn, ledgerName string, b Beat) error {
+	if err := ledger.ValidateName(ledgerName); err != nil {
+		return err
+	}
+	v, err := encode(b)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(DefaultTimeout))
+	if err != nil {
+		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
+	}
+	_, err = js.Publish(ctx, "$KV."+Bucket(ledgerName)+"."+Key(b.Host), v)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
+	}
 	s, err := Open(ctx, nc, ledgerName)
 	if err != nil {
 		return err

@@ -136,3 +136,36 @@ func TestReporterPosition(t *testing.T) {
 	hwm.Store(12) // an idle tick picks it up
 	consumertest.Wait(t, 5*time.Second, "hwm 12 from Position", at(12))
 }
+
+// TestPublish checks both ways Publish records a beat: the ledger's first beat
+// creates the bucket, later ones are one publish to the key's subject.
+func TestPublish(t *testing.T) {
+	l := consumertest.New(t, "hbpub")
+	ctx := consumertest.Ctx(t)
+	for _, b := range []heartbeat.Beat{
+		{Host: "web-1", HWM: 3, Head: 4, Command: "sync"}, // no bucket yet
+		{Host: "web-1", HWM: 4, Head: 4, Command: "sync"}, // the fast path
+		{Host: "web 2", HWM: 1, Head: 4, Command: "sync"},
+	} {
+		if err := heartbeat.Publish(ctx, l.Conn, l.Name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := heartbeat.Open(ctx, l.Conn, l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Host != "web 2" || got[1].Host != "web-1" || got[1].HWM != 4 {
+		t.Fatalf("List = %+v", got)
+	}
+	if err := heartbeat.Publish(ctx, l.Conn, "nosuch", heartbeat.Beat{Host: "h"}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("Publish to a missing ledger = %v, want ErrNotFound", err)
+	}
+	if err := heartbeat.Publish(ctx, l.Conn, l.Name, heartbeat.Beat{}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("Publish without host = %v, want ErrInvalid", err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,8 +53,6 @@ type Options struct {
 	// NATS is the connection a nats:// store uses; required for nats:// URLs.
 	NATS *nats.Conn
 }
-
-var natsBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 func invalid(raw, format string, args ...any) error {
 	return fmt.Errorf("blob store URL %q: %s: %w (%s)", raw, fmt.Sprintf(format, args...), ledger.ErrInvalid, Forms)
@@ -174,7 +171,7 @@ func parseBucket(raw string, u *url.URL, q url.Values) (Spec, error) {
 }
 
 func parseNATS(raw string, u *url.URL, q url.Values) (Spec, error) {
-	if !natsBucket.MatchString(u.Host) {
+	if !ledger.IsToken(u.Host, 0) {
 		return Spec{}, invalid(raw, "bucket %q: want letters, digits, '-' and '_' "+
 			"(nats://BUCKET names an object store bucket, not a server: the connection comes from Options.NATS)", u.Host)
 	}

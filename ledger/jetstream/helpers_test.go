@@ -37,7 +37,7 @@ func newLedger(t testing.TB, opts ...Option) (*Log, *nats.Conn) {
 
 func newCommitID(t testing.TB) string {
 	t.Helper()
-	id, err := ledger.NewUUIDv7(time.Now(), rand.Reader)
+	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,21 @@ type streamState struct {
 	} `json:"state"`
 }
 
+// streamConfig is the part of a stream info response Open reads.
+type streamConfig struct {
+	apiResponse
+	Config ledgerConfig `json:"config"`
+}
+
+// ledgerConfig is the part of a stream's configuration that makes it a ledger.
+type ledgerConfig struct {
+	Subjects           []string          `json:"subjects"`
+	Replicas           int               `json:"num_replicas"`
+	AllowDirect        bool              `json:"allow_direct"`
+	AllowAtomicPublish bool              `json:"allow_atomic"`
+	Metadata           map[string]string `json:"metadata"`
+}
+
 // request sends a JetStream API request and decodes its JSON answer into v.
 //
 // Every request made through it is idempotent (stream info, a message get, a

@@ -1,34 +1,51 @@
-// Package natsobj is the ledger.ObjectStore on a NATS JetStream object store bucket,
-// through nats.go's jetstream package.
+// Package natsobj is the ledger.ObjectStore on a NATS JetStream object store bucket.
 //
-// Each key is one object of the bucket, named by the key itself: object names may
-// contain "/" (the object store encodes names before it puts them in subjects), so
-// "blobs/sha256/ab/ab12…" is stored as is. New opens the bucket, creating it with
-// Config.Replicas if it does not exist.
+// It keeps the object store's layout, so nats.go's object store and the nats CLI
+// read its buckets: each key is one object, whose content is sent as chunks of
+// 128 KiB on a fresh subject $O.<bucket>.C.<nuid> and whose metadata (name, size,
+// chunk count, SHA-256 digest) is then published on $O.<bucket>.M.<base64url
+// name>. Object names may contain "/", so "blobs/sha256/ab/ab12…" is stored as
+// is. New opens the bucket, creating it with Config.Replicas if it does not
+// exist.
+//
+// # Written once
+//
+// Objects here are written once (blobs are content-addressed), and a user
+// allowed to put objects must not be able to alter or erase one (docs/ops.md,
+// Threat model). So, unlike nats.go's object store:
+//
+//   - The bucket's stream refuses roll-ups and message deletes (StreamConfig;
+//     Harden sets this on a bucket made elsewhere). A put never rolls up: the
+//     metadata message is appended.
+//   - A reader takes an object's first metadata message that does not mark it
+//     deleted, and reads exactly the chunks it names; whatever is published
+//     later on the object's subjects does not change what it reads. A later copy
+//     of the same metadata (a put of the same content again) only moves the
+//     object's time, which garbage collection reads.
+//   - Putting other content under a stored key, and DeleteObject, purge the
+//     object's subjects: only the admin role may purge.
+//
+// A put that fails before its metadata is stored leaves its chunks behind,
+// unreferenced: a user who may only put cannot purge them.
 //
 // # Puts
 //
-// The object store sends an object as chunks on a fresh subject and then publishes
-// its metadata, which is what makes the new version visible (and purges the old
-// version's chunks); a put that fails before that purges its own chunks and leaves
-// the previous version in place. PutObject hands the object store a reader that
-// fails, instead of returning io.EOF, when the caller's reader fails, when the
-// context is done, or when the content's length differs from the declared size, so
-// none of those reaches the metadata step. The object store itself runs on a
-// context stripped of the caller's cancellation (bounded by the JetStream default
-// timeout instead): cancellation is enforced through the reader, and the cleanup of
-// a failed put's chunks is not itself cancelled.
+// PutObject reads through a reader that fails, instead of returning io.EOF, when
+// the caller's reader fails, when the context is done, or when the content's
+// length differs from the declared size, so none of those reaches the metadata
+// step. Chunks are published asynchronously, at most 64 awaiting their
+// acknowledgement.
 //
 // # Reads
 //
-// A GetObject's reader is bound to a context for its whole life (the object store
-// streams chunks through a consumer). If the caller's context has no deadline,
-// Config.ReadTimeout (default DefaultReadTimeout) bounds the read. The object store
-// checks the object's SHA-256 at the end of the read; a mismatch is reported as
+// A GetObject's reader is bound to a context for its whole life (chunks stream
+// through an ordered consumer). If the caller's context has no deadline,
+// Config.ReadTimeout (default DefaultReadTimeout) bounds the read. The object's
+// size and SHA-256 are checked at the end of the read; a mismatch is reported as
 // ledger.ErrChecksum.
 //
 // # Errors
 //
-// jetstream.ErrObjectNotFound maps to ledger.ErrNotFound; deleting an absent object
-// is not an error. Failures caused by the context wrap its error.
+// An absent object is ledger.ErrNotFound; deleting an absent object is not an
+// error. Failures caused by the context wrap its error.
 package natsobj

@@ -2,16 +2,21 @@ package natsobj
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
-	"regexp"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
@@ -21,8 +26,9 @@ import (
 // context nor Config.ReadTimeout sets one.
 const DefaultReadTimeout = 10 * time.Minute
 
-// validBucket is the object store's own rule for bucket names.
-var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+// chunkSize is the size of the chunks an object is sent in (the object store's
+// default).
+const chunkSize = 128 << 10
 
 // Config configures a Store.
 type Config struct {
@@ -42,56 +48,154 @@ type Config struct {
 // Store is a ledger.ObjectStore on a JetStream object store bucket. It is safe for
 // concurrent use.
 type Store struct {
-	obs         jetstream.ObjectStore
+	js          jetstream.JetStream
+	stream      jetstream.Stream
+	bucket      string
 	readTimeout time.Duration
 }
 
 var _ ledger.ObjectStore = (*Store)(nil)
+
+// StreamName returns the name of the stream behind bucket.
+func StreamName(bucket string) string { return "OBJ_" + bucket }
+
+// StreamConfig is the configuration of the stream New creates for bucket: the
+// object store's layout (chunks on $O.<bucket>.C.<nuid>, metadata on
+// $O.<bucket>.M.<name>), without roll-ups and message deletes, so that a user
+// allowed to put objects cannot erase a stored one by publishing (see the
+// package doc).
+func StreamConfig(bucket string, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        StreamName(bucket),
+		Description: "syncledger objects (write once: no roll-ups, no message deletes)",
+		Subjects:    []string{"$O." + bucket + ".C.>", "$O." + bucket + ".M.>"},
+		MaxBytes:    -1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+		Discard:     jetstream.DiscardNew,
+		AllowRollup: false,
+		DenyDelete:  true,
+		AllowDirect: true,
+	}
+}
 
 // New validates cfg and opens the bucket, creating it if it does not exist.
 func New(ctx context.Context, cfg Config) (*Store, error) {
 	switch {
 	case cfg.Conn == nil:
 		return nil, fmt.Errorf("new nats object store: Config.Conn is nil: %w", ledger.ErrInvalid)
-	case !validBucket.MatchString(cfg.Bucket):
+	case !ledger.IsToken(cfg.Bucket, 0):
 		return nil, fmt.Errorf("new nats object store: bucket name %q: want letters, digits, '-' and '_': %w", cfg.Bucket, ledger.ErrInvalid)
 	case cfg.Replicas < 0 || cfg.Replicas > 5:
 		return nil, fmt.Errorf("new nats object store: Config.Replicas %d: want 1 to 5: %w", cfg.Replicas, ledger.ErrInvalid)
 	case cfg.ReadTimeout < 0:
 		return nil, fmt.Errorf("new nats object store: negative Config.ReadTimeout: %w", ledger.ErrInvalid)
 	}
-	js, err := jetstream.New(cfg.Conn)
+	js, err := jetstream.New(cfg.Conn, jetstream.WithPublishAsyncTimeout(30*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("new nats object store: %w", err)
 	}
-	obs, err := js.ObjectStore(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket:   cfg.Bucket,
-			Replicas: max(cfg.Replicas, 1),
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			obs, err = js.ObjectStore(ctx, cfg.Bucket) // created concurrently
+	st, err := js.Stream(ctx, StreamName(cfg.Bucket))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = js.CreateStream(ctx, StreamConfig(cfg.Bucket, cfg.Replicas))
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = js.Stream(ctx, StreamName(cfg.Bucket)) // created concurrently
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("new nats object store: open bucket %q: %w", cfg.Bucket, backend.CtxErr(ctx, err))
 	}
-	s := &Store{obs: obs, readTimeout: cfg.ReadTimeout}
+	s := &Store{js: js, stream: st, bucket: cfg.Bucket, readTimeout: cfg.ReadTimeout}
 	if s.readTimeout == 0 {
 		s.readTimeout = DefaultReadTimeout
 	}
 	return s, nil
 }
 
-// ObjectStore returns the underlying jetstream.ObjectStore.
-func (s *Store) ObjectStore() jetstream.ObjectStore { return s.obs }
+// Harden turns off roll-ups and message deletes on a bucket created without
+// New's settings (by nats.go's object store, or by an older syncledger) and
+// reports whether it changed anything. It needs the right to update the stream
+// (the admin role).
+func (s *Store) Harden(ctx context.Context) (bool, error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("harden bucket %q: %w", s.bucket, err)
+	}
+	c := info.Config
+	if !c.AllowRollup && c.DenyDelete {
+		return false, nil
+	}
+	c.AllowRollup, c.DenyDelete = false, true
+	if _, err := s.js.UpdateStream(ctx, c); err != nil {
+		return false, fmt.Errorf("harden bucket %q: %w", s.bucket, err)
+	}
+	return true, nil
+}
+
+// validID reports whether id can be a chunk subject's last token: never a
+// wildcard or several tokens, whoever wrote the metadata.
+func validID(id string) bool { return ledger.IsToken(id, 0) }
+
+func (s *Store) metaSubject(key string) string {
+	return "$O." + s.bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(key))
+}
+
+func (s *Store) chunkSubject(id string) string { return "$O." + s.bucket + ".C." + id }
+
+// meta is an object's metadata as the object store writes it, with where and
+// when it was stored.
+type meta struct {
+	jetstream.ObjectInfo
+	seq uint64
+}
+
+// first returns the object's metadata: the first message on its metadata
+// subject that does not mark it deleted. Later messages on the subject (a copy
+// refreshing its time, or anything else) never change what it reads as.
+func (s *Store) first(ctx context.Context, key string) (meta, error) {
+	subj := s.metaSubject(key)
+	for seq := uint64(1); ; {
+		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return meta{}, ledger.ErrNotFound
+		}
+		if err != nil {
+			return meta{}, backend.CtxErr(ctx, err)
+		}
+		var mi meta
+		if err := json.Unmarshal(m.Data, &mi.ObjectInfo); err == nil && !mi.Deleted && mi.Name == key && validID(mi.NUID) {
+			mi.seq, mi.ModTime = m.Sequence, m.Time
+			return mi, nil
+		}
+		seq = m.Sequence + 1
+	}
+}
+
+// modTime is when the object was last stored: the time of the last metadata
+// message if it is a copy of the first (a put of the same content again), else
+// the first's.
+func (s *Store) modTime(ctx context.Context, key string, first meta) (time.Time, error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, s.metaSubject(key))
+	if err != nil {
+		return time.Time{}, backend.CtxErr(ctx, err)
+	}
+	var last jetstream.ObjectInfo
+	if m.Sequence != first.seq && json.Unmarshal(m.Data, &last) == nil && last.Name == key && !last.Deleted &&
+		last.NUID == first.NUID && last.Digest == first.Digest && last.Size == first.Size {
+		return m.Time, nil
+	}
+	return first.ModTime, nil
+}
 
 func mapErr(ctx context.Context, err error) error {
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return ledger.ErrNotFound
+	if errors.Is(err, ledger.ErrNotFound) {
+		return err
 	}
 	return backend.CtxErr(ctx, err)
+}
+
+func digestOf(h hash.Hash) string {
+	return "SHA-256=" + base64.URLEncoding.EncodeToString(h.Sum(nil))
 }
 
 // PutObject implements ledger.ObjectStore (see the package doc).
@@ -102,16 +206,142 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
-	pr := backend.NewPutReader(ctx, r, size)
-	_, err := s.obs.Put(context.WithoutCancel(ctx), jetstream.ObjectMeta{Name: key}, pr)
+	if err := s.put(ctx, key, backend.NewPutReader(ctx, r, size)); err != nil {
+		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
+	}
+	return nil
+}
+
+func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader) error {
+	old, err := s.first(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return s.upload(ctx, key, pr)
+	}
+	if err != nil {
+		return err
+	}
+	// The key is stored. Read the content aside: the same content only
+	// refreshes the object's time; other content replaces it, which needs
+	// the old version purged first (the admin's right).
+	spool, err := os.CreateTemp("", "syncledger-natsobj-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(spool, h), pr)
 	if err == nil {
 		err = pr.Done()
 	}
 	if err != nil {
-		if rerr := pr.Err(); rerr != nil {
-			err = rerr
+		return err
+	}
+	if digestOf(h) == old.Digest && uint64(n) == old.Size {
+		refresh := old.ObjectInfo
+		return s.publishMeta(ctx, key, &refresh)
+	}
+	if err := s.purge(ctx, key, old); err != nil {
+		return fmt.Errorf("replace the stored version: %w", err)
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n))
+}
+
+// upload sends pr's content as chunks on a new subject, then its metadata.
+// Nothing is visible until the metadata is stored; a failed upload leaves its
+// chunks behind, unreferenced.
+func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader) error {
+	id := nuid.Next()
+	subj := s.chunkSubject(id)
+	h := sha256.New()
+	buf := make([]byte, chunkSize)
+	var (
+		acks  []jetstream.PubAckFuture
+		total uint64
+	)
+	wait := func() error {
+		for _, a := range acks {
+			select {
+			case <-a.Ok():
+			case err := <-a.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
+		acks = acks[:0]
+		return nil
+	}
+	for {
+		n, rerr := io.ReadFull(pr, buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			total += uint64(n)
+			// The message owns its data until acknowledged.
+			a, err := s.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: slices.Clone(buf[:n])})
+			if err != nil {
+				return err
+			}
+			acks = append(acks, a)
+			if len(acks) >= 64 {
+				if err := wait(); err != nil {
+					return err
+				}
+			}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	if err := pr.Done(); err != nil {
+		return err
+	}
+	if err := wait(); err != nil {
+		return err
+	}
+	info := &jetstream.ObjectInfo{
+		ObjectMeta: jetstream.ObjectMeta{Name: key, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}},
+		Bucket:     s.bucket, NUID: id, Size: total, Chunks: uint32((total + chunkSize - 1) / chunkSize), Digest: digestOf(h),
+	}
+	return s.publishMeta(ctx, key, info)
+}
+
+// publishMeta stores info as a metadata message of key: never a roll-up.
+func (s *Store) publishMeta(ctx context.Context, key string, info *jetstream.ObjectInfo) error {
+	info.ModTime = time.Now().UTC()
+	b, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	_, err = s.js.PublishMsg(ctx, &nats.Msg{Subject: s.metaSubject(key), Data: b})
+	return err
+}
+
+// purge removes every version of key: its metadata subject and the chunks of
+// its versions (a purge: needs the admin role).
+func (s *Store) purge(ctx context.Context, key string, first meta) error {
+	ids := []string{first.NUID}
+	if m, err := s.stream.GetLastMsgForSubject(ctx, s.metaSubject(key)); err == nil {
+		var last jetstream.ObjectInfo
+		if json.Unmarshal(m.Data, &last) == nil && last.NUID != first.NUID && validID(last.NUID) {
+			ids = append(ids, last.NUID)
+		}
+	}
+	// The metadata goes first: a key is absent from then on, whatever the
+	// chunk purges do.
+	if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(s.metaSubject(key))); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(s.chunkSubject(id))); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -124,43 +354,79 @@ func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get object %q: %w", key, err)
 	}
-	rctx, cancel := ctx, context.CancelFunc(func() {})
-	if _, ok := ctx.Deadline(); !ok {
-		rctx, cancel = context.WithTimeout(ctx, s.readTimeout)
-	}
-	res, err := s.obs.Get(rctx, key)
+	m, err := s.first(ctx, key)
 	if err != nil {
-		cancel()
 		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
 	}
-	return &objectReader{res: res, ctx: ctx, key: key, cancel: cancel}, nil
+	r := &objectReader{key: key, ctx: ctx, info: m.ObjectInfo, h: sha256.New(), cancel: func() {}}
+	if m.Size == 0 {
+		return r, nil
+	}
+	rctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		rctx, r.cancel = context.WithTimeout(ctx, s.readTimeout)
+	}
+	cons, err := s.js.OrderedConsumer(rctx, StreamName(s.bucket), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.chunkSubject(m.NUID)},
+	})
+	if err == nil {
+		r.msgs, err = cons.Messages()
+	}
+	if err != nil {
+		r.cancel()
+		return nil, fmt.Errorf("get object %q: %w", key, backend.CtxErr(ctx, err))
+	}
+	return r, nil
 }
 
-// objectReader maps the object store's read errors and releases the read's
-// context on Close.
+// objectReader reads an object's chunks, in order, and checks its size and
+// SHA-256 at the end.
 type objectReader struct {
-	res    jetstream.ObjectResult
-	ctx    context.Context
 	key    string
+	ctx    context.Context
+	info   jetstream.ObjectInfo
+	msgs   jetstream.MessagesContext
+	h      hash.Hash
+	chunks uint32
+	n      uint64
+	buf    []byte
+	done   bool
 	cancel context.CancelFunc
 }
 
 func (r *objectReader) Read(p []byte) (int, error) {
-	n, err := r.res.Read(p)
-	switch {
-	case err == nil, err == io.EOF:
-		return n, err
-	case errors.Is(err, jetstream.ErrDigestMismatch):
-		return n, fmt.Errorf("read object %q: %w: %w", r.key, ledger.ErrChecksum, err)
-	default:
-		return n, fmt.Errorf("read object %q: %w", r.key, backend.CtxErr(r.ctx, err))
+	for len(r.buf) == 0 {
+		if r.done {
+			return 0, io.EOF
+		}
+		if r.chunks == r.info.Chunks {
+			r.done = true
+			if r.n != r.info.Size || digestOf(r.h) != r.info.Digest {
+				return 0, fmt.Errorf("read object %q: %d bytes, digest %s; stored as %d bytes, %s: %w",
+					r.key, r.n, digestOf(r.h), r.info.Size, r.info.Digest, ledger.ErrChecksum)
+			}
+			return 0, io.EOF
+		}
+		m, err := r.msgs.Next()
+		if err != nil {
+			return 0, fmt.Errorf("read object %q: %w", r.key, backend.CtxErr(r.ctx, err))
+		}
+		r.buf = m.Data()
+		r.chunks++
+		r.n += uint64(len(r.buf))
+		r.h.Write(r.buf)
 	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
 }
 
 func (r *objectReader) Close() error {
-	err := r.res.Close()
+	if r.msgs != nil {
+		r.msgs.Stop()
+	}
 	r.cancel()
-	return err
+	return nil
 }
 
 // StatObject implements ledger.ObjectStore.
@@ -171,14 +437,19 @@ func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	if err := ctx.Err(); err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
 	}
-	info, err := s.obs.GetInfo(ctx, key)
+	m, err := s.first(ctx, key)
+	var mt time.Time
+	if err == nil {
+		mt, err = s.modTime(ctx, key, m)
+	}
 	if err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
 	}
-	return ledger.ObjectInfo{Key: key, Size: int64(info.Size), ModTime: info.ModTime}, nil
+	return ledger.ObjectInfo{Key: key, Size: int64(m.Size), ModTime: mt}, nil
 }
 
-// DeleteObject implements ledger.ObjectStore.
+// DeleteObject implements ledger.ObjectStore. It purges the object's subjects,
+// which needs the admin role.
 func (s *Store) DeleteObject(ctx context.Context, key string) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return fmt.Errorf("delete object: %w", err)
@@ -186,17 +457,22 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete object %q: %w", key, err)
 	}
-	if err := s.obs.Delete(ctx, key); err != nil {
-		if err := mapErr(ctx, err); !errors.Is(err, ledger.ErrNotFound) {
-			return fmt.Errorf("delete object %q: %w", key, err)
-		}
+	m, err := s.first(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil
+	}
+	if err == nil {
+		err = s.purge(ctx, key, m)
+	}
+	if err != nil {
+		return fmt.Errorf("delete object %q: %w", key, mapErr(ctx, err))
 	}
 	return nil
 }
 
-// ListObjects implements ledger.ObjectStore. The object store lists a bucket only
-// whole and unordered, so the listing is read in full, filtered and sorted before
-// fn is called. fn's error is returned as is.
+// ListObjects implements ledger.ObjectStore. The bucket's metadata is read in
+// full (the first message of each object, as GetObject reads it), filtered and
+// sorted before fn is called. fn's error is returned as is.
 func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
 	if err := backend.ValidatePrefix(prefix); err != nil {
 		return fmt.Errorf("list objects: %w", err)
@@ -204,25 +480,67 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("list objects %q: %w", prefix, err)
 	}
-	all, err := s.obs.List(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+	infos, err := s.list(ctx, prefix)
+	if err != nil {
 		return fmt.Errorf("list objects %q: %w", prefix, backend.CtxErr(ctx, err))
 	}
-	var infos []ledger.ObjectInfo
-	for _, o := range all {
-		if o.Deleted || o.Opts != nil && o.Opts.Link != nil {
-			continue
-		}
-		if !strings.HasPrefix(o.Name, prefix) || backend.ValidateKey(o.Name) != nil {
-			continue
-		}
-		infos = append(infos, ledger.ObjectInfo{Key: o.Name, Size: int64(o.Size), ModTime: o.ModTime})
-	}
-	slices.SortFunc(infos, func(a, b ledger.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	for _, info := range infos {
 		if err := fn(info); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (s *Store) list(ctx context.Context, prefix string) ([]ledger.ObjectInfo, error) {
+	cons, err := s.js.OrderedConsumer(ctx, StreamName(s.bucket), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"$O." + s.bucket + ".M.>"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	type entry struct {
+		first jetstream.ObjectInfo
+		mod   time.Time
+	}
+	objs := map[string]*entry{}
+	for pending := uint64(1); pending > 0; {
+		batch, err := cons.FetchNoWait(1024)
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			pending = md.NumPending
+			var oi jetstream.ObjectInfo
+			if json.Unmarshal(m.Data(), &oi) != nil || oi.Deleted || !validID(oi.NUID) || m.Subject() != s.metaSubject(oi.Name) {
+				continue
+			}
+			if e, ok := objs[oi.Name]; !ok {
+				objs[oi.Name] = &entry{first: oi, mod: md.Timestamp}
+			} else if oi.NUID == e.first.NUID && oi.Digest == e.first.Digest && oi.Size == e.first.Size {
+				e.mod = md.Timestamp
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, err
+		}
+		if got == 0 {
+			break // nothing more now
+		}
+	}
+	var infos []ledger.ObjectInfo
+	for name, e := range objs {
+		if !strings.HasPrefix(name, prefix) || backend.ValidateKey(name) != nil {
+			continue
+		}
+		infos = append(infos, ledger.ObjectInfo{Key: name, Size: int64(e.first.Size), ModTime: e.mod})
+	}
+	slices.SortFunc(infos, func(a, b ledger.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return infos, nil
 }

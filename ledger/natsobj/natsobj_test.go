@@ -1,8 +1,10 @@
 package natsobj
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
@@ -101,5 +104,146 @@ func TestReopen(t *testing.T) {
 	}
 	if info, err := s2.StatObject(ctx, "a/b"); err != nil || info.Size != 2 {
 		t.Errorf("StatObject through a reopened bucket = %+v, %v", info, err)
+	}
+}
+
+// TestWriteOnce: a user who may publish on the bucket's subjects cannot alter or
+// erase a stored object: roll-ups and message deletes are refused by the server,
+// and later metadata (a deletion marker, another version) or extra chunks do not
+// change what the object reads as.
+func TestWriteOnce(t *testing.T) {
+	ctx := t.Context()
+	nc := startServer(t)
+	s, err := New(ctx, Config{Conn: nc, Bucket: "once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "blobs/sha256/ab/abcd"
+	content := strings.Repeat("x", 300<<10) // three chunks
+	if err := s.PutObject(ctx, key, strings.NewReader(content), int64(len(content))); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.first(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metaSubj, chunkSubj := s.metaSubject(key), s.chunkSubject(first.NUID)
+	publish := func(subj string, hdr nats.Header, data []byte) error {
+		_, err := js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: hdr, Data: data})
+		return err
+	}
+	rollup := nats.Header{jetstream.MsgRollup: []string{jetstream.MsgRollupSubject}}
+	for _, subj := range []string{metaSubj, chunkSubj, "$O.once.C.x"} {
+		if err := publish(subj, rollup, []byte("{}")); err == nil {
+			t.Errorf("a roll-up on %s was accepted", subj)
+		}
+	}
+	if err := s.stream.DeleteMsg(ctx, first.seq); err == nil {
+		t.Errorf("deleting the metadata message was accepted")
+	}
+	// Another version, a deletion marker and a wildcard id in later metadata;
+	// extra chunks after the object's own.
+	bogus := first.ObjectInfo
+	bogus.NUID, bogus.Size, bogus.Chunks, bogus.Digest = "EVIL", 4, 1, "SHA-256=AAAA"
+	deleted := first.ObjectInfo
+	deleted.Deleted = true
+	wild := first.ObjectInfo
+	wild.NUID = ">"
+	for _, oi := range []jetstream.ObjectInfo{bogus, deleted, wild} {
+		b, _ := json.Marshal(oi)
+		if err := publish(metaSubj, nil, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := publish(chunkSubj, nil, []byte("appended")); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(s.chunkSubject("EVIL"), nil, []byte("evil")); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := s.GetObject(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || string(got) != content {
+		t.Fatalf("object after hostile writes: %d bytes, %v", len(got), err)
+	}
+	if info, err := s.StatObject(ctx, key); err != nil || info.Size != int64(len(content)) {
+		t.Fatalf("stat after hostile writes: %+v %v", info, err)
+	}
+	var keys []string
+	if err := s.ListObjects(ctx, "", func(oi ledger.ObjectInfo) error { keys = append(keys, oi.Key); return nil }); err != nil || len(keys) != 1 || keys[0] != key {
+		t.Fatalf("list after hostile writes: %v %v", keys, err)
+	}
+	// Putting the same content again refreshes the object's time.
+	before, _ := s.StatObject(ctx, key)
+	time.Sleep(10 * time.Millisecond)
+	if err := s.PutObject(ctx, key, strings.NewReader(content), int64(len(content))); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := s.StatObject(ctx, key); err != nil || !after.ModTime.After(before.ModTime) {
+		t.Fatalf("re-put did not refresh the time: %v then %v (%v)", before.ModTime, after.ModTime, err)
+	}
+	// The admin's delete purges it (even with a wildcard id in its metadata,
+	// which is never used as a subject).
+	other := "blobs/sha256/cd/cdef"
+	if err := s.PutObject(ctx, other, strings.NewReader("kept"), 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteObject(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StatObject(ctx, key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("stat after delete: %v", err)
+	}
+	if info, err := s.StatObject(ctx, other); err != nil || info.Size != 4 {
+		t.Fatalf("another object after delete: %+v %v", info, err)
+	}
+}
+
+// TestHarden: a bucket made by nats.go's object store (roll-ups allowed) is
+// hardened, and its objects stay readable.
+func TestHarden(t *testing.T) {
+	ctx := t.Context()
+	nc := startServer(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "legacy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutString(ctx, "a/b", "old"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, Config{Conn: nc, Bucket: "legacy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.Harden(ctx); err != nil || !changed {
+		t.Fatalf("Harden = %v, %v", changed, err)
+	}
+	if changed, err := s.Harden(ctx); err != nil || changed {
+		t.Fatalf("second Harden = %v, %v", changed, err)
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil || info.Config.AllowRollup || !info.Config.DenyDelete {
+		t.Fatalf("config after Harden: %+v %v", info.Config, err)
+	}
+	rc, err := s.GetObject(ctx, "a/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "old" {
+		t.Fatalf("legacy object reads %q", b)
 	}
 }

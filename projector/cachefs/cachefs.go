@@ -37,6 +37,14 @@ import (
 // non-directory, or touch the state directory.
 var ErrUnsafePath = errors.New("unsafe path")
 
+// ErrIsDir and ErrNotDir wrap ErrUnsafePath for a directory where a file is
+// wanted and a non-directory where a directory is: a file and a directory of
+// the same name (see projector.OpShadow).
+var (
+	ErrIsDir  = fmt.Errorf("is a directory in the cache: %w", ErrUnsafePath)
+	ErrNotDir = fmt.Errorf("is not a directory: %w", ErrUnsafePath)
+)
+
 // Dir is a cache directory.
 type Dir struct {
 	root string // absolute, symlinks resolved
@@ -123,7 +131,7 @@ func (d *Dir) resolve(rel string) (string, []string, error) {
 	}
 	abs := d.abs(rel)
 	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
-		return "", nil, fmt.Errorf("path %q is a directory in the cache: %w", rel, ErrUnsafePath)
+		return "", nil, fmt.Errorf("path %q %w", rel, ErrIsDir)
 	}
 	return abs, missing, nil
 }
@@ -374,7 +382,7 @@ func (s *Stater) Stat(rel string) (FileInfo, error) {
 		return FileInfo{}, err
 	}
 	if fi.IsDir() {
-		return FileInfo{}, fmt.Errorf("path %q is a directory in the cache: %w", rel, ErrUnsafePath)
+		return FileInfo{}, fmt.Errorf("path %q %w", rel, ErrIsDir)
 	}
 	if !fi.Mode().IsRegular() {
 		return FileInfo{}, fmt.Errorf("stat %s: not a regular file: %w", rel, ErrUnsafePath)
@@ -395,7 +403,7 @@ func (d *Dir) checkDir(dir string) error {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return fmt.Errorf("goes through symlink %s: %w", abs, ErrUnsafePath)
 	case !fi.IsDir():
-		return fmt.Errorf("%s is not a directory: %w", abs, ErrUnsafePath)
+		return fmt.Errorf("%s %w", abs, ErrNotDir)
 	}
 	return nil
 }

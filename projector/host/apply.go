@@ -168,14 +168,18 @@ func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error)
 			continue
 		}
 		row, hasRow := s.index[ch.Path]
-		ds, err := h.inspect(st, ch.Path, row, hasRow)
+		ds, err := h.inspectChange(st, rd, ch, row, hasRow)
+		if blocker, ok := blockedBy(err); ok {
+			local = append(local, blocker)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("apply %s: %w", ch.Path, err)
 		}
 		disk[i] = ds
 		oldOK := ds.matches(ch.Old) || (!ds.exists && ch.Old != nil && ch.Old.Lazy)
 		switch {
-		case oldOK || ds.matches(ch.New) || s.leftover(ch.Path, ds):
+		case oldOK || ds.matches(ch.New) || s.leftover(ch.Path, ds) || ds.ledgerLeft(ch):
 		case !ds.exists && (ch.Op != projector.OpWrite || rd.Reset):
 			// Absent where nothing must be, or a reset restoring it.
 		default:
@@ -253,12 +257,12 @@ func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]ca
 	return rows
 }
 
-// removeReady removes the files of OpDelete and OpLazy changes that exist, in
+// removeReady removes the files of OpDelete, OpLazy and OpShadow changes that exist, in
 // order (cachefs removes the directories it empties, which must not race with
 // a fetch creating a file in one of them).
 func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) error {
 	for i, ch := range rd.Changes {
-		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy) || !disk[i].exists || disk[i].keep {
+		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy && ch.Op != projector.OpShadow) || !disk[i].exists || disk[i].keep {
 			continue
 		}
 		if err := h.dir.RemoveDeferred(ch.Path); err != nil {

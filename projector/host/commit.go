@@ -26,6 +26,8 @@ type CommitOptions struct {
 	// Stored lists content a Prepare of this Host already put in the blob
 	// store; the commit does not upload it again.
 	Stored map[ledger.Digest]bool
+	// Paths, when set, limits the commit to these paths (resolve --mine).
+	Paths []string
 }
 
 // CommitResult says what a commit did.
@@ -62,7 +64,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 	}
 	seen := map[string]bool{}
 	err = h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
-		if !keep(ledger.PartitionKey(rel)) {
+		part := ledger.PartitionKey(rel)
+		if !keep(part) {
+			return nil
+		}
+		if err := ledger.CheckPartitionToken(part); err != nil {
+			// No event can carry this partition: leave the file out, never the others.
+			h.log.Warn("not synced", "path", rel, "reason", err)
 			return nil
 		}
 		seen[rel] = true
@@ -98,11 +106,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
+	// A shadowed file absent from the cache is not a deletion: a directory of
+	// its name holds other paths (projector.OpShadow).
 	for p, row := range s.index {
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			continue // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) && !s.core.Shadowed(p) {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
@@ -139,6 +149,9 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 		if err != nil {
 			return res, err
 		}
+		if len(opt.Paths) > 0 {
+			sc.changes = slices.DeleteFunc(sc.changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
+		}
 		if len(sc.changes) == 0 {
 			res.Nothing, res.HWM = true, s.core.HWM()
 			return res, nil
@@ -169,7 +182,7 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 // publish uploads the changed content, appends the events and records them.
 func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOptions, res *CommitResult) error {
 	now := h.cfg.Now()
-	id, err := ledger.NewUUIDv7(now, h.cfg.Rand)
+	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
 		return err
 	}

@@ -31,8 +31,11 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%v: %q (local files kept, still uncommitted)", ErrCommitConflict, e.Paths)
+	return fmt.Sprintf("%v: %q (local files kept, still uncommitted): %s", ErrCommitConflict, e.Paths, resolveHint(e.Paths))
 }
+
+// Commands returns the command lines that settle the conflict.
+func (e *ConflictError) Commands() []string { return resolveCommands(e.Paths) }
 
 func (e *ConflictError) Unwrap() error { return ErrCommitConflict }
 
@@ -42,7 +45,13 @@ type LocalChangesError struct {
 }
 
 func (e *LocalChangesError) Error() string {
-	return fmt.Sprintf("%v: %q (commit them first; nothing was overwritten)", ErrLocalChanges, e.Paths)
+	return fmt.Sprintf("%v: %q (nothing was overwritten): commit them first, or %s", ErrLocalChanges, e.Paths, resolveHint(e.Paths))
+}
+
+// Commands returns the command lines that lead out: commit, or settle the
+// conflict either way.
+func (e *LocalChangesError) Commands() []string {
+	return append([]string{"syncledger commit"}, resolveCommands(e.Paths)...)
 }
 
 func (e *LocalChangesError) Unwrap() error { return ErrLocalChanges }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -144,7 +145,17 @@ func emptyDir(dir string) error {
 	return nil
 }
 
-// materialize writes every file of s into cfg.Into, in parallel, verified.
+// ShadowedDir holds, in a replayed tree, the files a directory of the same
+// name shadows (projector.Core.Shadowed), each under its path escaped to one
+// name (url.PathEscape: "a/b" is "a%2Fb"), so that nothing committed is left
+// out of the tree.
+const ShadowedDir = ".syncledger-shadowed"
+
+// ShadowedName is where a replayed tree holds the shadowed file at path.
+func ShadowedName(path string) string { return ShadowedDir + "/" + url.PathEscape(path) }
+
+// materialize writes every file of s into cfg.Into, in parallel, verified; a
+// shadowed file goes under ShadowedDir.
 func materialize(ctx context.Context, cfg ReplayConfig, s *snapshot.Snapshot, res *ReplayResult) error {
 	dir, err := cachefs.Open(cfg.Into)
 	if err != nil {
@@ -157,15 +168,26 @@ func materialize(ctx context.Context, cfg ReplayConfig, s *snapshot.Snapshot, re
 		errs []error
 		sem  = make(chan struct{}, cfg.Parallel)
 	)
-	for _, e := range s.Entries {
+	paths := make([]string, len(s.Entries))
+	for i, e := range s.Entries {
+		paths[i] = e.Path
+	}
+	shadowed := map[string]bool{}
+	for _, p := range projector.ShadowedPaths(paths) {
+		shadowed[p] = true
+	}
+	for i, e := range s.Entries {
 		if ctx.Err() != nil {
 			break
+		}
+		if shadowed[e.Path] {
+			paths[i] = ShadowedName(e.Path)
 		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			fi, err := fetch(ctx, cfg.Blobs, dir, e.Path, &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
+			fi, err := fetch(ctx, cfg.Blobs, dir, paths[i], &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -186,10 +208,6 @@ func materialize(ctx context.Context, cfg ReplayConfig, s *snapshot.Snapshot, re
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
-	}
-	paths := make([]string, len(s.Entries))
-	for i, e := range s.Entries {
-		paths[i] = e.Path
 	}
 	if err := dir.Flush(paths, nil, cfg.Parallel); err != nil {
 		return err

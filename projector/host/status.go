@@ -34,6 +34,14 @@ type Status struct {
 	Ignored    []string                   `json:"ignored"` // paths the ignore rules leave out (directories end in /)
 	Lazy       uint64                     `json:"lazy"`    // files applied as metadata only
 	Files      int                        `json:"files"`   // indexed files
+	// Shadowed: indexed files the cache does not hold because a directory of
+	// the same name holds other indexed paths (two hosts raced; the directory
+	// wins). Each comes back when the last path under it goes; 'replay'
+	// writes them under .syncledger-shadowed/.
+	Shadowed []string `json:"shadowed"`
+	// Conflicts: dirty paths the ledger changed too since this host last
+	// synced them (see Conflicts); resolve each with 'syncledger resolve'.
+	Conflicts []string `json:"conflicts"`
 }
 
 // Status reports the HWM against the log's head, the marks, and the uncommitted
@@ -75,6 +83,10 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	for _, e := range sc.changes {
 		out.Dirty = append(out.Dirty, e.Path)
 	}
+	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
+	if out.Conflicts, err = h.conflicts(ctx, s, sc.changes); err != nil {
+		return out, err
+	}
 	out.Ignored = append([]string{}, sc.ignored...)
 	return out, nil
 }
@@ -103,9 +115,16 @@ func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
 	if err != nil {
 		return out, err
 	}
+	shadowed, err := h.shadowedRows()
+	if err != nil {
+		return out, err
+	}
 	err = h.db.ForEach(func(path string, e statedb.Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if shadowed[path] {
+			return nil // a directory of its name holds other paths: not in the cache
 		}
 		if ign.Ignored(path) {
 			return nil // this host's own file: never synced, nothing to compare

@@ -93,7 +93,7 @@ func fill(b *testing.B, lg *jetstream.Log, n, parts int) {
 			for i := w; i < n; i += writers {
 				p := fmt.Sprintf("audit%d", (i/writers)%(parts/writers)*writers+w)
 				m := marks[p]
-				id, _ := ledger.NewUUIDv7(time.Now(), rand.Reader)
+				id, _ := ledger.NewCommitID(rand.Reader)
 				path := fmt.Sprintf("%s/f%d", p, i%17)
 				ev := ledger.Event{V: ledger.FormatVersion, Ledger: info.UUID, Commit: id, Host: "bench", At: time.Now(),
 					Partition: p, ModelSeq: m[0] + 1, Prev: ledger.Seq(m[1]), Parts: 1, Part: 1,

@@ -23,6 +23,13 @@ export const configSchema = z.object({
 });
 export type Config = z.infer<typeof configSchema>;
 
+/** An error as swamp should print it: its message, without a stack. */
+function failure(message: string): Error {
+  const e = new Error(message);
+  e.stack = `Error: ${message}`;
+  return e;
+}
+
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
 
 /** One agent process, shared by every provider of this swamp process with the same config. */
@@ -54,11 +61,13 @@ export class Agent {
       const why = e instanceof Deno.errors.NotFound
         ? "not found"
         : e instanceof Deno.errors.PermissionDenied ? "not executable" : String(e);
-      throw new Error(
+      throw failure(
         `${TYPE}: the syncledger binary ${this.cfg.binary} is ${why}: install syncledger there, ` +
           `or run 'syncledger swamp setup --repo DIR' with the binary you have to rewrite "binary" in .swamp.yaml`,
       );
     }
+    // Unreferenced while idle, so that the agent never keeps swamp from
+    // exiting; referenced while an answer is awaited (see send).
     this.child.unref();
     this.writer = this.child.stdin.getWriter();
     this.readLines(this.child.stdout, (line) => this.answer(line));
@@ -66,7 +75,7 @@ export class Agent {
       this.stderr = (this.stderr + line + "\n").slice(-4000);
     });
     this.child.status.then((st) => {
-      this.dead = new Error(
+      this.dead = failure(
         `${TYPE}: the syncledger agent (${this.cfg.binary}) exited with code ${st.code}` +
           (this.stderr.trim() ? `: ${this.stderr.trim()}` : ""),
       );
@@ -106,10 +115,13 @@ export class Agent {
     const p = this.pending.get(msg.id);
     if (!p) return;
     this.pending.delete(msg.id);
+    if (this.pending.size === 0) this.child?.unref();
     if (msg.error) {
-      const e = new Error(msg.error.message) as Error & { kind?: string; paths?: string[] };
-      e.kind = msg.error.kind;
-      e.paths = msg.error.paths;
+      // swamp prints a failed command's error with its stack: the message is
+      // all there is to say, and kind and paths are for callers, not display.
+      const e = failure(msg.error.message);
+      Object.defineProperty(e, "kind", { value: msg.error.kind });
+      Object.defineProperty(e, "paths", { value: msg.error.paths ?? [] });
       p.reject(e);
     } else p.resolve(msg.result ?? null);
   }
@@ -119,6 +131,7 @@ export class Agent {
     const id = this.next++;
     const line = new TextEncoder().encode(JSON.stringify({ ...req, id }) + "\n");
     return new Promise((resolve, reject) => {
+      if (this.pending.size === 0) this.child?.ref();
       this.pending.set(id, { resolve, reject });
       this.writer!.write(line).catch((e) => {
         this.pending.delete(id);

@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// b10 is what the @syncledger/datastore extension adds to one swamp command on
+// a synced host: `swamp model method run vpc execute` (a command/shell model
+// that echoes a value) in a repo whose datastore is the ledger, against the
+// same command in a repo on swamp's filesystem datastore, interleaved, in the
+// same run. The extension's run includes everything it does for the command:
+// starting the agent, the lock requests, the full sync (nothing new: one
+// request), the upload and the one commit of the run's files.
+//
+// It needs the swamp CLI (Config.Swamp) and builds the syncledger binary with
+// the go command, so the harness must run in the module's source tree.
+func (r *runner) b10(ctx context.Context) error {
+	// Deno refuses paths under /dev: the repos and the binary live in the
+	// system temp directory.
+	base := os.TempDir()
+	if strings.HasPrefix(base, "/dev/") {
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "syncledger-bench-b10-")
+	if err != nil {
+		return err
+	}
+	if !r.cfg.Keep {
+		r.closes = append(r.closes, func() { os.RemoveAll(dir) })
+	}
+	bin := filepath.Join(dir, "syncledger")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/syncledger/syncledger/cmd/syncledger").CombinedOutput(); err != nil {
+		return fmt.Errorf("build syncledger (run the harness in the source tree): %v\n%s", err, out)
+	}
+	ledgerName := r.e.name("b10")
+	sl := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--nats", r.e.natsURL, "--ledger", ledgerName, "--log-level", "warn"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("syncledger %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := sl("init", "--blobs", "file://"+filepath.Join(dir, "blobs")); err != nil {
+		return err
+	}
+	swamp := func(repo string, args ...string) error {
+		if err := os.MkdirAll(repo, 0o755); err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, r.cfg.Swamp, args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"), "NO_COLOR=1", "TMPDIR="+dir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("swamp %s in %s: %v\n%s", strings.Join(args, " "), repo, err, out.String())
+		}
+		return nil
+	}
+	fsRepo, extRepo := filepath.Join(dir, "fs"), filepath.Join(dir, "ext")
+	if err := swamp(fsRepo, "repo", "init", "--tool", "none"); err != nil {
+		return err
+	}
+	if err := swamp(fsRepo, "model", "create", "command/shell", "vpc"); err != nil {
+		return err
+	}
+	def := filepath.Join(fsRepo, "models", "command", "shell", "vpc.yaml")
+	b, err := os.ReadFile(def)
+	if err != nil {
+		return err
+	}
+	run, _ := json.Marshal("echo vpc-0abc123")
+	b = bytes.Replace(b, []byte("methods: {}"), []byte("methods:\n  execute:\n    arguments:\n      run: "+string(run)+"\n"), 1)
+	if err := os.WriteFile(def, b, 0o644); err != nil {
+		return err
+	}
+	if err := swamp(extRepo, "repo", "init", "--tool", "none"); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-r", filepath.Join(fsRepo, "models"), extRepo).CombinedOutput(); err != nil {
+		return fmt.Errorf("copy models: %v %s", err, out)
+	}
+	if err := sl("--host", "b10", "swamp", "setup", "--repo", extRepo, "--binary", bin); err != nil {
+		return err
+	}
+	var fsS, extS series
+	method := func(s *series, repo string) op {
+		return op{s: s, run: wrap(func() error { return swamp(repo, "model", "method", "run", "vpc", "execute") })}
+	}
+	warm, rounds := 2, 15
+	if r.cfg.Quick {
+		warm, rounds = 1, 2
+	}
+	if err := r.e.interleave(ctx, warm, rounds, method(&fsS, fsRepo), method(&extS, extRepo)); err != nil {
+		return err
+	}
+	row := latencyRow("B10", "swamp model method run, extension vs filesystem datastore", "1 model", &extS, &fsS,
+		"the same swamp command on swamp's filesystem datastore")
+	added := row.Median - row.Base
+	row.Note = fmt.Sprintf("the extension adds %.0f ms (median %.0f vs %.0f ms); CPU is the harness's, not swamp's", added, row.Median, row.Base)
+	row.check("adds ≤ 50 ms", added <= 50)
+	r.add(row)
+	return nil
+}
+
+// swampPath is the swamp CLI B10 runs: Config.Swamp, else SYNCLEDGER_TEST_SWAMP.
+func swampPath(cfg Config) string {
+	if cfg.Swamp != "" {
+		return cfg.Swamp
+	}
+	return os.Getenv("SYNCLEDGER_TEST_SWAMP")
+}
+
+// b10Skipped says why B10 did not run in a run of every scenario.
+const b10Skipped = "B10 (swamp) not run: it needs the swamp CLI (--swamp PATH, or SYNCLEDGER_TEST_SWAMP; ../shared/tools/swamp/install.sh prints it)"

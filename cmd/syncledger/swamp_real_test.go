@@ -1,0 +1,473 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/swamp"
+)
+
+// The tests in this file drive the real swamp CLI (swamp-club/swamp under
+// Deno; ../shared/tools/swamp/install.sh prints its path) through the
+// @syncledger/datastore extension that `syncledger swamp setup` writes. They
+// run when SYNCLEDGER_TEST_SWAMP names that swamp; set and unusable, they fail.
+
+// swampModels are the command/shell models of the test repos: consumer reads
+// vpc's output through the model map (the swamp-club#3193 pair); slow holds its
+// per-model lock for a while.
+var swampModels = map[string]string{
+	"vpc":      `echo vpc-0abc123`,
+	"consumer": `echo "consumer sees ${{ model.vpc.resource.result.result.attributes.stdout }}"`,
+	"other":    `echo other`,
+	"slow":     `sleep 4; echo slow`,
+}
+
+// realSwamp is a test's world: one ledger on a NATS server, the swamp CLI, and
+// a template repo whose models every host's repo copies (as a git checkout
+// would).
+type realSwamp struct {
+	t        *testing.T
+	swamp    string
+	dir      string
+	c        *shell
+	nats     string
+	template string
+	bin      string // the syncledger binary the repos' extension runs
+}
+
+func newRealSwamp(t *testing.T) *realSwamp {
+	t.Helper()
+	bin := os.Getenv("SYNCLEDGER_TEST_SWAMP")
+	if bin == "" {
+		t.Skip("set SYNCLEDGER_TEST_SWAMP to the swamp CLI (SWAMP=$(../shared/tools/swamp/install.sh)) to run the real-swamp tests")
+	}
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "swamp") {
+		t.Fatalf("SYNCLEDGER_TEST_SWAMP=%s is not a usable swamp CLI: %v\n%s", bin, err, out)
+	}
+	// Deno refuses paths under /dev (TMPDIR=/dev/shm) without --allow-all.
+	base := os.TempDir()
+	if strings.HasPrefix(base, "/dev/") {
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "syncledger-swamp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	srv, _ := jstest.RunServer(t)
+	w := &realSwamp{t: t, swamp: bin, dir: dir, nats: srv.ClientURL()}
+	w.c = &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+w.nats, "SYNCLEDGER_LEDGER=swamp", "SYNCLEDGER_LOG_LEVEL=warn")}
+	w.c.ok("init", "--blobs", fileURL(filepath.Join(dir, "blobs")))
+	// The binary too must not be under /dev for Deno.
+	w.bin = filepath.Join(dir, "syncledger")
+	if out, err := exec.Command("cp", binPath, w.bin).CombinedOutput(); err != nil {
+		t.Fatalf("copy the binary: %v %s", err, out)
+	}
+
+	w.template = filepath.Join(dir, "template")
+	w.mustSwamp(w.template, "repo", "init", "--tool", "none")
+	for name, run := range swampModels {
+		w.mustSwamp(w.template, "model", "create", "command/shell", name)
+		p := filepath.Join(w.template, "models", "command", "shell", name+".yaml")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := json.Marshal(run) // a JSON string is a YAML double-quoted scalar
+		s := strings.Replace(string(b), "methods: {}", "methods:\n  execute:\n    arguments:\n      run: "+string(q)+"\n", 1)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// repo makes host name's swamp repo (its own HOME: its own swamp state) with
+// the template's models, set up on the ledger by `syncledger swamp setup`.
+func (w *realSwamp) repo(name string, setupArgs ...string) string {
+	w.t.Helper()
+	repo := filepath.Join(w.dir, name)
+	w.mustSwamp(repo, "repo", "init", "--tool", "none")
+	if out, err := exec.Command("cp", "-r", filepath.Join(w.template, "models"), repo).CombinedOutput(); err != nil {
+		w.t.Fatalf("copy models: %v %s", err, out)
+	}
+	args := append([]string{"--host", name, "swamp", "setup", "--repo", repo, "--lock-ttl-ms", "3000", "--binary", w.bin}, setupArgs...)
+	w.c.ok(args...)
+	return repo
+}
+
+func (w *realSwamp) cache(repo string) string {
+	return filepath.Join(repo, ".swamp", "syncledger-cache")
+}
+
+// run runs swamp in repo and returns its combined output and exit code.
+func (w *realSwamp) run(repo string, args ...string) (string, int) {
+	w.t.Helper()
+	cmd := w.cmd(repo, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatalf("swamp %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), code
+}
+
+func (w *realSwamp) cmd(repo string, args ...string) *exec.Cmd {
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(w.t.Context(), 5*time.Minute)
+	w.t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, w.swamp, args...)
+	cmd.Dir = repo
+	// TMPDIR too: swamp bundles extensions in it, and Deno refuses /dev/shm.
+	cmd.Env = append(cliEnv(), "HOME="+repo+".home", "NO_COLOR=1", "TMPDIR="+w.dir)
+	return cmd
+}
+
+func (w *realSwamp) mustSwamp(repo string, args ...string) string {
+	w.t.Helper()
+	out, code := w.run(repo, args...)
+	if code != 0 {
+		w.t.Fatalf("swamp %s in %s: exit %d\n%s", strings.Join(args, " "), repo, code, out)
+	}
+	return out
+}
+
+// synced checks that every repo's cache holds the same files as the others,
+// with hwm == head and nothing uncommitted.
+func (w *realSwamp) synced(repos ...string) {
+	w.t.Helper()
+	var first map[string]string
+	for i, r := range repos {
+		w.mustSwamp(r, "datastore", "sync")
+		st := w.c.status(w.cache(r))
+		if st.HWM != st.Head || len(st.Dirty) != 0 {
+			w.t.Errorf("%s: hwm %d, head %d, dirty %q", r, st.HWM, st.Head, st.Dirty)
+		}
+		files := swampTree(w.t, w.cache(r))
+		if i == 0 {
+			first = files
+		} else if diff := cmp.Diff(first, files); diff != "" {
+			w.t.Errorf("caches of %s and %s differ (-first +this):\n%s", repos[0], r, diff)
+		}
+	}
+}
+
+// swampTree is tree without swamp's local-only catalog database.
+func swampTree(t *testing.T, cache string) map[string]string {
+	files := tree(t, cache)
+	for p := range files {
+		if strings.Contains(filepath.Base(p), "_catalog.db") {
+			delete(files, p)
+		}
+	}
+	return files
+}
+
+// dataVersions returns swamp's catalog view of a model's data: name → version.
+func (w *realSwamp) dataVersions(repo, model string) map[string]int {
+	w.t.Helper()
+	out := w.mustSwamp(repo, "data", "query", fmt.Sprintf("modelName == %q", model), "--json")
+	var q struct {
+		Results []struct {
+			Name     string `json:"name"`
+			Version  int    `json:"version"`
+			IsLatest bool   `json:"isLatest"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &q); err != nil {
+		w.t.Fatalf("data query --json: %v\n%s", err, out)
+	}
+	v := map[string]int{}
+	for _, r := range q.Results {
+		if r.IsLatest {
+			v[r.Name] = r.Version
+		}
+	}
+	return v
+}
+
+// TestSwampReal3193 is the swamp-club#3193 sequence through the extension: a
+// host that runs consumer after another host ran vpc must see vpc's output.
+func TestSwampReal3193(t *testing.T) {
+	w := newRealSwamp(t)
+	control, writer := w.repo("control"), w.repo("writer")
+
+	if out := w.mustSwamp(control, "datastore", "status"); !strings.Contains(out, "healthy") {
+		t.Fatalf("datastore status:\n%s", out)
+	}
+	w.mustSwamp(control, "datastore", "sync")
+	w.mustSwamp(writer, "model", "method", "run", "vpc", "execute")
+	w.mustSwamp(writer, "model", "method", "run", "consumer", "execute")
+	out := w.mustSwamp(control, "model", "method", "run", "consumer", "execute")
+	if !strings.Contains(out, "consumer sees vpc-0abc123") {
+		t.Fatalf("control's consumer did not see writer's vpc value:\n%s", out)
+	}
+	st := w.c.status(w.cache(control))
+	if st.HWM != st.Head || len(st.Dirty) != 0 {
+		t.Fatalf("control after its run: hwm %d, head %d, dirty %q", st.HWM, st.Head, st.Dirty)
+	}
+
+	// writer runs vpc again; control's catalog shows the new version after its
+	// next command pulls it.
+	w.mustSwamp(writer, "model", "method", "run", "vpc", "execute")
+	want := w.dataVersions(writer, "vpc")
+	if want["result"] != 2 {
+		t.Fatalf("writer's vpc versions %v, want result at 2", want)
+	}
+	w.mustSwamp(control, "datastore", "sync")
+	if got := w.dataVersions(control, "vpc"); !cmp.Equal(got, want) {
+		t.Fatalf("control's data query shows %v, writer's %v", got, want)
+	}
+	w.synced(control, writer)
+}
+
+// TestSwampRealConcurrent: two hosts run different models of one type 20 times
+// each at the same time, then the same model from both hosts (serialised by
+// its per-model lock). Every run succeeds, and the caches end identical.
+func TestSwampRealConcurrent(t *testing.T) {
+	w := newRealSwamp(t)
+	a, b := w.repo("host-a"), w.repo("host-b")
+	runs := func(repo, model string, n int) error {
+		for i := range n {
+			if out, code := w.run(repo, "model", "method", "run", model, "execute"); code != 0 {
+				return fmt.Errorf("%s run %d of %s: exit %d\n%s", filepath.Base(repo), i+1, model, code, out)
+			}
+		}
+		return nil
+	}
+	both := func(ma, mb string, n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		wg.Add(2)
+		go func() { defer wg.Done(); errs[0] = runs(a, ma, n) }()
+		go func() { defer wg.Done(); errs[1] = runs(b, mb, n) }()
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start := time.Now()
+	both("vpc", "other", 20)
+	t.Logf("40 concurrent runs of different models took %v", time.Since(start))
+	start = time.Now()
+	both("consumer", "consumer", 5)
+	t.Logf("10 concurrent runs of the same model took %v", time.Since(start))
+	w.synced(a, b)
+	// The same model's runs were serialised: its versions are 1..10, none lost.
+	if v := w.dataVersions(a, "consumer"); v["result"] != 10 {
+		t.Fatalf("consumer's result is at version %d after 10 runs on two hosts: %v", v["result"], v)
+	}
+}
+
+// TestSwampRealLocks: the per-model lock makes a second host wait for the
+// first; a holder killed with kill -9 keeps the lock until its TTL runs out,
+// then the other host gets it.
+func TestSwampRealLocks(t *testing.T) {
+	w := newRealSwamp(t)
+	a, b := w.repo("host-a"), w.repo("host-b")
+	nc := jstest.Connect(t, w.nats)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := ljs.OpenKV(t.Context(), js, "swamp", swamp.Bucket("swamp"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	locks := swamp.NewLocks(kv)
+	slowID := modelID(t, w.template, "slow")
+	key := "data/command/shell/" + slowID + "/.lock"
+	waitHeld := func(what string) *swamp.LockInfo {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if info, err := locks.Inspect(t.Context(), key); err != nil {
+				t.Fatal(err)
+			} else if info != nil {
+				return info
+			}
+		}
+		t.Fatalf("%s: the per-model lock of slow was never taken", what)
+		return nil
+	}
+
+	// Contention: b starts while a holds slow's lock, and finishes after a.
+	ca := w.cmd(a, "model", "method", "run", "slow", "execute")
+	var outA bytes.Buffer
+	ca.Stdout, ca.Stderr = &outA, &outA
+	if err := ca.Start(); err != nil {
+		t.Fatal(err)
+	}
+	holder := waitHeld("contention")
+	outB, code := w.run(b, "model", "method", "run", "slow", "execute")
+	if err := ca.Wait(); err != nil {
+		t.Fatalf("a's run: %v\n%s", err, outA.String())
+	}
+	if code != 0 {
+		t.Fatalf("b's run (waiting for %s): exit %d\n%s", holder.Hostname, code, outB)
+	}
+	w.mustSwamp(a, "datastore", "sync")
+	if v := w.dataVersions(a, "slow"); v["result"] != 2 {
+		t.Fatalf("slow's result at version %d after a run on each host, want 2 (b waited for a's)", v["result"])
+	}
+
+	// kill -9: a's swamp dies holding the lock (its agent ends with it and stops
+	// renewing); the lock stays a's until its TTL, then b gets it.
+	ck := w.cmd(a, "model", "method", "run", "slow", "execute")
+	if err := ck.Start(); err != nil {
+		t.Fatal(err)
+	}
+	held := waitHeld("kill -9")
+	if err := ck.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = ck.Wait()
+	killed := time.Now()
+	if info, _ := locks.Inspect(t.Context(), key); info == nil || info.Nonce != held.Nonce {
+		t.Fatalf("right after kill -9 the lock is %+v, want still a's (%s) until its TTL", info, held.Nonce)
+	}
+	// Watch the lock change hands while b runs.
+	taken := make(chan time.Duration, 1)
+	go func() {
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if info, err := locks.Inspect(context.Background(), key); err == nil && info != nil && info.Nonce != held.Nonce {
+				taken <- time.Since(killed)
+				return
+			}
+		}
+		taken <- -1
+	}()
+	w.mustSwamp(b, "model", "method", "run", "slow", "execute")
+	after := <-taken
+	t.Logf("b took slow's lock %v after a was killed (TTL 3s, renewed every 1s)", after)
+	// a renewed at most a third of the TTL before the kill: the lock cannot
+	// pass before two thirds of the TTL (2s) after it.
+	if after < 1500*time.Millisecond {
+		t.Fatalf("b took the lock %v after the kill, before a's TTL ran out", after)
+	}
+}
+
+// modelID reads a model's id from its definition in repo.
+func modelID(t *testing.T, repo, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo, "models", "command", "shell", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^id: (\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no id in %s's definition", name)
+	}
+	return string(m[1])
+}
+
+// TestSwampRealBadInput: a wrong server, ledger or binary gives swamp a
+// message naming what to fix, and writes nothing.
+func TestSwampRealBadInput(t *testing.T) {
+	w := newRealSwamp(t)
+
+	// setup refuses before writing anything.
+	fresh := filepath.Join(w.dir, "fresh")
+	w.mustSwamp(fresh, "repo", "init", "--tool", "none")
+	before, _ := os.ReadFile(filepath.Join(fresh, ".swamp.yaml"))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nats", "nats://127.0.0.1:1"}, "connect to NATS"},
+		{[]string{"--ledger", "nosuch"}, "nosuch"},
+	} {
+		r := w.c.run(append(tc.args, "swamp", "setup", "--repo", fresh)...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("setup %v: exit %d, stderr %q; want a failure naming %q", tc.args, r.code, r.stderr, tc.want)
+		}
+		after, _ := os.ReadFile(filepath.Join(fresh, ".swamp.yaml"))
+		if !bytes.Equal(before, after) {
+			t.Errorf("setup %v changed .swamp.yaml", tc.args)
+		}
+		if _, err := os.Stat(filepath.Join(fresh, "extensions", "datastores", "syncledger.ts")); err == nil {
+			t.Errorf("setup %v wrote the extension", tc.args)
+		}
+	}
+
+	repo := w.repo("host")
+	yml := filepath.Join(repo, ".swamp.yaml")
+	good, err := os.ReadFile(yml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := filepath.Join(repo, "extensions", "datastores", "syncledger.ts")
+	goodExt, err := os.ReadFile(ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := w.c.status(w.cache(repo)).Head
+	for _, tc := range []struct {
+		name     string
+		yaml, ts func(string) string
+		want     string
+	}{
+		{"unreachable NATS", func(s string) string { return strings.Replace(s, "nats: "+w.nats, "nats: nats://127.0.0.1:1", 1) }, nil, "cannot reach NATS"},
+		{"missing ledger", func(s string) string { return strings.Replace(s, "ledger: swamp", "ledger: nosuch", 1) }, nil, "syncledger init"},
+		{"missing binary", func(s string) string {
+			return strings.Replace(s, "binary: "+w.bin, "binary: /nonexistent/syncledger", 1)
+		}, nil, "/nonexistent/syncledger is not found"},
+		{"mismatched binary", nil, func(s string) string {
+			return regexp.MustCompile(`WRITTEN_BY = "[^"]*"`).ReplaceAllString(s, `WRITTEN_BY = "syncledger v0.0.1-old"`)
+		}, "run 'syncledger swamp setup"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			y, x := string(good), string(goodExt)
+			if tc.yaml != nil {
+				y = tc.yaml(y)
+			}
+			if tc.ts != nil {
+				x = tc.ts(x)
+			}
+			if y == string(good) && x == string(goodExt) {
+				t.Fatal("the test's edit changed nothing")
+			}
+			if err := os.WriteFile(yml, []byte(y), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(ext, []byte(x), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			defer os.WriteFile(yml, good, 0o644)
+			defer os.WriteFile(ext, goodExt, 0o644)
+			out, code := w.run(repo, "model", "method", "run", "vpc", "execute")
+			if code == 0 || !strings.Contains(out, tc.want) {
+				t.Fatalf("swamp with a %s: exit %d; want a failure naming %q:\n%s", tc.name, code, tc.want, out)
+			}
+			if st := w.c.status(w.cache(repo)); st.Head != head {
+				t.Fatalf("the ledger moved from %d to %d", head, st.Head)
+			}
+		})
+	}
+	// Put right, the same repo works.
+	w.mustSwamp(repo, "model", "method", "run", "vpc", "execute")
+}

@@ -1,0 +1,126 @@
+// Unit tests of the extension against a fake agent (testdata/fake_agent.ts):
+//   deno test -A swamp/extension/
+// The real agent and the real swamp CLI: cmd/syncledger/swamp_real_test.go.
+import { datastore, PROTOCOL, WRITTEN_BY } from "./syncledger.ts";
+
+const here = new URL(".", import.meta.url).pathname;
+const opts = { sanitizeOps: false, sanitizeResources: false };
+
+function assert(cond: unknown, msg: string): asserts cond {
+  if (!cond) throw new Error(msg);
+}
+async function rejects(p: Promise<unknown>, want: string): Promise<Error> {
+  try {
+    await p;
+  } catch (e) {
+    assert((e as Error).message.includes(want), `error ${JSON.stringify((e as Error).message)} lacks ${JSON.stringify(want)}`);
+    return e as Error;
+  }
+  throw new Error(`no error; wanted one with ${JSON.stringify(want)}`);
+}
+
+/** A fake binary (a script running the fake agent) and the log of its requests. */
+function fake(mode: string) {
+  const dir = Deno.makeTempDirSync();
+  const bin = `${dir}/syncledger`;
+  Deno.writeTextFileSync(bin, `#!/bin/sh\nFAKE_MODE=${mode} FAKE_LOG=${dir}/log exec "${Deno.execPath()}" run -A "${here}testdata/fake_agent.ts" "$@"\n`);
+  Deno.chmodSync(bin, 0o755);
+  const requests = () => {
+    try {
+      return Deno.readTextFileSync(`${dir}/log`).trim().split("\n").map((l) => JSON.parse(l));
+    } catch {
+      return [];
+    }
+  };
+  return { bin, requests };
+}
+
+let n = 0;
+function provider(binary: string, extra: Record<string, unknown> = {}) {
+  // A config of its own: each test gets its own agent.
+  return datastore.createProvider({ binary, cache: "/cache", nats: "nats://127.0.0.1:1", ledger: `t${n++}`, ...extra });
+}
+
+Deno.test("exports a datastore swamp can load", () => {
+  assert(datastore.type === "@syncledger/datastore", "type");
+  let threw = false;
+  try {
+    datastore.createProvider({ cache: "/c" });
+  } catch {
+    threw = true;
+  }
+  assert(threw, "a config without binary, nats and ledger was accepted");
+  const p = provider("/bin/false");
+  assert(p.resolveCachePath("/repo") === "/cache", "cache path");
+  assert(p.resolveDatastorePath("/repo") === "/repo/.swamp", "datastore path");
+  const caps = p.createSyncService("/repo", "/cache").capabilities();
+  assert(caps.scopedSync === false && caps.twoPhaseSync && caps.lazyHydration && caps.controlPlane, "capabilities");
+});
+
+Deno.test("one agent per config: hello first, answers matched by id", opts, async () => {
+  const f = fake("ok");
+  const cfg = { binary: f.bin, cache: "/cache", nats: "nats://127.0.0.1:1", ledger: "shared", host: "h1", flags: ["--nats-creds", "/x.creds"] };
+  const p = datastore.createProvider(cfg);
+  const sync = p.createSyncService("/repo", "/cache");
+  const lock = p.createLock("/repo/.swamp", { lockKey: "data/t/id/.lock", maxWaitMs: 5000 });
+  // The lock answers late: the pull's answer, sent after it, arrives first.
+  const acquired = lock.acquire().then(() => Date.now());
+  const pulled = sync.pullChanged({ metadataOnly: true }).then((files) => [files, Date.now()] as const);
+  const [files, pulledAt] = await pulled;
+  assert(files === 3, `pulled ${files}`);
+  assert(pulledAt < await acquired, "the pull waited for the lock's answer");
+  // A second provider of the same config shares the agent.
+  await datastore.createProvider({ ...cfg }).createSyncService("/repo", "/cache").pullChanged();
+  const reqs = f.requests();
+  assert(reqs[0].op === "hello" && reqs[0].version === WRITTEN_BY && reqs[0].protocol === PROTOCOL, `first request ${JSON.stringify(reqs[0])}`);
+  assert(reqs.filter((r) => r.op === "hello").length === 1, "more than one agent for one config");
+  const args = reqs[0].args.join(" ");
+  assert(args.includes("--ledger shared") && args.includes("--host h1") && args.includes("--nats-creds /x.creds") && args.endsWith("swamp agent"), args);
+  const acq = reqs.find((r) => r.op === "lock.acquire");
+  assert(acq.key === "data/t/id/.lock" && acq.maxWaitMs === 5000 && acq.ttlMs === 30000 && acq.holder.nonce, JSON.stringify(acq));
+  assert(reqs.find((r) => r.op === "pull").metadataOnly === true, "metadataOnly not passed");
+});
+
+Deno.test("markDirty is in-process; its paths go with the next push", opts, async () => {
+  const none = provider("/nonexistent/syncledger").createSyncService("/repo", "/cache");
+  await none.markDirty({ relPath: "data/t/id/result" }); // no agent: nothing to start
+  const f = fake("ok");
+  const sync = provider(f.bin).createSyncService("/repo", "/cache");
+  await sync.markDirty({ relPath: "data/t/id/result" });
+  await sync.markDirty({ relPath: "outputs/t/execute/id-1.yaml" });
+  assert(f.requests().length === 0, "markDirty started the agent");
+  assert(await sync.pushChanged() === 2, "push did not carry the hints");
+  assert(await sync.pushChanged() === 0, "hints were sent twice");
+});
+
+Deno.test("an agent's error is the error swamp shows", opts, async () => {
+  const f = fake("ok");
+  const sync = provider(f.bin).createSyncService("/repo", "/cache");
+  await sync.markDirty({ relPath: "conflict" });
+  const e = await rejects(sync.pushChanged(), "another host changed a/b") as Error & { kind: string; paths: string[] };
+  assert(e.kind === "conflict" && e.paths[0] === "a/b", JSON.stringify(e));
+});
+
+Deno.test("a missing binary says where and what to run", opts, async () => {
+  const sync = provider("/nonexistent/syncledger").createSyncService("/repo", "/cache");
+  await rejects(sync.pullChanged(), "/nonexistent/syncledger is not found");
+  await rejects(sync.pullChanged(), "syncledger swamp setup");
+});
+
+Deno.test("an agent that dies fails its calls with its stderr", opts, async () => {
+  const f = fake("die");
+  const p = provider(f.bin);
+  await rejects(p.createSyncService("/repo", "/cache").pullChanged(), "exited with code 3");
+  const v = await p.createVerifier().verify();
+  assert(!v.healthy && v.message.includes("boom"), JSON.stringify(v));
+});
+
+Deno.test("the control-plane store round-trips bytes", opts, async () => {
+  const f = fake("ok");
+  const cp = provider(f.bin).createSyncService("/repo", "/cache").controlPlaneStore();
+  const data = new Uint8Array([0, 1, 2, 250, 255]);
+  await cp.put("vault/k", data);
+  const got = await cp.get("vault/k");
+  assert(got !== null && got.length === 5 && got[3] === 250, `got ${got}`);
+  assert(await cp.get("vault/none") === null, "missing key");
+});
