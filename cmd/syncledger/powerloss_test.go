@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -553,8 +554,16 @@ func (p *powerLoss) converge() {
 	p.checkPublished()
 	ta := tree(t, p.dir("a"))
 	for _, name := range []string{"b", "c"} {
-		if tb := tree(t, p.dir(name)); !mapsEqual(ta, tb) {
-			p.violation("host %s's cache differs from A's after converging (%d files vs %d)", name, len(tb), len(ta))
+		tb := tree(t, p.dir(name))
+		var diffs []string
+		for _, rel := range slices.Sorted(maps.Keys(mergeKeys(ta, tb))) {
+			if va, vb := p.disk("a", rel), p.disk(name, rel); va != vb {
+				hs, _ := p.state(name)
+				diffs = append(diffs, fmt.Sprintf("%s: A %.12s, %s %.12s (row %x, journal %v, history %.12v)", rel, va, name, vb, hs.rows[rel].Digest[:6], hs.journal[rel], p.hist[rel]))
+			}
+		}
+		if len(diffs) > 0 {
+			p.violation("host %s's cache differs from A's after converging: %s", name, strings.Join(diffs, "; "))
 		}
 	}
 	for _, name := range []string{"a", "b", "c"} {
@@ -583,14 +592,13 @@ func (p *powerLoss) converge() {
 	}
 }
 
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
+func mergeKeys(a, b map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
+	for k := range b {
+		out[k] = true
 	}
-	return true
+	return out
 }
