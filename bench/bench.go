@@ -121,7 +121,7 @@ func sizesFor(cfg Config) sizes {
 }
 
 // Scenarios are the scenario ids, in the order Run runs them.
-var Scenarios = []string{"B6", "B4", "B5", "B1", "B2", "B3", "B8", "B7", "B9", "B10"}
+var Scenarios = []string{"B6", "B4", "B5", "B1", "B2", "B3", "B8", "B7", "B9", "B10", "B11", "B12"}
 
 // Run runs the selected scenarios and returns their report. A scenario that
 // fails ends the run with its error; the report holds the rows measured so far.
@@ -201,6 +201,7 @@ type runner struct {
 	sets   map[int]*dataset   // data sets on S3 by file count
 	synced map[int]*host.Host // a synced host per data set size (B4 leaves them; B1–B3, B8 use them)
 	closes []func()           // run at the end, in reverse
+	tools  *tools             // B11, B12: the CLI and natsinfo, built once
 }
 
 func (r *runner) want(id string) bool {
@@ -214,6 +215,7 @@ func (r *runner) run(ctx context.Context) error {
 	}{
 		{"B6", r.b6}, {"B4", r.b4}, {"B5", r.b5}, {"B1", r.b1}, {"B2", r.b2},
 		{"B3", r.b3}, {"B8", r.b8}, {"B7", r.b7}, {"B9", r.b9}, {"B10", r.b10},
+		{"B11", r.b11}, {"B12", r.b12},
 	}
 	defer func() {
 		for i := len(r.closes) - 1; i >= 0; i-- {

@@ -1,12 +1,13 @@
-// Package bench is syncledger's benchmark harness: scenarios B1–B9 of issue 8 and B10 of issue 13,
-// each measured against the raw JetStream (and S3) requests it needs, measured in
+// Package bench is syncledger's benchmark harness: scenarios B1–B9 of issue 8, B10 of
+// issue 13 and B11–B12 of issue 17 (whole CLI processes: start-up, and commits
+// from watch's dirty set, against natsinfo, a minimal nats.go client), each measured against the raw JetStream (and S3) requests it needs, measured in
 // the same run. One command reproduces the whole table:
 //
 //	go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md
 //
 // --quick runs every scenario at a small size in seconds (TestQuick runs it, so
 // the harness cannot rot); --only B3 runs one scenario; --cpuprofile writes the
-// client's profile; --big adds B4 at 100,000 files. The Go benchmarks in
+// client's profile; --big adds B4 at 100,000 files and B12 at 1,000,000. The Go benchmarks in
 // bench_test.go run single operations under the testing package for
 // `go test -cpuprofile`.
 //
@@ -79,7 +80,9 @@
 //	B10 (issue 13) what the @syncledger/datastore extension adds to one swamp
 //	   command on a synced host: `swamp model method run vpc execute` in a repo
 //	   set up by `syncledger swamp setup`; baseline: the same command in a repo
-//	   on swamp's filesystem datastore, interleaved. Needs the real swamp CLI
+//	   on swamp's filesystem datastore, interleaved (and, to tell swamp's part
+//	   from ours, on a datastore extension that does nothing; the agent's own
+//	   request times come from its SYNCLEDGER_SWAMP_TRACE). Needs the real swamp CLI
 //	   (--swamp, or SYNCLEDGER_TEST_SWAMP); a full run without it leaves B10 out
 //	   and says so.
 package bench

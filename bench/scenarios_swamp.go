@@ -50,13 +50,15 @@ func (r *runner) b10(ctx context.Context) error {
 	if err := sl("init", "--blobs", "file://"+filepath.Join(dir, "blobs")); err != nil {
 		return err
 	}
+	trace := filepath.Join(dir, "agent-trace.jsonl")
 	swamp := func(repo string, args ...string) error {
 		if err := os.MkdirAll(repo, 0o755); err != nil {
 			return err
 		}
 		cmd := exec.CommandContext(ctx, r.cfg.Swamp, args...)
 		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"), "NO_COLOR=1", "TMPDIR="+dir)
+		cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"), "NO_COLOR=1", "TMPDIR="+dir,
+			"SYNCLEDGER_SWAMP_TRACE="+trace) // the agent's requests and their times
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
@@ -90,21 +92,73 @@ func (r *runner) b10(ctx context.Context) error {
 	if err := sl("--host", "b10", "swamp", "setup", "--repo", extRepo, "--binary", bin); err != nil {
 		return err
 	}
-	var fsS, extS series
+	// A third repo on a datastore extension that does nothing: what swamp
+	// itself spends on loading and driving any extension.
+	nullRepo := filepath.Join(dir, "null")
+	if err := swamp(nullRepo, "repo", "init", "--tool", "none"); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-r", filepath.Join(fsRepo, "models"), nullRepo).CombinedOutput(); err != nil {
+		return fmt.Errorf("copy models: %v %s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Join(nullRepo, "extensions", "datastores"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(nullRepo, "extensions", "datastores", "null.ts"), []byte(nullExtension), 0o644); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(nullRepo, ".swamp.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("datastore:\n  type: \"@bench/null\"\n  config: {}\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	var fsS, extS, nullS series
+	var agentMS []float64 // per measured command: the sum of its agent requests' times
+	requests := 0
 	method := func(s *series, repo string) op {
 		return op{s: s, run: wrap(func() error { return swamp(repo, "model", "method", "run", "vpc", "execute") })}
+	}
+	ext := method(&extS, extRepo)
+	ext.prep = func() error { return os.WriteFile(trace, nil, 0o644) }
+	ext.done = func() error {
+		b, err := os.ReadFile(trace)
+		if err != nil {
+			return err
+		}
+		total, n := 0.0, 0
+		for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+			var rec struct{ MS float64 }
+			if json.Unmarshal(line, &rec) == nil {
+				total += rec.MS
+				n++
+			}
+		}
+		agentMS, requests = append(agentMS, total), n
+		return nil
 	}
 	warm, rounds := 2, 15
 	if r.cfg.Quick {
 		warm, rounds = 1, 2
 	}
-	if err := r.e.interleave(ctx, warm, rounds, method(&fsS, fsRepo), method(&extS, extRepo)); err != nil {
+	if r.cfg.Runs > 0 {
+		rounds = r.cfg.Runs
+	}
+	if err := r.e.interleave(ctx, warm, rounds, method(&fsS, fsRepo), method(&nullS, nullRepo), ext); err != nil {
 		return err
 	}
+	agentMed, _, _, _ := stats(agentMS[warm:])
 	row := latencyRow("B10", "swamp model method run, extension vs filesystem datastore", "1 model", &extS, &fsS,
 		"the same swamp command on swamp's filesystem datastore")
 	added := row.Median - row.Base
-	row.Note = fmt.Sprintf("the extension adds %.0f ms (median %.0f vs %.0f ms); CPU is the harness's, not swamp's", added, row.Median, row.Base)
+	nullMed, _, _, _ := stats(nullS.ms())
+	row.Note = fmt.Sprintf("the extension adds %.0f ms (median %.0f vs %.0f ms). A datastore extension that does nothing, in the same run: %.0f ms (%+.0f ms: swamp loading and driving any extension). Its %d agent requests take %.1f ms per command (median of their sums: the agent's own part; the rest is the agent's start and noise). CPU is the harness's, not swamp's",
+		added, row.Median, row.Base, nullMed, nullMed-row.Base, requests, agentMed)
 	row.check("adds ≤ 50 ms", added <= 50)
 	r.add(row)
 	return nil
@@ -120,3 +174,20 @@ func swampPath(cfg Config) string {
 
 // b10Skipped says why B10 did not run in a run of every scenario.
 const b10Skipped = "B10 (swamp) not run: it needs the swamp CLI (--swamp PATH, or SYNCLEDGER_TEST_SWAMP; ../shared/tools/swamp/install.sh prints it)"
+
+// nullExtension is a swamp datastore extension that does nothing: B10's second
+// baseline.
+const nullExtension = `import { z } from "npm:zod@4";
+class Lock { async acquire() {} async release() {} async withLock(f) { return await f(); } async inspect() { return null; } async forceRelease() { return false; } }
+class Sync { async pullChanged() { return 0; } async pushChanged() { return 0; } async markDirty() {} }
+export const datastore = {
+  type: "@bench/null", name: "null", description: "does nothing", configSchema: z.object({}),
+  createProvider(_config) {
+    return {
+      resolveDatastorePath: (repo) => repo + "/.swamp", resolveCachePath: (_repo) => undefined,
+      createSyncService: () => new Sync(), createLock: () => new Lock(),
+      createVerifier: () => ({ verify: async () => ({ healthy: true, message: "", latencyMs: 0, datastoreType: "@bench/null" }) }),
+    };
+  },
+};
+`

@@ -4,7 +4,10 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -156,4 +159,56 @@ func fsType(dir string) string {
 		return "overlayfs"
 	}
 	return "fs 0x" + strconv.FormatInt(int64(st.Type), 16)
+}
+
+// childPeakRSS runs cmd (not yet started; its output should not be a pipe) to
+// completion under ptrace and returns its own peak RSS in bytes, its VmHWM read
+// when it is about to exit. The wait4 rusage cannot say it: os/exec starts a
+// child with vfork, and the kernel charges the child the parent's peak RSS at
+// exec, so a small child of the harness looks as large as the harness.
+func childPeakRSS(cmd *exec.Cmd) (int64, error) {
+	runtime.LockOSThread() // every ptrace call from the thread that started it
+	defer runtime.UnlockOSThread()
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Ptrace = true
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil { // the stop at exec
+		return 0, err
+	}
+	if err := syscall.PtraceSetOptions(pid, syscall.PTRACE_O_TRACEEXIT); err != nil {
+		_ = cmd.Process.Kill()
+		return 0, err
+	}
+	if err := syscall.PtraceCont(pid, 0); err != nil {
+		return 0, err
+	}
+	var hwm int64
+	for {
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+			return 0, err
+		}
+		if ws.Exited() || ws.Signaled() {
+			break
+		}
+		sig := 0
+		if ws.Stopped() && ws.StopSignal() == syscall.SIGTRAP && ws.TrapCause() == syscall.PTRACE_EVENT_EXIT {
+			hwm = statusKB(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:")
+		} else if ws.Stopped() && ws.StopSignal() != syscall.SIGTRAP {
+			sig = int(ws.StopSignal())
+		}
+		if err := syscall.PtraceCont(pid, sig); err != nil {
+			return 0, err
+		}
+	}
+	_ = cmd.Process.Release()
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		return hwm, fmt.Errorf("%s: %v", strings.Join(cmd.Args, " "), ws)
+	}
+	return hwm, nil
 }

@@ -29,26 +29,20 @@ func NewCommit(recs []ledger.Record) (Commit, error) {
 	first := recs[0]
 	e := first.Event
 	c := Commit{
-		Seq: commitSeq(first), ID: e.Commit, Host: e.Host, At: e.At, Message: e.Message,
+		Seq: first.CommitSeq(), ID: e.Commit, Host: e.Host, At: e.At, Message: e.Message,
 		Parts: e.Parts, Records: recs,
 	}
 	for i, r := range recs {
 		switch {
 		case r.Event.Commit != c.ID:
 			return Commit{}, fmt.Errorf("new commit %s: record %d is of commit %s: %w", c.ID, i, r.Event.Commit, ledger.ErrInvalid)
-		case commitSeq(r) != c.Seq:
+		case r.CommitSeq() != c.Seq:
 			return Commit{}, fmt.Errorf("new commit %s: seq %d (part %d of %d) does not end at seq %d: %w", c.ID, r.Seq, r.Event.Part, r.Event.Parts, c.Seq, ledger.ErrInvalid)
 		case i > 0 && r.Seq <= recs[i-1].Seq:
 			return Commit{}, fmt.Errorf("new commit %s: seqs out of order at %d: %w", c.ID, r.Seq, ledger.ErrInvalid)
 		}
 	}
 	return c, nil
-}
-
-// commitSeq is the seq of r's commit: the parts of a commit are stored at
-// consecutive seqs (one atomic batch), and the commit's seq is its last part's.
-func commitSeq(r ledger.Record) ledger.Seq {
-	return r.Seq + ledger.Seq(r.Event.Parts-r.Event.Part)
 }
 
 // Complete reports whether c holds every part of the commit.
@@ -75,6 +69,9 @@ type Assembler struct {
 // belongs to another commit than the open one (the stream was filtered, or
 // started inside a commit), the open commit is returned first, incomplete.
 func (a *Assembler) Add(r ledger.Record) ([]Commit, error) {
+	if r.Skip != nil { // a quarantined seq or a quarantine notice: part of no commit
+		return nil, nil
+	}
 	var out []Commit
 	if len(a.recs) > 0 && (a.recs[0].Event.Commit != r.Event.Commit || r.Seq <= a.recs[len(a.recs)-1].Seq) {
 		c, err := a.take()
@@ -84,7 +81,7 @@ func (a *Assembler) Add(r ledger.Record) ([]Commit, error) {
 		out = append(out, c)
 	}
 	a.recs = append(a.recs, r)
-	if commitSeq(r) <= r.Seq {
+	if r.CommitSeq() <= r.Seq {
 		c, err := a.take()
 		if err != nil {
 			return nil, err

@@ -345,6 +345,8 @@ type session struct {
 	ctx        context.Context // Run's: stops waiting
 	hctx       context.Context // handlers': outlives ctx by DrainTimeout
 
+	quarantined map[ledger.Seq]bool // seqs quarantined (ledger.Quarantine), as last loaded
+
 	open      *group        // the commit being received
 	done      ledger.Seq    // last seq handled or dead-lettered
 	toAck     jetstream.Msg // last message of the last handled commit, not yet acknowledged
@@ -369,8 +371,14 @@ func (s *session) receive(m jetstream.Msg) error {
 	if seq <= s.done || s.open != nil && seq <= s.open.last() {
 		return nil // delivered again after an ack timeout; a later ack covers it
 	}
+	if s.skip(m, seq, false) {
+		return s.skipped(m, seq)
+	}
 	rec, err := s.decode(m, seq)
 	if err != nil {
+		if s.skip(m, seq, true) { // quarantined since the notices were loaded
+			return s.skipped(m, seq)
+		}
 		if err := s.closeOpen(); err != nil {
 			return err
 		}
@@ -395,6 +403,43 @@ func (s *session) receive(m jetstream.Msg) error {
 	}
 	s.open = nil
 	return s.dispatch(g)
+}
+
+// skip reports whether m is a quarantine notice or a quarantined message,
+// which every reader skips (ledger.Quarantine). The notices are loaded once,
+// and again when reload is set (m did not decode: a notice may have come since).
+func (s *session) skip(m jetstream.Msg, seq ledger.Seq, reload bool) bool {
+	if m.Subject() == ledger.QuarantineSubject(s.ledgerName) {
+		return true
+	}
+	q, ok := s.r.cfg.Log.(ledger.Quarantiner)
+	if !ok {
+		return false
+	}
+	if s.quarantined == nil || reload {
+		qs, err := q.Quarantines(s.hctx)
+		if err != nil {
+			s.r.log.Warn("cannot read the quarantine notices", "err", err)
+			return false
+		}
+		s.quarantined = map[ledger.Seq]bool{}
+		for seq := range qs {
+			s.quarantined[seq] = true
+		}
+	}
+	return s.quarantined[seq]
+}
+
+// skipped passes over a skipped message: it is acknowledged with the next
+// flush, and handlers never see it.
+func (s *session) skipped(m jetstream.Msg, seq ledger.Seq) error {
+	if err := s.closeOpen(); err != nil {
+		return err
+	}
+	s.r.log.Info("skipping a quarantined seq", "seq", seq)
+	s.done, s.toAck = seq, m
+	s.r.seq.Store(uint64(seq))
+	return nil
 }
 
 // closeOpen hands over the open commit although parts are missing, which only
@@ -433,7 +478,7 @@ func (s *session) decode(m jetstream.Msg, seq ledger.Seq) (ledger.Record, error)
 // rec are read from the log (one atomic batch: consecutive seqs) to see which of
 // them match.
 func (s *session) lastWanted(rec ledger.Record) (ledger.Seq, error) {
-	end := commitSeq(rec)
+	end := rec.CommitSeq()
 	if s.r.filter == nil || rec.Seq >= end {
 		return end, nil
 	}

@@ -182,7 +182,7 @@ func escapedLen(s string) int {
 // commits the others.
 func CheckPartitionToken(partition string) error {
 	if n := escapedLen(partition); n > MaxTokenLen {
-		return fmt.Errorf("partition %q escapes to %d bytes, more than %d: %w", clip(partition), n, MaxTokenLen, ErrTooLarge)
+		return fmt.Errorf("partition %q escapes to more than %d bytes (%d): %w", clip(partition), MaxTokenLen, n, ErrTooLarge)
 	}
 	return nil
 }

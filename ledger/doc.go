@@ -2,7 +2,7 @@
 // swamp's partition-key function, subject-token escaping, the strict event codec,
 // path validation, and the two interfaces the rest of the system is built on:
 // CommitLog (the ordered, chained event stream) and BlobStore (content-addressed file
-// content). It imports only the standard library.
+// content). It imports only the standard library and github.com/google/uuid.
 //
 // # Protocol
 //

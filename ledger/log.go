@@ -38,7 +38,8 @@ type CommitLog interface {
 	Bounds(ctx context.Context) (Bounds, error)
 
 	// PartitionLastSeq returns the seq of the partition's last event, 0 if the
-	// partition has none.
+	// partition has none (or of a quarantined message after it: see
+	// Quarantine; reading from there finds no event).
 	PartitionLastSeq(ctx context.Context, partition string) (Seq, error)
 
 	// PartitionHead returns the partition's last event; ErrNotFound if it has none.
@@ -54,14 +55,16 @@ type CommitLog interface {
 	// Read calls fn for every record with from ≤ seq ≤ to, in seq order. to = 0 means
 	// the log's last seq when Read starts. If from is below the log's first seq the
 	// result is a *TruncatedError and fn is not called. A record that does not decode
-	// stops the read with an error wrapping ErrInvalid or ErrUnknownVersion, naming
-	// its seq. fn returning an error stops the read with that error.
+	// stops the read with a *RecordError wrapping ErrInvalid or ErrUnknownVersion
+	// (or ErrLineage). A quarantined message, and a quarantine notice, are
+	// records with Skip set (see Quarantine). fn returning an error stops the read with that error.
 	Read(ctx context.Context, from, to Seq, fn func(Record) error) error
 
 	// ReadPartition calls fn for the partition's records with seq ≥ from, up to the
 	// log's last seq when it starts, in seq order, using the per-subject index (cost
 	// proportional to the partition's records read, not the log's size). Truncation
-	// and decoding are handled as in Read.
+	// and decoding are handled as in Read. Quarantined messages on the
+	// partition's subject are part of no chain, and not handed out.
 	ReadPartition(ctx context.Context, partition string, from Seq, fn func(Record) error) error
 
 	// Follow calls fn for every record from seq from on, in order, waiting for new

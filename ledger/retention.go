@@ -3,7 +3,7 @@ package ledger
 import "context"
 
 // Truncater is implemented by a CommitLog that can drop old events (retention).
-// Only snapshots make dropping safe (DESIGN §6): the caller decides the bound from
+// Only snapshots make dropping safe (docs/design.md §6): the caller decides the bound from
 // the newest complete snapshot, never from the log alone.
 type Truncater interface {
 	// TruncateBefore drops the events with seq < before, except the last event of

@@ -97,7 +97,11 @@ type Event struct {
 type Record struct {
 	Seq   Seq
 	Event Event
+	// Skip is set, and Event empty, on a record no reader applies: a
+	// quarantined message or a quarantine notice (see Quarantine).
+	Skip *Skip
 }
 
-// LastOfCommit reports whether r is the last part of its commit.
-func (r Record) LastOfCommit() bool { return r.Event.Part == r.Event.Parts }
+// LastOfCommit reports whether r is the last part of its commit. A skipped
+// record is a commit of its own.
+func (r Record) LastOfCommit() bool { return r.Skip != nil || r.Event.Part == r.Event.Parts }

@@ -1,12 +1,15 @@
 package maintain
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/snapshot"
@@ -161,7 +164,7 @@ func GC(ctx context.Context, cfg snapshot.Config, opt GCOptions) (GCResult, erro
 			res.Bytes += oi.Size
 		}
 	}
-	slices.SortFunc(garbage, func(a, b ledger.Digest) int { return compareDigest(a, b) })
+	slices.SortFunc(garbage, func(a, b ledger.Digest) int { return bytes.Compare(a[:], b[:]) })
 	for _, d := range garbage {
 		res.Deleted = append(res.Deleted, d.String())
 	}
@@ -205,15 +208,6 @@ func GC(ctx context.Context, cfg snapshot.Config, opt GCOptions) (GCResult, erro
 	return res, nil
 }
 
-func compareDigest(a, b ledger.Digest) int {
-	for i := range a {
-		if a[i] != b[i] {
-			return int(a[i]) - int(b[i])
-		}
-	}
-	return 0
-}
-
 // references adds to refs every blob the events from..to reference: entries'
 // content, manifests and the manifests' entries.
 func references(ctx context.Context, cfg snapshot.Config, from, to ledger.Seq, refs map[ledger.Digest]bool) error {
@@ -248,38 +242,29 @@ func references(ctx context.Context, cfg snapshot.Config, from, to ledger.Seq, r
 // taking it as is, and GC's grace exceeds that age.
 func deleteAll(ctx context.Context, cfg snapshot.Config, ds []ledger.Digest, cutoff time.Time, parallel int) (kept map[ledger.Digest]bool, err error) {
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, parallel)
+		g  errgroup.Group // one failed delete does not stop the others
+		mu sync.Mutex     // kept
 	)
+	g.SetLimit(parallel)
 	kept = map[ledger.Digest]bool{}
 	for _, d := range ds {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			info, err := cfg.Blobs.Stat(ctx, d)
 			switch {
 			case errors.Is(err, ledger.ErrNotFound):
-				return // gone already
+				return nil // gone already
 			case err == nil && !info.ModTime.Before(cutoff):
 				mu.Lock()
 				kept[d] = true
 				mu.Unlock()
-				return
+				return nil
 			case err == nil:
 				err = cfg.Blobs.Delete(ctx, d)
 			}
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
+			return err
+		})
 	}
-	wg.Wait()
-	return kept, errors.Join(errs...)
+	return kept, g.Wait()
 }
 
 // recheck reads the events published after head and fails if one references a

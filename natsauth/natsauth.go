@@ -11,9 +11,10 @@
 //
 //   - admin: no restriction. Creates ledgers (init, serve), purges the stream
 //     (snapshot --retain-margin), collects blobs (gc), forgets hosts, deletes
-//     consumers.
+//     consumers, quarantines a bad message (publishes on syncledger.<ledger>.p.~q).
 //   - host: what a projector host needs for sync, commit, watch, exec, status,
-//     rebuild: publish commits on syncledger.<ledger>.p.>, write blobs to the
+//     rebuild: publish commits on syncledger.<ledger>.p.> (not the admin's
+//     quarantine notices on .p.~q), write blobs to the
 //     ledger's object store bucket (chunks and metadata, $O.<bucket>.C.> and
 //     $O.<bucket>.M.>), put its heartbeat (creating the heartbeat bucket if it is
 //     missing), and read everything through the JetStream API (stream info,
@@ -162,6 +163,8 @@ func For(role Role, s Scope) (*Permissions, error) {
 		// No purge of any stream: blobs are written once, and a host never
 		// removes anything.
 		deny := append([]string{"$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
+		// Quarantine notices (readers skip the seq they name) are the admin's.
+		deny = append(deny, ledger.QuarantineSubject(s.Ledger))
 		return &Permissions{
 			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},
 			Subscribe: sub,

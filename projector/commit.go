@@ -84,7 +84,7 @@ func Touched(recs ...ledger.Record) []string {
 
 // Conflicts returns the paths of local (a host's uncommitted changes) that the
 // records change to something else, sorted: after a chain conflict the shell syncs
-// the partitions and retries only if this is empty (DESIGN §4). A path the records
+// the partitions and retries only if this is empty (docs/design.md §4). A path the records
 // leave exactly as local has it is not a conflict, nor one local holds as one
 // of the records had it before a later record changed it: that content is
 // committed (a host's own commit whose outcome it never learned, see

@@ -252,10 +252,13 @@ func (c *Core) Classify(m Mode, rec ledger.Record) (Verdict, error) {
 	if m != Full && m != Scoped {
 		return 0, fmt.Errorf("classify seq %d: mode %v: %w", rec.Seq, m, ledger.ErrInvalid)
 	}
+	if rec.Skip != nil {
+		return Skip, nil
+	}
 	return c.classify(m, rec)
 }
 
-// Step offers one record read in mode m and stages its effect (DESIGN §4):
+// Step offers one record read in mode m and stages its effect (docs/design.md §4):
 //
 //  1. seq ≤ mark[p].Seq: Skip (replay is idempotent);
 //  2. modelSeq == mark[p].ModelSeq+1 and prev == mark[p].Seq: Apply;
@@ -274,6 +277,10 @@ func (c *Core) Step(m Mode, rec ledger.Record) (Verdict, error) {
 	}
 	if m != Full && m != Scoped {
 		return 0, fmt.Errorf("step seq %d: mode %v: %w", rec.Seq, m, ledger.ErrInvalid)
+	}
+	if rec.Skip != nil {
+		c.stageSkipped(m, rec)
+		return Skip, nil
 	}
 	v, err := c.check(m, rec)
 	if err != nil {
@@ -467,6 +474,17 @@ func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
 		c.pend.files[en.Path] = op
 	}
 	c.pend.marks[e.Partition] = Mark{ModelSeq: e.ModelSeq, Seq: rec.Seq}
+}
+
+// stageSkipped stages a record no reader applies (ledger.Skip): a quarantined
+// message or a quarantine notice. It applies nothing, is part of no chain (the
+// partition's next event names its previous event as prev; ledger/jetstream's
+// Append sees past quarantined messages), and counts as processed in a full
+// read — a commit of its own — so the HWM passes it.
+func (c *Core) stageSkipped(m Mode, rec ledger.Record) {
+	if m != Scoped && rec.Seq > c.st.HWM {
+		c.pend.done[rec.Seq] = commit{part: 1, parts: 1}
+	}
 }
 
 // target decides what applying en means for the cache and the index.

@@ -31,6 +31,18 @@
 //     another ledger (ledger.ErrLineage) or is malformed (ledger.ErrInvalid) is
 //     refused. The lineage is set only by AdoptLineage, from the log's Info.
 //
+// A file and a directory of one name (two hosts committed "foo" and "foo/bar"
+// to different partitions at once) follow one rule that depends on the index
+// alone: the directory wins. The file is shadowed — its row stays, the cache
+// holds the directory (OpShadow), and it comes back when the last path under it
+// goes (shadow.go). A commit that would create such a clash from the host's
+// own index is refused (ErrClash).
+//
+// A Change lists the versions the Ready's earlier events left at its path
+// (Earlier): a cached file holding one is committed content, not a local
+// change — the host's own commit whose outcome it never learned (a crash after
+// the append), which others have changed since.
+//
 // # Ordering and the HWM
 //
 // A full sync reads the whole stream in seq order from HWM+1 (Mode Full). Every

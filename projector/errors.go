@@ -27,7 +27,7 @@ var (
 	ErrClash = errors.New("a file and a directory of the same name")
 )
 
-// GapError reports rule 3 (DESIGN §4): the offered event of Partition is not the
+// GapError reports rule 3 (docs/design.md §4): the offered event of Partition is not the
 // successor of the host's Mark. The missing events are the partition's records
 // with From ≤ seq ≤ To; read them by subject (ReadPartition from From) and offer
 // them before the event again. If the log no longer holds them (ErrTruncated) the

@@ -91,6 +91,9 @@ func ShadowedPaths(paths []string) []string {
 // path) for the directory-wins rule and returns them with the Changes of
 // files whose shadowing the Ready switches on or off without touching them.
 func (c *Core) shadowChanges(chs []Change) []Change {
+	if len(chs) == 0 {
+		return chs // no path touched: nothing to count (dirCounts costs a pass over the index)
+	}
 	// How the Ready moves the row count under each directory.
 	delta := map[string]int{}
 	for _, ch := range chs {
@@ -111,24 +114,30 @@ func (c *Core) shadowChanges(chs []Change) []Change {
 		touched[ch.Path] = true
 		ch.OldShadowed = ch.Old != nil && dirs[ch.Path] > 0
 		newShadowed := ch.New != nil && dirs[ch.Path]+delta[ch.Path] > 0
-		switch {
-		case newShadowed:
+		if newShadowed {
 			ch.Op = OpShadow
-		case ch.New == nil && ch.OldShadowed:
-			ch.Op = OpIndex // the cache holds a directory there, no file to remove
 		}
 	}
-	// Files the Ready does not touch whose shadowing it switches.
+	// Files the Ready does not touch above paths it touches get a Change
+	// too: their shadowing may switch, and an apply of the same events
+	// interrupted before it was persisted (or discarded) may have removed or
+	// written the file, which the cache must (not) hold as the index says.
+	// Only clashes have such files.
 	var extra []Change
-	for d, n := range delta {
+	above := map[string]bool{}
+	for _, ch := range chs {
+		for i := len(ch.Path) - 1; i > 0; i-- {
+			if ch.Path[i] == '/' {
+				above[ch.Path[:i]] = true
+			}
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(above)) {
 		f, ok := c.st.Files[d]
 		if !ok || touched[d] {
 			continue
 		}
-		was, is := dirs[d] > 0, dirs[d]+n > 0
-		if was == is {
-			continue
-		}
+		was, is := dirs[d] > 0, dirs[d]+delta[d] > 0
 		old, nw := f, f
 		ch := Change{Path: d, Old: &old, New: &nw, OldShadowed: was}
 		switch {

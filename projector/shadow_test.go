@@ -279,7 +279,7 @@ func shadowHistory(seed uint64) error {
 		case x < 7:
 			err = sync(h, r.IntN(2) == 0, false)
 		default:
-			err = ownCommit(r, l, h, content)
+			err = ownCommit(r, l, h, content, apply)
 		}
 		if err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
@@ -323,7 +323,7 @@ func shadowHistory(seed uint64) error {
 // ownCommit changes one file of the host's cache as a user would (only where
 // the tree allows it), commits it, and records it — or crashes after the
 // append, before recording it.
-func ownCommit(r *rand.Rand, l *memLog, h *treeHost, content func(string) ledger.Entry) error {
+func ownCommit(r *rand.Rand, l *memLog, h *treeHost, content func(string) ledger.Entry, apply func(*treeHost) error) error {
 	if h.core.HasReady() {
 		return nil
 	}
@@ -383,12 +383,5 @@ func ownCommit(r *rand.Rand, l *memLog, h *treeHost, content func(string) ledger
 	if err := h.core.RecordOwn(evs, seqs); err != nil {
 		return err
 	}
-	rd := h.core.Ready()
-	if err := applyTree(h.disk, rd); err != nil {
-		return err
-	}
-	if err := h.core.Advance(rd); err != nil {
-		return err
-	}
-	return checkTree(h.disk, h.core, h.unrecorded)
+	return apply(h)
 }

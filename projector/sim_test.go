@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,9 +76,20 @@ type simHost struct {
 	// removes the journal's files that neither the index nor the snapshot
 	// holds: the ledger wrote them, and has deleted them since. Without the
 	// journal such a file would look like a new local file and be committed
-	// again: projector/host has no journal yet — see
-	// TestRebuildKeepsFilesOfInterruptedApply in projector/host.
+	// again. projector/host journals an apply's files but not an own
+	// commit's (the user wrote those): the local-change check (stuckCheck)
+	// ignores own entries, as the host has none; only this rebuild model
+	// uses them (a rebuild after retention purged a host's own unrecorded
+	// commit keeps its file as a local one in projector/host).
 	journal map[string]journalled
+	// unrecorded: paths of own commits appended but not recorded (a crash
+	// after the append, a lost answer, a crash before the Ready that records
+	// it was persisted), until a full sync read to the head or a persisted
+	// Ready covered the path. The host cannot tell such a file from a local
+	// change until it reads the commit's event: a read that stops at one
+	// (a scoped sync, a batch that ends before the event) is refused, as the
+	// host refuses it, and is no violation.
+	unrecorded map[string]bool
 	// restoring is persisted with the journal when a rebuild starts its
 	// restore, and cleared by the transaction that installs the new state: a
 	// host that crashed mid-restore finishes the rebuild before anything else
@@ -90,6 +102,7 @@ type simHost struct {
 type journalled struct {
 	d       ledger.Digest
 	present bool
+	own     bool // written by the host's own commit (see simHost.journal)
 }
 
 // errCrash ends an operation: the host crashed, or its shell gave up, mid-way.
@@ -104,7 +117,7 @@ func newSim(cfg simConfig) *sim {
 		stats: map[string]int{}, commits: map[string]ledger.Seq{},
 	}
 	for i := range cfg.hosts {
-		h := &simHost{name: fmt.Sprintf("h%d", i), cfg: Config{Lazy: i%2 == 1}, disk: State{}.Clone(), cache: map[string]ledger.Digest{}, journal: map[string]journalled{}}
+		h := &simHost{name: fmt.Sprintf("h%d", i), cfg: Config{Lazy: i%2 == 1}, disk: State{}.Clone(), cache: map[string]ledger.Digest{}, journal: map[string]journalled{}, unrecorded: map[string]bool{}}
 		h.core, _ = New(h.disk, h.cfg)
 		h.seen = h.disk.Clone()
 		s.hosts = append(s.hosts, h)
@@ -188,10 +201,12 @@ func (s *sim) run() error {
 			err = s.foreignProbe(h)
 		case x < 96 && s.cfg.faults:
 			err = s.operatorRebuild(h)
-		case x < 100 && s.cfg.faults:
+		case x < 99 && s.cfg.faults:
 			s.logf("%s restarts", h.name)
 			s.stats["idle restart"]++
 			err = s.restart(h)
+		case x < 100 && s.cfg.faults && len(simExtraSteps) > 0:
+			err = simExtraSteps[s.r.IntN(len(simExtraSteps))](s, h)
 		default:
 			err = s.remoteCommit()
 		}
@@ -217,6 +232,11 @@ func (s *sim) run() error {
 	}
 	return s.sameAsUninterrupted()
 }
+
+// simExtraSteps are further kinds of step (quarantined seqs, …) that other
+// files of the simulator register (in an init): one of them is drawn for 1%
+// of the steps of a faulty history.
+var simExtraSteps []func(s *sim, h *simHost) error
 
 func (s *sim) partition(i int) string { return fmt.Sprintf("data--sim--p%d", i) }
 
@@ -256,8 +276,18 @@ func (s *sim) changes(have func(path string) bool, content map[ledger.Digest]str
 		i := strings.TrimPrefix(p, "data--sim--p")
 		for _, j := range s.r.Perm(2)[:1+s.r.IntN(2)] {
 			path := fmt.Sprintf("data/sim/p%s/f%d/1/raw", i, j)
-			if s.r.IntN(3) == 0 {
+			switch x := s.r.IntN(24); {
+			case x < 8:
 				path = fmt.Sprintf("data/sim/p%s/f%d/1/metadata.yaml", i, j)
+			case x < 10:
+				// A file where the others' directory is, in another
+				// partition (data--sim--pI--fJ): writers who race make the
+				// ledger hold both (the directory wins, see shadow.go).
+				path = fmt.Sprintf("data/sim/p%s/f%d/1", i, j)
+			case x < 11:
+				// The same in the same partition (data--sim--pI): only a
+				// writer blind to the chain can make that clash.
+				path = fmt.Sprintf("data/sim/p%s/f%d", i, j)
 			}
 			if have(path) && s.r.IntN(4) == 0 {
 				es = append(es, del(path))
@@ -301,9 +331,36 @@ func (s *sim) restart(h *simHost) error {
 
 // finish takes the Ready and, at random (when crashes): persists it and
 // advances; crashes before the transaction (after writing some of the files);
-// crashes after the transaction, before Advance; or discards it.
+// crashes after the transaction, before Advance; or discards it. First it
+// checks the Ready as projector/host does before touching a file
+// (stuckCheck): a Ready the host would refuse ends the operation, if the
+// refusal is one the host recovers from, and is a violation otherwise.
 func (s *sim) finish(h *simHost, crashes bool) error {
 	rd := h.core.Ready()
+	if err := s.stuckCheck(h, rd); err != nil {
+		var rf *refusal
+		if errors.As(err, &rf) && !s.calm && (h.unrecorded[rf.path] || s.leftover(h, rf.path)) {
+			// The host stops at a file of the ledger it cannot place yet:
+			// an own commit it never recorded, or a file an interrupted
+			// apply left, in the way of a file or directory of its name,
+			// whose events this read did not reach. A read that reaches
+			// them (a full sync, whose batches hold up to 4096 events; a
+			// commit's catch-up) goes through: the final syncs check it.
+			s.stats["sync refused: a file of the ledger not placed yet"]++
+			s.logf("%s refuses a Ready: %v", h.name, err)
+			h.core.Discard()
+			return errCrash
+		}
+		return fmt.Errorf("%s: I10: %w", h.name, err)
+	}
+	for _, ch := range rd.Changes {
+		switch {
+		case ch.Op == OpShadow && !ch.OldShadowed:
+			s.stats["clash: file shadowed by a directory"]++
+		case ch.OldShadowed && ch.New != nil && ch.Op != OpShadow:
+			s.stats["clash: shadowed file back"]++
+		}
+	}
 	x := 0
 	if crashes && !s.calm {
 		x = s.r.IntN(100)
@@ -363,11 +420,99 @@ func (s *sim) fetch(h *simHost, path string, want ledger.Digest) (ledger.Digest,
 // errFetch: a download failed its verification; the shell discards the Ready.
 var errFetch = errors.New("fetch failed verification")
 
-// writeFiles does the cache side of the first n changes of rd, as a shell does.
-// A fetch that fails verification discards the Ready (files written before it
-// stay: each was verified) and ends the operation.
+// leftover reports whether the cache's file at path is one an interrupted
+// apply left (journalled, not yet indexed).
+func (s *sim) leftover(h *simHost, path string) bool {
+	j, ok := h.journal[path]
+	c, cached := h.cache[path]
+	return ok && !j.own && j.present && cached && j.d == c
+}
+
+// stuckCheck checks rd against the cache as projector/host does before it
+// touches a file (inspectReady): every path must hold what the index says,
+// what the Ready puts there, a version the Ready's earlier events left there,
+// or what an interrupted apply journalled — anything else the host takes for
+// a local change and refuses to overwrite. In the simulation nobody changes a
+// file by hand, so a refusal means a host stuck on the ledger's own content
+// (I10), unless the file is an own commit's the host never recorded (see
+// simHost.unrecorded). Once the removals are done, every write must find no
+// file above it and none under it (a file and a directory of one name cannot
+// both exist).
+func (s *sim) stuckCheck(h *simHost, rd Ready) error {
+	disk := treeDisk(h.cache)
+	for _, ch := range rd.Changes {
+		if ch.Op == OpIndex {
+			continue
+		}
+		c, exists := h.cache[ch.Path]
+		ok := holds(disk, ch.Path, ch.Old) || !exists && ch.Old != nil && (ch.Old.Lazy || ch.OldShadowed) ||
+			holds(disk, ch.Path, ch.New) || ch.Op != OpWrite && !exists
+		for _, f := range ch.Earlier {
+			ok = ok || holds(disk, ch.Path, f)
+		}
+		if j, jok := h.journal[ch.Path]; jok && !j.own && j.present == exists && (!exists || j.d == c) {
+			ok = true // left by an interrupted apply
+		}
+		if !ok && exists && !s.everWrote(ch.Path, c) {
+			return fmt.Errorf("I5: %s %s: the cache holds content (sha256 %s) that no event wrote", ch.Op, ch.Path, c)
+		}
+		if !ok {
+			return &refusal{ch.Path, fmt.Sprintf("%s %s: the cache holds %s, the index %s, the Ready puts %s: taken for a local change",
+				ch.Op, ch.Path, describe(c, exists), describeFile(deref(ch.Old)), describeFile(deref(ch.New)))}
+		}
+	}
+	after := maps.Clone(disk)
+	for _, ch := range rd.Changes {
+		if ch.Op == OpDelete || ch.Op == OpLazy || ch.Op == OpShadow {
+			delete(after, ch.Path)
+		}
+	}
+	// In the way of a write, a file an interrupted apply left is removed
+	// (the host's clearLeftovers); any other refuses the Ready.
+	clearOr := func(q, why string) error {
+		if !s.leftover(h, q) {
+			return &refusal{q, why}
+		}
+		s.stats["apply: leftover in the way removed"]++
+		delete(after, q)
+		delete(h.cache, q)
+		return nil
+	}
+	for _, ch := range rd.Changes {
+		if ch.Op != OpWrite {
+			continue
+		}
+		if a, ok := after.fileAbove(ch.Path); ok {
+			if err := clearOr(a, fmt.Sprintf("write %s: %s is a file", ch.Path, a)); err != nil {
+				return err
+			}
+		}
+		for _, q := range slices.Sorted(maps.Keys(after)) {
+			if strings.HasPrefix(q, ch.Path+"/") {
+				if err := clearOr(q, fmt.Sprintf("write %s: it is a directory holding %s", ch.Path, q)); err != nil {
+					return err
+				}
+			}
+		}
+		after[ch.Path] = ch.New.SHA256
+	}
+	return nil
+}
+
+// writeFiles does the cache side of the first n changes of rd, as a shell does:
+// the removals first, then the writes. A fetch that fails verification
+// discards the Ready (files written before it stay: each was verified) and
+// ends the operation.
 func (s *sim) writeFiles(h *simHost, rd Ready, n int) error {
-	for _, ch := range rd.Changes[:n] {
+	order := make([]Change, 0, len(rd.Changes))
+	for _, write := range []bool{false, true} {
+		for _, ch := range rd.Changes {
+			if (ch.Op == OpWrite || ch.Op == OpIndex) == write {
+				order = append(order, ch)
+			}
+		}
+	}
+	for _, ch := range order[:n] {
 		switch ch.Op {
 		case OpWrite:
 			d, err := s.fetch(h, ch.Path, ch.New.SHA256)
@@ -378,10 +523,12 @@ func (s *sim) writeFiles(h *simHost, rd Ready, n int) error {
 			if err != nil {
 				return err
 			}
-			h.journal[ch.Path] = journalled{d, true}
+			h.journal[ch.Path] = journalled{d: d, present: true}
 			h.cache[ch.Path] = d
-		case OpLazy, OpDelete:
-			h.journal[ch.Path] = journalled{}
+		case OpLazy, OpDelete, OpShadow:
+			if _, ok := h.cache[ch.Path]; ok || ch.Op != OpShadow {
+				h.journal[ch.Path] = journalled{}
+			}
 			delete(h.cache, ch.Path)
 		case OpIndex:
 			d, ok := h.cache[ch.Path]
@@ -401,6 +548,7 @@ func (s *sim) persist(h *simHost, rd Ready) error {
 	persist(&h.disk, rd)
 	for _, ch := range rd.Changes {
 		delete(h.journal, ch.Path)
+		delete(h.unrecorded, ch.Path)
 	}
 	return nil
 }
@@ -469,6 +617,9 @@ func (s *sim) stepOne(h *simHost, m Mode, r ledger.Record) error {
 func (s *sim) offer(h *simHost, m Mode, recs []ledger.Record, crashes bool) error {
 	for len(recs) > 0 {
 		n := min(len(recs), 1+s.r.IntN(4))
+		if s.calm {
+			n = len(recs) // the final syncs read like projector/host: up to 4096 events a Ready
+		}
 		for _, r := range recs[:n] {
 			if err := s.stepOne(h, m, r); err != nil {
 				return err
@@ -617,7 +768,16 @@ func (s *sim) ownCommit(h *simHost) error {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
+		if !treeAllows(h.cache, entries) {
+			s.stats["own commit: the tree does not allow the change"]++
+			return nil
+		}
 		evs, err := h.core.CommitEvents(s.log.newCommit(h.name, entries))
+		if errors.Is(err, ErrClash) {
+			s.stats["own commit refused: file and directory clash"]++
+			s.logf("%s: commit refused: %v", h.name, err)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -651,7 +811,7 @@ func (s *sim) ownCommit(h *simHost) error {
 		var conflict *ledger.ConflictError
 		if errors.As(err, &conflict) && attempt == 0 {
 			// Sync the touched partitions; retry unless a changed path was
-			// also changed remotely (DESIGN §4).
+			// also changed remotely (docs/design.md §4).
 			var parts []string
 			var remote []ledger.Record
 			for _, e := range evs {
@@ -701,17 +861,41 @@ func (s *sim) ownCommit(h *simHost) error {
 }
 
 // applyLocal puts a published commit's changes in the host's cache: they were
-// the local files the commit scanned.
+// the local files the commit scanned. Until a persisted Ready covers them,
+// they are an unrecorded own commit's.
 func (s *sim) applyLocal(h *simHost, entries []ledger.Entry) {
 	for _, en := range entries {
 		if en.Deleted {
-			h.journal[en.Path] = journalled{}
+			h.journal[en.Path] = journalled{own: true}
 			delete(h.cache, en.Path)
 		} else {
-			h.journal[en.Path] = journalled{en.SHA256, true}
+			h.journal[en.Path] = journalled{d: en.SHA256, present: true, own: true}
 			h.cache[en.Path] = en.SHA256
 		}
+		h.unrecorded[en.Path] = true
 	}
+}
+
+// treeAllows reports whether the cache, with entries applied, is a tree: no
+// file with another file under it. A user can only have made such changes.
+func treeAllows(cache map[string]ledger.Digest, entries []ledger.Entry) bool {
+	after := treeDisk(maps.Clone(cache))
+	for _, en := range entries {
+		if en.Deleted {
+			delete(after, en.Path)
+		} else {
+			after[en.Path] = en.SHA256
+		}
+	}
+	for _, en := range entries {
+		if en.Deleted {
+			continue
+		}
+		if _, above := after.fileAbove(en.Path); above || after.dirHolds(en.Path) {
+			return false
+		}
+	}
+	return true
 }
 
 // gapProbe offers a partition's second unapplied event, skipping the first:
@@ -825,6 +1009,11 @@ func (s *sim) rebuild(h *simHost) error {
 		paths[p] = true
 	}
 	var jobs []job
+	snapFiles := map[string]File{}
+	for p := range sn.files {
+		snapFiles[p] = File{}
+	}
+	shadowed := shadowedSet(snapFiles)
 	for _, path := range slices.Sorted(maps.Keys(paths)) {
 		c, cached := h.cache[path]
 		en, inSnap := sn.files[path]
@@ -836,6 +1025,10 @@ func (s *sim) rebuild(h *simHost) error {
 		}
 		f := File{SHA256: en.SHA256, Size: en.Size, Mode: en.Mode}
 		switch {
+		case shadowed[path]: // a directory of its name wins: the row only
+			if cached {
+				jobs = append(jobs, job{path, nil})
+			}
 		case cached && c == f.SHA256: // already there: kept, even when lazy
 		case h.cfg.Lazy && ledger.IsLazySkippable(path):
 			f.Lazy = true
@@ -854,6 +1047,11 @@ func (s *sim) rebuild(h *simHost) error {
 			jobs = append(jobs, job{path, nil})
 		}
 	}
+	// Removals first, as an apply does: a file and a directory of one name
+	// never coexist in the cache, even mid-restore.
+	slices.SortStableFunc(jobs, func(a, b job) int {
+		return cmp.Compare(btoi(a.want != nil && !a.want.Lazy), btoi(b.want != nil && !b.want.Lazy))
+	})
 	h.restoring = true
 	crash := s.chance(6)
 	n := len(jobs)
@@ -873,7 +1071,7 @@ func (s *sim) rebuild(h *simHost) error {
 			if err != nil {
 				return err
 			}
-			h.journal[j.path] = journalled{d, true}
+			h.journal[j.path] = journalled{d: d, present: true}
 			h.cache[j.path] = d
 		}
 	}
@@ -894,6 +1092,13 @@ func (s *sim) rebuild(h *simHost) error {
 	}
 	h.core = c
 	return s.crashPoint(h, "after rebuild, before replay")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // foreignProbe points the host at another ledger's log (I9): a host bound to
@@ -1011,6 +1216,9 @@ func TestSimulation(t *testing.T) {
 			"blob upload failed", "snapshot", "retention purged events", "full sync: log truncated, rebuild",
 			"scoped sync: log truncated", "rebuild", "operator rebuild", "foreign log refused", "idle restart",
 			"crash point: commit after append", "crash point: rebuild mid-restore",
+			"clash: file shadowed by a directory", "clash: shadowed file back",
+			"own commit refused: file and directory clash", "apply: leftover in the way removed",
+			"sync refused: a file of the ledger not placed yet",
 		} {
 			if total[k] == 0 {
 				t.Errorf("no %q in %d histories", k, len(seeds))

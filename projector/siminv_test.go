@@ -9,7 +9,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// The simulator's checker: the invariants of DESIGN §5, checked after every
+// The simulator's checker: the invariants of docs/design.md §5, checked after every
 // step on every host's persisted state and cache, and on the log.
 //
 //	I1 chain       checkHost: each mark is a chain position; the index is the
@@ -25,6 +25,10 @@ import (
 //	I8 convergence converged, after the final full syncs
 //	I9 lineage     checkHost: the state's lineage is the log's (foreignProbe
 //	               offers a foreign log and its events)
+//	I10 never stuck  finish (stuckCheck): the host never refuses a Ready over
+//	               the ledger's own content (a file and a directory of one
+//	               name, an own commit it never recorded, an interrupted
+//	               apply), and the cache is always a tree (checkCache)
 
 // check verifies the invariants on the log and every host.
 func (s *sim) check() error {
@@ -94,6 +98,9 @@ func (s *sim) checkHost(h *simHost) error {
 		return fmt.Errorf("I2: HWM %d beyond the log's head %d", d.HWM, s.log.head())
 	}
 	for _, r := range s.log.recs[:d.HWM] {
+		if r.Skip != nil {
+			continue // quarantined: nothing to apply (simquarantine_test.go)
+		}
 		if m := d.Marks[r.Event.Partition]; m.Seq < r.Seq {
 			return fmt.Errorf("I2: HWM %d but seq %d (%s modelSeq %d) is not applied: mark %v", d.HWM, r.Seq, r.Event.Partition, r.Event.ModelSeq, m)
 		}
@@ -151,14 +158,20 @@ func (s *sim) checkCache(h *simHost) error {
 	for p := range h.disk.Files {
 		paths[p] = true
 	}
+	shadowed := shadowedSet(h.disk.Files)
 	for _, path := range slices.Sorted(maps.Keys(paths)) {
 		c, cached := h.cache[path]
 		f, indexed := h.disk.Files[path]
+		if cached {
+			if a, ok := treeDisk(h.cache).fileAbove(path); ok {
+				return fmt.Errorf("I10: the cache holds %s under the file %s", path, a)
+			}
+		}
 		switch {
-		case indexed && cached && c == f.SHA256:
+		case indexed && cached && c == f.SHA256 && !shadowed[path]:
 			continue // as indexed (or a lazy file whose hydration was interrupted)
-		case indexed && f.Lazy && !cached:
-			continue
+		case indexed && (f.Lazy || shadowed[path]) && !cached:
+			continue // metadata only, or a directory of its name wins
 		}
 		if cached && !s.everWrote(path, c) {
 			return fmt.Errorf("I5: cache file %s holds content (sha256 %s) that no event wrote", path, c)
@@ -220,14 +233,29 @@ func (s *sim) laterExplains(h *simHost, path string, c ledger.Digest, cached boo
 	return false
 }
 
+// shadowedSet is ShadowedPaths of an index, as a set.
+func shadowedSet(files map[string]File) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range ShadowedPaths(slices.Collect(maps.Keys(files))) {
+		out[p] = true
+	}
+	return out
+}
+
 // converged checks I8 after the final full syncs: every host at the head, with
-// the ledger's files, and a cache that holds them (lazy ones may be absent).
+// the ledger's files, and a cache that holds them (lazy ones may be absent,
+// shadowed ones must be: a directory of their name wins).
 func (s *sim) converged() error {
 	head := s.log.head()
 	want := map[string]ledger.Entry{}
 	for p := range s.log.heads {
 		maps.Copy(want, s.log.filesAt(p, head))
 	}
+	wantFiles := map[string]File{}
+	for p := range want {
+		wantFiles[p] = File{}
+	}
+	shadowed := shadowedSet(wantFiles)
 	for _, h := range s.hosts {
 		fail := func(format string, args ...any) error {
 			return s.fail(fmt.Errorf("I8: %s: "+format, append([]any{h.name}, args...)...))
@@ -247,7 +275,12 @@ func (s *sim) converged() error {
 				return fail("%s is %+v, ledger %+v", path, f, en)
 			}
 			d, cached := h.cache[path]
-			if f.Lazy && cached && d != f.SHA256 || !f.Lazy && d != f.SHA256 {
+			switch {
+			case shadowed[path]:
+				if cached {
+					return fail("cache holds %s, which a directory of its name shadows", path)
+				}
+			case f.Lazy && cached && d != f.SHA256 || !f.Lazy && d != f.SHA256:
 				return fail("cache %s holds %v (cached %v), index %+v", path, d, cached, f)
 			}
 		}
@@ -304,11 +337,14 @@ func (s *sim) sameAsUninterrupted() error {
 		if len(h.disk.Files) != len(ws.Files) {
 			return fail("%d files, want %d", len(h.disk.Files), len(ws.Files))
 		}
+		shadowed := shadowedSet(ws.Files)
 		for path, f := range ws.Files {
 			if g := h.disk.Files[path]; !g.SameContent(f) {
 				return fail("%s is %+v, want %+v", path, g, f)
 			}
-			if d, ok := h.cache[path]; !h.disk.Files[path].Lazy && (!ok || d != f.SHA256) {
+			if d, ok := h.cache[path]; shadowed[path] && ok {
+				return fail("cache holds the shadowed %s", path)
+			} else if !shadowed[path] && !h.disk.Files[path].Lazy && (!ok || d != f.SHA256) {
 				return fail("cache %s is %s, want %s", path, describe(d, ok), f.SHA256)
 			}
 		}

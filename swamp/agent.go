@@ -32,11 +32,18 @@ const Protocol = 1
 type Agent struct {
 	Version string // the binary's version; hello answers with it
 	Cache   string // for messages
+	// Globals are the global flags that point a syncledger command at this
+	// cache and ledger ("--nats URL --ledger NAME --cache DIR"), for the
+	// commands messages name.
+	Globals string
 	Host    func(context.Context) (*host.Host, error)
+	// Blobs opens the ledger's blob store (verify checks it answers).
+	Blobs func(context.Context) (ledger.BlobStore, error)
+	// Trace, when set, receives one JSON line per answered request: its op and
+	// how long it took ({"op":"pull","ms":2.1,"ok":true}); B10 uses it.
+	Trace io.Writer
 	// KV opens the ledger's swamp bucket (Bucket).
 	KV func(context.Context) (jetstream.KeyValue, error)
-	// Resolve names the command line that resolves conflicts, for messages.
-	Resolve string
 
 	hostMu sync.Mutex // one cache operation at a time
 	h      *host.Host
@@ -112,12 +119,18 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t0 := time.Now()
 			res, err := a.handle(ctx, req)
 			resp := Response{ID: req.ID, Result: res}
 			if err != nil {
 				resp.Result, resp.Error = nil, a.describe(err)
 			}
 			reply(resp)
+			if a.Trace != nil {
+				wmu.Lock()
+				fmt.Fprintf(a.Trace, "{\"op\":%q,\"ms\":%.3f,\"ok\":%v}\n", req.Op, float64(time.Since(t0))/float64(time.Millisecond), err == nil)
+				wmu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
@@ -222,10 +235,17 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 			return false, nil
 		}
 		return err == nil && res.Written > 0, err
-	default: // verify
+	default: // verify: the stream answers, the lineage is this cache's, the blob store answers
 		st, err := h.Status(ctx)
 		if err != nil {
 			return nil, err
+		}
+		bl, err := a.Blobs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := bl.Stat(ctx, ledger.DigestOf(nil)); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return nil, fmt.Errorf("blob store: %w", err)
 		}
 		return map[string]any{"head": st.Head, "hwm": st.HWM, "ledger": st.Ledger, "uuid": st.UUID,
 			"cache": st.Cache, "dirty": len(st.Dirty), "files": st.Files}, nil
@@ -262,6 +282,16 @@ func (a *Agent) lockOp(ctx context.Context, req Request) (any, error) {
 	}
 }
 
+// command is a syncledger command line of the host package with Globals, to
+// be run from anywhere.
+func (a *Agent) command(cmd string) string {
+	rest, ok := strings.CutPrefix(cmd, "syncledger ")
+	if !ok || a.Globals == "" {
+		return cmd
+	}
+	return "syncledger " + a.Globals + " " + rest
+}
+
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 type versionError struct{ msg string }
@@ -280,12 +310,13 @@ func (a *Agent) describe(err error) *Error {
 		return &Error{Kind: "version", Message: ve.msg}
 	case errors.As(err, &ce):
 		return &Error{Kind: "conflict", Paths: ce.Paths, Message: fmt.Sprintf(
-			"syncledger: another host changed %s too; this host's files are kept, uncommitted. Resolve with: %s (details: %v)",
-			strings.Join(ce.Paths, ", "), a.Resolve, err)}
+			"syncledger: another host changed %s too; this host's files are kept, uncommitted. Keep this host's version: %s; or the other host's: %s",
+			strings.Join(ce.Paths, ", "), a.command(ce.Commands()[0]), a.command(ce.Commands()[1]))}
 	case errors.As(err, &le):
+		cmds := le.Commands()
 		return &Error{Kind: "conflict", Paths: le.Paths, Message: fmt.Sprintf(
-			"syncledger: files changed here and not pushed would be overwritten by the ledger: %s. Push them ('swamp datastore sync'), or resolve with: %s (details: %v)",
-			strings.Join(le.Paths, ", "), a.Resolve, err)}
+			"syncledger: files changed here and not pushed would be overwritten by the ledger: %s. Push them ('swamp datastore sync'), or keep this host's version: %s; or the ledger's: %s",
+			strings.Join(le.Paths, ", "), a.command(cmds[1]), a.command(cmds[2]))}
 	case errors.Is(err, ledger.ErrNotFound):
 		return &Error{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with 'syncledger init', or fix \"ledger\" in the datastore config of .swamp.yaml)", err)}
 	}

@@ -9,8 +9,9 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/swamp/index"
@@ -193,20 +194,15 @@ func (m *Mirror) step(ctx context.Context) (StepResult, error) {
 		return res, err
 	}
 	if last > m.ctl.Seq {
-		var commit []ledger.Record
-		err = m.cfg.Log.Read(ctx, m.ctl.Seq+1, last, func(r ledger.Record) error {
-			if len(commit) > 0 && (r.Event.Commit != commit[0].Event.Commit || r.Event.Part != len(commit)+1) ||
-				len(commit) == 0 && r.Event.Part != 1 {
-				return fmt.Errorf("seq %d: part %d of commit %s out of order: %w", r.Seq, r.Event.Part, r.Event.Commit, ledger.ErrInvalid)
-			}
-			commit = append(commit, r)
-			if !r.LastOfCommit() {
+		err = ledger.ReadCommits(ctx, m.cfg.Log, m.ctl.Seq+1, last, func(commit []ledger.Record) error {
+			// Quarantined records (ledger.Quarantine): no reader applies them.
+			commit = slices.DeleteFunc(commit, func(r ledger.Record) bool { return r.Skip != nil })
+			if len(commit) == 0 {
 				return nil
 			}
 			if err := m.apply(ctx, commit); err != nil {
 				return err
 			}
-			commit = nil
 			res.Commits++
 			res.Seq, res.CommitSeq = m.ctl.Seq, m.ctl.CommitSeq
 			if res.Commits >= m.cfg.StepLimit {
@@ -374,36 +370,13 @@ func (m *Mirror) put(ctx context.Context, key string, b []byte) error {
 }
 
 func (m *Mirror) uploadAll(ctx context.Context, writes []ledger.Entry) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, m.cfg.Parallel)
-	)
+	g, gctx := errgroup.WithContext(ctx) // the first failure stops the rest
+	g.SetLimit(m.cfg.Parallel)
 	for _, e := range writes {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := m.upload(ctx, e); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				cancel()
-			}
-		}()
+		g.Go(func() error { return m.upload(gctx, e) })
 	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }

@@ -65,7 +65,10 @@ func CheckRepo(repo string) error {
 // repo's .swamp.yaml at it with cfg (what `swamp datastore setup extension`
 // writes; other keys are kept), and moves the repo's local datastore
 // directories into cfg.Cache where the cache has none yet.
-func Install(repo, version string, cfg ExtensionConfig, lazy bool) (Installed, error) {
+//
+// With a namespace, swamp names the datastore's files NS/…: the datastore
+// block gets namespace: NS and the moved directories go under CACHE/NS/.
+func Install(repo, version string, cfg ExtensionConfig, lazy bool, namespace string) (Installed, error) {
 	var out Installed
 	yml := filepath.Join(repo, ".swamp.yaml")
 	raw, err := os.ReadFile(yml)
@@ -91,6 +94,9 @@ func Install(repo, version string, cfg ExtensionConfig, lazy bool) (Installed, e
 	if lazy {
 		ds["hydrationStrategy"] = "lazy"
 	}
+	if namespace != "" {
+		ds["namespace"] = namespace
+	}
 	var node yaml.Node
 	if err := node.Encode(ds); err != nil {
 		return out, err
@@ -111,12 +117,15 @@ func Install(repo, version string, cfg ExtensionConfig, lazy bool) (Installed, e
 		return out, err
 	}
 	for _, d := range movedDirs {
-		from, to := filepath.Join(repo, ".swamp", d), filepath.Join(cfg.Cache, d)
+		from, to := filepath.Join(repo, ".swamp", d), filepath.Join(cfg.Cache, namespace, d)
 		if _, err := os.Stat(from); err != nil {
 			continue
 		}
 		if _, err := os.Stat(to); !errors.Is(err, fs.ErrNotExist) {
 			continue // the cache has its own: keep the repo's where it is
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return out, err
 		}
 		if err := os.Rename(from, to); err != nil {
 			return out, fmt.Errorf("move %s into the cache: %w", from, err)
@@ -127,13 +136,31 @@ func Install(repo, version string, cfg ExtensionConfig, lazy bool) (Installed, e
 	return out, writeFile(yml, newYAML)
 }
 
+// RepoID returns the repoId of the swamp repo at repo (from .swamp.yaml).
+func RepoID(repo string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(repo, ".swamp.yaml"))
+	if err != nil {
+		return "", err
+	}
+	var y struct {
+		RepoID string `yaml:"repoId"`
+	}
+	if err := yaml.Unmarshal(raw, &y); err != nil || y.RepoID == "" {
+		return "", fmt.Errorf("%s/.swamp.yaml has no repoId: is it a swamp repo?", repo)
+	}
+	return y.RepoID, nil
+}
+
 // SetupCommand is swamp's own command that configures the same datastore (it
 // asks for a swamp-club login).
-func SetupCommand(cfg ExtensionConfig, lazy bool) string {
+func SetupCommand(cfg ExtensionConfig, lazy bool, namespace string) string {
 	j, _ := json.Marshal(cfg)
 	cmd := "swamp datastore setup extension " + ExtensionType + " --config '" + string(j) + "'"
 	if lazy {
 		cmd += " --hydration-strategy lazy"
+	}
+	if namespace != "" {
+		cmd += " --namespace " + namespace
 	}
 	return cmd
 }

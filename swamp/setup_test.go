@@ -24,7 +24,7 @@ func TestInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := ExtensionConfig{Binary: "/bin/syncledger", Cache: cache, NATS: "nats://127.0.0.1:4222", Ledger: "infra", Flags: []string{"--nats-creds", "/c"}}
-	inst, err := Install(repo, "syncledger v1.2.3", cfg, true)
+	inst, err := Install(repo, "syncledger v1.2.3", cfg, true, "")
 	if err != nil {
 		t.Fatal(err)
 	}

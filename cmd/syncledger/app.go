@@ -51,6 +51,8 @@ type app struct {
 	logger *slog.Logger
 	level  slog.Level
 
+	abort *aborter // ends the running command (abortWith)
+
 	envs    []envBinding
 	started bool // the command's flags and args were accepted; errors from here on are not usage errors
 
@@ -71,7 +73,7 @@ type envBinding struct {
 // every secret in effect (secrets.go), to stderr.
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	sw := &scrubWriter{w: stderr}
-	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv,
+	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv, abort: &aborter{},
 		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}}
 }
 
@@ -222,12 +224,18 @@ func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(a.natsURL, append(opts, auth...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))
+		return nil, &unreachableError{fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))}
 	}
 	a.nc = nc
 	a.onClose(nc.Close)
 	return nc, nil
 }
+
+// unreachableError is a failure to connect to the NATS server.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
 
 // Log opens the ledger's log (--ledger) on first use. A ledger that does not exist
 // is an error that says how to create it.
@@ -287,6 +295,17 @@ func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
 // openObjects opens the object store at raw, with bounded retries; a nats://
 // store uses the NATS connection.
 func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, error) {
+	objs, err := a.openStore(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	// Transient failures (5xx, resets, timeouts) are retried with backoff; a
+	// commit that still cannot upload fails before it publishes anything.
+	return ledger.NewRetryingStore(objs, ledger.RetryPolicy{}), nil
+}
+
+// openStore opens the object store at raw, without retries.
+func (a *app) openStore(ctx context.Context, raw string) (ledger.ObjectStore, error) {
 	var opts blobs.Options
 	if strings.HasPrefix(raw, "nats:") {
 		nc, err := a.Conn(ctx)
@@ -302,7 +321,5 @@ func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, 
 	if c, ok := objs.(io.Closer); ok {
 		a.onClose(func() { _ = c.Close() })
 	}
-	// Transient failures (5xx, resets, timeouts) are retried with backoff; a
-	// commit that still cannot upload fails before it publishes anything.
-	return ledger.NewRetryingStore(objs, ledger.RetryPolicy{}), nil
+	return objs, nil
 }

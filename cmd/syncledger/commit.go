@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -14,6 +17,7 @@ type commitOpts struct {
 	scope
 	message string
 	json    bool
+	hints   []string
 }
 
 func newCommitCmd(a *app) *cobra.Command {
@@ -30,15 +34,24 @@ Nothing changed: nothing is published and the command exits 0.
 If another host extended a touched partition first, commit reads that partition's
 new commits; when none of them changed a path this host changed, it applies them
 and retries. Otherwise it stops with exit code 3 naming the conflicting paths; the
-local files are kept and stay uncommitted.`,
+local files are kept and stay uncommitted.
+
+While a watch runs on the cache, commit asks it which paths changed (its dirty
+set, kept with inotify) and checks only those: its cost follows the change, not
+the size of the cache. It scans the whole cache when no watch runs, or when the
+watch cannot vouch that it saw every change (it started after the last full
+scan, its event queue overflowed, a directory was moved in). --hint names paths
+the caller changed; they are checked as well, and never stand in for a scan.`,
 		Example: `  syncledger commit -m "run vpc"
-  syncledger commit --model command/shell:vpc --json`,
+  syncledger commit --model command/shell:vpc --json
+  syncledger commit --hint data/command/shell/vpc/result/1/raw`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCommit(cmd.Context(), a, o) },
 	}
 	o.addFlags(cmd.Flags(), "commit")
 	cmd.Flags().StringVarP(&o.message, "message", "m", "", "commit message")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
+	cmd.Flags().StringArrayVar(&o.hints, "hint", nil, "a path this command's caller changed (repeatable; relative to the cache, or absolute inside it): checked besides the watch's dirty set")
 	return cmd
 }
 
@@ -47,8 +60,14 @@ func runCommit(ctx context.Context, a *app, o commitOpts) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.Commit(ctx, host.CommitOptions{Message: o.message, Partitions: parts})
+	hints, err := hintPaths(h.Dir().Root(), o.hints)
+	if err != nil {
+		return err
+	}
+	snap, changed := a.dirtySet(ctx, h.Dir().Root(), hints)
+	res, err := h.Commit(ctx, host.CommitOptions{Message: o.message, Partitions: parts, Changed: changed})
 	if err == nil {
+		a.ackDirty(ctx, h.Dir().Root(), snap, changed, len(parts) > 0)
 		a.beat(ctx, "commit", res.HWM, res.HWM)
 	}
 	return a.report(o.json, res, err, func() {
@@ -56,6 +75,63 @@ func runCommit(ctx context.Context, a *app, o commitOpts) error {
 			printCommit(a, res)
 		}
 	})
+}
+
+// dirtySet asks the cache's watcher (package dirty) for the paths that may have
+// changed. It returns the snapshot (nil without a watcher) and the paths the
+// commit checks: the trusted set plus hints, or nil (scan the whole cache) when
+// the set cannot be trusted.
+func (a *app) dirtySet(ctx context.Context, root string, hints []string) (*dirty.Snapshot, []string) {
+	snap, err := dirty.NewClient(root).Snapshot(ctx)
+	switch {
+	case errors.Is(err, dirty.ErrNoWatcher):
+		a.logger.Debug("scanning the cache", "reason", err)
+		return nil, nil
+	case err != nil:
+		a.logger.Warn("scanning the cache: the watch's dirty set is unavailable", "err", err)
+		return nil, nil
+	case !snap.Trusted:
+		a.logger.Debug("scanning the cache", "reason", snap.Reason)
+		return snap, nil
+	}
+	changed := dirty.Merge(snap.Paths, hints)
+	a.logger.Debug("checking the dirty set", "paths", len(changed), "hints", len(hints))
+	return snap, changed
+}
+
+// ackDirty tells the watcher what a successful commit covered: the whole cache
+// (a scan after snap), or the paths it checked. A commit scoped to partitions
+// covered only some of its paths: it acks nothing, and the next commit checks
+// them again.
+func (a *app) ackDirty(ctx context.Context, root string, snap *dirty.Snapshot, changed []string, scoped bool) {
+	if snap == nil || scoped {
+		return
+	}
+	if err := dirty.NewClient(root).Ack(ctx, snap, changed == nil, changed); err != nil {
+		a.logger.Warn("the watch did not take the commit's ack (the next commit checks these paths again)", "err", err)
+	}
+}
+
+// hintPaths makes --hint paths relative to the cache root (slash-separated).
+// A path outside the cache is a usage error.
+func hintPaths(root string, hints []string) ([]string, error) {
+	out := make([]string, 0, len(hints))
+	for _, h := range hints {
+		p := h
+		if filepath.IsAbs(p) {
+			rel, err := filepath.Rel(root, p)
+			if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return nil, usagef("--hint %s: not inside the cache %s", h, root)
+			}
+			p = rel
+		}
+		p = filepath.ToSlash(filepath.Clean(p))
+		if p == ".." || strings.HasPrefix(p, "../") {
+			return nil, usagef("--hint %s: not inside the cache %s", h, root)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func printCommit(a *app, r host.CommitResult) {

@@ -13,7 +13,10 @@ import (
 )
 
 func newExecCmd(a *app) *cobra.Command {
-	var o scope
+	var (
+		o         scope
+		onFailure bool
+	)
 	cmd := &cobra.Command{
 		Use:   "exec [--model TYPE:ID]… -- CMD [ARGS…]",
 		Short: "Sync, run a command against the cache, commit what it changed",
@@ -21,19 +24,25 @@ func newExecCmd(a *app) *cobra.Command {
 given models, else full), runs CMD with SYNCLEDGER_CACHE set to the cache's path,
 then commits whatever the cache holds that differs from the ledger.
 
-CMD's exit code is passed through. The commit runs whether CMD succeeded or not
-(its outputs and logs are data too); a failed commit makes exec exit non-zero with
-the reason, and the local files are kept.`,
-		Example: `  syncledger exec --model command/shell:consumer -- swamp model method run consumer execute`,
-		Args:    cobra.MinimumNArgs(1),
-		RunE:    func(cmd *cobra.Command, args []string) error { return runExec(cmd.Context(), a, o, args) },
+CMD's exit code is passed through. When CMD fails (exits non-zero), what it
+wrote is still committed by default, with a warning saying so: a failed swamp
+run's outputs, logs and run records are data the other hosts need (to see the
+failure, to retry against the same state). --commit-on-failure=false leaves a
+failed CMD's changes uncommitted instead, for 'syncledger commit' or to be
+discarded by hand. A failed commit makes exec exit non-zero with the reason, and
+the local files are kept.`,
+		Example: `  syncledger exec --model command/shell:consumer -- swamp model method run consumer execute
+  syncledger exec --commit-on-failure=false -- ./migrate.sh`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runExec(cmd.Context(), a, o, onFailure, args) },
 	}
 	o.addFlags(cmd.Flags(), "sync")
+	cmd.Flags().BoolVar(&onFailure, "commit-on-failure", true, "commit what CMD changed even when it exits non-zero")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
 }
 
-func runExec(ctx context.Context, a *app, o scope, argv []string) error {
+func runExec(ctx context.Context, a *app, o scope, commitOnFailure bool, argv []string) error {
 	parts, h, err := a.scopedHost(ctx, o)
 	if err != nil {
 		return err
@@ -60,8 +69,19 @@ func runExec(ctx context.Context, a *app, o scope, argv []string) error {
 	case runErr != nil:
 		return fmt.Errorf("run %s: %w", argv[0], runErr)
 	}
+	msg := "exec " + argv[0]
+	if code != 0 {
+		if !commitOnFailure {
+			a.logger.Warn("the command failed: its changes are left uncommitted (--commit-on-failure=false); 'syncledger commit' publishes them",
+				"command", argv[0], "exit", code)
+			return withExitCode(code, nil)
+		}
+		a.logger.Warn("the command failed: committing what it wrote, as other hosts need a failed run's outputs (--commit-on-failure=false to leave them uncommitted)",
+			"command", argv[0], "exit", code)
+		msg += fmt.Sprintf(" (exit %d)", code)
+	}
 	// Commit even when ctx was cancelled by a signal: the command's writes are kept.
-	cres, err := h.Commit(context.WithoutCancel(ctx), host.CommitOptions{Message: "exec " + argv[0]})
+	cres, err := h.Commit(context.WithoutCancel(ctx), host.CommitOptions{Message: msg})
 	if err != nil {
 		return fmt.Errorf("commit after %s (exit %d): %w", argv[0], code, err)
 	}

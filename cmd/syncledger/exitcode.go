@@ -135,12 +135,18 @@ func newErrorObject(err error) errorObject {
 // conflict (a commit's paths changed remotely too), local-changes (a sync or
 // rebuild would overwrite them), rebuild (the log no longer holds the events),
 // lineage, permission, busy (another process holds the cache), not-found,
-// invalid (bad input or a bad event in the ledger), checksum, or error.
+// bad-message (a message of the ledger every reader stops at: see quarantine),
+// invalid (bad input), checksum, or error.
 func errorKind(err error) string {
-	var ue *usageError
+	var (
+		ue *usageError
+		re *ledger.RecordError
+	)
 	switch {
 	case errors.As(err, &ue):
 		return "usage"
+	case errors.As(err, &re):
+		return "bad-message"
 	case errors.Is(err, host.ErrLocalChanges):
 		return "local-changes"
 	case errors.Is(err, ledger.ErrConflict):
@@ -166,11 +172,16 @@ func errorKind(err error) string {
 
 // errorCommands returns the command lines that lead out of err ([] if none).
 func errorCommands(err error) []string {
-	var c commander
+	var (
+		c  commander
+		re *ledger.RecordError
+	)
 	if errors.As(err, &c) {
 		return c.Commands()
 	}
 	switch {
+	case errors.As(err, &re):
+		return []string{quarantineCommand(re.Seq)}
 	case errors.Is(err, ledger.ErrTruncated):
 		return []string{"syncledger rebuild"}
 	case errors.Is(err, host.ErrLocalChanges):

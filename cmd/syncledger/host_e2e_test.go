@@ -157,6 +157,7 @@ func blobBackends(t *testing.T) map[string]func(t *testing.T) (string, []string)
 // blob backend: a scoped sync followed by a no-op commit (or an own commit) must
 // leave hwm < head; a plain sync then pulls the other model and hwm == head.
 func TestSeedScenarioCLI(t *testing.T) {
+	t.Parallel()
 	for name, backend := range blobBackends(t) {
 		for _, own := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/own-commit=%v", name, own), func(t *testing.T) {

@@ -140,6 +140,17 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 	return h, nil
 }
 
+// LocalHost opens the cache without its ledger (host.OpenLocal), for status
+// when the server cannot be reached. The host id is the one Host resolved.
+func (a *app) LocalHost() (*host.Host, error) {
+	h, err := host.OpenLocal(host.Config{Cache: a.cache, Host: a.host, Logger: a.logger})
+	if err != nil {
+		return nil, fmt.Errorf("open cache %s: %w", a.cache, err)
+	}
+	a.onClose(func() { _ = h.Close() })
+	return h, nil
+}
+
 func (a *app) openHost(ctx context.Context) (*host.Host, error) {
 	lg, err := a.Log(ctx)
 	if err != nil {

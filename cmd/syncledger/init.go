@@ -63,6 +63,7 @@ for a different blob store or replica count than it has is an error.`,
 					return fmt.Errorf("ledger %q exists with %d replicas, not %d: %w", info.Name, info.Replicas, replicas, ledger.ErrInvalid)
 				}
 			}
+			a.protectBlobs(ctx, info.Blobs)
 			verb := "exists"
 			if created {
 				verb = "created"
@@ -78,7 +79,7 @@ for a different blob store or replica count than it has is an error.`,
 }
 
 // createLedger opens the ledger cfg.Name, creating it with cfg (and a new UUID)
-// if it does not exist. Before creating it checks that cfg.Blobs opens, so no
+// if it does not exist. Before creating it probes cfg.Blobs (probeBlobs), so no
 // ledger is created pointing at a blob store that cannot be used. The opened log
 // becomes a's log.
 func createLedger(ctx context.Context, a *app, cfg jetstream.Config) (info ledger.Info, created bool, err error) {
@@ -90,7 +91,7 @@ func createLedger(ctx context.Context, a *app, cfg jetstream.Config) (info ledge
 	switch {
 	case err == nil:
 	case errors.Is(err, ledger.ErrNotFound):
-		if _, err := a.openObjects(ctx, cfg.Blobs); err != nil {
+		if err := a.probeBlobs(ctx, cfg.Blobs); err != nil {
 			return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 		}
 		if cfg.UUID == "" {

@@ -77,6 +77,7 @@ func TestJSONErrorEveryCommand(t *testing.T) {
 		"gc":                   {"gc", "--json"},
 		"hosts":                {"hosts", "--json"},
 		"log":                  {"log", "--json"},
+		"quarantine":           {"quarantine", "7", "--reason", "bad", "--json"},
 		"rebuild":              {"--cache", cache, "rebuild", "--json"},
 		"replay":               {"replay", "--json", "--to", "1", "--into", t.TempDir()},
 		"resolve":              {"--cache", cache, "resolve", "--json", "--theirs", "x"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,7 +132,7 @@ func runLog(ctx context.Context, a *app, o logOpts) error {
 				break
 			}
 		}
-		slices.SortFunc(recs, func(x, y ledger.Record) int { return compareSeq(x.Seq, y.Seq) })
+		slices.SortFunc(recs, func(x, y ledger.Record) int { return cmp.Compare(x.Seq, y.Seq) })
 		for _, r := range recs {
 			if err == nil {
 				err = p.add(r)
@@ -147,16 +148,6 @@ func runLog(ctx context.Context, a *app, o logOpts) error {
 		return fmt.Errorf("read ledger %q: %w", a.ledgerName, err)
 	}
 	return nil
-}
-
-func compareSeq(x, y ledger.Seq) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // logPrinter prints records as they are read: each event as a JSON line, or one
@@ -183,6 +174,9 @@ type commitGroup struct {
 }
 
 func (p *logPrinter) add(r ledger.Record) error {
+	if r.Skip != nil {
+		return p.skipped(r)
+	}
 	if p.filter != nil && !p.filter[r.Event.Partition] {
 		if p.cur != nil && (p.cur.ev.Commit != r.Event.Commit || r.LastOfCommit()) {
 			return p.flush()
@@ -226,6 +220,39 @@ func (p *logPrinter) add(r ledger.Record) error {
 		return p.flush()
 	}
 	return nil
+}
+
+// skipped prints a quarantined message or a quarantine notice: one line (one
+// {"seq", "quarantined"} or {"seq", "quarantine"} object with --json).
+func (p *logPrinter) skipped(r ledger.Record) error {
+	sk := r.Skip
+	if p.filter != nil && (sk.Notice || !p.filter[sk.Partition]) {
+		return nil
+	}
+	if err := p.flush(); err != nil {
+		return err
+	}
+	q := sk.Quarantine
+	if p.json {
+		key := "quarantined"
+		if sk.Notice {
+			key = "quarantine"
+		}
+		line, err := json.Marshal(map[string]any{"seq": r.Seq, key: q})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.a.stdout, "%s\n", line)
+		return err
+	}
+	var line string
+	if sk.Notice {
+		line = fmt.Sprintf("%6d  %s  %s  quarantine of seq %d: %s", r.Seq, q.At.UTC().Format(time.RFC3339), oneLine(q.By), q.Seq, oneLine(q.Reason))
+	} else {
+		line = fmt.Sprintf("%6d  quarantined (partition %s) by %s at %s: %s", r.Seq, oneLine(sk.Partition), oneLine(q.By), q.At.UTC().Format(time.RFC3339), oneLine(q.Reason))
+	}
+	_, err := fmt.Fprintln(p.a.stdout, line)
+	return err
 }
 
 // manifestLen counts a manifest's entries, fetching it from the blob store.

@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // commands are the subcommands, in help order.
@@ -31,7 +33,7 @@ var commands = []func(*app) *cobra.Command{
 	newWatchCmd,
 	newVerifyCmd,
 	newFetchCmd,
-	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd,
+	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd, newQuarantineCmd,
 	newConsumeCmd, newTailCmd, newHostsCmd,
 	newSwampCmd,
 	newConfigCmd,
@@ -60,6 +62,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	stderr = a.stderr // secrets scrubbed
 
 	cmd, err := root.ExecuteContextC(ctx)
+	if cause := a.aborted(); err != nil && cause != nil && !errors.Is(err, ledger.ErrPermission) {
+		err = fmt.Errorf("%w (%v)", cause, err)
+	}
+	if errors.Is(err, ledger.ErrPermission) {
+		err = fmt.Errorf("%w (this NATS user lacks the permission: see docs/ops.md, Permissions)", err)
+	}
 	if err != nil && !a.started {
 		// Cobra failed before the command ran: unknown command, bad flag, wrong
 		// arguments.
@@ -112,6 +120,14 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild.`,
 			if err := a.resolve(cmd); err != nil {
 				return err
 			}
+			// A refused operation is only reported asynchronously (nats_auth.go
+			// natsAsyncError); it ends the command at once instead of letting
+			// the request wait for its timeout.
+			ctx, cancel := context.WithCancelCause(cmd.Context())
+			cmd.SetContext(ctx)
+			a.abort.mu.Lock()
+			a.abort.cancel = cancel
+			a.abort.mu.Unlock()
 			a.started = true
 			return nil
 		},

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/syncledger/syncledger/internal/testmain"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -20,6 +21,7 @@ import (
 var binPath string
 
 func TestMain(m *testing.M) {
+	testmain.Setup()
 	dir, err := os.MkdirTemp("", "syncledger-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/pflag"
+
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // secretAnnotation marks a flag whose value config show and error messages
@@ -157,10 +161,39 @@ func (n *natsAuth) options() ([]nats.Option, error) {
 // caused it then times out.
 func (a *app) natsAsyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
 	if errors.Is(err, nats.ErrPermissionViolation) {
-		a.logger.Error("the NATS server refused an operation: this user lacks the permission (see docs/ops.md, Permissions)", "err", err)
+		a.logger.Debug("the NATS server refused an operation", "err", err)
+		a.abortWith(fmt.Errorf("%w: the NATS server refused an operation: %v", ledger.ErrPermission, err))
 		return
 	}
 	a.logger.Debug("NATS asynchronous error", "err", err)
+}
+
+// aborter ends the running command early.
+type aborter struct {
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc // the command's context
+	cause  error
+}
+
+// abortWith cancels the running command's context with cause (the first one
+// wins).
+func (a *app) abortWith(cause error) {
+	ab := a.abort
+	ab.mu.Lock()
+	defer ab.mu.Unlock()
+	if ab.cause == nil {
+		ab.cause = cause
+		if ab.cancel != nil {
+			ab.cancel(cause)
+		}
+	}
+}
+
+// aborted returns the cause abortWith ended the command with, if any.
+func (a *app) aborted() error {
+	a.abort.mu.Lock()
+	defer a.abort.mu.Unlock()
+	return a.abort.cause
 }
 
 // connectHint says what to check after a failed connect.

@@ -3,13 +3,18 @@ package main
 import (
 	"encoding/json"
 	"net"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/syncledger/syncledger/embedded/embeddedtest"
 	"github.com/syncledger/syncledger/ledger"
@@ -206,5 +211,195 @@ func TestSecretsNeverPrinted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadOnlyCommitFailsAtOnce: a tooling (read-only) user's commit, with the
+// blobs in a NATS object store or in a directory, fails at once with the
+// server's permission error (it waited ≈ 36 s for publish timeouts) and
+// publishes nothing.
+func TestReadOnlyCommitFailsAtOnce(t *testing.T) {
+	for _, blobs := range []string{"nats", "file"} {
+		t.Run(blobs, func(t *testing.T) {
+			dir := t.TempDir()
+			users := writeFile(t, filepath.Join(dir, "users.yaml"), "users:\n  - {user: web, password: web-pw, role: host}\n  - {user: grafana, password: graf-pw, role: tooling}\n")
+			url := "nats://syncledger-default"
+			if blobs == "file" {
+				url = "file://" + filepath.Join(dir, "blobs")
+			}
+			srv, info := serveJSON(t, cliEnv("SYNCLEDGER_SERVE_USERS="+users), "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--blobs", url)
+			defer srv.stop(t, syscall.SIGTERM)
+			tool := cliEnv("SYNCLEDGER_NATS="+info.URL, "NATS_USER=grafana", "NATS_PASSWORD=graf-pw")
+			cache := filepath.Join(dir, "cache")
+			put(t, cache, "data/command/shell/vpc/result/1/raw", "vpc")
+			start := time.Now()
+			r := cli(t, tool, "--cache", cache, "commit", "-m", "read-only")
+			took := time.Since(start)
+			t.Logf("read-only commit: exit %d after %v: %s", r.code, took, strings.TrimSpace(r.stderr))
+			if r.code != exitError || !strings.Contains(r.stderr, "permission denied") || !strings.Contains(r.stderr, "docs/ops.md") {
+				t.Fatalf("read-only commit: exit %d\n%s", r.code, r.stderr)
+			}
+			// The old code took ≈ 36 s (publish timeouts); anything near that is
+			// the bug, whatever the machine's load.
+			if took > 15*time.Second {
+				t.Fatalf("read-only commit took %v to fail", took)
+			}
+			if r := cli(t, tool, "log"); r.code != 0 || strings.TrimSpace(r.stdout) != "" {
+				t.Fatalf("log after the refused commit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestInitProbesBlobStore: init writes, reads back and deletes a probe object
+// before it creates the ledger; a blob store that does not work fails init
+// (exit 1) naming the step, and no ledger is created. A bucket that does not
+// protect stored blobs is warned about.
+func TestInitProbesBlobStore(t *testing.T) {
+	c := newCLI(t, "probe")
+	dead := closedURL(t)
+	noDir := filepath.Join(t.TempDir(), "file-not-dir")
+	put(t, filepath.Dir(noDir), filepath.Base(noDir), "x")
+	for _, tc := range []struct {
+		name, blobs, want string
+		env               []string
+	}{
+		// No instance metadata lookup: the test never leaves loopback.
+		{"unreachable S3 without credentials", "s3://nobucket/x?endpoint=http://" + dead + "&region=us-east-1&path-style=true", "write probes/init-", []string{"AWS_EC2_METADATA_DISABLED=true"}},
+		{"S3 with wrong credentials", "s3://nobucket/x?endpoint=http://" + dead + "&region=us-east-1&path-style=true", "write probes/init-",
+			[]string{"AWS_EC2_METADATA_DISABLED=true", "AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY=wrong-secret"}},
+		{"a file where the directory should be", "file://" + noDir, "does not work (open)", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.runEnv(tc.env, "init", "--blobs", tc.blobs)
+			t.Logf("exit %d: %s", r.code, r.stderr)
+			if r.code != exitError || !strings.Contains(r.stderr, "does not work") || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "nothing was created") {
+				t.Fatalf("init with a broken blob store: exit %d\n%s", r.code, r.stderr)
+			}
+			if r := c.run("log"); r.code == 0 || !strings.Contains(r.stderr, "does not exist") && !strings.Contains(r.stderr, "not found") {
+				t.Fatalf("a ledger was created: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+	// A working store: the probe leaves nothing behind.
+	dir := t.TempDir()
+	c.ok("init", "--blobs", "file://"+dir)
+	var left []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) != 0 {
+		t.Fatalf("the probe left %v", left)
+	}
+}
+
+// TestInitWarnsUnprotectedBucket: init warns when the blob store's bucket lets a
+// holder of write credentials delete or overwrite blobs (S3 or GCS without
+// versioning or an object lock), and says nothing for a versioned bucket, a
+// NATS bucket (written once) or a directory.
+func TestInitWarnsUnprotectedBucket(t *testing.T) {
+	const warning = "does not protect stored blobs"
+	for name, backend := range blobBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			c := newCLI(t, "warn")
+			url, env := backend(t)
+			r := c.runEnv(env, "init", "--blobs", url)
+			if r.code != 0 {
+				t.Fatalf("init: exit %d %s", r.code, r.stderr)
+			}
+			if want := name == "s3" || name == "gcs"; strings.Contains(r.stderr, warning) != want {
+				t.Fatalf("init on %s: warned %v, want %v\n%s", name, !want, want, r.stderr)
+			}
+		})
+	}
+	t.Run("versioned s3", func(t *testing.T) {
+		mem := s3mem.New()
+		if err := mem.CreateBucket("ledger"); err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.SetVersioningConfiguration("ledger", gofakes3.VersioningConfiguration{Status: gofakes3.VersioningEnabled}); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gofakes3.New(mem, gofakes3.WithTimeSkewLimit(0)).Server())
+		t.Cleanup(srv.Close)
+		c := newCLI(t, "warn")
+		r := c.runEnv([]string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true"},
+			"init", "--blobs", "s3://ledger/blobs?endpoint="+srv.URL+"&region=us-east-1&path-style=true")
+		if r.code != 0 || strings.Contains(r.stderr, warning) {
+			t.Fatalf("init on a versioned bucket: exit %d\n%s", r.code, r.stderr)
+		}
+	})
+}
+
+// TestStatusOffline: with the server down, status still lists the local
+// uncommitted (and ignored) files, from the cache alone, and says the server is
+// unreachable.
+func TestStatusOffline(t *testing.T) {
+	c := newCLI(t, "offline")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	cache := t.TempDir()
+	put(t, cache, "audit/committed", "1")
+	c.ok("--cache", cache, "commit")
+	put(t, cache, "audit/uncommitted", "2")
+	put(t, cache, "audit/.x.swp", "swap")
+	down := append(append([]string{}, c.env...), "SYNCLEDGER_NATS=nats://"+closedURL(t))
+	r := cli(t, down, "--cache", cache, "status", "--ignored")
+	if r.code != 0 || !strings.Contains(r.stdout, "unreachable") || !strings.Contains(r.stdout, "audit/uncommitted") ||
+		!strings.Contains(r.stdout, "audit/.x.swp") || !strings.Contains(r.stderr, "unreachable") {
+		t.Fatalf("status with the server down: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, down, "--cache", cache, "status", "--json")
+	var st struct {
+		Offline     bool     `json:"offline"`
+		Unreachable string   `json:"unreachable"`
+		HWM         uint64   `json:"hwm"`
+		Files       int      `json:"files"`
+		Dirty       []string `json:"dirty"`
+		Ledger      string   `json:"ledger"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != 0 {
+		t.Fatalf("status --json with the server down: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if !st.Offline || !strings.Contains(st.Unreachable, "connect to NATS") || st.HWM != 1 || st.Files != 1 ||
+		!cmp.Equal(st.Dirty, []string{"audit/uncommitted"}) || st.Ledger != "offline" {
+		t.Fatalf("status --json with the server down: %+v", st)
+	}
+	// Other commands still fail on an unreachable server.
+	if r := cli(t, down, "--cache", cache, "commit"); r.code != exitError || !strings.Contains(r.stderr, "connect to NATS") {
+		t.Fatalf("commit with the server down: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// TestExecCommitOnFailure: a failed command's changes are committed by default
+// (a failed swamp run's outputs are data other hosts need), with a warning and
+// the exit code in the commit message; --commit-on-failure=false leaves them
+// uncommitted. The command's exit code is passed through either way.
+func TestExecCommitOnFailure(t *testing.T) {
+	c := newCLI(t, "execfail")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	a, b := t.TempDir(), t.TempDir()
+	fail := func(name string) []string {
+		return []string{"sh", "-c", `mkdir -p "$SYNCLEDGER_CACHE/audit" && echo partial > "$SYNCLEDGER_CACHE/audit/` + name + `"; exit 7`}
+	}
+	r := c.run(append([]string{"--cache", a, "exec", "--"}, fail("default")...)...)
+	if r.code != 7 || !strings.Contains(r.stderr, "committing what it wrote") {
+		t.Fatalf("failed exec: exit %d\n%s", r.code, r.stderr)
+	}
+	if out := c.ok("log"); !strings.Contains(out, "exec sh (exit 7)") {
+		t.Fatalf("the commit does not say the command failed:\n%s", out)
+	}
+	r = c.run(append([]string{"--cache", a, "exec", "--commit-on-failure=false", "--"}, fail("kept-local")...)...)
+	if r.code != 7 || !strings.Contains(r.stderr, "left uncommitted") {
+		t.Fatalf("failed exec with --commit-on-failure=false: exit %d\n%s", r.code, r.stderr)
+	}
+	c.ok("--cache", b, "sync")
+	if got := tree(t, b); !cmp.Equal(got, map[string]string{"audit/default": "partial\n"}) {
+		t.Fatalf("host b: %v", got)
+	}
+	if st := c.status(a); !cmp.Equal(st.Dirty, []string{"audit/kept-local"}) {
+		t.Fatalf("host a dirty: %v", st.Dirty)
 	}
 }

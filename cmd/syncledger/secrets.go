@@ -62,12 +62,16 @@ func redactURL(raw string) string {
 			if err != nil {
 				one = base + "?" + Redacted
 			} else {
+				changed := false
 				for k := range q {
 					if containsAny(strings.ToLower(k), secretParams) {
 						q.Set(k, Redacted)
+						changed = true
 					}
 				}
-				one = base + "?" + q.Encode()
+				if changed {
+					one = base + "?" + q.Encode()
+				}
 			}
 		}
 		parts[i] = one

@@ -170,6 +170,7 @@ func serve(ctx context.Context, a *app, cmd *cobra.Command, cfg embedded.Config,
 			a.logger.Warn("the ledger's blob store does not open here", "err", err)
 		}
 	}
+	a.protectBlobs(ctx, info.Blobs)
 
 	uiURL, uiDone := "", func() error { return nil }
 	if o.ui != "" {

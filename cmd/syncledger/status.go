@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -42,8 +44,20 @@ back when the last path under it goes, and 'replay' writes them under
 	return cmd
 }
 
+// offlineStatus is status --json when the server cannot be reached.
+type offlineStatus struct {
+	host.Status
+	Unreachable string `json:"unreachable"` // why the ledger was not read
+}
+
 func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	h, err := a.ExistingHost(ctx)
+	var unreachable *unreachableError
+	if errors.As(err, &unreachable) {
+		// What the cache alone knows: its uncommitted files above all.
+		a.logger.Warn("the NATS server is unreachable: showing what the cache knows", "err", unreachable.err)
+		h, err = a.LocalHost()
+	}
 	if err != nil {
 		return err
 	}
@@ -52,20 +66,31 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 		return err
 	}
 	if asJSON {
+		if st.Offline {
+			return a.printJSON(offlineStatus{st, unreachable.Error()})
+		}
 		return a.printJSON(st)
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	if st.Offline {
+		fmt.Fprintf(w, "server\tunreachable: %v\n", unreachable.err)
+	}
 	fmt.Fprintf(w, "ledger\t%s (%s)\n", st.Ledger, st.UUID)
 	fmt.Fprintf(w, "host\t%s\n", st.Host)
 	fmt.Fprintf(w, "cache\t%s\n", st.Cache)
-	fmt.Fprintf(w, "head\t%d (first %d)\n", st.Head, st.First)
-	if st.Snapshot > 0 {
-		fmt.Fprintf(w, "snapshot\t%d\n", st.Snapshot)
+	if st.Offline {
+		fmt.Fprintf(w, "head\tunknown (server unreachable)\n")
+		fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
 	} else {
-		fmt.Fprintf(w, "snapshot\tnone\n")
+		fmt.Fprintf(w, "head\t%d (first %d)\n", st.Head, st.First)
+		if st.Snapshot > 0 {
+			fmt.Fprintf(w, "snapshot\t%d\n", st.Snapshot)
+		} else {
+			fmt.Fprintf(w, "snapshot\tnone\n")
+		}
+		fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
+		fmt.Fprintf(w, "behind\t%d\n", st.Behind)
 	}
-	fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
-	fmt.Fprintf(w, "behind\t%d\n", st.Behind)
 	fmt.Fprintf(w, "files\t%d (%d lazy)\n", st.Files, st.Lazy)
 	fmt.Fprintf(w, "dirty\t%d\n", len(st.Dirty))
 	w.Flush()
@@ -97,6 +122,13 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	if len(st.Shadowed) > 0 {
 		fmt.Fprintln(a.stdout, "\nshadowed (a directory of the same name wins; see 'syncledger replay'):")
 		printPaths(a, st.Shadowed)
+	}
+	if len(st.Quarantined) > 0 {
+		seqs := make([]string, len(st.Quarantined))
+		for i, q := range st.Quarantined {
+			seqs[i] = fmt.Sprint(q)
+		}
+		fmt.Fprintf(a.stdout, "\nquarantined seqs (every reader skips them; 'syncledger quarantine --list'): %s\n", strings.Join(seqs, ", "))
 	}
 	if ignored && len(st.Ignored) > 0 {
 		fmt.Fprintln(a.stdout, "\nignored:")

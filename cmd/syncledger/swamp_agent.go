@@ -2,16 +2,22 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
 )
+
+// TraceEnv names a file the swamp agent appends one line per request to (its
+// op and duration): the B10 benchmark reads it. Unset in normal use.
+const TraceEnv = "SYNCLEDGER_SWAMP_TRACE"
 
 func newSwampAgentCmd(a *app) *cobra.Command {
 	return &cobra.Command{
@@ -25,11 +31,17 @@ still holds then expire after their TTL.`,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cache, _ := filepath.Abs(a.cache)
+			dir, err := a.cacheDir() // --cache, else the cache around the working directory
+			if err != nil {
+				return err
+			}
+			cache, _ := filepath.Abs(dir)
 			ag := &swamp.Agent{
 				Version: versionString(),
 				Cache:   cache,
+				Globals: fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
 				Host:    func(ctx context.Context) (*host.Host, error) { return a.Host(ctx) },
+				Blobs:   func(ctx context.Context) (ledger.BlobStore, error) { return a.Blobs(ctx) },
 				KV: func(ctx context.Context) (jetstream.KeyValue, error) {
 					nc, err := a.Conn(ctx)
 					if err != nil {
@@ -39,9 +51,16 @@ still holds then expire after their TTL.`,
 					if err != nil {
 						return nil, err
 					}
-					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), "syncledger swamp locks and control plane of ledger "+a.ledgerName)
+					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
 				},
-				Resolve: "syncledger --cache " + cache + " status (then commit or delete the files named)",
+			}
+			if tr := a.getenv(TraceEnv); tr != "" {
+				f, err := os.OpenFile(tr, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+				if err != nil {
+					return fmt.Errorf("%s: %w", TraceEnv, err)
+				}
+				defer f.Close()
+				ag.Trace = f
 			}
 			return ag.Serve(ctx, os.Stdin, a.stdout)
 		},

@@ -104,8 +104,11 @@ func (w *realSwamp) repo(name string, setupArgs ...string) string {
 	w.t.Helper()
 	repo := filepath.Join(w.dir, name)
 	w.mustSwamp(repo, "repo", "init", "--tool", "none")
-	if out, err := exec.Command("cp", "-r", filepath.Join(w.template, "models"), repo).CombinedOutput(); err != nil {
-		w.t.Fatalf("copy models: %v %s", err, out)
+	// Hosts are checkouts of one repo: the same .swamp.yaml (repoId) and models.
+	for _, f := range []string{".swamp.yaml", "models"} {
+		if out, err := exec.Command("cp", "-rT", filepath.Join(w.template, f), filepath.Join(repo, f)).CombinedOutput(); err != nil {
+			w.t.Fatalf("copy %s: %v %s", f, err, out)
+		}
 	}
 	args := append([]string{"--host", name, "swamp", "setup", "--repo", repo, "--lock-ttl-ms", "3000", "--binary", w.bin}, setupArgs...)
 	w.c.ok(args...)
@@ -158,9 +161,14 @@ func (w *realSwamp) mustSwamp(repo string, args ...string) string {
 // with hwm == head and nothing uncommitted.
 func (w *realSwamp) synced(repos ...string) {
 	w.t.Helper()
+	// swamp pushes what each host has, then syncledger pulls the rest (a
+	// namespaced swamp rewrites its catalog export on every command).
+	for _, r := range repos {
+		w.mustSwamp(r, "datastore", "sync")
+	}
 	var first map[string]string
 	for i, r := range repos {
-		w.mustSwamp(r, "datastore", "sync")
+		w.c.ok("--cache", w.cache(r), "sync")
 		st := w.c.status(w.cache(r))
 		if st.HWM != st.Head || len(st.Dirty) != 0 {
 			w.t.Errorf("%s: hwm %d, head %d, dirty %q", r, st.HWM, st.Head, st.Dirty)
@@ -470,4 +478,60 @@ func TestSwampRealBadInput(t *testing.T) {
 	}
 	// Put right, the same repo works.
 	w.mustSwamp(repo, "model", "method", "run", "vpc", "execute")
+}
+
+// TestSwampRealConflict: a file changed by hand in a host's cache, which the
+// ledger then changes too, stops that host's next swamp command with a message
+// naming the file and the commands that settle it; after one of them, swamp
+// runs again.
+func TestSwampRealConflict(t *testing.T) {
+	w := newRealSwamp(t)
+	a, b := w.repo("host-a"), w.repo("host-b")
+	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+	w.mustSwamp(b, "datastore", "sync")
+	latest := "data/command/shell/" + modelID(t, w.template, "vpc") + "/result/latest"
+	if err := os.WriteFile(filepath.Join(w.cache(b), latest), []byte("edited by hand\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+	out, code := w.run(b, "model", "method", "run", "vpc", "execute")
+	theirs := regexp.MustCompile(`syncledger --nats \S+ --ledger swamp --cache \S+ resolve --theirs \S+`).FindString(out)
+	if code == 0 || !strings.Contains(out, latest) || theirs == "" {
+		t.Fatalf("b's run over a hand-edited %s: exit %d; want a failure naming it and its resolve commands:\n%s", latest, code, out)
+	}
+	t.Logf("swamp on b: %s", regexp.MustCompile(`syncledger: files changed here[^\n]*`).FindString(out))
+	args := strings.Fields(theirs)[1:]
+	if r := cli(t, cliEnv(), args...); r.code != 0 {
+		t.Fatalf("%s: exit %d\n%s%s", theirs, r.code, r.stdout, r.stderr)
+	}
+	w.mustSwamp(b, "model", "method", "run", "vpc", "execute")
+	w.synced(a, b)
+}
+
+// TestSwampRealNamespace: the #3193 sequence in a namespace (swamp names the
+// files ci/…); a repo with another repoId cannot take the namespace over.
+func TestSwampRealNamespace(t *testing.T) {
+	w := newRealSwamp(t)
+	control, writer := w.repo("control", "--namespace", "ci"), w.repo("writer", "--namespace", "ci")
+	w.mustSwamp(control, "datastore", "sync")
+	w.mustSwamp(writer, "model", "method", "run", "vpc", "execute")
+	out := w.mustSwamp(control, "model", "method", "run", "consumer", "execute")
+	if !strings.Contains(out, "consumer sees vpc-0abc123") {
+		t.Fatalf("control's consumer did not see writer's vpc value:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(w.cache(control), "ci", "data", "command", "shell")); err != nil {
+		t.Fatalf("no namespaced data in control's cache: %v", err)
+	}
+	w.synced(control, writer)
+
+	other := filepath.Join(w.dir, "other")
+	w.mustSwamp(other, "repo", "init", "--tool", "none") // its own repoId
+	before, _ := os.ReadFile(filepath.Join(other, ".swamp.yaml"))
+	r := w.c.run("swamp", "setup", "--repo", other, "--namespace", "ci", "--binary", w.bin)
+	if r.code == 0 || !strings.Contains(r.stderr, "belongs to repo") {
+		t.Fatalf("another repo set up namespace ci: exit %d\n%s", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(filepath.Join(other, ".swamp.yaml")); !bytes.Equal(before, after) {
+		t.Fatal("a refused setup changed .swamp.yaml")
+	}
 }

@@ -1,19 +1,22 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
 )
 
 func newSwampSetupCmd(a *app) *cobra.Command {
 	var (
-		repo         string
+		repo, ns     string
 		lazy, asJSON bool
 		lockTTL      int64
 		binary       string
@@ -40,7 +43,8 @@ environment swamp runs in (SYNCLEDGER_NATS_TOKEN, …); files (--nats-creds,
 --nats-nkey FILE, --nats-ca, --nats-cert, --nats-key) are referenced by path.
 A repo whose datastore is @swamp/s3-datastore or @swamp/gcs-datastore moves its
 data with 'syncledger swamp import' first (docs/swamp.md).`,
-		Example: `  syncledger --nats nats://10.0.0.5:4222 --ledger infra swamp setup --repo ~/infra
+		Example: `  syncledger swamp setup --repo ~/infra --namespace ci
+  syncledger --nats nats://10.0.0.5:4222 --ledger infra swamp setup --repo ~/infra
   syncledger swamp setup --repo . --lazy --nats-creds ~/.config/syncledger/host.creds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -68,6 +72,11 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 			if _, err := a.Log(ctx); err != nil {
 				return err
 			}
+			if ns != "" {
+				if err := a.registerNamespace(ctx, repo, ns); err != nil {
+					return err
+				}
+			}
 			cfg := swamp.ExtensionConfig{Binary: binary, Cache: cache, NATS: a.natsURL, Ledger: a.ledgerName, LockTTLMs: lockTTL}
 			if f := lookupGlobal(a, "host"); a.sources[f] == "flag" {
 				cfg.Host = a.host
@@ -91,7 +100,7 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 			if err := os.MkdirAll(cache, 0o755); err != nil {
 				return err
 			}
-			inst, err := swamp.Install(repo, versionString(), cfg, lazy)
+			inst, err := swamp.Install(repo, versionString(), cfg, lazy, ns)
 			if err != nil {
 				return err
 			}
@@ -111,21 +120,48 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 			a.beat(ctx, "swamp setup", sres.HWM, sres.Head)
 			out := map[string]any{"repo": repo, "extension": inst.Extension, "config": inst.Config, "cache": cache,
 				"moved": inst.Moved, "committed": cres.Written + cres.Deleted, "pulled": sres.Written + sres.Deleted,
-				"hwm": sres.HWM, "head": sres.Head, "swampCommand": swamp.SetupCommand(cfg, lazy)}
+				"hwm": sres.HWM, "head": sres.Head, "swampCommand": swamp.SetupCommand(cfg, lazy, ns)}
 			return a.report(asJSON, out, nil, func() {
 				fmt.Fprintf(a.stdout, "wrote %s\nset the datastore of %s to %s (cache %s)\n", inst.Extension, inst.Config, swamp.ExtensionType, cache)
 				if len(inst.Moved) > 0 {
 					fmt.Fprintf(a.stdout, "moved .swamp/%v into the cache; committed %d files\n", inst.Moved, cres.Written+cres.Deleted)
 				}
 				fmt.Fprintf(a.stdout, "synced: pulled %d files; hwm %d, head %d\n", sres.Written+sres.Deleted, sres.HWM, sres.Head)
-				fmt.Fprintf(a.stdout, "(swamp's own equivalent, which needs a swamp-club login:\n  %s)\n", swamp.SetupCommand(cfg, lazy))
+				fmt.Fprintf(a.stdout, "(swamp's own equivalent, which needs a swamp-club login:\n  %s)\n", swamp.SetupCommand(cfg, lazy, ns))
 			})
 		},
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "the swamp repo (directory holding .swamp.yaml)")
+	cmd.Flags().StringVar(&ns, "namespace", "", "a namespace of the datastore: swamp names its files NS/…; the first repo to set a namespace up owns it")
 	cmd.Flags().BoolVar(&lazy, "lazy", false, "lazy hydration: data/**/raw content is fetched when swamp reads it")
 	cmd.Flags().Int64Var(&lockTTL, "lock-ttl-ms", 0, "TTL of swamp's locks in ms (default 30000): a holder that dies loses its lock this long after its last renewal")
 	cmd.Flags().StringVar(&binary, "binary", "", "the syncledger binary the extension runs (default: this one)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
+}
+
+// registerNamespace records that the repo owns namespace ns in the ledger's
+// swamp bucket (swamp.RegisterNamespace: the first repo wins).
+func (a *app) registerNamespace(ctx context.Context, repo, ns string) error {
+	id, err := swamp.RepoID(repo)
+	if err != nil {
+		return err
+	}
+	nc, err := a.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
+	if err != nil {
+		return err
+	}
+	return swamp.RegisterNamespace(ctx, kv, ns, id)
+}
+
+func swampBucketDescription(ledgerName string) string {
+	return "syncledger swamp locks and control plane of ledger " + ledgerName
 }

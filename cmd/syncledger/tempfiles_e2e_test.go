@@ -103,6 +103,7 @@ func waitTempFile(t *testing.T, cache string) {
 // directory as it opened the cache and the first failed at its rename ("no such
 // file or directory"); now it waits for the lock, and both succeed.
 func TestTempFilesBesideAnotherProcessCLI(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		first, other []string
@@ -112,6 +113,7 @@ func TestTempFilesBesideAnotherProcessCLI(t *testing.T) {
 		{"two syncs", []string{"sync"}, []string{"sync"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each case waits on its own server and processes
 			s3 := newStallingS3(t)
 			c := newCLI(t, "tempfiles")
 			c.env = append(c.env, s3Env...)

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -18,7 +22,11 @@ as all of its parts have arrived. SIGINT or SIGTERM stops it cleanly: every appl
 commit is persisted; a commit read only in part is read again next time.
 
 Watch holds the cache while it runs: run commit and exec against it from this
-process's host only after stopping it, or use another cache.`,
+process's host only after stopping it, or use another cache.
+
+On Linux, watch also keeps the cache's dirty set: it watches the cache with
+inotify and tells each commit which paths changed, so that a commit checks those
+paths instead of scanning the whole cache (see syncledger commit --help).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -26,6 +34,7 @@ process's host only after stopping it, or use another cache.`,
 			if err != nil {
 				return err
 			}
+			defer a.runDirtyWatcher(ctx, h.Dir().Root())()
 			rep := a.beatReporter(ctx, "watch", h)
 			a.logger.Info("watching", "ledger", a.ledgerName, "cache", h.Dir().Root())
 			return h.Watch(ctx, host.SyncOptions{Lazy: lazy}, func(r host.SyncResult) {
@@ -44,19 +53,60 @@ process's host only after stopping it, or use another cache.`,
 	return cmd
 }
 
+// runDirtyWatcher starts the cache's dirty-set watcher (package dirty) and
+// returns the function that stops it. Without one (not Linux, another watch
+// runs, no inotify) commits scan the cache, as they always may: it only logs why.
+func (a *app) runDirtyWatcher(ctx context.Context, root string) (stop func()) {
+	w, err := dirty.New(dirty.Config{Root: root, Logger: a.logger})
+	if err != nil {
+		level := slog.LevelWarn
+		if errors.Is(err, dirty.ErrUnsupported) {
+			level = slog.LevelDebug
+		}
+		a.logger.Log(ctx, level, "no dirty set: commits scan the whole cache", "err", err)
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			a.logger.Warn("no dirty set: commits scan the whole cache", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 func newVerifyCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, repair bool
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check every cached file against its SHA-256 (exit 1 if any is missing or altered)",
-		Args:  cobra.NoArgs,
+		Long: `Verify hashes every cached file the ledger holds and compares it with the
+content the cache last synced or committed: a file is missing, or altered.
+
+An altered file whose size, mtime and mode are unchanged is not an edit (an edit
+moves the mtime) but corruption, which commit cannot see and sync, fetch and
+rebuild leave alone: --repair restores each such file from the blob store and
+lists it as restored. Missing files and edits are left as they are: commit them,
+or take the ledger's version. Exit 1 while any file is missing or altered.`,
+		Example: `  syncledger verify
+  syncledger verify --repair`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			h, err := a.ExistingHost(ctx)
 			if err != nil {
 				return err
 			}
-			res, err := h.Verify(ctx)
+			verify := h.Verify
+			if repair {
+				verify = h.Repair
+			}
+			res, err := verify(ctx)
 			if err != nil {
 				return err
 			}
@@ -71,8 +121,14 @@ func newVerifyCmd(a *app) *cobra.Command {
 				for _, p := range res.Altered {
 					fmt.Fprintf(a.stdout, "altered  %s\n", p)
 				}
-				fmt.Fprintf(a.stdout, "checked %d files (%d lazy not checked): %d missing, %d altered\n",
-					res.Checked, res.Lazy, len(res.Missing), len(res.Altered))
+				for _, p := range res.Restored {
+					fmt.Fprintf(a.stdout, "restored %s\n", p)
+				}
+				fmt.Fprintf(a.stdout, "checked %d files (%d lazy not checked): %d missing, %d altered, %d restored\n",
+					res.Checked, res.Lazy, len(res.Missing), len(res.Altered), len(res.Restored))
+				if len(res.Altered) > 0 && !repair {
+					fmt.Fprintln(a.stdout, "an altered file whose size, mtime and mode are unchanged is corruption: 'syncledger verify --repair' restores it")
+				}
 			}
 			if !res.OK() {
 				return withExitCode(exitError, nil)
@@ -81,6 +137,7 @@ func newVerifyCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&repair, "repair", false, "restore from the blob store every altered file that is not a local edit (size, mtime and mode unchanged)")
 	return cmd
 }
 

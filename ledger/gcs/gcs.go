@@ -557,3 +557,34 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 		q.Set("pageToken", page.NextPageToken)
 	}
 }
+
+// Protection reports whether the bucket itself keeps stored objects from being
+// lost to a delete or an overwrite by anyone holding write credentials: object
+// versioning, or a locked retention policy. how says which, or what is
+// missing.
+func (s *Store) Protection(ctx context.Context) (protected bool, how string, err error) {
+	u := s.base + "/storage/v1/b/" + url.PathEscape(s.bucket) + "?fields=versioning,retentionPolicy"
+	resp, err := s.do(ctx, http.MethodGet, u, nil, 0, nil, http.StatusOK)
+	if err != nil {
+		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.bucket, err)
+	}
+	defer resp.Body.Close()
+	var b struct {
+		Versioning struct {
+			Enabled bool `json:"enabled"`
+		} `json:"versioning"`
+		RetentionPolicy *struct {
+			IsLocked bool `json:"isLocked"`
+		} `json:"retentionPolicy"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
+		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.bucket, err)
+	}
+	switch {
+	case b.Versioning.Enabled:
+		return true, "object versioning enabled", nil
+	case b.RetentionPolicy != nil && b.RetentionPolicy.IsLocked:
+		return true, "a locked retention policy", nil
+	}
+	return false, "neither object versioning nor a locked retention policy is set on bucket " + s.bucket, nil
+}

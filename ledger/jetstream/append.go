@@ -44,6 +44,9 @@ type commit struct {
 	events   []ledger.Event
 	subjects []string
 	data     [][]byte
+	// expect[i] is the subject's last seq part i's publish expects: its
+	// event's Prev, or a quarantined message after it (see skipQuarantined).
+	expect []ledger.Seq
 }
 
 func (c *commit) String() string { return "commit " + c.id }
@@ -56,7 +59,7 @@ func (l *Log) msg(c *commit, i int) *nats.Msg {
 	m.Data = c.data[i]
 	m.Header.Set(jetstream.MsgIDHeader, c.msgID(i))
 	m.Header.Set(jetstream.ExpectedStreamHeader, l.stream)
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(uint64(c.events[i].Prev), 10))
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(uint64(c.expect[i]), 10))
 	return m
 }
 
@@ -70,7 +73,7 @@ func (l *Log) prepare(events []ledger.Event) (*commit, error) {
 	if k > ledger.MaxBatch {
 		return nil, fmt.Errorf("append commit %s: it touches %d partitions, more than the %d one atomic batch may hold (split the commit): %w", id, k, ledger.MaxBatch, ledger.ErrTooLarge)
 	}
-	c := &commit{id: id, events: events, subjects: make([]string, k), data: make([][]byte, k)}
+	c := &commit{id: id, events: events, subjects: make([]string, k), data: make([][]byte, k), expect: make([]ledger.Seq, k)}
 	seen := make(map[string]int, k)
 	maxData := int(l.nc.MaxPayload()) - headerReserve
 	for i, e := range events {
@@ -91,6 +94,7 @@ func (l *Log) prepare(events []ledger.Event) (*commit, error) {
 			return nil, bad("partition %q already in part %d", e.Partition, j+1)
 		}
 		seen[e.Partition] = i
+		c.expect[i] = e.Prev
 		b, err := ledger.EncodeEvent(e)
 		if err != nil {
 			return nil, fmt.Errorf("append commit %s part %d: %w", id, i+1, err)
@@ -148,13 +152,13 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 		if err == nil {
 			return seqs, nil
 		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("append %v: %w: %w (retry Append with the same events)", c, ErrOutcomeUnknown, context.Cause(ctx))
-		}
 		if perr := l.permissionDenied(); perr != nil {
 			// The server never accepts a publish it has no permission for: nothing
 			// was stored, by this attempt or any other.
 			return nil, fmt.Errorf("append %v: %w", c, perr)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("append %v: %w: %w (retry Append with the same events)", c, ErrOutcomeUnknown, context.Cause(ctx))
 		}
 		final := refused(err)
 		ambiguous = ambiguous || !final
@@ -171,6 +175,13 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 		case res.seqs != nil:
 			return res.seqs, nil
 		case res.conflict != nil:
+			past, qerr := l.skipQuarantined(ctx, c, res.conflict)
+			if qerr != nil {
+				return nil, fmt.Errorf("append %v: %w; reading the quarantined seqs: %w", c, res.conflict, qerr)
+			}
+			if past {
+				continue // publish again, expecting the quarantined message
+			}
 			return nil, fmt.Errorf("append %v: %w", c, res.conflict)
 		case final:
 			return nil, fmt.Errorf("append %v: %w", c, l.refusal(err))
@@ -363,9 +374,9 @@ func (l *Log) resolve(ctx context.Context, c *commit) (resolution, error) {
 }
 
 // firstPart returns the seq of the commit's part 1 if it is stored: the first
-// message after its Prev on its subject.
+// message after the seq its publish expects (its Prev) on its subject.
 func (l *Log) firstPart(ctx context.Context, c *commit) (ledger.Seq, bool, error) {
-	m, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(c.events[0].Prev) + 1, NextFor: c.subjects[0]})
+	m, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(c.expect[0]) + 1, NextFor: c.subjects[0]})
 	if err != nil || !ok || !l.isOurs(m, c, 0) {
 		return 0, false, err
 	}
@@ -380,7 +391,7 @@ func (l *Log) findConflict(ctx context.Context, c *commit) (*ledger.ConflictErro
 		if err != nil {
 			return nil, err
 		}
-		if last != e.Prev {
+		if last != c.expect[i] {
 			return &ledger.ConflictError{Partition: e.Partition, Expected: e.Prev, Actual: last}, nil
 		}
 	}

@@ -112,7 +112,7 @@
 // The stream drops events only through MaxAge or an operator's purge. Dropping a
 // partition's last event lets its chain restart at Prev 0 — the server cannot
 // tell an emptied subject from a new one — so MaxAge must stay 0 unless
-// snapshots cover everything it can drop (DESIGN §6).
+// snapshots cover everything it can drop (docs/design.md §6).
 //
 // # Timeouts
 //

@@ -96,6 +96,8 @@ type Log struct {
 	opts   options
 
 	faults faults // fault injection: empty unless built with -tags failpoints
+
+	q quarantines // the quarantine notices read so far
 }
 
 var _ ledger.CommitLog = (*Log)(nil)

@@ -15,7 +15,7 @@ import (
 
 var _ ledger.Truncater = (*Log)(nil)
 
-// TruncateBefore drops the events with seq < before (retention, DESIGN §6),
+// TruncateBefore drops the events with seq < before (retention, docs/design.md §6),
 // except the last event of every partition.
 //
 // It purges partition by partition: for each subject holding more than one

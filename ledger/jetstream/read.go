@@ -55,7 +55,33 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 	if !ok {
 		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: no events: %w", l.name, partition, ledger.ErrNotFound)
 	}
-	return l.decode(m)
+	b, err := l.bounds(ctx)
+	if err == nil {
+		err = l.loadQuarantines(ctx, max(b.Last, m.Seq))
+	}
+	if err != nil {
+		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: %w", l.name, partition, err)
+	}
+	r, err := l.decode(m)
+	if err != nil || r.Skip == nil {
+		return r, err
+	}
+	// The subject's last message is quarantined: the partition's last event
+	// is before it (rare: read the partition).
+	var head *ledger.Record
+	err = l.ReadPartition(ctx, partition, 1, func(r ledger.Record) error {
+		if r.Skip == nil {
+			head = &r
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return ledger.Record{}, err
+	case head == nil:
+		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: only quarantined messages: %w", l.name, partition, ledger.ErrNotFound)
+	}
+	return *head, nil
 }
 
 // decode turns a stored message into a record, checking that its subject is a
@@ -66,20 +92,35 @@ func (l *Log) decode(m rawMsg) (ledger.Record, error) {
 }
 
 // reader is the state one long read keeps from record to record: an event
-// decoder sharing repeated strings, and the partitions of the subjects seen.
+// decoder sharing repeated strings, the partitions of the subjects seen, and
+// the quarantined seqs as the read began.
 type reader struct {
 	dec   ledger.Decoder
 	parts map[string]string // subject → partition
+	q     map[ledger.Seq]ledger.Quarantine
 }
 
-// decodeWith is decode sharing r's state (nil: none).
+// decodeWith is decode sharing r's state (nil: none). A message it cannot take
+// as an event of this ledger is a *ledger.RecordError; a quarantined one, and a
+// quarantine notice, a record with Skip set.
 func (l *Log) decodeWith(r *reader, m rawMsg) (ledger.Record, error) {
+	rec, err := l.decodeRecord(r, m)
+	if err != nil {
+		return ledger.Record{}, &ledger.RecordError{Seq: m.Seq, Err: err}
+	}
+	return rec, nil
+}
+
+func (l *Log) decodeRecord(r *reader, m rawMsg) (ledger.Record, error) {
 	var (
 		p   string
 		ev  ledger.Event
 		err error
 		ok  bool
 	)
+	if skip, ok, err := l.skipped(r, m); ok || err != nil {
+		return ledger.Record{Seq: m.Seq, Skip: skip}, err
+	}
 	if r != nil {
 		p, ok = r.parts[m.Subject]
 	}
@@ -133,6 +174,10 @@ func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Reco
 	}
 	if from > end {
 		return nil
+	}
+	// Notices come after the seqs they quarantine: load them up to the last.
+	if err := l.loadQuarantines(ctx, b.Last); err != nil {
+		return fmt.Errorf("ledger %q read: %w", l.name, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	batches := make(chan readBatch, 1)
@@ -191,7 +236,7 @@ func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<
 		return
 	}
 	defer bt.close()
-	rd := &reader{parts: map[string]string{}}
+	rd := &reader{parts: map[string]string{}, q: l.quarantined()}
 	next := from
 	req := func(from ledger.Seq) msgGetRequest {
 		return msgGetRequest{Seq: uint64(from), Batch: int(min(directBatchSize, uint64(end-from+1))), MaxBytes: directMaxBytes}
@@ -323,6 +368,9 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 	if end < from {
 		return nil
 	}
+	if err := l.loadQuarantines(ctx, max(b.Last, end)); err != nil {
+		return fmt.Errorf("ledger %q read partition %q: %w", l.name, partition, err)
+	}
 	// Walk the chain back from the partition's last event by its prev pointers:
 	// each step is one direct get by seq, so a few new events cost a few requests
 	// however long the stream is (a scan by subject from `from` costs in
@@ -359,6 +407,12 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 			if err != nil {
 				return err
 			}
+			if r.Skip != nil {
+				// A quarantined message is part of no chain (the next event
+				// names the one before it as its prev): not the partition's.
+				next = m.Seq + 1
+				continue
+			}
 			switch p := r.Event.Prev; {
 			case n == 0 && p >= from, n > 0 && p > prev:
 				// The partition event at seq p was not returned: purged since the
@@ -373,7 +427,7 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 			}
 			prev, next, n = m.Seq, m.Seq+1, n+1
 		}
-		if prev == end || pending > 0 {
+		if next > end || pending > 0 {
 			lagSince = time.Time{}
 			continue
 		}
@@ -408,7 +462,7 @@ func (l *Log) walkBack(ctx context.Context, subj string, from, end ledger.Seq) (
 			return nil, false
 		}
 		r, err := l.decode(msgs[0])
-		if err != nil || r.Event.Prev >= s {
+		if err != nil || r.Skip != nil || r.Event.Prev >= s {
 			return nil, false
 		}
 		recs = append(recs, r)
@@ -435,6 +489,9 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 	}
 	if from < b.First {
 		return fmt.Errorf("ledger %q follow: %w", l.name, &ledger.TruncatedError{From: from, First: b.First})
+	}
+	if err := l.loadQuarantines(ctx, b.Last); err != nil {
+		return fmt.Errorf("ledger %q follow: %w", l.name, err)
 	}
 	cctx, cancel := l.reqCtx(ctx)
 	cons, err := l.js.OrderedConsumer(cctx, l.stream, jetstream.OrderedConsumerConfig{

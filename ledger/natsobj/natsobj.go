@@ -544,3 +544,17 @@ func (s *Store) list(ctx context.Context, prefix string) ([]ledger.ObjectInfo, e
 	slices.SortFunc(infos, func(a, b ledger.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	return infos, nil
 }
+
+// Protection reports whether the bucket keeps stored objects from being altered
+// or erased by users who may only put (see the package doc): its stream must
+// refuse roll-ups and message deletes.
+func (s *Store) Protection(ctx context.Context) (protected bool, how string, err error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.bucket, err)
+	}
+	if !info.Config.AllowRollup && info.Config.DenyDelete {
+		return true, "written once (no roll-ups, no message deletes)", nil
+	}
+	return false, "bucket " + s.bucket + " allows roll-ups or message deletes: run 'syncledger init' as an admin to fix it", nil
+}

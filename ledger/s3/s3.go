@@ -337,3 +337,21 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 	}
 	return nil
 }
+
+// Protection reports whether the bucket itself keeps stored objects from being
+// lost to a delete or an overwrite by anyone holding write credentials: object
+// versioning enabled, or an object lock. how says which, or what is missing.
+func (s *Store) Protection(ctx context.Context) (protected bool, how string, err error) {
+	v, err := s.client.GetBucketVersioning(ctx, &awss3.GetBucketVersioningInput{Bucket: aws.String(s.bucket)})
+	if err != nil {
+		return false, "", fmt.Errorf("read the versioning of bucket %q: %w", s.bucket, mapErr(ctx, err))
+	}
+	if v.Status == types.BucketVersioningStatusEnabled {
+		return true, "versioning enabled", nil
+	}
+	lock, err := s.client.GetObjectLockConfiguration(ctx, &awss3.GetObjectLockConfigurationInput{Bucket: aws.String(s.bucket)})
+	if err == nil && lock.ObjectLockConfiguration != nil && lock.ObjectLockConfiguration.ObjectLockEnabled == types.ObjectLockEnabledEnabled {
+		return true, "object lock enabled", nil
+	}
+	return false, "neither versioning nor an object lock is enabled on bucket " + s.bucket, nil
+}

@@ -10,6 +10,8 @@
 // paths, so a batch pays one directory fsync per directory, not per file.
 // Durability comes from fsync(2) of files and directories only: syncfs(2) does
 // not reach every file system (FUSE never receives it).
+// On Windows, directories are not synced (see dirSync; what each platform
+// promises is in docs/design.md §9).
 //
 // Paths are validated again on every call (ledger.ValidatePath) and resolved without
 // following symlinks: a path that escapes the cache, goes through a symlink, or
@@ -23,8 +25,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -292,7 +297,7 @@ func syncFile(p string) error {
 	if err != nil {
 		return err
 	}
-	if !fi.Mode().IsRegular() && !fi.IsDir() {
+	if !fi.Mode().IsRegular() && !fi.IsDir() || fi.IsDir() && !dirSync {
 		return nil
 	}
 	f, err := os.Open(p)
@@ -465,7 +470,78 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 	if err != nil {
 		return err
 	}
-	return filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+	return filepath.WalkDir(d.root, d.visit(ign, fn, skip))
+}
+
+// ScanPaths is Scan limited to paths (slash-separated, relative to the root): a
+// path that is a file is reported as Scan reports it, a directory is walked as
+// Scan walks the cache, and a path that is absent, or below a directory Scan
+// does not enter (ignored, internal, the state directory, a symlink or not a
+// directory), is not reported. A commit from a dirty set (package dirty) checks
+// its paths with it. Skipped paths below the given ones go to skip; the given
+// paths and their parents are not reported as skipped.
+func (d *Dir) ScanPaths(paths []string, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
+	ign, err := d.Ignore()
+	if err != nil {
+		return err
+	}
+	visit := d.visit(ign, fn, skip)
+	enterable := map[string]bool{} // directory → Scan enters it
+	var canEnter func(dir string) bool
+	canEnter = func(dir string) bool {
+		if dir == "" {
+			return true
+		}
+		if ok, seen := enterable[dir]; seen {
+			return ok
+		}
+		parent, _ := path.Split(dir)
+		ok := canEnter(strings.TrimSuffix(parent, "/"))
+		if ok {
+			switch {
+			case dir == ledger.StateDir || dir == "_index" || dir == "_control", ign.Match(dir, true):
+				ok = false
+			default:
+				fi, err := os.Lstat(d.abs(dir))
+				ok = err == nil && fi.IsDir()
+			}
+		}
+		enterable[dir] = ok
+		return ok
+	}
+	var done []string // directories walked: their subtrees are covered
+	for _, rel := range paths {
+		rel = strings.Trim(rel, "/")
+		if rel == "" || rel == "." {
+			return filepath.WalkDir(d.root, visit)
+		}
+		if slices.ContainsFunc(done, func(dir string) bool { return strings.HasPrefix(rel, dir+"/") }) {
+			continue
+		}
+		parent, _ := path.Split(rel)
+		if !canEnter(strings.TrimSuffix(parent, "/")) {
+			continue
+		}
+		fi, err := os.Lstat(d.abs(rel))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			done = append(done, rel)
+		}
+		if err := filepath.WalkDir(d.abs(rel), visit); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// visit is Scan's filepath.WalkDirFunc.
+func (d *Dir) visit(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error, skip func(Skipped)) fs.WalkDirFunc {
+	return func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -517,5 +593,5 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 			return err
 		}
 		return fn(rel, FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())})
-	})
+	}
 }

@@ -168,7 +168,7 @@ func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error)
 			continue
 		}
 		row, hasRow := s.index[ch.Path]
-		ds, err := h.inspectChange(st, rd, ch, row, hasRow)
+		ds, err := h.inspectChange(st, s, rd, ch, row, hasRow)
 		if blocker, ok := blockedBy(err); ok {
 			local = append(local, blocker)
 			continue
@@ -287,6 +287,11 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 		}
 		g.Go(func() error {
 			fi, err := fetch(gctx, h.cfg.Blobs, h.dir, ch.Path, ch.New)
+			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum) {
+				// The event at ch.Seq names content the blob store does not
+				// hold: a message an admin may quarantine.
+				return &ledger.RecordError{Seq: ch.Seq, Err: fmt.Errorf("seq %d: %w", ch.Seq, err)}
+			}
 			if err != nil {
 				return err
 			}

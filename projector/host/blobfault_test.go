@@ -103,6 +103,7 @@ func (e *env) checkContent(ctx context.Context, h *Host) {
 // (I6); a sync either completes or fails, and never leaves a file whose
 // content no event wrote (I5); once the faults stop, every host converges.
 func TestBlobFaults(t *testing.T) {
+	t.Parallel()
 	policy := &ledger.RetryPolicy{Attempts: 6, Wait: time.Millisecond, MaxWait: 10 * time.Millisecond, AttemptTimeout: 2 * time.Second}
 	for _, tc := range []struct {
 		name  string

@@ -8,12 +8,15 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"sync"
+	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/cachefs"
+	"github.com/syncledger/syncledger/projector/ignore"
 )
 
 // CommitOptions describe a commit.
@@ -28,6 +31,12 @@ type CommitOptions struct {
 	Stored map[ledger.Digest]bool
 	// Paths, when set, limits the commit to these paths (resolve --mine).
 	Paths []string
+	// Changed, when not nil, limits the scan to these paths (slash-separated,
+	// relative to the cache; a directory stands for its whole subtree): the
+	// caller vouches that no other path changed since the cache was last scanned
+	// whole, as a trusted dirty set does (package dirty). Empty means nothing
+	// changed: the commit reads no index. Nil scans the whole cache.
+	Changed []string
 }
 
 // CommitResult says what a commit did.
@@ -56,14 +65,25 @@ type scanned struct {
 // files that differ. A lazy file absent from the cache is not a deletion, nor is
 // an ignored one (package ignore): ignored paths are neither committed nor
 // deleted.
-func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, error) {
+//
+// changed, when not nil, limits the scan to those paths and their subtrees
+// (CommitOptions.Changed).
+func (h *Host) scan(s *session, keep func(partition string) bool, changed []string) (scanned, error) {
 	out := scanned{infos: map[string]cachefs.FileInfo{}}
 	ign, err := h.dir.Ignore()
 	if err != nil {
 		return out, err
 	}
+	walk := h.dir.Scan
+	covered := func(string) bool { return true }
+	if changed != nil {
+		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
+			return h.dir.ScanPaths(changed, fn, skip)
+		}
+		covered = underAny(changed)
+	}
 	seen := map[string]bool{}
-	err = h.dir.Scan(func(rel string, fi cachefs.FileInfo) error {
+	err = walk(func(rel string, fi cachefs.FileInfo) error {
 		part := ledger.PartitionKey(rel)
 		if !keep(part) {
 			return nil
@@ -112,12 +132,32 @@ func (h *Host) scan(s *session, keep func(partition string) bool) (scanned, erro
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			continue // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) && !s.core.Shadowed(p) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && covered(p) && !ign.Ignored(p) && !s.core.Shadowed(p) {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
 	sort.Slice(out.changes, func(i, j int) bool { return out.changes[i].Path < out.changes[j].Path })
 	return out, nil
+}
+
+// underAny returns a test of whether a path is one of paths or below one.
+func underAny(paths []string) func(string) bool {
+	set := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		set[strings.Trim(p, "/")] = true
+	}
+	return func(p string) bool {
+		for {
+			if set[p] {
+				return true
+			}
+			i := strings.LastIndexByte(p, '/')
+			if i < 0 {
+				return set[""] || set["."]
+			}
+			p = p[:i]
+		}
+	}
 }
 
 func partitionFilter(parts []string) func(string) bool {
@@ -137,6 +177,19 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	if opt.MaxAttempts <= 0 {
 		opt.MaxAttempts = 20
 	}
+	if slices.Contains(opt.Changed, ignore.FileName) {
+		// New ignore rules change what every path's scan says, with no event
+		// for those paths.
+		opt.Changed = nil
+	}
+	if opt.Changed != nil && len(opt.Changed) == 0 {
+		// Nothing changed since the last full scan: no index to load.
+		_, _, hwm, err := h.checkLineage(ctx)
+		if err != nil {
+			return CommitResult{}, err
+		}
+		return CommitResult{Nothing: true, HWM: hwm, Attempts: 1}, nil
+	}
 	s, err := h.load(ctx, false)
 	if err != nil {
 		return CommitResult{}, err
@@ -145,7 +198,7 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	var res CommitResult
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
-		sc, err := h.scan(s, keep)
+		sc, err := h.scan(s, keep, opt.Changed)
 		if err != nil {
 			return res, err
 		}
@@ -169,8 +222,9 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 		if err := h.catchUp(ctx, s, sc.changes, &res); err != nil {
 			return res, err
 		}
-		// Backoff with jitter from the commit id's random bits keeps two hosts
-		// fighting over one partition from retrying in lockstep.
+		// Backoff of attempt × 1–7 ms, the factor taken from the clock's
+		// nanoseconds: the jitter keeps two hosts fighting over one partition
+		// from retrying in lockstep.
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
@@ -283,7 +337,7 @@ func (h *Host) Prepare(ctx context.Context, partitions []string) (PrepareResult,
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	sc, err := h.scan(s, partitionFilter(partitions))
+	sc, err := h.scan(s, partitionFilter(partitions), nil)
 	if err != nil {
 		return PrepareResult{}, err
 	}
@@ -305,30 +359,15 @@ func (h *Host) Prepare(ctx context.Context, partitions []string) (PrepareResult,
 // stored. A file that changes while it is read fails the commit with
 // ErrChecksum: nothing was published.
 func (h *Host) upload(ctx context.Context, sc scanned, stored map[ledger.Digest]bool) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, h.cfg.Parallel)
-	)
+	var g errgroup.Group
+	g.SetLimit(h.cfg.Parallel)
 	for _, e := range sc.changes {
 		if e.Deleted || stored[e.SHA256] {
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(e ledger.Entry) {
-			defer func() { <-sem; wg.Done() }()
-			err := h.uploadOne(ctx, e)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}(e)
+		g.Go(func() error { return h.uploadOne(ctx, e) })
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return g.Wait()
 }
 
 func (h *Host) uploadOne(ctx context.Context, e ledger.Entry) error {

@@ -82,6 +82,8 @@ type Config struct {
 	// Failpoint, when set, is called at named points (see Failpoints) so crash
 	// tests can stop the process there.
 	Failpoint func(name string)
+
+	local bool // OpenLocal: no ledger
 }
 
 // Failpoints lists the named points at which Config.Failpoint is called.
@@ -147,7 +149,7 @@ func (h *Host) acquire() (release func(), err error) {
 
 // Open opens the cache (creating its state database) for the ledger.
 func Open(cfg Config) (*Host, error) {
-	if cfg.Log == nil || cfg.Blobs == nil {
+	if !cfg.local && (cfg.Log == nil || cfg.Blobs == nil) {
 		return nil, fmt.Errorf("open host: log and blob store are required: %w", ledger.ErrInvalid)
 	}
 	if cfg.Host == "" || len(cfg.Host) > ledger.MaxHostLen {
@@ -192,6 +194,14 @@ func Open(cfg Config) (*Host, error) {
 	h.hwm.Store(uint64(hwm))
 	h.base = release
 	return h, nil
+}
+
+// OpenLocal opens the cache without its ledger (cfg.Log and cfg.Blobs are not
+// used), for when the ledger cannot be reached: Status then reports what the
+// cache alone knows (Status.Offline). Any other operation needs Open.
+func OpenLocal(cfg Config) (*Host, error) {
+	cfg.Log, cfg.Blobs, cfg.local = nil, nil, true
+	return Open(cfg)
 }
 
 // Release gives the cache back to other processes until the next operation,
@@ -240,39 +250,47 @@ func (h *Host) load(ctx context.Context, lazy bool) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read ledger info: %w", err)
 	}
-	st, err := h.db.Load()
+	s, _, err := h.loadLocal(lazy)
 	if err != nil {
 		return nil, err
 	}
-	h.hwm.Store(uint64(st.HWM))
-	ps := projector.State{Ledger: st.Ledger, HWM: st.HWM, Marks: st.Marks, Files: map[string]projector.File{}}
-	index := map[string]statedb.Entry{}
-	err = h.db.ForEach(func(path string, e statedb.Entry) error {
-		index[path] = e
-		ps.Files[path] = projector.File{SHA256: e.Digest, Size: e.Size, Mode: e.Mode, Lazy: e.Lazy}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load index: %w", err)
-	}
-	core, err := projector.New(ps, projector.Config{Lazy: lazy})
-	if err != nil {
-		return nil, fmt.Errorf("load state: %w", err)
-	}
-	if err := core.AdoptLineage(info); err != nil {
+	if err := s.core.AdoptLineage(info); err != nil {
 		return nil, err
 	}
-	journal, err := h.db.Journal()
-	if err != nil {
-		return nil, fmt.Errorf("load journal: %w", err)
-	}
-	s := &session{core: core, index: index, journal: journal, info: info}
-	if core.HasReady() { // a new cache: persist the lineage it adopted
-		if _, err := h.applyReady(ctx, s, core.Ready(), nil); err != nil {
+	s.info = info
+	if s.core.HasReady() { // a new cache: persist the lineage it adopted
+		if _, err := h.applyReady(ctx, s, s.core.Ready(), nil); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// loadLocal loads the cache's state (its index, marks, HWM and journal) into a
+// session whose core has not met the ledger yet, and returns the state's record.
+func (h *Host) loadLocal(lazy bool) (*session, statedb.State, error) {
+	st, err := h.db.Load()
+	if err != nil {
+		return nil, st, err
+	}
+	h.hwm.Store(uint64(st.HWM))
+	ps := projector.State{Ledger: st.Ledger, HWM: st.HWM, Marks: st.Marks, Files: map[string]projector.File{}}
+	s := &session{index: map[string]statedb.Entry{}}
+	err = h.db.ForEach(func(path string, e statedb.Entry) error {
+		s.index[path] = e
+		ps.Files[path] = projector.File{SHA256: e.Digest, Size: e.Size, Mode: e.Mode, Lazy: e.Lazy}
+		return nil
+	})
+	if err != nil {
+		return nil, st, fmt.Errorf("load index: %w", err)
+	}
+	if s.core, err = projector.New(ps, projector.Config{Lazy: lazy}); err != nil {
+		return nil, st, fmt.Errorf("load state: %w", err)
+	}
+	if s.journal, err = h.db.Journal(); err != nil {
+		return nil, st, fmt.Errorf("load journal: %w", err)
+	}
+	return s, st, nil
 }
 
 // checkLineage compares the persisted lineage with the log's without loading the state.

@@ -337,6 +337,7 @@ func TestLazyAndFetch(t *testing.T) {
 }
 
 func TestManifestCommit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	for i := range 3000 {
@@ -357,6 +358,7 @@ func TestManifestCommit(t *testing.T) {
 }
 
 func TestConcurrentHostsDistinctModels(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	n := 1000 // the acceptance figure

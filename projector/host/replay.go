@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/cachefs"
@@ -113,19 +115,28 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
 	if base == nil && floor > 1 {
 		return res, fmt.Errorf("replay to seq %d: no usable snapshot at or below it: %w", cfg.To, &ledger.TruncatedError{From: 1, First: floor})
 	}
-	bc := snapshot.BuildConfig{Log: cfg.Log, Blobs: cfg.Blobs, Base: base, To: cfg.To, Partitions: cfg.Partitions}
+	bc := snapshot.BuildConfig{Log: cfg.Log, Blobs: cfg.Blobs, Base: base, To: cfg.To}
 	if cfg.Progress != nil {
 		bc.Progress = func(p snapshot.BuildProgress) {
 			cfg.Progress(Progress{Phase: "replay", Events: p.Events, EventsTotal: p.Total})
 		}
 	}
-	s, err := snapshot.Build(ctx, bc)
-	if err != nil {
-		return res, fmt.Errorf("replay: %w", err)
+	var entries []snapshot.Entry
+	if len(cfg.Partitions) > 0 {
+		p, err := snapshot.BuildPartial(ctx, bc, cfg.Partitions)
+		if err != nil {
+			return res, fmt.Errorf("replay: %w", err)
+		}
+		entries, res.Seq, res.Partitions = p.Entries, p.Through, len(p.Marks)
+	} else {
+		s, err := snapshot.Build(ctx, bc)
+		if err != nil {
+			return res, fmt.Errorf("replay: %w", err)
+		}
+		entries, res.Seq, res.Partitions = s.Entries, s.Seq, len(s.Marks)
 	}
-	res.Seq, res.Partitions = s.Seq, len(s.Marks)
 	res.Events = uint64(cfg.To - res.Snapshot)
-	if err := materialize(ctx, cfg, s, &res); err != nil {
+	if err := materialize(ctx, cfg, entries, &res); err != nil {
 		return res, fmt.Errorf("replay: %w", err)
 	}
 	return res, nil
@@ -154,59 +165,50 @@ const ShadowedDir = ".syncledger-shadowed"
 // ShadowedName is where a replayed tree holds the shadowed file at path.
 func ShadowedName(path string) string { return ShadowedDir + "/" + url.PathEscape(path) }
 
-// materialize writes every file of s into cfg.Into, in parallel, verified; a
-// shadowed file goes under ShadowedDir.
-func materialize(ctx context.Context, cfg ReplayConfig, s *snapshot.Snapshot, res *ReplayResult) error {
+// materialize writes every file of entries into cfg.Into, in parallel,
+// verified; a shadowed file goes under ShadowedDir.
+func materialize(ctx context.Context, cfg ReplayConfig, entries []snapshot.Entry, res *ReplayResult) error {
 	dir, err := cachefs.Open(cfg.Into)
 	if err != nil {
 		return err
 	}
-	p := Progress{Phase: "write", FilesTotal: len(s.Entries), BytesTotal: s.Bytes()}
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		errs []error
-		sem  = make(chan struct{}, cfg.Parallel)
-	)
-	paths := make([]string, len(s.Entries))
-	for i, e := range s.Entries {
+	p := Progress{Phase: "write", FilesTotal: len(entries)}
+	paths := make([]string, len(entries))
+	for i, e := range entries {
+		p.BytesTotal += e.Size
 		paths[i] = e.Path
 	}
 	shadowed := map[string]bool{}
 	for _, p := range projector.ShadowedPaths(paths) {
 		shadowed[p] = true
 	}
-	for i, e := range s.Entries {
-		if ctx.Err() != nil {
-			break
-		}
+	var mu sync.Mutex // res, p
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Parallel)
+	for i, e := range entries {
 		if shadowed[e.Path] {
 			paths[i] = ShadowedName(e.Path)
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fi, err := fetch(ctx, cfg.Blobs, dir, paths[i], &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
+		g.Go(func() error {
+			fi, err := fetch(gctx, cfg.Blobs, dir, paths[i], &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
+			if err != nil {
+				return err
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
 			res.Files++
 			res.Bytes += fi.Size
 			p.Files, p.Bytes = res.Files, res.Bytes
 			if cfg.Progress != nil {
 				cfg.Progress(p)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := dir.Flush(paths, nil, cfg.Parallel); err != nil {

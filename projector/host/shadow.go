@@ -33,32 +33,77 @@ func blockedBy(err error) (string, bool) {
 // inspectChange is inspect for one Change of rd, aware of the directory-wins
 // rule (projector.OpShadow): a directory where the Ready keeps a shadowed file,
 // or where the Ready writes a file once it has removed what lies under it, is
-// no file (absent); so is a path under a file that the Ready removes. Anything
-// else in the way of a write fails with a *blockedError.
-func (h *Host) inspectChange(st *cachefs.Stater, rd projector.Ready, ch projector.Change, row statedb.Entry, hasRow bool) (diskState, error) {
+// no file (absent); so is a path under a file that the Ready removes. Files an
+// interrupted apply left in the way (journalled, see session.leftover) are
+// the ledger's and come back when their events apply: they are removed. Any
+// other file in the way of a write fails with a *blockedError.
+func (h *Host) inspectChange(st *cachefs.Stater, s *session, rd projector.Ready, ch projector.Change, row statedb.Entry, hasRow bool) (diskState, error) {
 	ds, err := h.inspect(st, ch.Path, row, hasRow)
 	switch {
 	case errors.Is(err, cachefs.ErrIsDir):
 		if ch.Op != projector.OpWrite {
 			return diskState{}, nil // the file stays shadowed, or goes: the directory stays
 		}
-		// The file comes back where a directory is. An empty one (its last
-		// file deleted by this host) holds nothing: it goes now. One the
-		// Ready empties (the file was shadowed) goes with its last file.
-		// Anything else holds files the ledger does not know: they block
-		// the write.
-		if os.Remove(filepath.Join(h.dir.Root(), filepath.FromSlash(ch.Path))) == nil || ch.OldShadowed {
-			return diskState{}, nil
-		}
-		return diskState{}, &blockedError{ch.Path + "/"}
+		// The file comes back where a directory is: what the Ready removes
+		// goes, and so do leftovers; anything else holds files the ledger
+		// does not know, which block the write.
+		return diskState{}, h.clearLeftovers(s, rd, ch.Path)
 	case errors.Is(err, cachefs.ErrNotDir):
 		a, file := h.fileAbove(ch.Path)
-		if !file || removes(rd, a) || ch.Op != projector.OpWrite {
+		if !file || ch.Op != projector.OpWrite {
 			return diskState{}, nil
 		}
-		return diskState{}, &blockedError{a}
+		return diskState{}, h.clearLeftovers(s, rd, a)
 	}
 	return ds, err
+}
+
+// clearLeftovers makes way for a write at or under path: it removes the file
+// at path, or the files under the directory path, that an interrupted apply
+// left (the journal says so and the content matches: the ledger's, written
+// again when their events apply), and the directories that empties. A file
+// rd removes is left to rd. Any other file fails with a *blockedError naming it.
+func (h *Host) clearLeftovers(s *session, rd projector.Ready, path string) error {
+	var files []string
+	root := filepath.Join(h.dir.Root(), filepath.FromSlash(path))
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(h.dir.Root(), p)
+		files = append(files, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var blocker string
+	for _, f := range files {
+		if removes(rd, f) {
+			continue
+		}
+		j, ok := s.journal[f]
+		if ok {
+			d, _, err := h.dir.Hash(f)
+			ok = err == nil && j.Matches(true, d)
+		}
+		if !ok {
+			if blocker == "" {
+				blocker = f
+			}
+			continue
+		}
+		if err := h.dir.Remove(f); err != nil {
+			return err
+		}
+	}
+	if blocker != "" {
+		return &blockedError{blocker}
+	}
+	if len(files) == 0 {
+		_ = os.Remove(root) // an empty directory (its last file deleted by this host)
+	}
+	return nil
 }
 
 // fileAbove returns the nearest parent of path that the cache holds as a file.

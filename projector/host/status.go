@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -42,6 +44,13 @@ type Status struct {
 	// Conflicts: dirty paths the ledger changed too since this host last
 	// synced them (see Conflicts); resolve each with 'syncledger resolve'.
 	Conflicts []string `json:"conflicts"`
+	// Quarantined: the ledger's seqs every reader skips (ledger.Quarantine;
+	// 'syncledger quarantine --list').
+	Quarantined []ledger.Seq `json:"quarantined"`
+	// Offline: the ledger was not read (OpenLocal): Head, First, Snapshot,
+	// Behind, Conflicts and Quarantined are unknown, and Ledger and UUID are
+	// the cache's own record.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // Status reports the HWM against the log's head, the marks, and the uncommitted
@@ -52,6 +61,9 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		return Status{}, aerr
 	}
 	defer release()
+	if h.cfg.local {
+		return h.localStatus()
+	}
 	s, err := h.load(ctx, false)
 	if err != nil {
 		return Status{}, err
@@ -67,28 +79,66 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		Dirty: []string{}, Files: len(st.Files),
 	}
 	out.Snapshot = h.newestSnapshot(ctx, s.info.UUID) // rebuild.go
+	out.Quarantined = []ledger.Seq{}
+	if q, ok := h.cfg.Log.(ledger.Quarantiner); ok {
+		qs, err := q.Quarantines(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Quarantined = slices.Sorted(maps.Keys(qs))
+	}
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}
-	for p, m := range st.Marks {
-		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
-	}
-	if out.Lazy, err = h.db.LazyCount(); err != nil {
-		return out, err
-	}
-	sc, err := h.scan(s, partitionFilter(nil))
+	sc, err := h.statusLocal(&out, s)
 	if err != nil {
 		return out, err
+	}
+	if out.Conflicts, err = h.conflicts(ctx, s, sc.changes); err != nil {
+		// What the host knows of itself is still worth showing.
+		h.log.Warn("cannot tell which uncommitted changes conflict with the ledger", "err", err)
+		out.Conflicts = []string{}
+	}
+	return out, nil
+}
+
+// statusLocal fills in what the cache alone knows: the marks, the lazy count,
+// the shadowed files, and the scan's dirty and ignored paths. It returns the
+// scan.
+func (h *Host) statusLocal(out *Status, s *session) (scanned, error) {
+	for p, m := range s.core.State().Marks {
+		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
+	}
+	var err error
+	if out.Lazy, err = h.db.LazyCount(); err != nil {
+		return scanned{}, err
+	}
+	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
+	sc, err := h.scan(s, partitionFilter(nil), nil)
+	if err != nil {
+		return sc, err
 	}
 	for _, e := range sc.changes {
 		out.Dirty = append(out.Dirty, e.Path)
 	}
-	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
-	if out.Conflicts, err = h.conflicts(ctx, s, sc.changes); err != nil {
-		return out, err
-	}
 	out.Ignored = append([]string{}, sc.ignored...)
-	return out, nil
+	return sc, nil
+}
+
+// localStatus is Status from the cache alone: its record of the ledger, HWM and
+// marks, and the scan against its index.
+func (h *Host) localStatus() (Status, error) {
+	s, st, err := h.loadLocal(false)
+	if err != nil {
+		return Status{}, err
+	}
+	out := Status{
+		Ledger: st.Name, UUID: st.Ledger, Host: h.cfg.Host, Cache: h.dir.Root(), HWM: st.HWM,
+		Partitions: map[string]PartitionStatus{}, Dirty: []string{}, Files: len(s.index),
+		Conflicts: []string{}, Offline: true,
+	}
+	_, err = h.statusLocal(&out, s)
+	return out, err
 }
 
 // VerifyResult lists indexed files whose cache copy is missing or altered.
@@ -97,6 +147,9 @@ type VerifyResult struct {
 	Missing []string `json:"missing"`
 	Altered []string `json:"altered"`
 	Lazy    int      `json:"lazy"` // not checked: metadata only
+	// Restored are the altered files Repair wrote again from the blob store
+	// (no longer in Altered).
+	Restored []string `json:"restored"`
 }
 
 // OK reports whether every checked file matched.
@@ -110,7 +163,12 @@ func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
 		return VerifyResult{}, aerr
 	}
 	defer release()
-	out := VerifyResult{Missing: []string{}, Altered: []string{}}
+	return h.verify(ctx)
+}
+
+// verify is Verify with the cache held.
+func (h *Host) verify(ctx context.Context) (VerifyResult, error) {
+	out := VerifyResult{Missing: []string{}, Altered: []string{}, Restored: []string{}}
 	ign, err := h.dir.Ignore()
 	if err != nil {
 		return out, err
@@ -199,6 +257,12 @@ func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResu
 	h.Release() // from here on, the cache is held only while a commit is applied
 	res := SyncResult{}
 	err = h.cfg.Log.Follow(ctx, from, func(rec ledger.Record) error {
+		if skip, err := w.skipApplied(ctx, rec.Seq); err != nil || skip {
+			if skip && rec.LastOfCommit() && applied != nil {
+				applied(SyncResult{Head: rec.Seq, HWM: h.HWM()}) // applied by another process
+			}
+			return err
+		}
 		if err := w.hold(ctx); err != nil {
 			return err
 		}
@@ -254,6 +318,14 @@ func (w *watcher) hold(ctx context.Context) error {
 	if w.release != nil {
 		return nil
 	}
+	if err := w.lock(ctx); err != nil {
+		return err
+	}
+	return w.reload(ctx)
+}
+
+// lock takes the cache, waiting as long as another process keeps it.
+func (w *watcher) lock(ctx context.Context) error {
 	for {
 		release, err := w.h.acquire()
 		if err == nil {
@@ -265,6 +337,11 @@ func (w *watcher) hold(ctx context.Context) error {
 		}
 		w.h.log.Info("watch: waiting for another process to release the cache")
 	}
+	return nil
+}
+
+// reload loads the session (the cache held) if the state changed since.
+func (w *watcher) reload(ctx context.Context) error {
 	gen, err := w.h.db.Gen()
 	if err != nil {
 		return err
@@ -285,6 +362,34 @@ func (w *watcher) hold(ctx context.Context) error {
 	w.r.s = s
 	w.gen, err = w.h.db.Gen()
 	return err
+}
+
+// skipApplied reports whether the record at seq, the start of a commit, is
+// already applied to the cache: another process (a commit of this host, whose
+// own events the watch then reads) moved the persisted HWM past it. The watch
+// skips such a commit without reloading its state, which reads the whole index:
+// a commit beside a running watch would otherwise cost the watch, and the next
+// command waiting for the cache, time in proportion to the cache.
+func (w *watcher) skipApplied(ctx context.Context, seq ledger.Seq) (bool, error) {
+	if w.release != nil {
+		return false, nil // in the middle of a commit
+	}
+	if err := w.lock(ctx); err != nil {
+		return false, err
+	}
+	_, hwm, err := w.h.db.HWM()
+	if err == nil && seq > hwm {
+		err = w.reload(ctx)
+	}
+	if err != nil || seq > hwm {
+		return false, err
+	}
+	// Release without let: the session stays behind the state's generation, so
+	// the next commit to apply reloads it.
+	w.h.hwm.Store(uint64(hwm))
+	w.release()
+	w.release = nil
+	return true, nil
 }
 
 // let records the state's generation (the session is in step with it) and

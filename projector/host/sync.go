@@ -164,7 +164,7 @@ func (r *run) offer(ctx context.Context, m projector.Mode, rec ledger.Record) er
 		v, err = first(m, rec)
 	}
 	if err != nil {
-		return fmt.Errorf("seq %d: %w", rec.Seq, err)
+		return recordError(rec.Seq, err)
 	}
 	if manifest {
 		if v == projector.Apply {
@@ -173,7 +173,7 @@ func (r *run) offer(ctx context.Context, m projector.Mode, rec ledger.Record) er
 			}
 		}
 		if _, err := r.s.core.Step(m, rec); err != nil {
-			return fmt.Errorf("seq %d: %w", rec.Seq, err)
+			return recordError(rec.Seq, err)
 		}
 	}
 	r.res.Events++
@@ -185,6 +185,23 @@ func (r *run) offer(ctx context.Context, m projector.Mode, rec ledger.Record) er
 		return r.flush(ctx)
 	}
 	return nil
+}
+
+// recordError is a record refused by the core: a *ledger.RecordError when the
+// record itself breaks a rule (format, chain, parts), which an admin may
+// quarantine.
+func recordError(seq ledger.Seq, err error) error {
+	err = fmt.Errorf("seq %d: %w", seq, err)
+	var re *ledger.RecordError
+	if errors.As(err, &re) {
+		return err
+	}
+	for _, bad := range []error{ledger.ErrInvalid, ledger.ErrUnknownVersion, projector.ErrGap, projector.ErrDiverged} {
+		if errors.Is(err, bad) {
+			return &ledger.RecordError{Seq: seq, Err: err}
+		}
+	}
+	return err
 }
 
 // fillGap reads the partition's missing events by subject and stages them scoped.

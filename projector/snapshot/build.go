@@ -19,9 +19,6 @@ type BuildConfig struct {
 	// To is the last seq to replay; 0 means the log's last seq. The result ends at
 	// the last commit completed at or below To.
 	To ledger.Seq
-	// Partitions, when set, limits the state to these partitions (their entries
-	// and marks); the other partitions' events are not read into it.
-	Partitions []string
 	// Progress, when set, is called every few thousand events.
 	Progress func(BuildProgress)
 }
@@ -45,106 +42,151 @@ const batch = 4096
 // A commit is offered to the core only once all its parts are read: a commit
 // whose last part is beyond To (or not yet stored) is left out whole.
 func Build(ctx context.Context, cfg BuildConfig) (*Snapshot, error) {
-	info, err := cfg.Log.Info(ctx)
+	b, info, err := build(ctx, cfg, nil)
 	if err != nil {
-		return nil, fmt.Errorf("build snapshot: read ledger info: %w", err)
-	}
-	base := cfg.Base
-	if base == nil {
-		base = &Snapshot{Ledger: info.UUID}
-	}
-	if base.Ledger != info.UUID {
-		return nil, fmt.Errorf("build snapshot: snapshot of ledger %s, log %q is ledger %s: %w", base.Ledger, info.Name, info.UUID, ledger.ErrLineage)
-	}
-	mode := projector.Full
-	keep := func(string) bool { return true }
-	if len(cfg.Partitions) > 0 {
-		mode = projector.Scoped
-		keep = func(p string) bool { return slices.Contains(cfg.Partitions, p) }
-		base = base.Filter(keep)
-	}
-	core, err := projector.New(base.State(), projector.Config{})
-	if err != nil {
-		return nil, fmt.Errorf("build snapshot: %w", err)
-	}
-	if err := core.AdoptLineage(info); err != nil {
-		return nil, fmt.Errorf("build snapshot: %w", err)
-	}
-	b := &builder{cfg: cfg, core: core, mode: mode, seqs: make(map[string]ledger.Seq, len(base.Entries)), end: base.Seq}
-	for _, e := range base.Entries {
-		b.seqs[e.Path] = e.Seq
-	}
-	if err := b.flush(); err != nil { // the adopted lineage
 		return nil, err
 	}
-	to := cfg.To
-	if to == 0 {
-		if to, err = cfg.Log.LastSeq(ctx); err != nil {
-			return nil, fmt.Errorf("build snapshot: read last seq: %w", err)
-		}
+	if b.core.HWM() != b.end {
+		return nil, fmt.Errorf("build snapshot: replay ended at seq %d but the HWM is %d: broken invariant", b.end, b.core.HWM())
 	}
-	if to > base.Seq {
-		b.total = uint64(to - base.Seq)
-		err = cfg.Log.Read(ctx, base.Seq+1, to, func(rec ledger.Record) error { return b.offer(ctx, rec, keep) })
-		if err == nil {
-			err = b.flush()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("build snapshot from seq %d to %d: %w", base.Seq+1, to, err)
-		}
-	}
-	if mode == projector.Full && core.HWM() != b.end {
-		return nil, fmt.Errorf("build snapshot: replay ended at seq %d but the HWM is %d: broken invariant", b.end, core.HWM())
-	}
-	out := &Snapshot{Ledger: info.UUID, Name: info.Name, Seq: b.end, Marks: core.State().Marks}
-	out.Entries = make([]Entry, 0, len(b.seqs))
-	for p, f := range core.Files() {
-		out.Entries = append(out.Entries, Entry{Path: p, SHA256: f.SHA256, Size: f.Size, Mode: f.Mode, Seq: b.seqs[p]})
-	}
+	out := &Snapshot{Ledger: info.UUID, Name: info.Name, Seq: b.end, Marks: b.core.State().Marks, Entries: b.entries()}
 	if err := out.Validate(); err != nil {
 		return nil, fmt.Errorf("build snapshot: %w", err)
 	}
 	return out, nil
 }
 
+// Partial is the state of some partitions only, as of a seq: their files and
+// marks. It is not a Snapshot and cannot be stored as one: it has no HWM (a
+// scoped replay never moves it, swamp-club#3193), so no host could start from it.
+type Partial struct {
+	Ledger  string                    // the ledger's UUID
+	Name    string                    // the ledger's name, for messages
+	Through ledger.Seq                // the last commit end read; the other partitions' events up to it were not applied
+	Marks   map[string]projector.Mark // partition → mark, for the chosen partitions
+	Entries []Entry                   // in path order, distinct; of the chosen partitions only
+}
+
+// Bytes returns the total content size of the entries.
+func (p *Partial) Bytes() int64 { return (&Snapshot{Entries: p.Entries}).Bytes() }
+
+// BuildPartial is Build limited to partitions: Base's entries and marks of
+// those partitions, plus their events after Base up to To, replayed as a scoped
+// sync replays them. The other partitions' events are read (to find commit
+// boundaries) but not applied.
+func BuildPartial(ctx context.Context, cfg BuildConfig, partitions []string) (*Partial, error) {
+	if len(partitions) == 0 {
+		return nil, fmt.Errorf("build partial state: no partitions given: %w", ledger.ErrInvalid)
+	}
+	b, info, err := build(ctx, cfg, partitions)
+	if err != nil {
+		return nil, err
+	}
+	out := &Partial{Ledger: info.UUID, Name: info.Name, Through: b.end, Marks: b.core.State().Marks, Entries: b.entries()}
+	// The same consistency checks as a snapshot's, at the seq read through.
+	check := &Snapshot{Ledger: out.Ledger, Name: out.Name, Seq: out.Through, Marks: out.Marks, Entries: out.Entries}
+	if err := check.Validate(); err != nil {
+		return nil, fmt.Errorf("build partial state: %w", err)
+	}
+	return out, nil
+}
+
+// build replays the log as Build does; partitions, when set, limit it to them
+// (a scoped replay).
+func build(ctx context.Context, cfg BuildConfig, partitions []string) (*builder, ledger.Info, error) {
+	info, err := cfg.Log.Info(ctx)
+	if err != nil {
+		return nil, info, fmt.Errorf("build snapshot: read ledger info: %w", err)
+	}
+	base := cfg.Base
+	if base == nil {
+		base = &Snapshot{Ledger: info.UUID}
+	}
+	if base.Ledger != info.UUID {
+		return nil, info, fmt.Errorf("build snapshot: snapshot of ledger %s, log %q is ledger %s: %w", base.Ledger, info.Name, info.UUID, ledger.ErrLineage)
+	}
+	mode := projector.Full
+	keep := func(string) bool { return true }
+	if len(partitions) > 0 {
+		mode = projector.Scoped
+		keep = func(p string) bool { return slices.Contains(partitions, p) }
+		base = base.Filter(keep)
+	}
+	core, err := projector.New(base.State(), projector.Config{})
+	if err != nil {
+		return nil, info, fmt.Errorf("build snapshot: %w", err)
+	}
+	if err := core.AdoptLineage(info); err != nil {
+		return nil, info, fmt.Errorf("build snapshot: %w", err)
+	}
+	b := &builder{cfg: cfg, core: core, mode: mode, keep: keep, seqs: make(map[string]ledger.Seq, len(base.Entries)), end: base.Seq}
+	for _, e := range base.Entries {
+		b.seqs[e.Path] = e.Seq
+	}
+	if err := b.flush(); err != nil { // the adopted lineage
+		return nil, info, err
+	}
+	to := cfg.To
+	if to == 0 {
+		if to, err = cfg.Log.LastSeq(ctx); err != nil {
+			return nil, info, fmt.Errorf("build snapshot: read last seq: %w", err)
+		}
+	}
+	if to > base.Seq {
+		b.total = uint64(to - base.Seq)
+		err = ledger.ReadCommits(ctx, cfg.Log, base.Seq+1, to, func(recs []ledger.Record) error { return b.offer(ctx, recs) })
+		if err == nil {
+			err = b.flush()
+		}
+		if err != nil {
+			return nil, info, fmt.Errorf("build snapshot from seq %d to %d: %w", base.Seq+1, to, err)
+		}
+	}
+	return b, info, nil
+}
+
+// entries returns the core's files with the seqs that wrote them, in path order.
+func (b *builder) entries() []Entry {
+	out := make([]Entry, 0, len(b.seqs))
+	for p, f := range b.core.Files() {
+		out = append(out, Entry{Path: p, SHA256: f.SHA256, Size: f.Size, Mode: f.Mode, Seq: b.seqs[p]})
+	}
+	return out
+}
+
 type builder struct {
 	cfg     BuildConfig
 	core    *projector.Core
 	mode    projector.Mode
+	keep    func(partition string) bool
 	seqs    map[string]ledger.Seq // path → seq that wrote it
-	commit  []ledger.Record       // parts of the commit being read
 	pending int
 	end     ledger.Seq // the last commit end offered
 	events  uint64
 	total   uint64
 }
 
-func (b *builder) offer(ctx context.Context, rec ledger.Record, keep func(string) bool) error {
-	b.events++
-	if b.cfg.Progress != nil && b.events%batch == 0 {
-		b.cfg.Progress(BuildProgress{Seq: rec.Seq, Events: b.events, Total: b.total})
-	}
-	if n := len(b.commit); n > 0 {
-		last := b.commit[n-1]
-		if rec.Event.Commit != last.Event.Commit || rec.Event.Part != last.Event.Part+1 || rec.Seq != last.Seq+1 {
-			return fmt.Errorf("seq %d (part %d/%d of commit %s) follows part %d/%d of commit %s: %w", rec.Seq,
-				rec.Event.Part, rec.Event.Parts, rec.Event.Commit, last.Event.Part, last.Event.Parts, last.Event.Commit, ledger.ErrInvalid)
+// offer steps the core through one commit's records: a complete commit, or
+// one a skipped record (ledger.Skip) cut short, the skip ending it there as it
+// does for a host's core.
+func (b *builder) offer(ctx context.Context, recs []ledger.Record) error {
+	for _, r := range recs {
+		b.events++
+		if b.cfg.Progress != nil && b.events%batch == 0 {
+			b.cfg.Progress(BuildProgress{Seq: r.Seq, Events: b.events, Total: b.total})
 		}
-	}
-	b.commit = append(b.commit, rec)
-	if !rec.LastOfCommit() {
-		return nil
-	}
-	for _, r := range b.commit {
-		if !keep(r.Event.Partition) {
+		p := r.Event.Partition
+		if r.Skip != nil {
+			p = r.Skip.Partition
+		}
+		if !b.keep(p) {
 			continue
 		}
 		if err := b.step(ctx, r); err != nil {
 			return err
 		}
 	}
-	b.commit = b.commit[:0]
-	b.end = rec.Seq
+	b.end = recs[len(recs)-1].Seq
 	if b.pending >= batch {
 		return b.flush()
 	}

@@ -1,6 +1,6 @@
 // Package snapshot writes, finds and reads snapshots of a ledger's index. The two
 // jobs snapshots make safe, retention (dropping old events from the log) and blob
-// garbage collection, are the ledger's upkeep, in package maintain (DESIGN §6).
+// garbage collection, are the ledger's upkeep, in package maintain (docs/design.md §6).
 //
 // # What a snapshot is
 //

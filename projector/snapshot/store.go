@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,18 +72,8 @@ func List(ctx context.Context, objs ledger.ObjectStore, uuid string) ([]Info, er
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots of ledger %s: %w", uuid, err)
 	}
-	slices.SortFunc(out, func(a, b Info) int { return -cmpSeq(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b Info) int { return cmp.Compare(b.Seq, a.Seq) })
 	return out, nil
-}
-
-func cmpSeq(a, b ledger.Seq) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Put encodes s and stores it under Key(s.Ledger, s.Seq). Storing the same

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// probeTimeout bounds the whole blob store probe.
+const probeTimeout = time.Minute
+
+// probeBlobs checks that the blob store at raw works with this process's
+// credentials before a ledger is created on it: it writes a probe object
+// (probes/…, outside the blobs/ prefix), reads it back and deletes it. A store
+// that does not open, refuses the write or the read, or gives back other
+// content is an error naming the step; a refused delete is only a warning (a
+// bucket policy may rightly deny deletes).
+func (a *app) probeBlobs(ctx context.Context, raw string) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	fail := func(step string, err error) error {
+		return fmt.Errorf("the blob store %s does not work (%s): %w; check its URL and credentials — nothing was created", redactURL(raw), step, err)
+	}
+	objs, err := a.openStore(ctx, raw)
+	if err != nil {
+		return fail("open", err)
+	}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	key := "probes/init-" + hex.EncodeToString(id[:])
+	content := []byte("syncledger init probe " + key)
+	if err := objs.PutObject(ctx, key, bytes.NewReader(content), int64(len(content))); err != nil {
+		return fail("write "+key, err)
+	}
+	rc, err := objs.GetObject(ctx, key)
+	if err != nil {
+		return fail("read "+key+" back", err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return fail("read "+key+" back", err)
+	}
+	if !bytes.Equal(got, content) {
+		return fail("read "+key+" back", fmt.Errorf("got %d other bytes: %w", len(got), ledger.ErrChecksum))
+	}
+	if err := objs.DeleteObject(ctx, key); err != nil {
+		a.logger.Warn("could not delete the blob store probe (a policy that denies deletes is right for hosts); remove it by hand", "key", key, "err", err)
+	}
+	a.logger.Debug("blob store probe passed", "blobs", redactURL(raw))
+	return nil
+}
+
+// protector is a blob store that can tell whether it keeps stored objects from
+// being deleted or overwritten by itself (S3 and GCS: versioning or an object
+// lock; a NATS bucket: written once).
+type protector interface {
+	Protection(ctx context.Context) (protected bool, how string, err error)
+}
+
+// hardener is a blob store whose protection an admin can turn on (a NATS
+// bucket made without it).
+type hardener interface {
+	Harden(ctx context.Context) (changed bool, err error)
+}
+
+// protectBlobs turns on the protection of the blob store at raw where it can
+// (an admin's init and serve), and warns when the store does not protect
+// stored blobs from a holder of write credentials (docs/ops.md, Threat model).
+// It never fails the command.
+func (a *app) protectBlobs(ctx context.Context, raw string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	objs, err := a.openStore(ctx, raw)
+	if err != nil {
+		a.logger.Warn("could not check whether the blob store protects stored blobs", "blobs", redactURL(raw), "err", err)
+		return
+	}
+	if h, ok := objs.(hardener); ok {
+		if changed, err := h.Harden(ctx); err != nil {
+			a.logger.Warn("could not make the blob store's bucket write-once", "blobs", redactURL(raw), "err", err)
+		} else if changed {
+			a.logger.Info("the blob store's bucket is now write-once: roll-ups and message deletes are refused", "blobs", redactURL(raw))
+		}
+	}
+	p, ok := objs.(protector)
+	if !ok {
+		return // a directory: its file permissions protect it
+	}
+	protected, how, err := p.Protection(ctx)
+	switch {
+	case err != nil:
+		a.logger.Warn("could not check whether the blob store protects stored blobs", "blobs", redactURL(raw), "err", err)
+	case !protected:
+		a.logger.Warn("the blob store does not protect stored blobs: anyone with its write credentials can delete or overwrite them; see docs/ops.md, Threat model, for the bucket policy",
+			"blobs", redactURL(raw), "why", how)
+	default:
+		a.logger.Debug("the blob store protects stored blobs", "blobs", redactURL(raw), "how", how)
+	}
+}

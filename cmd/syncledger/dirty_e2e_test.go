@@ -1,0 +1,120 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/syncledger/syncledger/projector/dirty"
+)
+
+// waitWatcher waits until a watch's dirty-set watcher answers for cache.
+func waitWatcher(t *testing.T, cache string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := dirty.NewClient(cache).Snapshot(context.Background())
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, dirty.ErrNoWatcher) || time.Now().After(deadline) {
+			t.Fatalf("the watch's dirty set never answered: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDirtySetCLI: commits beside a running watch check only its dirty set once
+// a full scan made it trusted; a change made while no watch ran (the watch
+// killed, then started again) is still committed, because the new watch's set
+// is untrusted until a full scan; --hint adds paths. Every host ends with the
+// same files.
+func TestDirtySetCLI(t *testing.T) {
+	c := newCLI(t, "dirtyset")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	local, other := t.TempDir(), t.TempDir()
+	put(t, local, "m/a", "1")
+	c.ok("--cache", local, "--host", "local", "commit")
+
+	commit := func(args ...string) result {
+		t.Helper()
+		r := c.run(append([]string{"--cache", local, "--host", "local", "--log-level", "debug", "commit"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("commit: exit %d\n%s", r.code, r.stderr)
+		}
+		return r
+	}
+	wantScan := func(r result, full bool) {
+		t.Helper()
+		if got := strings.Contains(r.stderr, "scanning the cache"); got != full {
+			t.Fatalf("commit scanned the whole cache: %v, want %v; stderr:\n%s", got, full, r.stderr)
+		}
+		if !full && !strings.Contains(r.stderr, "checking the dirty set") {
+			t.Fatalf("commit did not use the dirty set; stderr:\n%s", r.stderr)
+		}
+	}
+
+	w := startProc(t, c.env, "--cache", local, "--host", "local", "watch")
+	waitWatcher(t, local)
+	put(t, local, "m/b", "2")
+	r := commit()
+	wantScan(r, true) // the new watch has seen no full scan yet
+	if !strings.Contains(r.stdout, "m/b") {
+		t.Fatalf("first commit beside the watch: %s", r.stdout)
+	}
+
+	put(t, local, "m/c", "3")
+	r = commit()
+	wantScan(r, false)
+	if !strings.Contains(r.stdout, "m/c") || strings.Contains(r.stdout, "m/b") {
+		t.Fatalf("commit from the dirty set: %s", r.stdout)
+	}
+	r = commit()
+	wantScan(r, false)
+	if !strings.Contains(r.stdout, "nothing to commit") {
+		t.Fatalf("no-op commit from the dirty set: %s", r.stdout)
+	}
+
+	// Killed: nothing records what changes while no watch runs.
+	w.kill()
+	put(t, local, "m/while-none-ran", "4")
+	r = commit()
+	wantScan(r, true)
+	if !strings.Contains(r.stdout, "m/while-none-ran") {
+		t.Fatalf("commit with no watch: %s", r.stdout)
+	}
+	put(t, local, "m/while-none-ran-2", "5")
+	w = startProc(t, c.env, "--cache", local, "--host", "local", "watch")
+	waitWatcher(t, local)
+	r = commit()
+	wantScan(r, true)
+	if !strings.Contains(r.stdout, "m/while-none-ran-2") {
+		t.Fatalf("a change made while no watch ran was not committed: %s", r.stdout)
+	}
+
+	// Hints add paths to a trusted set.
+	put(t, local, "m/hinted", "6")
+	r = commit("--hint", "m/hinted", "--hint", local+"/m/a")
+	wantScan(r, false)
+	if !strings.Contains(r.stdout, "m/hinted") {
+		t.Fatalf("hinted commit: %s", r.stdout)
+	}
+	if r := c.run("--cache", local, "commit", "--hint", "/elsewhere/x"); r.code != 2 {
+		t.Fatalf("a hint outside the cache: exit %d, want 2", r.code)
+	}
+
+	if code := w.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("watch exit %d; stderr:\n%s", code, w.stderr)
+	}
+	c.ok("--cache", other, "--host", "other", "sync")
+	if diff := cmp.Diff(tree(t, local), tree(t, other)); diff != "" {
+		t.Fatalf("caches differ (-local +other):\n%s", diff)
+	}
+}

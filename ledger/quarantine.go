@@ -1,0 +1,115 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// A message of the log that is not a valid event (it does not decode, or breaks
+// a rule of the format or of its partition's chain) stops every reader at its
+// seq: safety first. The stream denies deletes, so the way out is a quarantine
+// notice: an admin's record, in the log itself, that the message at a seq is
+// not an event. Every reader (hosts, fresh hosts, snapshots, rebuilds, replays,
+// consumers) learns the notices before it reads, and skips exactly those seqs
+// the same way: the log hands them out as Records with Skip set and no Event.
+//
+// Notices live on the reserved subject syncledger.<ledger>.p.~q. "~q" is not
+// an EscapeToken output (an escape is "~" and two upper-case hex digits), so no
+// partition key maps to it; only the admin role may publish there (natsauth).
+
+// QuarantineToken is the subject token of quarantine notices.
+const QuarantineToken = "~q"
+
+// QuarantineSubject returns the subject of a ledger's quarantine notices.
+func QuarantineSubject(ledgerName string) string { return SubjectPrefix(ledgerName) + QuarantineToken }
+
+// Quarantine is a notice that the message at Seq is not applied by any reader.
+type Quarantine struct {
+	V      int       `json:"v"`      // FormatVersion
+	Ledger string    `json:"ledger"` // the ledger's UUID
+	Seq    Seq       `json:"seq"`    // the quarantined message
+	Reason string    `json:"reason"` // why, for people
+	By     string    `json:"by"`     // who: the admin's host id
+	At     time.Time `json:"at"`
+}
+
+// Skip marks a Record that no reader applies. Its Event is empty.
+type Skip struct {
+	// Partition is the partition of a quarantined message's subject ("" for a
+	// notice, or a subject that names no partition). Its chain goes on past the
+	// seq: the partition's next event names the quarantined seq as its prev
+	// (JetStream's last-subject-sequence check sees the message).
+	Partition string
+	// Notice is set on the quarantine notice itself: the record at Seq is the
+	// notice, not the message it quarantines (Quarantine.Seq).
+	Notice bool
+	// Quarantine is the notice (for a notice, itself).
+	Quarantine Quarantine
+}
+
+// EncodeQuarantine returns the JSON form of a valid notice.
+func EncodeQuarantine(q Quarantine) ([]byte, error) {
+	if err := validateQuarantine(q); err != nil {
+		return nil, fmt.Errorf("encode quarantine: %w", err)
+	}
+	q.At = q.At.UTC()
+	b, err := json.Marshal(q)
+	if err != nil {
+		return nil, fmt.Errorf("encode quarantine: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeQuarantine parses and checks a notice (strictly: unknown fields refused).
+func DecodeQuarantine(b []byte) (Quarantine, error) {
+	var q Quarantine
+	if len(b) > MaxEventSize {
+		return q, fmt.Errorf("decode quarantine: %d bytes: %w", len(b), ErrTooLarge)
+	}
+	if err := strictDecode(b, &q); err != nil {
+		return Quarantine{}, fmt.Errorf("decode quarantine: %v: %w", err, ErrInvalid)
+	}
+	if err := validateQuarantine(q); err != nil {
+		return Quarantine{}, fmt.Errorf("decode quarantine: %w", err)
+	}
+	return q, nil
+}
+
+func validateQuarantine(q Quarantine) error {
+	switch {
+	case q.V != FormatVersion:
+		return fmt.Errorf("version %d (this build reads %d): %w", q.V, FormatVersion, ErrUnknownVersion)
+	case !isUUID(q.Ledger):
+		return fmt.Errorf("ledger %q is not a uuid: %w", clip(q.Ledger), ErrInvalid)
+	case q.Seq == 0:
+		return fmt.Errorf("seq 0: %w", ErrInvalid)
+	case q.Reason == "" || len(q.Reason) > MaxMessageLen:
+		return fmt.Errorf("reason must be 1-%d bytes: %w", MaxMessageLen, ErrInvalid)
+	case q.By == "" || len(q.By) > MaxHostLen:
+		return fmt.Errorf("by must be 1-%d bytes: %w", MaxHostLen, ErrInvalid)
+	case q.At.IsZero():
+		return fmt.Errorf("no time: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// RecordError is an error about one message of the log: it does not decode, or
+// breaks a rule (format, partition chain, commit parts, its content). Every
+// reader stops there; if the message is bad, an admin's quarantine of Seq lets
+// every reader skip it.
+type RecordError struct {
+	Seq Seq
+	Err error
+}
+
+func (e *RecordError) Error() string { return e.Err.Error() }
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Quarantiner is a CommitLog that lists its quarantine notices, by quarantined
+// seq, as stored up to its last seq (jetstream.Log). Readers that take messages
+// from the server directly (consumers) use it to skip what the log would.
+type Quarantiner interface {
+	Quarantines(ctx context.Context) (map[Seq]Quarantine, error)
+}

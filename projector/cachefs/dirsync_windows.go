@@ -1,0 +1,6 @@
+package cachefs
+
+// dirSync is false on Windows: a directory handle cannot be flushed
+// (FlushFileBuffers needs write access, which a directory handle does not
+// give), and NTFS journals renames and removals itself (docs/design.md §9).
+const dirSync = false

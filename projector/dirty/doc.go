@@ -1,0 +1,49 @@
+// Package dirty keeps a cache's dirty set: the paths that may have changed since
+// the cache was last scanned whole, so that a commit checks those paths instead
+// of walking the cache (issue 17: a commit's cost follows the change, not the
+// cache).
+//
+// # Watcher
+//
+// A Watcher runs inside the long-running `syncledger watch`. It watches every
+// directory of the cache with inotify (not .syncledger/ nor the _index and
+// _control trees) and records each path an event names, with the sequence
+// number of its last event. It answers on a unix socket,
+// .syncledger/dirty.sock, one JSON request per connection:
+//
+//   - snapshot: the set as it stands after a barrier (below), its sequence
+//     number, the watcher's epoch (a random id per watcher run) and whether it
+//     can be trusted;
+//   - ack: a commit finished; the watcher forgets the paths it covered that have
+//     not changed again since the snapshot (a full scan covers them all, and
+//     makes an untrusted set trusted).
+//
+// # The barrier
+//
+// inotify delivers events in order but late. Before it answers a snapshot the
+// watcher creates a marker file in .syncledger/barrier/, which it also watches,
+// and waits until it reads the marker's own event: every change made before the
+// request was then read, so the answer covers it.
+//
+// # When the set cannot be trusted
+//
+// The set says which paths changed; that no other path changed holds only if a
+// watcher saw every change since the last full scan. So a snapshot is trusted
+// only when
+//
+//   - this watcher has run since before a full scan whose ack it received (a
+//     new or restarted watcher knows nothing of the changes made while none
+//     ran);
+//   - the kernel queue has not overflowed since that scan (IN_Q_OVERFLOW);
+//   - no directory was moved into, or out of, the watched tree since (its
+//     subtree changed without an event per file), and every watch could be
+//     added (the inotify watch limit);
+//   - the set holds at most MaxPaths paths.
+//
+// Otherwise the commit scans the whole cache and, if it succeeds, acks the scan
+// as full, which makes the set trusted again. A client that finds no watcher
+// (no socket, or a socket nobody answers) scans the whole cache too. Hints (the
+// paths a caller says it changed: `commit --hint`, the swamp extension's
+// markDirty) only ever add paths to a trusted set: a hint is never the evidence
+// that a file did not change.
+package dirty

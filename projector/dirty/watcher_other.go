@@ -1,0 +1,28 @@
+//go:build !linux
+
+package dirty
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Config configures a Watcher.
+type Config struct {
+	Root     string
+	Logger   *slog.Logger
+	MaxPaths int
+}
+
+// Watcher keeps a cache's dirty set; only Linux (inotify) has one. Elsewhere
+// every commit scans the cache.
+type Watcher struct{}
+
+// New returns ErrUnsupported.
+func New(Config) (*Watcher, error) { return nil, ErrUnsupported }
+
+// Run returns ErrUnsupported.
+func (w *Watcher) Run(context.Context) error { return ErrUnsupported }
+
+// Close does nothing.
+func (w *Watcher) Close() error { return nil }

@@ -1,0 +1,144 @@
+package swamp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/host"
+)
+
+// agentClient talks to an Agent serving in this process, as the extension does.
+type agentClient struct {
+	t   *testing.T
+	in  *io.PipeWriter
+	out *bufio.Scanner
+	id  int64
+}
+
+func startAgent(t *testing.T, e *env, cache string) *agentClient {
+	t.Helper()
+	a := &Agent{
+		Version: "v-test", Cache: cache, Globals: "--cache " + cache,
+		Host: func(context.Context) (*host.Host, error) {
+			return host.Open(host.Config{Cache: cache, Host: "h", Log: e.log, Blobs: e.blobs})
+		},
+		Blobs: func(context.Context) (ledger.BlobStore, error) { return e.blobs, nil },
+		KV: func(ctx context.Context) (natsjs.KeyValue, error) {
+			js, err := natsjs.New(e.nc)
+			if err != nil {
+				return nil, err
+			}
+			return js.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: "agent"})
+		},
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(context.Background(), inR, outW); outW.Close() }()
+	t.Cleanup(func() {
+		inW.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &agentClient{t: t, in: inW, out: bufio.NewScanner(outR)}
+}
+
+// call sends one request and returns the answer to it.
+func (c *agentClient) call(req map[string]any) Response {
+	c.t.Helper()
+	c.id++
+	req["id"] = c.id
+	b, _ := json.Marshal(req)
+	if _, err := c.in.Write(append(b, '\n')); err != nil {
+		c.t.Fatal(err)
+	}
+	if !c.out.Scan() {
+		c.t.Fatalf("agent closed its output: %v", c.out.Err())
+	}
+	var resp Response
+	if err := json.Unmarshal(c.out.Bytes(), &resp); err != nil || resp.ID != c.id {
+		c.t.Fatalf("answer %s to request %d: %v", c.out.Bytes(), c.id, err)
+	}
+	return resp
+}
+
+func TestAgent(t *testing.T) {
+	e := newEnv(t)
+	cache := t.TempDir()
+	c := startAgent(t, e, cache)
+
+	if r := c.call(map[string]any{"op": "hello", "version": "v-old", "protocol": Protocol}); r.Error == nil || r.Error.Kind != "version" || !strings.Contains(r.Error.Message, "swamp setup") {
+		t.Fatalf("hello from another version: %+v", r)
+	}
+	if r := c.call(map[string]any{"op": "hello", "version": "v-test", "protocol": Protocol + 1}); r.Error == nil || r.Error.Kind != "version" {
+		t.Fatalf("hello in another protocol: %+v", r)
+	}
+	if r := c.call(map[string]any{"op": "hello", "version": "v-test", "protocol": Protocol}); r.Error != nil {
+		t.Fatalf("hello: %+v", r.Error)
+	}
+
+	// A push of nothing publishes nothing; a push of a file publishes one commit.
+	if r := c.call(map[string]any{"op": "push"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 0 {
+		t.Fatalf("empty push: %+v", r)
+	}
+	p := filepath.Join(cache, "data", "command", "shell", "vpc", "result", "latest")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.call(map[string]any{"op": "prepare"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 1 {
+		t.Fatalf("prepare: %+v", r)
+	}
+	if head, _ := e.log.LastSeq(t.Context()); head != 0 {
+		t.Fatalf("prepare published: head %d", head)
+	}
+	r := c.call(map[string]any{"op": "commit", "hints": []string{"data/command/shell/vpc/result"}})
+	if r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 1 || r.Result.(map[string]any)["hints"].(float64) != 1 {
+		t.Fatalf("commit: %+v", r)
+	}
+	if r := c.call(map[string]any{"op": "pull"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 0 {
+		t.Fatalf("pull with nothing new: %+v", r)
+	}
+	if r := c.call(map[string]any{"op": "verify"}); r.Error != nil || r.Result.(map[string]any)["head"].(float64) != 1 || r.Result.(map[string]any)["hwm"].(float64) != 1 {
+		t.Fatalf("verify: %+v", r)
+	}
+
+	// Locks and the control plane go to the bucket.
+	holder := map[string]any{"holder": "me", "hostname": "h", "pid": 1, "nonce": "n1"}
+	if r := c.call(map[string]any{"op": "lock.acquire", "key": ".datastore.lock", "holder": holder, "maxWaitMs": 1000}); r.Error != nil {
+		t.Fatalf("acquire: %+v", r.Error)
+	}
+	if r := c.call(map[string]any{"op": "lock.inspect", "key": ".datastore.lock"}); r.Error != nil || r.Result.(map[string]any)["nonce"] != "n1" {
+		t.Fatalf("inspect: %+v", r)
+	}
+	if r := c.call(map[string]any{"op": "lock.forceRelease", "key": ".datastore.lock", "nonce": "wrong"}); r.Result != false {
+		t.Fatalf("forceRelease with a wrong nonce: %+v", r)
+	}
+	if r := c.call(map[string]any{"op": "lock.release", "key": ".datastore.lock"}); r.Error != nil {
+		t.Fatalf("release: %+v", r.Error)
+	}
+	if r := c.call(map[string]any{"op": "lock.inspect", "key": ".datastore.lock"}); r.Result != nil {
+		t.Fatalf("inspect after release: %+v", r)
+	}
+	if r := c.call(map[string]any{"op": "cp.put", "key": "k", "data": []byte("v")}); r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	if r := c.call(map[string]any{"op": "cp.get", "key": "k"}); r.Result != "dg==" { // base64 of "v"
+		t.Fatalf("cp.get: %+v", r)
+	}
+	if r := c.call(map[string]any{"op": "nosuch"}); r.Error == nil {
+		t.Fatal("an unknown request was answered")
+	}
+}
