@@ -559,7 +559,8 @@ func (p *powerLoss) converge() {
 		for _, rel := range slices.Sorted(maps.Keys(mergeKeys(ta, tb))) {
 			if va, vb := p.disk("a", rel), p.disk(name, rel); va != vb {
 				hs, _ := p.state(name)
-				diffs = append(diffs, fmt.Sprintf("%s: A %.12s, %s %.12s (row %x, journal %v, history %.12v)", rel, va, name, vb, hs.rows[rel].Digest[:6], hs.journal[rel], p.hist[rel]))
+				row := hs.rows[rel]
+				diffs = append(diffs, fmt.Sprintf("%s: A %.12s, %s %.12s (row %x, journal %v, history %.12v)", rel, va, name, vb, row.Digest[:6], hs.journal[rel], p.hist[rel]))
 			}
 		}
 		if len(diffs) > 0 {
