@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/syncledger/syncledger/internal/lazyfs"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/jetstream"
@@ -602,4 +604,119 @@ func mergeKeys(a, b map[string]string) map[string]bool {
 		out[k] = true
 	}
 	return out
+}
+
+// TestPowerLossServe runs `syncledger serve` with its data directory (the
+// JetStream store and the file blob store) on a lazyfs mount that journals
+// metadata as ext4, XFS and btrfs do (lazyfs.FS.MetadataJournal), commits to it
+// from a host off the mount, and cuts the power at random points of the
+// commits: serve and the commit in flight are killed, what was not fsynced is
+// dropped, serve restarts on what is left. Every commit acknowledged before a
+// cut must be in the log after it, the committing host must find the log's
+// head at or above its HWM, and a fresh host must sync every file (no blob
+// lost). serve promises no more than this: under strict POSIX semantics (a
+// name durable only once its directory is fsynced) JetStream can lose whole
+// streams it created, which is nats-server's code (docs/ops.md).
+func TestPowerLossServe(t *testing.T) {
+	if os.Getenv(PowerLossEnv) == "" {
+		t.Skip("set " + PowerLossEnv + "=1 to run the power-loss tests (root, /dev/fuse)")
+	}
+	lfs := lazyfs.New()
+	lfs.MetadataJournal = os.Getenv("SYNCLEDGER_TEST_POWERLOSS_STRICT") == ""
+	m, err := lfs.Mount(t.TempDir())
+	if err != nil {
+		t.Fatalf("%s is set: %v", PowerLossEnv, err)
+	}
+	var srv *proc
+	t.Cleanup(func() {
+		if srv != nil {
+			srv.kill()
+		}
+		_ = m.Unmount()
+	})
+	data := filepath.Join(m.Dir, "serve")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	cache := t.TempDir()
+	acked := map[string]bool{}
+	var violations []string
+	const cuts = 12
+	took := 300 * time.Millisecond
+	for cut := range cuts {
+		var url string
+		srv, url, _ = serveT(t, data)
+		env := cliEnv("SYNCLEDGER_NATS="+url, "SYNCLEDGER_LOG_LEVEL=error", "SYNCLEDGER_HOST=h")
+		c := &shell{t: t, env: env}
+		// After the cut before: the server holds what it acknowledged.
+		if r := c.run("--cache", cache, "sync"); r.code != 0 {
+			violations = append(violations, fmt.Sprintf("cut %d: the committing host cannot sync after the restart: %s", cut, r.stderr))
+		}
+		if ids := serveCommits(t, url); cut > 0 {
+			for id := range acked {
+				if !ids[id] {
+					violations = append(violations, fmt.Sprintf("cut %d: acknowledged commit %s is not in the log after the restart", cut, id))
+				}
+			}
+		}
+		fresh := t.TempDir()
+		if r := c.run("--cache", fresh, "sync"); r.code != 0 {
+			violations = append(violations, fmt.Sprintf("cut %d: a fresh host cannot sync: %s", cut, r.stderr))
+		}
+		// Commits, the last one cut at a random point.
+		for i := range 3 {
+			put(t, cache, fmt.Sprintf("data/t/m%d/d/%d/raw", rng.IntN(3), cut), fmt.Sprint("cut ", cut, " commit ", i, " ", rng.Uint64()))
+			q := startProc(t, env, "--cache", cache, "commit", "--json", "-m", fmt.Sprint(cut, "/", i))
+			began := time.Now()
+			if i < 2 {
+				<-q.done
+				took = (took + time.Since(began)) / 2
+			} else {
+				time.Sleep(time.Duration(rng.Int64N(int64(took) + 1)))
+			}
+			if exited(q) {
+				var r struct {
+					Commit string `json:"commit"`
+				}
+				var out []string
+				for l := range q.lines {
+					out = append(out, l)
+				}
+				if q.err == nil && json.Unmarshal([]byte(strings.Join(out, "\n")), &r) == nil && r.Commit != "" {
+					acked[r.Commit] = true
+				}
+			}
+			q.kill()
+		}
+		srv.kill()
+		srv = nil
+		if err := m.Unmount(); err != nil {
+			t.Fatal(err)
+		}
+		lfs.Drop()
+		if m, err = lfs.Mount(m.Dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fmt.Printf("power loss (serve): %d cuts, %d acknowledged commits, %d violations\n", cuts, len(acked), len(violations))
+	for _, v := range violations {
+		t.Error(v)
+	}
+}
+
+// serveCommits returns the ids of the commits in the default ledger's log.
+func serveCommits(t *testing.T, url string) map[string]bool {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	lg, err := jetstream.Open(context.Background(), nc, "default")
+	if err != nil {
+		t.Fatalf("the default ledger after the restart: %v", err)
+	}
+	ids := map[string]bool{}
+	if err := lg.Read(context.Background(), 1, 0, func(r ledger.Record) error { ids[r.Event.Commit] = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }

@@ -17,6 +17,14 @@ import (
 
 // FS is the in-memory tree. Its methods are safe for concurrent use.
 type FS struct {
+	// MetadataJournal, set before Mount, makes any fsync also make every
+	// name change so far durable (creations, renames, removals in every
+	// directory), as a file system that journals its metadata does (ext4,
+	// XFS, btrfs: an fsync commits the running journal transaction). File
+	// content still needs the file's own fsync. The default is strict POSIX:
+	// a name is durable only once its directory is fsynced.
+	MetadataJournal bool
+
 	mu   sync.Mutex
 	root *node
 	ino  uint64
@@ -495,6 +503,19 @@ func (d *fnode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) sysca
 	defer d.fs.mu.Unlock()
 	d.fs.fsyncs++
 	d.n.sync()
+	if d.fs.MetadataJournal {
+		var names func(n *node)
+		names = func(n *node) {
+			if !n.dir {
+				return
+			}
+			n.dkids = maps.Clone(n.kids)
+			for _, k := range n.kids {
+				names(k)
+			}
+		}
+		names(d.fs.root)
+	}
 	return 0
 }
 
