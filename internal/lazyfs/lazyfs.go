@@ -312,31 +312,23 @@ func (d *fnode) Create(ctx context.Context, name string, flags uint32, mode uint
 	return d.child(ctx, c, out), nil, 0, 0
 }
 
-func (d *fnode) Unlink(ctx context.Context, name string) syscall.Errno {
-	d.fs.mu.Lock()
-	defer d.fs.mu.Unlock()
-	c, ok := d.n.kids[name]
-	switch {
-	case !ok:
-		return syscall.ENOENT
-	case c.dir:
-		return syscall.EISDIR
-	}
-	delete(d.n.kids, name)
-	d.n.mtime = time.Now()
-	return 0
-}
+func (d *fnode) Unlink(ctx context.Context, name string) syscall.Errno { return d.remove(name, false) }
 
-func (d *fnode) Rmdir(ctx context.Context, name string) syscall.Errno {
+func (d *fnode) Rmdir(ctx context.Context, name string) syscall.Errno { return d.remove(name, true) }
+
+// remove unlinks a file (dir false) or removes an empty directory.
+func (d *fnode) remove(name string, dir bool) syscall.Errno {
 	d.fs.mu.Lock()
 	defer d.fs.mu.Unlock()
 	c, ok := d.n.kids[name]
 	switch {
 	case !ok:
 		return syscall.ENOENT
-	case !c.dir:
+	case c.dir && !dir:
+		return syscall.EISDIR
+	case !c.dir && dir:
 		return syscall.ENOTDIR
-	case len(c.kids) > 0:
+	case c.dir && len(c.kids) > 0:
 		return syscall.ENOTEMPTY
 	}
 	delete(d.n.kids, name)
