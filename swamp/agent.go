@@ -94,10 +94,15 @@ type Error struct {
 	Paths   []string `json:"paths,omitempty"`
 }
 
-// Serve answers requests from r on w until r ends or ctx is done. Locks still
-// held then are not released: they expire after their TTL, as they would had
-// the process died (swamp releases its locks itself when it ends normally).
+// Serve answers requests from r on w until r ends or ctx is done; requests
+// still running then are cancelled. Locks still held are not released: they
+// expire after their TTL, as they would had the process died (swamp releases
+// its locks itself when it ends normally).
 func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	// swamp awaits every call before it exits: a request still running when
+	// its input ends (swamp killed) is abandoned, a lock wait first.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var (
 		wmu sync.Mutex
 		wg  sync.WaitGroup
@@ -133,6 +138,7 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			}
 		}()
 	}
+	cancel()
 	wg.Wait()
 	if a.locks != nil {
 		a.locks.Close()

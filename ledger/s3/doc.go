@@ -24,7 +24,16 @@
 // reject or mishandle, cannot be retried, and would let a reader error surface as a
 // transport error mid-request; a multipart upload streams too but costs three
 // requests for the common small blob and leaves parts behind when the abort fails.
-// The price is one local copy of each large put.
+// The price is one local copy of each put up to Config.MultipartAbove (64 MiB).
+//
+// A larger put, or one of unknown size that fills more than a part, is a
+// multipart upload instead (a single PUT is capped at 5 GiB, and spooling
+// gigabytes costs their write): parts of Config.PartSize (16 MiB) are read into
+// memory one at a time and sent as seekable bodies, and the upload is completed
+// only after the reader returned io.EOF without error at its declared size. Any
+// failure aborts the upload, so the object never appears in part and the
+// previous version stays; an abort that fails too leaves parts that a bucket
+// lifecycle rule (AbortIncompleteMultipartUpload) removes.
 //
 // # Errors
 //

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -59,14 +60,32 @@ type Config struct {
 	TempDir string
 	// HTTPClient overrides the SDK's HTTP client when set.
 	HTTPClient *http.Client
+	// MultipartAbove is the size above which a put is a multipart upload (and
+	// any put of unknown size). 0 means DefaultMultipartAbove; it is at least
+	// PartSize.
+	MultipartAbove int64
+	// PartSize is the size of each part of a multipart upload but the last (at
+	// least 5 MiB, S3's minimum); it is the memory a multipart put holds. 0 means
+	// DefaultPartSize.
+	PartSize int64
 }
+
+// Multipart defaults: a single PUT is capped at 5 GiB and needs its whole body
+// spooled; above 64 MiB a put streams in parts of 16 MiB, one in memory at a time.
+const (
+	DefaultMultipartAbove = 64 << 20
+	DefaultPartSize       = 16 << 20
+	minPartSize           = 5 << 20
+)
 
 // Store is a ledger.ObjectStore on an S3 bucket. It is safe for concurrent use.
 type Store struct {
-	client  *awss3.Client
-	bucket  string
-	root    string // "" or the prefix with one trailing slash
-	tempDir string
+	client         *awss3.Client
+	bucket         string
+	root           string // "" or the prefix with one trailing slash
+	tempDir        string
+	multipartAbove int64
+	partSize       int64
 }
 
 var _ ledger.ObjectStore = (*Store)(nil)
@@ -82,7 +101,17 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new s3 store: %w", err)
 	}
-	return &Store{client: client, bucket: cfg.Bucket, root: root, tempDir: cfg.TempDir}, nil
+	st := &Store{client: client, bucket: cfg.Bucket, root: root, tempDir: cfg.TempDir,
+		multipartAbove: cfg.MultipartAbove, partSize: cfg.PartSize}
+	if st.partSize <= 0 {
+		st.partSize = DefaultPartSize
+	}
+	st.partSize = max(st.partSize, minPartSize)
+	if st.multipartAbove <= 0 {
+		st.multipartAbove = DefaultMultipartAbove
+	}
+	st.multipartAbove = max(st.multipartAbove, st.partSize)
+	return st, nil
 }
 
 func validate(cfg Config) (root string, err error) {
@@ -181,6 +210,12 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
+	if size < 0 || size > s.multipartAbove {
+		if err := s.putMultipart(ctx, s.root+key, backend.NewPutReader(ctx, r, size)); err != nil {
+			return fmt.Errorf("put object %q: %w", key, err)
+		}
+		return nil
+	}
 	body, n, cleanup, err := s.spool(backend.NewPutReader(ctx, r, size), size)
 	if err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
@@ -196,6 +231,84 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 	if err != nil {
 		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
 	}
+	return nil
+}
+
+// putMultipart sends pr as a multipart upload, one part of partSize in memory
+// at a time (a seekable body the SDK can sign, checksum and retry). The object
+// appears only when the upload is completed, which happens only after pr ended
+// without error at its declared size; on any failure the upload is aborted (and
+// a bucket lifecycle rule for incomplete uploads cleans up after an abort that
+// failed too).
+func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutReader) (err error) {
+	buf := make([]byte, s.partSize)
+	n, rerr := io.ReadFull(pr, buf)
+	if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+		return rerr
+	}
+	if rerr != nil {
+		// All of it fits in one part (a put of unknown size): one PUT.
+		if err := pr.Done(); err != nil {
+			return err
+		}
+		_, err := s.client.PutObject(ctx, &awss3.PutObjectInput{
+			Bucket: aws.String(s.bucket), Key: aws.String(key), Body: bytes.NewReader(buf[:n]),
+			ContentLength: aws.Int64(int64(n)), ContentType: aws.String("application/octet-stream"),
+		})
+		return backend.CtxErr(ctx, err)
+	}
+	up, err := s.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(key), ContentType: aws.String("application/octet-stream"),
+	})
+	if err != nil {
+		return fmt.Errorf("start multipart upload: %w", backend.CtxErr(ctx, err))
+	}
+	completed := false
+	defer func() {
+		if completed {
+			return
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, aerr := s.client.AbortMultipartUpload(actx, &awss3.AbortMultipartUploadInput{
+			Bucket: aws.String(s.bucket), Key: aws.String(key), UploadId: up.UploadId,
+		}); aerr != nil {
+			err = fmt.Errorf("%w (and aborting the upload failed: %v)", err, aerr)
+		}
+	}()
+	var parts []types.CompletedPart
+	for num := int32(1); ; num++ {
+		if num > 1 {
+			n, rerr = io.ReadFull(pr, buf)
+			if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+				return rerr
+			}
+		}
+		last := rerr != nil
+		if n > 0 {
+			out, err := s.client.UploadPart(ctx, &awss3.UploadPartInput{
+				Bucket: aws.String(s.bucket), Key: aws.String(key), UploadId: up.UploadId,
+				PartNumber: aws.Int32(num), Body: bytes.NewReader(buf[:n]), ContentLength: aws.Int64(int64(n)),
+			})
+			if err != nil {
+				return fmt.Errorf("upload part %d: %w", num, backend.CtxErr(ctx, err))
+			}
+			parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
+		}
+		if last {
+			break
+		}
+	}
+	if err := pr.Done(); err != nil {
+		return err
+	}
+	if _, err := s.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(key), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+	}); err != nil {
+		return fmt.Errorf("complete multipart upload: %w", backend.CtxErr(ctx, err))
+	}
+	completed = true
 	return nil
 }
 

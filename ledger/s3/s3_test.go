@@ -1,14 +1,17 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -202,5 +205,53 @@ func TestMissingBucketIsNotNotFound(t *testing.T) {
 	}
 	if _, err := s.GetObject(t.Context(), "k"); err == nil || errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("GetObject in a missing bucket = %v, want an error that is not ErrNotFound", err)
+	}
+}
+
+// TestMultipart: a put above Config.MultipartAbove (or of unknown size) is a
+// multipart upload that reads back whole; one whose reader fails, or ends short
+// of its declared size, leaves no object and the key's previous version in
+// place. The conformance suites pass with every put of unknown size multipart.
+func TestMultipart(t *testing.T) {
+	cfg := startFake(t)
+	cfg.MultipartAbove, cfg.PartSize = minPartSize, minPartSize
+	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, "mp-objects")) })
+	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, "mp-blobs")) })
+
+	ctx := t.Context()
+	s := storeMaker(cfg, "mp")(t)
+	big := make([]byte, 2*minPartSize+12345)
+	for i := range big {
+		big[i] = byte(i * 7 / 3)
+	}
+	for _, size := range []int64{int64(len(big)), -1} {
+		if err := s.PutObject(ctx, "k", bytes.NewReader(big), size); err != nil {
+			t.Fatalf("put of %d bytes (size %d): %v", len(big), size, err)
+		}
+		rc, err := s.GetObject(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("read back %d bytes (%v), want the %d put", len(got), err, len(big))
+		}
+	}
+	failing := io.MultiReader(bytes.NewReader(big[:minPartSize+100]), iotest.ErrReader(errors.New("disk gone")))
+	if err := s.PutObject(ctx, "k", failing, int64(len(big))); err == nil {
+		t.Fatal("a put whose reader failed after a part succeeded")
+	}
+	if err := s.PutObject(ctx, "k", bytes.NewReader(big[:minPartSize+100]), int64(len(big))); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("a put that ended short of its size = %v, want ErrInvalid", err)
+	}
+	if err := s.PutObject(ctx, "new", bytes.NewReader(big[:minPartSize+100]), int64(len(big))); err == nil {
+		t.Fatal("short put of a new key succeeded")
+	}
+	if _, err := s.StatObject(ctx, "new"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("after a failed multipart put of a new key: stat = %v, want ErrNotFound", err)
+	}
+	if info, err := s.StatObject(ctx, "k"); err != nil || info.Size != int64(len(big)) {
+		t.Fatalf("after failed puts the previous version: %+v %v", info, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/cachefs"
+	"github.com/syncledger/syncledger/projector/ignore"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
 
@@ -120,9 +121,7 @@ func (h *Host) apply(ctx context.Context, s *session, rd projector.Ready, opt ap
 		s.core.Discard()
 		return out, err
 	}
-	if err := s.core.Advance(rd); err != nil {
-		return out, err
-	}
+	s.core.Advance(rd)
 	h.hwm.Store(uint64(rd.HWM))
 	h.cfg.Failpoint("sync-after-persist")
 	sort.Strings(out.Paths)
@@ -158,13 +157,20 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 //
 // An ignored file (a swamp database, an editor's swap file) that would be a
 // local change is this host's own: the index takes the ledger's row, the file
-// stays as it is (diskState.keep).
+// stays as it is (diskState.keep). A path of the Forced rules (ignore.IsForced)
+// is never inspected, written or removed at all.
 func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error) {
 	disk := make([]diskState, len(rd.Changes))
 	var local []string
 	st := h.dir.NewStater()
 	for i, ch := range rd.Changes {
 		if ch.Op == projector.OpIndex {
+			continue
+		}
+		if ignore.IsForced(ch.Path) {
+			// Never this host's to write or remove (a swamp database, a nested
+			// cache's state), whoever published it: the disk is left alone.
+			disk[i].keep = true
 			continue
 		}
 		row, hasRow := s.index[ch.Path]
@@ -298,7 +304,7 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum) {
 				// The event at ch.Seq names content the blob store does not
 				// hold: a message an admin may quarantine.
-				return &ledger.RecordError{Seq: ch.Seq, Err: fmt.Errorf("seq %d: %w", ch.Seq, err)}
+				return &ledger.RecordError{Seq: ch.Seq, Err: fmt.Errorf("seq %d: %w", ch.Seq, err), Decoded: true}
 			}
 			if err != nil {
 				return err

@@ -1,11 +1,16 @@
 package host
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // TestIgnoredNeverCommitted: editor and temp files, swamp's local-only files
@@ -85,5 +90,57 @@ func TestIgnoredNeverOverwritten(t *testing.T) {
 	}
 	if got, _ := readFile(t, b, "notes.log"); got != "b's own" {
 		t.Fatalf("ignored file changed: %q", got)
+	}
+}
+
+// TestForcedNeverWritten: a commit published before its paths were ignored (a
+// nested cache's state, swamp's databases) is applied to the index only: a sync
+// neither writes nor removes those files, and the other files of the commit
+// arrive.
+func TestForcedNeverWritten(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	b := e.host("b")
+	writeFile(t, b, "run_tracker.db", "b's own database")
+	var entries []ledger.Entry
+	for _, p := range []string{"audit/x", "audit/.syncledger/state.db", "run_tracker.db", "secrets/k"} {
+		content := []byte("from an old host: " + p)
+		d := ledger.DigestOf(content)
+		if err := e.blobs.Put(ctx, d, bytes.NewReader(content), int64(len(content))); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, ledger.Entry{Path: p, SHA256: d, Size: int64(len(content)), Mode: 0o644})
+	}
+	// One event per partition, as an older syncledger would have published.
+	byPart := map[string][]ledger.Entry{}
+	for _, en := range entries {
+		byPart[ledger.PartitionKey(en.Path)] = append(byPart[ledger.PartitionKey(en.Path)], en)
+	}
+	id, err := ledger.NewCommitID(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []ledger.Event
+	for part, ens := range byPart {
+		evs = append(evs, ledger.Event{V: ledger.FormatVersion, Ledger: e.log.UUID(), Commit: id, Host: "old", At: time.Now(),
+			Partition: part, ModelSeq: 1, Entries: ens})
+	}
+	for i := range evs {
+		evs[i].Parts, evs[i].Part = len(evs), i+1
+	}
+	if _, err := e.log.Append(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, b, SyncOptions{})
+	got := cacheFiles(t, b)
+	want := map[string]string{"audit/x": "from an old host: audit/x", "run_tracker.db": "b's own database"}
+	if !cmp.Equal(got, want) {
+		t.Fatalf("cache after sync: %v, want %v", got, want)
+	}
+	if st := mustStatus(t, b); len(st.Dirty) != 0 {
+		t.Fatalf("dirty after sync: %v", st.Dirty)
+	}
+	if vr, err := b.Verify(ctx); err != nil || !vr.OK() {
+		t.Fatalf("verify: %+v %v", vr, err)
 	}
 }

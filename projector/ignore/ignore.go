@@ -126,6 +126,21 @@ func (m *Matcher) Forced(rel string) bool {
 	return m.forced.match(path, false)
 }
 
+// forcedSet is the Forced rules alone, made on first use.
+var forcedSet = sync.OnceValue(func() *set { return newSet(Forced) })
+
+// IsForced reports whether rel is ignored by the Forced rules, itself or
+// through a parent directory, whatever a cache's .syncledgerignore says: a sync
+// never writes or removes such a path (another host may have published one
+// before it was ignored). Most paths are answered without matching.
+func IsForced(rel string) bool {
+	if !strings.Contains(rel, ".db") && !strings.Contains(rel, ".syncledger") && !strings.Contains(rel, "bundles/") &&
+		!strings.HasPrefix(rel, "secrets/") {
+		return false // no Forced pattern can match
+	}
+	return (&Matcher{forced: forcedSet()}).Forced(rel)
+}
+
 // set is an ordered list of patterns (increasing priority) with the per-name
 // cache of its name-only patterns.
 type set struct {

@@ -123,6 +123,13 @@ func TestRules(t *testing.T) {
 	if !m.Forced("secrets/x") || m.Forced("x.log") {
 		t.Errorf("Forced: secrets/x %v, x.log %v", m.Forced("secrets/x"), m.Forced("x.log"))
 	}
+	// IsForced's shortcut never misses what the Forced rules match.
+	for _, p := range []string{"a.db", "d/run_tracker.db-wal", "x/.syncledger/state.db", "x/.syncledger/tmp/f",
+		"secrets/k", "drv-bundles/a", "bundles/a", "a.db-journal", "data/a/raw", "dbx", "secretsx/a", "x/secrets/a", "x/bundles/a"} {
+		if got, want := IsForced(p), New(nil).Forced(p); got != want {
+			t.Errorf("IsForced(%q) = %v, Forced says %v", p, got, want)
+		}
+	}
 }
 
 func TestLoad(t *testing.T) {

@@ -10,7 +10,7 @@
 // because their marks were not persisted).
 //
 // bbolt holds an exclusive file lock while the database is open: a second process
-// on the same cache gets ErrBusy instead of interleaving writes.
+// on the same cache gets ErrLocked instead of interleaving writes.
 package statedb
 
 import (
@@ -32,8 +32,9 @@ import (
 // SchemaVersion is the on-disk layout version of the database.
 const SchemaVersion = 1
 
-// ErrBusy: another process has the cache's database open.
-var ErrBusy = errors.New("cache is in use by another syncledger process")
+// ErrLocked: another process has the cache's database open (it holds the
+// file's lock).
+var ErrLocked = errors.New("cache is in use by another syncledger process")
 
 var (
 	bMeta  = []byte("meta")
@@ -127,7 +128,7 @@ func Open(path string, wait time.Duration) (*DB, error) {
 	created := errors.Is(serr, fs.ErrNotExist)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
 	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("open state %s: %w", path, ErrBusy)
+		return nil, fmt.Errorf("open state %s: %w", path, ErrLocked)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
