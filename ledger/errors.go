@@ -29,6 +29,15 @@ var (
 	// ErrPermission: the server refused the operation for lack of permission
 	// (for example a read-only tooling user publishing a commit).
 	ErrPermission = errors.New("permission denied")
+	// ErrRewound: the log ends below a seq this reader already read or applied
+	// (its last seq, or a partition's, is below the reader's HWM or mark): the
+	// server lost events, having been restored from an older backup or replaced
+	// under the same lineage. Nothing is "up to date" about that; the reader
+	// must not go on as if the lost events had never existed.
+	ErrRewound = errors.New("log ends below what was already read")
+	// ErrLagging: the replica that answered does not have events the log's
+	// leader holds; it catches up on its own, so retrying later helps.
+	ErrLagging = errors.New("replica behind the log")
 )
 
 // ConflictError is returned (wrapped) when an append finds that a partition's chain

@@ -133,14 +133,15 @@ func (s *retryingStore) do(ctx context.Context, what string, op func(ctx context
 		case attempt >= s.p.Attempts:
 			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt, err)
 		}
-		if serr := sleepCtx(ctx, wait+rand.N(wait/2+1)); serr != nil {
+		if serr := SleepCtx(ctx, wait+rand.N(wait/2+1)); serr != nil {
 			return fmt.Errorf("%s: %w after %d attempts (last: %v)", what, serr, attempt, err)
 		}
 		wait = min(2*wait, s.p.MaxWait)
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// SleepCtx waits d or until ctx is done (then it returns ctx.Err()).
+func SleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -329,7 +330,7 @@ func (r *resumingReader) Read(p []byte) (int, error) {
 // resume opens the object again and skips the bytes delivered, checking them.
 func (r *resumingReader) resume() error {
 	r.rc.Close()
-	if err := sleepCtx(r.ctx, r.s.p.Wait); err != nil {
+	if err := SleepCtx(r.ctx, r.s.p.Wait); err != nil {
 		return err
 	}
 	rc, err := r.s.open(r.ctx, r.key)

@@ -389,16 +389,12 @@ func TestReadyAdvanceProtocol(t *testing.T) {
 			return err
 		}(),
 	} {
-		if !errors.Is(err, ErrBusy) {
-			t.Errorf("%s with a Ready outstanding: %v, want ErrBusy", name, err)
+		if !errors.Is(err, ErrReadyOutstanding) {
+			t.Errorf("%s with a Ready outstanding: %v, want ErrReadyOutstanding", name, err)
 		}
 	}
-	if err := c.Advance(Ready{}); !errors.Is(err, ledger.ErrInvalid) {
-		t.Errorf("Advance of a foreign Ready: %v", err)
-	}
-	if err := c.Advance(rd); err != nil {
-		t.Fatal(err)
-	}
+	mustPanic(t, "Advance of a foreign Ready", func() { c.Advance(Ready{}) })
+	c.Advance(rd)
 	want := baseState()
 	want.HWM = 6
 	want.Marks["data--m--a"] = Mark{3, 6}
@@ -406,9 +402,7 @@ func TestReadyAdvanceProtocol(t *testing.T) {
 	if d := cmp.Diff(want, c.State()); d != "" {
 		t.Errorf("state after Advance (-want +got):\n%s", d)
 	}
-	if err := c.Advance(rd); !errors.Is(err, ledger.ErrInvalid) {
-		t.Errorf("second Advance of the same Ready: %v", err)
-	}
+	mustPanic(t, "second Advance of the same Ready", func() { c.Advance(rd) })
 	// Discard drops staged work and the outstanding Ready.
 	if _, err := c.Step(Full, rec("a", 7, 4, 6, "a4")); err != nil {
 		t.Fatal(err)
@@ -418,12 +412,21 @@ func TestReadyAdvanceProtocol(t *testing.T) {
 	if c.HasReady() {
 		t.Error("HasReady after Discard")
 	}
-	if err := c.Advance(stale); !errors.Is(err, ledger.ErrInvalid) {
-		t.Errorf("Advance of a discarded Ready: %v", err)
-	}
+	mustPanic(t, "Advance of a discarded Ready", func() { c.Advance(stale) })
 	if d := cmp.Diff(want, c.State()); d != "" {
 		t.Errorf("state after Discard (-want +got):\n%s", d)
 	}
+}
+
+// mustPanic fails the test unless f panics: a shell's misuse of the core.
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s did not panic", what)
+		}
+	}()
+	f()
 }
 
 func TestNewValidatesState(t *testing.T) {

@@ -52,13 +52,13 @@ func CommitEvents(lineage string, marks func(partition string) Mark, commit ledg
 }
 
 // CommitEvents builds the events of a local commit against the durable lineage
-// and marks (see the package function). It fails with ErrBusy while work is
+// and marks (see the package function). It fails with ErrReadyOutstanding while work is
 // staged or outstanding: a commit is built on persisted marks only; and with a
 // *ClashError (ErrClash) when the entries would make a path a file and a
 // directory at once in this host's own index (shadow.go).
 func (c *Core) CommitEvents(commit ledger.Commit) ([]ledger.Event, error) {
 	if c.out != nil || c.HasReady() {
-		return nil, fmt.Errorf("build commit %s: staged work not advanced: %w", commit.ID, ErrBusy)
+		return nil, fmt.Errorf("build commit %s: staged work not advanced: %w", commit.ID, ErrReadyOutstanding)
 	}
 	if c.st.Ledger == "" {
 		return nil, fmt.Errorf("build commit %s: no ledger adopted: %w", commit.ID, ledger.ErrLineage)

@@ -216,7 +216,7 @@ func (c *Core) doneAt(s ledger.Seq) (commit, bool) {
 // busy fails while a Ready is outstanding; verb and args name the call.
 func (c *Core) busy(verb string, args ...any) error {
 	if c.out != nil {
-		return fmt.Errorf("%s: a Ready is outstanding (Advance or Discard it first): %w", fmt.Sprintf(verb, args...), ErrBusy)
+		return fmt.Errorf("%s: %w (Advance or Discard it first)", fmt.Sprintf(verb, args...), ErrReadyOutstanding)
 	}
 	return nil
 }
@@ -449,12 +449,10 @@ func (c *Core) checkParts(s ledger.Seq, e *ledger.Event) error {
 	return nil
 }
 
-// follows reports whether b may sit at the seq right after a.
+// follows reports whether b may sit at the seq right after a: the log's
+// contiguity rule, ledger.Follows.
 func follows(a, b commit) bool {
-	if a.end() {
-		return b.part == 1
-	}
-	return b == commit{a.id, a.part + 1, a.parts}
+	return ledger.Follows(ledger.PartOf{Commit: a.id, Part: a.part, Parts: a.parts}, ledger.PartOf{Commit: b.id, Part: b.part, Parts: b.parts})
 }
 
 // stage records the effect of a checked record in the pending work.
@@ -531,7 +529,7 @@ func (c *Core) HasReady() bool {
 }
 
 // Ready returns the staged work, and marks it outstanding: until Advance or
-// Discard, Step, RecordOwn, Hydrate and AdoptLineage fail with ErrBusy. Calling
+// Discard, Step, RecordOwn, Hydrate and AdoptLineage fail with ErrReadyOutstanding. Calling
 // Ready again before that returns the same work.
 func (c *Core) Ready() Ready {
 	if c.out == nil {
@@ -564,10 +562,12 @@ func (c *Core) Ready() Ready {
 
 // Advance tells the core that rd's work is durable: the files are in the cache
 // and the index rows, marks, HWM and lineage are persisted (atomically). The
-// durable state becomes rd's. rd must be the outstanding Ready.
-func (c *Core) Advance(rd Ready) error {
+// durable state becomes rd's. rd must be the outstanding Ready: advancing
+// another (a foreign, stale or discarded one, or the same one twice) is a bug
+// of the shell, and Advance panics, as it does for an HWM that would go down.
+func (c *Core) Advance(rd Ready) {
 	if c.out == nil || rd.id != c.out.id {
-		return fmt.Errorf("advance: not the outstanding Ready: %w", ledger.ErrInvalid)
+		panic("projector: Advance of a Ready that is not the outstanding one")
 	}
 	out := c.out
 	if out.HWM < c.st.HWM && !out.Reset {
@@ -594,7 +594,6 @@ func (c *Core) Advance(rd Ready) error {
 	maps.DeleteFunc(c.done, func(s ledger.Seq, _ commit) bool { return s <= c.st.HWM })
 	c.resetPending()
 	c.out = nil
-	return nil
 }
 
 // Discard drops the staged work and the outstanding Ready: the shell could not

@@ -19,9 +19,11 @@ var (
 	// log holds another history than the one the state was built from; reading more
 	// does not fix it, the state must be rebuilt (from a snapshot).
 	ErrDiverged = errors.New("log diverges from local state")
-	// ErrBusy: a Ready is outstanding (Advance or Discard it first); for
-	// CommitEvents also: staged work has not been advanced yet.
-	ErrBusy = errors.New("busy")
+	// ErrReadyOutstanding: a Ready is outstanding (Advance or Discard it
+	// first); for CommitEvents and Restore also: staged work has not been
+	// advanced yet. It is about this process's use of its Core, never another
+	// process (statedb.ErrLocked is that).
+	ErrReadyOutstanding = errors.New("a Ready is outstanding")
 	// ErrClash: a commit would make a path a file and a directory at once (see
 	// ClashError). Nothing was published.
 	ErrClash = errors.New("a file and a directory of the same name")

@@ -18,11 +18,11 @@ import (
 // wrote each file of to (Change.Seq); a missing one is 0.
 //
 // to must be of the core's lineage (or the core has none yet, and adopts it).
-// Restore fails with ErrBusy while other work is staged or outstanding: a
+// Restore fails with ErrReadyOutstanding while other work is staged or outstanding: a
 // restore is a Ready of its own.
 func (c *Core) Restore(to State, seqs map[string]ledger.Seq, stray []string) error {
 	if c.out != nil || c.HasReady() {
-		return fmt.Errorf("restore to seq %d: staged work not advanced: %w", to.HWM, ErrBusy)
+		return fmt.Errorf("restore to seq %d: staged work not advanced: %w", to.HWM, ErrReadyOutstanding)
 	}
 	if err := to.validate(); err != nil {
 		return fmt.Errorf("restore to seq %d: %w", to.HWM, err)

@@ -95,7 +95,11 @@ func (a *app) dirtySet(ctx context.Context, root string, hints []string) (*dirty
 		return snap, nil
 	}
 	changed := dirty.Merge(snap.Paths, hints)
-	a.logger.Debug("checking the dirty set", "paths", len(changed), "hints", len(hints))
+	if len(changed) == 0 {
+		a.logger.Debug("checking the dirty set: nothing changed since the last full scan")
+	} else {
+		a.logger.Debug("checking the dirty set", "paths", len(changed), "hints", len(hints))
+	}
 	return snap, changed
 }
 
@@ -109,6 +113,14 @@ func (a *app) ackDirty(ctx context.Context, root string, snap *dirty.Snapshot, c
 	}
 	if err := dirty.NewClient(root).Ack(ctx, snap, changed == nil, changed); err != nil {
 		a.logger.Warn("the watch did not take the commit's ack (the next commit checks these paths again)", "err", err)
+	}
+}
+
+// untrustDirty tells the cache's watcher, if one runs, that its dirty set cannot
+// vouch for the cache until the next full scan.
+func (a *app) untrustDirty(ctx context.Context, root, reason string) {
+	if err := dirty.NewClient(root).Untrust(ctx, reason); err != nil && !errors.Is(err, dirty.ErrNoWatcher) {
+		a.logger.Warn("could not tell the watch its dirty set is stale; stop and start it before the next commit", "err", err)
 	}
 }
 

@@ -78,8 +78,8 @@ func TestDirtySetCLI(t *testing.T) {
 	}
 	r = commit()
 	wantScan(r, false)
-	if !strings.Contains(r.stdout, "nothing to commit") {
-		t.Fatalf("no-op commit from the dirty set: %s", r.stdout)
+	if !strings.Contains(r.stdout, "nothing to commit") || !strings.Contains(r.stderr, "nothing changed since the last full scan") {
+		t.Fatalf("no-op commit from the dirty set did not take the empty set's fast path: %s\n%s", r.stdout, r.stderr)
 	}
 
 	// Killed: nothing records what changes while no watch runs.

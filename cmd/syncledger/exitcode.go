@@ -157,8 +157,10 @@ func errorKind(err error) string {
 		return "lineage"
 	case errors.Is(err, ledger.ErrPermission):
 		return "permission"
-	case errors.Is(err, statedb.ErrBusy):
+	case errors.Is(err, statedb.ErrLocked):
 		return "busy"
+	case errors.Is(err, ledger.ErrRewound):
+		return "rewound"
 	case errors.Is(err, ledger.ErrNotFound):
 		return "not-found"
 	case errors.Is(err, ledger.ErrChecksum):
@@ -181,7 +183,7 @@ func errorCommands(err error) []string {
 	}
 	switch {
 	case errors.As(err, &re):
-		return []string{quarantineCommand(re.Seq)}
+		return []string{quarantineCommand(re)}
 	case errors.Is(err, ledger.ErrTruncated):
 		return []string{"syncledger rebuild"}
 	case errors.Is(err, host.ErrLocalChanges):

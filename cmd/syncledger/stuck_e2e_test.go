@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -163,6 +164,9 @@ func TestReplaceFileByDirectoryCLI(t *testing.T) {
 	c.ok(append(ha, "commit")...)
 	c.ok("--cache", b, "--host", "b", "sync")
 	c.ok("--cache", s, "--host", "s", "sync")
+	wc := t.TempDir() // a watch that holds the file when the directory replaces it
+	w := startProc(t, c.env, "--cache", wc, "--host", "watcher", "watch")
+	w.line(t, `^applied seq 1:`)
 
 	if err := os.Remove(filepath.Join(a, "data/t/m/x/raw")); err != nil {
 		t.Fatal(err)
@@ -173,13 +177,17 @@ func TestReplaceFileByDirectoryCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &cr); err != nil || len(cr.Partitions) != 2 {
 		t.Fatalf("commit touched %v (%v), want two partitions", cr.Partitions, err)
 	}
+	w.line(t, `^applied seq 3:`) // the commit's two parts: seqs 2 and 3
+	if code := w.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("watch exit %d; stderr:\n%s", code, w.stderr)
+	}
 	// s reads the directory's partition alone first: the file is still in its
 	// index, so for a while it is shadowed.
 	c.ok("--cache", s, "--host", "s", "sync", "--partition", "data--t--m")
 	if st := c.stuckStatus(s); !cmp.Equal(st.Shadowed, []string{"data/t/m/x/raw"}) {
 		t.Fatalf("after the scoped sync: shadowed %v", st.Shadowed)
 	}
-	got := converge(t, c, []string{a, b, s}, map[string]string{"data/t/m/x/raw/inner": "inside"})
+	got := converge(t, c, []string{a, b, s, wc}, map[string]string{"data/t/m/x/raw/inner": "inside"})
 	if d := cmp.Diff(map[string]string{"data/t/m/x/raw/inner": "inside"}, got); d != "" {
 		t.Fatalf("tree (-want +got):\n%s", d)
 	}
@@ -262,6 +270,9 @@ func TestResolveCLI(t *testing.T) {
 	}
 	if r := c.run(append(hb, "resolve", "--theirs")...); r.code != 2 {
 		t.Fatalf("resolve without paths: exit %d, want 2", r.code)
+	}
+	if r := c.run(append(hb, "resolve", "--theirs", "p/shared")...); r.code != 1 || !strings.Contains(r.stderr, "no uncommitted change") {
+		t.Fatalf("resolve of a clean path: exit %d, want 1 saying so\n%s", r.code, r.stderr)
 	}
 	if out := c.ok(append(hb, "resolve", "--theirs", "--all")...); !strings.Contains(out, "no conflicts") {
 		t.Fatalf("resolve --all with none: %s", out)

@@ -189,7 +189,7 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 		if attempt >= l.opts.attempts {
 			return nil, fmt.Errorf("append %v: %d attempts: %w: %w (retry Append with the same events)", c, attempt, ErrOutcomeUnknown, lastErr)
 		}
-		if err := sleepCtx(ctx, wait+rand.N(wait/2+1)); err != nil {
+		if err := ledger.SleepCtx(ctx, wait+rand.N(wait/2+1)); err != nil {
 			return nil, fmt.Errorf("append %v: %w: %w; last attempt: %w (retry Append with the same events)", c, ErrOutcomeUnknown, err, lastErr)
 		}
 		wait = min(2*wait, maxRetryWait)
@@ -367,7 +367,7 @@ func (l *Log) resolve(ctx context.Context, c *commit) (resolution, error) {
 			return resolution{}, fmt.Errorf("%v: part 1 stored at seq %d but part %d not at seq %d after %v", c, seqs[0], k, seqs[k-1], resolvePartialWait)
 		}
 		// Part 1 is visible, the rest not yet: the batch is being applied.
-		if err := sleepCtx(ctx, lagRetry); err != nil {
+		if err := ledger.SleepCtx(ctx, lagRetry); err != nil {
 			return resolution{}, err
 		}
 	}

@@ -334,11 +334,11 @@ func (l *Log) missing(ctx context.Context, want, got ledger.Seq, lagSince time.T
 	case got > want:
 		return fmt.Errorf("seqs %d..%d are missing inside the stream (deleted or purged by subject): %w", want, got-1, ledger.ErrTruncated)
 	case want > b.Last:
-		return fmt.Errorf("seq %d: the stream's last seq went back to %d (stream recreated?)", want, b.Last)
+		return fmt.Errorf("seq %d: the stream's last seq went back to %d (stream recreated or restored?): %w", want, b.Last, ledger.ErrRewound)
 	case lagSince.IsZero() || time.Since(lagSince) > l.opts.timeout:
-		return fmt.Errorf("seq %d: not served by a direct get although the stream holds it (replica lag?)", want)
+		return fmt.Errorf("seq %d: not served by a direct get although the stream holds it: %w (retry later)", want, ledger.ErrLagging)
 	}
-	return sleepCtx(ctx, lagRetry)
+	return ledger.SleepCtx(ctx, lagRetry)
 }
 
 // ReadPartition calls fn for the partition's records with seq ≥ from, up to the

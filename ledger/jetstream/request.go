@@ -86,7 +86,7 @@ func (l *Log) request(ctx context.Context, subj string, body []byte, v interface
 		if err == nil || ctx.Err() != nil || attempt >= readAttempts || !answerLost(err) {
 			return err
 		}
-		if sleepCtx(ctx, wait) != nil {
+		if ledger.SleepCtx(ctx, wait) != nil {
 			return err
 		}
 		wait = min(2*wait, maxRetryWait)
@@ -245,7 +245,7 @@ func (l *Log) whileUnavailable(ctx context.Context, f func(context.Context) erro
 		if _, berr := l.bounds(ctx); errors.Is(berr, ledger.ErrNotFound) {
 			return berr
 		}
-		if sleepCtx(ctx, wait) != nil {
+		if ledger.SleepCtx(ctx, wait) != nil {
 			return fmt.Errorf("stream %s: no responders (stream without a leader?): %w", l.stream, err)
 		}
 		wait = min(2*wait, 500*time.Millisecond)
@@ -382,17 +382,5 @@ func (b *batcher) collect(ctx context.Context, reply string) (msgs []rawMsg, pen
 			return nil, 0, err
 		}
 		msgs = append(msgs, m)
-	}
-}
-
-// sleepCtx waits d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

@@ -39,11 +39,12 @@ type Snapshot struct {
 
 // request is one request on the socket.
 type request struct {
-	Op    string   `json:"op"` // "snapshot" or "ack"
-	Epoch string   `json:"epoch,omitempty"`
-	Seq   uint64   `json:"seq,omitempty"`
-	Full  bool     `json:"full,omitempty"`
-	Paths []string `json:"paths,omitempty"`
+	Op     string   `json:"op"` // "snapshot", "ack", "untrust" or "ping"
+	Reason string   `json:"reason,omitempty"`
+	Epoch  string   `json:"epoch,omitempty"`
+	Seq    uint64   `json:"seq,omitempty"`
+	Full   bool     `json:"full,omitempty"`
+	Paths  []string `json:"paths,omitempty"`
 }
 
 // response is the answer to a request.
@@ -144,10 +145,19 @@ func (c *Client) Ack(ctx context.Context, snap *Snapshot, full bool, paths []str
 	return err
 }
 
+// Untrust tells the watcher that the cache's index changed without its files
+// (a rebuild replaced it): its set is untrusted until the next full scan.
+// ErrNoWatcher means none runs, and then there is nothing to tell.
+func (c *Client) Untrust(ctx context.Context, reason string) error {
+	_, err := c.do(ctx, request{Op: "untrust", Reason: reason})
+	return err
+}
+
 // Merge returns the sorted union of the snapshot's paths and hints (cleaned,
-// slash-separated, relative to the cache; hints outside it are dropped).
+// slash-separated, relative to the cache; hints outside it are dropped), never
+// nil: an empty set means nothing changed, not "scan".
 func Merge(paths, hints []string) []string {
-	out := slices.Clone(paths)
+	out := append(make([]string, 0, len(paths)+len(hints)), paths...)
 	for _, h := range hints {
 		h = filepath.ToSlash(filepath.Clean(h))
 		if h == "." || h == ".." || strings.HasPrefix(h, "../") || strings.HasPrefix(h, "/") {

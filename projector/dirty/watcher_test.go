@@ -347,6 +347,27 @@ func TestOneWatcherPerCache(t *testing.T) {
 	start(t, root, Config{})
 }
 
+// TestUntrust: a rebuild tells the watcher the index changed without its
+// files; an ack of a snapshot from before that does not restore trust.
+func TestUntrust(t *testing.T) {
+	_, c := start(t, "", Config{})
+	trust(t, c)
+	before := snapshot(t, c)
+	if err := c.Untrust(context.Background(), "the cache was rebuilt"); err != nil {
+		t.Fatal(err)
+	}
+	if s := snapshot(t, c); s.Trusted || s.Reason != "the cache was rebuilt" {
+		t.Fatalf("after Untrust: %+v", s)
+	}
+	if err := c.Ack(context.Background(), before, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := snapshot(t, c); s.Trusted {
+		t.Fatal("an ack of a snapshot from before Untrust restored trust")
+	}
+	trust(t, c)
+}
+
 // TestMaxPaths: past MaxPaths the set is dropped and untrusted, not grown.
 func TestMaxPaths(t *testing.T) {
 	w, c := start(t, "", Config{MaxPaths: 10})
@@ -370,6 +391,9 @@ func TestLongSocketPath(t *testing.T) {
 }
 
 func TestMerge(t *testing.T) {
+	if got := Merge(nil, nil); got == nil || len(got) != 0 {
+		t.Fatalf("Merge(nil, nil) = %#v, want empty and not nil (nil means scan)", got)
+	}
 	got := Merge([]string{"b", "a/x"}, []string{"a/x", "./c", "../out", "/abs", "d/../e"})
 	if want := []string{"a/x", "b", "c", "e"}; !slices.Equal(got, want) {
 		t.Fatalf("Merge = %q, want %q", got, want)

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -73,7 +74,7 @@ type Config struct {
 	Rand io.Reader
 	// Parallel bounds concurrent blob transfers; 0 means 16.
 	Parallel int
-	// BatchEvents bounds how many events one Ready (one transaction, one syncfs)
+	// BatchEvents bounds how many events one Ready (one transaction, one flush)
 	// covers; 0 means 4096. A Ready holds one change per path, so a long replay
 	// over few paths applies each path once per batch, not once per event.
 	BatchEvents int
@@ -125,7 +126,7 @@ func (h *Host) HWM() ledger.Seq { return ledger.Seq(h.hwm.Load()) }
 
 // acquire takes the cache for one operation: it opens the state database,
 // which locks the cache against other processes (waiting up to LockWait; then
-// statedb.ErrBusy), unless this Host holds it already. release gives it back.
+// statedb.ErrLocked), unless this Host holds it already. release gives it back.
 // Between operations a Host holds no lock, so other syncledger processes can
 // use the cache — a commit or a status while watch runs.
 func (h *Host) acquire() (release func(), err error) {
@@ -217,7 +218,9 @@ func (h *Host) Release() {
 func (h *Host) Close() error {
 	h.Release()
 	if h.held > 0 {
-		return fmt.Errorf("close host: an operation still holds the cache: %w", statedb.ErrBusy)
+		// A bug of this process (Close while one of its operations runs), not
+		// another process holding the cache: not statedb.ErrLocked.
+		return errors.New("close host: an operation of this Host still holds the cache: close it after the operation returns")
 	}
 	return nil
 }

@@ -332,7 +332,7 @@ func (w *watcher) lock(ctx context.Context) error {
 			w.release = release
 			break
 		}
-		if !errors.Is(err, statedb.ErrBusy) || ctx.Err() != nil {
+		if !errors.Is(err, statedb.ErrLocked) || ctx.Err() != nil {
 			return err
 		}
 		w.h.log.Info("watch: waiting for another process to release the cache")

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
@@ -63,6 +64,11 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 		return SyncResult{}, aerr
 	}
 	defer release()
+	if seq, ok, err := h.db.Restoring(); err != nil {
+		return SyncResult{}, err
+	} else if ok {
+		return h.finishRebuild(ctx, opt, seq) // rebuild.go
+	}
 	if len(opt.Partitions) > 0 {
 		return h.syncScoped(ctx, opt)
 	}
@@ -73,6 +79,9 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	head, err := h.cfg.Log.LastSeq(ctx)
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
+	}
+	if head < hwm {
+		return SyncResult{Head: head, HWM: hwm}, rewound(fmt.Sprintf("the log's last seq is %d, below this cache's HWM %d", head, hwm))
 	}
 	lazy, err := h.db.LazyCount()
 	if err != nil {
@@ -198,7 +207,7 @@ func recordError(seq ledger.Seq, err error) error {
 	}
 	for _, bad := range []error{ledger.ErrInvalid, ledger.ErrUnknownVersion, projector.ErrGap, projector.ErrDiverged} {
 		if errors.Is(err, bad) {
-			return &ledger.RecordError{Seq: seq, Err: err}
+			return &ledger.RecordError{Seq: seq, Err: err, Decoded: true}
 		}
 	}
 	return err
@@ -263,18 +272,20 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	// most scopedRequests), so that it costs about one round trip, not one per
 	// partition.
 	lasts := make([]ledger.Seq, len(parts))
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, scopedRequests)
+	var g errgroup.Group
+	g.SetLimit(scopedRequests)
 	for i, p := range parts {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			lasts[i], errs[i] = h.cfg.Log.PartitionLastSeq(ctx, p)
+		g.Go(func() (err error) {
+			if lasts[i], err = h.cfg.Log.PartitionLastSeq(ctx, p); err != nil {
+				return fmt.Errorf("read last seq of partition %q: %w", p, err)
+			}
+			return nil
 		})
 	}
 	_, _, _, err := h.checkLineage(ctx)
-	wg.Wait()
+	if gerr := g.Wait(); err == nil {
+		err = gerr
+	}
 	if err != nil {
 		return SyncResult{}, err
 	}
@@ -282,14 +293,14 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	var todo []string
 	for i, p := range parts {
 		last := lasts[i]
-		if err := errs[i]; err != nil {
-			return res, fmt.Errorf("read last seq of partition %q: %w", p, err)
-		}
 		mk, err := h.db.Mark(p)
 		if err != nil {
 			return res, err
 		}
 		res.Head = max(res.Head, last)
+		if last < mk.Seq {
+			return res, rewound(fmt.Sprintf("partition %q ends at seq %d, below this cache's mark at seq %d", p, last, mk.Seq))
+		}
 		if last != mk.Seq {
 			todo = append(todo, p)
 		}
@@ -319,4 +330,9 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	err = r.flush(ctx)
 	res.HWM = s.core.HWM()
 	return res, err
+}
+
+// rewound is the error of a log that ends below what this cache applied.
+func rewound(what string) error {
+	return fmt.Errorf("%s: %w: the server lost events this cache applied (restored from an older backup, or replaced); restore the server's data, or, if the ledger was rewound on purpose, rebuild this cache (syncledger rebuild)", what, ledger.ErrRewound)
 }

@@ -10,7 +10,7 @@
 // because their marks were not persisted).
 //
 // bbolt holds an exclusive file lock while the database is open: a second process
-// on the same cache gets ErrBusy instead of interleaving writes.
+// on the same cache gets ErrLocked instead of interleaving writes.
 package statedb
 
 import (
@@ -32,8 +32,9 @@ import (
 // SchemaVersion is the on-disk layout version of the database.
 const SchemaVersion = 1
 
-// ErrBusy: another process has the cache's database open.
-var ErrBusy = errors.New("cache is in use by another syncledger process")
+// ErrLocked: another process has the cache's database open (it holds the
+// file's lock).
+var ErrLocked = errors.New("cache is in use by another syncledger process")
 
 var (
 	bMeta  = []byte("meta")
@@ -50,6 +51,10 @@ var (
 	kHWM    = []byte("hwm")
 	kLazy   = []byte("lazy")
 	kGen    = []byte("gen")
+	// kRestoring: a rebuild's restore (a Ready that resets the state) is under
+	// way, to the snapshot at this seq; the transaction that installs the new
+	// state (Tx.Reset) clears it.
+	kRestoring = []byte("restoring")
 )
 
 // Mark is the projector's mark of a partition.
@@ -123,7 +128,7 @@ func Open(path string, wait time.Duration) (*DB, error) {
 	created := errors.Is(serr, fs.ErrNotExist)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
 	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("open state %s: %w", path, ErrBusy)
+		return nil, fmt.Errorf("open state %s: %w", path, ErrLocked)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
@@ -417,7 +422,7 @@ func (t *Tx) Reset() error {
 		}
 	}
 	m := t.tx.Bucket(bMeta)
-	for _, k := range [][]byte{kHWM, kLazy} {
+	for _, k := range [][]byte{kHWM, kLazy, kRestoring} {
 		if err := m.Delete(k); err != nil {
 			return err
 		}
@@ -499,6 +504,33 @@ func (d *DB) AddJournal(entries map[string]JournalEntry) (map[string]JournalEntr
 		return nil
 	})
 	return merged, err
+}
+
+// SetRestoring records durably that a rebuild's restore to the snapshot at
+// seq starts: until the transaction that installs its state (Tx.Reset), the
+// cache may hold the snapshot's files under the old state, which no sync
+// replaces (the events that wrote the old state's files are behind the HWM),
+// so the next sync must finish the rebuild first (Restoring).
+func (d *DB) SetRestoring(seq ledger.Seq) error {
+	return d.db.Update(func(tx *bolt.Tx) error {
+		if err := bumpGen(tx); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(kRestoring, u64(uint64(seq)))
+	})
+}
+
+// Restoring reports whether a rebuild's restore was interrupted, and to which
+// snapshot seq (see SetRestoring).
+func (d *DB) Restoring() (seq ledger.Seq, ok bool, err error) {
+	err = d.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bMeta).Get(kRestoring)
+		if ok = len(v) == 8; ok {
+			seq = ledger.Seq(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	return seq, ok, err
 }
 
 // Journal returns the journal's entries.

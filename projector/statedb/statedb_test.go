@@ -90,8 +90,8 @@ func TestBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := Open(path, 50*time.Millisecond); !errors.Is(err, ErrBusy) {
-		t.Fatalf("second open: %v, want ErrBusy", err)
+	if _, err := Open(path, 50*time.Millisecond); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v, want ErrLocked", err)
 	}
 }
 

@@ -218,6 +218,10 @@ export class SyncService {
     return { scopedSync: false, lazyHydration: true, namespacedSync: true, twoPhaseSync: true, controlPlane: true };
   }
   async pullChanged(opts?: SyncOptions): Promise<number> {
+    // Lazy hydration: swamp asks for metadataOnly on its global pulls only. Its
+    // per-model pull (no metadataOnly) is a full sync that also fetches what
+    // lazy pulls left out: the command may read any model's data, and swamp
+    // does not ask hydrateFile for data read through expressions.
     const r = await this.agent.call<{ files: number }>({ op: "pull", metadataOnly: !!opts?.metadataOnly });
     return r.files;
   }

@@ -1,0 +1,52 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// rewoundLog is a log whose server lost its last events: it answers last seqs
+// below what was stored, as a server restored from an older backup would.
+type rewoundLog struct {
+	ledger.CommitLog
+	by ledger.Seq
+}
+
+func (l rewoundLog) LastSeq(ctx context.Context) (ledger.Seq, error) {
+	s, err := l.CommitLog.LastSeq(ctx)
+	return s - min(s, l.by), err
+}
+
+func (l rewoundLog) PartitionLastSeq(ctx context.Context, p string) (ledger.Seq, error) {
+	s, err := l.CommitLog.PartitionLastSeq(ctx, p)
+	return s - min(s, l.by), err
+}
+
+// A log that ends below the cache's HWM (or a partition below its mark) is an
+// error naming what to do, never "up to date": the fast paths used to answer
+// that nothing was new.
+func TestSyncRefusesRewoundLog(t *testing.T) {
+	e := newEnv(t)
+	a := e.host("a")
+	for _, p := range []string{"audit/1", "audit/2"} {
+		writeFile(t, a, p, p)
+		mustCommit(t, a, "")
+	}
+	mustSync(t, a, SyncOptions{})
+	dir := a.Dir().Root()
+	a.Close()
+	b, err := Open(Config{Cache: dir, Host: "a", Log: rewoundLog{e.log, 1}, Blobs: e.blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	for _, opt := range []SyncOptions{{}, {Partitions: []string{"audit"}}} {
+		res, err := b.Sync(context.Background(), opt)
+		if !errors.Is(err, ledger.ErrRewound) || res.UpToDate {
+			t.Errorf("sync %+v of a rewound log: %+v, %v; want ErrRewound", opt, res, err)
+		}
+	}
+}
