@@ -209,7 +209,15 @@ func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error)
 // journalReady records durably what rd puts at each path before any is
 // touched, so that a file it leaves behind if interrupted is not taken for a
 // local change.
+//
+// A reset (a rebuild's restore) is recorded too (statedb SetRestoring): once it
+// touched a file, only finishing it makes the cache and the state agree again.
 func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) error {
+	if rd.Reset {
+		if err := h.db.SetRestoring(rd.HWM); err != nil {
+			return fmt.Errorf("journal restore: %w", err)
+		}
+	}
 	journal := map[string]statedb.JournalEntry{}
 	for i, ch := range rd.Changes {
 		switch {

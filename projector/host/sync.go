@@ -64,6 +64,11 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 		return SyncResult{}, aerr
 	}
 	defer release()
+	if seq, ok, err := h.db.Restoring(); err != nil {
+		return SyncResult{}, err
+	} else if ok {
+		return h.finishRebuild(ctx, opt, seq) // rebuild.go
+	}
 	if len(opt.Partitions) > 0 {
 		return h.syncScoped(ctx, opt)
 	}
