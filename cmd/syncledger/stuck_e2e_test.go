@@ -271,6 +271,9 @@ func TestResolveCLI(t *testing.T) {
 	if r := c.run(append(hb, "resolve", "--theirs")...); r.code != 2 {
 		t.Fatalf("resolve without paths: exit %d, want 2", r.code)
 	}
+	if r := c.run(append(hb, "resolve", "--theirs", "p/shared")...); r.code != 1 || !strings.Contains(r.stderr, "no uncommitted change") {
+		t.Fatalf("resolve of a clean path: exit %d, want 1 saying so\n%s", r.code, r.stderr)
+	}
 	if out := c.ok(append(hb, "resolve", "--theirs", "--all")...); !strings.Contains(out, "no conflicts") {
 		t.Fatalf("resolve --all with none: %s", out)
 	}
