@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,16 +17,10 @@ import (
 // waitWatcher waits until a watch's dirty-set watcher answers for cache.
 func waitWatcher(t *testing.T, cache string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, err := dirty.NewClient(cache).Snapshot(context.Background())
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, dirty.ErrNoWatcher) || time.Now().After(deadline) {
-			t.Fatalf("the watch's dirty set never answered: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := dirty.NewClient(cache).Wait(ctx); err != nil {
+		t.Fatalf("the watch's dirty set never answered: %v", err)
 	}
 }
 

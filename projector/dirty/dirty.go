@@ -145,6 +145,22 @@ func (c *Client) Ack(ctx context.Context, snap *Snapshot, full bool, paths []str
 	return err
 }
 
+// Wait waits until a watcher answers for the cache (one just started), until ctx
+// is done.
+func (c *Client) Wait(ctx context.Context) error {
+	for {
+		_, err := c.do(ctx, request{Op: "ping"})
+		if !errors.Is(err, ErrNoWatcher) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dirty set: no watcher answered: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Untrust tells the watcher that the cache's index changed without its files
 // (a rebuild replaced it): its set is untrusted until the next full scan.
 // ErrNoWatcher means none runs, and then there is nothing to tell.
