@@ -169,6 +169,35 @@ func (c *Client) Untrust(ctx context.Context, reason string) error {
 	return err
 }
 
+// ForCommit asks the watcher of the cache at root which paths a commit must
+// check. It returns the snapshot to acknowledge afterwards (nil when no watcher
+// answered) and the paths: the trusted set plus hints, or nil, meaning scan the
+// whole cache, with why. An error is only a watcher that answered wrongly; the
+// commit then scans too.
+func ForCommit(ctx context.Context, root string, hints []string) (snap *Snapshot, changed []string, why string, err error) {
+	snap, err = NewClient(root).Snapshot(ctx)
+	switch {
+	case errors.Is(err, ErrNoWatcher):
+		return nil, nil, err.Error(), nil
+	case err != nil:
+		return nil, nil, "the watch's dirty set is unavailable", err
+	case !snap.Trusted:
+		return snap, nil, snap.Reason, nil
+	}
+	return snap, Merge(snap.Paths, hints), "", nil
+}
+
+// AckCommit tells the watcher what a successful commit from ForCommit's answer
+// covered: the whole cache (changed nil: it scanned after snap), or the paths
+// it checked. A commit scoped to partitions covered only some of its paths:
+// pass scoped, and nothing is acked (the next commit checks them again).
+func AckCommit(ctx context.Context, root string, snap *Snapshot, changed []string, scoped bool) error {
+	if snap == nil || scoped {
+		return nil
+	}
+	return NewClient(root).Ack(ctx, snap, changed == nil, changed)
+}
+
 // Merge returns the sorted union of the snapshot's paths and hints (cleaned,
 // slash-separated, relative to the cache; hints outside it are dropped), never
 // nil: an empty set means nothing changed, not "scan".
