@@ -183,7 +183,7 @@ func errorCommands(err error) []string {
 	}
 	switch {
 	case errors.As(err, &re):
-		return []string{quarantineCommand(re.Seq)}
+		return []string{quarantineCommand(re)}
 	case errors.Is(err, ledger.ErrTruncated):
 		return []string{"syncledger rebuild"}
 	case errors.Is(err, host.ErrLocalChanges):

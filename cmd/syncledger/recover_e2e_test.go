@@ -183,7 +183,13 @@ func TestQuarantineCLI(t *testing.T) {
 	appendT(t, l, info.UUID, "careless", "", map[string]ledger.Record{}, file("lost/x", "never uploaded"))
 	lost := ledger.Seq(c.status(a).Head)
 	stuck(lost, "--cache", b, "--host", "b", "sync")
-	c.ok("quarantine", fmt.Sprint(lost), "--reason", "content never uploaded")
+	if r := c.run("quarantine", fmt.Sprint(lost), "--reason", "content never uploaded"); r.code != 1 || !strings.Contains(r.stderr, "well-formed event") {
+		t.Fatalf("quarantine of a well-formed event without --force: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := c.run("--cache", b, "sync"); !strings.Contains(r.stderr, fmt.Sprintf("syncledger quarantine %d --force ", lost)) {
+		t.Fatalf("the error of a host stuck at a well-formed event does not name --force:\n%s", r.stderr)
+	}
+	c.ok("quarantine", fmt.Sprint(lost), "--force", "--reason", "content never uploaded")
 	put(t, a, "lost/x", "uploaded this time")
 
 	// Both partitions go on: audit's next event follows the quarantined seq,

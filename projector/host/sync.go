@@ -64,6 +64,11 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 		return SyncResult{}, aerr
 	}
 	defer release()
+	if seq, ok, err := h.db.Restoring(); err != nil {
+		return SyncResult{}, err
+	} else if ok {
+		return h.finishRebuild(ctx, opt, seq) // rebuild.go
+	}
 	if len(opt.Partitions) > 0 {
 		return h.syncScoped(ctx, opt)
 	}
@@ -202,7 +207,7 @@ func recordError(seq ledger.Seq, err error) error {
 	}
 	for _, bad := range []error{ledger.ErrInvalid, ledger.ErrUnknownVersion, projector.ErrGap, projector.ErrDiverged} {
 		if errors.Is(err, bad) {
-			return &ledger.RecordError{Seq: seq, Err: err}
+			return &ledger.RecordError{Seq: seq, Err: err, Decoded: true}
 		}
 	}
 	return err
