@@ -53,11 +53,11 @@ func TestOnlyAdminQuarantines(t *testing.T) {
 		t.Fatalf("host append: %v", err)
 	}
 	q := ledger.Quarantine{Seq: 1, Reason: "test", By: "h1", At: time.Now()}
-	if _, err := hl.Quarantine(ctx, q); !errors.Is(err, ledger.ErrPermission) {
+	if _, err := hl.Quarantine(ctx, q, true); !errors.Is(err, ledger.ErrPermission) {
 		t.Fatalf("host quarantine = %v, want ErrPermission", err)
 	}
 	hostV.wait(t, ledger.QuarantineSubject("quar"))
-	if _, err := al.Quarantine(ctx, q); err != nil {
+	if _, err := al.Quarantine(ctx, q, true); err != nil {
 		t.Fatalf("admin quarantine: %v", err)
 	}
 	qs, err := hl.Quarantines(ctx)

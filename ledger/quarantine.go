@@ -102,6 +102,10 @@ func validateQuarantine(q Quarantine) error {
 type RecordError struct {
 	Seq Seq
 	Err error
+	// Decoded: the message is a well-formed event (it breaks a rule only a
+	// reader sees: its chain, its parts, its content). Quarantining such a
+	// message needs force: a host may have applied it.
+	Decoded bool
 }
 
 func (e *RecordError) Error() string { return e.Err.Error() }

@@ -95,6 +95,38 @@ type simHost struct {
 	// host that crashed mid-restore finishes the rebuild before anything else
 	// (its cache holds the snapshot's files under the old state).
 	restoring bool
+	// unsynced: what each path written or removed since its last fsync held
+	// at that fsync. The shell fsyncs what a Ready's MustSync names before
+	// persisting it (a restore: every path it touches; an own commit: its
+	// files, before publishing); a power cut (restart) puts these back.
+	unsynced map[string]journalled
+}
+
+// cacheSet writes (present) or removes path in the cache, not yet fsynced.
+func (h *simHost) cacheSet(path string, d ledger.Digest, present bool) {
+	if _, ok := h.unsynced[path]; !ok {
+		c, cached := h.cache[path]
+		h.unsynced[path] = journalled{d: c, present: cached}
+	}
+	if present {
+		h.cache[path] = d
+	} else {
+		delete(h.cache, path)
+	}
+}
+
+// powerCut loses every cache change not fsynced.
+func (h *simHost) powerCut() int {
+	n := len(h.unsynced)
+	for p, j := range h.unsynced {
+		if j.present {
+			h.cache[p] = j.d
+		} else {
+			delete(h.cache, p)
+		}
+	}
+	clear(h.unsynced)
+	return n
 }
 
 // journalled is a journal entry: the content the shell wrote at a path, or
@@ -117,7 +149,7 @@ func newSim(cfg simConfig) *sim {
 		stats: map[string]int{}, commits: map[string]ledger.Seq{},
 	}
 	for i := range cfg.hosts {
-		h := &simHost{name: fmt.Sprintf("h%d", i), cfg: Config{Lazy: i%2 == 1}, disk: State{}.Clone(), cache: map[string]ledger.Digest{}, journal: map[string]journalled{}, unrecorded: map[string]bool{}}
+		h := &simHost{name: fmt.Sprintf("h%d", i), cfg: Config{Lazy: i%2 == 1}, disk: State{}.Clone(), cache: map[string]ledger.Digest{}, journal: map[string]journalled{}, unrecorded: map[string]bool{}, unsynced: map[string]journalled{}}
 		h.core, _ = New(h.disk, h.cfg)
 		h.seen = h.disk.Clone()
 		s.hosts = append(s.hosts, h)
@@ -321,6 +353,10 @@ func (s *sim) remoteCommit() error {
 }
 
 func (s *sim) restart(h *simHost) error {
+	if s.chance(2) {
+		s.stats["power cut: unsynced cache changes lost"] += h.powerCut()
+		s.logf("%s: the power goes: cache changes not fsynced are lost", h.name)
+	}
 	c, err := New(h.disk, h.cfg)
 	if err != nil {
 		return fmt.Errorf("%s: restart: %w", h.name, err)
@@ -525,12 +561,12 @@ func (s *sim) writeFiles(h *simHost, rd Ready, n int) error {
 				return err
 			}
 			h.journal[ch.Path] = journalled{d: d, present: true}
-			h.cache[ch.Path] = d
+			h.cacheSet(ch.Path, d, true)
 		case OpLazy, OpDelete, OpShadow:
 			if _, ok := h.cache[ch.Path]; ok || ch.Op != OpShadow {
 				h.journal[ch.Path] = journalled{}
 			}
-			delete(h.cache, ch.Path)
+			h.cacheSet(ch.Path, ledger.Digest{}, false)
 		case OpIndex:
 			d, ok := h.cache[ch.Path]
 			if ch.New == nil && ok || ch.New != nil && d != ch.New.SHA256 {
@@ -545,6 +581,9 @@ func (s *sim) writeFiles(h *simHost, rd Ready, n int) error {
 func (s *sim) persist(h *simHost, rd Ready) error {
 	if err := s.writeFiles(h, rd, len(rd.Changes)); err != nil {
 		return err
+	}
+	for _, m := range rd.MustSync() {
+		delete(h.unsynced, m.Path)
 	}
 	persist(&h.disk, rd)
 	for _, ch := range rd.Changes {
@@ -873,6 +912,7 @@ func (s *sim) applyLocal(h *simHost, entries []ledger.Entry) {
 			h.journal[en.Path] = journalled{d: en.SHA256, present: true, own: true}
 			h.cache[en.Path] = en.SHA256
 		}
+		delete(h.unsynced, en.Path) // fsynced before the upload
 		h.unrecorded[en.Path] = true
 	}
 }
@@ -1063,7 +1103,7 @@ func (s *sim) rebuild(h *simHost) error {
 		switch {
 		case j.want == nil, j.want.Lazy:
 			h.journal[j.path] = journalled{}
-			delete(h.cache, j.path)
+			h.cacheSet(j.path, ledger.Digest{}, false)
 		default:
 			d, err := s.fetch(h, j.path, j.want.SHA256)
 			if errors.Is(err, errFetch) {
@@ -1073,13 +1113,22 @@ func (s *sim) rebuild(h *simHost) error {
 				return err
 			}
 			h.journal[j.path] = journalled{d: d, present: true}
-			h.cache[j.path] = d
+			h.cacheSet(j.path, d, true)
 		}
 	}
 	if crash {
 		s.stats["crash point: rebuild mid-restore"]++
 		s.logf("%s crashes during the restore of snapshot %d", h.name, sn.seq)
 		return s.restart(h)
+	}
+	for _, j := range jobs { // the restore's Ready claims every path it touches
+		delete(h.unsynced, j.path)
+	}
+	for p := range paths {
+		delete(h.unsynced, p)
+	}
+	for p := range h.journal { // Core.Restore's stray paths
+		delete(h.unsynced, p)
 	}
 	h.disk = st
 	h.seen = st.Clone() // a rebuild starts a new state (I3)

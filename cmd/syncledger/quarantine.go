@@ -25,6 +25,7 @@ func newQuarantineCmd(a *app) *cobra.Command {
 	var (
 		reason string
 		list   bool
+		force  bool
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -38,9 +39,11 @@ is a quarantine: a notice, stored in the ledger itself, that the message at SEQ 
 not an event. Every reader — hosts, fresh hosts, snapshots, rebuilds, replays,
 consumers — then skips exactly that seq, the same way, and goes on.
 
-The error of a stuck host names the command. Quarantine only a seq hosts stop at
-(their hwm is below it): a host that applied the message keeps what it applied
-until it rebuilds. Only the admin role may publish a notice. 'log' shows notices
+The error of a stuck host names the command. A message that decodes as a
+well-formed event is refused without --force: quarantine one only when a host's
+error names it (its chain or parts lie, its content is missing), and only a seq
+hosts stop at (their hwm is below it): a host that applied the message keeps what
+it applied until it rebuilds. Only the admin role may publish a notice. 'log' shows notices
 and quarantined seqs; --list lists them.`,
 		Example: `  syncledger quarantine 1234 --reason "truncated message published by a broken tool"
   syncledger quarantine --list`,
@@ -67,7 +70,7 @@ and quarantined seqs; --list lists them.`,
 				return err
 			}
 			q := ledger.Quarantine{Seq: ledger.Seq(n), Reason: reason, By: a.host, At: time.Now()}
-			at, err := l.Quarantine(ctx, q)
+			at, err := l.Quarantine(ctx, q, force)
 			if err != nil {
 				return err
 			}
@@ -84,6 +87,7 @@ and quarantined seqs; --list lists them.`,
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why the message is quarantined (required; kept in the ledger)")
 	cmd.Flags().BoolVar(&list, "list", false, "list the quarantined seqs")
+	cmd.Flags().BoolVar(&force, "force", false, "quarantine a well-formed event too (its chain or parts lie, its content is missing: the stuck host's error says so)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -114,8 +118,12 @@ func runQuarantineList(ctx context.Context, a *app, asJSON bool) error {
 	return nil
 }
 
-// quarantineCommand is the command line that quarantines seq, for the error of
-// a reader stuck there.
-func quarantineCommand(seq ledger.Seq) string {
-	return fmt.Sprintf("syncledger quarantine %d --reason '…'   (admin; if the message at seq %d is bad: every reader then skips it)", seq, seq)
+// quarantineCommand is the command line that quarantines the message of a
+// reader stuck there.
+func quarantineCommand(re *ledger.RecordError) string {
+	force := ""
+	if re.Decoded {
+		force = "--force "
+	}
+	return fmt.Sprintf("syncledger quarantine %d %s--reason '…'   (admin; if the message at seq %d is bad: every reader then skips it)", re.Seq, force, re.Seq)
 }

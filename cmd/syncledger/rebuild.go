@@ -45,9 +45,15 @@ A progress bar is shown on a terminal, plain lines otherwise; --quiet silences i
 			if err != nil {
 				return err
 			}
+			// A rebuild replaces the index without an event for each file it
+			// keeps: a running watch's dirty set cannot vouch for the cache
+			// until the next full scan (told before, in case this process dies
+			// midway, and after, so that no scan of the old index counts).
+			a.untrustDirty(ctx, h.Dir().Root(), "the cache was rebuilt")
 			pr := a.newProgress("rebuild", o.quiet)
 			res, err := h.Rebuild(ctx, host.RebuildOptions{NoSnapshot: o.noSnapshot, Lazy: o.lazy, Progress: pr.update})
 			pr.done()
+			a.untrustDirty(ctx, h.Dir().Root(), "the cache was rebuilt")
 			if err != nil {
 				return err
 			}

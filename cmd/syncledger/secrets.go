@@ -103,8 +103,10 @@ func (a *app) secretsInEffect() []string {
 		for _, one := range strings.Split(raw, ",") {
 			if _, ui, _, ok := splitUserinfo(one); ok {
 				add(ui)
-				user, pass, _ := strings.Cut(ui, ":")
-				add(user)
+				user, pass, hasPass := strings.Cut(ui, ":")
+				if !hasPass {
+					pass = user // a token; a user name beside a password is no secret
+				}
 				add(pass)
 				if u, err := url.PathUnescape(pass); err == nil {
 					add(u)

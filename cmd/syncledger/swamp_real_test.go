@@ -535,3 +535,27 @@ func TestSwampRealNamespace(t *testing.T) {
 		t.Fatal("a refused setup changed .swamp.yaml")
 	}
 }
+
+// TestSwampRealLazy: a host set up with --lazy holds data/**/raw as metadata
+// only until a command needs it; its consumer run still reads vpc's value
+// (swamp reads it through an expression, without asking hydrateFile).
+func TestSwampRealLazy(t *testing.T) {
+	w := newRealSwamp(t)
+	writer := w.repo("writer")
+	w.mustSwamp(writer, "model", "method", "run", "vpc", "execute")
+	control := w.repo("control", "--lazy")
+	var st struct {
+		Lazy uint64 `json:"lazy"`
+	}
+	if err := json.Unmarshal([]byte(w.c.ok("--cache", w.cache(control), "status", "--json")), &st); err != nil || st.Lazy == 0 {
+		t.Fatalf("after a lazy setup: %d lazy files (%v), want vpc's raw files left out", st.Lazy, err)
+	}
+	if y, _ := os.ReadFile(filepath.Join(control, ".swamp.yaml")); !strings.Contains(string(y), "hydrationStrategy: lazy") {
+		t.Fatalf(".swamp.yaml has no lazy hydration:\n%s", y)
+	}
+	out := w.mustSwamp(control, "model", "method", "run", "consumer", "execute")
+	if !strings.Contains(out, "consumer sees vpc-0abc123") {
+		t.Fatalf("lazy control's consumer did not see writer's vpc value:\n%s", out)
+	}
+	w.synced(control, writer)
+}

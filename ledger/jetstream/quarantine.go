@@ -124,10 +124,12 @@ func (l *Log) skipped(r *reader, m rawMsg) (*ledger.Skip, bool, error) {
 
 // Quarantine stores a notice that the message at q.Seq is not an event any
 // reader applies, and returns the notice's seq. It refuses (ErrInvalid) a seq
-// the stream does not hold, a quarantine notice, and a seq already quarantined
-// (ErrConflict: the notice is at its seq). The server lets only the admin role
-// publish notices (natsauth); others get ErrPermission.
-func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine) (ledger.Seq, error) {
+// the stream does not hold, a quarantine notice, a well-formed event unless
+// force (a host may have applied it: quarantine one only when it breaks a rule
+// the decoder cannot see — its chain or parts lie, its content is missing),
+// and (ErrConflict) a seq already quarantined. The server lets only the admin
+// role publish notices (natsauth); others get ErrPermission.
+func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
 	}
@@ -157,6 +159,11 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine) (ledger.Seq, 
 	}
 	if err := l.loadQuarantines(ctx, b.Last); err != nil {
 		return fail(err)
+	}
+	if r, err := l.decode(msgs[0]); err == nil && r.Skip == nil && !force {
+		e := r.Event
+		return fail(fmt.Errorf("it is a well-formed event (partition %q, commit %s by %s at %s), which hosts may have applied: quarantine it only if it breaks a rule the decoder cannot see (its chain or parts lie, its content is missing), with force: %w",
+			e.Partition, e.Commit, e.Host, e.At.UTC().Format(time.RFC3339), ledger.ErrInvalid))
 	}
 	if prev, ok := l.quarantined()[q.Seq]; ok {
 		return fail(fmt.Errorf("already quarantined by %s at %s (%q): %w", prev.By, prev.At.Format(time.RFC3339), prev.Reason, ledger.ErrConflict))

@@ -35,15 +35,18 @@ func TestQuarantine(t *testing.T) {
 		t.Fatalf("Append after an unquarantined message = %v, want a conflict", err)
 	}
 	q := ledger.Quarantine{Seq: bad, Reason: "truncated", By: "admin", At: time.Now()}
-	notice, err := l.Quarantine(ctx, q)
+	notice, err := l.Quarantine(ctx, q, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Quarantine(ctx, q); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := l.Quarantine(ctx, q, false); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("second quarantine = %v", err)
 	}
-	if _, err := l.Quarantine(ctx, ledger.Quarantine{Seq: notice, Reason: "x", By: "admin", At: time.Now()}); !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := l.Quarantine(ctx, ledger.Quarantine{Seq: notice, Reason: "x", By: "admin", At: time.Now()}, true); !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("quarantine of a notice = %v", err)
+	}
+	if _, err := l.Quarantine(ctx, ledger.Quarantine{Seq: a1, Reason: "x", By: "admin", At: time.Now()}, false); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("quarantine of a well-formed event without force = %v", err)
 	}
 	seqs, err := l.Append(ctx, a2)
 	if err != nil {
@@ -64,7 +67,7 @@ func TestQuarantine(t *testing.T) {
 	if ack, err = js.Publish(ledger.Subject("test", "audit"), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Quarantine(ctx, ledger.Quarantine{Seq: ledger.Seq(ack.Sequence), Reason: "empty", By: "admin", At: time.Now()}); err != nil {
+	if _, err := l.Quarantine(ctx, ledger.Quarantine{Seq: ledger.Seq(ack.Sequence), Reason: "empty", By: "admin", At: time.Now()}, false); err != nil {
 		t.Fatal(err)
 	}
 	var cf *ledger.ConflictError

@@ -72,8 +72,11 @@ type Watcher struct {
 // directory. The set starts untrusted: nothing is known of what changed before.
 func New(cfg Config) (*Watcher, error) {
 	root, err := filepath.Abs(cfg.Root)
+	if err == nil {
+		root, err = filepath.EvalSymlinks(root) // the watches do not follow links
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dirty set: %w", err)
 	}
 	// Non-blocking, read through an os.File: the runtime's poller waits for
 	// events, and Close wakes a read in progress (closing a descriptor does not
@@ -250,6 +253,11 @@ func (w *Watcher) listen() (net.Listener, error) {
 		return nil, fmt.Errorf("dirty set: listen on %s: %w", path, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	// Only the cache's owner may ask or ack: an ack makes commits skip paths.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("dirty set: %w", err)
+	}
 	return ln, nil
 }
 
@@ -278,6 +286,8 @@ func (w *Watcher) serve(ctx context.Context, ln net.Listener) {
 				resp.Snapshot = s
 			case "ack":
 				w.Ack(req.Epoch, req.Seq, req.Full, req.Paths)
+			case "untrust":
+				w.Untrust(req.Reason)
 			case "ping":
 			default:
 				resp.Error = fmt.Sprintf("unknown request %q", req.Op)
@@ -364,6 +374,17 @@ func (w *Watcher) Ack(epoch string, seq uint64, full bool, paths []string) {
 			delete(w.paths, p)
 		}
 	}
+}
+
+// Untrust makes the set untrusted until a full scan whose snapshot comes after
+// this call is acked.
+func (w *Watcher) Untrust(reason string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if reason == "" {
+		reason = "told to"
+	}
+	w.lose(reason)
 }
 
 // Len returns the number of paths in the set.

@@ -47,16 +47,10 @@ func start(t *testing.T, root string, cfg Config) (*Watcher, *Client) {
 // waitUp waits until the watcher answers on its socket.
 func waitUp(t *testing.T, c *Client) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := c.do(context.Background(), request{Op: "ping"})
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("watcher never answered: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Wait(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -345,6 +339,27 @@ func TestOneWatcherPerCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, root, Config{})
+}
+
+// TestUntrust: a rebuild tells the watcher the index changed without its
+// files; an ack of a snapshot from before that does not restore trust.
+func TestUntrust(t *testing.T) {
+	_, c := start(t, "", Config{})
+	trust(t, c)
+	before := snapshot(t, c)
+	if err := c.Untrust(context.Background(), "the cache was rebuilt"); err != nil {
+		t.Fatal(err)
+	}
+	if s := snapshot(t, c); s.Trusted || s.Reason != "the cache was rebuilt" {
+		t.Fatalf("after Untrust: %+v", s)
+	}
+	if err := c.Ack(context.Background(), before, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := snapshot(t, c); s.Trusted {
+		t.Fatal("an ack of a snapshot from before Untrust restored trust")
+	}
+	trust(t, c)
 }
 
 // TestMaxPaths: past MaxPaths the set is dropped and untrusted, not grown.

@@ -209,7 +209,15 @@ func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error)
 // journalReady records durably what rd puts at each path before any is
 // touched, so that a file it leaves behind if interrupted is not taken for a
 // local change.
+//
+// A reset (a rebuild's restore) is recorded too (statedb SetRestoring): once it
+// touched a file, only finishing it makes the cache and the state agree again.
 func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) error {
+	if rd.Reset {
+		if err := h.db.SetRestoring(rd.HWM); err != nil {
+			return fmt.Errorf("journal restore: %w", err)
+		}
+	}
 	journal := map[string]statedb.JournalEntry{}
 	for i, ch := range rd.Changes {
 		switch {
@@ -296,7 +304,7 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum) {
 				// The event at ch.Seq names content the blob store does not
 				// hold: a message an admin may quarantine.
-				return &ledger.RecordError{Seq: ch.Seq, Err: fmt.Errorf("seq %d: %w", ch.Seq, err)}
+				return &ledger.RecordError{Seq: ch.Seq, Err: fmt.Errorf("seq %d: %w", ch.Seq, err), Decoded: true}
 			}
 			if err != nil {
 				return err

@@ -74,7 +74,7 @@ type Config struct {
 	Rand io.Reader
 	// Parallel bounds concurrent blob transfers; 0 means 16.
 	Parallel int
-	// BatchEvents bounds how many events one Ready (one transaction, one syncfs)
+	// BatchEvents bounds how many events one Ready (one transaction, one flush)
 	// covers; 0 means 4096. A Ready holds one change per path, so a long replay
 	// over few paths applies each path once per batch, not once per event.
 	BatchEvents int

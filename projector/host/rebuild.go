@@ -174,6 +174,20 @@ func (h *Host) rebuildAfterTruncation(ctx context.Context, opt SyncOptions, caus
 		return SyncResult{}, cause
 	}
 	h.log.Warn("the log no longer holds the events this cache needs: rebuilding it from a snapshot", "err", cause)
+	return h.rebuildForSync(ctx, opt, cause)
+}
+
+// finishRebuild is what a sync does first when a rebuild's restore was
+// interrupted (statedb Restoring): the cache may hold the snapshot's files
+// under the old state, and only the rebuild puts the two back together.
+func (h *Host) finishRebuild(ctx context.Context, opt SyncOptions, seq ledger.Seq) (SyncResult, error) {
+	cause := fmt.Errorf("a rebuild's restore of the snapshot at seq %d was interrupted", seq)
+	h.log.Warn("finishing an interrupted rebuild before syncing", "snapshot", seq)
+	return h.rebuildForSync(ctx, opt, cause)
+}
+
+// rebuildForSync runs a rebuild and reports it as a sync.
+func (h *Host) rebuildForSync(ctx context.Context, opt SyncOptions, cause error) (SyncResult, error) {
 	ro := RebuildOptions{Lazy: opt.Lazy}
 	if opt.Progress != nil {
 		ro.Progress = func(p Progress) {
@@ -216,6 +230,7 @@ func (h *Host) restore(ctx context.Context, s *session, snap *snapshot.Snapshot,
 	if err := s.core.Restore(to, seqs, stray); err != nil {
 		return err
 	}
+
 	rd := s.core.Ready()
 	p := Progress{Phase: "restore"}
 	for _, ch := range rd.Changes {

@@ -140,3 +140,47 @@ func TestSyncAfterInterruptedApply(t *testing.T) {
 		t.Fatalf("audit/x = %q, want v2", got)
 	}
 }
+
+// TestSyncFinishesInterruptedRebuild: a rebuild's restore that stops after
+// writing the snapshot's (older) files and before installing its state leaves
+// the cache holding them under the old, newer state, which no sync would
+// replace (its HWM is at the head already; the scan takes journalled files
+// for the ledger's). Found by TestPowerLoss (cmd/syncledger): the host's cache
+// stayed behind for good. The next sync finishes the rebuild first.
+func TestSyncFinishesInterruptedRebuild(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	writer := e.host("writer")
+	writeFile(t, writer, "audit/x", "v1")
+	mustCommit(t, writer, "v1")
+	cfg := snapshot.Config{Log: e.log, Blobs: e.blobs, Objects: e.objs}
+	if _, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, writer, "audit/x", "v2")
+	mustCommit(t, writer, "v2")
+
+	victimDir := t.TempDir()
+	victim := e.hostAt("victim", victimDir)
+	mustSync(t, victim, SyncOptions{})
+	victim.cfg.Failpoint = crashAt("sync-after-write")
+	if !crashed(func() { _, _ = victim.Rebuild(ctx, RebuildOptions{}) }) {
+		t.Fatal("the victim's rebuild did not reach sync-after-write")
+	}
+	victim.Close()
+	if got, _ := readFile(t, victim, "audit/x"); got != "v1" {
+		t.Fatalf("the interrupted restore left audit/x = %q, want the snapshot's v1", got)
+	}
+
+	victim = e.hostAt("victim", victimDir)
+	res := mustSync(t, victim, SyncOptions{})
+	if !res.Rebuilt {
+		t.Errorf("the sync did not finish the rebuild: %+v", res)
+	}
+	if got, _ := readFile(t, victim, "audit/x"); got != "v2" {
+		t.Fatalf("after the sync audit/x = %q, want v2", got)
+	}
+	if st := mustStatus(t, victim); len(st.Dirty) > 0 || st.HWM != st.Head {
+		t.Errorf("after the sync: hwm %d head %d dirty %q", st.HWM, st.Head, st.Dirty)
+	}
+}

@@ -64,6 +64,11 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 		return SyncResult{}, aerr
 	}
 	defer release()
+	if seq, ok, err := h.db.Restoring(); err != nil {
+		return SyncResult{}, err
+	} else if ok {
+		return h.finishRebuild(ctx, opt, seq) // rebuild.go
+	}
 	if len(opt.Partitions) > 0 {
 		return h.syncScoped(ctx, opt)
 	}
@@ -196,13 +201,19 @@ func (r *run) offer(ctx context.Context, m projector.Mode, rec ledger.Record) er
 // quarantine.
 func recordError(seq ledger.Seq, err error) error {
 	err = fmt.Errorf("seq %d: %w", seq, err)
-	var re *ledger.RecordError
+	var (
+		re *ledger.RecordError
+		pe *projector.PartsError
+	)
 	if errors.As(err, &re) {
 		return err
 	}
+	if errors.As(err, &pe) {
+		seq = pe.Culprit // a commit's parts that lie: the event that lies
+	}
 	for _, bad := range []error{ledger.ErrInvalid, ledger.ErrUnknownVersion, projector.ErrGap, projector.ErrDiverged} {
 		if errors.Is(err, bad) {
-			return &ledger.RecordError{Seq: seq, Err: err}
+			return &ledger.RecordError{Seq: seq, Err: err, Decoded: true}
 		}
 	}
 	return err

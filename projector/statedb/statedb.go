@@ -51,6 +51,10 @@ var (
 	kHWM    = []byte("hwm")
 	kLazy   = []byte("lazy")
 	kGen    = []byte("gen")
+	// kRestoring: a rebuild's restore (a Ready that resets the state) is under
+	// way, to the snapshot at this seq; the transaction that installs the new
+	// state (Tx.Reset) clears it.
+	kRestoring = []byte("restoring")
 )
 
 // Mark is the projector's mark of a partition.
@@ -418,7 +422,7 @@ func (t *Tx) Reset() error {
 		}
 	}
 	m := t.tx.Bucket(bMeta)
-	for _, k := range [][]byte{kHWM, kLazy} {
+	for _, k := range [][]byte{kHWM, kLazy, kRestoring} {
 		if err := m.Delete(k); err != nil {
 			return err
 		}
@@ -500,6 +504,33 @@ func (d *DB) AddJournal(entries map[string]JournalEntry) (map[string]JournalEntr
 		return nil
 	})
 	return merged, err
+}
+
+// SetRestoring records durably that a rebuild's restore to the snapshot at
+// seq starts: until the transaction that installs its state (Tx.Reset), the
+// cache may hold the snapshot's files under the old state, which no sync
+// replaces (the events that wrote the old state's files are behind the HWM),
+// so the next sync must finish the rebuild first (Restoring).
+func (d *DB) SetRestoring(seq ledger.Seq) error {
+	return d.db.Update(func(tx *bolt.Tx) error {
+		if err := bumpGen(tx); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(kRestoring, u64(uint64(seq)))
+	})
+}
+
+// Restoring reports whether a rebuild's restore was interrupted, and to which
+// snapshot seq (see SetRestoring).
+func (d *DB) Restoring() (seq ledger.Seq, ok bool, err error) {
+	err = d.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bMeta).Get(kRestoring)
+		if ok = len(v) == 8; ok {
+			seq = ledger.Seq(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	return seq, ok, err
 }
 
 // Journal returns the journal's entries.

@@ -218,11 +218,17 @@ export class SyncService {
     return { scopedSync: false, lazyHydration: true, namespacedSync: true, twoPhaseSync: true, controlPlane: true };
   }
   async pullChanged(opts?: SyncOptions): Promise<number> {
+    // Lazy hydration: swamp asks for metadataOnly on its global pulls only. Its
+    // per-model pull (no metadataOnly) is a full sync that also fetches what
+    // lazy pulls left out: the command may read any model's data, and swamp
+    // does not ask hydrateFile for data read through expressions.
     const r = await this.agent.call<{ files: number }>({ op: "pull", metadataOnly: !!opts?.metadataOnly });
     return r.files;
   }
   markDirty(opts: { relPath: string }): Promise<void> {
-    this.hints.add(opts.relPath); // a hint only: the push scans the cache
+    // A hint only: with a watch running on the cache, the push checks its
+    // dirty set and these paths; without one it scans the whole cache.
+    this.hints.add(opts.relPath);
     return Promise.resolve();
   }
   private takeHints(): string[] {
@@ -236,7 +242,7 @@ export class SyncService {
   }
   /** Uploads the changed content; publishes nothing (outside swamp's global lock). */
   async preparePush(_opts?: SyncOptions): Promise<unknown> {
-    return await this.agent.call({ op: "prepare" });
+    return await this.agent.call({ op: "prepare", hints: [...this.hints] });
   }
   /** Publishes the one commit (under swamp's global lock); nothing changed: nothing published. */
   async commitPush(_manifest: unknown, _opts?: SyncOptions): Promise<number> {
