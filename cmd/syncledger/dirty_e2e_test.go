@@ -103,6 +103,16 @@ func TestDirtySetCLI(t *testing.T) {
 		t.Fatalf("a hint outside the cache: exit %d, want 2", r.code)
 	}
 
+	// exec's commit checks the dirty set too: what its command wrote is committed.
+	r = c.run("--cache", local, "--host", "local", "--log-level", "debug", "exec", "--", "sh", "-c", `echo e > "$SYNCLEDGER_CACHE/m/by-exec"`)
+	if r.code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.code, r.stderr)
+	}
+	wantScan(r, false)
+	if !strings.Contains(r.stderr, "msg=committed") {
+		t.Fatalf("exec committed nothing; stderr:\n%s", r.stderr)
+	}
+
 	if code := w.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("watch exit %d; stderr:\n%s", code, w.stderr)
 	}
