@@ -115,6 +115,19 @@ func (h *simHost) cacheSet(path string, d ledger.Digest, present bool) {
 	}
 }
 
+// synced marks path durable, as the shell's fsync of the file and of the
+// directories on its path does: that also makes durable the removal of a file
+// that had one of those directories' names (a file and a directory of one
+// name never coexist).
+func (h *simHost) synced(path string) {
+	delete(h.unsynced, path)
+	for i := range len(path) {
+		if path[i] == '/' {
+			delete(h.unsynced, path[:i])
+		}
+	}
+}
+
 // powerCut loses every cache change not fsynced.
 func (h *simHost) powerCut() int {
 	n := len(h.unsynced)
@@ -353,9 +366,15 @@ func (s *sim) remoteCommit() error {
 }
 
 func (s *sim) restart(h *simHost) error {
-	if s.chance(2) {
+	// Not while a rebuild's restore is to be finished: this model's restore
+	// knows one journalled version per path, where projector/host's journal
+	// keeps every one and its restore removes every journalled path neither
+	// state holds (Core.Restore's stray paths), so a removal lost in the cut
+	// would leave this model a file the real restore removes.
+	if s.chance(2) && !h.restoring {
+		lost := slices.Sorted(maps.Keys(h.unsynced))
 		s.stats["power cut: unsynced cache changes lost"] += h.powerCut()
-		s.logf("%s: the power goes: cache changes not fsynced are lost", h.name)
+		s.logf("%s: the power goes: cache changes not fsynced are lost: %v", h.name, lost)
 	}
 	c, err := New(h.disk, h.cfg)
 	if err != nil {
@@ -583,7 +602,7 @@ func (s *sim) persist(h *simHost, rd Ready) error {
 		return err
 	}
 	for _, m := range rd.MustSync() {
-		delete(h.unsynced, m.Path)
+		h.synced(m.Path)
 	}
 	persist(&h.disk, rd)
 	for _, ch := range rd.Changes {
@@ -912,7 +931,7 @@ func (s *sim) applyLocal(h *simHost, entries []ledger.Entry) {
 			h.journal[en.Path] = journalled{d: en.SHA256, present: true, own: true}
 			h.cache[en.Path] = en.SHA256
 		}
-		delete(h.unsynced, en.Path) // fsynced before the upload
+		h.synced(en.Path) // fsynced before the upload
 		h.unrecorded[en.Path] = true
 	}
 }
@@ -1122,13 +1141,13 @@ func (s *sim) rebuild(h *simHost) error {
 		return s.restart(h)
 	}
 	for _, j := range jobs { // the restore's Ready claims every path it touches
-		delete(h.unsynced, j.path)
+		h.synced(j.path)
 	}
 	for p := range paths {
-		delete(h.unsynced, p)
+		h.synced(p)
 	}
 	for p := range h.journal { // Core.Restore's stray paths
-		delete(h.unsynced, p)
+		h.synced(p)
 	}
 	h.disk = st
 	h.seen = st.Clone() // a rebuild starts a new state (I3)
