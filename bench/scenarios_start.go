@@ -330,21 +330,9 @@ func (r *runner) b12At(ctx context.Context, t *tools, n int, first *[2]float64) 
 
 // waitDirty waits until a watch's dirty set answers for cache.
 func waitDirty(ctx context.Context, cache string) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		_, err := dirty.NewClient(cache).Snapshot(ctx)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, dirty.ErrNoWatcher) || time.Now().After(deadline) {
-			return fmt.Errorf("the watch's dirty set never answered: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return dirty.NewClient(cache).Wait(ctx)
 }
 
 // buildCache writes n small files in the data set's layout and an index that

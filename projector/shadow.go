@@ -146,7 +146,7 @@ func (c *Core) shadowChanges(chs []Change) []Change {
 		case f.Lazy:
 			ch.Op = OpLazy
 		default:
-			ch.Op = OpWrite // the last path under it went: the file comes back
+			ch.Op = OpWrite // not shadowed (or no longer: the last path under it went): the cache holds it
 		}
 		extra = append(extra, ch)
 	}

@@ -39,6 +39,11 @@ type Agent struct {
 	Host    func(context.Context) (*host.Host, error)
 	// Blobs opens the ledger's blob store (verify checks it answers).
 	Blobs func(context.Context) (ledger.BlobStore, error)
+	// Changed, when set, returns the paths a commit may limit its scan to
+	// (host.CommitOptions.Changed: nil scans the whole cache) — a running
+	// watch's dirty set plus hints, swamp's markDirty paths — and done, to call
+	// after a commit that succeeded. Hints alone are never trusted.
+	Changed func(ctx context.Context, hints []string) (changed []string, done func())
 	// Trace, when set, receives one JSON line per answered request: its op and
 	// how long it took ({"op":"pull","ms":2.1,"ok":true}); B10 uses it.
 	Trace io.Writer
@@ -222,7 +227,8 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 		res, err := h.Sync(ctx, host.SyncOptions{Lazy: req.MetadataOnly})
 		return PullResult{Files: res.Written + res.Deleted, HWM: res.HWM, Head: res.Head}, err
 	case "prepare":
-		res, err := h.Prepare(ctx, nil)
+		changed, _ := a.changed(ctx, req.Hints)
+		res, err := h.Prepare(ctx, nil, changed)
 		if err != nil {
 			return nil, err
 		}
@@ -231,9 +237,11 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 	case "push", "commit":
 		stored := a.stored
 		a.stored = nil
-		// The commit scans the whole cache: markDirty's hints are counted, not
-		// trusted to be complete.
-		res, err := h.Commit(ctx, host.CommitOptions{Message: "swamp " + req.Op, Stored: stored})
+		changed, done := a.changed(ctx, req.Hints)
+		res, err := h.Commit(ctx, host.CommitOptions{Message: "swamp " + req.Op, Stored: stored, Changed: changed})
+		if err == nil {
+			done()
+		}
 		return PushResult{Files: res.Written + res.Deleted, Commit: res.Commit, HWM: res.HWM, Hints: len(req.Hints)}, err
 	case "hydrate":
 		res, err := h.Fetch(ctx, []string{req.Path})
@@ -256,6 +264,14 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 		return map[string]any{"head": st.Head, "hwm": st.HWM, "ledger": st.Ledger, "uuid": st.UUID,
 			"cache": st.Cache, "dirty": len(st.Dirty), "files": st.Files}, nil
 	}
+}
+
+// changed is Changed, or a whole-cache scan without it.
+func (a *Agent) changed(ctx context.Context, hints []string) ([]string, func()) {
+	if a.Changed == nil {
+		return nil, func() {}
+	}
+	return a.Changed(ctx, hints)
 }
 
 func (a *Agent) bucket(ctx context.Context) (jetstream.KeyValue, error) {

@@ -24,9 +24,10 @@ type agentClient struct {
 	id  int64
 }
 
-func startAgent(t *testing.T, e *env, cache string) *agentClient {
+func startAgent(t *testing.T, e *env, cache string, changed func(context.Context, []string) ([]string, func())) *agentClient {
 	t.Helper()
 	a := &Agent{
+		Changed: changed,
 		Version: "v-test", Cache: cache, Globals: "--cache " + cache,
 		Host: func(context.Context) (*host.Host, error) {
 			return host.Open(host.Config{Cache: cache, Host: "h", Log: e.log, Blobs: e.blobs})
@@ -75,7 +76,12 @@ func (c *agentClient) call(req map[string]any) Response {
 func TestAgent(t *testing.T) {
 	e := newEnv(t)
 	cache := t.TempDir()
-	c := startAgent(t, e, cache)
+	var hints [][]string
+	acks := 0
+	c := startAgent(t, e, cache, func(_ context.Context, h []string) ([]string, func()) {
+		hints = append(hints, h)
+		return nil, func() { acks++ } // no watch: scan the whole cache
+	})
 
 	if r := c.call(map[string]any{"op": "hello", "version": "v-old", "protocol": Protocol}); r.Error == nil || r.Error.Kind != "version" || !strings.Contains(r.Error.Message, "swamp setup") {
 		t.Fatalf("hello from another version: %+v", r)
@@ -107,6 +113,9 @@ func TestAgent(t *testing.T) {
 	r := c.call(map[string]any{"op": "commit", "hints": []string{"data/command/shell/vpc/result"}})
 	if r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 1 || r.Result.(map[string]any)["hints"].(float64) != 1 {
 		t.Fatalf("commit: %+v", r)
+	}
+	if len(hints) != 3 || len(hints[2]) != 1 || hints[2][0] != "data/command/shell/vpc/result" || acks != 2 {
+		t.Fatalf("hints passed on %q, %d acks; want the commit's hint last, an ack per commit", hints, acks)
 	}
 	if r := c.call(map[string]any{"op": "pull"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 0 {
 		t.Fatalf("pull with nothing new: %+v", r)

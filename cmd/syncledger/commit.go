@@ -77,41 +77,26 @@ func runCommit(ctx context.Context, a *app, o commitOpts) error {
 	})
 }
 
-// dirtySet asks the cache's watcher (package dirty) for the paths that may have
-// changed. It returns the snapshot (nil without a watcher) and the paths the
-// commit checks: the trusted set plus hints, or nil (scan the whole cache) when
-// the set cannot be trusted.
+// dirtySet asks the cache's watcher for the paths a commit must check
+// (dirty.ForCommit) and logs why the commit scans the whole cache when it must.
 func (a *app) dirtySet(ctx context.Context, root string, hints []string) (*dirty.Snapshot, []string) {
-	snap, err := dirty.NewClient(root).Snapshot(ctx)
+	snap, changed, why, err := dirty.ForCommit(ctx, root, hints)
 	switch {
-	case errors.Is(err, dirty.ErrNoWatcher):
-		a.logger.Debug("scanning the cache", "reason", err)
-		return nil, nil
 	case err != nil:
-		a.logger.Warn("scanning the cache: the watch's dirty set is unavailable", "err", err)
-		return nil, nil
-	case !snap.Trusted:
-		a.logger.Debug("scanning the cache", "reason", snap.Reason)
-		return snap, nil
-	}
-	changed := dirty.Merge(snap.Paths, hints)
-	if len(changed) == 0 {
+		a.logger.Warn("scanning the cache: "+why, "err", err)
+	case changed == nil:
+		a.logger.Debug("scanning the cache", "reason", why)
+	case len(changed) == 0:
 		a.logger.Debug("checking the dirty set: nothing changed since the last full scan")
-	} else {
+	default:
 		a.logger.Debug("checking the dirty set", "paths", len(changed), "hints", len(hints))
 	}
 	return snap, changed
 }
 
-// ackDirty tells the watcher what a successful commit covered: the whole cache
-// (a scan after snap), or the paths it checked. A commit scoped to partitions
-// covered only some of its paths: it acks nothing, and the next commit checks
-// them again.
+// ackDirty acknowledges a successful commit to the watcher (dirty.AckCommit).
 func (a *app) ackDirty(ctx context.Context, root string, snap *dirty.Snapshot, changed []string, scoped bool) {
-	if snap == nil || scoped {
-		return
-	}
-	if err := dirty.NewClient(root).Ack(ctx, snap, changed == nil, changed); err != nil {
+	if err := dirty.AckCommit(ctx, root, snap, changed, scoped); err != nil {
 		a.logger.Warn("the watch did not take the commit's ack (the next commit checks these paths again)", "err", err)
 	}
 }

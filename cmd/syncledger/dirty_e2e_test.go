@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,16 +17,10 @@ import (
 // waitWatcher waits until a watch's dirty-set watcher answers for cache.
 func waitWatcher(t *testing.T, cache string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, err := dirty.NewClient(cache).Snapshot(context.Background())
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, dirty.ErrNoWatcher) || time.Now().After(deadline) {
-			t.Fatalf("the watch's dirty set never answered: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := dirty.NewClient(cache).Wait(ctx); err != nil {
+		t.Fatalf("the watch's dirty set never answered: %v", err)
 	}
 }
 
@@ -108,6 +101,16 @@ func TestDirtySetCLI(t *testing.T) {
 	}
 	if r := c.run("--cache", local, "commit", "--hint", "/elsewhere/x"); r.code != 2 {
 		t.Fatalf("a hint outside the cache: exit %d, want 2", r.code)
+	}
+
+	// exec's commit checks the dirty set too: what its command wrote is committed.
+	r = c.run("--cache", local, "--host", "local", "--log-level", "debug", "exec", "--", "sh", "-c", `echo e > "$SYNCLEDGER_CACHE/m/by-exec"`)
+	if r.code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.code, r.stderr)
+	}
+	wantScan(r, false)
+	if !strings.Contains(r.stderr, "msg=committed") {
+		t.Fatalf("exec committed nothing; stderr:\n%s", r.stderr)
 	}
 
 	if code := w.stop(t, syscall.SIGTERM); code != 0 {

@@ -81,10 +81,13 @@ func runExec(ctx context.Context, a *app, o scope, commitOnFailure bool, argv []
 		msg += fmt.Sprintf(" (exit %d)", code)
 	}
 	// Commit even when ctx was cancelled by a signal: the command's writes are kept.
-	cres, err := h.Commit(context.WithoutCancel(ctx), host.CommitOptions{Message: msg})
+	bg := context.WithoutCancel(ctx)
+	snap, changed := a.dirtySet(bg, h.Dir().Root(), nil)
+	cres, err := h.Commit(bg, host.CommitOptions{Message: msg, Changed: changed})
 	if err != nil {
 		return fmt.Errorf("commit after %s (exit %d): %w", argv[0], code, err)
 	}
+	a.ackDirty(bg, h.Dir().Root(), snap, changed, false)
 	if !cres.Nothing {
 		a.logger.Info("committed", "commit", cres.Commit, "files", cres.Written, "deleted", cres.Deleted, "seqs", cres.Seqs)
 	}

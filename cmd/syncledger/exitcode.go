@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
@@ -182,6 +183,8 @@ func errorCommands(err error) []string {
 		return c.Commands()
 	}
 	switch {
+	case errors.Is(err, projector.ErrAppliedQuarantined):
+		return []string{"syncledger rebuild"}
 	case errors.As(err, &re):
 		return []string{quarantineCommand(re)}
 	case errors.Is(err, ledger.ErrTruncated):

@@ -298,3 +298,38 @@ func TestSyncUnknownModelCLI(t *testing.T) {
 	}
 	c.ok("--cache", a, "--host", "a", "sync", "--model", "command/shell:vpc")
 }
+
+// TestUncommittedDirectoryBlocksFileCLI: this host made foo/bar and did not
+// commit it when another host's file foo arrives. The sync stops naming
+// foo/bar (exit 3) with its ways out, each of which converges: commit it (the
+// two race: the directory wins), or take the ledger's side (foo/bar moved to
+// .syncledger/conflicts/).
+func TestUncommittedDirectoryBlocksFileCLI(t *testing.T) {
+	for _, way := range []string{"commit", "resolve --theirs"} {
+		t.Run(way, func(t *testing.T) {
+			c := newCLI(t, "blocked")
+			c.ok("init", "--blobs", "file://"+t.TempDir())
+			a, b := t.TempDir(), t.TempDir()
+			hb := []string{"--cache", b, "--host", "b"}
+			c.ok(append(hb, "sync")...)
+			put(t, a, "foo", "a's file")
+			c.ok("--cache", a, "--host", "a", "commit")
+			put(t, b, "foo/bar", "b's uncommitted file")
+			r := c.run(append(hb, "sync")...)
+			if r.code != 3 || !strings.Contains(r.stderr, "foo/bar") || !strings.Contains(r.stderr, "resolve --theirs foo/bar") {
+				t.Fatalf("sync: exit %d, want 3 naming foo/bar and its way out\n%s", r.code, r.stderr)
+			}
+			want := map[string]string{"foo": "a's file"}
+			if way == "commit" {
+				c.ok(append(hb, "commit")...)
+				want = map[string]string{"foo/bar": "b's uncommitted file"}
+			} else {
+				c.ok(append(hb, "resolve", "--theirs", "foo/bar")...)
+			}
+			got := converge(t, c, []string{a, b}, map[string]string{"foo": "a's file"})
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("tree (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -42,6 +42,12 @@ still holds then expire after their TTL.`,
 				Globals: fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
 				Host:    func(ctx context.Context) (*host.Host, error) { return a.Host(ctx) },
 				Blobs:   func(ctx context.Context) (ledger.BlobStore, error) { return a.Blobs(ctx) },
+				// With a watch running on the cache, its dirty set and swamp's
+				// markDirty paths narrow the scan, as for commit --hint.
+				Changed: func(ctx context.Context, hints []string) ([]string, func()) {
+					snap, changed := a.dirtySet(ctx, cache, hints)
+					return changed, func() { a.ackDirty(ctx, cache, snap, changed, false) }
+				},
 				KV: func(ctx context.Context) (jetstream.KeyValue, error) {
 					nc, err := a.Conn(ctx)
 					if err != nil {

@@ -18,8 +18,10 @@ import (
 )
 
 // MaxPaths bounds the set a watcher keeps: past it the set is dropped and
-// untrusted until the next full scan (memory stays bounded under any churn).
-const MaxPaths = 1 << 20
+// untrusted until the next full scan, so memory stays bounded (about 15 MB)
+// under any churn, the watch's own syncs included: a host that syncs much and
+// commits rarely scans its cache on its next commit.
+const MaxPaths = 1 << 17
 
 // Files under the cache's state directory.
 const (
@@ -145,12 +147,57 @@ func (c *Client) Ack(ctx context.Context, snap *Snapshot, full bool, paths []str
 	return err
 }
 
+// Wait waits until a watcher answers for the cache (one just started), until ctx
+// is done.
+func (c *Client) Wait(ctx context.Context) error {
+	for {
+		_, err := c.do(ctx, request{Op: "ping"})
+		if !errors.Is(err, ErrNoWatcher) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dirty set: no watcher answered: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Untrust tells the watcher that the cache's index changed without its files
 // (a rebuild replaced it): its set is untrusted until the next full scan.
 // ErrNoWatcher means none runs, and then there is nothing to tell.
 func (c *Client) Untrust(ctx context.Context, reason string) error {
 	_, err := c.do(ctx, request{Op: "untrust", Reason: reason})
 	return err
+}
+
+// ForCommit asks the watcher of the cache at root which paths a commit must
+// check. It returns the snapshot to acknowledge afterwards (nil when no watcher
+// answered) and the paths: the trusted set plus hints, or nil, meaning scan the
+// whole cache, with why. An error is only a watcher that answered wrongly; the
+// commit then scans too.
+func ForCommit(ctx context.Context, root string, hints []string) (snap *Snapshot, changed []string, why string, err error) {
+	snap, err = NewClient(root).Snapshot(ctx)
+	switch {
+	case errors.Is(err, ErrNoWatcher):
+		return nil, nil, err.Error(), nil
+	case err != nil:
+		return nil, nil, "the watch's dirty set is unavailable", err
+	case !snap.Trusted:
+		return snap, nil, snap.Reason, nil
+	}
+	return snap, Merge(snap.Paths, hints), "", nil
+}
+
+// AckCommit tells the watcher what a successful commit from ForCommit's answer
+// covered: the whole cache (changed nil: it scanned after snap), or the paths
+// it checked. A commit scoped to partitions covered only some of its paths:
+// pass scoped, and nothing is acked (the next commit checks them again).
+func AckCommit(ctx context.Context, root string, snap *Snapshot, changed []string, scoped bool) error {
+	if snap == nil || scoped {
+		return nil
+	}
+	return NewClient(root).Ack(ctx, snap, changed == nil, changed)
 }
 
 // Merge returns the sorted union of the snapshot's paths and hints (cleaned,

@@ -47,16 +47,10 @@ func start(t *testing.T, root string, cfg Config) (*Watcher, *Client) {
 // waitUp waits until the watcher answers on its socket.
 func waitUp(t *testing.T, c *Client) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := c.do(context.Background(), request{Op: "ping"})
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("watcher never answered: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Wait(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -327,7 +327,9 @@ type PrepareResult struct {
 // Commit and uploads the changed content, publishing nothing. A Commit right
 // after it, given the result's Stored, then only appends the events — the
 // short step a caller runs under a global lock (swamp's commitPush).
-func (h *Host) Prepare(ctx context.Context, partitions []string) (PrepareResult, error) {
+//
+// changed is CommitOptions.Changed: nil scans the whole cache.
+func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (PrepareResult, error) {
 	release, aerr := h.acquire()
 	if aerr != nil {
 		return PrepareResult{}, aerr
@@ -337,7 +339,7 @@ func (h *Host) Prepare(ctx context.Context, partitions []string) (PrepareResult,
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	sc, err := h.scan(s, partitionFilter(partitions), nil)
+	sc, err := h.scan(s, partitionFilter(partitions), changed)
 	if err != nil {
 		return PrepareResult{}, err
 	}

@@ -226,7 +226,9 @@ export class SyncService {
     return r.files;
   }
   markDirty(opts: { relPath: string }): Promise<void> {
-    this.hints.add(opts.relPath); // a hint only: the push scans the cache
+    // A hint only: with a watch running on the cache, the push checks its
+    // dirty set and these paths; without one it scans the whole cache.
+    this.hints.add(opts.relPath);
     return Promise.resolve();
   }
   private takeHints(): string[] {
@@ -240,7 +242,7 @@ export class SyncService {
   }
   /** Uploads the changed content; publishes nothing (outside swamp's global lock). */
   async preparePush(_opts?: SyncOptions): Promise<unknown> {
-    return await this.agent.call({ op: "prepare" });
+    return await this.agent.call({ op: "prepare", hints: [...this.hints] });
   }
   /** Publishes the one commit (under swamp's global lock); nothing changed: nothing published. */
   async commitPush(_manifest: unknown, _opts?: SyncOptions): Promise<number> {
