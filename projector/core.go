@@ -279,7 +279,9 @@ func (c *Core) Step(m Mode, rec ledger.Record) (Verdict, error) {
 		return 0, fmt.Errorf("step seq %d: mode %v: %w", rec.Seq, m, ledger.ErrInvalid)
 	}
 	if rec.Skip != nil {
-		c.stageSkipped(m, rec)
+		if err := c.stageSkipped(m, rec); err != nil {
+			return 0, err
+		}
 		return Skip, nil
 	}
 	v, err := c.check(m, rec)
@@ -436,15 +438,25 @@ func (c *Core) checkParts(s ledger.Seq, e *ledger.Event) error {
 	if got, ok := c.doneAt(s); ok && got != me {
 		return bad("seq %d was read as part %d/%d of commit %s", s, got.part, got.parts, got.id)
 	}
+	// A misfit names its culprit (PartsError): the neighbour whose commit
+	// claims parts that never came when this record starts a commit, else this one.
 	if s-1 == c.st.HWM {
 		if e.Part != 1 {
-			return bad("seq %d follows the HWM, a commit end", s)
+			return &PartsError{Seq: s, Culprit: s, Err: bad("seq %d follows the HWM, a commit end", s)}
 		}
 	} else if prev, ok := c.doneAt(s - 1); ok && !follows(prev, me) {
-		return bad("seq %d before it is part %d/%d of commit %s", s-1, prev.part, prev.parts, prev.id)
+		culprit := s
+		if me.part == 1 {
+			culprit = s - 1
+		}
+		return &PartsError{Seq: s, Culprit: culprit, Err: bad("seq %d before it is part %d/%d of commit %s", s-1, prev.part, prev.parts, prev.id)}
 	}
 	if next, ok := c.doneAt(s + 1); ok && !follows(me, next) {
-		return bad("seq %d after it is part %d/%d of commit %s", s+1, next.part, next.parts, next.id)
+		culprit := s
+		if next.part != 1 {
+			culprit = s + 1
+		}
+		return &PartsError{Seq: s, Culprit: culprit, Err: bad("seq %d after it is part %d/%d of commit %s", s+1, next.part, next.parts, next.id)}
 	}
 	return nil
 }
@@ -478,11 +490,16 @@ func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
 // message or a quarantine notice. It applies nothing, is part of no chain (the
 // partition's next event names its previous event as prev; ledger/jetstream's
 // Append sees past quarantined messages), and counts as processed in a full
-// read — a commit of its own — so the HWM passes it.
-func (c *Core) stageSkipped(m Mode, rec ledger.Record) {
+// read — a commit of its own — so the HWM passes it. A message this host
+// applied before it was quarantined is ErrAppliedQuarantined.
+func (c *Core) stageSkipped(m Mode, rec ledger.Record) error {
+	if p := rec.Skip.Partition; p != "" && c.viewMark(p).Seq == rec.Seq {
+		return fmt.Errorf("offer %v seq %d: partition %q: quarantined seq %d was %w", m, rec.Seq, p, rec.Seq, ErrAppliedQuarantined)
+	}
 	if m != Scoped && rec.Seq > c.st.HWM {
 		c.pend.done[rec.Seq] = commit{part: 1, parts: 1}
 	}
+	return nil
 }
 
 // target decides what applying en means for the cache and the index.

@@ -49,3 +49,24 @@ func (e *GapError) Error() string {
 }
 
 func (e *GapError) Unwrap() error { return ErrGap }
+
+// PartsError reports a record whose Part/Parts do not fit its neighbours (a
+// commit's parts sit at consecutive seqs, one atomic batch). Culprit is the
+// seq whose event breaks the rule: the one before this record when it claims
+// parts that never came (this record starts a commit), else this one — the
+// seq to quarantine (ledger.Quarantine) if it is bad. errors.Is(err,
+// ledger.ErrInvalid) holds.
+type PartsError struct {
+	Seq     ledger.Seq // the record offered
+	Culprit ledger.Seq
+	Err     error
+}
+
+func (e *PartsError) Error() string { return e.Err.Error() }
+func (e *PartsError) Unwrap() error { return e.Err }
+
+// ErrAppliedQuarantined: a skipped record (ledger.Skip) of a message this host
+// applied before an admin quarantined it (its partition's mark is at its
+// seq: a part of a commit whose parts lie, applied before the lie showed).
+// The host holds what no other reader does: rebuild its cache.
+var ErrAppliedQuarantined = errors.New("applied here before it was quarantined: rebuild this cache")

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -50,5 +51,45 @@ func TestSkippedRecords(t *testing.T) {
 	}
 	if v, err := c.Classify(Full, quarantined(6, "b", false)); err != nil || v != Skip {
 		t.Fatalf("Classify = %v, %v", v, err)
+	}
+}
+
+// A commit's parts that lie (part 1/2 with no part 2) show at the next record,
+// which starts a commit: the error names the event that lies as the culprit,
+// the seq to quarantine; once it is skipped, the next commit applies.
+func TestPartsErrorNamesCulprit(t *testing.T) {
+	c := newCore(t, baseState(), Config{})
+	liar := part(rec("a", 6, 3, 5, "a3"), 99, 1, 2)
+	if _, err := c.Step(Full, liar); err != nil {
+		t.Fatal(err)
+	}
+	var pe *PartsError
+	if _, err := c.Step(Full, rec("b", 7, 2, 3, "b2")); !errors.As(err, &pe) || pe.Seq != 7 || pe.Culprit != 6 || !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("Step after a lying part 1/2 = %v, want a PartsError naming seq 6", err)
+	}
+	c.Discard()
+	// A part 2 right after the HWM lies itself.
+	if _, err := c.Step(Full, part(rec("b", 6, 2, 3, "b2"), 98, 2, 2)); !errors.As(err, &pe) || pe.Culprit != 6 {
+		t.Fatalf("a part 2 after the HWM = %v, want a PartsError naming seq 6", err)
+	}
+	// Quarantined, the liar is skipped and the next commit applies.
+	c = newCore(t, baseState(), Config{})
+	for _, r := range []ledger.Record{quarantined(6, "a", false), rec("b", 7, 2, 3, "b2")} {
+		if _, err := c.Step(Full, r); err != nil {
+			t.Fatalf("Step seq %d: %v", r.Seq, err)
+		}
+	}
+	if rd := c.Ready(); rd.HWM != 7 {
+		t.Fatalf("HWM %d, want 7", rd.HWM)
+	}
+
+	// A host that applied the liar before the quarantine must rebuild.
+	c = newCore(t, baseState(), Config{})
+	if _, err := c.Step(Scoped, liar); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(c.Ready())
+	if _, err := c.Step(Full, quarantined(6, "a", false)); !errors.Is(err, ErrAppliedQuarantined) || c.HasReady() {
+		t.Fatalf("skip of an applied seq = %v, want ErrAppliedQuarantined", err)
 	}
 }

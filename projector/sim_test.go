@@ -99,14 +99,26 @@ type simHost struct {
 	// at that fsync. The shell fsyncs what a Ready's MustSync names before
 	// persisting it (a restore: every path it touches; an own commit: its
 	// files, before publishing); a power cut (restart) puts these back.
-	unsynced map[string]journalled
+	unsynced map[string]unsynced
+}
+
+// unsynced is what a path held at its last fsync, and the journal entry that
+// explained it then. projector/host's journal keeps every version it
+// journalled for a path, this model's the last one: after a power cut the
+// earlier entry is the one that explains the file.
+type unsynced struct {
+	was        journalled
+	journal    journalled
+	journalled bool
 }
 
 // cacheSet writes (present) or removes path in the cache, not yet fsynced.
+// Call it before journalling the change.
 func (h *simHost) cacheSet(path string, d ledger.Digest, present bool) {
 	if _, ok := h.unsynced[path]; !ok {
 		c, cached := h.cache[path]
-		h.unsynced[path] = journalled{d: c, present: cached}
+		j, jok := h.journal[path]
+		h.unsynced[path] = unsynced{was: journalled{d: c, present: cached}, journal: j, journalled: jok}
 	}
 	if present {
 		h.cache[path] = d
@@ -115,14 +127,32 @@ func (h *simHost) cacheSet(path string, d ledger.Digest, present bool) {
 	}
 }
 
+// synced marks path durable, as the shell's fsync of the file and of the
+// directories on its path does: that also makes durable the removal of a file
+// that had one of those directories' names (a file and a directory of one
+// name never coexist).
+func (h *simHost) synced(path string) {
+	delete(h.unsynced, path)
+	for i := range len(path) {
+		if path[i] == '/' {
+			delete(h.unsynced, path[:i])
+		}
+	}
+}
+
 // powerCut loses every cache change not fsynced.
 func (h *simHost) powerCut() int {
 	n := len(h.unsynced)
-	for p, j := range h.unsynced {
-		if j.present {
-			h.cache[p] = j.d
+	for p, u := range h.unsynced {
+		if u.was.present {
+			h.cache[p] = u.was.d
 		} else {
 			delete(h.cache, p)
+		}
+		if u.journalled {
+			h.journal[p] = u.journal
+		} else {
+			delete(h.journal, p)
 		}
 	}
 	clear(h.unsynced)
@@ -149,7 +179,7 @@ func newSim(cfg simConfig) *sim {
 		stats: map[string]int{}, commits: map[string]ledger.Seq{},
 	}
 	for i := range cfg.hosts {
-		h := &simHost{name: fmt.Sprintf("h%d", i), cfg: Config{Lazy: i%2 == 1}, disk: State{}.Clone(), cache: map[string]ledger.Digest{}, journal: map[string]journalled{}, unrecorded: map[string]bool{}, unsynced: map[string]journalled{}}
+		h := &simHost{name: fmt.Sprintf("h%d", i), cfg: Config{Lazy: i%2 == 1}, disk: State{}.Clone(), cache: map[string]ledger.Digest{}, journal: map[string]journalled{}, unrecorded: map[string]bool{}, unsynced: map[string]unsynced{}}
 		h.core, _ = New(h.disk, h.cfg)
 		h.seen = h.disk.Clone()
 		s.hosts = append(s.hosts, h)
@@ -354,8 +384,9 @@ func (s *sim) remoteCommit() error {
 
 func (s *sim) restart(h *simHost) error {
 	if s.chance(2) {
+		lost := slices.Sorted(maps.Keys(h.unsynced))
 		s.stats["power cut: unsynced cache changes lost"] += h.powerCut()
-		s.logf("%s: the power goes: cache changes not fsynced are lost", h.name)
+		s.logf("%s: the power goes: cache changes not fsynced are lost: %v", h.name, lost)
 	}
 	c, err := New(h.disk, h.cfg)
 	if err != nil {
@@ -560,13 +591,14 @@ func (s *sim) writeFiles(h *simHost, rd Ready, n int) error {
 			if err != nil {
 				return err
 			}
-			h.journal[ch.Path] = journalled{d: d, present: true}
 			h.cacheSet(ch.Path, d, true)
+			h.journal[ch.Path] = journalled{d: d, present: true}
 		case OpLazy, OpDelete, OpShadow:
-			if _, ok := h.cache[ch.Path]; ok || ch.Op != OpShadow {
+			_, ok := h.cache[ch.Path]
+			h.cacheSet(ch.Path, ledger.Digest{}, false)
+			if ok || ch.Op != OpShadow {
 				h.journal[ch.Path] = journalled{}
 			}
-			h.cacheSet(ch.Path, ledger.Digest{}, false)
 		case OpIndex:
 			d, ok := h.cache[ch.Path]
 			if ch.New == nil && ok || ch.New != nil && d != ch.New.SHA256 {
@@ -583,7 +615,7 @@ func (s *sim) persist(h *simHost, rd Ready) error {
 		return err
 	}
 	for _, m := range rd.MustSync() {
-		delete(h.unsynced, m.Path)
+		h.synced(m.Path)
 	}
 	persist(&h.disk, rd)
 	for _, ch := range rd.Changes {
@@ -912,7 +944,7 @@ func (s *sim) applyLocal(h *simHost, entries []ledger.Entry) {
 			h.journal[en.Path] = journalled{d: en.SHA256, present: true, own: true}
 			h.cache[en.Path] = en.SHA256
 		}
-		delete(h.unsynced, en.Path) // fsynced before the upload
+		h.synced(en.Path) // fsynced before the upload
 		h.unrecorded[en.Path] = true
 	}
 }
@@ -1102,8 +1134,8 @@ func (s *sim) rebuild(h *simHost) error {
 	for _, j := range jobs[:n] {
 		switch {
 		case j.want == nil, j.want.Lazy:
-			h.journal[j.path] = journalled{}
 			h.cacheSet(j.path, ledger.Digest{}, false)
+			h.journal[j.path] = journalled{}
 		default:
 			d, err := s.fetch(h, j.path, j.want.SHA256)
 			if errors.Is(err, errFetch) {
@@ -1112,8 +1144,8 @@ func (s *sim) rebuild(h *simHost) error {
 			if err != nil {
 				return err
 			}
-			h.journal[j.path] = journalled{d: d, present: true}
 			h.cacheSet(j.path, d, true)
+			h.journal[j.path] = journalled{d: d, present: true}
 		}
 	}
 	if crash {
@@ -1122,13 +1154,13 @@ func (s *sim) rebuild(h *simHost) error {
 		return s.restart(h)
 	}
 	for _, j := range jobs { // the restore's Ready claims every path it touches
-		delete(h.unsynced, j.path)
+		h.synced(j.path)
 	}
 	for p := range paths {
-		delete(h.unsynced, p)
+		h.synced(p)
 	}
 	for p := range h.journal { // Core.Restore's stray paths
-		delete(h.unsynced, p)
+		h.synced(p)
 	}
 	h.disk = st
 	h.seen = st.Clone() // a rebuild starts a new state (I3)

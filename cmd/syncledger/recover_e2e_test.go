@@ -190,6 +190,24 @@ func TestQuarantineCLI(t *testing.T) {
 		t.Fatalf("the error of a host stuck at a well-formed event does not name --force:\n%s", r.stderr)
 	}
 	c.ok("quarantine", fmt.Sprint(lost), "--force", "--reason", "content never uploaded")
+
+	// A well-formed event whose parts count lies (part 1 of 2, alone): it shows
+	// at the next commit, and the error names the liar, not that commit.
+	liar := c.publishRaw("quar", "parts", `{"v":1,"ledger":"`+info.UUID+`","commit":"019a1b2c-3d4e-7f60-8a1b-2c3d4e5f6a7c","host":"liar",`+
+		`"at":"2026-11-29T10:00:00Z","partition":"parts","modelSeq":1,"prev":0,"parts":2,"part":1,`+
+		`"entries":[{"path":"parts/p","sha256":"`+ledger.DigestOf([]byte("1")).String()+`","size":1,"mode":420}]}`)
+	put(t, b, "notes/early", "e")
+	if r := c.run("--cache", b, "--host", "b", "commit"); r.code != 0 && !strings.Contains(r.stderr, fmt.Sprintf("syncledger quarantine %d --force ", liar)) {
+		t.Fatalf("commit after the liar: exit %d\n%s", r.code, r.stderr)
+	}
+	stuck(liar, "--cache", a, "--host", "a", "sync")
+	c.ok("quarantine", fmt.Sprint(liar), "--force", "--reason", "part 1 of 2 alone")
+	// Host a applied the liar's part before its lie showed: it must rebuild.
+	if r := c.run("--cache", a, "--host", "a", "sync"); r.code != 1 || !strings.Contains(r.stderr, "way out: syncledger rebuild") {
+		t.Fatalf("sync of a host that applied the quarantined seq: exit %d\n%s", r.code, r.stderr)
+	}
+	c.ok("--cache", a, "--host", "a", "rebuild", "--quiet")
+	put(t, a, "parts/q", "q")
 	put(t, a, "lost/x", "uploaded this time")
 
 	// Both partitions go on: audit's next event follows the quarantined seq,
@@ -199,7 +217,7 @@ func TestQuarantineCLI(t *testing.T) {
 	put(t, b, "notes/n", "n")
 	c.ok("--cache", b, "--host", "b", "commit")
 	c.ok("--cache", a, "--host", "a", "sync")
-	if got := tree(t, a); got["notes/n"] != "n" || got["audit/y"] != "2" || got["audit/evil"] != "" || got["lost/x"] != "uploaded this time" {
+	if got := tree(t, a); got["notes/n"] != "n" || got["audit/y"] != "2" || got["audit/evil"] != "" || got["lost/x"] != "uploaded this time" || got["parts/q"] != "q" || got["parts/p"] != "" {
 		t.Fatalf("host a holds %v", got)
 	}
 
@@ -211,14 +229,14 @@ func TestQuarantineCLI(t *testing.T) {
 		}
 	}
 	var rows []quarantineRow
-	if err := json.Unmarshal([]byte(c.ok("quarantine", "--list", "--json")), &rows); err != nil || len(rows) != 3 || rows[0].Seq != truncated || rows[1].Seq != elsewhere || rows[2].Seq != lost {
+	if err := json.Unmarshal([]byte(c.ok("quarantine", "--list", "--json")), &rows); err != nil || len(rows) != 4 || rows[0].Seq != truncated || rows[1].Seq != elsewhere || rows[2].Seq != lost || rows[3].Seq != liar {
 		t.Fatalf("quarantine --list --json: %v %+v", err, rows)
 	}
 	if st := c.status(a); st.HWM != st.Head {
 		t.Fatalf("host a: hwm %d, head %d", st.HWM, st.Head)
 	}
 	var st struct{ Quarantined []ledger.Seq }
-	if err := json.Unmarshal([]byte(c.ok("--cache", a, "status", "--json")), &st); err != nil || !slices.Equal(st.Quarantined, []ledger.Seq{truncated, elsewhere, lost}) {
+	if err := json.Unmarshal([]byte(c.ok("--cache", a, "status", "--json")), &st); err != nil || !slices.Equal(st.Quarantined, []ledger.Seq{truncated, elsewhere, lost, liar}) {
 		t.Fatalf("status --json quarantined: %v %v", st.Quarantined, err)
 	}
 
@@ -239,7 +257,7 @@ func TestQuarantineCLI(t *testing.T) {
 		t.Fatalf("consume audit exit %d:\n%s", code, p.stderr)
 	}
 	for _, s := range auditSeqs(t, audit) {
-		if s == truncated || s == elsewhere || s == lost {
+		if s == truncated || s == elsewhere || s == lost || s == liar {
 			t.Fatalf("the consumer handled quarantined seq %d", s)
 		}
 	}

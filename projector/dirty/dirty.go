@@ -18,8 +18,10 @@ import (
 )
 
 // MaxPaths bounds the set a watcher keeps: past it the set is dropped and
-// untrusted until the next full scan (memory stays bounded under any churn).
-const MaxPaths = 1 << 20
+// untrusted until the next full scan, so memory stays bounded (about 15 MB)
+// under any churn, the watch's own syncs included: a host that syncs much and
+// commits rarely scans its cache on its next commit.
+const MaxPaths = 1 << 17
 
 // Files under the cache's state directory.
 const (

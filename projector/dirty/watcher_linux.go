@@ -253,6 +253,11 @@ func (w *Watcher) listen() (net.Listener, error) {
 		return nil, fmt.Errorf("dirty set: listen on %s: %w", path, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	// Only the cache's owner may ask or ack: an ack makes commits skip paths.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("dirty set: %w", err)
+	}
 	return ln, nil
 }
 

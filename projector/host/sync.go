@@ -201,9 +201,15 @@ func (r *run) offer(ctx context.Context, m projector.Mode, rec ledger.Record) er
 // quarantine.
 func recordError(seq ledger.Seq, err error) error {
 	err = fmt.Errorf("seq %d: %w", seq, err)
-	var re *ledger.RecordError
+	var (
+		re *ledger.RecordError
+		pe *projector.PartsError
+	)
 	if errors.As(err, &re) {
 		return err
+	}
+	if errors.As(err, &pe) {
+		seq = pe.Culprit // a commit's parts that lie: the event that lies
 	}
 	for _, bad := range []error{ledger.ErrInvalid, ledger.ErrUnknownVersion, projector.ErrGap, projector.ErrDiverged} {
 		if errors.Is(err, bad) {
