@@ -63,9 +63,13 @@ func redactURL(raw string) string {
 				one = base + "?" + Redacted
 			} else {
 				changed := false
-				for k := range q {
-					if containsAny(strings.ToLower(k), secretParams) {
+				for k, vs := range q {
+					switch {
+					case containsAny(strings.ToLower(k), secretParams):
 						q.Set(k, Redacted)
+						changed = true
+					case len(vs) == 1 && strings.Contains(vs[0], "@") && strings.Contains(vs[0], "://"):
+						q.Set(k, redactURL(vs[0])) // an endpoint with credentials
 						changed = true
 					}
 				}
@@ -99,7 +103,8 @@ func (a *app) secretsInEffect() []string {
 			out = append(out, strings.TrimSpace(s))
 		}
 	}
-	fromURL := func(raw string) {
+	var fromURL func(raw string)
+	fromURL = func(raw string) {
 		for _, one := range strings.Split(raw, ",") {
 			if _, ui, _, ok := splitUserinfo(one); ok {
 				add(ui)
@@ -115,9 +120,12 @@ func (a *app) secretsInEffect() []string {
 			if _, query, ok := strings.Cut(one, "?"); ok {
 				if q, err := url.ParseQuery(query); err == nil {
 					for k, vs := range q {
-						if containsAny(strings.ToLower(k), secretParams) {
-							for _, v := range vs {
+						for _, v := range vs {
+							switch {
+							case containsAny(strings.ToLower(k), secretParams):
 								add(v)
+							case strings.Contains(v, "@") && strings.Contains(v, "://"):
+								fromURL(v) // an endpoint with credentials
 							}
 						}
 					}
