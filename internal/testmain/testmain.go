@@ -32,7 +32,14 @@ func Main(m *testing.M) {
 // is unset and /dev/shm is a writable memory file system with room (MinFree)
 // that allows executing files (tests run binaries they build). It reports the
 // directory in effect. Packages with their own TestMain call it first.
+//
+// It also turns off the AWS SDK's instance-metadata lookup (unless the caller set
+// AWS_EC2_METADATA_DISABLED): a test that builds an S3 store without credentials
+// must fail on its own machine, never ask a link-local metadata address.
 func Setup() string {
+	if _, set := os.LookupEnv("AWS_EC2_METADATA_DISABLED"); !set {
+		os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	}
 	if os.Getenv("TMPDIR") == "" && usable("/dev/shm") {
 		os.Setenv("TMPDIR", "/dev/shm")
 	}

@@ -42,7 +42,7 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new file store %q: %w", cfg.Dir, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("new file store: %w", err)
 	}
 	fi, err := os.Stat(dir)
@@ -97,7 +97,7 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) (err error) {
 	path := s.path(key)
 	dir := filepath.Dir(path)
-	if err := s.mkdirAll(dir); err != nil {
+	if err := mkdirAll(dir); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")
@@ -135,31 +135,25 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) (e
 	return syncDir(dir)
 }
 
-// mkdirAll creates dir and its missing parents below the root, fsyncing each new
-// directory's parent so the new entry survives a crash.
-func (s *Store) mkdirAll(dir string) error {
+// mkdirAll creates dir and its missing parents, fsyncing each new directory's
+// parent so the new entry survives a power cut (the store's root included).
+func mkdirAll(dir string) error {
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 		return nil
 	}
-	rel, err := filepath.Rel(s.dir, dir)
-	if err != nil {
-		return err
-	}
-	cur := s.dir
-	for seg := range strings.SplitSeq(rel, string(filepath.Separator)) {
-		next := filepath.Join(cur, seg)
-		switch err := os.Mkdir(next, 0o755); {
-		case err == nil:
-			if err := syncDir(cur); err != nil {
-				return err
-			}
-		case errors.Is(err, fs.ErrExist):
-		default:
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAll(parent); err != nil {
 			return err
 		}
-		cur = next
 	}
-	return nil
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	return syncDir(parent)
 }
 
 func syncDir(dir string) error {
