@@ -47,6 +47,22 @@ func (v violations) wait(t *testing.T, want string) error {
 	}
 }
 
+// connectT connects to s without reconnecting, closed at the end of the test;
+// a non-nil v collects the connection's permission violations.
+func connectT(t *testing.T, s *Server, v violations, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	opts = append(opts, nats.MaxReconnects(0))
+	if v != nil {
+		opts = append(opts, nats.ErrorHandler(v.handler))
+	}
+	nc, err := nats.Connect(s.ClientURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 func perms(t *testing.T, role natsauth.Role, s natsauth.Scope) *natsauth.Permissions {
 	t.Helper()
 	p, err := natsauth.For(role, s)
@@ -80,19 +96,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 			{Nkey: hostKey.Public, Permissions: perms(t, natsauth.RoleHost, scope)},
 			{Name: "grafana", Password: "tooling-pw", Permissions: perms(t, natsauth.RoleTooling, scope)},
 		}})
-	connect := func(v violations, opts ...nats.Option) *nats.Conn {
-		t.Helper()
-		opts = append(opts, nats.MaxReconnects(0))
-		if v != nil {
-			opts = append(opts, nats.ErrorHandler(v.handler))
-		}
-		nc, err := nats.Connect(s.ClientURL(), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
+	connect := func(v violations, opts ...nats.Option) *nats.Conn { return connectT(t, s, v, opts...) }
 	quick := []jetstream.Option{jetstream.WithTimeout(300 * time.Millisecond), jetstream.WithRetry(1, 0)}
 
 	// The administrator creates the ledger (serve's internal user would too).

@@ -176,7 +176,7 @@ func (s *sim) checkCache(h *simHost) error {
 		if cached && !s.everWrote(path, c) {
 			return fmt.Errorf("I5: cache file %s holds content (sha256 %s) that no event wrote", path, c)
 		}
-		if j, ok := h.journal[path]; ok && j.present == cached && (!cached || j.d == c) {
+		if j, ok := h.journal[path]; ok && (j.matches(cached, c) || j.matchesOwn(cached, c)) {
 			continue // written (or removed) by the shell, journalled: not a local change
 		}
 		if !s.laterExplains(h, path, c, cached) {

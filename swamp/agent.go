@@ -337,7 +337,7 @@ func (a *Agent) describe(err error) *Error {
 	case errors.As(err, &le):
 		cmds := le.Commands()
 		return &Error{Kind: "conflict", Paths: le.Paths, Message: fmt.Sprintf(
-			"syncledger: files changed here and not pushed would be overwritten by the ledger: %s. Push them ('swamp datastore sync'), or keep this host's version: %s; or the ledger's: %s",
+			"syncledger: files changed here, not pushed, that the ledger changed too: %s. Keep this host's version: %s; or the ledger's: %s",
 			strings.Join(le.Paths, ", "), a.command(cmds[1]), a.command(cmds[2]))}
 	case errors.Is(err, ledger.ErrNotFound):
 		return &Error{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with 'syncledger init', or fix \"ledger\" in the datastore config of .swamp.yaml)", err)}

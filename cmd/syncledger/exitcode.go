@@ -20,8 +20,13 @@ const (
 	exitOK       = 0 // success
 	exitError    = 1 // any failure not listed below
 	exitUsage    = 2 // bad command line, flag value or environment variable
-	exitConflict = 3 // a commit lost a chain race with another host and could not be retried (ledger.ErrConflict)
+	exitConflict = 3 // local changes meet remote ones: a commit's paths changed remotely, a sync would overwrite uncommitted files (ledger.ErrConflict)
 	exitRebuild  = 4 // the log no longer holds the events needed: rebuild from a snapshot (ledger.ErrTruncated)
+
+	// exitSwampFindings: a swamp command ran but the job is not done: an import
+	// that left files out, a doctor that found an unhealthy cache (and did not
+	// repair it).
+	exitSwampFindings = 5
 )
 
 // usageError marks an error in how the command was invoked (exit 2).

@@ -111,7 +111,8 @@ Each host keeps a cache directory and a high-water mark that only moves once eve
 earlier commit is applied to its files.
 
 Global flags fall back to environment variables, listed with each flag.
-Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild.`,
+Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild,
+5 ran but not done (swamp import, swamp doctor); exec passes its command's code.`,
 		Version:           versionString(),
 		SilenceErrors:     true,
 		SilenceUsage:      true,

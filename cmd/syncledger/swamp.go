@@ -6,11 +6,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// exitSwampFindings is the exit code of a swamp command that ran but found the
-// job not done: an import that left files out, a doctor that found an unhealthy
-// cache (and did not repair it).
-const exitSwampFindings = 5
-
 func newSwampCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "swamp",

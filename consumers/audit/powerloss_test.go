@@ -19,14 +19,7 @@ import (
 // writer, reopened, goes on from there: every acknowledged commit once, in
 // order. It needs root and /dev/fuse; SYNCLEDGER_TEST_POWERLOSS=1 turns it on.
 func TestPowerLossAudit(t *testing.T) {
-	if os.Getenv("SYNCLEDGER_TEST_POWERLOSS") == "" {
-		t.Skip("set SYNCLEDGER_TEST_POWERLOSS=1 to run the power-loss tests (root, /dev/fuse)")
-	}
-	lfs := lazyfs.New()
-	m, err := lfs.Mount(t.TempDir())
-	if err != nil {
-		t.Fatalf("SYNCLEDGER_TEST_POWERLOSS is set: %v", err)
-	}
+	lfs, m := lazyfs.MountT(t)
 	defer func() { _ = m.Unmount() }()
 	dir := filepath.Join(m.Dir, "log")
 	if err := os.Mkdir(dir, 0o755); err != nil {

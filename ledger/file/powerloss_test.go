@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -20,14 +19,7 @@ import (
 // root created on the mount included. SYNCLEDGER_TEST_POWERLOSS=1 turns it on
 // (root, /dev/fuse).
 func TestPowerLossFileStore(t *testing.T) {
-	if os.Getenv("SYNCLEDGER_TEST_POWERLOSS") == "" {
-		t.Skip("set SYNCLEDGER_TEST_POWERLOSS=1 to run the power-loss tests (root, /dev/fuse)")
-	}
-	lfs := lazyfs.New()
-	m, err := lfs.Mount(t.TempDir())
-	if err != nil {
-		t.Fatalf("SYNCLEDGER_TEST_POWERLOSS is set: %v", err)
-	}
+	lfs, m := lazyfs.MountT(t)
 	defer func() { _ = m.Unmount() }()
 	ctx := context.Background()
 	acked := map[string][]byte{}
