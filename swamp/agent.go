@@ -53,6 +53,9 @@ type Agent struct {
 	hostMu sync.Mutex // one cache operation at a time
 	h      *host.Host
 	stored map[ledger.Digest]bool
+	// prepared is the last prepare's changed paths, for the commit right after
+	// it (nil: no prepare since the last commit).
+	prepared []string
 
 	kvOnce sync.Once
 	kv     jetstream.KeyValue
@@ -233,11 +236,20 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 			return nil, err
 		}
 		a.stored = res.Stored
+		a.prepared = append(make([]string, 0, len(res.Paths)), res.Paths...)
 		return map[string]any{"files": res.Files, "bytes": res.Bytes}, nil
 	case "push", "commit":
-		stored := a.stored
-		a.stored = nil
+		stored, prepared := a.stored, a.prepared
+		a.stored, a.prepared = nil, nil
 		changed, done := a.changed(ctx, req.Hints)
+		if changed == nil && prepared != nil && req.Op == "commit" {
+			// swamp's commitPush follows its preparePush with no write in
+			// between (it holds the model locks): the paths the prepare found
+			// are what changed, and the commit need not scan the cache again.
+			// (A file changed outside swamp meanwhile is committed by the next
+			// push.) The watch, if any, is not acked for this narrower check.
+			changed, done = prepared, func() {}
+		}
 		res, err := h.Commit(ctx, host.CommitOptions{Message: "swamp " + req.Op, Stored: stored, Changed: changed})
 		if err == nil {
 			done()

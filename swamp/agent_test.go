@@ -114,13 +114,29 @@ func TestAgent(t *testing.T) {
 	if r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 1 || r.Result.(map[string]any)["hints"].(float64) != 1 {
 		t.Fatalf("commit: %+v", r)
 	}
-	if len(hints) != 3 || len(hints[2]) != 1 || hints[2][0] != "data/command/shell/vpc/result" || acks != 2 {
-		t.Fatalf("hints passed on %q, %d acks; want the commit's hint last, an ack per commit", hints, acks)
+	// The commit after a prepare checks the prepare's paths only, and acks no
+	// watch for that narrower check.
+	if len(hints) != 3 || len(hints[2]) != 1 || hints[2][0] != "data/command/shell/vpc/result" || acks != 1 {
+		t.Fatalf("hints passed on %q, %d acks; want the commit's hint last, an ack for the push only", hints, acks)
+	}
+	// A file written between a prepare and its commit (not swamp's way) waits
+	// for the next push.
+	if r := c.call(map[string]any{"op": "prepare"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 0 {
+		t.Fatalf("prepare with nothing changed: %+v", r)
+	}
+	if err := os.WriteFile(p, []byte("2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.call(map[string]any{"op": "commit"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 0 {
+		t.Fatalf("commit of a prepare that found nothing: %+v", r)
+	}
+	if r := c.call(map[string]any{"op": "push"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 1 {
+		t.Fatalf("the next push: %+v", r)
 	}
 	if r := c.call(map[string]any{"op": "pull"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 0 {
 		t.Fatalf("pull with nothing new: %+v", r)
 	}
-	if r := c.call(map[string]any{"op": "verify"}); r.Error != nil || r.Result.(map[string]any)["head"].(float64) != 1 || r.Result.(map[string]any)["hwm"].(float64) != 1 {
+	if r := c.call(map[string]any{"op": "verify"}); r.Error != nil || r.Result.(map[string]any)["head"].(float64) != 2 || r.Result.(map[string]any)["hwm"].(float64) != 2 {
 		t.Fatalf("verify: %+v", r)
 	}
 
