@@ -15,7 +15,7 @@ import (
 )
 
 // Usage is the harness's command-line help.
-const Usage = `Run syncledger's benchmark scenarios (B1–B10) against raw JetStream baselines (B10: swamp's filesystem datastore).
+const Usage = `Run syncledger's benchmark scenarios (B1–B12) against raw JetStream baselines (B10: swamp's filesystem datastore).
 
 Prints a Markdown table: median, min and max of several runs after a warm-up,
 each against its raw JetStream (and S3) baseline measured in the same run,
@@ -59,7 +59,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&cfg.Quick, "quick", false, "every scenario at a small size, few runs (CI smoke test)")
-	fs.BoolVar(&cfg.Big, "big", false, "also B4 and B3 at 100,000 files (several more minutes)")
+	fs.BoolVar(&cfg.Big, "big", false, "also B4 and B3 at 100,000 files, B12 at 1,000,000 (several more minutes)")
 	fs.StringVar(&only, "only", "", "comma-separated scenario ids to run, e.g. B1,B4 (default: all)")
 	fs.StringVar(&cfg.Scratch, "scratch", "", "directory for the run's scratch space (default /dev/shm if present, else the temp directory)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the scratch space after the run")

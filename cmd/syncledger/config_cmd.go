@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/blobs"
 	"github.com/syncledger/syncledger/natsauth"
 )
@@ -89,6 +92,7 @@ The text form is YAML that a configuration file can start from; --json prints
 				})
 			}
 			add("", a.globals)
+			a.showCache(out)
 			for _, c := range targets {
 				if err := a.applyEnv(c); err != nil {
 					return err
@@ -113,6 +117,36 @@ The text form is YAML that a configuration file can start from; --json prints
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {file, settings: [{key, value, source}]} as JSON")
 	return cmd
+}
+
+// showCache fills in the cache and host id a command would use where they come
+// from the cache, not from a setting: the cache found at or above the working
+// directory, and the id the cache keeps in .syncledger/host-id (the hostname
+// default stands only until a cache is opened).
+func (a *app) showCache(out []setting) {
+	dir, found := a.cache, false
+	if dir == "" {
+		if wd, err := os.Getwd(); err == nil {
+			dir, found = findCache(wd)
+		}
+	}
+	for i := range out {
+		switch out[i].Key {
+		case "cache":
+			if found {
+				out[i].Value, out[i].Source = dir, "found ("+ledger.StateDir+"/ at or above the working directory)"
+			}
+		case "host":
+			if !a.hostDefault || dir == "" {
+				continue
+			}
+			if id, stored, err := cacheHostID(dir); err == nil && stored {
+				out[i].Value, out[i].Source = id, "cache ("+filepath.Join(ledger.StateDir, hostIDFile)+")"
+			} else if err == nil {
+				out[i].Source = "default (the cache has no id yet: its first command records one, the hostname and a random suffix)"
+			}
+		}
+	}
 }
 
 // commandKey is the dotted path of c below the root ("consume.webhook").

@@ -276,3 +276,39 @@ func TestEverySecretFlagIsRedacted(t *testing.T) {
 		t.Errorf("only %d secret flags found", n)
 	}
 }
+
+// config show names the cache and host id a command would use: the cache found
+// above the working directory, and the id the cache keeps in .syncledger/host-id,
+// not the hostname that stands for it until a cache is opened.
+func TestConfigShowCacheHostID(t *testing.T) {
+	cache := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cache, ".syncledger"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := showJSON(t, nil, "--cache", cache, "config", "show")
+	if got := s["host"]; !strings.HasPrefix(got.Source, "default (the cache has no id yet") {
+		t.Errorf("host of a cache without an id = %+v", got)
+	}
+	if err := os.WriteFile(filepath.Join(cache, ".syncledger", "host-id"), []byte("web-7-a1b2c3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = showJSON(t, nil, "--cache", cache, "config", "show")
+	if got := s["host"]; got.Value != "web-7-a1b2c3" || got.Source != "cache (.syncledger/host-id)" {
+		t.Errorf("host = %+v, want the cache's id web-7-a1b2c3", got)
+	}
+	if got := s["cache"]; got.Value != cache || got.Source != "flag" {
+		t.Errorf("cache = %+v", got)
+	}
+	s = showJSON(t, nil, "--cache", cache, "--host", "given", "config", "show")
+	if got := s["host"]; got.Value != "given" || got.Source != "flag" {
+		t.Errorf("host with --host = %+v", got)
+	}
+	t.Chdir(filepath.Join(cache, ".syncledger"))
+	s = showJSON(t, nil, "config", "show")
+	if got := s["cache"]; got.Value != cache || !strings.HasPrefix(got.Source, "found") {
+		t.Errorf("cache found from a subdirectory = %+v, want %s", got, cache)
+	}
+	if got := s["host"]; got.Value != "web-7-a1b2c3" {
+		t.Errorf("host in a found cache = %+v", got)
+	}
+}

@@ -417,9 +417,6 @@ func TestHundredThousandFiles(t *testing.T) {
 // several seconds): the server's answers, retries, and racing committers
 // connected to different servers.
 func TestCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test skipped in -short mode")
-	}
 	servers, nc := jstest.RunCluster(t, 3)
 	create := func(t *testing.T, name string) *Log {
 		l, err := Create(testCtx(t), nc, Config{Name: name, Replicas: 3})

@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 
@@ -189,7 +190,12 @@ func checkSchema(meta *bolt.Bucket) (present bool, err error) {
 }
 
 // syncDirs fsyncs dir and its parent, which may have been created with it.
+// Not on Windows: a directory handle cannot be flushed, and NTFS journals the
+// metadata (docs/design.md §9).
 func syncDirs(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
 	for _, d := range []string{dir, filepath.Dir(dir)} {
 		f, err := os.Open(d)
 		if err != nil {

@@ -140,9 +140,24 @@ export class Agent {
     });
   }
 
+  /**
+   * Starts the agent, if not started, without waiting for it: its start then
+   * overlaps swamp's own work before the first call. A failure surfaces at
+   * that call.
+   */
+  warm(): void {
+    if (this.ready) return;
+    try {
+      this.ready = this.start();
+    } catch (e) {
+      this.ready = Promise.reject(e);
+    }
+    this.ready.catch(() => {}); // reported by call
+  }
+
   /** Sends req once the agent is up and has accepted this extension's version. */
   async call<T>(req: Record<string, unknown>): Promise<T> {
-    this.ready ??= this.start();
+    this.warm();
     await this.ready;
     return await this.send(req) as T;
   }
@@ -291,6 +306,8 @@ export class Provider {
   private agent: Agent;
   constructor(private cfg: Config) {
     this.agent = agentFor(cfg);
+    // swamp makes a provider early in every command that uses the datastore.
+    this.agent.warm();
   }
   resolveDatastorePath(repoDir: string) {
     return `${repoDir}/.swamp`;
