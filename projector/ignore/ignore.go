@@ -53,12 +53,14 @@ var Forced = []string{
 
 // Defaults are the patterns ignored unless .syncledgerignore re-includes them:
 // editor swap, backup and lock files, and the temp files of atomic writers.
+// A pattern here must never match a name swamp gives its data: vim's probe file
+// "4913" is left out because swamp numbers its data versions (…/raw/4913 is
+// version 4913), and a bare name matches directories too.
 var Defaults = []string{
 	".*.sw[a-p]", // vim swap files
 	"*~",         // backups (vim, emacs, nano)
 	".#*",        // emacs lock files
 	"#*#",        // emacs auto-save files
-	"4913",       // vim's probe that the directory is writable
 	".~lock.*#",  // LibreOffice lock files
 	"*.tmp",      // temp files
 	"*.tmp-*",    // temp files of atomic writers (name.tmp-PID)

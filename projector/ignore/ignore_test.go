@@ -98,6 +98,10 @@ func TestRules(t *testing.T) {
 		{"data/x/raw.tmp-123", true},
 		{"data/x/.#raw", true},
 		{"data/x/raw", false},
+		// swamp numbers data versions: no default may take a number (vim's probe file
+		// "4913" once did, and with it version 4913 of every model).
+		{"data/command/shell/vpc/result/4913/raw", false},
+		{"data/t/m113/d/4913", false},
 		{"data/x/raw.tmp", false}, // re-included by !*.tmp
 		{"notes/a.txt", true},     // through its directory
 		{"x.log", true},
