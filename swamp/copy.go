@@ -11,6 +11,7 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/swamp/index"
+	"golang.org/x/sync/errgroup"
 )
 
 // copier copies one partition's objects into the blob store, verifying each,
@@ -96,41 +97,25 @@ func (c *copier) report() {
 }
 
 func (c *copier) fetchAll(ctx context.Context, todo []index.Entry) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		errs []error
-		emu  sync.Mutex
-		sem  = make(chan struct{}, c.im.cfg.Parallel)
-	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.im.cfg.Parallel)
 	for _, e := range todo {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f, err := c.fetch(ctx, e)
+		g.Go(func() error {
+			f, err := c.fetch(gctx, e)
 			if err != nil {
-				emu.Lock()
-				errs = append(errs, err)
-				emu.Unlock()
-				cancel()
-				return
+				return err
 			}
 			c.mu.Lock()
 			c.found[e.Key] = f
 			c.mu.Unlock()
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }
