@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	conflict := fmt.Errorf("commit: %w", &ledger.ConflictError{Partition: "audit", Expected: 3, Actual: 5})
 	truncated := fmt.Errorf("sync: %w", &ledger.TruncatedError{From: 1, First: 10})
 	for _, tc := range []struct {
@@ -91,6 +92,7 @@ func resolveWith(t *testing.T, env map[string]string, args ...string) (*app, int
 }
 
 func TestGlobalFlagsAndEnv(t *testing.T) {
+	t.Parallel()
 	host, _ := os.Hostname()
 	for _, tc := range []struct {
 		name string
@@ -128,6 +130,7 @@ func TestGlobalFlagsAndEnv(t *testing.T) {
 }
 
 func TestGlobalUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -151,6 +154,7 @@ func TestGlobalUsageErrors(t *testing.T) {
 }
 
 func TestReplicasEnv(t *testing.T) {
+	t.Parallel()
 	a, code, msg := resolveWith(t, map[string]string{"SYNCLEDGER_REPLICAS": "x"})
 	_ = a
 	if code != 0 {
