@@ -155,6 +155,7 @@ const (
 // TestSeedScenario is swamp-club#3193 through the library: a scoped sync and a
 // no-op commit must not make the host believe it holds commits it never read.
 func TestSeedScenario(t *testing.T) {
+	t.Parallel()
 	for _, ownCommit := range []bool{false, true} {
 		t.Run(fmt.Sprintf("own-commit=%v", ownCommit), func(t *testing.T) {
 			e := newEnv(t)
@@ -204,6 +205,7 @@ func TestSeedScenario(t *testing.T) {
 }
 
 func TestFastPath(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.host("a")
 	writeFile(t, a, "audit/1.jsonl", "x")
@@ -224,6 +226,7 @@ func TestFastPath(t *testing.T) {
 }
 
 func TestDeleteAndOverwrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, "audit/x", "1")
@@ -252,6 +255,7 @@ func TestDeleteAndOverwrite(t *testing.T) {
 }
 
 func TestLocalChangesNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, "audit/x", "1")
@@ -283,6 +287,7 @@ func TestLocalChangesNeverOverwritten(t *testing.T) {
 }
 
 func TestConflictRetryWhenPathsDiffer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, "audit/a", "1")
@@ -307,6 +312,7 @@ func TestConflictRetryWhenPathsDiffer(t *testing.T) {
 }
 
 func TestLazyAndFetch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, vpcRaw, "raw content")
@@ -372,8 +378,17 @@ func TestConcurrentHostsDistinctModels(t *testing.T) {
 		go func(h *Host) {
 			defer wg.Done()
 			for i := range n {
-				writeFile(t, h, fmt.Sprintf("data/t/%s/d/%d/raw", h.cfg.Host, i), "x")
-				if _, err := h.Commit(context.Background(), CommitOptions{}); err != nil {
+				rel := fmt.Sprintf("data/t/%s/d/%d/raw", h.cfg.Host, i)
+				writeFile(t, h, rel, "x")
+				// Every tenth commit scans the whole cache; the others name the
+				// path they wrote, as a dirty set does (CommitOptions.Changed),
+				// so the test is the two hosts' publishes racing, not 2n walks
+				// of a growing cache (O(n²) lstats, most of its time).
+				opt := CommitOptions{Changed: []string{rel}}
+				if i%10 == 0 {
+					opt.Changed = nil
+				}
+				if _, err := h.Commit(context.Background(), opt); err != nil {
 					errs <- fmt.Errorf("%s commit %d: %w", h.cfg.Host, i, err)
 					return
 				}
@@ -397,6 +412,7 @@ func TestConcurrentHostsDistinctModels(t *testing.T) {
 }
 
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -429,6 +445,7 @@ func TestWatch(t *testing.T) {
 // waiting for the watch to end; the watch then reloads the state the other one
 // changed and goes on applying remote commits, never persisting an older HWM.
 func TestWatchSharesTheCache(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	remote := e.host("remote")
 	dir := t.TempDir()
