@@ -74,6 +74,7 @@ func (c *agentClient) call(req map[string]any) Response {
 }
 
 func TestAgent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cache := t.TempDir()
 	var hints [][]string

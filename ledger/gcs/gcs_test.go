@@ -49,12 +49,14 @@ func storeMaker(srv *fakestorage.Server, root string) func(t *testing.T) ledger.
 }
 
 func TestFakeGCS(t *testing.T) {
+	t.Parallel()
 	srv := startFake(t)
 	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(srv, "objects")) })
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(srv, "blobs")) })
 }
 
 func TestPrefixIsolation(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	srv := startFake(t)
 	stores := map[string]*Store{}
@@ -88,6 +90,7 @@ func TestPrefixIsolation(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	hc := startFake(t).HTTPClient()
 	for _, cfg := range []Config{
 		{HTTPClient: hc},

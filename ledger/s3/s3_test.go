@@ -64,6 +64,7 @@ func storeMaker(base Config, root string) func(t *testing.T) ledger.ObjectStore 
 }
 
 func TestFakeS3(t *testing.T) {
+	t.Parallel()
 	cfg := startFake(t)
 	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, "objects")) })
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, "blobs")) })
@@ -147,6 +148,7 @@ func deleteAll(t *testing.T, cfg Config, root string) {
 }
 
 func TestPrefixIsolation(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	base := startFake(t)
 	stores := map[string]*Store{}
@@ -182,6 +184,7 @@ func TestPrefixIsolation(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []Config{
 		{},
 		{Bucket: "a/b"},
@@ -197,6 +200,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestMissingBucketIsNotNotFound(t *testing.T) {
+	t.Parallel()
 	cfg := startFake(t)
 	cfg.Bucket = "no-such-bucket"
 	s, err := New(t.Context(), cfg)
@@ -213,6 +217,7 @@ func TestMissingBucketIsNotNotFound(t *testing.T) {
 // of its declared size, leaves no object and the key's previous version in
 // place. The conformance suites pass with every put of unknown size multipart.
 func TestMultipart(t *testing.T) {
+	t.Parallel()
 	cfg := startFake(t)
 	cfg.MultipartAbove, cfg.PartSize = minPartSize, minPartSize
 	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, "mp-objects")) })
