@@ -29,6 +29,7 @@ type env struct {
 	log   *jetstream.Log
 	objs  ledger.ObjectStore
 	blobs ledger.BlobStore
+	dir   string // the file object store's directory
 }
 
 // corruptBlob flips a byte of a stored blob behind the blob store's back.
@@ -52,11 +53,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	dir := t.TempDir()
+	objs, err := file.New(file.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs)}
+	return &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs), dir: dir}
 }
 
 func (e *env) host(name string) *Host {

@@ -20,9 +20,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 	"github.com/syncledger/syncledger/maintain"
 	"github.com/syncledger/syncledger/projector/snapshot"
 	"github.com/syncledger/syncledger/projector/statedb"
@@ -202,7 +199,7 @@ func TestRebuildDeterminism(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with -rebuild.seed=%d)", seed, seed)
 	ctx := context.Background()
-	e, blobDir := newFileEnv(t)
+	e := newEnv(t)
 	w := &workload{t: t, rnd: rand.New(rand.NewPCG(seed, 1)), parts: *rebuildPartitions,
 		hosts: []*Host{e.host("a"), e.host("b"), e.host("c")}}
 	live := e.host("live")
@@ -365,7 +362,7 @@ func TestRebuildDeterminism(t *testing.T) {
 		}
 		putObject(t, e, key, orig)
 	})
-	t.Run("gc", func(t *testing.T) { testGC(t, e, blobDir, w, live, want) })
+	t.Run("gc", func(t *testing.T) { testGC(t, e, e.dir, w, live, want) })
 }
 
 func rebuilt(t *testing.T, h *Host, wantSnap ledger.Seq) *Host {
@@ -507,20 +504,4 @@ func testGC(t *testing.T, e *env, dir string, w *workload, live *Host, want host
 		t.Fatalf("rebuild from the fallback snapshot after gc: %v", err)
 	}
 	sameImage(t, "fallback rebuild after gc", imageOf(t, h), ref)
-}
-
-// newFileEnv is newEnv with the file blob store's directory returned.
-func newFileEnv(t *testing.T) (*env, string) {
-	t.Helper()
-	_, nc := jstest.RunServer(t)
-	lg, err := jetstream.Create(context.Background(), nc, jetstream.Config{Name: "test", Blobs: "file:///unused"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	objs, err := file.New(file.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs)}, dir
 }
