@@ -57,36 +57,14 @@ func TestFakeGCS(t *testing.T) {
 
 func TestPrefixIsolation(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	srv := startFake(t)
-	stores := map[string]*Store{}
-	for _, p := range []string{"", "a", "/ab/", "a/b"} {
-		s, err := New(ctx, fakeConfig(srv, p))
+	ledgertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) ledger.ObjectStore {
+		s, err := New(t.Context(), fakeConfig(srv, prefix))
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores[p] = s
-		if err := s.PutObject(ctx, "k", strings.NewReader(p), int64(len(p))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, want := range map[string][]string{
-		"":     {"a/b/k", "a/k", "ab/k", "k"},
-		"a":    {"b/k", "k"},
-		"/ab/": {"k"},
-		"a/b":  {"k"},
-	} {
-		var got []string
-		if err := stores[p].ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
-			got = append(got, info.Key)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("prefix %q: ListObjects = %q, want %q", p, got, want)
-		}
-	}
+		return s
+	})
 }
 
 func TestNewValidates(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
@@ -149,38 +148,16 @@ func deleteAll(t *testing.T, cfg Config, root string) {
 
 func TestPrefixIsolation(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	base := startFake(t)
-	stores := map[string]*Store{}
-	for _, p := range []string{"", "a", "/ab/", "a/b"} {
+	ledgertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) ledger.ObjectStore {
 		cfg := base
-		cfg.Prefix = p
-		s, err := New(ctx, cfg)
+		cfg.Prefix = prefix
+		s, err := New(t.Context(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores[p] = s
-		if err := s.PutObject(ctx, "k", strings.NewReader(p), int64(len(p))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, want := range map[string][]string{
-		"":     {"a/b/k", "a/k", "ab/k", "k"},
-		"a":    {"b/k", "k"},
-		"/ab/": {"k"},
-		"a/b":  {"k"},
-	} {
-		var got []string
-		if err := stores[p].ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
-			got = append(got, info.Key)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("prefix %q: ListObjects = %q, want %q", p, got, want)
-		}
-	}
+		return s
+	})
 }
 
 func TestNewValidates(t *testing.T) {
