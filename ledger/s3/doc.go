@@ -1,5 +1,19 @@
 // Package s3 is the ledger.ObjectStore on an Amazon S3 bucket or any S3-compatible
-// server (MinIO, versitygw, Ceph RGW, …), through aws-sdk-go-v2.
+// server (MinIO, versitygw, Ceph RGW, …).
+//
+// It speaks the S3 REST calls it needs itself (client.go: object PUT, GET, HEAD,
+// DELETE, ListObjectsV2, multipart uploads, two bucket reads), each signed with
+// aws-sdk-go-v2's SigV4 signer, with the SDK's default configuration chain
+// (config.LoadDefaultConfig) for credentials, region and the HTTP client and
+// the SDK's retry policy (AWS_MAX_ATTEMPTS, AWS_RETRY_MODE). It does not link
+// the SDK's S3 service client: that package's inits, endpoint rule tables and
+// interface tables cost every syncledger command at start-up whatever its blob
+// store (issue 17). The endpoint is Config.Endpoint, else AWS_ENDPOINT_URL_S3,
+// else the shared configuration's endpoint_url or AWS_ENDPOINT_URL, else AWS's
+// regional endpoint (https://s3.REGION.amazonaws.com); FIPS, dual-stack and
+// transfer-acceleration endpoints are not chosen for you (give one as the
+// endpoint). Buckets are addressed virtual-hosted (BUCKET.host) unless
+// Config.PathStyle, or the name is not a DNS label, or it has dots over TLS.
 //
 // Keys live below an optional prefix in the bucket: with Prefix "ledgers/prod", key
 // "blobs/sha256/ab/ab12…" is the S3 object "ledgers/prod/blobs/sha256/ab/ab12…".
@@ -14,8 +28,9 @@
 // before it sends a byte: up to 1 MiB in memory, beyond that in a temporary file
 // (Config.TempDir). Only once the caller's reader has returned io.EOF, without error,
 // within the context, with the declared size, is the PUT sent, with a known
-// Content-Length and a seekable body the SDK can hash for the SigV4 payload
-// signature and the request checksum and can rewind to retry. A failing reader
+// Content-Length and a seekable body that is hashed for the SigV4 payload
+// signature (x-amz-content-sha256, which S3 checks against what it received)
+// and rewound to retry. A failing reader
 // therefore never leaves a partial or empty object behind, and the previous version
 // of the key stays in place.
 //
