@@ -41,6 +41,16 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	// serve runs in the server build, found beside the binary (serve_exec.go).
+	tags := "server"
+	if failpointsEnabled {
+		tags += ",failpoints"
+	}
+	if out, err := exec.Command(goBin, "build", "-o", filepath.Join(dir, serverBinary), "-tags", tags, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build %s: %v\n%s", serverBinary, err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

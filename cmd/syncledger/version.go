@@ -5,9 +5,13 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/spf13/cobra"
 )
+
+// natsServerVersion is the version of the nats-server module serve embeds
+// (server.VERSION; TestNATSServerVersion keeps them equal): the default build
+// does not link nats-server (serve_exec.go).
+const natsServerVersion = "2.15.2"
 
 // version is set at link time: go build -ldflags "-X main.version=v1.2.3".
 // Otherwise it comes from the module's build info ("(devel)" in a source tree).
@@ -29,7 +33,7 @@ func versionString() string {
 		v = "(devel)"
 	}
 	return fmt.Sprintf("syncledger %s%s (%s, %s/%s, embedded nats-server %s)",
-		v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH, server.VERSION)
+		v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH, natsServerVersion)
 }
 
 func newVersionCmd(a *app) *cobra.Command {
