@@ -113,7 +113,7 @@ earlier commit is applied to its files.
 Global flags fall back to environment variables, listed with each flag.
 Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild,
 5 ran but not done (swamp import, swamp doctor); exec passes its command's code.`,
-		Version:           versionString(),
+		Version:           "set by the version template", // versionString, read only when printed
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		DisableAutoGenTag: true,
@@ -133,7 +133,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild,
 			return nil
 		},
 	}
-	root.SetVersionTemplate("{{.Version}}\n")
+	cobra.AddTemplateFunc("syncledgerVersion", versionString)
+	root.SetVersionTemplate("{{syncledgerVersion}}\n")
 	a.addGlobalFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.CompletionOptions.HiddenDefaultCmd = true

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"sync"
 
 	"github.com/spf13/cobra"
 )
@@ -17,7 +18,11 @@ const natsServerVersion = "2.15.2"
 // Otherwise it comes from the module's build info ("(devel)" in a source tree).
 var version = ""
 
-func versionString() string {
+// versionString is the version line, worked out once: reading the build
+// info is a parse of the module list every command would pay at start.
+var versionString = sync.OnceValue(buildVersionString)
+
+func buildVersionString() string {
 	v, rev := version, ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v == "" {
