@@ -11,16 +11,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -28,8 +24,8 @@ import (
 
 // client speaks the part of the S3 REST API the Store uses, each request
 // signed with the SDK's SigV4 signer, with credentials, region and HTTP client
-// from the SDK's default configuration chain (config.LoadDefaultConfig), and
-// retried under the SDK's retry policy.
+// from the AWS configuration chain (loadAWS), and retried under the SDK's
+// retry policy.
 //
 // It replaces the SDK's S3 service client (service/s3), whose package inits,
 // endpoint rule tables and ~600 interface tables every syncledger command paid
@@ -52,54 +48,20 @@ type client struct {
 // emptySHA256 is the SHA-256 of no bytes, the payload hash of a request without body.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-// newClient builds the client for cfg: the SDK's default chain for what cfg
-// leaves out (credentials: environment, shared config and credentials files,
-// SSO, web identity, container and instance roles; region; AWS_CA_BUNDLE).
+// newClient builds the client for cfg, with the AWS configuration chain for
+// what cfg leaves out (loadAWS).
 func newClient(ctx context.Context, cfg Config) (*client, error) {
-	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
-	if cfg.Region != "" {
-		opts = append(opts, config.WithRegion(cfg.Region))
-	}
-	if cfg.Credentials != nil {
-		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
-	} else {
-		// The SDK's client keeps 10 idle connections per host (net/http's
-		// default is 2); a host fetches 16 blobs at once by default, so the rest
-		// were closed and dialled again all the time (16% of a cold sync's
-		// client CPU, and the server's accepts). AWS_CA_BUNDLE still applies.
-		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-			t.MaxIdleConnsPerHost = maxIdleConnsPerHost
-			t.MaxIdleConns = max(t.MaxIdleConns, maxIdleConnsPerHost)
-		})))
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	aw, err := loadAWS(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	c := &client{httpc: awsCfg.HTTPClient, creds: awsCfg.Credentials, region: awsCfg.Region,
+	c := &client{httpc: aw.httpc, creds: aw.creds, region: aw.region, retryer: aw.retryer,
 		signer: v4.NewSigner(func(o *v4.SignerOptions) {
 			o.DisableURIPathEscaping = true // S3 signs the path as sent, escaped once
 			o.Logger = logging.Nop{}
 		}),
 		bucket: cfg.Bucket}
-	if c.region == "" {
-		c.region = DefaultRegion
-	}
-	if awsCfg.Retryer != nil {
-		c.retryer = awsCfg.Retryer()
-	} else {
-		c.retryer = retry.NewStandard()
-	}
-	endpoint := cfg.Endpoint
-	if endpoint == "" {
-		endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
-	}
-	if endpoint == "" && awsCfg.BaseEndpoint != nil {
-		endpoint = *awsCfg.BaseEndpoint // AWS_ENDPOINT_URL, endpoint_url
-	}
+	endpoint := aw.endpoint
 	if endpoint == "" {
 		endpoint = "https://s3." + c.region + ".amazonaws.com"
 		if strings.HasPrefix(c.region, "cn-") {

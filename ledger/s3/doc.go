@@ -3,12 +3,14 @@
 //
 // It speaks the S3 REST calls it needs itself (client.go: object PUT, GET, HEAD,
 // DELETE, ListObjectsV2, multipart uploads, two bucket reads), each signed with
-// aws-sdk-go-v2's SigV4 signer, with the SDK's default configuration chain
-// (config.LoadDefaultConfig) for credentials, region and the HTTP client and
-// the SDK's retry policy (AWS_MAX_ATTEMPTS, AWS_RETRY_MODE). It does not link
-// the SDK's S3 service client: that package's inits, endpoint rule tables and
-// interface tables cost every syncledger command at start-up whatever its blob
-// store (issue 17). The endpoint is Config.Endpoint, else AWS_ENDPOINT_URL_S3,
+// aws-sdk-go-v2's SigV4 signer, with credentials, region and HTTP client from
+// the AWS configuration chain (awsconfig.go: the sources the SDK's
+// config.LoadDefaultConfig reads, through the SDK's own credential providers)
+// and the SDK's standard retry policy (AWS_MAX_ATTEMPTS). It links neither the
+// SDK's S3 service client nor its config package: their package inits,
+// endpoint rule tables and interface tables (and config's SSO and sign-in
+// clients) cost every syncledger command at start-up whatever its blob store
+// (issue 17). The endpoint is Config.Endpoint, else AWS_ENDPOINT_URL_S3,
 // else the shared configuration's endpoint_url or AWS_ENDPOINT_URL, else AWS's
 // regional endpoint (https://s3.REGION.amazonaws.com); FIPS, dual-stack and
 // transfer-acceleration endpoints are not chosen for you (give one as the
@@ -17,9 +19,12 @@
 //
 // Keys live below an optional prefix in the bucket: with Prefix "ledgers/prod", key
 // "blobs/sha256/ab/ab12…" is the S3 object "ledgers/prod/blobs/sha256/ab/ab12…".
-// Credentials come from the SDK's default chain (environment, shared config and
-// credentials files, SSO, web identity, container and instance roles) unless Config
-// supplies a provider; Endpoint and PathStyle address S3-compatible servers.
+// Credentials come from the AWS default chain (environment, shared config and
+// credentials profiles with keys, credential_process, assumed roles and web
+// identity, container and instance roles; see loadAWS) unless Config supplies
+// a provider; a profile that signs in with IAM Identity Center (SSO) is
+// refused with the way out (the AWS CLI's export-credentials as
+// credential_process). Endpoint and PathStyle address S3-compatible servers.
 //
 // # Puts
 //
