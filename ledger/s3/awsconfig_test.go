@@ -43,6 +43,9 @@ func keysOf(t *testing.T) (key, region string) {
 	if err != nil {
 		t.Fatalf("retrieve: %v", err)
 	}
+	if c.AccessKeyID == "AKSTS" && (!c.CanExpire || c.Expires.Year() != 2099 || c.SessionToken != "t") {
+		t.Errorf("assumed role credentials %+v: want the session token and expiry STS gave", c)
+	}
 	return c.AccessKeyID, s.region
 }
 
@@ -56,7 +59,7 @@ func fakeSTS(t *testing.T) (url string, seen *[]string) {
 			t.Error(err)
 		}
 		action := r.Form.Get("Action")
-		got = append(got, action+" "+r.Form.Get("RoleArn")+" "+r.Header.Get("Authorization"))
+		got = append(got, action+" "+r.Form.Get("RoleArn")+" "+r.Form.Get("WebIdentityToken")+" "+r.Header.Get("Authorization"))
 		w.Header().Set("Content-Type", "text/xml")
 		_, _ = w.Write([]byte(`<` + action + `Response><` + action + `Result><Credentials><AccessKeyId>AKSTS</AccessKeyId>` +
 			`<SecretAccessKey>s</SecretAccessKey><SessionToken>t</SessionToken><Expiration>2099-01-01T00:00:00Z</Expiration>` +
@@ -143,7 +146,7 @@ func TestAWSChain(t *testing.T) {
 		if k, _ := keysOf(t); k != "AKSTS" {
 			t.Errorf("got %s, want AKSTS", k)
 		}
-		if len(*seen) != 1 || !strings.HasPrefix((*seen)[0], "AssumeRoleWithWebIdentity arn:aws:iam::1:role/web ") {
+		if len(*seen) != 1 || (*seen)[0] != "AssumeRoleWithWebIdentity arn:aws:iam::1:role/web jwt " {
 			t.Errorf("STS saw %q", *seen)
 		}
 	})
