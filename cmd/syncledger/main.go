@@ -56,6 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	a := newApp(stdout, stderr, getenv)
 	defer a.close()
 	root := newRootCmdFor(a, args)
+	if err := serveHandOff(ctx, a, root, args); err != nil {
+		fmt.Fprintf(a.stderr, "syncledger: %v\n", err)
+		return exitCode(err)
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(a.stderr)

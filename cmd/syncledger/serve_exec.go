@@ -37,6 +37,22 @@ func runServe(ctx context.Context, a *app, _ *cobra.Command, _ serveConfig, _ *s
 	return execServer(bin, append([]string{bin}, os.Args[1:]...))
 }
 
+// serveHandOff execs the server build at once for a command line that runs
+// serve, before the flags, environment and configuration file are read: the
+// server build reads them itself (resolving them here too would warn twice).
+// Any other command line returns nil.
+func serveHandOff(ctx context.Context, a *app, root *cobra.Command, args []string) error {
+	c, _, err := root.Find(args)
+	if err != nil || c.Name() != "serve" || c.Parent() != root {
+		return nil
+	}
+	bin, err := findServer(ctx, a)
+	if err != nil {
+		return err
+	}
+	return execServer(bin, append([]string{bin}, args...))
+}
+
 // findServer returns the path of the server binary (see runServe).
 func findServer(ctx context.Context, a *app) (string, error) {
 	if p := a.getenv(serverEnv); p != "" {

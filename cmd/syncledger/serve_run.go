@@ -24,6 +24,9 @@ import (
 // it (serve_exec.go). See BENCHMARKS.md, B11: nats-server's package inits and
 // size cost every other command a third of its start-up.
 
+// serveHandOff is the default build's hand-over to this one (serve_exec.go).
+func serveHandOff(context.Context, *app, *cobra.Command, []string) error { return nil }
+
 // runServe is serve: the embedded server, the ledger, the dashboard.
 func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o *serveOpts) error {
 	cfg := embedded.Config{Listen: sc.Listen, DataDir: sc.DataDir, Token: sc.Token, User: sc.User, Password: sc.Password,
