@@ -14,6 +14,7 @@
 package statedb
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -284,6 +285,91 @@ func (d *DB) Load() (State, error) {
 		return State{}, fmt.Errorf("load state: %w", err)
 	}
 	return st, nil
+}
+
+// The projector's Storage (projector.Storage): the core reads the marks and
+// index rows it needs, each in a read transaction of its own, never the whole
+// index for a step.
+
+var _ projector.Storage = (*DB)(nil)
+
+// HardState returns the ledger's UUID and the HWM (projector.Storage).
+func (d *DB) HardState() (string, ledger.Seq, error) { return d.HWM() }
+
+// Marks calls fn for every partition's mark, in partition order, until fn
+// returns false (projector.Storage).
+func (d *DB) Marks(fn func(partition string, m Mark) bool) error {
+	return d.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bMarks).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			mk, err := decodeMark(v)
+			if err != nil {
+				return fmt.Errorf("partition %q: %w", k, err)
+			}
+			if !fn(string(k), mk) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// File returns path's index row as the projector sees it (projector.Storage).
+func (d *DB) File(path string) (projector.File, bool, error) {
+	e, ok, err := d.Get(path)
+	return e.File(), ok, err
+}
+
+// File is the projector's view of the entry.
+func (e Entry) File() projector.File {
+	return projector.File{SHA256: e.Digest, Size: e.Size, Mode: e.Mode, Lazy: e.Lazy}
+}
+
+// Under reports whether any index entry lies under dir, a path starting with
+// dir + "/" (projector.Storage): one seek.
+func (d *DB) Under(dir string) (ok bool, err error) {
+	pre := []byte(dir + "/")
+	err = d.db.View(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bIndex).Cursor().Seek(pre)
+		ok = k != nil && bytes.HasPrefix(k, pre)
+		return nil
+	})
+	return ok, err
+}
+
+// Files calls fn for every index row whose path starts with prefix, in path
+// order, until fn returns false (projector.Storage).
+func (d *DB) Files(prefix string, fn func(path string, f projector.File) bool) error {
+	return d.ForEachPrefix(prefix, func(p string, e Entry) (bool, error) { return fn(p, e.File()), nil })
+}
+
+// ForEachPrefix calls fn for every index entry whose path starts with prefix,
+// in path order, in one read transaction, until fn returns false or an error.
+// fn must not write to the database.
+func (d *DB) ForEachPrefix(prefix string, fn func(path string, e Entry) (bool, error)) error {
+	pre := []byte(prefix)
+	return d.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bIndex).Cursor()
+		for k, v := c.Seek(pre); k != nil && bytes.HasPrefix(k, pre); k, v = c.Next() {
+			e, err := unmarshalEntry(v)
+			if err != nil {
+				return fmt.Errorf("index %q: %w", k, err)
+			}
+			if more, err := fn(string(k), e); err != nil || !more {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Len returns the number of index entries.
+func (d *DB) Len() (n int, err error) {
+	err = d.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bIndex).Stats().KeyN
+		return nil
+	})
+	return n, err
 }
 
 // Get returns the index entry of path.
