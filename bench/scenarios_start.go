@@ -367,7 +367,7 @@ func (r *runner) b12Sync(ctx context.Context, t *tools, n int, env []string, inf
 		return err
 	}
 	applied := func(out string) error {
-		if !strings.HasPrefix(out, "pulled 1 files") || !strings.Contains(out, "from 1 events") {
+		if !strings.Contains(out, "pulled 1 files") || !strings.Contains(out, "from 1 events") {
 			return fmt.Errorf("printed %q, want 1 file pulled from 1 event", out)
 		}
 		return nil

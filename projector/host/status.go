@@ -381,9 +381,10 @@ func (w *watcher) reload(ctx context.Context) error {
 // skipApplied reports whether the record at seq, the start of a commit, is
 // already applied to the cache: another process (a commit of this host, whose
 // own events the watch then reads) moved the persisted HWM past it. The watch
-// skips such a commit without reloading its state, which reads the whole index:
-// a commit beside a running watch would otherwise cost the watch, and the next
-// command waiting for the cache, time in proportion to the cache.
+// skips such a commit without reloading its session or reading the commit's
+// events into it: it holds the cache only for the one read of the HWM, so a
+// commit beside a running watch costs the watch, and the next command waiting
+// for the cache, next to nothing.
 func (w *watcher) skipApplied(ctx context.Context, seq ledger.Seq) (bool, error) {
 	if w.release != nil {
 		return false, nil // in the middle of a commit

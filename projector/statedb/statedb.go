@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -118,7 +119,15 @@ type State struct {
 }
 
 // DB is an open state database.
-type DB struct{ db *bolt.DB }
+type DB struct {
+	db   *bolt.DB
+	rows atomic.Uint64 // index entries and marks decoded (RowsRead)
+}
+
+// RowsRead returns how many index entries and marks the reads of d have
+// decoded since Open: what tests check to see that an operation's reads
+// follow the change, not the size of the index.
+func (d *DB) RowsRead() uint64 { return d.rows.Load() }
 
 // Open opens (creating) the database at path, waiting at most wait for another
 // process's lock.
@@ -250,7 +259,11 @@ func (d *DB) LazyCount() (n uint64, err error) {
 // Mark reads one partition's mark (zero if none).
 func (d *DB) Mark(partition string) (m Mark, err error) {
 	err = d.db.View(func(tx *bolt.Tx) error {
-		m, err = decodeMark(tx.Bucket(bMarks).Get([]byte(partition)))
+		v := tx.Bucket(bMarks).Get([]byte(partition))
+		if v != nil {
+			d.rows.Add(1)
+		}
+		m, err = decodeMark(v)
 		return err
 	})
 	return m, err
@@ -277,6 +290,7 @@ func (d *DB) Load() (State, error) {
 			if err != nil {
 				return fmt.Errorf("partition %q: %w", k, err)
 			}
+			d.rows.Add(1)
 			st.Marks[string(k)] = mk
 			return nil
 		})
@@ -306,6 +320,7 @@ func (d *DB) Marks(fn func(partition string, m Mark) bool) error {
 			if err != nil {
 				return fmt.Errorf("partition %q: %w", k, err)
 			}
+			d.rows.Add(1)
 			if !fn(string(k), mk) {
 				return nil
 			}
@@ -355,6 +370,7 @@ func (d *DB) ForEachPrefix(prefix string, fn func(path string, e Entry) (bool, e
 			if err != nil {
 				return fmt.Errorf("index %q: %w", k, err)
 			}
+			d.rows.Add(1)
 			if more, err := fn(string(k), e); err != nil || !more {
 				return err
 			}
@@ -379,6 +395,7 @@ func (d *DB) Get(path string) (e Entry, ok bool, err error) {
 		if v == nil {
 			return nil
 		}
+		d.rows.Add(1)
 		ok = true
 		e, err = unmarshalEntry(v)
 		return err
@@ -394,6 +411,7 @@ func (d *DB) ForEach(fn func(path string, e Entry) error) error {
 			if err != nil {
 				return fmt.Errorf("index %q: %w", k, err)
 			}
+			d.rows.Add(1)
 			return fn(string(k), e)
 		})
 	})
