@@ -9,6 +9,10 @@
 // does not yet claim, and the next sync re-applies them (rule 1 does not skip them
 // because their marks were not persisted).
 //
+// The projector's core reads the state through the DB's projector.Storage
+// methods (HardState, Mark, Marks, File, Under, Files), each in a read
+// transaction of its own: a row at a time, never the whole index for a step.
+//
 // bbolt holds an exclusive file lock while the database is open: a second process
 // on the same cache gets ErrLocked instead of interleaving writes.
 package statedb
