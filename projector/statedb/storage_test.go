@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
 )
@@ -84,4 +86,54 @@ func TestStorageMatchesMemory(t *testing.T) {
 		}
 		db.Close()
 	}
+}
+
+// BenchmarkReads: the core's point reads (File, Under) on an index of 100,000
+// rows, in the reads' shared transaction, beside a read in a transaction of
+// its own.
+//
+//	go test -run '^$' -bench Reads ./projector/statedb/
+func BenchmarkReads(b *testing.B) {
+	db, err := Open(filepath.Join(b.TempDir(), "state.db"), time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	const n = 100_000
+	path := func(i int) string { return fmt.Sprintf("data/m%03d/f%d/raw", i%100, i%n) }
+	if err := db.Update(func(tx *Tx) error {
+		for i := range n {
+			if err := tx.Put(path(i), Entry{Size: 1}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("File", func(b *testing.B) {
+		for i := range b.N {
+			if _, ok, err := db.File(path(i)); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("File, a transaction each", func(b *testing.B) { // the baseline: what a read cost before the shared transaction
+		for i := range b.N {
+			err := db.db.View(func(tx *bolt.Tx) error {
+				_, err := unmarshalEntry(tx.Bucket(bIndex).Get([]byte(path(i))))
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Under", func(b *testing.B) {
+		for i := range b.N {
+			if _, err := db.Under(path(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
