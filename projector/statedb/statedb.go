@@ -133,8 +133,24 @@ type State struct {
 type DB struct {
 	db   *bolt.DB
 	rows atomic.Uint64 // index entries and marks decoded (RowsRead)
-	mu   sync.Mutex    // guards rtx, held for each read and write
+	mu   sync.Mutex    // guards rtx and rb, held for each read and write
 	rtx  *bolt.Tx      // the reads' transaction; nil until the next read
+	// rb caches rtx's buckets: a read transaction opens a bucket again at
+	// every lookup (bbolt caches them for write transactions only).
+	rb map[string]*bolt.Bucket
+}
+
+// bucket returns the named bucket of the reads' transaction tx (inside view).
+func (d *DB) bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
+	if b := d.rb[string(name)]; b != nil {
+		return b
+	}
+	b := tx.Bucket(name)
+	if d.rb == nil {
+		d.rb = map[string]*bolt.Bucket{}
+	}
+	d.rb[string(name)] = b
+	return b
 }
 
 // view runs fn in the reads' transaction, beginning it if none is open.
@@ -166,6 +182,7 @@ func (d *DB) endRead() {
 	if d.rtx != nil {
 		_ = d.rtx.Rollback() // a read transaction: nothing to lose
 		d.rtx = nil
+		clear(d.rb)
 	}
 }
 
@@ -309,7 +326,7 @@ func (d *DB) LazyCount() (n uint64, err error) {
 // Mark reads one partition's mark (zero if none).
 func (d *DB) Mark(partition string) (m Mark, err error) {
 	err = d.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bMarks).Get([]byte(partition))
+		v := d.bucket(tx, bMarks).Get([]byte(partition))
 		if v != nil {
 			d.rows.Add(1)
 		}
@@ -395,7 +412,7 @@ func (e Entry) File() projector.File {
 func (d *DB) Under(dir string) (ok bool, err error) {
 	pre := []byte(dir + "/")
 	err = d.view(func(tx *bolt.Tx) error {
-		k, _ := tx.Bucket(bIndex).Cursor().Seek(pre)
+		k, _ := d.bucket(tx, bIndex).Cursor().Seek(pre)
 		ok = k != nil && bytes.HasPrefix(k, pre)
 		return nil
 	})
@@ -414,7 +431,7 @@ func (d *DB) Files(prefix string, fn func(path string, f projector.File) bool) e
 func (d *DB) ForEachPrefix(prefix string, fn func(path string, e Entry) (bool, error)) error {
 	pre := []byte(prefix)
 	return d.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bIndex).Cursor()
+		c := d.bucket(tx, bIndex).Cursor()
 		for k, v := c.Seek(pre); k != nil && bytes.HasPrefix(k, pre); k, v = c.Next() {
 			e, err := unmarshalEntry(v)
 			if err != nil {
@@ -441,7 +458,7 @@ func (d *DB) Len() (n int, err error) {
 // Get returns the index entry of path.
 func (d *DB) Get(path string) (e Entry, ok bool, err error) {
 	err = d.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bIndex).Get([]byte(path))
+		v := d.bucket(tx, bIndex).Get([]byte(path))
 		if v == nil {
 			return nil
 		}
