@@ -78,6 +78,12 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 		return SyncResult{}, err
 	}
 	head, err := h.cfg.Log.LastSeq(ctx)
+	if err == nil && head < hwm {
+		// The answer may predate commits another process applied to this
+		// cache since (a log answers its first LastSeq from its opening):
+		// only a fresh answer below the HWM is a rewound log.
+		head, err = h.cfg.Log.LastSeq(ctx)
+	}
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
 	}
