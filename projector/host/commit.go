@@ -273,7 +273,8 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	if err := s.core.RecordOwn(events, seqs); err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
-	if _, err := h.applyReady(ctx, s, s.core.Ready(), sc.infos); err != nil {
+	// The commit's own files were made durable above (syncCommitted).
+	if _, err := h.apply(ctx, s, s.core.Ready(), applyOptions{seen: sc.infos, flushed: true}); err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
 	h.cfg.Failpoint("commit-after-persist")
