@@ -44,8 +44,9 @@ type Agent struct {
 	// watch's dirty set plus hints, swamp's markDirty paths — and done, to call
 	// after a commit that succeeded. Hints alone are never trusted.
 	Changed func(ctx context.Context, hints []string) (changed []string, done func())
-	// Trace, when set, receives one JSON line per answered request: its op and
-	// how long it took ({"op":"pull","ms":2.1,"ok":true}); B10 uses it.
+	// Trace, when set, receives one JSON line per answered request: its op,
+	// when it arrived (Unix ms) and how long it took
+	// ({"op":"pull","at":1796146563.1,"ms":2.1,"ok":true}); B10 uses it.
 	Trace io.Writer
 	// KV opens the ledger's swamp bucket (Bucket).
 	KV func(context.Context) (jetstream.KeyValue, error)
@@ -141,7 +142,7 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			reply(resp)
 			if a.Trace != nil {
 				wmu.Lock()
-				fmt.Fprintf(a.Trace, "{\"op\":%q,\"ms\":%.3f,\"ok\":%v}\n", req.Op, float64(time.Since(t0))/float64(time.Millisecond), err == nil)
+				fmt.Fprintf(a.Trace, "{\"op\":%q,\"at\":%.3f,\"ms\":%.3f,\"ok\":%v}\n", req.Op, float64(t0.UnixMicro())/1000, float64(time.Since(t0))/float64(time.Millisecond), err == nil)
 				wmu.Unlock()
 			}
 		}()
