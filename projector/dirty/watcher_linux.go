@@ -221,6 +221,15 @@ func (w *Watcher) Run(ctx context.Context) error {
 	return err
 }
 
+// Watch reads events until ctx is done or the watcher is closed, as Run does,
+// without the socket: for a process that keeps a set of its own for its own
+// commits (the swamp agent), beside any watcher of the cache that serves one.
+func (w *Watcher) Watch(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { w.Close() })
+	defer stop()
+	return w.read(ctx)
+}
+
 // Close stops the watcher: Run returns, pending snapshots fail.
 func (w *Watcher) Close() error {
 	w.mu.Lock()

@@ -24,5 +24,14 @@ func New(Config) (*Watcher, error) { return nil, ErrUnsupported }
 // Run returns ErrUnsupported.
 func (w *Watcher) Run(context.Context) error { return ErrUnsupported }
 
+// Watch returns ErrUnsupported.
+func (w *Watcher) Watch(context.Context) error { return ErrUnsupported }
+
+// Snapshot returns ErrUnsupported.
+func (w *Watcher) Snapshot(context.Context) (*Snapshot, error) { return nil, ErrUnsupported }
+
+// Ack does nothing.
+func (w *Watcher) Ack(string, uint64, bool, []string) {}
+
 // Close does nothing.
 func (w *Watcher) Close() error { return nil }
