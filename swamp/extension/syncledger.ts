@@ -41,6 +41,7 @@ export class Agent {
   private ready?: Promise<unknown>;
   private stderr = "";
   private dead?: Error;
+  private up = false; // the agent accepted this extension's version
 
   constructor(private cfg: Config) {}
 
@@ -82,7 +83,10 @@ export class Agent {
       for (const p of this.pending.values()) p.reject(this.dead);
       this.pending.clear();
     });
-    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL });
+    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL }).then((r) => {
+      this.up = true;
+      return r;
+    });
   }
 
   private async readLines(stream: ReadableStream<Uint8Array>, fn: (line: string) => void) {
@@ -153,6 +157,16 @@ export class Agent {
       this.ready = Promise.reject(e);
     }
     this.ready.catch(() => {}); // reported by call
+  }
+
+  /**
+   * Sends a request that has no answer, if the agent is up; otherwise drops
+   * it. It costs a pipe write: it never starts the agent nor waits for it.
+   */
+  notify(req: Record<string, unknown>): void {
+    if (!this.up || this.dead) return;
+    const line = new TextEncoder().encode(JSON.stringify(req) + "\n");
+    this.writer!.write(line).catch(() => {});
   }
 
   /** Sends req once the agent is up and has accepted this extension's version. */
@@ -242,8 +256,12 @@ export class SyncService {
   }
   markDirty(opts: { relPath: string }): Promise<void> {
     // A hint only: with a watch running on the cache, the push checks its
-    // dirty set and these paths; without one it scans the whole cache.
+    // dirty set and these paths; without one it scans the whole cache. The
+    // agent, if up, gets it at once: swamp calls this just before it writes,
+    // so the agent starts the upload and the fsyncs of the files below a path
+    // at the next hint, while swamp carries on (swamp/agent.go, "hint").
     this.hints.add(opts.relPath);
+    if (opts.relPath) this.agent.notify({ op: "hint", hints: [opts.relPath] });
     return Promise.resolve();
   }
   private takeHints(): string[] {
