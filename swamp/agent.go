@@ -2,11 +2,15 @@ package swamp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -69,8 +73,17 @@ type Agent struct {
 	// when it arrived (Unix ms) and how long it took
 	// ({"op":"pull","at":1796146563.1,"ms":2.1,"ok":true}); B10 uses it.
 	Trace io.Writer
-	// KV opens the ledger's swamp bucket (Bucket).
+	// KV opens the swamp bucket (Bucket) of the datastore's ledger (for a
+	// namespace, the base ledger's: see NamespaceLedger).
 	KV func(context.Context) (jetstream.KeyValue, error)
+	// Namespace is the datastore's namespace ("" none): the cache (Host) is
+	// its ledger's, and swamp's paths, NS/…, are the cache's paths under NS/.
+	Namespace string
+	// Foreign opens a read-only cache of another namespace's ledger (lazy:
+	// content is fetched on demand), for swamp's foreign catalogs and
+	// content; ledger.ErrNotFound when that namespace has no ledger. The
+	// agent never commits from it.
+	Foreign func(ctx context.Context, ns string) (*host.Host, error)
 
 	hostMu sync.Mutex // one cache operation at a time
 	h      *host.Host
@@ -96,6 +109,9 @@ type Agent struct {
 	watch    *dirty.Watcher
 	base     []string
 	baseSnap *dirty.Snapshot
+
+	foreignMu sync.Mutex
+	foreign   map[string]*host.Host
 }
 
 // Request is one call from the extension.
@@ -115,10 +131,11 @@ type Request struct {
 	MaxWaitMs int64     `json:"maxWaitMs,omitempty"`
 	Nonce     string    `json:"nonce,omitempty"`
 	// cp.*, namespaces
-	Data      []byte `json:"data,omitempty"`
-	Prefix    string `json:"prefix,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	RepoID    string `json:"repoId,omitempty"`
+	Data       []byte   `json:"data,omitempty"`
+	Prefix     string   `json:"prefix,omitempty"`
+	Namespace  string   `json:"namespace,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"` // foreign.catalogs
+	RepoID     string   `json:"repoId,omitempty"`
 }
 
 // Response answers one Request.
@@ -180,6 +197,7 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			reply(Response{Error: &Error{Kind: "error", Message: "bad request: " + err.Error()}})
 			continue
 		}
+		req.Hints = a.own(req.Hints)
 		if req.Op == "hint" {
 			// Taken here, before the next request is read: a push sent after
 			// it waits for its work.
@@ -224,7 +242,12 @@ func (a *Agent) handle(ctx context.Context, req Request) (any, error) {
 		}
 		return map[string]any{"version": a.Version, "protocol": Protocol, "cache": a.Cache}, nil
 	case "pull", "push", "prepare", "commit", "hydrate", "verify":
+		if req.Namespace != a.Namespace {
+			return nil, fmt.Errorf("swamp's datastore namespace is %q, but this datastore's syncledger config is for %q: run 'syncledger swamp setup --repo DIR --namespace %s' (it rewrites the config)", req.Namespace, a.Namespace, req.Namespace)
+		}
 		return a.cacheOp(ctx, req)
+	case "foreign.catalogs", "foreign.content":
+		return a.foreignOp(ctx, req)
 	case "lock.acquire", "lock.release", "lock.inspect", "lock.forceRelease":
 		return a.lockOp(ctx, req)
 	case "cp.put", "cp.get", "cp.delete", "cp.list", "cp.putIfAbsent", "ns.register", "ns.list":
@@ -462,7 +485,11 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 		}
 		return PushResult{Files: res.Written + res.Deleted, Commit: res.Commit, HWM: res.HWM, Hints: len(req.Hints)}, err
 	case "hydrate":
-		res, err := h.Fetch(ctx, []string{req.Path})
+		paths := a.own([]string{req.Path})
+		if len(paths) == 0 {
+			return false, nil // not this datastore's path
+		}
+		res, err := h.Fetch(ctx, paths)
 		if errors.Is(err, ledger.ErrNotFound) {
 			return false, nil
 		}
@@ -482,6 +509,93 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 		return map[string]any{"head": st.Head, "hwm": st.HWM, "ledger": st.Ledger, "uuid": st.UUID,
 			"cache": st.Cache, "dirty": len(st.Dirty), "files": st.Files}, nil
 	}
+}
+
+// own turns swamp's paths into the cache's: with a namespace, swamp's NS/…
+// are the cache's …; its paths elsewhere are not this datastore's.
+func (a *Agent) own(paths []string) []string {
+	if a.Namespace == "" || paths == nil {
+		return paths
+	}
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if rest, ok := strings.CutPrefix(p, a.Namespace+"/"); ok {
+			out = append(out, rest)
+		}
+	}
+	return out
+}
+
+// foreignOp reads other namespaces' ledgers, read only: the catalog each
+// exports (NS/.catalog-export.json, its rows; a namespace with no ledger or
+// no export yet is left out) or one file's content (nil when absent).
+func (a *Agent) foreignOp(ctx context.Context, req Request) (any, error) {
+	if a.Foreign == nil {
+		return nil, errors.New("this agent cannot read other namespaces")
+	}
+	a.foreignMu.Lock()
+	defer a.foreignMu.Unlock()
+	if req.Op == "foreign.catalogs" {
+		out := []ForeignCatalog{}
+		for _, ns := range req.Namespaces {
+			b, err := a.foreignFile(ctx, ns, ".catalog-export.json")
+			if err != nil {
+				return nil, err
+			}
+			if b != nil && json.Valid(b) && bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")) {
+				out = append(out, ForeignCatalog{Namespace: ns, Rows: b})
+			}
+		}
+		return out, nil
+	}
+	if err := ledger.ValidatePath(req.Path); err != nil {
+		return nil, fmt.Errorf("foreign content %q: %w", req.Path, err)
+	}
+	b, err := a.foreignFile(ctx, req.Namespace, req.Path)
+	if b == nil || err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// foreignFile returns path's content in namespace ns's ledger as of now
+// (nil: no such file, or no such namespace), under foreignMu.
+func (a *Agent) foreignFile(ctx context.Context, ns, path string) ([]byte, error) {
+	if ns == a.Namespace {
+		return nil, fmt.Errorf("namespace %q is this datastore's own, not a foreign one", ns)
+	}
+	h, ok := a.foreign[ns]
+	if !ok {
+		var err error
+		h, err = a.Foreign(ctx, ns)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("namespace %s: %w", ns, err)
+		}
+		h.Release()
+		if a.foreign == nil {
+			a.foreign = map[string]*host.Host{}
+		}
+		a.foreign[ns] = h
+		if _, err := h.Sync(ctx, host.SyncOptions{Lazy: true}); err != nil {
+			return nil, fmt.Errorf("read namespace %s: %w", ns, err)
+		}
+	}
+	// The file's content, fetched if the sync left it lazy.
+	_, err := h.Fetch(ctx, []string{path})
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	b, err := os.ReadFile(filepath.Join(h.Dir().Root(), filepath.FromSlash(path)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
 }
 
 // changed is Changed: the paths a push checks (nil: all) and what to call
