@@ -531,7 +531,7 @@ func (a *Agent) own(paths []string) []string {
 // no export yet is left out) or one file's content (nil when absent).
 func (a *Agent) foreignOp(ctx context.Context, req Request) (any, error) {
 	if a.Foreign == nil {
-		return nil, errors.New("this agent cannot read other namespaces")
+		return nil, errors.New("this agent reads no other namespace")
 	}
 	a.foreignMu.Lock()
 	defer a.foreignMu.Unlock()

@@ -31,9 +31,9 @@ still holds then expire after their TTL.
 
 With --namespace NS, --ledger names the datastore's base ledger (its swamp
 bucket holds the locks, the control plane and the namespace registry), the
-cache is --cache/NS and its ledger is the namespace's (swamp.NamespaceLedger);
-other namespaces are read, read only, through caches under
---cache/.syncledger-foreign/.`,
+cache is --cache/NS and its ledger is the namespace's (swamp.NamespaceLedger).
+Other namespaces are read, read only, through caches in the cache's state
+directory (.syncledger/foreign/NS).`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,21 +44,20 @@ other namespaces are read, read only, through caches under
 			}
 			cache, _ := filepath.Abs(dir)
 			base := a.ledgerName
-			var foreign func(context.Context, string) (*host.Host, error)
 			if ns != "" {
 				if a.ledgerName, err = swamp.NamespaceLedger(base, ns); err != nil {
 					return err
 				}
-				swampCache := cache
-				cache = filepath.Join(swampCache, ns)
+				cache = filepath.Join(cache, ns)
 				a.cache = cache
-				foreign = func(ctx context.Context, other string) (*host.Host, error) {
-					name, err := swamp.NamespaceLedger(base, other)
-					if err != nil {
-						return nil, err
-					}
-					return a.sibling(name, filepath.Join(swampCache, ".syncledger-foreign", other)).Host(ctx)
+			}
+			// Other namespaces' caches, in the state directory: never scanned.
+			foreign := func(ctx context.Context, other string) (*host.Host, error) {
+				name, err := swamp.NamespaceLedger(base, other)
+				if err != nil {
+					return nil, err
 				}
+				return a.sibling(name, filepath.Join(cache, ledger.StateDir, "foreign", other)).Host(ctx)
 			}
 			ag := &swamp.Agent{
 				Namespace: ns,
