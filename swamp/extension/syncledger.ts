@@ -46,6 +46,11 @@ export class Agent {
 
   constructor(private cfg: Config) {}
 
+  /** The agent's process id, once started. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   args(): string[] {
     const c = this.cfg;
     return [
@@ -325,7 +330,7 @@ export class SyncService {
 }
 
 export class Provider {
-  private agent: Agent;
+  readonly agent: Agent;
   constructor(private cfg: Config) {
     this.agent = agentFor(cfg);
     // swamp makes a provider early in every command that uses the datastore.

@@ -1,4 +1,5 @@
-// Unit tests of the extension against a fake agent (testdata/fake_agent.ts):
+// Unit tests of the extension against a fake agent (testdata/fake_agent.ts);
+// lock_test.ts runs its locks against real agents (SYNCLEDGER_BIN):
 //   deno test -A swamp/extension/
 // The real agent and the real swamp CLI: cmd/syncledger/swamp_real_test.go.
 import { datastore, PROTOCOL, WRITTEN_BY } from "./syncledger.ts";
