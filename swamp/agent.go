@@ -316,10 +316,14 @@ func (a *Agent) scanAfterPull(ctx context.Context) {
 	}
 	done := make(chan struct{})
 	a.hintMu.Lock()
+	prev := a.baseDone
 	a.baseDone = done
 	a.hintMu.Unlock()
 	go func() {
 		defer close(done)
+		if prev != nil {
+			<-prev // in order: the last pull's scan is the last to set base
+		}
 		a.hostMu.Lock()
 		defer a.hostMu.Unlock()
 		snap, err := a.watch.Snapshot(ctx)

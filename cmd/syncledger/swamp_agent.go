@@ -52,12 +52,15 @@ directory (.syncledger/foreign/NS).`,
 				a.cache = cache
 			}
 			// Other namespaces' caches, in the state directory: never scanned.
+			// They open from a copy of the configuration taken now, before the
+			// agent's goroutines use a (with a connection of their own).
+			proto := a.sibling(base, "")
 			foreign := func(ctx context.Context, other string) (*host.Host, error) {
 				name, err := swamp.NamespaceLedger(base, other)
 				if err != nil {
 					return nil, err
 				}
-				return a.sibling(name, filepath.Join(cache, ledger.StateDir, "foreign", other)).Host(ctx)
+				return proto.sibling(name, filepath.Join(cache, ledger.StateDir, "foreign", other)).Host(ctx)
 			}
 			ag := &swamp.Agent{
 				Namespace: ns,
@@ -105,6 +108,6 @@ directory (.syncledger/foreign/NS).`,
 func (a *app) sibling(ledgerName, cache string) *app {
 	b := *a
 	b.ledgerName, b.cache, b.blobsURL = ledgerName, cache, ""
-	b.log, b.blobs = nil, nil
+	b.log, b.blobs, b.closes = nil, nil, nil // its own; the process's end closes them
 	return &b
 }
