@@ -301,11 +301,20 @@ func (a *Agent) open(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	if w, err := dirty.New(dirty.Config{Root: h.Dir().Root()}); err == nil {
+	root := h.Dir().Root()
+	if _, err := os.Stat(dirty.SocketPath(root)); err == nil {
+		return // a `syncledger watch` keeps the set (Changed)
+	}
+	if w, err := dirty.New(dirty.Config{Root: root, MaxDirs: maxWatchedDirs}); err == nil {
 		a.watch = w
 		go func() { _ = w.Watch(ctx) }()
 	}
 }
+
+// maxWatchedDirs bounds the inotify watches an agent takes (one a directory
+// of the cache, from the user's fs.inotify.max_user_watches): past it, pushes
+// scan the whole cache.
+const maxWatchedDirs = 20000
 
 // scanAfterPull starts the scan of the whole cache that follows a pull
 // (Agent), under hostMu.

@@ -12,6 +12,7 @@ type Config struct {
 	Root     string
 	Logger   *slog.Logger
 	MaxPaths int
+	MaxDirs  int
 }
 
 // Watcher keeps a cache's dirty set; only Linux (inotify) has one. Elsewhere
