@@ -17,6 +17,7 @@ import (
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/cachefs"
 	"github.com/syncledger/syncledger/projector/ignore"
+	"github.com/syncledger/syncledger/projector/statedb"
 )
 
 // CommitOptions describe a commit.
@@ -75,12 +76,10 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 		return out, err
 	}
 	walk := h.dir.Scan
-	covered := func(string) bool { return true }
 	if changed != nil {
 		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
 			return h.dir.ScanPaths(changed, fn, skip)
 		}
-		covered = underAny(changed)
 	}
 	seen := map[string]bool{}
 	err = walk(func(rel string, fi cachefs.FileInfo) error {
@@ -94,7 +93,10 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 			return nil
 		}
 		seen[rel] = true
-		row, ok := s.index[rel]
+		row, ok, err := h.db.Get(rel)
+		if err != nil {
+			return err
+		}
 		if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
 			return nil
 		}
@@ -126,13 +128,27 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
-	// A shadowed file absent from the cache is not a deletion: a directory of
+	// The indexed paths the scan covers and did not see are deletions. A
+	// shadowed file absent from the cache is not a deletion: a directory of
 	// its name holds other paths (projector.OpShadow).
-	for p, row := range s.index {
+	var gone []string
+	err = h.indexed(changed, func(p string, row statedb.Entry) {
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
-			continue // removed by an interrupted apply, not by this host's user
+			return // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && covered(p) && !ign.Ignored(p) && !s.core.Shadowed(p) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) {
+			gone = append(gone, p)
+		}
+	})
+	if err != nil {
+		return out, fmt.Errorf("scan cache: %w", err)
+	}
+	for _, p := range gone {
+		shadowed, err := s.core.Shadowed(p)
+		if err != nil {
+			return out, fmt.Errorf("scan cache: %w", err)
+		}
+		if !shadowed {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
@@ -140,24 +156,52 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 	return out, nil
 }
 
-// underAny returns a test of whether a path is one of paths or below one.
-func underAny(paths []string) func(string) bool {
-	set := make(map[string]bool, len(paths))
-	for _, p := range paths {
-		set[strings.Trim(p, "/")] = true
+// indexed calls fn for each index row at or under the paths of changed (a
+// path stands for itself and its subtree; nil or "" or "." for the whole
+// index), once each: what a scan limited to changed covers, read from the
+// database without the rows it does not cover.
+func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)) error {
+	each := func(p string, row statedb.Entry) (bool, error) { fn(p, row); return true, nil }
+	roots := make([]string, 0, len(changed))
+	for _, c := range changed {
+		c = strings.Trim(c, "/")
+		if c == "" || c == "." {
+			changed = nil
+			break
+		}
+		roots = append(roots, c)
 	}
-	return func(p string) bool {
-		for {
-			if set[p] {
+	if changed == nil {
+		return h.db.ForEachPrefix("", each)
+	}
+	// Drop the paths under another one: their rows are that one's.
+	set := make(map[string]bool, len(roots))
+	for _, r := range roots {
+		set[r] = true
+	}
+	roots = slices.DeleteFunc(roots, func(r string) bool {
+		for i := strings.LastIndexByte(r, '/'); i > 0; i = strings.LastIndexByte(r[:i], '/') {
+			if set[r[:i]] {
 				return true
 			}
-			i := strings.LastIndexByte(p, '/')
-			if i < 0 {
-				return set[""] || set["."]
-			}
-			p = p[:i]
+		}
+		return false
+	})
+	slices.Sort(roots)
+	roots = slices.Compact(roots)
+	for _, r := range roots {
+		row, ok, err := h.db.Get(r)
+		if err != nil {
+			return err
+		}
+		if ok {
+			fn(r, row)
+		}
+		if err := h.db.ForEachPrefix(r+"/", each); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 func partitionFilter(parts []string) func(string) bool {
@@ -273,8 +317,12 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	if err := s.core.RecordOwn(events, seqs); err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
-	// The commit's own files were made durable above (syncCommitted).
-	if _, err := h.apply(ctx, s, s.core.Ready(), applyOptions{seen: sc.infos, flushed: true}); err != nil {
+	rd, err := s.core.Ready()
+	if err == nil {
+		// The commit's own files were made durable above (syncCommitted).
+		_, err = h.apply(ctx, s, rd, applyOptions{seen: sc.infos, flushed: true})
+	}
+	if err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
 	h.cfg.Failpoint("commit-after-persist")
@@ -400,7 +448,11 @@ func (h *Host) catchUp(ctx context.Context, s *session, changes []ledger.Entry, 
 	sr := SyncResult{}
 	r := &run{h: h, s: s, res: &sr}
 	for _, p := range slices.Sorted(maps.Keys(parts)) {
-		err := h.cfg.Log.ReadPartition(ctx, p, s.core.Mark(p).Seq+1, func(rec ledger.Record) error {
+		mk, err := s.core.Mark(p)
+		if err != nil {
+			return err
+		}
+		err = h.cfg.Log.ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
 			if err := r.resolve(ctx, &rec); err != nil {
 				return err
 			}
