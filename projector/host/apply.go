@@ -87,6 +87,10 @@ type applyOptions struct {
 	// scan saw; their index rows take that mtime, so a file changed after the
 	// scan is hashed again by the next one.
 	seen map[string]cachefs.FileInfo
+	// flushed: rd's OpIndex changes are the host's own commit, whose files
+	// and removals the commit made durable before publishing it
+	// (syncCommitted); they are not synced a second time.
+	flushed bool
 	// progress, when set, is called after each file fetched (under a lock).
 	progress func(applied)
 }
@@ -147,7 +151,7 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 	if err := h.fetchReady(ctx, rd, disk, rows, opt.progress, out); err != nil {
 		return err
 	}
-	if err := h.syncReady(rd); err != nil {
+	if err := h.syncReady(rd, opt.flushed); err != nil {
 		return err
 	}
 	h.cfg.Failpoint("sync-after-write")
@@ -334,13 +338,16 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 	return g.Wait()
 }
 
-// syncReady makes durable what rd.MustSync names, before any state claims it.
-func (h *Host) syncReady(rd projector.Ready) error {
+// syncReady makes durable what rd.MustSync names, before any state claims it;
+// with flushed, the OpIndex changes are left out (applyOptions.flushed).
+func (h *Host) syncReady(rd projector.Ready, flushed bool) error {
 	var files, gone []string
-	for _, m := range rd.MustSync() {
-		if m.Content {
+	for i, m := range rd.MustSync() {
+		switch {
+		case flushed && rd.Changes[i].Op == projector.OpIndex:
+		case m.Content:
 			files = append(files, m.Path)
-		} else {
+		default:
 			gone = append(gone, m.Path)
 		}
 	}

@@ -319,7 +319,8 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	}
 	rd, err := s.core.Ready()
 	if err == nil {
-		_, err = h.applyReady(ctx, s, rd, sc.infos)
+		// The commit's own files were made durable above (syncCommitted).
+		_, err = h.apply(ctx, s, rd, applyOptions{seen: sc.infos, flushed: true})
 	}
 	if err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
