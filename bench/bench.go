@@ -78,6 +78,9 @@ type sizes struct {
 	b1Scale         []int // index entries beyond the real cache of files
 	b4Scale         []int // files beyond files
 	parallel        int   // host.Config.Parallel: the CLI's default
+	bulkFiles       int   // B13
+	bulkSize        int
+	bulkRuns        int // the first is a warm-up when more than one
 }
 
 func sizesFor(cfg Config) sizes {
@@ -90,9 +93,10 @@ func sizesFor(cfg Config) sizes {
 		b7Runs: 3, b7Dur: 3 * time.Second,
 		b8Warm: 10, b8Samples: 300,
 		b9Commits: 1_000_000, b9Runs: 3,
-		b1Scale:  []int{10_000, 100_000, 1_000_000},
-		b4Scale:  []int{10_000},
-		parallel: 16,
+		b1Scale:   []int{10_000, 100_000, 1_000_000},
+		b4Scale:   []int{10_000},
+		parallel:  16,
+		bulkFiles: 100_000, bulkSize: 256, bulkRuns: 4,
 	}
 	if cfg.Big {
 		s.b4Scale = append(s.b4Scale, 100_000)
@@ -107,8 +111,9 @@ func sizesFor(cfg Config) sizes {
 			b7Runs: 1, b7Dur: 300 * time.Millisecond,
 			b8Warm: 2, b8Samples: 10,
 			b9Commits: 2000, b9Runs: 1,
-			b1Scale:  []int{10_000},
-			parallel: 16,
+			b1Scale:   []int{10_000},
+			parallel:  16,
+			bulkFiles: 1000, bulkSize: 256, bulkRuns: 1,
 		}
 	}
 	if cfg.Runs > 0 {
@@ -121,7 +126,7 @@ func sizesFor(cfg Config) sizes {
 }
 
 // Scenarios are the scenario ids, in the order Run runs them.
-var Scenarios = []string{"B6", "B4", "B5", "B1", "B2", "B3", "B8", "B7", "B9", "B10", "B11", "B12"}
+var Scenarios = []string{"B6", "B4", "B5", "B1", "B2", "B3", "B8", "B7", "B9", "B10", "B11", "B12", "B13"}
 
 // Run runs the selected scenarios and returns their report. A scenario that
 // fails ends the run with its error; the report holds the rows measured so far.
@@ -215,7 +220,7 @@ func (r *runner) run(ctx context.Context) error {
 	}{
 		{"B6", r.b6}, {"B4", r.b4}, {"B5", r.b5}, {"B1", r.b1}, {"B2", r.b2},
 		{"B3", r.b3}, {"B8", r.b8}, {"B7", r.b7}, {"B9", r.b9}, {"B10", r.b10},
-		{"B11", r.b11}, {"B12", r.b12},
+		{"B11", r.b11}, {"B12", r.b12}, {"B13", r.b13},
 	}
 	defer func() {
 		for i := len(r.closes) - 1; i >= 0; i-- {

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -141,6 +142,18 @@ type verifyingReadCloser struct {
 }
 
 func (v *verifyingReadCloser) Close() error { return v.c.Close() }
+
+// copyBufs holds Copy's buffers: a bulk pass copies many small files, and a
+// 32 KiB buffer allocated per file is most of its garbage.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// Copy is io.Copy with a pooled buffer: an *os.File's ReadFrom and WriteTo
+// allocate one per call when they cannot splice, as between regular files.
+func Copy(dst io.Writer, src io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
+}
 
 // ReadBlob reads a whole blob, verified.
 func ReadBlob(ctx context.Context, s BlobStore, d Digest) ([]byte, error) {

@@ -112,7 +112,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) (e
 		}
 	}()
 	pr := backend.NewPutReader(ctx, r, size)
-	if _, err := io.Copy(f, pr); err != nil {
+	if _, err := ledger.Copy(f, pr); err != nil {
 		if rerr := pr.Err(); rerr != nil {
 			return rerr
 		}

@@ -89,12 +89,22 @@ type applyOptions struct {
 	seen map[string]cachefs.FileInfo
 	// progress, when set, is called after each file fetched (under a lock).
 	progress func(applied)
+	// flushed names paths the caller already made durable, content and
+	// directories (the host's own commit: syncCommitted): the sync step skips
+	// them.
+	flushed map[string]bool
 }
 
 // applyReady performs rd on the cache, makes it durable, persists it in one
 // transaction and advances the core (see apply).
 func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, seen map[string]cachefs.FileInfo) (applied, error) {
 	return h.apply(ctx, s, rd, applyOptions{seen: seen})
+}
+
+// applyOwn is applyReady for the Ready of the host's own commit, whose paths
+// the commit made durable before publishing (flushed).
+func (h *Host) applyOwn(ctx context.Context, s *session, rd projector.Ready, seen map[string]cachefs.FileInfo, flushed map[string]bool) (applied, error) {
+	return h.apply(ctx, s, rd, applyOptions{seen: seen, flushed: flushed})
 }
 
 // apply performs rd in six steps, each its own function:
@@ -141,10 +151,11 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 	if err := h.removeReady(rd, disk, out); err != nil {
 		return err
 	}
-	if err := h.fetchReady(ctx, rd, disk, rows, opt.progress, out); err != nil {
+	written := make([]bool, len(rd.Changes))
+	if err := h.fetchReady(ctx, rd, disk, rows, written, opt.progress, out); err != nil {
 		return err
 	}
-	if err := h.syncReady(rd); err != nil {
+	if err := h.syncReady(rd, written, opt.flushed); err != nil {
 		return err
 	}
 	h.cfg.Failpoint("sync-after-write")
@@ -290,17 +301,20 @@ func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) e
 }
 
 // fetchReady fetches and writes, h.cfg.Parallel at a time, the content of the
-// OpWrite changes the cache does not hold yet, and sets their rows' mtimes.
-func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskState, rows []statedb.Entry, progress func(applied), out *applied) error {
+// OpWrite changes the cache does not hold yet, sets their rows' mtimes, and
+// sets written[i] for each file it wrote (its content fsynced before its
+// rename: only its directories remain to sync).
+func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskState, rows []statedb.Entry, written []bool, progress func(applied), out *applied) error {
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(h.cfg.Parallel)
+	st := h.dir.NewStater() // the Ready's files share most of their directories
 	for i, ch := range rd.Changes {
 		if ch.Op != projector.OpWrite || disk[i].matches(ch.New) || disk[i].keep {
 			continue
 		}
 		g.Go(func() error {
-			fi, err := fetch(gctx, h.cfg.Blobs, h.dir, ch.Path, ch.New)
+			fi, err := fetch(gctx, h.cfg.Blobs, st, ch.Path, ch.New)
 			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum) {
 				// The event at ch.Seq names content the blob store does not
 				// hold: a message an admin may quarantine.
@@ -309,6 +323,7 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 			if err != nil {
 				return err
 			}
+			written[i] = true
 			mu.Lock()
 			defer mu.Unlock()
 			rows[i].MTime = fi.ModTime
@@ -324,14 +339,19 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 	return g.Wait()
 }
 
-// syncReady makes durable what rd.MustSync names, before any state claims it.
-func (h *Host) syncReady(rd projector.Ready) error {
+// syncReady makes durable what rd.MustSync names, before any state claims it:
+// the content of each file the fetch did not write itself (written: already
+// fsynced), and the directories on every path, except the paths the caller
+// flushed whole.
+func (h *Host) syncReady(rd projector.Ready, written []bool, flushed map[string]bool) error {
 	var files, gone []string
-	for _, m := range rd.MustSync() {
-		if m.Content {
+	for i, m := range rd.MustSync() {
+		switch {
+		case flushed[m.Path]:
+		case m.Content && !written[i]:
 			files = append(files, m.Path)
-		} else {
-			gone = append(gone, m.Path)
+		default:
+			gone = append(gone, m.Path) // its directories only
 		}
 	}
 	if len(files)+len(gone) == 0 {
@@ -414,13 +434,13 @@ func (s *session) leftover(path string, ds diskState) bool {
 
 // fetch downloads f's blob and writes it at path in dir, verified, its content
 // fsynced; the directories on its path are synced by the caller (Dir.Flush).
-func fetch(ctx context.Context, blobs ledger.BlobStore, dir *cachefs.Dir, path string, f *projector.File) (cachefs.FileInfo, error) {
+func fetch(ctx context.Context, blobs ledger.BlobStore, st *cachefs.Stater, path string, f *projector.File) (cachefs.FileInfo, error) {
 	rc, err := blobs.Get(ctx, f.SHA256)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}
 	defer rc.Close()
-	fi, err := dir.WriteDeferred(path, rc, f.SHA256, f.Size, f.Mode)
+	fi, err := st.WriteDeferred(path, rc, f.SHA256, f.Size, f.Mode)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}

@@ -114,7 +114,7 @@ func (h *Host) statusLocal(out *Status, s *session) (scanned, error) {
 		return scanned{}, err
 	}
 	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
-	sc, err := h.scan(s, partitionFilter(nil), nil)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil)
 	if err != nil {
 		return sc, err
 	}
