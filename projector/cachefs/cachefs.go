@@ -390,6 +390,23 @@ func (s *Stater) checkDir(dir string) error {
 	return err
 }
 
+// Walked records that the directories on rel's path are real directories, as
+// a walk of this pass (Scan) just found them: a walk enters only real
+// directories, never a symlink. The pass then does not check them again.
+func (s *Stater) Walked(rel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(rel) - 1; i >= 0; i-- {
+		if rel[i] != '/' {
+			continue
+		}
+		if _, seen := s.dirs[rel[:i]]; seen {
+			return // and so are the ones above it
+		}
+		s.dirs[rel[:i]] = nil
+	}
+}
+
 // parents checks the directories on rel's path (rel validated) and returns
 // the missing ones, outermost first, as Dir.resolve does.
 func (s *Stater) parents(rel string) ([]string, error) {
@@ -457,8 +474,10 @@ func (s *Stater) WriteDeferred(rel string, r io.Reader, want ledger.Digest, size
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
 	abs := s.d.abs(rel)
-	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
-		return FileInfo{}, fmt.Errorf("write %s: path %q %w", rel, rel, ErrIsDir)
+	if missing == nil {
+		if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
+			return FileInfo{}, fmt.Errorf("write %s: path %q %w", rel, rel, ErrIsDir)
+		}
 	}
 	absMissing := make([]string, len(missing))
 	for i, dir := range missing {
@@ -553,6 +572,12 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 	if err != nil {
 		return err
 	}
+	return d.ScanWith(ign, fn, skip)
+}
+
+// ScanWith is Scan with the ignore rules the caller read (Ignore), so that a
+// scan that needs them too reads and parses them once.
+func (d *Dir) ScanWith(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
 	return filepath.WalkDir(d.root, d.visit(ign, fn, skip))
 }
 
@@ -563,11 +588,8 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 // directory), is not reported. A commit from a dirty set (package dirty) checks
 // its paths with it. Skipped paths below the given ones go to skip; the given
 // paths and their parents are not reported as skipped.
-func (d *Dir) ScanPaths(paths []string, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
-	ign, err := d.Ignore()
-	if err != nil {
-		return err
-	}
+// The ignore rules are ign (Ignore).
+func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
 	visit := d.visit(ign, fn, skip)
 	enterable := map[string]bool{} // directory → Scan enters it
 	var canEnter func(dir string) bool

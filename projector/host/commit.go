@@ -78,10 +78,11 @@ const smallFile = 1 << 20
 
 // candidate is a file the walk found that the index does not vouch for.
 type candidate struct {
-	rel string
-	fi  cachefs.FileInfo
-	row statedb.Entry
-	ok  bool // row is the path's index row
+	rel   string
+	fi    cachefs.FileInfo
+	row   statedb.Entry
+	ok    bool          // row is the path's index row
+	found *ledger.Entry // hashOne's answer
 }
 
 // scan compares the cache with the index: size, mtime and mode first, SHA-256 for
@@ -98,16 +99,23 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 	if err != nil {
 		return out, err
 	}
-	walk := h.dir.Scan
+	walk := func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
+		return h.dir.ScanWith(ign, fn, skip)
+	}
 	covered := func(string) bool { return true }
 	if changed != nil {
 		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
-			return h.dir.ScanPaths(changed, fn, skip)
+			return h.dir.ScanPaths(ign, changed, fn, skip)
 		}
 		covered = underAny(changed)
 	}
+	// The files the index does not vouch for are hashed (and staged) while the
+	// walk goes on, h.cfg.Parallel at a time.
 	seen := map[string]bool{}
-	var cands []candidate
+	var cands []*candidate
+	st := h.dir.NewStater()
+	var g errgroup.Group
+	g.SetLimit(h.cfg.Parallel)
 	err = walk(func(rel string, fi cachefs.FileInfo) error {
 		part := ledger.PartitionKey(rel)
 		if !keep(part) {
@@ -123,7 +131,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 		if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
 			return nil
 		}
-		cands = append(cands, candidate{rel: rel, fi: fi, row: row, ok: ok})
+		c := &candidate{rel: rel, fi: fi, row: row, ok: ok}
+		cands = append(cands, c)
+		st.Walked(rel)
+		g.Go(func() (err error) {
+			c.found, err = h.hashOne(s, st, *c, put)
+			return err
+		})
 		return nil
 	}, func(sk cachefs.Skipped) {
 		if sk.Ignored {
@@ -132,15 +146,14 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 		}
 		h.log.Warn("not synced", "path", sk.Path, "reason", sk.Reason)
 	})
+	if gerr := g.Wait(); err == nil {
+		err = gerr
+	}
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
-	found, err := h.hashAll(s, cands, put)
-	if err != nil {
-		return out, fmt.Errorf("scan cache: %w", err)
-	}
-	for i, c := range cands {
-		switch e := found[i]; {
+	for _, c := range cands {
+		switch e := c.found; {
 		case e == nil:
 		case e.Path == "":
 			delete(seen, c.rel) // removed while we walked
@@ -165,26 +178,11 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 	return out, nil
 }
 
-// hashAll hashes the candidates, h.cfg.Parallel at a time, and returns for
-// each the entry of its change: nil when its content is the index's (touched)
-// or an interrupted apply's, an entry with an empty Path when the file is gone.
-// put, when set, stages each changed file while it is open.
-func (h *Host) hashAll(s *session, cands []candidate, put stage) ([]*ledger.Entry, error) {
-	found := make([]*ledger.Entry, len(cands))
-	st := h.dir.NewStater()
-	var g errgroup.Group
-	g.SetLimit(h.cfg.Parallel)
-	for i, c := range cands {
-		g.Go(func() (err error) {
-			found[i], err = h.hashOne(s, st, c, put)
-			return err
-		})
-	}
-	return found, g.Wait()
-}
-
-// hashOne hashes one candidate (see hashAll), reading the file once: whole
-// into a pooled buffer when it is small, streamed otherwise.
+// hashOne hashes one candidate, reading the file once: whole into a pooled
+// buffer when it is small, streamed otherwise. It returns the entry of its
+// change: nil when its content is the index's (touched) or an interrupted
+// apply's, an entry with an empty Path when the file is gone. put, when set,
+// stages a changed file while it is open.
 func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage) (*ledger.Entry, error) {
 	f, err := st.Open(c.rel)
 	if errors.Is(err, fs.ErrNotExist) {
