@@ -130,6 +130,17 @@ func (v *VerifyingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Want returns the digest the content must hash to.
+func (v *VerifyingReader) Want() Digest { return v.want }
+
+// Verifies reports whether r is a VerifyingReader (or wraps one, as BlobStore
+// Get's readers do) checking for want: a copy from it needs no hashing of
+// its own, since its end is ErrChecksum unless the content hashed to want.
+func Verifies(r io.Reader, want Digest) bool {
+	v, ok := r.(interface{ Want() Digest })
+	return ok && v.Want() == want
+}
+
 // Verified reports whether the content was read to its end and matched.
 func (v *VerifyingReader) Verified() bool { return v.verified }
 
