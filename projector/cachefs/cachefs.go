@@ -241,7 +241,7 @@ func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledge
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
+	defer os.Remove(tmp)           // no-op after the rename
 	if !ledger.Verifies(r, want) { // a blob store's reader verifies already
 		r = ledger.NewVerifyingReader(r, want)
 	}
