@@ -241,8 +241,9 @@ func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledge
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp)           // no-op after the rename
-	if !ledger.Verifies(r, want) { // a blob store's reader verifies already
+	defer os.Remove(tmp) // no-op after the rename
+	// A blob store's reader verifies the content already.
+	if !ledger.Verifies(r, want) {
 		r = ledger.NewVerifyingReader(r, want)
 	}
 	n, err := ledger.Copy(f, r)
