@@ -212,7 +212,7 @@ func (d *Dir) Flush(files, gone []string, parallel int) error {
 			abs = d.abs(dir)
 		}
 		g.Go(func() error {
-			err := syncFile(abs)
+			err := syncDir(abs)
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // removed with the files under it: its parent holds that
 			}
