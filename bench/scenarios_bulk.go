@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -70,22 +71,7 @@ func rawCopy(srcs, dsts []string, par int) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		f, err := os.CreateTemp(dir, ".raw-*")
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(b); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		return os.Rename(f.Name(), dsts[i])
+		return writeSynced(dsts[i], bytes.NewReader(b))
 	})
 }
 
