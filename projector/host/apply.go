@@ -139,7 +139,10 @@ func (h *Host) apply(ctx context.Context, s *session, rd projector.Ready, opt ap
 }
 
 func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, opt applyOptions, out *applied) error {
-	disk, err := h.inspectReady(s, rd)
+	// One Stater for the pass: the fetch then knows the directories the
+	// inspection checked — unless the removals changed them.
+	st := h.dir.NewStater()
+	disk, err := h.inspectReady(s, rd, st)
 	if err != nil {
 		return err
 	}
@@ -148,11 +151,15 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 	}
 	h.cfg.Failpoint("sync-before-write")
 	rows := rowsOf(s, rd, disk, opt.seen, out)
-	if err := h.removeReady(rd, disk, out); err != nil {
+	removed, err := h.removeReady(rd, disk, out)
+	if err != nil {
 		return err
 	}
+	if removed > 0 {
+		st = h.dir.NewStater() // removals drop the directories they empty
+	}
 	written := make([]bool, len(rd.Changes))
-	if err := h.fetchReady(ctx, rd, disk, rows, written, opt.progress, out); err != nil {
+	if err := h.fetchReady(ctx, st, rd, disk, rows, written, opt.progress, out); err != nil {
 		return err
 	}
 	if err := h.syncReady(rd, written, opt.flushed); err != nil {
@@ -170,10 +177,11 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 // local change is this host's own: the index takes the ledger's row, the file
 // stays as it is (diskState.keep). A path of the Forced rules (ignore.IsForced)
 // is never inspected, written or removed at all.
-func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error) {
+//
+// st is the pass's Stater.
+func (h *Host) inspectReady(s *session, rd projector.Ready, st *cachefs.Stater) ([]diskState, error) {
 	disk := make([]diskState, len(rd.Changes))
 	var local []string
-	st := h.dir.NewStater()
 	for i, ch := range rd.Changes {
 		if ch.Op == projector.OpIndex {
 			continue
@@ -284,31 +292,33 @@ func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]ca
 
 // removeReady removes the files of OpDelete, OpLazy and OpShadow changes that exist, in
 // order (cachefs removes the directories it empties, which must not race with
-// a fetch creating a file in one of them).
-func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) error {
+// a fetch creating a file in one of them). It returns how many it removed.
+func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) (int, error) {
+	n := 0
 	for i, ch := range rd.Changes {
 		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy && ch.Op != projector.OpShadow) || !disk[i].exists || disk[i].keep {
 			continue
 		}
 		if err := h.dir.RemoveDeferred(ch.Path); err != nil {
-			return err
+			return n, err
 		}
+		n++
 		if ch.Op == projector.OpDelete {
 			out.Removed++
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // fetchReady fetches and writes, h.cfg.Parallel at a time, the content of the
 // OpWrite changes the cache does not hold yet, sets their rows' mtimes, and
 // sets written[i] for each file it wrote (its content fsynced before its
-// rename: only its directories remain to sync).
-func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskState, rows []statedb.Entry, written []bool, progress func(applied), out *applied) error {
+// rename: only its directories remain to sync). st is the pass's Stater: the
+// Ready's files share most of their directories.
+func (h *Host) fetchReady(ctx context.Context, st *cachefs.Stater, rd projector.Ready, disk []diskState, rows []statedb.Entry, written []bool, progress func(applied), out *applied) error {
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(h.cfg.Parallel)
-	st := h.dir.NewStater() // the Ready's files share most of their directories
 	for i, ch := range rd.Changes {
 		if ch.Op != projector.OpWrite || disk[i].matches(ch.New) || disk[i].keep {
 			continue
