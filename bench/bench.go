@@ -19,7 +19,7 @@ type Config struct {
 	// Quick runs every scenario at a small size with few runs: a smoke test
 	// that the harness works (CI), not figures to compare.
 	Quick bool
-	// Big adds B4 (and B3) at 100,000 files and B12 at 1,000,000, which takes several minutes.
+	// Big adds B4 (and B3) at 100,000 files, B12 and B13 at 1,000,000, which takes several minutes.
 	Big bool
 	// Only limits the run to these scenario ids (B1 … B10); empty runs all.
 	Only []string

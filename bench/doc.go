@@ -7,7 +7,7 @@
 //
 // --quick runs every scenario at a small size in seconds (TestQuick runs it, so
 // the harness cannot rot); --only B3 runs one scenario; --cpuprofile writes the
-// client's profile; --big adds B4 at 100,000 files and B12 at 1,000,000. The Go benchmarks in
+// client's profile; --big adds B4 at 100,000 files, B12 and B13 at 1,000,000. The Go benchmarks in
 // bench_test.go run single operations under the testing package for
 // `go test -cpuprofile`.
 //
@@ -93,7 +93,10 @@
 //	   (its directory created if missing), fsync, rename: cache → a blob
 //	   directory for the commit, back into a new tree for the sync (no hashing,
 //	   no directory fsync, no state). Targets: ≥ 50% of the raw rate, and ≥ 3×
-//	   the issue's rates (115 s and 103 s for 100k files).
+//	   the issue's rates (115 s and 103 s for 100k files). --big adds 1,000,000
+//	   files over 10,000 models (target 7's cold figures), committed 1,000
+//	   partitions at a time: one commit is one atomic batch, at most
+//	   ledger.MaxBatch events.
 //	B14 (issue 17, target 6) a large sparse file (256 MiB; --large-mib, 10240
 //	   for the issue's 10 GiB with --scratch on a disk; 72 MiB in --quick, above
 //	   the S3 multipart threshold) committed to S3 and synced into a new cache,
