@@ -1,6 +1,6 @@
 // Package bench is syncledger's benchmark harness: scenarios B1–B9 of issue 8, B10 of
-// issue 13 and B11–B14 of issue 17 (whole CLI processes: start-up, and commits
-// from watch's dirty set, against natsinfo, a minimal nats.go client), each measured against the raw JetStream (and S3) requests it needs, measured in
+// issue 13 and B11–B14 of issue 17 (B11–B12: whole CLI processes: start-up, and commits
+// from watch's dirty set and a sync of 1 event on a large index, against natsinfo, a minimal nats.go client; B13–B14: bulk and large files), each measured against the raw JetStream (and S3) requests it needs, measured in
 // the same run. One command reproduces the whole table:
 //
 //	go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md

@@ -150,7 +150,10 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 		return err
 	}
 	h.cfg.Failpoint("sync-before-write")
-	rows := rowsOf(s, rd, disk, opt.seen, out)
+	rows, err := h.rowsOf(rd, disk, opt.seen, out)
+	if err != nil {
+		return err
+	}
 	removed, err := h.removeReady(rd, disk, out)
 	if err != nil {
 		return err
@@ -192,7 +195,10 @@ func (h *Host) inspectReady(s *session, rd projector.Ready, st *cachefs.Stater) 
 			disk[i].keep = true
 			continue
 		}
-		row, hasRow := s.index[ch.Path]
+		row, hasRow, err := h.db.Get(ch.Path)
+		if err != nil {
+			return nil, fmt.Errorf("apply %s: %w", ch.Path, err)
+		}
 		ds, err := h.inspectChange(st, s, rd, ch, row, hasRow)
 		if blocker, ok := blockedBy(err); ok {
 			local = append(local, blocker)
@@ -261,13 +267,17 @@ func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) er
 // rowsOf returns the index rows rd persists (rows[i] for rd.Changes[i]; zero
 // where New is nil), with the mtimes known before any file is written, and
 // counts the changes that need no fetch.
-func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]cachefs.FileInfo, out *applied) []statedb.Entry {
+func (h *Host) rowsOf(rd projector.Ready, disk []diskState, seen map[string]cachefs.FileInfo, out *applied) ([]statedb.Entry, error) {
 	rows := make([]statedb.Entry, len(rd.Changes))
 	for i, ch := range rd.Changes {
 		if ch.New != nil {
 			rows[i] = statedb.Entry{Digest: ch.New.SHA256, Size: ch.New.Size, Mode: ch.New.Mode, Lazy: ch.New.Lazy, Seq: ch.Seq}
 			if ch.Seq == 0 && !rd.Reset {
-				rows[i].Seq = s.index[ch.Path].Seq // Hydrate: the event that wrote it
+				old, _, err := h.db.Get(ch.Path) // Hydrate: the event that wrote it
+				if err != nil {
+					return nil, err
+				}
+				rows[i].Seq = old.Seq
 			}
 		}
 		switch {
@@ -287,7 +297,7 @@ func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]ca
 			out.Paths = append(out.Paths, ch.Path)
 		}
 	}
-	return rows
+	return rows, nil
 }
 
 // removeReady removes the files of OpDelete, OpLazy and OpShadow changes that exist, in
@@ -375,7 +385,7 @@ func (h *Host) syncReady(rd projector.Ready, written []bool, flushed map[string]
 
 // persistReady persists rd in one transaction — lineage, the index rows (a
 // reset first empties the old state), the journal entries of its paths, marks
-// and HWM — and updates the session's copy of the index.
+// and HWM — into the database the session's core reads.
 func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry) error {
 	err := h.db.Update(func(tx *statedb.Tx) error {
 		if rd.Reset {
@@ -414,13 +424,8 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 	if err != nil {
 		return fmt.Errorf("persist state: %w", err)
 	}
-	for i, ch := range rd.Changes {
+	for _, ch := range rd.Changes {
 		delete(s.journal, ch.Path)
-		if ch.New == nil {
-			delete(s.index, ch.Path)
-		} else {
-			s.index[ch.Path] = rows[i]
-		}
 	}
 	return nil
 }

@@ -102,13 +102,13 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 	walk := func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
 		return h.dir.ScanWith(ign, fn, skip)
 	}
-	covered := func(string) bool { return true }
 	if changed != nil {
 		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
 			return h.dir.ScanPaths(ign, changed, fn, skip)
 		}
-		covered = underAny(changed)
 	}
+	// The files the index does not vouch for are hashed (and staged) while the
+	// walk goes on, h.cfg.Parallel at a time.
 	// The files the index does not vouch for are hashed (and staged) while the
 	// walk goes on, h.cfg.Parallel at a time.
 	seen := map[string]bool{}
@@ -127,7 +127,10 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 			return nil
 		}
 		seen[rel] = true
-		row, ok := s.index[rel]
+		row, ok, err := h.db.Get(rel)
+		if err != nil {
+			return err
+		}
 		if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
 			return nil
 		}
@@ -164,13 +167,27 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 			out.changes = append(out.changes, *e)
 		}
 	}
-	// A shadowed file absent from the cache is not a deletion: a directory of
+	// The indexed paths the scan covers and did not see are deletions. A
+	// shadowed file absent from the cache is not a deletion: a directory of
 	// its name holds other paths (projector.OpShadow).
-	for p, row := range s.index {
+	var gone []string
+	err = h.indexed(changed, func(p string, row statedb.Entry) {
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
-			continue // removed by an interrupted apply, not by this host's user
+			return // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && covered(p) && !ign.Ignored(p) && !s.core.Shadowed(p) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) {
+			gone = append(gone, p)
+		}
+	})
+	if err != nil {
+		return out, fmt.Errorf("scan cache: %w", err)
+	}
+	for _, p := range gone {
+		shadowed, err := s.core.Shadowed(p)
+		if err != nil {
+			return out, fmt.Errorf("scan cache: %w", err)
+		}
+		if !shadowed {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
@@ -264,24 +281,52 @@ func readSmall(f *os.File, buf []byte) ([]byte, error) {
 	return nil, errNotSmall // full: there may be more
 }
 
-// underAny returns a test of whether a path is one of paths or below one.
-func underAny(paths []string) func(string) bool {
-	set := make(map[string]bool, len(paths))
-	for _, p := range paths {
-		set[strings.Trim(p, "/")] = true
+// indexed calls fn for each index row at or under the paths of changed (a
+// path stands for itself and its subtree; nil or "" or "." for the whole
+// index), once each: what a scan limited to changed covers, read from the
+// database without the rows it does not cover.
+func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)) error {
+	each := func(p string, row statedb.Entry) (bool, error) { fn(p, row); return true, nil }
+	roots := make([]string, 0, len(changed))
+	for _, c := range changed {
+		c = strings.Trim(c, "/")
+		if c == "" || c == "." {
+			changed = nil
+			break
+		}
+		roots = append(roots, c)
 	}
-	return func(p string) bool {
-		for {
-			if set[p] {
+	if changed == nil {
+		return h.db.ForEachPrefix("", each)
+	}
+	// Drop the paths under another one: their rows are that one's.
+	set := make(map[string]bool, len(roots))
+	for _, r := range roots {
+		set[r] = true
+	}
+	roots = slices.DeleteFunc(roots, func(r string) bool {
+		for i := strings.LastIndexByte(r, '/'); i > 0; i = strings.LastIndexByte(r[:i], '/') {
+			if set[r[:i]] {
 				return true
 			}
-			i := strings.LastIndexByte(p, '/')
-			if i < 0 {
-				return set[""] || set["."]
-			}
-			p = p[:i]
+		}
+		return false
+	})
+	slices.Sort(roots)
+	roots = slices.Compact(roots)
+	for _, r := range roots {
+		row, ok, err := h.db.Get(r)
+		if err != nil {
+			return err
+		}
+		if ok {
+			fn(r, row)
+		}
+		if err := h.db.ForEachPrefix(r+"/", each); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 func partitionFilter(parts []string) func(string) bool {
@@ -399,7 +444,11 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	for _, e := range sc.changes {
 		flushed[e.Path] = true
 	}
-	if _, err := h.applyOwn(ctx, s, s.core.Ready(), sc.infos, flushed); err != nil {
+	rd, err := s.core.Ready()
+	if err == nil {
+		_, err = h.applyOwn(ctx, s, rd, sc.infos, flushed)
+	}
+	if err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
 	h.cfg.Failpoint("commit-after-persist")
@@ -530,7 +579,11 @@ func (h *Host) catchUp(ctx context.Context, s *session, changes []ledger.Entry, 
 	sr := SyncResult{}
 	r := &run{h: h, s: s, res: &sr}
 	for _, p := range slices.Sorted(maps.Keys(parts)) {
-		err := h.cfg.Log.ReadPartition(ctx, p, s.core.Mark(p).Seq+1, func(rec ledger.Record) error {
+		mk, err := s.core.Mark(p)
+		if err != nil {
+			return err
+		}
+		err = h.cfg.Log.ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
 			if err := r.resolve(ctx, &rec); err != nil {
 				return err
 			}
