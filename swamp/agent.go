@@ -405,8 +405,12 @@ func (a *Agent) hint(ctx context.Context, next []string) {
 			return
 		}
 		dir := h.Dir()
+		ign, err := dir.Ignore()
+		if err != nil {
+			return
+		}
 		var files []string
-		_ = dir.ScanPaths(paths, func(rel string, fi cachefs.FileInfo) error {
+		_ = dir.ScanPaths(ign, paths, func(rel string, fi cachefs.FileInfo) error {
 			if fi.ModTime.After(a.hintSince) {
 				files = append(files, rel)
 			}

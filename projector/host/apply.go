@@ -87,18 +87,24 @@ type applyOptions struct {
 	// scan saw; their index rows take that mtime, so a file changed after the
 	// scan is hashed again by the next one.
 	seen map[string]cachefs.FileInfo
-	// flushed: rd's OpIndex changes are the host's own commit, whose files
-	// and removals the commit made durable before publishing it
-	// (syncCommitted); they are not synced a second time.
-	flushed bool
 	// progress, when set, is called after each file fetched (under a lock).
 	progress func(applied)
+	// flushed names paths the caller already made durable, content and
+	// directories (the host's own commit: syncCommitted): the sync step skips
+	// them.
+	flushed map[string]bool
 }
 
 // applyReady performs rd on the cache, makes it durable, persists it in one
 // transaction and advances the core (see apply).
 func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, seen map[string]cachefs.FileInfo) (applied, error) {
 	return h.apply(ctx, s, rd, applyOptions{seen: seen})
+}
+
+// applyOwn is applyReady for the Ready of the host's own commit, whose paths
+// the commit made durable before publishing (flushed).
+func (h *Host) applyOwn(ctx context.Context, s *session, rd projector.Ready, seen map[string]cachefs.FileInfo, flushed map[string]bool) (applied, error) {
+	return h.apply(ctx, s, rd, applyOptions{seen: seen, flushed: flushed})
 }
 
 // apply performs rd in six steps, each its own function:
@@ -133,7 +139,10 @@ func (h *Host) apply(ctx context.Context, s *session, rd projector.Ready, opt ap
 }
 
 func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, opt applyOptions, out *applied) error {
-	disk, err := h.inspectReady(s, rd)
+	// One Stater for the pass: the fetch then knows the directories the
+	// inspection checked — unless the removals changed them.
+	st := h.dir.NewStater()
+	disk, err := h.inspectReady(s, rd, st)
 	if err != nil {
 		return err
 	}
@@ -145,13 +154,18 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 	if err != nil {
 		return err
 	}
-	if err := h.removeReady(rd, disk, out); err != nil {
+	removed, err := h.removeReady(rd, disk, out)
+	if err != nil {
 		return err
 	}
-	if err := h.fetchReady(ctx, rd, disk, rows, opt.progress, out); err != nil {
+	if removed > 0 {
+		st = h.dir.NewStater() // removals drop the directories they empty
+	}
+	written := make([]bool, len(rd.Changes))
+	if err := h.fetchReady(ctx, st, rd, disk, rows, written, opt.progress, out); err != nil {
 		return err
 	}
-	if err := h.syncReady(rd, opt.flushed); err != nil {
+	if err := h.syncReady(rd, written, opt.flushed); err != nil {
 		return err
 	}
 	h.cfg.Failpoint("sync-after-write")
@@ -166,10 +180,11 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 // local change is this host's own: the index takes the ledger's row, the file
 // stays as it is (diskState.keep). A path of the Forced rules (ignore.IsForced)
 // is never inspected, written or removed at all.
-func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error) {
+//
+// st is the pass's Stater.
+func (h *Host) inspectReady(s *session, rd projector.Ready, st *cachefs.Stater) ([]diskState, error) {
 	disk := make([]diskState, len(rd.Changes))
 	var local []string
-	st := h.dir.NewStater()
 	for i, ch := range rd.Changes {
 		if ch.Op == projector.OpIndex {
 			continue
@@ -287,25 +302,30 @@ func (h *Host) rowsOf(rd projector.Ready, disk []diskState, seen map[string]cach
 
 // removeReady removes the files of OpDelete, OpLazy and OpShadow changes that exist, in
 // order (cachefs removes the directories it empties, which must not race with
-// a fetch creating a file in one of them).
-func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) error {
+// a fetch creating a file in one of them). It returns how many it removed.
+func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) (int, error) {
+	n := 0
 	for i, ch := range rd.Changes {
 		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy && ch.Op != projector.OpShadow) || !disk[i].exists || disk[i].keep {
 			continue
 		}
 		if err := h.dir.RemoveDeferred(ch.Path); err != nil {
-			return err
+			return n, err
 		}
+		n++
 		if ch.Op == projector.OpDelete {
 			out.Removed++
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // fetchReady fetches and writes, h.cfg.Parallel at a time, the content of the
-// OpWrite changes the cache does not hold yet, and sets their rows' mtimes.
-func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskState, rows []statedb.Entry, progress func(applied), out *applied) error {
+// OpWrite changes the cache does not hold yet, sets their rows' mtimes, and
+// sets written[i] for each file it wrote (its content fsynced before its
+// rename: only its directories remain to sync). st is the pass's Stater: the
+// Ready's files share most of their directories.
+func (h *Host) fetchReady(ctx context.Context, st *cachefs.Stater, rd projector.Ready, disk []diskState, rows []statedb.Entry, written []bool, progress func(applied), out *applied) error {
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(h.cfg.Parallel)
@@ -314,7 +334,7 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 			continue
 		}
 		g.Go(func() error {
-			fi, err := fetch(gctx, h.cfg.Blobs, h.dir, ch.Path, ch.New)
+			fi, err := fetch(gctx, h.cfg.Blobs, st, ch.Path, ch.New)
 			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum) {
 				// The event at ch.Seq names content the blob store does not
 				// hold: a message an admin may quarantine.
@@ -323,6 +343,7 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 			if err != nil {
 				return err
 			}
+			written[i] = true
 			mu.Lock()
 			defer mu.Unlock()
 			rows[i].MTime = fi.ModTime
@@ -338,17 +359,19 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 	return g.Wait()
 }
 
-// syncReady makes durable what rd.MustSync names, before any state claims it;
-// with flushed, the OpIndex changes are left out (applyOptions.flushed).
-func (h *Host) syncReady(rd projector.Ready, flushed bool) error {
+// syncReady makes durable what rd.MustSync names, before any state claims it:
+// the content of each file the fetch did not write itself (written: already
+// fsynced), and the directories on every path, except the paths the caller
+// flushed whole.
+func (h *Host) syncReady(rd projector.Ready, written []bool, flushed map[string]bool) error {
 	var files, gone []string
 	for i, m := range rd.MustSync() {
 		switch {
-		case flushed && rd.Changes[i].Op == projector.OpIndex:
-		case m.Content:
+		case flushed[m.Path]:
+		case m.Content && !written[i]:
 			files = append(files, m.Path)
 		default:
-			gone = append(gone, m.Path)
+			gone = append(gone, m.Path) // its directories only
 		}
 	}
 	if len(files)+len(gone) == 0 {
@@ -426,13 +449,13 @@ func (s *session) leftover(path string, ds diskState) bool {
 
 // fetch downloads f's blob and writes it at path in dir, verified, its content
 // fsynced; the directories on its path are synced by the caller (Dir.Flush).
-func fetch(ctx context.Context, blobs ledger.BlobStore, dir *cachefs.Dir, path string, f *projector.File) (cachefs.FileInfo, error) {
+func fetch(ctx context.Context, blobs ledger.BlobStore, st *cachefs.Stater, path string, f *projector.File) (cachefs.FileInfo, error) {
 	rc, err := blobs.Get(ctx, f.SHA256)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}
 	defer rc.Close()
-	fi, err := dir.WriteDeferred(path, rc, f.SHA256, f.Size, f.Mode)
+	fi, err := st.WriteDeferred(path, rc, f.SHA256, f.Size, f.Mode)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}

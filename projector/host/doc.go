@@ -39,7 +39,15 @@
 //
 // A commit scans the cache against the index (size, mtime and mode, then SHA-256),
 // uploads the content of changed files (content first: no event ever references a
-// missing blob), and appends one event per touched partition. On a chain conflict
+// missing blob), and appends one event per touched partition. The files the index
+// does not vouch for are hashed while the walk goes on, Config.Parallel at a time;
+// a changed file is fsynced and its blob stored while the scan holds it open, so
+// a file under 1 MiB is read once (into memory); a larger one is read twice,
+// hashed and then uploaded streaming, verified against its digest on the way (a
+// file changed between the reads fails the commit with ErrChecksum before the
+// upload completes: nothing is published). A blob stored for a commit that is
+// then not published is garbage blob GC collects. Only then are the directories
+// on the changed paths synced and the events appended. On a chain conflict
 // it reads the partitions' new events; if none of them changes a path this host
 // changed, it applies them and retries, else it stops with a *ConflictError naming
 // the paths, keeping the local files (still dirty).

@@ -66,7 +66,7 @@ func (h *Host) Conflicts(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil), nil)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, 
 	if err != nil {
 		return res, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil), nil)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil)
 	if err != nil {
 		return res, err
 	}

@@ -124,7 +124,7 @@ func (h *Host) statusLocal(out *Status, s *session, st statedb.State) (scanned, 
 		return scanned{}, err
 	}
 	out.Shadowed = append([]string{}, shadowed...)
-	sc, err := h.scan(s, partitionFilter(nil), nil)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil)
 	if err != nil {
 		return sc, err
 	}

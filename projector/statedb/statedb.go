@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -660,7 +661,10 @@ func (d *DB) AddJournal(entries map[string]JournalEntry) (map[string]JournalEntr
 			return err
 		}
 		b := tx.Bucket(bJournal)
-		for p, e := range entries {
+		// In key order: bbolt inserts a key by shifting its node's later keys,
+		// so a large batch in random (map) order costs quadratic copying.
+		for _, p := range slices.Sorted(maps.Keys(entries)) {
+			e := entries[p]
 			if v := b.Get([]byte(p)); v != nil {
 				old, err := unmarshalJournal(v)
 				if err != nil {
