@@ -6,12 +6,16 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=""
+# Two builds of one command: syncledger (every command; serve hands over to the
+# server build beside it) and syncledger-server (the same CLI with the embedded
+# nats-server linked in, which only serve needs: README, "Two binaries").
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger ./cmd/syncledger \
+ && CGO_ENABLED=0 go build -trimpath -tags server -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger-server ./cmd/syncledger \
  && mkdir -p /out/cache
 
 FROM debian:trixie-slim
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY --from=build /out/syncledger /usr/local/bin/syncledger
+COPY --from=build /out/syncledger /out/syncledger-server /usr/local/bin/
 RUN useradd --system --uid 10001 --home-dir /cache syncledger
 COPY --from=build --chown=10001:10001 /out/cache /cache
 USER 10001

@@ -19,7 +19,7 @@ type Config struct {
 	// Quick runs every scenario at a small size with few runs: a smoke test
 	// that the harness works (CI), not figures to compare.
 	Quick bool
-	// Big adds B4 (and B3) at 100,000 files and B12 at 1,000,000, which takes several minutes.
+	// Big adds B4 (and B3) at 100,000 files, B12 and B13 at 1,000,000, which takes several minutes.
 	Big bool
 	// Only limits the run to these scenario ids (B1 … B10); empty runs all.
 	Only []string
@@ -34,6 +34,11 @@ type Config struct {
 	S3 string
 	// Runs overrides the number of measured runs of the cold scenarios (B4–B6).
 	Runs int
+	// LargeMiB is the size of B14's sparse file in MiB; 0 means 256 (quick:
+	// 72, above the S3 store's multipart threshold). 10 GiB needs a scratch
+	// directory on disk (--scratch): the S3 server stores it, and the sync
+	// writes it.
+	LargeMiB int
 	// B9Commits is the length of B9's log; 0 means 1,000,000 (quick: 2,000).
 	B9Commits int
 	// Self is the command line that re-executes this binary as a harness child
@@ -78,6 +83,11 @@ type sizes struct {
 	b1Scale         []int // index entries beyond the real cache of files
 	b4Scale         []int // files beyond files
 	parallel        int   // host.Config.Parallel: the CLI's default
+	bulkFiles       int   // B13
+	bulkSize        int
+	bulkRuns        int // the first is a warm-up when more than one
+	largeMiB        int // B14
+	largeRuns       int
 }
 
 func sizesFor(cfg Config) sizes {
@@ -90,9 +100,11 @@ func sizesFor(cfg Config) sizes {
 		b7Runs: 3, b7Dur: 3 * time.Second,
 		b8Warm: 10, b8Samples: 300,
 		b9Commits: 1_000_000, b9Runs: 3,
-		b1Scale:  []int{10_000, 100_000, 1_000_000},
-		b4Scale:  []int{10_000},
-		parallel: 16,
+		b1Scale:   []int{10_000, 100_000, 1_000_000},
+		b4Scale:   []int{10_000},
+		parallel:  16,
+		bulkFiles: 100_000, bulkSize: 256, bulkRuns: 4,
+		largeMiB: 256, largeRuns: 2,
 	}
 	if cfg.Big {
 		s.b4Scale = append(s.b4Scale, 100_000)
@@ -107,12 +119,17 @@ func sizesFor(cfg Config) sizes {
 			b7Runs: 1, b7Dur: 300 * time.Millisecond,
 			b8Warm: 2, b8Samples: 10,
 			b9Commits: 2000, b9Runs: 1,
-			b1Scale:  []int{10_000},
-			parallel: 16,
+			b1Scale:   []int{10_000},
+			parallel:  16,
+			bulkFiles: 1000, bulkSize: 256, bulkRuns: 1,
+			largeMiB: 72, largeRuns: 1,
 		}
 	}
 	if cfg.Runs > 0 {
 		s.coldRuns, s.scopedRuns = cfg.Runs, 2*cfg.Runs
+	}
+	if cfg.LargeMiB > 0 {
+		s.largeMiB, s.largeRuns = cfg.LargeMiB, 1
 	}
 	if cfg.B9Commits > 0 {
 		s.b9Commits = cfg.B9Commits
@@ -121,7 +138,7 @@ func sizesFor(cfg Config) sizes {
 }
 
 // Scenarios are the scenario ids, in the order Run runs them.
-var Scenarios = []string{"B6", "B4", "B5", "B1", "B2", "B3", "B8", "B7", "B9", "B10", "B11", "B12"}
+var Scenarios = []string{"B6", "B4", "B5", "B1", "B2", "B3", "B8", "B7", "B9", "B10", "B11", "B12", "B13", "B14"}
 
 // Run runs the selected scenarios and returns their report. A scenario that
 // fails ends the run with its error; the report holds the rows measured so far.
@@ -215,7 +232,7 @@ func (r *runner) run(ctx context.Context) error {
 	}{
 		{"B6", r.b6}, {"B4", r.b4}, {"B5", r.b5}, {"B1", r.b1}, {"B2", r.b2},
 		{"B3", r.b3}, {"B8", r.b8}, {"B7", r.b7}, {"B9", r.b9}, {"B10", r.b10},
-		{"B11", r.b11}, {"B12", r.b12},
+		{"B11", r.b11}, {"B12", r.b12}, {"B13", r.b13}, {"B14", r.b14},
 	}
 	defer func() {
 		for i := len(r.closes) - 1; i >= 0; i-- {

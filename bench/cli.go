@@ -65,6 +65,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the scratch space after the run")
 	fs.StringVar(&cfg.S3, "s3", S3Auto, "S3 server: auto (SYNCLEDGER_TEST_S3_ENDPOINT if set, else start versitygw), versitygw, env, or fake (gofakes3 in this process)")
 	fs.IntVar(&cfg.Runs, "runs", 0, "measured runs of the cold scenarios B4–B6 (default 7; quick 2) and of B10 (default 15)")
+	fs.IntVar(&cfg.LargeMiB, "large-mib", 0, "size of B14's sparse file in MiB (default 256; quick 72); 10240 is issue 17's 10 GiB, with --scratch on a disk")
 	fs.IntVar(&cfg.B9Commits, "b9-commits", 0, "commits in B9's log (default 1,000,000; quick 2,000)")
 	fs.Float64Var(&cfg.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: don't wait)")
 	fs.DurationVar(&cfg.WaitMax, "wait-max", 20*time.Minute, "longest wait for --wait-load; then run anyway, and the report says so")

@@ -1,13 +1,13 @@
 // Package bench is syncledger's benchmark harness: scenarios B1–B9 of issue 8, B10 of
-// issue 13 and B11–B12 of issue 17 (whole CLI processes: start-up, and commits
-// from watch's dirty set, against natsinfo, a minimal nats.go client), each measured against the raw JetStream (and S3) requests it needs, measured in
+// issue 13 and B11–B14 of issue 17 (B11–B12: whole CLI processes: start-up, and commits
+// from watch's dirty set and a sync of 1 event on a large index, against natsinfo, a minimal nats.go client; B13–B14: bulk and large files), each measured against the raw JetStream (and S3) requests it needs, measured in
 // the same run. One command reproduces the whole table:
 //
 //	go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md
 //
 // --quick runs every scenario at a small size in seconds (TestQuick runs it, so
 // the harness cannot rot); --only B3 runs one scenario; --cpuprofile writes the
-// client's profile; --big adds B4 at 100,000 files and B12 at 1,000,000. The Go benchmarks in
+// client's profile; --big adds B4 at 100,000 files, B12 and B13 at 1,000,000. The Go benchmarks in
 // bench_test.go run single operations under the testing package for
 // `go test -cpuprofile`.
 //
@@ -85,4 +85,22 @@
 //	   request times come from its SYNCLEDGER_SWAMP_TRACE). Needs the real swamp CLI
 //	   (--swamp, or SYNCLEDGER_TEST_SWAMP); a full run without it leaves B10 out
 //	   and says so.
+//	B13 (issue 17, target 4) a cold commit of 100,000 files of 256 B over 200
+//	   models, each in a directory of its own as swamp writes data versions (a
+//	   fresh ledger and file blob store), and a cold full sync of them into a
+//	   new cache; 1,000 files in --quick. Baseline, interleaved: the raw disk
+//	   work they imply, 16 at a time — read each file, write it to a temp file
+//	   (its directory created if missing), fsync, rename: cache → a blob
+//	   directory for the commit, back into a new tree for the sync (no hashing,
+//	   no directory fsync, no state). Targets: ≥ 50% of the raw rate, and ≥ 3×
+//	   the issue's rates (115 s and 103 s for 100k files). --big adds 1,000,000
+//	   files over 10,000 models (target 7's cold figures), committed 1,000
+//	   partitions at a time: one commit is one atomic batch, at most
+//	   ledger.MaxBatch events.
+//	B14 (issue 17, target 6) a large sparse file (256 MiB; --large-mib, 10240
+//	   for the issue's 10 GiB with --scratch on a disk; 72 MiB in --quick, above
+//	   the S3 multipart threshold) committed to S3 and synced into a new cache,
+//	   with the harness's peak RSS; baselines: the S3 store's PutObject of the
+//	   file, and a GetObject written to a temp file, fsynced, renamed. Target:
+//	   peak RSS within 32 MiB of the baseline's (flat, whatever the size).
 package bench

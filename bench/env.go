@@ -332,18 +332,17 @@ func fakeS3(ctx context.Context) (*s3Server, error) {
 	}, nil
 }
 
+// ensureBucket creates cfg's bucket if it is missing, with the SDK's S3 client
+// (the store itself only reads and writes objects).
 func ensureBucket(ctx context.Context, cfg s3.Config) error {
-	st, err := s3.New(ctx, cfg)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c := st.Client()
+	c := awss3.New(awss3.Options{Region: cfg.Region, Credentials: cfg.Credentials,
+		BaseEndpoint: aws.String(cfg.Endpoint), UsePathStyle: cfg.PathStyle})
 	if _, err := c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err == nil {
 		return nil
 	}
-	_, err = c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(cfg.Bucket)})
+	_, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(cfg.Bucket)})
 	var owned *types.BucketAlreadyOwnedByYou
 	if err != nil && !errors.As(err, &owned) {
 		return fmt.Errorf("S3 server %s: create bucket %q: %w", cfg.Endpoint, cfg.Bucket, err)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/syncledger/syncledger/internal/loopback"
 )
 
 // DefaultListen is the address Start listens on when Config.Listen is empty.
@@ -122,13 +124,7 @@ func (cfg *Config) validate() (host string, port int, err error) {
 // IsLoopback reports whether host (an IP literal or name, as in a listen address)
 // is certainly a loopback address: a loopback IP or "localhost". Any other name is
 // treated as reachable from the network.
-func IsLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func IsLoopback(host string) bool { return loopback.Host(host) }
 
 // Start validates cfg, locks the data directory and starts the server with
 // JetStream. It returns once the server accepts clients, or an error after which

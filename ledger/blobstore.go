@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -129,6 +130,17 @@ func (v *VerifyingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Want returns the digest the content must hash to.
+func (v *VerifyingReader) Want() Digest { return v.want }
+
+// Verifies reports whether r is a VerifyingReader (or wraps one, as BlobStore
+// Get's readers do) checking for want: a copy from it needs no hashing of
+// its own, since its end is ErrChecksum unless the content hashed to want.
+func Verifies(r io.Reader, want Digest) bool {
+	v, ok := r.(interface{ Want() Digest })
+	return ok && v.Want() == want
+}
+
 // Verified reports whether the content was read to its end and matched.
 func (v *VerifyingReader) Verified() bool { return v.verified }
 
@@ -141,6 +153,18 @@ type verifyingReadCloser struct {
 }
 
 func (v *verifyingReadCloser) Close() error { return v.c.Close() }
+
+// copyBufs holds Copy's buffers: a bulk pass copies many small files, and a
+// 32 KiB buffer allocated per file is most of its garbage.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// Copy is io.Copy with a pooled buffer: an *os.File's ReadFrom and WriteTo
+// allocate one per call when they cannot splice, as between regular files.
+func Copy(dst io.Writer, src io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
+}
 
 // ReadBlob reads a whole blob, verified.
 func ReadBlob(ctx context.Context, s BlobStore, d Digest) ([]byte, error) {

@@ -31,7 +31,9 @@ type CommitLog interface {
 	Info(ctx context.Context) (Info, error)
 
 	// LastSeq returns the log's last seq: the cheapest request the log offers,
-	// used by the sync fast path.
+	// used by the sync fast path. An answer may be as old as the log's opening
+	// (jetstream.Log answers its first call from it); a caller that knows of a
+	// later seq asks again.
 	LastSeq(ctx context.Context) (Seq, error)
 
 	// Bounds returns the first and last seq.

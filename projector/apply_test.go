@@ -49,7 +49,7 @@ func baseState() State {
 
 func newCore(t *testing.T, st State, cfg Config) *Core {
 	t.Helper()
-	c, err := New(st, cfg)
+	c, err := newCoreOf(st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,10 +260,10 @@ func TestStepRules(t *testing.T) {
 					t.Errorf("gap (-want +got):\n%s", d)
 				}
 			}
-			if d := cmp.Diff(tc.ready, c.Ready(), cmpReady, cmpopts.EquateEmpty()); d != "" {
+			if d := cmp.Diff(tc.ready, c.mustReady(), cmpReady, cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("Ready (-want +got):\n%s", d)
 			}
-			if d := cmp.Diff(baseState(), c.State()); d != "" {
+			if d := cmp.Diff(baseState(), c.mustState()); d != "" {
 				t.Errorf("durable state changed before Advance (-want +got):\n%s", d)
 			}
 		})
@@ -356,7 +356,7 @@ func TestRecordOwn(t *testing.T) {
 			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 				t.Fatalf("RecordOwn error %v, want %v", err, tc.wantErr)
 			}
-			if d := cmp.Diff(tc.ready, c.Ready(), cmpReady, cmpopts.EquateEmpty()); d != "" {
+			if d := cmp.Diff(tc.ready, c.mustReady(), cmpReady, cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("Ready (-want +got):\n%s", d)
 			}
 		})
@@ -371,8 +371,8 @@ func TestReadyAdvanceProtocol(t *testing.T) {
 	if _, err := c.Step(Full, rec("a", 6, 3, 5, "a3")); err != nil {
 		t.Fatal(err)
 	}
-	rd := c.Ready()
-	if d := cmp.Diff(rd, c.Ready(), cmpReady); d != "" {
+	rd := c.mustReady()
+	if d := cmp.Diff(rd, c.mustReady(), cmpReady); d != "" {
 		t.Errorf("second Ready differs:\n%s", d)
 	}
 	// The returned Ready is the caller's: changing it changes nothing inside.
@@ -394,12 +394,12 @@ func TestReadyAdvanceProtocol(t *testing.T) {
 		}
 	}
 	mustPanic(t, "Advance of a foreign Ready", func() { c.Advance(Ready{}) })
-	c.Advance(rd)
+	c.persistAdvance(rd)
 	want := baseState()
 	want.HWM = 6
 	want.Marks["data--m--a"] = Mark{3, 6}
 	want.Files["data/m/a/d/1/raw"] = *fileOf("a3")
-	if d := cmp.Diff(want, c.State()); d != "" {
+	if d := cmp.Diff(want, c.mustState()); d != "" {
 		t.Errorf("state after Advance (-want +got):\n%s", d)
 	}
 	mustPanic(t, "second Advance of the same Ready", func() { c.Advance(rd) })
@@ -407,13 +407,13 @@ func TestReadyAdvanceProtocol(t *testing.T) {
 	if _, err := c.Step(Full, rec("a", 7, 4, 6, "a4")); err != nil {
 		t.Fatal(err)
 	}
-	stale := c.Ready()
+	stale := c.mustReady()
 	c.Discard()
 	if c.HasReady() {
 		t.Error("HasReady after Discard")
 	}
 	mustPanic(t, "Advance of a discarded Ready", func() { c.Advance(stale) })
-	if d := cmp.Diff(want, c.State()); d != "" {
+	if d := cmp.Diff(want, c.mustState()); d != "" {
 		t.Errorf("state after Discard (-want +got):\n%s", d)
 	}
 }
@@ -439,14 +439,14 @@ func TestNewValidatesState(t *testing.T) {
 		"unsafe path":            {Ledger: testLedger, Files: map[string]File{"../x": {}}},
 		"negative size":          {Ledger: testLedger, Files: map[string]File{"x": {Size: -1}}},
 	} {
-		if _, err := New(st, Config{}); !errors.Is(err, ledger.ErrInvalid) {
+		if _, err := newCoreOf(st, Config{}); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
 		}
 	}
 	st := baseState()
 	c := newCore(t, st, Config{})
 	st.Marks["data--m--a"] = Mark{9, 9} // New copies: the caller's maps are not shared
-	if c.Mark("data--m--a") != (Mark{2, 5}) {
+	if c.mustMark("data--m--a") != (Mark{2, 5}) {
 		t.Error("New shares the caller's maps")
 	}
 }

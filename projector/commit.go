@@ -60,13 +60,25 @@ func (c *Core) CommitEvents(commit ledger.Commit) ([]ledger.Event, error) {
 	if c.out != nil || c.HasReady() {
 		return nil, fmt.Errorf("build commit %s: staged work not advanced: %w", commit.ID, ErrReadyOutstanding)
 	}
-	if c.st.Ledger == "" {
+	if c.lineage == "" {
 		return nil, fmt.Errorf("build commit %s: no ledger adopted: %w", commit.ID, ledger.ErrLineage)
 	}
 	if err := c.checkClash(commit.Entries); err != nil {
 		return nil, fmt.Errorf("build commit %s: %w", commit.ID, err)
 	}
-	return CommitEvents(c.st.Ledger, c.Mark, commit)
+	marks := map[string]Mark{}
+	for _, en := range commit.Entries {
+		p := ledger.PartitionKey(en.Path)
+		if _, ok := marks[p]; ok {
+			continue
+		}
+		m, err := c.mark(p)
+		if err != nil {
+			return nil, fmt.Errorf("build commit %s: %w", commit.ID, err)
+		}
+		marks[p] = m
+	}
+	return CommitEvents(c.lineage, func(p string) Mark { return marks[p] }, commit)
 }
 
 // Touched returns the paths the records' entries write or delete, sorted and

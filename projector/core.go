@@ -2,7 +2,6 @@ package projector
 
 import (
 	"fmt"
-	"iter"
 	"maps"
 	"slices"
 
@@ -62,22 +61,24 @@ type Config struct {
 	Lazy bool
 }
 
-// Core is the projector's pure state machine. It holds the durable state as of
-// the last Advance, the work staged since, and what it has learned from reading
-// (which seqs above the HWM have been processed). It does no I/O: the shell offers
-// it records, takes the work from Ready, makes it durable and calls Advance.
+// Core is the projector's pure state machine. It reads the durable state
+// through its Storage (the marks and index rows a step needs, never the whole
+// index for a step), and holds only the lineage and HWM as of the last
+// Advance, the work staged since, and what it has learned from reading (which
+// seqs above the HWM have been processed). It does no I/O itself: the shell
+// offers it records, takes the work from Ready, makes it durable, persists it
+// into the Storage and calls Advance.
 //
 // A Core is not safe for concurrent use.
 type Core struct {
-	cfg  Config
-	st   State                 // durable: as of New or the last Advance
-	done map[ledger.Seq]commit // processed seqs above st.HWM, durable (volatile knowledge)
-	pend pending               // staged since the last Advance
-	out  *Ready                // the outstanding Ready, nil if none
-	ids  uint64
-	// dirs counts the durable rows under each directory (see shadow.go); nil
-	// until first needed.
-	dirs map[string]int
+	cfg     Config
+	store   Storage               // the durable state: marks and index rows
+	lineage string                // durable: as of New or the last Advance
+	hwm     ledger.Seq            // durable: as of New or the last Advance
+	done    map[ledger.Seq]commit // processed seqs above hwm, durable (volatile knowledge)
+	pend    pending               // staged since the last Advance
+	out     *Ready                // the outstanding Ready, nil if none
+	ids     uint64
 }
 
 // commit identifies the part of a commit an event is.
@@ -128,14 +129,35 @@ func sameVersion(a, b *File) bool {
 	return a.SameContent(*b)
 }
 
-// New returns a Core over st, the state the shell persisted (the zero State for a
-// new host). Knowledge of processed seqs above st.HWM starts empty: a restarted
-// host re-reads from HWM+1 and rule 1 skips what it had applied.
-func New(st State, cfg Config) (*Core, error) {
-	if err := st.validate(); err != nil {
+// New returns a Core over the state the shell persisted in s (an empty
+// storage for a new host). It reads only the lineage and the HWM; marks and
+// index rows are read when a step needs them. Knowledge of processed seqs
+// above the HWM starts empty: a restarted host re-reads from HWM+1 and rule 1
+// skips what it had applied.
+func New(s Storage, cfg Config) (*Core, error) {
+	lin, hwm, err := s.HardState()
+	if err != nil {
+		return nil, fmt.Errorf("new projector: read state: %w", err)
+	}
+	if lin == "" {
+		// A state without a lineage holds nothing: one row or mark tells.
+		held := hwm != 0
+		if !held {
+			err = s.Marks(func(string, Mark) bool { held = true; return false })
+		}
+		if err == nil && !held {
+			err = s.Files("", func(string, File) bool { held = true; return false })
+		}
+		if err != nil {
+			return nil, fmt.Errorf("new projector: read state: %w", err)
+		}
+		if held {
+			return nil, fmt.Errorf("new projector: state without a ledger uuid holds data: %w", ledger.ErrInvalid)
+		}
+	} else if err := ledger.ValidateUUID(lin); err != nil {
 		return nil, fmt.Errorf("new projector: %w", err)
 	}
-	c := &Core{cfg: cfg, st: st.Clone(), done: map[ledger.Seq]commit{}}
+	c := &Core{cfg: cfg, store: s, lineage: lin, hwm: hwm, done: map[ledger.Seq]commit{}}
 	c.resetPending()
 	return c, nil
 }
@@ -144,39 +166,35 @@ func (c *Core) resetPending() {
 	c.pend = pending{marks: map[string]Mark{}, files: map[string]fileOp{}, done: map[ledger.Seq]commit{}}
 }
 
-// State returns a copy of the durable state.
-func (c *Core) State() State { return c.st.Clone() }
+// State reads the whole durable state through the storage: every mark and
+// every index row (tests, in-memory replays; a step never needs it).
+func (c *Core) State() (State, error) {
+	st, err := ReadState(c.store)
+	if err != nil {
+		return State{}, err
+	}
+	st.Ledger, st.HWM = c.lineage, c.hwm
+	return st, nil
+}
 
 // Lineage returns the durable ledger UUID ("" before one is adopted and advanced).
-func (c *Core) Lineage() string { return c.st.Ledger }
+func (c *Core) Lineage() string { return c.lineage }
 
 // HWM returns the durable high-water mark. A full sync reads from HWM()+1; the
 // sync fast path compares the log's last seq with it.
-func (c *Core) HWM() ledger.Seq { return c.st.HWM }
+func (c *Core) HWM() ledger.Seq { return c.hwm }
 
 // Mark returns the durable mark of a partition. A scoped sync reads the
 // partition's subject from Mark(p).Seq+1; its fast path compares the partition's
 // last seq with Mark(p).Seq.
-func (c *Core) Mark(partition string) Mark { return c.st.Marks[partition] }
+func (c *Core) Mark(partition string) (Mark, error) { return c.mark(partition) }
 
 // File returns the durable index row of path.
-func (c *Core) File(path string) (File, bool) {
-	f, ok := c.st.Files[path]
-	return f, ok
-}
+func (c *Core) File(path string) (File, bool, error) { return c.file(path) }
 
-// Files iterates the durable index in path order: what the commit scan compares
-// the cache against (a path in the index and missing from the cache is a local
-// deletion, unless the row is lazy).
-func (c *Core) Files() iter.Seq2[string, File] {
-	return func(yield func(string, File) bool) {
-		for _, p := range slices.Sorted(maps.Keys(c.st.Files)) {
-			if !yield(p, c.st.Files[p]) {
-				return
-			}
-		}
-	}
-}
+// Files calls fn for the durable index rows in path order, until fn returns
+// false.
+func (c *Core) Files(fn func(path string, f File) bool) error { return c.files("", fn) }
 
 // The staged view: durable state with the pending work on top.
 
@@ -184,25 +202,24 @@ func (c *Core) viewLineage() string {
 	if c.pend.ledger != "" {
 		return c.pend.ledger
 	}
-	return c.st.Ledger
+	return c.lineage
 }
 
-func (c *Core) viewMark(p string) Mark {
+func (c *Core) viewMark(p string) (Mark, error) {
 	if m, ok := c.pend.marks[p]; ok {
-		return m
+		return m, nil
 	}
-	return c.st.Marks[p]
+	return c.mark(p)
 }
 
-func (c *Core) viewFile(path string) (File, bool) {
+func (c *Core) viewFile(path string) (File, bool, error) {
 	if op, ok := c.pend.files[path]; ok {
 		if op.file == nil {
-			return File{}, false
+			return File{}, false, nil
 		}
-		return *op.file, true
+		return *op.file, true, nil
 	}
-	f, ok := c.st.Files[path]
-	return f, ok
+	return c.file(path)
 }
 
 func (c *Core) doneAt(s ledger.Seq) (commit, bool) {
@@ -288,7 +305,9 @@ func (c *Core) Step(m Mode, rec ledger.Record) (Verdict, error) {
 	if err != nil {
 		return 0, err
 	}
-	c.stage(m, rec, v)
+	if err := c.stage(m, rec, v); err != nil {
+		return 0, err
+	}
 	return v, nil
 }
 
@@ -330,9 +349,12 @@ func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq) error {
 		verdicts[i] = v
 	}
 	// The parts touch distinct partitions, so checking each against the staged
-	// view before staging any is the same as checking them in turn.
+	// view before staging any is the same as checking them in turn. Own
+	// changes read nothing (target), so staging them cannot fail half-way.
 	for i, r := range recs {
-		c.stage(own, r, verdicts[i])
+		if err := c.stage(own, r, verdicts[i]); err != nil {
+			return fmt.Errorf("record own commit: %w", err)
+		}
 	}
 	return nil
 }
@@ -346,7 +368,10 @@ func (c *Core) Hydrate(paths ...string) error {
 	}
 	ops := make(map[string]fileOp, len(paths))
 	for _, p := range paths {
-		f, ok := c.viewFile(p)
+		f, ok, err := c.viewFile(p)
+		if err != nil {
+			return fmt.Errorf("hydrate %q: %w", p, err)
+		}
 		if !ok {
 			return fmt.Errorf("hydrate %q: %w", p, ledger.ErrNotFound)
 		}
@@ -384,7 +409,10 @@ func (c *Core) classify(m Mode, rec ledger.Record) (Verdict, error) {
 	if err := c.checkParts(s, e); err != nil {
 		return fail(err)
 	}
-	mk := c.viewMark(e.Partition)
+	mk, err := c.viewMark(e.Partition)
+	if err != nil {
+		return fail(err)
+	}
 	diverged := func(why string) (Verdict, error) {
 		return fail(fmt.Errorf("partition %q: event is modelSeq %d (prev %d) but mark is modelSeq %d at seq %d%s: %w",
 			e.Partition, e.ModelSeq, e.Prev, mk.ModelSeq, mk.Seq, why, ErrDiverged))
@@ -395,9 +423,9 @@ func (c *Core) classify(m Mode, rec ledger.Record) (Verdict, error) {
 			return diverged("")
 		}
 		return Skip, nil
-	case s <= c.st.HWM:
+	case s <= c.hwm:
 		// I2: every seq ≤ HWM is applied, so its partition's mark covers it.
-		return diverged(fmt.Sprintf(", and seq %d is below the HWM %d", s, c.st.HWM))
+		return diverged(fmt.Sprintf(", and seq %d is below the HWM %d", s, c.hwm))
 	case e.ModelSeq == mk.ModelSeq+1 && e.Prev == mk.Seq: // rule 2
 		return Apply, nil
 	case e.ModelSeq > mk.ModelSeq+1 && e.Prev > mk.Seq: // rule 3
@@ -428,7 +456,7 @@ func validate(rec ledger.Record) error {
 // before part j > 1 is part j-1 of the same commit and the seq after a commit's
 // last part starts a new commit. The HWM is a commit end, so HWM+1 is a part 1.
 func (c *Core) checkParts(s ledger.Seq, e *ledger.Event) error {
-	if s <= c.st.HWM {
+	if s <= c.hwm {
 		return nil
 	}
 	me := commit{e.Commit, e.Part, e.Parts}
@@ -440,7 +468,7 @@ func (c *Core) checkParts(s ledger.Seq, e *ledger.Event) error {
 	}
 	// A misfit names its culprit (PartsError): the neighbour whose commit
 	// claims parts that never came when this record starts a commit, else this one.
-	if s-1 == c.st.HWM {
+	if s-1 == c.hwm {
 		if e.Part != 1 {
 			return &PartsError{Seq: s, Culprit: s, Err: bad("seq %d follows the HWM, a commit end", s)}
 		}
@@ -467,23 +495,36 @@ func follows(a, b commit) bool {
 	return ledger.Follows(ledger.PartOf{Commit: a.id, Part: a.part, Parts: a.parts}, ledger.PartOf{Commit: b.id, Part: b.part, Parts: b.parts})
 }
 
-// stage records the effect of a checked record in the pending work.
-func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
+// stage records the effect of a checked record in the pending work; on error
+// (a storage read) nothing is staged.
+func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) error {
 	e := &rec.Event
-	if m != Scoped && rec.Seq > c.st.HWM {
+	var ops []fileOp
+	if v == Apply {
+		ops = make([]fileOp, len(e.Entries))
+		for i, en := range e.Entries {
+			op, err := c.target(m, rec.Seq, en)
+			if err != nil {
+				return fmt.Errorf("apply seq %d: %w", rec.Seq, err)
+			}
+			ops[i] = op
+		}
+	}
+	if m != Scoped && rec.Seq > c.hwm {
 		c.pend.done[rec.Seq] = commit{e.Commit, e.Part, e.Parts}
 	}
 	if v != Apply {
-		return
+		return nil
 	}
-	for _, en := range e.Entries {
-		op := c.target(m, rec.Seq, en)
+	for i, en := range e.Entries {
+		op := ops[i]
 		if prev, ok := c.pend.files[en.Path]; ok {
 			op = op.withEarlier(prev)
 		}
 		c.pend.files[en.Path] = op
 	}
 	c.pend.marks[e.Partition] = Mark{ModelSeq: e.ModelSeq, Seq: rec.Seq}
+	return nil
 }
 
 // stageSkipped stages a record no reader applies (ledger.Skip): a quarantined
@@ -493,41 +534,52 @@ func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) {
 // read — a commit of its own — so the HWM passes it. A message this host
 // applied before it was quarantined is ErrAppliedQuarantined.
 func (c *Core) stageSkipped(m Mode, rec ledger.Record) error {
-	if p := rec.Skip.Partition; p != "" && c.viewMark(p).Seq == rec.Seq {
-		return fmt.Errorf("offer %v seq %d: partition %q: quarantined seq %d was %w", m, rec.Seq, p, rec.Seq, ErrAppliedQuarantined)
+	if p := rec.Skip.Partition; p != "" {
+		mk, err := c.viewMark(p)
+		if err != nil {
+			return fmt.Errorf("offer %v seq %d: %w", m, rec.Seq, err)
+		}
+		if mk.Seq == rec.Seq {
+			return fmt.Errorf("offer %v seq %d: partition %q: quarantined seq %d was %w", m, rec.Seq, p, rec.Seq, ErrAppliedQuarantined)
+		}
 	}
-	if m != Scoped && rec.Seq > c.st.HWM {
+	if m != Scoped && rec.Seq > c.hwm {
 		c.pend.done[rec.Seq] = commit{part: 1, parts: 1}
 	}
 	return nil
 }
 
-// target decides what applying en means for the cache and the index.
-func (c *Core) target(m Mode, s ledger.Seq, en ledger.Entry) fileOp {
+// target decides what applying en means for the cache and the index. Only a
+// lazy entry reads the index (the row it may keep materialized).
+func (c *Core) target(m Mode, s ledger.Seq, en ledger.Entry) (fileOp, error) {
 	switch {
 	case m == own && en.Deleted:
-		return fileOp{op: OpIndex, seq: s}
+		return fileOp{op: OpIndex, seq: s}, nil
 	case en.Deleted:
-		return fileOp{op: OpDelete, seq: s}
+		return fileOp{op: OpDelete, seq: s}, nil
 	}
 	f := File{SHA256: en.SHA256, Size: en.Size, Mode: en.Mode}
 	switch {
 	case m == own:
-		return fileOp{op: OpIndex, file: &f, seq: s}
+		return fileOp{op: OpIndex, file: &f, seq: s}, nil
 	case c.cfg.Lazy && ledger.IsLazySkippable(en.Path):
-		if cur, ok := c.viewFile(en.Path); ok && !cur.Lazy && cur.SameContent(f) {
+		cur, ok, err := c.viewFile(en.Path)
+		if err != nil {
+			return fileOp{}, err
+		}
+		if ok && !cur.Lazy && cur.SameContent(f) {
 			break // materialized with this very content: keep it so
 		}
 		f.Lazy = true
-		return fileOp{op: OpLazy, file: &f, seq: s}
+		return fileOp{op: OpLazy, file: &f, seq: s}, nil
 	}
-	return fileOp{op: OpWrite, file: &f, seq: s}
+	return fileOp{op: OpWrite, file: &f, seq: s}, nil
 }
 
-// hwm is the HWM the pending work reaches once durable.
-func (c *Core) hwm() ledger.Seq {
+// pendingHWM is the HWM the pending work reaches once durable.
+func (c *Core) pendingHWM() ledger.Seq {
 	if len(c.pend.done) == 0 {
-		return c.st.HWM // the durable knowledge is folded in already
+		return c.hwm // the durable knowledge is folded in already
 	}
 	ds := make([]Done, 0, len(c.done)+len(c.pend.done))
 	for _, m := range []map[ledger.Seq]commit{c.done, c.pend.done} {
@@ -535,7 +587,7 @@ func (c *Core) hwm() ledger.Seq {
 			ds = append(ds, Done{Seq: s, CommitEnd: p.end()})
 		}
 	}
-	return SafeHWM(c.st.HWM, ds)
+	return SafeHWM(c.hwm, ds)
 }
 
 // HasReady reports whether work is staged (Ready would describe something to do
@@ -547,11 +599,13 @@ func (c *Core) HasReady() bool {
 
 // Ready returns the staged work, and marks it outstanding: until Advance or
 // Discard, Step, RecordOwn, Hydrate and AdoptLineage fail with ErrReadyOutstanding. Calling
-// Ready again before that returns the same work.
-func (c *Core) Ready() Ready {
+// Ready again before that returns the same work. It reads the index rows of
+// the staged paths (each Change's Old) and what the directory-wins rule needs
+// around them; if a read fails, nothing becomes outstanding and the staged
+// work stays staged.
+func (c *Core) Ready() (Ready, error) {
 	if c.out == nil {
-		c.ids++
-		rd := Ready{id: c.ids, Ledger: c.pend.ledger, HWM: c.hwm()}
+		rd := Ready{Ledger: c.pend.ledger, HWM: c.pendingHWM()}
 		if c.pend.reset {
 			rd.Reset, rd.Ledger, rd.HWM = true, c.viewLineage(), c.pend.hwm
 		}
@@ -561,7 +615,11 @@ func (c *Core) Ready() Ready {
 		for _, p := range slices.Sorted(maps.Keys(c.pend.files)) {
 			op := c.pend.files[p]
 			ch := Change{Path: p, Op: op.op, Seq: op.seq}
-			if old, ok := c.st.Files[p]; ok {
+			old, ok, err := c.file(p)
+			if err != nil {
+				return Ready{}, err
+			}
+			if ok {
 				ch.Old = &old
 			}
 			if op.file != nil {
@@ -571,44 +629,40 @@ func (c *Core) Ready() Ready {
 			ch.Earlier = cloneFiles(op.earlier)
 			rd.Changes = append(rd.Changes, ch)
 		}
-		rd.Changes = c.shadowChanges(rd.Changes)
+		var err error
+		if rd.Changes, err = c.shadowChanges(rd.Changes); err != nil {
+			return Ready{}, err
+		}
+		c.ids++
+		rd.id = c.ids
 		c.out = &rd
 	}
-	return c.out.clone()
+	return c.out.clone(), nil
 }
 
 // Advance tells the core that rd's work is durable: the files are in the cache
-// and the index rows, marks, HWM and lineage are persisted (atomically). The
-// durable state becomes rd's. rd must be the outstanding Ready: advancing
-// another (a foreign, stale or discarded one, or the same one twice) is a bug
-// of the shell, and Advance panics, as it does for an HWM that would go down.
+// and the index rows, marks, HWM and lineage are persisted (atomically) into
+// the core's Storage, whose reads now give rd's state. The core's lineage and
+// HWM become rd's. rd must be the outstanding Ready: advancing another (a
+// foreign, stale or discarded one, or the same one twice) is a bug of the
+// shell, and Advance panics, as it does for an HWM that would go down.
 func (c *Core) Advance(rd Ready) {
 	if c.out == nil || rd.id != c.out.id {
 		panic("projector: Advance of a Ready that is not the outstanding one")
 	}
 	out := c.out
-	if out.HWM < c.st.HWM && !out.Reset {
-		panic(fmt.Sprintf("projector: HWM would decrease from %d to %d", c.st.HWM, out.HWM))
+	if out.HWM < c.hwm && !out.Reset {
+		panic(fmt.Sprintf("projector: HWM would decrease from %d to %d", c.hwm, out.HWM))
 	}
-	c.advanceDirs(out.Changes)
-	if out.Reset { // the Changes cover every old path; nothing above the new HWM is known
-		c.st.Marks = map[string]Mark{}
+	if out.Reset { // nothing above the new HWM is known
 		clear(c.done)
 	}
 	if out.Ledger != "" {
-		c.st.Ledger = out.Ledger
+		c.lineage = out.Ledger
 	}
-	for _, ch := range out.Changes {
-		if ch.New == nil {
-			delete(c.st.Files, ch.Path)
-		} else {
-			c.st.Files[ch.Path] = *ch.New
-		}
-	}
-	maps.Copy(c.st.Marks, out.Marks)
-	c.st.HWM = out.HWM
+	c.hwm = out.HWM
 	maps.Copy(c.done, c.pend.done)
-	maps.DeleteFunc(c.done, func(s ledger.Seq, _ commit) bool { return s <= c.st.HWM })
+	maps.DeleteFunc(c.done, func(s ledger.Seq, _ commit) bool { return s <= c.hwm })
 	c.resetPending()
 	c.out = nil
 }

@@ -85,7 +85,7 @@ func (env *scriptEnv) run(d *datadriven.TestData) (string, error) {
 	switch d.Cmd {
 	case "new":
 		cfg := Config{Lazy: d.HasArg("lazy")}
-		c, err := New(State{}, cfg)
+		c, err := newCoreOf(State{}, cfg)
 		if err != nil {
 			return "", err
 		}
@@ -122,7 +122,7 @@ func (env *scriptEnv) run(d *datadriven.TestData) (string, error) {
 	case "scoped":
 		var recs []ledger.Record
 		for _, p := range args["part"] {
-			recs = append(recs, env.log.readPartition(p, h.core.Mark(p).Seq+1, seqArg("to"))...)
+			recs = append(recs, env.log.readPartition(p, h.core.mustMark(p).Seq+1, seqArg("to"))...)
 		}
 		return env.offer(h, Scoped, recs)
 
@@ -162,14 +162,14 @@ func (env *scriptEnv) run(d *datadriven.TestData) (string, error) {
 		return "ok\n", nil
 
 	case "ready":
-		return env.readyString(h, h.core.Ready()), nil
+		return env.readyString(h, h.core.mustReady()), nil
 
 	case "advance":
-		rd := h.core.Ready()
+		rd := h.core.mustReady()
 		b.WriteString(env.readyString(h, rd))
 		persist(&h.disk, rd)
-		h.core.Advance(rd)
-		if got := h.core.State(); !equalState(got, h.disk) {
+		h.core.persistAdvance(rd)
+		if got := h.core.mustState(); !equalState(got, h.disk) {
 			return b.String(), fmt.Errorf("core state %+v differs from persisted %+v", got, h.disk)
 		}
 		b.WriteString(env.stateString(h.disk))
@@ -180,7 +180,7 @@ func (env *scriptEnv) run(d *datadriven.TestData) (string, error) {
 		return "ok\n", nil
 
 	case "restart":
-		c, err := New(h.disk, h.cfg)
+		c, err := newCoreOf(h.disk, h.cfg)
 		if err != nil {
 			return "", err
 		}
@@ -188,7 +188,7 @@ func (env *scriptEnv) run(d *datadriven.TestData) (string, error) {
 		return env.stateString(h.disk), nil
 
 	case "state":
-		return env.stateString(h.core.State()), nil
+		return env.stateString(h.core.mustState()), nil
 
 	case "lag":
 		// The sync fast path: one request for the log's last seq.

@@ -14,6 +14,18 @@
 // atomically as one unit. A Mark (modelSeq, seq) is the last event of the
 // partition the host has applied, contiguously from modelSeq 1.
 //
+// The core does not hold that state: it reads it through a Storage (etcd
+// raft's Storage is the model), the shell's persisted state — projector/statedb
+// over the cache's database, a MemoryStorage in tests, the simulator and
+// in-memory replays. A step reads only what it needs: the marks of the
+// partitions it touches, the rows of the paths it changes, and, for the
+// file-and-directory rule, whether rows lie under those paths and the rows of
+// the directories above them. So a sync applying one event, or a commit of
+// one file, reads a few rows whatever the size of the index; only a full read
+// (State, Restore, ShadowedFiles) visits every row. The core keeps in memory
+// the lineage and HWM as of the last Advance, the work staged since, and what
+// it learned about seqs above the HWM — nothing that grows with the index.
+//
 // The HWM is the largest seq H such that every event with seq ≤ H has been
 // durably applied to this host's cache, and H ends a commit (or H is 0). It is
 // computed only from what this host processed (SafeHWM), never from a remote
@@ -74,14 +86,14 @@
 // does the cache work, fsyncs what Ready.MustSync names (every path the Ready
 // claims, with the directories on its way: the state must never claim content a
 // power cut can take from the cache), persists index rows, marks, HWM and
-// lineage in one atomic transaction, and calls Advance; only then does the
-// core's durable state change. Restore stages a Ready that replaces the whole
+// lineage in one atomic transaction into the core's Storage, and calls
+// Advance; only then does the core's durable state change. Restore stages a Ready that replaces the whole
 // state (a rebuild from a snapshot): the same shell path applies it.
 // So marks are persisted with every applied event's files, and the HWM only at a
 // commit boundary, never ahead of the marks that justify it.
 //
 // A crash at any point leaves the persisted state of the last completed Ready.
-// On restart the shell builds a Core from it (New) and re-reads from HWM+1 (and
+// On restart the shell builds a Core over it (New) and re-reads from HWM+1 (and
 // each scoped partition from its mark): rule 1 skips what was applied, the rest is
 // applied again, so restart plus re-sync gives the same cache and marks as an
 // uninterrupted run. What the core learned about seqs above the HWM is not

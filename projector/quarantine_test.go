@@ -38,11 +38,11 @@ func TestSkippedRecords(t *testing.T) {
 			t.Fatalf("Step seq %d = %v, %v; want %v", s.rec.Seq, v, err, s.want)
 		}
 	}
-	rd := c.Ready()
+	rd := c.mustReady()
 	if rd.HWM != 10 || rd.Marks["data--m--a"] != (Mark{3, 7}) || rd.Marks["data--m--new"] != (Mark{1, 9}) || len(rd.Marks) != 2 || len(rd.Changes) != 2 {
 		t.Fatalf("Ready = %+v", rd)
 	}
-	c.Advance(rd)
+	c.persistAdvance(rd)
 
 	// Scoped: nothing staged. Classify agrees.
 	c = newCore(t, baseState(), Config{})
@@ -79,7 +79,7 @@ func TestPartsErrorNamesCulprit(t *testing.T) {
 			t.Fatalf("Step seq %d: %v", r.Seq, err)
 		}
 	}
-	if rd := c.Ready(); rd.HWM != 7 {
+	if rd := c.mustReady(); rd.HWM != 7 {
 		t.Fatalf("HWM %d, want 7", rd.HWM)
 	}
 
@@ -88,7 +88,7 @@ func TestPartsErrorNamesCulprit(t *testing.T) {
 	if _, err := c.Step(Scoped, liar); err != nil {
 		t.Fatal(err)
 	}
-	c.Advance(c.Ready())
+	c.persistAdvance(c.mustReady())
 	if _, err := c.Step(Full, quarantined(6, "a", false)); !errors.Is(err, ErrAppliedQuarantined) || c.HasReady() {
 		t.Fatalf("skip of an applied seq = %v, want ErrAppliedQuarantined", err)
 	}

@@ -35,9 +35,13 @@ func (c *Core) Restore(to State, seqs map[string]ledger.Seq, stray []string) err
 	case lin == "":
 		c.pend.ledger = to.Ledger
 	}
-	files := make(map[string]fileOp, len(to.Files)+len(c.st.Files))
-	for p := range c.st.Files {
+	files := make(map[string]fileOp, len(to.Files))
+	err := c.files("", func(p string, _ File) bool {
 		files[p] = fileOp{op: OpDelete}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("restore to seq %d: %w", to.HWM, err)
 	}
 	for _, p := range stray {
 		if err := ledger.ValidatePath(p); err != nil {
@@ -46,7 +50,11 @@ func (c *Core) Restore(to State, seqs map[string]ledger.Seq, stray []string) err
 		files[p] = fileOp{op: OpDelete}
 	}
 	for p, f := range to.Files {
-		files[p] = c.target(Full, seqs[p], ledger.Entry{Path: p, SHA256: f.SHA256, Size: f.Size, Mode: f.Mode})
+		op, err := c.target(Full, seqs[p], ledger.Entry{Path: p, SHA256: f.SHA256, Size: f.Size, Mode: f.Mode})
+		if err != nil {
+			return fmt.Errorf("restore to seq %d: %w", to.HWM, err)
+		}
+		files[p] = op
 	}
 	c.pend.reset, c.pend.hwm = true, to.HWM
 	c.pend.files = files

@@ -23,7 +23,7 @@ func TestRestore(t *testing.T) {
 		if err := c.Restore(to, seqs, []string{"data/m/x/d/1/raw"}); err != nil {
 			t.Fatal(err)
 		}
-		rd := c.Ready()
+		rd := c.mustReady()
 		wop := OpWrite
 		wnew := func(s string) *File { return fileOf(s) }
 		if lazy {
@@ -46,8 +46,8 @@ func TestRestore(t *testing.T) {
 		if d := cmp.Diff(wantSync, rd.MustSync()); d != "" {
 			t.Fatalf("lazy %v: MustSync (-want +got):\n%s", lazy, d)
 		}
-		c.Advance(rd)
-		got := c.State()
+		c.persistAdvance(rd)
+		got := c.mustState()
 		wantSt := to.Clone()
 		if lazy {
 			for p, f := range wantSt.Files {
@@ -102,7 +102,7 @@ func TestMustSyncNamesEveryPath(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rd := c.Ready()
+	rd := c.mustReady()
 	want := []Sync{
 		{"data/m/a/d/1/raw", false}, // lazy: absent
 		{"data/m/b/d/1/raw", false}, // deleted

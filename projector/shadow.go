@@ -2,7 +2,6 @@ package projector
 
 import (
 	"fmt"
-	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -23,18 +22,6 @@ import (
 // agree. A commit that would itself create the clash is refused
 // (CommitEvents, ErrClash): only a race makes one.
 
-// dirCounts returns, for every directory of the durable index, how many rows
-// lie under it; built on first use and kept up to date by Advance.
-func (c *Core) dirCounts() map[string]int {
-	if c.dirs == nil {
-		c.dirs = map[string]int{}
-		for p := range c.st.Files {
-			addDirs(c.dirs, p, 1)
-		}
-	}
-	return c.dirs
-}
-
 // addDirs adds n to the count of every directory above path.
 func addDirs(dirs map[string]int, path string, n int) {
 	for i := len(path) - 1; i > 0; i-- {
@@ -51,22 +38,56 @@ func addDirs(dirs map[string]int, path string, n int) {
 // Shadowed reports whether the durable index holds path as a file that other
 // indexed paths lie under: the cache holds a directory there, not the file
 // (the directory wins). Its row stays; absent from the cache it is not a
-// deletion.
-func (c *Core) Shadowed(path string) bool {
-	_, ok := c.st.Files[path]
-	return ok && c.dirCounts()[path] > 0
+// deletion. It reads path's row and, if there is one, the first row under it.
+func (c *Core) Shadowed(path string) (bool, error) {
+	if _, ok, err := c.file(path); err != nil || !ok {
+		return false, err
+	}
+	return c.under(path)
 }
 
-// ShadowedFiles returns the durable index's shadowed files, sorted.
-func (c *Core) ShadowedFiles() []string {
-	var out []string
-	for d := range c.dirCounts() {
-		if _, ok := c.st.Files[d]; ok {
-			out = append(out, d)
+// ShadowedFiles returns the durable index's shadowed files, sorted: one pass
+// over the index in path order.
+func (c *Core) ShadowedFiles() ([]string, error) {
+	var sc shadowScan
+	if err := c.files("", func(p string, _ File) bool { sc.add(p); return true }); err != nil {
+		return nil, err
+	}
+	slices.Sort(sc.out)
+	return sc.out, nil
+}
+
+// shadowScan finds the shadowed paths of an index read in path order, keeping
+// only the rows whose subtree the scan is in: a row r's subtree (r + "/…")
+// lies in [r, r+"0") in path order ('0' follows '/'), as does everything that
+// has r as a prefix followed by a byte below '0', so the open rows nest.
+type shadowScan struct {
+	open []struct {
+		path     string
+		shadowed bool
+	}
+	out []string
+}
+
+func (s *shadowScan) add(p string) {
+	for n := len(s.open); n > 0; n-- {
+		top := s.open[n-1].path
+		if strings.HasPrefix(p, top) && len(p) > len(top) && p[len(top)] < '0' {
+			break
+		}
+		s.open = s.open[:n-1]
+	}
+	for i := range s.open {
+		o := &s.open[i]
+		if !o.shadowed && len(p) > len(o.path) && p[len(o.path)] == '/' {
+			o.shadowed = true
+			s.out = append(s.out, o.path)
 		}
 	}
-	slices.Sort(out)
-	return out
+	s.open = append(s.open, struct {
+		path     string
+		shadowed bool
+	}{path: p})
 }
 
 // ShadowedPaths returns which of paths (an index's paths, any order) are
@@ -90,32 +111,54 @@ func ShadowedPaths(paths []string) []string {
 // shadowChanges fixes the Changes of a Ready (in path order, one per staged
 // path) for the directory-wins rule and returns them with the Changes of
 // files whose shadowing the Ready switches on or off without touching them.
-func (c *Core) shadowChanges(chs []Change) []Change {
+// It reads, for each Change, whether rows lie under its path, and the rows of
+// the directories above the Changes (only a clash makes one a file).
+func (c *Core) shadowChanges(chs []Change) ([]Change, error) {
 	if len(chs) == 0 {
-		return chs // no path touched: nothing to count (dirCounts costs a pass over the index)
+		return chs, nil
 	}
-	// How the Ready moves the row count under each directory.
-	delta := map[string]int{}
-	for _, ch := range chs {
-		switch {
-		case ch.Old == nil && ch.New != nil:
-			addDirs(delta, ch.Path, 1)
-		case ch.Old != nil && ch.New == nil:
-			addDirs(delta, ch.Path, -1)
+	// after reports whether rows lie under d once the Ready is persisted,
+	// given whether durable rows do (had): a Change under d that writes one,
+	// or a durable row under d that no Change deletes.
+	after := func(d string, had bool) (bool, error) {
+		pre := d + "/"
+		deletes := false
+		i, _ := slices.BinarySearchFunc(chs, pre, func(ch Change, p string) int { return strings.Compare(ch.Path, p) })
+		for ; i < len(chs) && strings.HasPrefix(chs[i].Path, pre); i++ {
+			if chs[i].New != nil {
+				return true, nil
+			}
+			deletes = deletes || chs[i].Old != nil
 		}
+		if !had || !deletes {
+			return had, nil
+		}
+		kept := false
+		err := c.files(pre, func(p string, _ File) bool {
+			_, staged := c.pend.files[p]
+			kept = !staged
+			return !kept
+		})
+		return kept, err
 	}
-	dirs := c.dirCounts()
-	if len(dirs) == 0 && len(delta) == 0 {
-		return chs
-	}
-	touched := make(map[string]bool, len(chs))
 	for i := range chs {
 		ch := &chs[i]
-		touched[ch.Path] = true
-		ch.OldShadowed = ch.Old != nil && dirs[ch.Path] > 0
-		newShadowed := ch.New != nil && dirs[ch.Path]+delta[ch.Path] > 0
-		if newShadowed {
-			ch.Op = OpShadow
+		if ch.Old == nil && ch.New == nil {
+			continue
+		}
+		had, err := c.under(ch.Path)
+		if err != nil {
+			return nil, err
+		}
+		ch.OldShadowed = ch.Old != nil && had
+		if ch.New != nil {
+			is, err := after(ch.Path, had)
+			if err != nil {
+				return nil, err
+			}
+			if is {
+				ch.Op = OpShadow
+			}
 		}
 	}
 	// Files the Ready does not touch above paths it touches get a Change
@@ -133,11 +176,24 @@ func (c *Core) shadowChanges(chs []Change) []Change {
 		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(above)) {
-		f, ok := c.st.Files[d]
-		if !ok || touched[d] {
+		if _, touched := c.pend.files[d]; touched {
 			continue
 		}
-		was, is := dirs[d] > 0, dirs[d]+delta[d] > 0
+		f, ok, err := c.file(d)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		was, err := c.under(d)
+		if err != nil {
+			return nil, err
+		}
+		is, err := after(d, was)
+		if err != nil {
+			return nil, err
+		}
 		old, nw := f, f
 		ch := Change{Path: d, Old: &old, New: &nw, OldShadowed: was}
 		switch {
@@ -151,27 +207,11 @@ func (c *Core) shadowChanges(chs []Change) []Change {
 		extra = append(extra, ch)
 	}
 	if len(extra) == 0 {
-		return chs
+		return chs, nil
 	}
 	chs = append(chs, extra...)
 	slices.SortFunc(chs, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
-	return chs
-}
-
-// advanceDirs updates the directory counts for the Changes Advance applies.
-func (c *Core) advanceDirs(chs []Change) {
-	if c.dirs == nil {
-		return // built on first use, from the new state
-	}
-	for _, ch := range chs {
-		_, had := c.st.Files[ch.Path]
-		switch {
-		case !had && ch.New != nil:
-			addDirs(c.dirs, ch.Path, 1)
-		case had && ch.New == nil:
-			addDirs(c.dirs, ch.Path, -1)
-		}
-	}
+	return chs, nil
 }
 
 // ClashError: a commit would make a path a file and a directory at once, from
@@ -190,68 +230,78 @@ func (e *ClashError) Unwrap() error { return ErrClash }
 
 // checkClash refuses a commit whose entries would, on top of the durable
 // index, create a file with paths under it. A file the index already shadows
-// may gain more paths under it: the cache holds the directory already.
+// may gain more paths under it: the cache holds the directory already. It
+// reads, for each written entry, the first row under it, and the row of each
+// directory above the entries.
 func (c *Core) checkClash(entries []ledger.Entry) error {
-	delta := map[string]int{}
-	after := map[string]bool{} // the entries' paths, true if written
+	after := make(map[string]bool, len(entries)) // the entries' paths, true if written
 	for _, en := range entries {
-		_, had := c.st.Files[en.Path]
 		after[en.Path] = !en.Deleted
-		switch {
-		case !had && !en.Deleted:
-			addDirs(delta, en.Path, 1)
-		case had && en.Deleted:
-			addDirs(delta, en.Path, -1)
-		}
 	}
-	dirs := c.dirCounts()
-	has := func(p string) bool {
-		if w, ok := after[p]; ok {
-			return w
-		}
-		_, ok := c.st.Files[p]
-		return ok
-	}
+	paths := slices.Sorted(maps.Keys(after))
+	fine := map[string]bool{} // directories above the entries found not to clash
 	for _, en := range entries {
 		if en.Deleted {
 			continue
 		}
-		if dirs[en.Path]+delta[en.Path] > 0 {
-			return &ClashError{File: en.Path, Under: c.someUnder(en.Path, after)}
+		under, err := c.firstUnder(en.Path, paths, after)
+		if err != nil {
+			return err
+		}
+		if under != "" {
+			return &ClashError{File: en.Path, Under: under}
 		}
 		for i := len(en.Path) - 1; i > 0; i-- {
 			if en.Path[i] != '/' {
 				continue
 			}
 			a := en.Path[:i]
-			if has(a) && !c.Shadowed(a) {
-				return &ClashError{File: a, Under: en.Path}
+			if fine[a] {
+				continue
 			}
+			_, held, err := c.file(a)
+			if err != nil {
+				return err
+			}
+			if w, ok := after[a]; ok {
+				held = w
+			}
+			if held {
+				shadowed, err := c.Shadowed(a)
+				if err != nil {
+					return err
+				}
+				if !shadowed {
+					return &ClashError{File: a, Under: en.Path}
+				}
+			}
+			fine[a] = true
 		}
 	}
 	return nil
 }
 
-// someUnder returns the first path under dir that the index holds once the
-// commit's entries (after: path → written) are applied.
-func (c *Core) someUnder(dir string, after map[string]bool) string {
-	held := func(p string) bool {
-		if w, ok := after[p]; ok {
-			return w
-		}
-		_, ok := c.st.Files[p]
-		return ok
-	}
-	var under []string
-	for _, m := range []iter.Seq[string]{maps.Keys(c.st.Files), maps.Keys(after)} {
-		for p := range m {
-			if strings.HasPrefix(p, dir+"/") && held(p) {
-				under = append(under, p)
-			}
+// firstUnder returns the first path under dir that the index holds once the
+// commit's entries (paths, sorted; after: path → written) are applied; "" if
+// none.
+func (c *Core) firstUnder(dir string, paths []string, after map[string]bool) (string, error) {
+	pre := dir + "/"
+	var first string
+	i, _ := slices.BinarySearch(paths, pre)
+	for ; i < len(paths) && strings.HasPrefix(paths[i], pre); i++ {
+		if after[paths[i]] {
+			first = paths[i]
+			break
 		}
 	}
-	if len(under) == 0 {
-		return dir + "/…"
-	}
-	return slices.Min(under)
+	err := c.files(pre, func(p string, _ File) bool {
+		if w, ok := after[p]; ok && !w {
+			return true // deleted by the commit
+		}
+		if first == "" || p < first {
+			first = p
+		}
+		return false
+	})
+	return first, err
 }

@@ -133,9 +133,9 @@ func naiveShadowed(files map[string]File) []string {
 // Paths in skip (written by the host's own commits it never recorded) are not
 // checked.
 func checkTree(disk treeDisk, c *Core, skip map[string]bool) error {
-	st := c.State()
+	st := c.mustState()
 	shadowed := naiveShadowed(st.Files)
-	if got := c.ShadowedFiles(); !slices.Equal(got, shadowed) {
+	if got := must(c.ShadowedFiles()); !slices.Equal(got, shadowed) {
 		return fmt.Errorf("ShadowedFiles %q, want %q", got, shadowed)
 	}
 	for p, f := range st.Files {
@@ -143,10 +143,10 @@ func checkTree(disk treeDisk, c *Core, skip map[string]bool) error {
 		switch {
 		case skip[p]:
 		case slices.Contains(shadowed, p):
-			if !c.Shadowed(p) || ok {
-				return fmt.Errorf("%s is shadowed (Shadowed %v) but the cache holds it (%v)", p, c.Shadowed(p), ok)
+			if !c.mustShadowed(p) || ok {
+				return fmt.Errorf("%s is shadowed (Shadowed %v) but the cache holds it (%v)", p, c.mustShadowed(p), ok)
 			}
-		case c.Shadowed(p):
+		case c.mustShadowed(p):
 			return fmt.Errorf("%s: Shadowed, but nothing lies under it", p)
 		case f.Lazy:
 			if ok && d != f.SHA256 {
@@ -194,7 +194,7 @@ func shadowHistory(seed uint64) error {
 	l := newMemLog(testLedger)
 	hosts := make([]*treeHost, 3)
 	for i := range hosts {
-		c, err := New(State{}, Config{Lazy: i == 1})
+		c, err := newCoreOf(State{}, Config{Lazy: i == 1})
 		if err != nil {
 			return err
 		}
@@ -205,11 +205,11 @@ func shadowHistory(seed uint64) error {
 	}
 	content := func(p string) ledger.Entry { return l.write(p, fmt.Sprintf("%s@%d", p, r.IntN(3))) }
 	apply := func(h *treeHost) error {
-		rd := h.core.Ready()
+		rd := h.core.mustReady()
 		if err := applyTree(h.disk, rd); err != nil {
 			return err
 		}
-		h.core.Advance(rd)
+		h.core.persistAdvance(rd)
 		return checkTree(h.disk, h.core, h.unrecorded)
 	}
 	// refused reports whether err is the host stopping at the file of an own
@@ -249,7 +249,7 @@ func shadowHistory(seed uint64) error {
 			return apply(h)
 		}
 		p := ledger.PartitionKey(clashPaths[r.IntN(len(clashPaths))])
-		for _, rec := range l.readPartition(p, h.core.Mark(p).Seq+1, 0) {
+		for _, rec := range l.readPartition(p, h.core.mustMark(p).Seq+1, 0) {
 			if _, err := h.core.Step(Scoped, rec); err != nil {
 				return err
 			}
@@ -291,7 +291,7 @@ func shadowHistory(seed uint64) error {
 	// A fresh host reading the whole log at once.
 	fresh := &treeHost{disk: treeDisk{}, unrecorded: map[string]bool{}}
 	var err error
-	if fresh.core, err = New(State{}, Config{}); err != nil {
+	if fresh.core, err = newCoreOf(State{}, Config{}); err != nil {
 		return err
 	}
 	if err := fresh.core.AdoptLineage(l.info); err != nil {
@@ -305,9 +305,9 @@ func shadowHistory(seed uint64) error {
 	if err := apply(fresh); err != nil {
 		return fmt.Errorf("fresh host: %w", err)
 	}
-	want := fresh.core.State()
+	want := fresh.core.mustState()
 	for i, h := range hosts {
-		st := h.core.State()
+		st := h.core.mustState()
 		if st.HWM != l.head() || !maps.EqualFunc(st.Files, want.Files, File.SameContent) {
 			return fmt.Errorf("host %d: hwm %d (head %d), index differs from a fresh host's", i, st.HWM, l.head())
 		}
@@ -335,14 +335,14 @@ func ownCommit(r *rand.Rand, l *memLog, h *treeHost, content func(string) ledger
 		en = content(p)
 	}
 	for _, m := range []string{ledger.PartitionKey(p)} {
-		if h.core.Mark(m) != l.mark(m) {
+		if h.core.mustMark(m) != l.mark(m) {
 			return nil // would lose the chain race: not what this tests
 		}
 	}
 	evs, err := h.core.CommitEvents(l.newCommit("h", []ledger.Entry{en}))
 	var ce *ClashError
 	if errors.As(err, &ce) {
-		files := h.core.State().Files
+		files := h.core.mustState().Files
 		if en.Deleted {
 			return fmt.Errorf("deletion of %s refused: %v", p, err)
 		}
@@ -367,7 +367,7 @@ func ownCommit(r *rand.Rand, l *memLog, h *treeHost, content func(string) ledger
 		return err
 	}
 	if r.IntN(3) == 0 { // crash after the append: the commit is not recorded
-		c, err := New(h.core.State(), h.core.cfg)
+		c, err := newCoreOf(h.core.mustState(), h.core.cfg)
 		if err != nil {
 			return err
 		}

@@ -243,7 +243,7 @@ func newSim(cfg simConfig) *sim {
 	}
 	for i := range cfg.hosts {
 		h := &simHost{name: fmt.Sprintf("h%d", i), cfg: Config{Lazy: i%2 == 1}, disk: State{}.Clone(), cache: map[string]ledger.Digest{}, journal: map[string]journalEntry{}, unrecorded: map[string]bool{}, unsynced: map[string]journalled{}, journalReplaces: cfg.journalReplaces}
-		h.core, _ = New(h.disk, h.cfg)
+		h.core, _ = newCoreOf(h.disk, h.cfg)
 		h.seen = h.disk.Clone()
 		s.hosts = append(s.hosts, h)
 	}
@@ -451,7 +451,7 @@ func (s *sim) restart(h *simHost) error {
 		s.stats["power cut: unsynced cache changes lost"] += h.powerCut()
 		s.logf("%s: the power goes: cache changes not fsynced are lost: %v", h.name, lost)
 	}
-	c, err := New(h.disk, h.cfg)
+	c, err := newCoreOf(h.disk, h.cfg)
 	if err != nil {
 		return fmt.Errorf("%s: restart: %w", h.name, err)
 	}
@@ -466,7 +466,7 @@ func (s *sim) restart(h *simHost) error {
 // (stuckCheck): a Ready the host would refuse ends the operation, if the
 // refusal is one the host recovers from, and is a violation otherwise.
 func (s *sim) finish(h *simHost, crashes bool) error {
-	rd := h.core.Ready()
+	rd := h.core.mustReady()
 	if err := s.stuckCheck(h, rd); err != nil {
 		var rf *refusal
 		if errors.As(err, &rf) && !s.calm && (h.unrecorded[rf.path] || s.leftover(h, rf.path)) {
@@ -501,7 +501,7 @@ func (s *sim) finish(h *simHost, crashes bool) error {
 		if err := s.persist(h, rd); err != nil {
 			return err
 		}
-		h.core.Advance(rd)
+		h.core.persistAdvance(rd)
 		return nil
 	case x < 85:
 		s.stats["crash before persisting"]++
@@ -830,7 +830,7 @@ func (s *sim) scopedSync(h *simHost, parts []string, crashes bool) error {
 	}
 	var recs []ledger.Record
 	for _, p := range parts {
-		rs, err := s.log.readPartitionSafe(p, h.core.Mark(p).Seq+1, 0)
+		rs, err := s.log.readPartitionSafe(p, h.core.mustMark(p).Seq+1, 0)
 		if errors.Is(err, ledger.ErrTruncated) {
 			// A scoped sync does not rebuild: it says the cache needs one.
 			s.stats["scoped sync: log truncated"]++
@@ -897,7 +897,7 @@ func (s *sim) ownCommit(h *simHost) error {
 		}
 	}
 	content := map[ledger.Digest]string{}
-	entries := s.changes(func(p string) bool { _, ok := h.core.File(p); return ok }, content)
+	entries := s.changes(func(p string) bool { _, ok := must2(h.core.File(p)); return ok }, content)
 	if err := s.crashPoint(h, "commit after scan"); err != nil {
 		return err
 	}
@@ -950,7 +950,7 @@ func (s *sim) ownCommit(h *simHost) error {
 			var remote []ledger.Record
 			for _, e := range evs {
 				parts = append(parts, e.Partition)
-				rs, rerr := s.log.readPartitionSafe(e.Partition, h.core.Mark(e.Partition).Seq+1, 0)
+				rs, rerr := s.log.readPartitionSafe(e.Partition, h.core.mustMark(e.Partition).Seq+1, 0)
 				if rerr != nil {
 					s.logf("%s commit conflict: partition read hits the purge: gives up", h.name)
 					return errCrash
@@ -1037,7 +1037,7 @@ func treeAllows(cache map[string]ledger.Digest, entries []ledger.Entry) bool {
 // the core must report the gap exactly and stage nothing.
 func (s *sim) gapProbe(h *simHost) error {
 	p := s.partition(s.r.IntN(s.cfg.partitions))
-	m := h.core.Mark(p)
+	m := h.core.mustMark(p)
 	recs, err := s.log.readPartitionSafe(p, m.Seq+1, 0)
 	if err != nil || len(recs) < 2 || h.core.Lineage() == "" || h.core.HasReady() {
 		return nil
@@ -1061,11 +1061,12 @@ func (s *sim) hydrate(h *simHost) error {
 		return err
 	}
 	var lazy []string
-	for p, f := range h.core.Files() {
+	must(0, h.core.Files(func(p string, f File) bool {
 		if f.Lazy {
 			lazy = append(lazy, p)
 		}
-	}
+		return true
+	}))
 	if len(lazy) == 0 || h.core.HasReady() {
 		return nil
 	}
@@ -1230,7 +1231,7 @@ func (s *sim) rebuild(h *simHost) error {
 	h.restoring = false
 	s.stats["rebuild"]++
 	s.logf("%s rebuilt from snapshot %d", h.name, sn.seq)
-	c, err := New(h.disk, h.cfg)
+	c, err := newCoreOf(h.disk, h.cfg)
 	if err != nil {
 		return fmt.Errorf("%s: restart after rebuild: %w", h.name, err)
 	}
@@ -1256,10 +1257,10 @@ func (s *sim) foreignProbe(h *simHost) error {
 	if err := h.core.AdoptLineage(foreignInfo); !errors.Is(err, ledger.ErrLineage) {
 		return fmt.Errorf("%s: I9: AdoptLineage of a foreign log: %v, want ErrLineage", h.name, err)
 	}
-	r := ledger.Record{Seq: max(h.core.HWM(), h.core.Mark(s.partition(0)).Seq, s.log.head()) + 1, Event: ledger.Event{
+	r := ledger.Record{Seq: max(h.core.HWM(), h.core.mustMark(s.partition(0)).Seq, s.log.head()) + 1, Event: ledger.Event{
 		V: ledger.FormatVersion, Ledger: otherLedger, Commit: "00000000-0000-7000-8000-ffffffffffff", Host: "intruder",
-		At: testTime, Partition: s.partition(0), ModelSeq: h.core.Mark(s.partition(0)).ModelSeq + 1,
-		Prev: h.core.Mark(s.partition(0)).Seq, Parts: 1, Part: 1,
+		At: testTime, Partition: s.partition(0), ModelSeq: h.core.mustMark(s.partition(0)).ModelSeq + 1,
+		Prev: h.core.mustMark(s.partition(0)).Seq, Parts: 1, Part: 1,
 		Entries: []ledger.Entry{s.log.write("data/sim/p0/f0/1/raw", "intruder")},
 	}}
 	for _, m := range []Mode{Full, Scoped} {

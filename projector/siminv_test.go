@@ -77,7 +77,7 @@ func (s *sim) checkLog() error {
 
 func (s *sim) checkHost(h *simHost) error {
 	d := h.disk
-	if !equalState(h.core.State(), d) {
+	if !equalState(h.core.mustState(), d) {
 		return errors.New("the core's durable state differs from the persisted state")
 	}
 	// I9 lineage.
@@ -307,7 +307,7 @@ func (s *sim) sameAsUninterrupted() error {
 		}
 		from = sn.seq + 1
 	}
-	w, err := New(st, Config{})
+	w, err := newCoreOf(st, Config{})
 	if err != nil {
 		return s.fail(fmt.Errorf("I4: uninterrupted host: %w", err))
 	}
@@ -323,8 +323,8 @@ func (s *sim) sameAsUninterrupted() error {
 			return s.fail(fmt.Errorf("I4: uninterrupted host: %w", err))
 		}
 	}
-	w.Advance(w.Ready())
-	ws := w.State()
+	w.persistAdvance(w.mustReady())
+	ws := w.mustState()
 	for _, h := range s.hosts {
 		fail := func(format string, args ...any) error {
 			return s.fail(fmt.Errorf("I4: %s differs from an uninterrupted host: "+format, append([]any{h.name}, args...)...))

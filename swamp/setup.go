@@ -36,6 +36,7 @@ type ExtensionConfig struct {
 	Cache     string   `json:"cache" yaml:"cache"`
 	NATS      string   `json:"nats" yaml:"nats"`
 	Ledger    string   `json:"ledger" yaml:"ledger"`
+	Namespace string   `json:"namespace,omitempty" yaml:"namespace,omitempty"` // the ledger is then the base (NamespaceLedger)
 	Host      string   `json:"host,omitempty" yaml:"host,omitempty"`
 	Flags     []string `json:"flags,omitempty" yaml:"flags,omitempty"`
 	LockTTLMs int64    `json:"lockTtlMs,omitempty" yaml:"lockTtlMs,omitempty"`

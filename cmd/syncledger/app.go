@@ -53,8 +53,10 @@ type app struct {
 
 	abort *aborter // ends the running command (abortWith)
 
-	envs    []envBinding
-	started bool // the command's flags and args were accepted; errors from here on are not usage errors
+	envs []envBinding
+	// completeTree, when set, adds the commands newRootCmdFor left out.
+	completeTree func()
+	started      bool // the command's flags and args were accepted; errors from here on are not usage errors
 
 	nc     *nats.Conn
 	log    *jetstream.Log

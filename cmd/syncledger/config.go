@@ -91,6 +91,9 @@ func (a *app) loadConfig(root *cobra.Command) error {
 	if err := yaml.Unmarshal(b, &data); err != nil {
 		return usagef("configuration file %s: %v", path, err)
 	}
+	if len(data) > 0 && a.completeTree != nil {
+		a.completeTree() // the file may set any command's flags
+	}
 	if err := checkConfigKeys(root, data, ""); err != nil {
 		return usagef("configuration file %s: %v", path, err)
 	}

@@ -333,7 +333,34 @@ func TestHeartbeatHelpers(t *testing.T) {
 
 	a.host = "s1"
 	a.beat(ctx, "sync", 2, 2)
-	if b := beatOf("s1"); b.HWM != 2 || b.Command != "sync" || b.Version == "" {
-		t.Errorf("sync beat = %+v", b)
+	first := beatOf("s1")
+	if first.HWM != 2 || first.Command != "sync" || first.Version == "" {
+		t.Errorf("sync beat = %+v", first)
 	}
+	// The same beat again within beatQuiet is not sent (the cache remembers
+	// it); a changed one is, and so is the same one once beatQuiet passed.
+	seenAfter := func(what string, want bool) heartbeat.Beat {
+		t.Helper()
+		time.Sleep(20 * time.Millisecond) // Seen is the server's time: let it move
+		b := beatOf("s1")
+		if sent := b.Seen.After(first.Seen); sent != want {
+			t.Errorf("%s: sent %v, want %v (%+v)", what, sent, want, b)
+		}
+		return b
+	}
+	a.beat(ctx, "sync", 2, 2)
+	seenAfter("the same beat at once", false)
+	a.beat(ctx, "sync", 2, 3)
+	first = seenAfter("a changed head", true)
+	lb := filepath.Join(a.cache, ledger.StateDir, lastBeatFile)
+	old := time.Now().Add(-beatQuiet)
+	data, err := json.Marshal(lastBeat{Ledger: a.ledgerName, Beat: heartbeat.Beat{Host: "s1", HWM: 2, Head: 3, Version: shortVersion(), Command: "sync"}, At: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lb, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.beat(ctx, "sync", 2, 3)
+	seenAfter("the same beat after beatQuiet", true)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -37,7 +39,8 @@ func newHostsCmd(a *app) *cobra.Command {
 watch and exec record in the ledger's key-value bucket SYNCLEDGER_HOSTS_<ledger>:
 its high-water mark, how many seqs it is behind the ledger's last seq now, and
 when its last heartbeat arrived (server time). A watching host beats every 30 s
-while idle; a host that only runs sync is seen when it syncs.
+while idle; a host that only runs sync is seen when it syncs (a cache does not
+repeat an unchanged beat within 10 s).
 
 "hosts forget HOST" removes a host that is gone for good.`,
 		Args: cobra.NoArgs,
@@ -117,17 +120,84 @@ while idle; a host that only runs sync is seen when it syncs.
 // beat records this host's position in the ledger's heartbeat bucket (see
 // `syncledger hosts`). It is best effort: a failure is logged as a warning and
 // never fails the command. sync and exec call it after their sync.
+//
+// A beat the cache's own last one already said (same ledger, host, position,
+// command and version, acknowledged less than beatQuiet ago) is not sent
+// again: a no-op sync run by every swamp command would otherwise spend a
+// round trip to the server on it (issue 17), and "last seen" stays within
+// beatQuiet of the truth.
 func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
+	b := heartbeat.Beat{Host: a.host, HWM: hwm, Head: max(head, hwm), Version: shortVersion(), Command: command}
+	last := lastBeat{Ledger: a.ledgerName, Beat: b}
+	if a.cache != "" && last.recent(a.cache) {
+		return
+	}
 	nc, err := a.Conn(ctx)
 	if err == nil {
 		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		err = heartbeat.Publish(bctx, nc, a.ledgerName, heartbeat.Beat{
-			Host: a.host, HWM: hwm, Head: max(head, hwm), Version: shortVersion(), Command: command,
-		})
+		err = heartbeat.Publish(bctx, nc, a.ledgerName, b)
 	}
 	if err != nil {
 		a.logger.Warn("heartbeat not recorded", "err", err)
+		return
+	}
+	if a.cache != "" {
+		last.store(a.cache)
+	}
+}
+
+// beatQuiet is how long a cache does not repeat an unchanged heartbeat.
+const beatQuiet = 10 * time.Second
+
+// lastBeatFile, in a cache's state directory, holds the cache's last
+// acknowledged heartbeat (lastBeat as JSON). Losing it costs one beat.
+const lastBeatFile = "last-beat"
+
+// lastBeat is a heartbeat as the cache that sent it remembers it.
+type lastBeat struct {
+	Ledger string `json:"ledger"`
+	heartbeat.Beat
+	At time.Time `json:"at"` // when it was acknowledged
+}
+
+// recent reports whether the cache's last acknowledged beat is b's and younger
+// than beatQuiet.
+func (b lastBeat) recent(cache string) bool {
+	data, err := os.ReadFile(filepath.Join(cache, ledger.StateDir, lastBeatFile))
+	if err != nil {
+		return false
+	}
+	var prev lastBeat
+	if json.Unmarshal(data, &prev) != nil {
+		return false
+	}
+	age := time.Since(prev.At)
+	return age >= 0 && age < beatQuiet && prev.Ledger == b.Ledger && prev.Host == b.Host &&
+		prev.HWM == b.HWM && prev.Head == b.Head && prev.Command == b.Command && prev.Version == b.Version
+}
+
+// store records b as the cache's last acknowledged beat, now (best effort).
+func (b lastBeat) store(cache string) {
+	b.At = time.Now()
+	data, err := json.Marshal(b)
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(cache, ledger.StateDir)
+	tmp, err := os.CreateTemp(dir, lastBeatFile+".*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, lastBeatFile))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
 	}
 }
 

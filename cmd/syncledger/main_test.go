@@ -43,6 +43,16 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	// serve runs in the server build, found beside the binary (serve_exec.go).
+	tags := "server"
+	if failpointsEnabled {
+		tags += ",failpoints"
+	}
+	if out, err := exec.Command(goBin, "build", "-o", filepath.Join(dir, serverBinary), "-tags", tags, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build %s: %v\n%s", serverBinary, err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -161,5 +171,37 @@ func TestReplicasEnv(t *testing.T) {
 	_ = a
 	if code != 0 {
 		t.Fatalf("an env var of a flag the command does not have must be ignored: exit %d %s", code, msg)
+	}
+}
+
+// TestHotCommands: each command newRootCmdFor builds alone is the one of that
+// name in the whole tree, and a configuration file's keys are still checked
+// against every command when only a hot one was built.
+func TestHotCommands(t *testing.T) {
+	full := newRootCmd(newApp(io.Discard, io.Discard, func(string) string { return "" }))
+	for name, mk := range hotCommands {
+		c := mk(newApp(io.Discard, io.Discard, func(string) string { return "" }))
+		if c.Name() != name {
+			t.Errorf("hotCommands[%q] builds %q", name, c.Name())
+		}
+		if f, _, err := full.Find([]string{name}); err != nil || f.Name() != name {
+			t.Errorf("the tree has no command %q", name)
+		}
+	}
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("serve:\n  listen: 127.0.0.1:4999\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	env := map[string]string{"SYNCLEDGER_CONFIG": cfg}
+	if code := run(context.Background(), []string{"version"}, io.Discard, &stderr, func(k string) string { return env[k] }); code != 0 {
+		t.Errorf("version with a file setting serve's listen: exit %d, %s", code, stderr.String())
+	}
+	if err := os.WriteFile(cfg, []byte("serve:\n  nosuchflag: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := run(context.Background(), []string{"version"}, io.Discard, &stderr, func(k string) string { return env[k] }); code != 2 || !strings.Contains(stderr.String(), "nosuchflag") {
+		t.Errorf("version with an unknown key of serve: exit %d, %s; want 2 naming the key", code, stderr.String())
 	}
 }

@@ -8,9 +8,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/syncledger/syncledger/embedded"
-	"github.com/syncledger/syncledger/natsauth"
 )
 
 // serveUser is one entry of serve's users (a --users file, or inline in the
@@ -127,22 +124,4 @@ func decodeUsers(b []byte) ([]serveUser, error) {
 		return nil, err
 	}
 	return users, nil
-}
-
-// embeddedUsers turns serve's users into the embedded server's, with their
-// roles' permissions on scope.
-func embeddedUsers(users []serveUser, scope natsauth.Scope) ([]embedded.User, error) {
-	out := make([]embedded.User, 0, len(users))
-	for i, u := range users {
-		role, err := natsauth.ParseRole(u.Role)
-		if err != nil {
-			return nil, usagef("--users: user %d: %v", i+1, err)
-		}
-		perms, err := natsauth.For(role, scope)
-		if err != nil {
-			return nil, usagef("--users: %v", err)
-		}
-		out = append(out, embedded.User{Name: u.User, Password: u.Password, Nkey: u.Nkey, Permissions: perms})
-	}
-	return out, nil
 }

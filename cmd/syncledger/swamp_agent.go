@@ -20,13 +20,20 @@ import (
 const TraceEnv = "SYNCLEDGER_SWAMP_TRACE"
 
 func newSwampAgentCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var ns string
+	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Serve one swamp process's @syncledger/datastore extension (started by the extension)",
 		Long: `The @syncledger/datastore extension starts one agent per swamp command and
 talks to it in JSON lines on stdin/stdout (swamp/agent.go): syncs, commits,
 locks, the control-plane store. It ends when its stdin closes. Locks it
-still holds then expire after their TTL.`,
+still holds then expire after their TTL.
+
+With --namespace NS, --ledger names the datastore's base ledger (its swamp
+bucket holds the locks, the control plane and the namespace registry), the
+cache is --cache/NS and its ledger is the namespace's (swamp.NamespaceLedger).
+Other namespaces are read, read only, through caches in the cache's state
+directory (.syncledger/foreign/NS).`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -36,12 +43,33 @@ still holds then expire after their TTL.`,
 				return err
 			}
 			cache, _ := filepath.Abs(dir)
+			base := a.ledgerName
+			if ns != "" {
+				if a.ledgerName, err = swamp.NamespaceLedger(base, ns); err != nil {
+					return err
+				}
+				cache = filepath.Join(cache, ns)
+				a.cache = cache
+			}
+			// Other namespaces' caches, in the state directory: never scanned.
+			// They open from a copy of the configuration taken now, before the
+			// agent's goroutines use a (with a connection of their own).
+			proto := a.sibling(base, "")
+			foreign := func(ctx context.Context, other string) (*host.Host, error) {
+				name, err := swamp.NamespaceLedger(base, other)
+				if err != nil {
+					return nil, err
+				}
+				return proto.sibling(name, filepath.Join(cache, ledger.StateDir, "foreign", other)).Host(ctx)
+			}
 			ag := &swamp.Agent{
-				Version: versionString(),
-				Cache:   cache,
-				Globals: fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
-				Host:    func(ctx context.Context) (*host.Host, error) { return a.Host(ctx) },
-				Blobs:   func(ctx context.Context) (ledger.BlobStore, error) { return a.Blobs(ctx) },
+				Namespace: ns,
+				Foreign:   foreign,
+				Version:   versionString(),
+				Cache:     cache,
+				Globals:   fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
+				Host:      func(ctx context.Context) (*host.Host, error) { return a.Host(ctx) },
+				Blobs:     func(ctx context.Context) (ledger.BlobStore, error) { return a.Blobs(ctx) },
 				// With a watch running on the cache, its dirty set and swamp's
 				// markDirty paths narrow the scan, as for commit --hint.
 				Changed: func(ctx context.Context, hints []string) ([]string, func()) {
@@ -57,7 +85,7 @@ still holds then expire after their TTL.`,
 					if err != nil {
 						return nil, err
 					}
-					return ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
+					return ljs.OpenKV(ctx, js, base, swamp.Bucket(base), swampBucketDescription(base))
 				},
 			}
 			if tr := a.getenv(TraceEnv); tr != "" {
@@ -71,4 +99,15 @@ still holds then expire after their TTL.`,
 			return ag.Serve(ctx, os.Stdin, a.stdout)
 		},
 	}
+	cmd.Flags().StringVar(&ns, "namespace", "", "the datastore's namespace (see above)")
+	return cmd
+}
+
+// sibling is a's configuration for another ledger and cache on the same
+// NATS connection (with that ledger's own blob store).
+func (a *app) sibling(ledgerName, cache string) *app {
+	b := *a
+	b.ledgerName, b.cache, b.blobsURL = ledgerName, cache, ""
+	b.log, b.blobs, b.closes = nil, nil, nil // its own; the process's end closes them
+	return &b
 }

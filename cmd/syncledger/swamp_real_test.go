@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,7 +48,8 @@ type realSwamp struct {
 	c        *shell
 	nats     string
 	template string
-	bin      string // the syncledger binary the repos' extension runs
+	bin      string            // the syncledger binary the repos' extension runs
+	ns       map[string]string // repo → its datastore's namespace, if any
 }
 
 func newRealSwamp(t *testing.T) *realSwamp {
@@ -71,7 +73,7 @@ func newRealSwamp(t *testing.T) *realSwamp {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	srv, _ := jstest.RunServer(t)
-	w := &realSwamp{t: t, swamp: bin, dir: dir, nats: srv.ClientURL()}
+	w := &realSwamp{t: t, swamp: bin, dir: dir, nats: srv.ClientURL(), ns: map[string]string{}}
 	w.c = &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+w.nats, "SYNCLEDGER_LEDGER=swamp", "SYNCLEDGER_LOG_LEVEL=warn")}
 	w.c.ok("init", "--blobs", fileURL(filepath.Join(dir, "blobs")))
 	// The binary too must not be under /dev for Deno.
@@ -112,11 +114,43 @@ func (w *realSwamp) repo(name string, setupArgs ...string) string {
 	}
 	args := append([]string{"--host", name, "swamp", "setup", "--repo", repo, "--lock-ttl-ms", "3000", "--binary", w.bin}, setupArgs...)
 	w.c.ok(args...)
+	for i, a := range setupArgs {
+		if a == "--namespace" {
+			w.ns[repo] = setupArgs[i+1]
+		}
+	}
 	return repo
 }
 
+// cache is the syncledger cache of repo: swamp's datastore cache, or with a
+// namespace its NS/ part.
 func (w *realSwamp) cache(repo string) string {
-	return filepath.Join(repo, ".swamp", "syncledger-cache")
+	return filepath.Join(repo, ".swamp", "syncledger-cache", w.ns[repo])
+}
+
+// ledger is the ledger of repo's datastore: "swamp", or swamp_NS.
+func (w *realSwamp) ledger(repo string) string {
+	if ns := w.ns[repo]; ns != "" {
+		return "swamp_" + ns
+	}
+	return "swamp"
+}
+
+// sl runs syncledger on repo's cache and ledger.
+func (w *realSwamp) sl(repo string, args ...string) string {
+	w.t.Helper()
+	return w.c.ok(append([]string{"--ledger", w.ledger(repo), "--cache", w.cache(repo)}, args...)...)
+}
+
+// status is syncledger status of repo's cache.
+func (w *realSwamp) status(repo string) cliStatus {
+	w.t.Helper()
+	var st cliStatus
+	out := w.sl(repo, "status", "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		w.t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	return st
 }
 
 // run runs swamp in repo and returns its combined output and exit code.
@@ -168,8 +202,8 @@ func (w *realSwamp) synced(repos ...string) {
 	}
 	var first map[string]string
 	for i, r := range repos {
-		w.c.ok("--cache", w.cache(r), "sync")
-		st := w.c.status(w.cache(r))
+		w.sl(r, "sync")
+		st := w.status(r)
 		if st.HWM != st.Head || len(st.Dirty) != 0 {
 			w.t.Errorf("%s: hwm %d, head %d, dirty %q", r, st.HWM, st.Head, st.Dirty)
 		}
@@ -232,7 +266,7 @@ func TestSwampReal3193(t *testing.T) {
 	if !strings.Contains(out, "consumer sees vpc-0abc123") {
 		t.Fatalf("control's consumer did not see writer's vpc value:\n%s", out)
 	}
-	st := w.c.status(w.cache(control))
+	st := w.status(control)
 	if st.HWM != st.Head || len(st.Dirty) != 0 {
 		t.Fatalf("control after its run: hwm %d, head %d, dirty %q", st.HWM, st.Head, st.Dirty)
 	}
@@ -433,7 +467,7 @@ func TestSwampRealBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := w.c.status(w.cache(repo)).Head
+	head := w.status(repo).Head
 	for _, tc := range []struct {
 		name     string
 		yaml, ts func(string) string
@@ -471,7 +505,7 @@ func TestSwampRealBadInput(t *testing.T) {
 			if code == 0 || !strings.Contains(out, tc.want) {
 				t.Fatalf("swamp with a %s: exit %d; want a failure naming %q:\n%s", tc.name, code, tc.want, out)
 			}
-			if st := w.c.status(w.cache(repo)); st.Head != head {
+			if st := w.status(repo); st.Head != head {
 				t.Fatalf("the ledger moved from %d to %d", head, st.Head)
 			}
 		})
@@ -508,8 +542,13 @@ func TestSwampRealConflict(t *testing.T) {
 	w.synced(a, b)
 }
 
-// TestSwampRealNamespace: the #3193 sequence in a namespace (swamp names the
-// files ci/…); a repo with another repoId cannot take the namespace over.
+// TestSwampRealNamespace: a namespace is a ledger of its own (swamp_NS).
+// Two hosts of namespace ci run the #3193 sequence on ledger swamp_ci, and
+// the base ledger gets no event. A repo of namespace prod (another repoId,
+// ledger swamp_prod) pulls ci's catalog (swamp datastore catalog pull:
+// pullForeignCatalogs) and reads ci's data through it (swamp data query:
+// fetchForeignContent), read only: ci's ledger is unchanged and prod's cache
+// holds none of ci's files. A third repo cannot take namespace ci over.
 func TestSwampRealNamespace(t *testing.T) {
 	w := newRealSwamp(t)
 	control, writer := w.repo("control", "--namespace", "ci"), w.repo("writer", "--namespace", "ci")
@@ -519,10 +558,71 @@ func TestSwampRealNamespace(t *testing.T) {
 	if !strings.Contains(out, "consumer sees vpc-0abc123") {
 		t.Fatalf("control's consumer did not see writer's vpc value:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(w.cache(control), "ci", "data", "command", "shell")); err != nil {
-		t.Fatalf("no namespaced data in control's cache: %v", err)
+	if _, err := os.Stat(filepath.Join(w.cache(control), "data", "command", "shell")); err != nil {
+		t.Fatalf("no data in control's cache of namespace ci: %v", err)
 	}
 	w.synced(control, writer)
+	ciHead := w.status(control).Head
+	if ciHead == 0 {
+		t.Fatal("ledger swamp_ci has no commit")
+	}
+	nc := jstest.Connect(t, w.nats)
+	baseLog, err := ljs.Open(t.Context(), nc, "swamp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head, err := baseLog.LastSeq(t.Context()); err != nil || head != 0 {
+		t.Fatalf("the base ledger holds %d events (%v), want none: namespace ci's commits go to swamp_ci", head, err)
+	}
+
+	// Another repo, namespace prod: its own ledger; ci's, read only.
+	prod := filepath.Join(w.dir, "prod")
+	w.mustSwamp(prod, "repo", "init", "--tool", "none")
+	if out, err := exec.Command("cp", "-rT", filepath.Join(w.template, "models"), filepath.Join(prod, "models")).CombinedOutput(); err != nil {
+		t.Fatalf("copy models: %v %s", err, out)
+	}
+	w.c.ok("--host", "prod", "swamp", "setup", "--repo", prod, "--namespace", "prod", "--lock-ttl-ms", "3000", "--binary", w.bin)
+	w.ns[prod] = "prod"
+	w.mustSwamp(prod, "model", "method", "run", "other", "execute")
+	out = w.mustSwamp(prod, "datastore", "catalog", "pull", "--namespaces", "ci,nosuch", "--json")
+	var pulled struct {
+		Pulled []struct {
+			Namespace string `json:"namespace"`
+			Rows      int    `json:"rows"`
+		} `json:"pulled"`
+		Skipped []string `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &pulled); err != nil {
+		t.Fatalf("catalog pull --json: %v\n%s", err, out)
+	}
+	if len(pulled.Pulled) != 1 || pulled.Pulled[0].Namespace != "ci" || pulled.Pulled[0].Rows == 0 || !slices.Equal(pulled.Skipped, []string{"nosuch"}) {
+		t.Fatalf("prod's catalog pull of ci: %+v; want ci's rows, nosuch skipped\n%s", pulled, out)
+	}
+	t.Logf("prod pulled %d catalog rows of namespace ci", pulled.Pulled[0].Rows)
+	// ci's vpc result, whose content prod does not hold: fetched from ci's
+	// ledger (the agent's trace shows the request).
+	trace := filepath.Join(w.dir, "prod-trace.jsonl")
+	q := w.cmd(prod, "data", "query", `modelName == "vpc" && name == "result"`, "--json")
+	q.Env = append(q.Env, TraceEnv+"="+trace)
+	qout, err := q.CombinedOutput()
+	if err != nil || !strings.Contains(string(qout), "vpc-0abc123") {
+		t.Fatalf("prod's query of ci's vpc result (%v) lacks its content:\n%s", err, qout)
+	}
+	if tr, _ := os.ReadFile(trace); !strings.Contains(string(tr), `"op":"foreign.content","at"`) || strings.Contains(string(tr), `"ok":false`) {
+		t.Fatalf("prod's query did not read ci's content through fetchForeignContent; agent trace:\n%s", tr)
+	}
+	if head := w.status(control).Head; head != ciHead {
+		t.Fatalf("prod's reads moved ledger swamp_ci from %d to %d", ciHead, head)
+	}
+	prodFiles := swampTree(t, w.cache(prod))
+	for p := range prodFiles {
+		if strings.Contains(p, modelID(t, w.template, "vpc")) {
+			t.Fatalf("prod's cache holds ci's file %s", p)
+		}
+	}
+	if len(prodFiles) == 0 {
+		t.Fatal("prod's cache is empty: its own run was not synced")
+	}
 
 	other := filepath.Join(w.dir, "other")
 	w.mustSwamp(other, "repo", "init", "--tool", "none") // its own repoId
@@ -547,7 +647,7 @@ func TestSwampRealLazy(t *testing.T) {
 	var st struct {
 		Lazy uint64 `json:"lazy"`
 	}
-	if err := json.Unmarshal([]byte(w.c.ok("--cache", w.cache(control), "status", "--json")), &st); err != nil || st.Lazy == 0 {
+	if err := json.Unmarshal([]byte(w.sl(control, "status", "--json")), &st); err != nil || st.Lazy == 0 {
 		t.Fatalf("after a lazy setup: %d lazy files (%v), want vpc's raw files left out", st.Lazy, err)
 	}
 	if y, _ := os.ReadFile(filepath.Join(control, ".swamp.yaml")); !strings.Contains(string(y), "hydrationStrategy: lazy") {

@@ -72,12 +72,14 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 			if _, err := a.Log(ctx); err != nil {
 				return err
 			}
+			cfg := swamp.ExtensionConfig{Binary: binary, Cache: cache, NATS: a.natsURL, Ledger: a.ledgerName, Namespace: ns, LockTTLMs: lockTTL}
+			hostCache := cache // the syncledger cache: the namespace's part of swamp's
 			if ns != "" {
-				if err := a.registerNamespace(ctx, repo, ns); err != nil {
+				if err := a.setupNamespace(ctx, repo, ns); err != nil {
 					return err
 				}
+				hostCache = filepath.Join(cache, ns)
 			}
-			cfg := swamp.ExtensionConfig{Binary: binary, Cache: cache, NATS: a.natsURL, Ledger: a.ledgerName, LockTTLMs: lockTTL}
 			if f := lookupGlobal(a, "host"); a.sources[f] == "flag" {
 				cfg.Host = a.host
 			}
@@ -97,14 +99,14 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 			if a.natsAuth.token != "" || a.natsAuth.password != "" || a.natsAuth.user != "" {
 				fmt.Fprintln(a.stderr, "note: NATS user, password and token are not written into .swamp.yaml; set SYNCLEDGER_NATS_USER/_PASSWORD/_TOKEN where swamp runs")
 			}
-			if err := os.MkdirAll(cache, 0o755); err != nil {
+			if err := os.MkdirAll(hostCache, 0o755); err != nil {
 				return err
 			}
 			inst, err := swamp.Install(repo, versionString(), cfg, lazy, ns)
 			if err != nil {
 				return err
 			}
-			a.cache = cache
+			a.cache = hostCache
 			h, err := a.Host(ctx)
 			if err != nil {
 				return err
@@ -118,11 +120,11 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 				return fmt.Errorf("sync the cache: %w", err)
 			}
 			a.beat(ctx, "swamp setup", sres.HWM, sres.Head)
-			out := map[string]any{"repo": repo, "extension": inst.Extension, "config": inst.Config, "cache": cache,
+			out := map[string]any{"repo": repo, "extension": inst.Extension, "config": inst.Config, "cache": hostCache, "ledger": a.ledgerName,
 				"moved": inst.Moved, "committed": cres.Written + cres.Deleted, "pulled": sres.Written + sres.Deleted,
 				"hwm": sres.HWM, "head": sres.Head, "swampCommand": swamp.SetupCommand(cfg, lazy, ns)}
 			return a.report(asJSON, out, nil, func() {
-				fmt.Fprintf(a.stdout, "wrote %s\nset the datastore of %s to %s (cache %s)\n", inst.Extension, inst.Config, swamp.ExtensionType, cache)
+				fmt.Fprintf(a.stdout, "wrote %s\nset the datastore of %s to %s (cache %s, ledger %s)\n", inst.Extension, inst.Config, swamp.ExtensionType, hostCache, a.ledgerName)
 				if len(inst.Moved) > 0 {
 					fmt.Fprintf(a.stdout, "moved .swamp/%v into the cache; committed %d files\n", inst.Moved, cres.Written+cres.Deleted)
 				}
@@ -132,12 +134,52 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 		},
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "the swamp repo (directory holding .swamp.yaml)")
-	cmd.Flags().StringVar(&ns, "namespace", "", "a namespace of the datastore: swamp names its files NS/…; the first repo to set a namespace up owns it")
+	cmd.Flags().StringVar(&ns, "namespace", "", "a namespace of the datastore: a ledger of its own, LEDGER_NS (created if absent, its blobs under the ledger's store's ns-NS/), read only by the other namespaces; the first repo to set a namespace up owns it")
 	cmd.Flags().BoolVar(&lazy, "lazy", false, "lazy hydration: data/**/raw content is fetched when swamp reads it")
 	cmd.Flags().Int64Var(&lockTTL, "lock-ttl-ms", 0, "TTL of swamp's locks in ms (default 30000): a holder that dies loses its lock this long after its last renewal")
 	cmd.Flags().StringVar(&binary, "binary", "", "the syncledger binary the extension runs (default: this one)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
+}
+
+// setupNamespace registers namespace ns for the repo in the base ledger's
+// swamp bucket (the first repo wins), creates the namespace's ledger if absent
+// (swamp.NamespaceLedger, its blobs under the base store's swamp.NamespaceBlobs)
+// and makes it a's ledger.
+func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
+	name, err := swamp.NamespaceLedger(a.ledgerName, ns)
+	if err != nil {
+		return usagef("--namespace: %v", err)
+	}
+	if err := a.registerNamespace(ctx, repo, ns); err != nil {
+		return err
+	}
+	l, err := a.Log(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := l.Info(ctx)
+	if err != nil {
+		return err
+	}
+	baseBlobs, err := a.BlobsURL(ctx)
+	if err != nil {
+		return err
+	}
+	blobsURL, err := swamp.NamespaceBlobs(baseBlobs, ns)
+	if err != nil {
+		return err
+	}
+	a.ledgerName, a.blobsURL, a.log, a.blobs = name, "", nil, nil
+	nsInfo, created, err := createLedger(ctx, a, ljs.Config{Name: name, Blobs: blobsURL, Replicas: info.Replicas})
+	if err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintf(a.stderr, "created ledger %s for namespace %s (blobs %s)\n", name, ns, redactURL(nsInfo.Blobs))
+		a.protectBlobs(ctx, nsInfo.Blobs)
+	}
+	return nil
 }
 
 // registerNamespace records that the repo owns namespace ns in the ledger's

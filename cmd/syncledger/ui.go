@@ -17,7 +17,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
-	"github.com/syncledger/syncledger/embedded"
+	"github.com/syncledger/syncledger/internal/loopback"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/snapshot"
 	"github.com/syncledger/syncledger/ui"
@@ -93,7 +93,7 @@ func checkUIAddr(addr string, public bool, publicFlag string) error {
 	if err != nil {
 		return usagef("dashboard address %q: want host:port", addr)
 	}
-	if !public && !embedded.IsLoopback(host) {
+	if !public && !loopback.Host(host) {
 		return usagef("refusing to serve the dashboard on %s: not a loopback address, and the dashboard has no login; give %s to serve it anyway (behind an authenticating proxy)", addr, publicFlag)
 	}
 	return nil

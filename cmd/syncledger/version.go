@@ -4,16 +4,25 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"sync"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/spf13/cobra"
 )
+
+// natsServerVersion is the version of the nats-server module serve embeds
+// (server.VERSION; TestNATSServerVersion keeps them equal): the default build
+// does not link nats-server (serve_exec.go).
+const natsServerVersion = "2.15.2"
 
 // version is set at link time: go build -ldflags "-X main.version=v1.2.3".
 // Otherwise it comes from the module's build info ("(devel)" in a source tree).
 var version = ""
 
-func versionString() string {
+// versionString is the version line, worked out once: reading the build
+// info is a parse of the module list every command would pay at start.
+var versionString = sync.OnceValue(buildVersionString)
+
+func buildVersionString() string {
 	v, rev := version, ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v == "" {
@@ -29,7 +38,7 @@ func versionString() string {
 		v = "(devel)"
 	}
 	return fmt.Sprintf("syncledger %s%s (%s, %s/%s, embedded nats-server %s)",
-		v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH, server.VERSION)
+		v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH, natsServerVersion)
 }
 
 func newVersionCmd(a *app) *cobra.Command {

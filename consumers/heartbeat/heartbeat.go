@@ -15,7 +15,8 @@
 // current last seq, not against head.
 //
 // Publishing is cheap (one key-value put) and best effort: a host whose beat
-// fails still syncs. A sync publishes once; a long-running watch uses a
+// fails still syncs. A sync publishes once (the CLI skips a beat its cache
+// already sent, unchanged, less than 10 s ago); a long-running watch uses a
 // Reporter, which publishes after each applied commit (coalesced) and every
 // Interval while idle, so "last seen" stays fresh.
 package heartbeat

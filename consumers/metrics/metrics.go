@@ -26,19 +26,28 @@
 // Every metric has the constant label ledger="<name>". The partition label has
 // at most Config.MaxPartitions values; further partitions are counted under
 // partition="_other".
+//
+// The endpoint speaks Prometheus' text exposition format (version 0.0.4),
+// written here directly: the Prometheus client library's package inits (and
+// protobuf's, which it pulls in) cost every syncledger command about 8% of its
+// start-up, and these few counters and gauges need none of it (issue 17).
 package metrics
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/consumers/heartbeat"
@@ -53,6 +62,9 @@ const (
 
 // OtherPartition is the partition label of partitions beyond MaxPartitions.
 const OtherPartition = "_other"
+
+// ContentType is the media type of the endpoint's answer.
+const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 // Config configures an Exporter.
 type Config struct {
@@ -69,27 +81,23 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Exporter is the metrics handler and its Prometheus registry.
+// Exporter is the metrics handler and the counters it keeps.
 type Exporter struct {
 	cfg Config
 	log *slog.Logger
-	reg *prometheus.Registry
 
-	commits, bytes  prometheus.Counter
-	events, files   *prometheus.CounterVec
-	lastSeq, lastAt prometheus.Gauge
-	mu              sync.Mutex
-	partitions      map[string]bool
-	hbMu            sync.Mutex
-	hb              *heartbeat.Store
-	descs           descs
+	mu             sync.Mutex // guards the counters
+	commits, bytes uint64
+	events         map[string]uint64 // per partition label value
+	written, dels  uint64            // file entries
+	lastSeq        ledger.Seq
+	lastAt         time.Time
+
+	hbMu sync.Mutex
+	hb   *heartbeat.Store
 }
 
 var _ consumers.Handler = (*Exporter)(nil)
-
-type descs struct {
-	head, first, lag, floor, dead, hwm, hostLag, seen, up *prometheus.Desc
-}
 
 // New validates cfg and returns an Exporter.
 func New(cfg Config) (*Exporter, error) {
@@ -105,43 +113,11 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.ScrapeTimeout <= 0 {
 		cfg.ScrapeTimeout = DefaultScrapeTimeout
 	}
-	e := &Exporter{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), partitions: map[string]bool{}}
+	e := &Exporter{cfg: cfg, log: cfg.Logger, events: map[string]uint64{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
-	cl := prometheus.Labels{"ledger": cfg.Ledger}
-	e.commits = prometheus.NewCounter(prometheus.CounterOpts{Name: "syncledger_commits_total", Help: "Commits handled by this exporter.", ConstLabels: cl})
-	e.bytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "syncledger_bytes_total", Help: "Bytes of the files written by the commits handled.", ConstLabels: cl})
-	e.events = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "syncledger_events_total", Help: "Events (commit parts) handled, per partition.", ConstLabels: cl}, []string{"partition"})
-	e.files = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "syncledger_files_total", Help: "File entries of the commits handled, by operation.", ConstLabels: cl}, []string{"op"})
-	e.lastSeq = prometheus.NewGauge(prometheus.GaugeOpts{Name: "syncledger_last_commit_seq", Help: "Seq of the last commit handled.", ConstLabels: cl})
-	e.lastAt = prometheus.NewGauge(prometheus.GaugeOpts{Name: "syncledger_last_commit_timestamp_seconds", Help: "Commit time of the last commit handled.", ConstLabels: cl})
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, cl)
-	}
-	e.descs = descs{
-		head:    d("syncledger_stream_head_seq", "The ledger's last seq."),
-		first:   d("syncledger_stream_first_seq", "The ledger's first seq."),
-		lag:     d("syncledger_consumer_lag", "Events of the consumer's filter not yet acknowledged.", "consumer"),
-		floor:   d("syncledger_consumer_ack_floor_seq", "Seq up to which the consumer has acknowledged every event.", "consumer"),
-		dead:    d("syncledger_consumer_dead_letters", "Messages on the consumer's dead-letter subject.", "consumer"),
-		hwm:     d("syncledger_host_hwm_seq", "The host's high-water mark, from its heartbeat.", "host"),
-		hostLag: d("syncledger_host_lag", "The ledger's last seq minus the host's HWM.", "host"),
-		seen:    d("syncledger_host_last_seen_timestamp_seconds", "When the server stored the host's last heartbeat.", "host"),
-		up:      d("syncledger_collect_up", "1 if the scrape-time read of the source worked.", "source"),
-	}
-	e.files.WithLabelValues("write")
-	e.files.WithLabelValues("delete")
-	e.reg.MustRegister(e.commits, e.bytes, e.events, e.files, e.lastSeq, e.lastAt, (*collector)(e))
 	return e, nil
-}
-
-// Registry returns the Exporter's registry (to add process or Go metrics, say).
-func (e *Exporter) Registry() *prometheus.Registry { return e.reg }
-
-// HTTPHandler serves the metrics in Prometheus' exposition formats.
-func (e *Exporter) HTTPHandler() http.Handler {
-	return promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
 // Handle counts c.
@@ -151,76 +127,121 @@ func (e *Exporter) Handle(ctx context.Context, c consumers.Commit) error {
 		return err
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, p := range s.Partitions {
-		if !e.partitions[p] {
-			if len(e.partitions) >= e.cfg.MaxPartitions {
-				p = OtherPartition
-			} else {
-				e.partitions[p] = true
-			}
+		if _, ok := e.events[p]; !ok && len(e.events) >= e.cfg.MaxPartitions {
+			p = OtherPartition
 		}
-		e.events.WithLabelValues(p).Inc()
+		e.events[p]++
 	}
-	e.mu.Unlock()
-	e.commits.Inc()
-	e.bytes.Add(float64(s.Bytes))
-	e.files.WithLabelValues("write").Add(float64(s.Files))
-	e.files.WithLabelValues("delete").Add(float64(s.Deleted))
-	e.lastSeq.Set(float64(s.Seq))
-	e.lastAt.Set(float64(s.At.UnixNano()) / 1e9)
+	e.commits++
+	e.bytes += uint64(s.Bytes)
+	e.written += uint64(s.Files)
+	e.dels += uint64(s.Deleted)
+	e.lastSeq, e.lastAt = s.Seq, s.At
 	return nil
 }
 
-// collector reads the positions at scrape time.
-type collector Exporter
-
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	d := c.descs
-	for _, x := range []*prometheus.Desc{d.head, d.first, d.lag, d.floor, d.dead, d.hwm, d.hostLag, d.seen, d.up} {
-		ch <- x
-	}
+// HTTPHandler serves the metrics in Prometheus' text exposition format. The
+// positions are read from the server at each request; a read that fails is
+// reported by its syncledger_collect_up sample, the rest is served.
+func (e *Exporter) HTTPHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", ContentType)
+		bw := bufio.NewWriter(w)
+		e.write(r.Context(), &text{w: bw, ledger: e.cfg.Ledger})
+		_ = bw.Flush()
+	})
 }
 
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	e := (*Exporter)(c)
-	d := e.descs
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ScrapeTimeout)
-	defer cancel()
-	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
-	}
-	up := func(source string, err error) bool {
-		if err != nil {
-			e.log.Warn("metrics: read failed", "source", source, "err", err)
-			gauge(d.up, 0, source)
-			return false
+// write writes every family: the counters, then the positions read now.
+func (e *Exporter) write(ctx context.Context, t *text) {
+	e.mu.Lock()
+	commits, bytes, written, dels := e.commits, e.bytes, e.written, e.dels
+	events := maps.Clone(e.events)
+	lastSeq, lastAt := e.lastSeq, e.lastAt
+	e.mu.Unlock()
+
+	t.family("syncledger_commits_total", "counter", "Commits handled by this exporter.")
+	t.uint("", "", commits)
+	t.family("syncledger_bytes_total", "counter", "Bytes of the files written by the commits handled.")
+	t.uint("", "", bytes)
+	if len(events) > 0 {
+		t.family("syncledger_events_total", "counter", "Events (commit parts) handled, per partition.")
+		for _, p := range slices.Sorted(maps.Keys(events)) {
+			t.uint("partition", p, events[p])
 		}
-		gauge(d.up, 1, source)
-		return true
+	}
+	t.family("syncledger_files_total", "counter", "File entries of the commits handled, by operation.")
+	t.uint("op", "delete", dels)
+	t.uint("op", "write", written)
+	t.family("syncledger_last_commit_seq", "gauge", "Seq of the last commit handled.")
+	t.uint("", "", uint64(lastSeq))
+	t.family("syncledger_last_commit_timestamp_seconds", "gauge", "Commit time of the last commit handled.")
+	if lastAt.IsZero() {
+		t.float("", "", 0)
+	} else {
+		t.float("", "", float64(lastAt.UnixNano())/1e9)
 	}
 
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ScrapeTimeout)
+	defer cancel()
+	up := map[string]bool{}
+	ok := func(source string, err error) bool {
+		if err != nil {
+			e.log.Warn("metrics: read failed", "source", source, "err", err)
+		}
+		up[source] = err == nil
+		return err == nil
+	}
 	b, err := e.cfg.Log.Bounds(ctx)
-	if up("stream", err) {
-		gauge(d.head, float64(b.Last))
-		gauge(d.first, float64(b.First))
+	if ok("stream", err) {
+		t.family("syncledger_stream_head_seq", "gauge", "The ledger's last seq.")
+		t.uint("", "", uint64(b.Last))
+		t.family("syncledger_stream_first_seq", "gauge", "The ledger's first seq.")
+		t.uint("", "", uint64(b.First))
 	}
 	ps, err := consumers.Positions(ctx, e.cfg.Conn, e.cfg.Ledger)
-	if up("consumers", err) {
+	if ok("consumers", err) && len(ps) > 0 {
+		slices.SortFunc(ps, func(a, b consumers.Position) int { return strings.Compare(a.Name, b.Name) })
+		t.family("syncledger_consumer_lag", "gauge", "Events of the consumer's filter not yet acknowledged.")
 		for _, p := range ps {
-			gauge(d.lag, float64(p.Lag), p.Name)
-			gauge(d.floor, float64(p.AckFloor), p.Name)
-			gauge(d.dead, float64(p.DeadLetters), p.Name)
+			t.uint("consumer", p.Name, p.Lag)
+		}
+		t.family("syncledger_consumer_ack_floor_seq", "gauge", "Seq up to which the consumer has acknowledged every event.")
+		for _, p := range ps {
+			t.uint("consumer", p.Name, uint64(p.AckFloor))
+		}
+		t.family("syncledger_consumer_dead_letters", "gauge", "Messages on the consumer's dead-letter subject.")
+		for _, p := range ps {
+			t.uint("consumer", p.Name, p.DeadLetters)
 		}
 	}
 	beats, err := e.beats(ctx)
-	if up("hosts", err) {
+	if ok("hosts", err) && len(beats) > 0 {
+		slices.SortFunc(beats, func(a, b heartbeat.Beat) int { return strings.Compare(a.Host, b.Host) })
+		t.family("syncledger_host_hwm_seq", "gauge", "The host's high-water mark, from its heartbeat.")
 		for _, h := range beats {
-			gauge(d.hwm, float64(h.HWM), h.Host)
-			if b.Last > 0 {
-				gauge(d.hostLag, float64(max(b.Last, h.HWM)-h.HWM), h.Host)
-			}
-			gauge(d.seen, float64(h.Seen.UnixNano())/1e9, h.Host)
+			t.uint("host", h.Host, uint64(h.HWM))
 		}
+		if b.Last > 0 {
+			t.family("syncledger_host_lag", "gauge", "The ledger's last seq minus the host's HWM.")
+			for _, h := range beats {
+				t.uint("host", h.Host, uint64(max(b.Last, h.HWM)-h.HWM))
+			}
+		}
+		t.family("syncledger_host_last_seen_timestamp_seconds", "gauge", "When the server stored the host's last heartbeat.")
+		for _, h := range beats {
+			t.float("host", h.Host, float64(h.Seen.UnixNano())/1e9)
+		}
+	}
+	t.family("syncledger_collect_up", "gauge", "1 if the scrape-time read of the source worked.")
+	for _, source := range []string{"consumers", "hosts", "stream"} {
+		v := uint64(0)
+		if up[source] {
+			v = 1
+		}
+		t.uint("source", source, v)
 	}
 }
 
@@ -235,4 +256,62 @@ func (e *Exporter) beats(ctx context.Context) ([]heartbeat.Beat, error) {
 		e.hb = s
 	}
 	return e.hb.List(ctx)
+}
+
+// text writes samples in the text exposition format: a family's HELP and TYPE
+// lines, then one line per sample, each with the constant ledger label and at
+// most one more (labels in name order, as the format's readers expect them).
+type text struct {
+	w      *bufio.Writer
+	ledger string
+	name   string // the family being written
+}
+
+func (t *text) family(name, typ, help string) {
+	t.name = name
+	fmt.Fprintf(t.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+func (t *text) uint(label, value string, v uint64) {
+	t.sample(label, value, strconv.FormatUint(v, 10))
+}
+
+func (t *text) float(label, value string, v float64) {
+	switch {
+	case math.IsInf(v, 1):
+		t.sample(label, value, "+Inf")
+	case math.IsInf(v, -1):
+		t.sample(label, value, "-Inf")
+	case math.IsNaN(v):
+		t.sample(label, value, "NaN")
+	default:
+		t.sample(label, value, strconv.FormatFloat(v, 'g', -1, 64))
+	}
+}
+
+func (t *text) sample(label, value, v string) {
+	t.w.WriteString(t.name)
+	t.w.WriteByte('{')
+	if label != "" && label < "ledger" {
+		t.label(label, value)
+		t.w.WriteByte(',')
+	}
+	t.label("ledger", t.ledger)
+	if label != "" && label > "ledger" {
+		t.w.WriteByte(',')
+		t.label(label, value)
+	}
+	t.w.WriteString("} ")
+	t.w.WriteString(v)
+	t.w.WriteByte('\n')
+}
+
+// labelEscaper escapes a label value: backslash, double quote and line feed.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func (t *text) label(name, value string) {
+	t.w.WriteString(name)
+	t.w.WriteString(`="`)
+	labelEscaper.WriteString(t.w, value)
+	t.w.WriteByte('"')
 }

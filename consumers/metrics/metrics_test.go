@@ -95,6 +95,8 @@ func TestScrape(t *testing.T) {
 	}
 	hb.Put(ctx, heartbeat.Beat{Host: "h1", HWM: 6, Head: 6})
 	hb.Put(ctx, heartbeat.Beat{Host: "h2", HWM: 2, Head: 4})
+	odd := "h\"3\\\n" // a label value the text format escapes
+	hb.Put(ctx, heartbeat.Beat{Host: odd, HWM: 1, Head: 1})
 
 	e, err := metrics.New(metrics.Config{Conn: l.Conn, Log: l.Log, Ledger: l.Name, MaxPartitions: 3})
 	if err != nil {
@@ -140,6 +142,8 @@ func TestScrape(t *testing.T) {
 		{"syncledger_host_lag", []string{"host", "h1"}, 0},
 		{"syncledger_host_hwm_seq", []string{"host", "h2"}, 2},
 		{"syncledger_host_lag", []string{"host", "h2"}, 4},
+		{"syncledger_host_hwm_seq", []string{"host", odd}, 1},
+		{"syncledger_host_lag", []string{"host", odd}, 5},
 		{"syncledger_collect_up", []string{"source", "stream"}, 1},
 		{"syncledger_collect_up", []string{"source", "consumers"}, 1},
 		{"syncledger_collect_up", []string{"source", "hosts"}, 1},

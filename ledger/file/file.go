@@ -98,10 +98,15 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) (err error) {
 	path := s.path(key)
 	dir := filepath.Dir(path)
-	if err := mkdirAll(dir); err != nil {
-		return err
-	}
+	// Most puts go to a directory that exists (a blob store has 256): try
+	// first, create the directories only when it is missing.
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := mkdirAll(dir); err != nil {
+			return err
+		}
+		f, err = os.CreateTemp(dir, tmpPrefix+"*")
+	}
 	if err != nil {
 		return err
 	}
@@ -112,7 +117,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) (e
 		}
 	}()
 	pr := backend.NewPutReader(ctx, r, size)
-	if _, err := io.Copy(f, pr); err != nil {
+	if _, err := ledger.Copy(f, pr); err != nil {
 		if rerr := pr.Err(); rerr != nil {
 			return rerr
 		}

@@ -128,6 +128,7 @@ func (l *Log) prepare(events []ledger.Event) (*commit, error) {
 // backoff, honoring ctx). The error text alone never decides. Errors after
 // which the commit may be stored wrap ErrOutcomeUnknown.
 func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
+	l.opened.drop()
 	c, err := l.prepare(events)
 	if err != nil {
 		return nil, err

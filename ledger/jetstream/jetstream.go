@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -98,6 +99,38 @@ type Log struct {
 	faults faults // fault injection: empty unless built with -tags failpoints
 
 	q quarantines // the quarantine notices read so far
+
+	opened opened // the last seq Open's answer carried, for the first LastSeq
+}
+
+// openFresh is how long after Open its answer's last seq may answer the first
+// LastSeq: a command's open and its sync's fast path are a few milliseconds
+// apart, and one STREAM.INFO then does the work of two (issue 17).
+const openFresh = 500 * time.Millisecond
+
+// opened is the last seq of the stream info answer that opened the Log, until
+// the first LastSeq takes it, it ages past openFresh, or the Log writes.
+type opened struct {
+	mu    sync.Mutex
+	last  ledger.Seq
+	at    time.Time
+	valid bool
+}
+
+// take returns the last seq Open read, once, if it is still fresh.
+func (o *opened) take() (ledger.Seq, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ok := o.valid && time.Since(o.at) < openFresh
+	o.valid = false
+	return o.last, ok
+}
+
+// drop forgets it: this Log is about to write (append, quarantine, purge).
+func (o *opened) drop() {
+	o.mu.Lock()
+	o.valid = false
+	o.mu.Unlock()
 }
 
 var _ ledger.CommitLog = (*Log)(nil)
@@ -249,6 +282,7 @@ func Open(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log
 	if err := l.adopt(&st.Config); err != nil {
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
+	l.opened = opened{last: ledger.Seq(st.State.LastSeq), at: time.Now(), valid: true}
 	return l, nil
 }
 

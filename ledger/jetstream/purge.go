@@ -33,6 +33,7 @@ var _ ledger.Truncater = (*Log)(nil)
 // its subject. The stream's DenyDelete setting does not forbid purges (only
 // DenyPurge would, which ledgers never set).
 func (l *Log) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, error) {
+	l.opened.drop()
 	if before <= 1 {
 		return 0, nil
 	}

@@ -130,6 +130,7 @@ func (l *Log) skipped(r *reader, m rawMsg) (*ledger.Skip, bool, error) {
 // and (ErrConflict) a seq already quarantined. The server lets only the admin
 // role publish notices (natsauth); others get ErrPermission.
 func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
+	l.opened.drop()
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 )
 
 // After a purge below seq 5, reads from below the first seq are refused with a
@@ -267,4 +268,71 @@ func TestFollow(t *testing.T) {
 	if info, err := s.Info(ctx); err != nil || info.State.Consumers != 0 {
 		t.Fatalf("%d consumers left (%v)", info.State.Consumers, err)
 	}
+}
+
+// TestOpenAnswersFirstLastSeq: the first LastSeq soon after Open answers from
+// Open's own stream info request (a no-op sync makes one request); any later
+// call, one after a write through the Log, and one after openFresh ask the
+// server, and every answer is the stream's last seq as of that request or
+// Open's.
+func TestOpenAnswersFirstLastSeq(t *testing.T) {
+	ctx := testCtx(t)
+	l, nc := newLedger(t)
+	commitNext(t, l, "a") // seq 1
+	watch := jstest.Connect(t, nc.ConnectedUrl())
+	infos, err := watch.SubscribeSync("$JS.API.STREAM.INFO." + l.Stream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	requests := func() int {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := watch.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := infos.Pending()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// expect checks LastSeq's answer and whether it asked the server.
+	expect := func(o *Log, want ledger.Seq, asks bool) {
+		t.Helper()
+		before := requests()
+		got, err := o.LastSeq(ctx)
+		if err != nil || got != want {
+			t.Fatalf("LastSeq = %d, %v; want %d", got, err, want)
+		}
+		if n := requests() - before; n != map[bool]int{false: 0, true: 1}[asks] {
+			t.Fatalf("LastSeq made %d stream info requests, want asks=%v", n, asks)
+		}
+	}
+
+	o, err := Open(ctx, nc, l.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(o, 1, false)   // Open's answer
+	expect(o, 1, true)    // asked again
+	commitNext(t, l, "a") // seq 2, through another Log
+	expect(o, 2, true)
+
+	if o, err = Open(ctx, nc, l.Name()); err != nil {
+		t.Fatal(err)
+	}
+	commitNext(t, o, "b") // seq 3, through this Log: Open's answer is stale
+	expect(o, 3, true)
+
+	if o, err = Open(ctx, nc, l.Name()); err != nil {
+		t.Fatal(err)
+	}
+	commitNext(t, l, "a") // seq 4, elsewhere
+	time.Sleep(openFresh)
+	expect(o, 4, true) // too old to answer
 }

@@ -51,17 +51,21 @@ type streamState struct {
 	Config struct {
 		Metadata map[string]string `json:"metadata"`
 	} `json:"config"`
-	State struct {
-		Msgs     uint64 `json:"messages"`
-		FirstSeq uint64 `json:"first_seq"`
-		LastSeq  uint64 `json:"last_seq"`
-	} `json:"state"`
+	State stateOf `json:"state"`
+}
+
+// stateOf is a stream info response's state: its bounds.
+type stateOf struct {
+	Msgs     uint64 `json:"messages"`
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
 }
 
 // streamConfig is the part of a stream info response Open reads.
 type streamConfig struct {
 	apiResponse
 	Config ledgerConfig `json:"config"`
+	State  stateOf      `json:"state"`
 }
 
 // ledgerConfig is the part of a stream's configuration that makes it a ledger.

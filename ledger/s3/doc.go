@@ -1,11 +1,30 @@
 // Package s3 is the ledger.ObjectStore on an Amazon S3 bucket or any S3-compatible
-// server (MinIO, versitygw, Ceph RGW, …), through aws-sdk-go-v2.
+// server (MinIO, versitygw, Ceph RGW, …).
+//
+// It speaks the S3 REST calls it needs itself (client.go: object PUT, GET, HEAD,
+// DELETE, ListObjectsV2, multipart uploads, two bucket reads), each signed with
+// aws-sdk-go-v2's SigV4 signer, with credentials, region and HTTP client from
+// the AWS configuration chain (awsconfig.go: the sources the SDK's
+// config.LoadDefaultConfig reads, through the SDK's own credential providers)
+// and the SDK's standard retry policy (AWS_MAX_ATTEMPTS). It links neither the
+// SDK's S3 service client nor its config package: their package inits,
+// endpoint rule tables and interface tables (and config's SSO and sign-in
+// clients) cost every syncledger command at start-up whatever its blob store
+// (issue 17). The endpoint is Config.Endpoint, else AWS_ENDPOINT_URL_S3,
+// else the shared configuration's endpoint_url or AWS_ENDPOINT_URL, else AWS's
+// regional endpoint (https://s3.REGION.amazonaws.com); FIPS, dual-stack and
+// transfer-acceleration endpoints are not chosen for you (give one as the
+// endpoint). Buckets are addressed virtual-hosted (BUCKET.host) unless
+// Config.PathStyle, or the name is not a DNS label, or it has dots over TLS.
 //
 // Keys live below an optional prefix in the bucket: with Prefix "ledgers/prod", key
 // "blobs/sha256/ab/ab12…" is the S3 object "ledgers/prod/blobs/sha256/ab/ab12…".
-// Credentials come from the SDK's default chain (environment, shared config and
-// credentials files, SSO, web identity, container and instance roles) unless Config
-// supplies a provider; Endpoint and PathStyle address S3-compatible servers.
+// Credentials come from the AWS default chain (environment, shared config and
+// credentials profiles with keys, credential_process, assumed roles and web
+// identity, container and instance roles; see loadAWS) unless Config supplies
+// a provider; a profile that signs in with IAM Identity Center (SSO) is
+// refused with the way out (the AWS CLI's export-credentials as
+// credential_process). Endpoint and PathStyle address S3-compatible servers.
 //
 // # Puts
 //
@@ -14,8 +33,9 @@
 // before it sends a byte: up to 1 MiB in memory, beyond that in a temporary file
 // (Config.TempDir). Only once the caller's reader has returned io.EOF, without error,
 // within the context, with the declared size, is the PUT sent, with a known
-// Content-Length and a seekable body the SDK can hash for the SigV4 payload
-// signature and the request checksum and can rewind to retry. A failing reader
+// Content-Length and a seekable body that is hashed for the SigV4 payload
+// signature (x-amz-content-sha256, which S3 checks against what it received)
+// and rewound to retry. A failing reader
 // therefore never leaves a partial or empty object behind, and the previous version
 // of the key stays in place.
 //

@@ -13,13 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
-	"github.com/aws/smithy-go/logging"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
@@ -80,7 +73,7 @@ const (
 
 // Store is a ledger.ObjectStore on an S3 bucket. It is safe for concurrent use.
 type Store struct {
-	client         *awss3.Client
+	client         *client
 	bucket         string
 	root           string // "" or the prefix with one trailing slash
 	tempDir        string
@@ -136,61 +129,15 @@ func validate(cfg Config) (root string, err error) {
 	return root, nil
 }
 
-// newClient builds the SDK client for cfg.
-func newClient(ctx context.Context, cfg Config) (*awss3.Client, error) {
-	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
-	if cfg.Region != "" {
-		opts = append(opts, config.WithRegion(cfg.Region))
-	}
-	if cfg.Credentials != nil {
-		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
-	} else {
-		// The SDK's client keeps 10 idle connections per host (net/http's
-		// default is 2); a host fetches 16 blobs at once by default, so the rest
-		// were closed and dialled again all the time (16% of a cold sync's
-		// client CPU, and the server's accepts). AWS_CA_BUNDLE still applies.
-		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-			t.MaxIdleConnsPerHost = maxIdleConnsPerHost
-			t.MaxIdleConns = max(t.MaxIdleConns, maxIdleConnsPerHost)
-		})))
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS config: %w", err)
-	}
-	if awsCfg.Region == "" {
-		awsCfg.Region = DefaultRegion
-	}
-	return awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
-		if cfg.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Endpoint)
-		}
-		o.UsePathStyle = cfg.PathStyle
-		o.Logger = logging.Nop{}
-		o.DisableLogOutputChecksumValidationSkipped = true
-	}), nil
-}
-
-// Client returns the SDK client, for operations the ObjectStore does not cover.
-func (s *Store) Client() *awss3.Client { return s.client }
-
-// mapErr maps SDK errors to the ledger sentinels and the context's error.
+// mapErr maps S3's errors to the ledger sentinels and the context's error.
 func mapErr(ctx context.Context, err error) error {
-	var (
-		noKey    *types.NoSuchKey
-		notFound *types.NotFound
-		apiErr   smithy.APIError
-		respErr  *smithyhttp.ResponseError
-	)
+	var apiErr *apiError
 	switch {
-	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket":
+	case errors.As(err, &apiErr) && apiErr.Code == "NoSuchBucket":
 		return err
-	case errors.As(err, &noKey), errors.As(err, &notFound):
+	case errors.As(err, &apiErr) && (apiErr.Code == "NoSuchKey" || apiErr.Code == "NotFound"):
 		return ledger.ErrNotFound
-	case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusNotFound:
+	case errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound:
 		return fmt.Errorf("%w (%v)", ledger.ErrNotFound, err)
 	}
 	return backend.CtxErr(ctx, err)
@@ -221,14 +168,7 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
 	defer cleanup()
-	_, err = s.client.PutObject(ctx, &awss3.PutObjectInput{
-		Bucket:        aws.String(s.bucket),
-		Key:           aws.String(s.root + key),
-		Body:          body,
-		ContentLength: aws.Int64(n),
-		ContentType:   aws.String("application/octet-stream"),
-	})
-	if err != nil {
+	if err := s.client.putObject(ctx, s.root+key, body, n); err != nil {
 		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
 	}
 	return nil
@@ -251,15 +191,9 @@ func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutRea
 		if err := pr.Done(); err != nil {
 			return err
 		}
-		_, err := s.client.PutObject(ctx, &awss3.PutObjectInput{
-			Bucket: aws.String(s.bucket), Key: aws.String(key), Body: bytes.NewReader(buf[:n]),
-			ContentLength: aws.Int64(int64(n)), ContentType: aws.String("application/octet-stream"),
-		})
-		return backend.CtxErr(ctx, err)
+		return backend.CtxErr(ctx, s.client.putObject(ctx, key, bytes.NewReader(buf[:n]), int64(n)))
 	}
-	up, err := s.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{
-		Bucket: aws.String(s.bucket), Key: aws.String(key), ContentType: aws.String("application/octet-stream"),
-	})
+	up, err := s.client.createMultipartUpload(ctx, key)
 	if err != nil {
 		return fmt.Errorf("start multipart upload: %w", backend.CtxErr(ctx, err))
 	}
@@ -270,14 +204,12 @@ func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutRea
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if _, aerr := s.client.AbortMultipartUpload(actx, &awss3.AbortMultipartUploadInput{
-			Bucket: aws.String(s.bucket), Key: aws.String(key), UploadId: up.UploadId,
-		}); aerr != nil {
+		if aerr := s.client.abortMultipartUpload(actx, key, up); aerr != nil {
 			err = fmt.Errorf("%w (and aborting the upload failed: %v)", err, aerr)
 		}
 	}()
-	var parts []types.CompletedPart
-	for num := int32(1); ; num++ {
+	var parts []completedPart
+	for num := 1; ; num++ {
 		if num > 1 {
 			n, rerr = io.ReadFull(pr, buf)
 			if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
@@ -286,14 +218,11 @@ func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutRea
 		}
 		last := rerr != nil
 		if n > 0 {
-			out, err := s.client.UploadPart(ctx, &awss3.UploadPartInput{
-				Bucket: aws.String(s.bucket), Key: aws.String(key), UploadId: up.UploadId,
-				PartNumber: aws.Int32(num), Body: bytes.NewReader(buf[:n]), ContentLength: aws.Int64(int64(n)),
-			})
+			part, err := s.client.uploadPart(ctx, key, up, num, buf[:n])
 			if err != nil {
 				return fmt.Errorf("upload part %d: %w", num, backend.CtxErr(ctx, err))
 			}
-			parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
+			parts = append(parts, part)
 		}
 		if last {
 			break
@@ -302,10 +231,7 @@ func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutRea
 	if err := pr.Done(); err != nil {
 		return err
 	}
-	if _, err := s.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
-		Bucket: aws.String(s.bucket), Key: aws.String(key), UploadId: up.UploadId,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-	}); err != nil {
+	if err := s.client.completeMultipartUpload(ctx, key, up, parts); err != nil {
 		return fmt.Errorf("complete multipart upload: %w", backend.CtxErr(ctx, err))
 	}
 	completed = true
@@ -367,14 +293,11 @@ func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get object %q: %w", key, err)
 	}
-	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{
-		Bucket: aws.String(s.bucket),
-		Key:    aws.String(s.root + key),
-	})
+	body, err := s.client.getObject(ctx, s.root+key)
 	if err != nil {
 		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
 	}
-	return out.Body, nil
+	return body, nil
 }
 
 // StatObject implements ledger.ObjectStore.
@@ -385,18 +308,11 @@ func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	if err := ctx.Err(); err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
 	}
-	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{
-		Bucket: aws.String(s.bucket),
-		Key:    aws.String(s.root + key),
-	})
+	size, mod, err := s.client.headObject(ctx, s.root+key)
 	if err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
 	}
-	return ledger.ObjectInfo{
-		Key:     key,
-		Size:    aws.ToInt64(out.ContentLength),
-		ModTime: aws.ToTime(out.LastModified),
-	}, nil
+	return ledger.ObjectInfo{Key: key, Size: size, ModTime: mod}, nil
 }
 
 // DeleteObject implements ledger.ObjectStore.
@@ -407,11 +323,7 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete object %q: %w", key, err)
 	}
-	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{
-		Bucket: aws.String(s.bucket),
-		Key:    aws.String(s.root + key),
-	})
-	if err != nil {
+	if err := s.client.deleteObject(ctx, s.root+key); err != nil {
 		if err := mapErr(ctx, err); !errors.Is(err, ledger.ErrNotFound) {
 			return fmt.Errorf("delete object %q: %w", key, err)
 		}
@@ -428,25 +340,20 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("list objects %q: %w", prefix, err)
 	}
-	pages := awss3.NewListObjectsV2Paginator(s.client, &awss3.ListObjectsV2Input{
-		Bucket: aws.String(s.bucket),
-		Prefix: aws.String(s.root + prefix),
+	var fnErr error
+	err := s.client.listObjects(ctx, s.root+prefix, func(obj listed) error {
+		key, ok := strings.CutPrefix(obj.Key, s.root)
+		if !ok || backend.ValidateKey(key) != nil {
+			return nil // not an object this store could have written
+		}
+		fnErr = fn(ledger.ObjectInfo{Key: key, Size: obj.Size, ModTime: obj.LastModified})
+		return fnErr
 	})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("list objects %q: %w", prefix, mapErr(ctx, err))
-		}
-		for _, obj := range page.Contents {
-			key, ok := strings.CutPrefix(aws.ToString(obj.Key), s.root)
-			if !ok || backend.ValidateKey(key) != nil {
-				continue // not an object this store could have written
-			}
-			info := ledger.ObjectInfo{Key: key, Size: aws.ToInt64(obj.Size), ModTime: aws.ToTime(obj.LastModified)}
-			if err := fn(info); err != nil {
-				return err
-			}
-		}
+	if err != nil && err == fnErr {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("list objects %q: %w", prefix, mapErr(ctx, err))
 	}
 	return nil
 }
@@ -455,15 +362,15 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 // lost to a delete or an overwrite by anyone holding write credentials: object
 // versioning enabled, or an object lock. how says which, or what is missing.
 func (s *Store) Protection(ctx context.Context) (protected bool, how string, err error) {
-	v, err := s.client.GetBucketVersioning(ctx, &awss3.GetBucketVersioningInput{Bucket: aws.String(s.bucket)})
+	v, err := s.client.versioning(ctx)
 	if err != nil {
 		return false, "", fmt.Errorf("read the versioning of bucket %q: %w", s.bucket, mapErr(ctx, err))
 	}
-	if v.Status == types.BucketVersioningStatusEnabled {
+	if v == "Enabled" {
 		return true, "versioning enabled", nil
 	}
-	lock, err := s.client.GetObjectLockConfiguration(ctx, &awss3.GetObjectLockConfigurationInput{Bucket: aws.String(s.bucket)})
-	if err == nil && lock.ObjectLockConfiguration != nil && lock.ObjectLockConfiguration.ObjectLockEnabled == types.ObjectLockEnabledEnabled {
+	lock, err := s.client.objectLock(ctx)
+	if err == nil && lock == "Enabled" {
 		return true, "object lock enabled", nil
 	}
 	return false, "neither versioning nor an object lock is enabled on bucket " + s.bucket, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"sync/atomic"
@@ -13,10 +14,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
@@ -105,18 +103,17 @@ func TestRealS3(t *testing.T) {
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, root+"/blobs")) })
 }
 
-func ensureBucket(ctx context.Context, client *awss3.Client, bucket string) error {
-	_, err := client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(bucket)})
+func ensureBucket(ctx context.Context, c *client, bucket string) error {
+	_, err := c.call(ctx, request{method: http.MethodHead}, nil)
 	if err == nil {
 		return nil
 	}
-	var notFound *types.NotFound
-	if !errors.As(err, &notFound) {
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		return fmt.Errorf("head bucket %q: %w", bucket, err)
 	}
-	_, err = client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)})
-	var owned *types.BucketAlreadyOwnedByYou
-	if err != nil && !errors.As(err, &owned) {
+	_, err = c.call(ctx, request{method: http.MethodPut}, nil)
+	if err != nil && !(errors.As(err, &ae) && ae.Code == "BucketAlreadyOwnedByYou") {
 		return fmt.Errorf("create bucket %q: %w", bucket, err)
 	}
 	return nil

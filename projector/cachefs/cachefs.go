@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -169,7 +170,9 @@ func (d *Dir) WriteDeferred(rel string, r io.Reader, want ledger.Digest, size in
 // each. Whatever wrote or removed them (this process, an interrupted one, the
 // user), after Flush they survive a power cut. A file of files found missing
 // (the user removed it meanwhile) is flushed as gone: its absence is what the
-// cache holds, and what the next scan sees.
+// cache holds, and what the next scan sees. A file whose content is durable
+// already (WriteDeferred fsyncs before its rename) goes in gone too: only the
+// directories on its path are synced.
 func (d *Dir) Flush(files, gone []string, parallel int) error {
 	dirs := map[string]bool{}
 	addDirs := func(rel string) {
@@ -209,7 +212,7 @@ func (d *Dir) Flush(files, gone []string, parallel int) error {
 			abs = d.abs(dir)
 		}
 		g.Go(func() error {
-			err := syncFile(abs)
+			err := syncDir(abs)
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // removed with the files under it: its parent holds that
 			}
@@ -227,13 +230,23 @@ func (d *Dir) write(rel string, r io.Reader, want ledger.Digest, size int64, mod
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
+	return d.writeAt(rel, abs, missing, r, want, size, mode, durable, nil)
+}
+
+// writeAt is write once rel is resolved; created, when set, is told of each
+// directory it made.
+func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledger.Digest, size int64, mode uint32, durable bool, created func(string)) (FileInfo, error) {
 	f, err := os.CreateTemp(d.tmp, "w-*")
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after the rename
-	n, err := io.Copy(f, ledger.NewVerifyingReader(r, want))
+	// A blob store's reader verifies the content already.
+	if !ledger.Verifies(r, want) {
+		r = ledger.NewVerifyingReader(r, want)
+	}
+	n, err := ledger.Copy(f, r)
 	if err == nil && n != size {
 		err = fmt.Errorf("content is %d bytes, want %d: %w", n, size, ledger.ErrChecksum)
 	}
@@ -252,6 +265,9 @@ func (d *Dir) write(rel string, r io.Reader, want ledger.Digest, size int64, mod
 	for _, dir := range missing {
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
+		}
+		if created != nil {
+			created(dir)
 		}
 	}
 	if err := os.Rename(tmp, abs); err != nil {
@@ -352,35 +368,83 @@ func (d *Dir) Stat(rel string) (FileInfo, error) {
 // one per path and level, and none below a directory found missing. It is for
 // one pass over a set of paths; what it learnt about a directory may be stale
 // after the pass, as any Stat may be by the time the caller acts on it.
+//
+// A Stater is safe for concurrent use: the parallel steps of one pass (a
+// commit's hashing, an apply's fetches) share one.
 type Stater struct {
 	d    *Dir
+	mu   sync.Mutex
 	dirs map[string]error // slash-separated directory → nil (a real directory), fs.ErrNotExist, or why it is unsafe
 }
 
 // NewStater returns a Stater for one pass.
 func (d *Dir) NewStater() *Stater { return &Stater{d: d, dirs: map[string]error{}} }
 
-// Stat is Dir.Stat.
-func (s *Stater) Stat(rel string) (FileInfo, error) {
-	if err := ledger.ValidatePath(rel); err != nil {
-		return FileInfo{}, fmt.Errorf("%w: %w", ErrUnsafePath, err)
+// checkDir is Dir.checkDir, asked once per directory per pass.
+func (s *Stater) checkDir(dir string) error {
+	s.mu.Lock()
+	err, seen := s.dirs[dir]
+	s.mu.Unlock()
+	if !seen {
+		err = s.d.checkDir(dir)
+		s.mu.Lock()
+		s.dirs[dir] = err
+		s.mu.Unlock()
 	}
+	return err
+}
+
+// Walked records that the directories on rel's path are real directories, as
+// a walk of this pass (Scan) just found them: a walk enters only real
+// directories, never a symlink. The pass then does not check them again.
+func (s *Stater) Walked(rel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(rel) - 1; i >= 0; i-- {
+		if rel[i] != '/' {
+			continue
+		}
+		if _, seen := s.dirs[rel[:i]]; seen {
+			return // and so are the ones above it
+		}
+		s.dirs[rel[:i]] = nil
+	}
+}
+
+// parents checks the directories on rel's path (rel validated) and returns
+// the missing ones, outermost first, as Dir.resolve does.
+func (s *Stater) parents(rel string) ([]string, error) {
+	var missing []string
 	for i := 0; i < len(rel); i++ {
 		if rel[i] != '/' {
 			continue
 		}
 		dir := rel[:i]
-		err, seen := s.dirs[dir]
-		if !seen {
-			err = s.d.checkDir(dir)
-			s.dirs[dir] = err
+		if missing != nil {
+			missing = append(missing, dir)
+			continue
 		}
-		switch {
+		switch err := s.checkDir(dir); {
 		case errors.Is(err, fs.ErrNotExist):
-			return FileInfo{}, fs.ErrNotExist
+			missing = append(missing, dir)
 		case err != nil:
-			return FileInfo{}, fmt.Errorf("path %q: %w", rel, err)
+			return nil, fmt.Errorf("path %q: %w", rel, err)
 		}
+	}
+	return missing, nil
+}
+
+// Stat is Dir.Stat.
+func (s *Stater) Stat(rel string) (FileInfo, error) {
+	if err := ledger.ValidatePath(rel); err != nil {
+		return FileInfo{}, fmt.Errorf("%w: %w", ErrUnsafePath, err)
+	}
+	missing, err := s.parents(rel)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	if missing != nil {
+		return FileInfo{}, fs.ErrNotExist
 	}
 	fi, err := os.Lstat(s.d.abs(rel))
 	if err != nil {
@@ -393,6 +457,42 @@ func (s *Stater) Stat(rel string) (FileInfo, error) {
 		return FileInfo{}, fmt.Errorf("stat %s: not a regular file: %w", rel, ErrUnsafePath)
 	}
 	return FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())}, nil
+}
+
+// Open is Dir.Open, the directories on the way checked once per pass.
+func (s *Stater) Open(rel string) (*os.File, error) {
+	if _, err := s.Stat(rel); err != nil {
+		return nil, err
+	}
+	return os.Open(s.d.abs(rel))
+}
+
+// WriteDeferred is Dir.WriteDeferred, the directories on the way checked once
+// per pass (and those it creates remembered).
+func (s *Stater) WriteDeferred(rel string, r io.Reader, want ledger.Digest, size int64, mode uint32) (FileInfo, error) {
+	if err := ledger.ValidatePath(rel); err != nil {
+		return FileInfo{}, fmt.Errorf("write %s: %w: %w", rel, ErrUnsafePath, err)
+	}
+	missing, err := s.parents(rel)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
+	}
+	abs := s.d.abs(rel)
+	if missing == nil {
+		if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
+			return FileInfo{}, fmt.Errorf("write %s: path %q %w", rel, rel, ErrIsDir)
+		}
+	}
+	absMissing := make([]string, len(missing))
+	for i, dir := range missing {
+		absMissing[i] = s.d.abs(dir)
+	}
+	return s.d.writeAt(rel, abs, absMissing, r, want, size, mode, false, func(abs string) {
+		dir := filepath.ToSlash(strings.TrimPrefix(abs, s.d.root+string(filepath.Separator)))
+		s.mu.Lock()
+		s.dirs[dir] = nil
+		s.mu.Unlock()
+	})
 }
 
 // checkDir reports whether the directory dir (slash-separated, relative) is a
@@ -437,14 +537,20 @@ func (d *Dir) Hash(rel string) (ledger.Digest, int64, error) {
 		return ledger.Digest{}, 0, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
+	dg, n, err := HashReader(f)
 	if err != nil {
 		return ledger.Digest{}, 0, fmt.Errorf("hash %s: %w", rel, err)
 	}
+	return dg, n, nil
+}
+
+// HashReader returns the SHA-256 and length of r's content, read to its end.
+func HashReader(r io.Reader) (ledger.Digest, int64, error) {
+	h := sha256.New()
+	n, err := ledger.Copy(h, r)
 	var dg ledger.Digest
 	h.Sum(dg[:0])
-	return dg, n, nil
+	return dg, n, err
 }
 
 // Skipped is a file the scan did not consider, and why. Ignored is set for a
@@ -470,6 +576,12 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 	if err != nil {
 		return err
 	}
+	return d.ScanWith(ign, fn, skip)
+}
+
+// ScanWith is Scan with the ignore rules the caller read (Ignore), so that a
+// scan that needs them too reads and parses them once.
+func (d *Dir) ScanWith(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
 	return filepath.WalkDir(d.root, d.visit(ign, fn, skip))
 }
 
@@ -480,11 +592,8 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 // directory), is not reported. A commit from a dirty set (package dirty) checks
 // its paths with it. Skipped paths below the given ones go to skip; the given
 // paths and their parents are not reported as skipped.
-func (d *Dir) ScanPaths(paths []string, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
-	ign, err := d.Ignore()
-	if err != nil {
-		return err
-	}
+// The ignore rules are ign (Ignore).
+func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
 	visit := d.visit(ign, fn, skip)
 	enterable := map[string]bool{} // directory → Scan enters it
 	var canEnter func(dir string) bool

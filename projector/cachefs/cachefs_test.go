@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -174,5 +175,36 @@ func TestOpenKeepsTempFilesRemoveTempDrops(t *testing.T) {
 	d.RemoveTemp()
 	if ents, _ := os.ReadDir(d.tmp); len(ents) != 0 {
 		t.Fatalf("temp files left after RemoveTemp: %v", ents)
+	}
+}
+
+// TestWriteVerifiedReader: content from a reader that verifies itself (a blob
+// store's) is not hashed twice, and still never lands when it does not match;
+// a reader verifying another digest is checked against the wanted one.
+func TestWriteVerifiedReader(t *testing.T) {
+	d, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, bad := []byte("good"), []byte("evil")
+	want := ledger.DigestOf(good)
+	st := d.NewStater()
+	if _, err := st.WriteDeferred("data/a", ledger.NewVerifyingReader(bytes.NewReader(good), want), want, 4, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.WriteDeferred("data/b", ledger.NewVerifyingReader(bytes.NewReader(bad), want), want, 4, 0o644); !errors.Is(err, ledger.ErrChecksum) {
+		t.Fatalf("tampered content behind a verifying reader: %v, want ErrChecksum", err)
+	}
+	other := ledger.DigestOf(bad)
+	if _, err := st.WriteDeferred("data/c", ledger.NewVerifyingReader(bytes.NewReader(bad), other), want, 4, 0o644); !errors.Is(err, ledger.ErrChecksum) {
+		t.Fatalf("a reader verifying another digest: %v, want ErrChecksum", err)
+	}
+	for _, p := range []string{"data/b", "data/c"} {
+		if _, err := os.Lstat(filepath.Join(d.Root(), p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s exists after a failed write: %v", p, err)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(d.Root(), "data/a")); err != nil || !bytes.Equal(got, good) {
+		t.Fatalf("data/a: %q %v", got, err)
 	}
 }

@@ -4,3 +4,6 @@ package cachefs
 // (FlushFileBuffers needs write access, which a directory handle does not
 // give), and NTFS journals renames and removals itself (docs/design.md §9).
 const dirSync = false
+
+// syncDir does nothing on Windows (dirSync).
+func syncDir(string) error { return nil }

@@ -5,7 +5,9 @@
 //
 // # Watcher
 //
-// A Watcher runs inside the long-running `syncledger watch`. It watches every
+// A Watcher runs inside the long-running `syncledger watch` (Run, serving the
+// socket below), or inside a process that keeps a set for its own commits
+// (Watch: the swamp agent, for one swamp command). It watches every
 // directory of the cache with inotify (not .syncledger/ nor the _index and
 // _control trees) and records each path an event names, with the sequence
 // number of its last event. It answers on a unix socket,

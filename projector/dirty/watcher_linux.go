@@ -37,6 +37,10 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxPaths overrides the package's MaxPaths (tests).
 	MaxPaths int
+	// MaxDirs, when set, bounds the directories watched (the inotify watches
+	// it takes from the user's fs.inotify.max_user_watches): a larger cache
+	// makes the set untrusted for good.
+	MaxDirs int
 }
 
 // Watcher keeps a cache's dirty set (see the package doc). Start it with Run.
@@ -44,6 +48,7 @@ type Watcher struct {
 	root    string
 	log     *slog.Logger
 	max     int
+	maxDirs int
 	fd      int
 	file    *os.File // fd, for reading
 	epoch   string
@@ -88,7 +93,7 @@ func New(cfg Config) (*Watcher, error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	w := &Watcher{
-		root: root, log: cfg.Logger, max: cfg.MaxPaths, fd: fd, file: os.NewFile(uintptr(fd), "inotify"), epoch: hex.EncodeToString(id[:]),
+		root: root, log: cfg.Logger, max: cfg.MaxPaths, maxDirs: cfg.MaxDirs, fd: fd, file: os.NewFile(uintptr(fd), "inotify"), epoch: hex.EncodeToString(id[:]),
 		barrier: filepath.Join(root, ledger.StateDir, BarrierDir),
 		wds:     map[int32]string{}, paths: map[string]uint64{}, markers: map[string]chan uint64{},
 		reason: "the watcher has not seen a full scan since it started",
@@ -129,6 +134,13 @@ func excluded(rel string) bool {
 // is either listed or reported by an event. A watch that cannot be added makes
 // the set untrusted; the error is returned only for the root.
 func (w *Watcher) addTree(rel string) error {
+	if w.maxDirs > 0 && len(w.wds) >= w.maxDirs {
+		if w.broken == "" {
+			w.broken = fmt.Sprintf("the cache has more than %d directories to watch", w.maxDirs)
+			w.lose(w.broken)
+		}
+		return nil
+	}
 	abs := filepath.Join(w.root, filepath.FromSlash(rel))
 	wd, err := unix.InotifyAddWatch(w.fd, abs, watchMask)
 	if err != nil {
@@ -219,6 +231,15 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// Watch reads events until ctx is done or the watcher is closed, as Run does,
+// without the socket: for a process that keeps a set of its own for its own
+// commits (the swamp agent), beside any watcher of the cache that serves one.
+func (w *Watcher) Watch(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { w.Close() })
+	defer stop()
+	return w.read(ctx)
 }
 
 // Close stops the watcher: Run returns, pending snapshots fail.

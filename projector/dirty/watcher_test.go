@@ -393,3 +393,24 @@ func TestMerge(t *testing.T) {
 		t.Fatalf("Merge = %q, want %q", got, want)
 	}
 }
+
+// TestMaxDirs: a cache with more directories than MaxDirs is not watched
+// past it, and its set is never trusted (every commit scans the cache).
+func TestMaxDirs(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, ".syncledger/x", "")
+	for _, d := range []string{"a", "b", "c"} {
+		write(t, root, d+"/f", "1")
+	}
+	w, c := start(t, root, Config{MaxDirs: 3})
+	if n := len(w.wds); n > 3 {
+		t.Fatalf("%d directories watched, want at most 3", n)
+	}
+	s := snapshot(t, c)
+	if err := c.Ack(context.Background(), s, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := snapshot(t, c); s.Trusted || !strings.Contains(s.Reason, "more than 3 directories") {
+		t.Fatalf("a cache past MaxDirs after a full scan's ack: %+v, want untrusted, naming the bound", s)
+	}
+}

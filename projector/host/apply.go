@@ -89,12 +89,22 @@ type applyOptions struct {
 	seen map[string]cachefs.FileInfo
 	// progress, when set, is called after each file fetched (under a lock).
 	progress func(applied)
+	// flushed names paths the caller already made durable, content and
+	// directories (the host's own commit: syncCommitted): the sync step skips
+	// them.
+	flushed map[string]bool
 }
 
 // applyReady performs rd on the cache, makes it durable, persists it in one
 // transaction and advances the core (see apply).
 func (h *Host) applyReady(ctx context.Context, s *session, rd projector.Ready, seen map[string]cachefs.FileInfo) (applied, error) {
 	return h.apply(ctx, s, rd, applyOptions{seen: seen})
+}
+
+// applyOwn is applyReady for the Ready of the host's own commit, whose paths
+// the commit made durable before publishing (flushed).
+func (h *Host) applyOwn(ctx context.Context, s *session, rd projector.Ready, seen map[string]cachefs.FileInfo, flushed map[string]bool) (applied, error) {
+	return h.apply(ctx, s, rd, applyOptions{seen: seen, flushed: flushed})
 }
 
 // apply performs rd in six steps, each its own function:
@@ -129,7 +139,10 @@ func (h *Host) apply(ctx context.Context, s *session, rd projector.Ready, opt ap
 }
 
 func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, opt applyOptions, out *applied) error {
-	disk, err := h.inspectReady(s, rd)
+	// One Stater for the pass: the fetch then knows the directories the
+	// inspection checked — unless the removals changed them.
+	st := h.dir.NewStater()
+	disk, err := h.inspectReady(s, rd, st)
 	if err != nil {
 		return err
 	}
@@ -137,14 +150,22 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 		return err
 	}
 	h.cfg.Failpoint("sync-before-write")
-	rows := rowsOf(s, rd, disk, opt.seen, out)
-	if err := h.removeReady(rd, disk, out); err != nil {
+	rows, err := h.rowsOf(rd, disk, opt.seen, out)
+	if err != nil {
 		return err
 	}
-	if err := h.fetchReady(ctx, rd, disk, rows, opt.progress, out); err != nil {
+	removed, err := h.removeReady(rd, disk, out)
+	if err != nil {
 		return err
 	}
-	if err := h.syncReady(rd); err != nil {
+	if removed > 0 {
+		st = h.dir.NewStater() // removals drop the directories they empty
+	}
+	written := make([]bool, len(rd.Changes))
+	if err := h.fetchReady(ctx, st, rd, disk, rows, written, opt.progress, out); err != nil {
+		return err
+	}
+	if err := h.syncReady(rd, written, opt.flushed); err != nil {
 		return err
 	}
 	h.cfg.Failpoint("sync-after-write")
@@ -159,10 +180,11 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 // local change is this host's own: the index takes the ledger's row, the file
 // stays as it is (diskState.keep). A path of the Forced rules (ignore.IsForced)
 // is never inspected, written or removed at all.
-func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error) {
+//
+// st is the pass's Stater.
+func (h *Host) inspectReady(s *session, rd projector.Ready, st *cachefs.Stater) ([]diskState, error) {
 	disk := make([]diskState, len(rd.Changes))
 	var local []string
-	st := h.dir.NewStater()
 	for i, ch := range rd.Changes {
 		if ch.Op == projector.OpIndex {
 			continue
@@ -173,7 +195,10 @@ func (h *Host) inspectReady(s *session, rd projector.Ready) ([]diskState, error)
 			disk[i].keep = true
 			continue
 		}
-		row, hasRow := s.index[ch.Path]
+		row, hasRow, err := h.db.Get(ch.Path)
+		if err != nil {
+			return nil, fmt.Errorf("apply %s: %w", ch.Path, err)
+		}
 		ds, err := h.inspectChange(st, s, rd, ch, row, hasRow)
 		if blocker, ok := blockedBy(err); ok {
 			local = append(local, blocker)
@@ -242,13 +267,17 @@ func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) er
 // rowsOf returns the index rows rd persists (rows[i] for rd.Changes[i]; zero
 // where New is nil), with the mtimes known before any file is written, and
 // counts the changes that need no fetch.
-func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]cachefs.FileInfo, out *applied) []statedb.Entry {
+func (h *Host) rowsOf(rd projector.Ready, disk []diskState, seen map[string]cachefs.FileInfo, out *applied) ([]statedb.Entry, error) {
 	rows := make([]statedb.Entry, len(rd.Changes))
 	for i, ch := range rd.Changes {
 		if ch.New != nil {
 			rows[i] = statedb.Entry{Digest: ch.New.SHA256, Size: ch.New.Size, Mode: ch.New.Mode, Lazy: ch.New.Lazy, Seq: ch.Seq}
 			if ch.Seq == 0 && !rd.Reset {
-				rows[i].Seq = s.index[ch.Path].Seq // Hydrate: the event that wrote it
+				old, _, err := h.db.Get(ch.Path) // Hydrate: the event that wrote it
+				if err != nil {
+					return nil, err
+				}
+				rows[i].Seq = old.Seq
 			}
 		}
 		switch {
@@ -268,30 +297,35 @@ func rowsOf(s *session, rd projector.Ready, disk []diskState, seen map[string]ca
 			out.Paths = append(out.Paths, ch.Path)
 		}
 	}
-	return rows
+	return rows, nil
 }
 
 // removeReady removes the files of OpDelete, OpLazy and OpShadow changes that exist, in
 // order (cachefs removes the directories it empties, which must not race with
-// a fetch creating a file in one of them).
-func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) error {
+// a fetch creating a file in one of them). It returns how many it removed.
+func (h *Host) removeReady(rd projector.Ready, disk []diskState, out *applied) (int, error) {
+	n := 0
 	for i, ch := range rd.Changes {
 		if (ch.Op != projector.OpDelete && ch.Op != projector.OpLazy && ch.Op != projector.OpShadow) || !disk[i].exists || disk[i].keep {
 			continue
 		}
 		if err := h.dir.RemoveDeferred(ch.Path); err != nil {
-			return err
+			return n, err
 		}
+		n++
 		if ch.Op == projector.OpDelete {
 			out.Removed++
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // fetchReady fetches and writes, h.cfg.Parallel at a time, the content of the
-// OpWrite changes the cache does not hold yet, and sets their rows' mtimes.
-func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskState, rows []statedb.Entry, progress func(applied), out *applied) error {
+// OpWrite changes the cache does not hold yet, sets their rows' mtimes, and
+// sets written[i] for each file it wrote (its content fsynced before its
+// rename: only its directories remain to sync). st is the pass's Stater: the
+// Ready's files share most of their directories.
+func (h *Host) fetchReady(ctx context.Context, st *cachefs.Stater, rd projector.Ready, disk []diskState, rows []statedb.Entry, written []bool, progress func(applied), out *applied) error {
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(h.cfg.Parallel)
@@ -300,7 +334,7 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 			continue
 		}
 		g.Go(func() error {
-			fi, err := fetch(gctx, h.cfg.Blobs, h.dir, ch.Path, ch.New)
+			fi, err := fetch(gctx, h.cfg.Blobs, st, ch.Path, ch.New)
 			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum) {
 				// The event at ch.Seq names content the blob store does not
 				// hold: a message an admin may quarantine.
@@ -309,6 +343,7 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 			if err != nil {
 				return err
 			}
+			written[i] = true
 			mu.Lock()
 			defer mu.Unlock()
 			rows[i].MTime = fi.ModTime
@@ -324,14 +359,19 @@ func (h *Host) fetchReady(ctx context.Context, rd projector.Ready, disk []diskSt
 	return g.Wait()
 }
 
-// syncReady makes durable what rd.MustSync names, before any state claims it.
-func (h *Host) syncReady(rd projector.Ready) error {
+// syncReady makes durable what rd.MustSync names, before any state claims it:
+// the content of each file the fetch did not write itself (written: already
+// fsynced), and the directories on every path, except the paths the caller
+// flushed whole.
+func (h *Host) syncReady(rd projector.Ready, written []bool, flushed map[string]bool) error {
 	var files, gone []string
-	for _, m := range rd.MustSync() {
-		if m.Content {
+	for i, m := range rd.MustSync() {
+		switch {
+		case flushed[m.Path]:
+		case m.Content && !written[i]:
 			files = append(files, m.Path)
-		} else {
-			gone = append(gone, m.Path)
+		default:
+			gone = append(gone, m.Path) // its directories only
 		}
 	}
 	if len(files)+len(gone) == 0 {
@@ -345,7 +385,7 @@ func (h *Host) syncReady(rd projector.Ready) error {
 
 // persistReady persists rd in one transaction — lineage, the index rows (a
 // reset first empties the old state), the journal entries of its paths, marks
-// and HWM — and updates the session's copy of the index.
+// and HWM — into the database the session's core reads.
 func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry) error {
 	err := h.db.Update(func(tx *statedb.Tx) error {
 		if rd.Reset {
@@ -384,13 +424,8 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 	if err != nil {
 		return fmt.Errorf("persist state: %w", err)
 	}
-	for i, ch := range rd.Changes {
+	for _, ch := range rd.Changes {
 		delete(s.journal, ch.Path)
-		if ch.New == nil {
-			delete(s.index, ch.Path)
-		} else {
-			s.index[ch.Path] = rows[i]
-		}
 	}
 	return nil
 }
@@ -414,13 +449,13 @@ func (s *session) leftover(path string, ds diskState) bool {
 
 // fetch downloads f's blob and writes it at path in dir, verified, its content
 // fsynced; the directories on its path are synced by the caller (Dir.Flush).
-func fetch(ctx context.Context, blobs ledger.BlobStore, dir *cachefs.Dir, path string, f *projector.File) (cachefs.FileInfo, error) {
+func fetch(ctx context.Context, blobs ledger.BlobStore, st *cachefs.Stater, path string, f *projector.File) (cachefs.FileInfo, error) {
 	rc, err := blobs.Get(ctx, f.SHA256)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}
 	defer rc.Close()
-	fi, err := dir.WriteDeferred(path, rc, f.SHA256, f.Size, f.Mode)
+	fi, err := st.WriteDeferred(path, rc, f.SHA256, f.Size, f.Mode)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)
 	}

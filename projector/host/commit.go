@@ -1,14 +1,18 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -17,6 +21,7 @@ import (
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/cachefs"
 	"github.com/syncledger/syncledger/projector/ignore"
+	"github.com/syncledger/syncledger/projector/statedb"
 )
 
 // CommitOptions describe a commit.
@@ -61,28 +66,56 @@ type scanned struct {
 	ignored []string                    // paths the ignore rules leave out (directories end in /)
 }
 
+// stage is what a scan does with each changed file while it holds it open,
+// its content read once: body is the content when the file is small enough
+// to read whole (smallFile), else nil and f is to be read again from its start.
+type stage func(e ledger.Entry, f *os.File, body []byte) error
+
+// smallFile is the size up to which the scan reads a file whole, hashing and
+// staging it from memory (one read of the file); at most cfg.Parallel such
+// buffers are in use at once.
+const smallFile = 1 << 20
+
+// candidate is a file the walk found that the index does not vouch for.
+type candidate struct {
+	rel   string
+	fi    cachefs.FileInfo
+	row   statedb.Entry
+	ok    bool          // row is the path's index row
+	found *ledger.Entry // hashOne's answer
+}
+
 // scan compares the cache with the index: size, mtime and mode first, SHA-256 for
 // files that differ. A lazy file absent from the cache is not a deletion, nor is
 // an ignored one (package ignore): ignored paths are neither committed nor
 // deleted.
 //
 // changed, when not nil, limits the scan to those paths and their subtrees
-// (CommitOptions.Changed).
-func (h *Host) scan(s *session, keep func(partition string) bool, changed []string) (scanned, error) {
+// (CommitOptions.Changed). put, when set, is called for each changed file
+// (stage), in parallel.
+func (h *Host) scan(s *session, keep func(partition string) bool, changed []string, put stage) (scanned, error) {
 	out := scanned{infos: map[string]cachefs.FileInfo{}}
 	ign, err := h.dir.Ignore()
 	if err != nil {
 		return out, err
 	}
-	walk := h.dir.Scan
-	covered := func(string) bool { return true }
+	walk := func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
+		return h.dir.ScanWith(ign, fn, skip)
+	}
 	if changed != nil {
 		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
-			return h.dir.ScanPaths(changed, fn, skip)
+			return h.dir.ScanPaths(ign, changed, fn, skip)
 		}
-		covered = underAny(changed)
 	}
+	// The files the index does not vouch for are hashed (and staged) while the
+	// walk goes on, h.cfg.Parallel at a time.
+	// The files the index does not vouch for are hashed (and staged) while the
+	// walk goes on, h.cfg.Parallel at a time.
 	seen := map[string]bool{}
+	var cands []*candidate
+	st := h.dir.NewStater()
+	var g errgroup.Group
+	g.SetLimit(h.cfg.Parallel)
 	err = walk(func(rel string, fi cachefs.FileInfo) error {
 		part := ledger.PartitionKey(rel)
 		if !keep(part) {
@@ -94,27 +127,20 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 			return nil
 		}
 		seen[rel] = true
-		row, ok := s.index[rel]
-		if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
-			return nil
-		}
-		d, n, err := h.dir.Hash(rel)
-		if errors.Is(err, fs.ErrNotExist) {
-			delete(seen, rel)
-			return nil
-		}
+		row, ok, err := h.db.Get(rel)
 		if err != nil {
 			return err
 		}
-		if ok && row.Digest == d && row.Size == n && row.Mode == fi.Mode {
-			return nil // touched, same content
+		if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
+			return nil
 		}
-		if j, jok := s.journal[rel]; jok && j.Matches(true, d) {
-			return nil // left by an interrupted apply: the ledger's content, not ours
-		}
-		fi.Size = n
-		out.infos[rel] = fi
-		out.changes = append(out.changes, ledger.Entry{Path: rel, SHA256: d, Size: n, Mode: fi.Mode})
+		c := &candidate{rel: rel, fi: fi, row: row, ok: ok}
+		cands = append(cands, c)
+		st.Walked(rel)
+		g.Go(func() (err error) {
+			c.found, err = h.hashOne(s, st, *c, put)
+			return err
+		})
 		return nil
 	}, func(sk cachefs.Skipped) {
 		if sk.Ignored {
@@ -123,16 +149,45 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 		}
 		h.log.Warn("not synced", "path", sk.Path, "reason", sk.Reason)
 	})
+	if gerr := g.Wait(); err == nil {
+		err = gerr
+	}
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
-	// A shadowed file absent from the cache is not a deletion: a directory of
-	// its name holds other paths (projector.OpShadow).
-	for p, row := range s.index {
-		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
-			continue // removed by an interrupted apply, not by this host's user
+	for _, c := range cands {
+		switch e := c.found; {
+		case e == nil:
+		case e.Path == "":
+			delete(seen, c.rel) // removed while we walked
+		default:
+			fi := c.fi
+			fi.Size = e.Size
+			out.infos[c.rel] = fi
+			out.changes = append(out.changes, *e)
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && covered(p) && !ign.Ignored(p) && !s.core.Shadowed(p) {
+	}
+	// The indexed paths the scan covers and did not see are deletions. A
+	// shadowed file absent from the cache is not a deletion: a directory of
+	// its name holds other paths (projector.OpShadow).
+	var gone []string
+	err = h.indexed(changed, func(p string, row statedb.Entry) {
+		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
+			return // removed by an interrupted apply, not by this host's user
+		}
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) {
+			gone = append(gone, p)
+		}
+	})
+	if err != nil {
+		return out, fmt.Errorf("scan cache: %w", err)
+	}
+	for _, p := range gone {
+		shadowed, err := s.core.Shadowed(p)
+		if err != nil {
+			return out, fmt.Errorf("scan cache: %w", err)
+		}
+		if !shadowed {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
@@ -140,24 +195,138 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 	return out, nil
 }
 
-// underAny returns a test of whether a path is one of paths or below one.
-func underAny(paths []string) func(string) bool {
-	set := make(map[string]bool, len(paths))
-	for _, p := range paths {
-		set[strings.Trim(p, "/")] = true
+// hashOne hashes one candidate, reading the file once: whole into a pooled
+// buffer when it is small, streamed otherwise. It returns the entry of its
+// change: nil when its content is the index's (touched) or an interrupted
+// apply's, an entry with an empty Path when the file is gone. put, when set,
+// stages a changed file while it is open.
+func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage) (*ledger.Entry, error) {
+	f, err := st.Open(c.rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &ledger.Entry{}, nil
 	}
-	return func(p string) bool {
-		for {
-			if set[p] {
-				return true
-			}
-			i := strings.LastIndexByte(p, '/')
-			if i < 0 {
-				return set[""] || set["."]
-			}
-			p = p[:i]
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var body []byte
+	var d ledger.Digest
+	var n int64
+	if c.fi.Size < smallFile {
+		var buf []byte
+		if c.fi.Size < pooledBody {
+			bp := bodyBufs.Get().(*[]byte)
+			defer bodyBufs.Put(bp)
+			buf = *bp
+		} else {
+			buf = make([]byte, c.fi.Size+pooledBody) // room to find it grew
+		}
+		body, err = readSmall(f, buf)
+		if errors.Is(err, errNotSmall) {
+			body = nil
+		} else if err != nil {
+			return nil, fmt.Errorf("hash %s: %w", c.rel, err)
+		} else {
+			d, n = ledger.DigestOf(body), int64(len(body))
 		}
 	}
+	if body == nil {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("hash %s: %w", c.rel, err)
+		}
+		if d, n, err = cachefs.HashReader(f); err != nil {
+			return nil, fmt.Errorf("hash %s: %w", c.rel, err)
+		}
+	}
+	if c.ok && c.row.Digest == d && c.row.Size == n && c.row.Mode == c.fi.Mode {
+		return nil, nil // touched, same content
+	}
+	if j, jok := s.journal[c.rel]; jok && j.Matches(true, d) {
+		return nil, nil // left by an interrupted apply: the ledger's content, not ours
+	}
+	e := ledger.Entry{Path: c.rel, SHA256: d, Size: n, Mode: c.fi.Mode}
+	if put != nil {
+		if body == nil {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("read %s: %w", c.rel, err)
+			}
+		}
+		if err := put(e, f, body); err != nil {
+			return nil, err
+		}
+	}
+	return &e, nil
+}
+
+// pooledBody is the size of bodyBufs' buffers: files below it (most of a
+// swamp datastore's) are read into a pooled buffer, larger small files into
+// one of their own.
+const pooledBody = 64 << 10
+
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, pooledBody); return &b }}
+
+// errNotSmall: the file holds more than the buffer (it grew since the walk).
+var errNotSmall = errors.New("not a small file")
+
+// readSmall reads f to its end into buf, or fails with errNotSmall if it
+// does not fit.
+func readSmall(f *os.File, buf []byte) ([]byte, error) {
+	n, err := io.ReadFull(f, buf)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return buf[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	return nil, errNotSmall // full: there may be more
+}
+
+// indexed calls fn for each index row at or under the paths of changed (a
+// path stands for itself and its subtree; nil or "" or "." for the whole
+// index), once each: what a scan limited to changed covers, read from the
+// database without the rows it does not cover.
+func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)) error {
+	each := func(p string, row statedb.Entry) (bool, error) { fn(p, row); return true, nil }
+	roots := make([]string, 0, len(changed))
+	for _, c := range changed {
+		c = strings.Trim(c, "/")
+		if c == "" || c == "." {
+			changed = nil
+			break
+		}
+		roots = append(roots, c)
+	}
+	if changed == nil {
+		return h.db.ForEachPrefix("", each)
+	}
+	// Drop the paths under another one: their rows are that one's.
+	set := make(map[string]bool, len(roots))
+	for _, r := range roots {
+		set[r] = true
+	}
+	roots = slices.DeleteFunc(roots, func(r string) bool {
+		for i := strings.LastIndexByte(r, '/'); i > 0; i = strings.LastIndexByte(r[:i], '/') {
+			if set[r[:i]] {
+				return true
+			}
+		}
+		return false
+	})
+	slices.Sort(roots)
+	roots = slices.Compact(roots)
+	for _, r := range roots {
+		row, ok, err := h.db.Get(r)
+		if err != nil {
+			return err
+		}
+		if ok {
+			fn(r, row)
+		}
+		if err := h.db.ForEachPrefix(r+"/", each); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func partitionFilter(parts []string) func(string) bool {
@@ -196,9 +365,10 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	}
 	keep := partitionFilter(opt.Partitions)
 	var res CommitResult
+	put := h.commitStage(ctx, opt.Stored)
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
-		sc, err := h.scan(s, keep, opt.Changed)
+		sc, err := h.scan(s, keep, opt.Changed, put)
 		if err != nil {
 			return res, err
 		}
@@ -248,9 +418,6 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	if err := h.syncCommitted(sc); err != nil {
 		return err
 	}
-	if err := h.upload(ctx, sc, opt.Stored); err != nil {
-		return err
-	}
 	wire := make([]ledger.Event, len(events))
 	for i, ev := range events {
 		w, manifest, err := ledger.Externalize(ev)
@@ -273,7 +440,15 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 	if err := s.core.RecordOwn(events, seqs); err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
-	if _, err := h.applyReady(ctx, s, s.core.Ready(), sc.infos); err != nil {
+	flushed := make(map[string]bool, len(sc.changes))
+	for _, e := range sc.changes {
+		flushed[e.Path] = true
+	}
+	rd, err := s.core.Ready()
+	if err == nil {
+		_, err = h.applyOwn(ctx, s, rd, sc.infos, flushed)
+	}
+	if err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
 	h.cfg.Failpoint("commit-after-persist")
@@ -299,18 +474,56 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 // durable before anything is published: the ledger must never hold content this
 // cache could lose in a power cut, or, after one, the next scan would find the
 // older or truncated file, take it for a local change and publish it over the
-// good version on every host.
+// good version on every host. The scan's stage fsynced each changed file's
+// content (commitStage); this syncs the directories on every path.
 func (h *Host) syncCommitted(sc scanned) error {
-	var files, gone []string
-	for _, e := range sc.changes {
-		if e.Deleted {
-			gone = append(gone, e.Path)
-		} else {
-			files = append(files, e.Path)
-		}
+	paths := make([]string, len(sc.changes))
+	for i, e := range sc.changes {
+		paths[i] = e.Path
 	}
-	if err := h.dir.Flush(files, gone, h.cfg.Parallel); err != nil {
+	if err := h.dir.Flush(nil, paths, h.cfg.Parallel); err != nil {
 		return fmt.Errorf("commit: sync the committed files: %w", err)
+	}
+	return nil
+}
+
+// commitStage is a commit's stage of each changed file, done while the scan
+// holds it open: its content is made durable (fsync: the ledger must never
+// hold content this cache could lose, see syncCommitted) and stored in the
+// blob store, unless stored says a Prepare stored it. A blob stored for a
+// commit that is then not published is garbage that blob GC collects.
+func (h *Host) commitStage(ctx context.Context, stored map[ledger.Digest]bool) stage {
+	return func(e ledger.Entry, f *os.File, body []byte) error {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("commit: sync %s: %w", e.Path, err)
+		}
+		if stored[e.SHA256] {
+			return nil
+		}
+		return h.putContent(ctx, e, f, body)
+	}
+}
+
+// prepareStage stores each changed file's content (Prepare): durability is
+// the Commit's to ensure.
+func (h *Host) prepareStage(ctx context.Context) stage {
+	return func(e ledger.Entry, f *os.File, body []byte) error { return h.putContent(ctx, e, f, body) }
+}
+
+// putContent stores e's content: body when the scan read it whole, else f,
+// read again from its start and verified against e's digest while it is
+// sent (a file changed since it was hashed fails with ErrChecksum: nothing is
+// published).
+func (h *Host) putContent(ctx context.Context, e ledger.Entry, f *os.File, body []byte) error {
+	var r io.Reader = f
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	if err := h.cfg.Blobs.Put(ctx, e.SHA256, r, e.Size); err != nil {
+		if errors.Is(err, ledger.ErrChecksum) {
+			return fmt.Errorf("upload %s: the file changed while committing; commit again: %w", e.Path, err)
+		}
+		return fmt.Errorf("upload %s: %w", e.Path, err)
 	}
 	return nil
 }
@@ -339,11 +552,8 @@ func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (Prepa
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	sc, err := h.scan(s, partitionFilter(partitions), changed)
+	sc, err := h.scan(s, partitionFilter(partitions), changed, h.prepareStage(ctx))
 	if err != nil {
-		return PrepareResult{}, err
-	}
-	if err := h.upload(ctx, sc, nil); err != nil {
 		return PrepareResult{}, err
 	}
 	res := PrepareResult{Files: len(sc.changes), Stored: map[ledger.Digest]bool{}}
@@ -355,36 +565,6 @@ func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (Prepa
 		}
 	}
 	return res, nil
-}
-
-// upload stores every changed file's content, in parallel, except content in
-// stored. A file that changes while it is read fails the commit with
-// ErrChecksum: nothing was published.
-func (h *Host) upload(ctx context.Context, sc scanned, stored map[ledger.Digest]bool) error {
-	var g errgroup.Group
-	g.SetLimit(h.cfg.Parallel)
-	for _, e := range sc.changes {
-		if e.Deleted || stored[e.SHA256] {
-			continue
-		}
-		g.Go(func() error { return h.uploadOne(ctx, e) })
-	}
-	return g.Wait()
-}
-
-func (h *Host) uploadOne(ctx context.Context, e ledger.Entry) error {
-	f, err := h.dir.Open(e.Path)
-	if err != nil {
-		return fmt.Errorf("upload %s: %w", e.Path, err)
-	}
-	defer f.Close()
-	if err := h.cfg.Blobs.Put(ctx, e.SHA256, f, e.Size); err != nil {
-		if errors.Is(err, ledger.ErrChecksum) {
-			return fmt.Errorf("upload %s: the file changed while committing; commit again: %w", e.Path, err)
-		}
-		return fmt.Errorf("upload %s: %w", e.Path, err)
-	}
-	return nil
 }
 
 // catchUp reads the new events of the partitions the local changes touch. If one
@@ -399,7 +579,11 @@ func (h *Host) catchUp(ctx context.Context, s *session, changes []ledger.Entry, 
 	sr := SyncResult{}
 	r := &run{h: h, s: s, res: &sr}
 	for _, p := range slices.Sorted(maps.Keys(parts)) {
-		err := h.cfg.Log.ReadPartition(ctx, p, s.core.Mark(p).Seq+1, func(rec ledger.Record) error {
+		mk, err := s.core.Mark(p)
+		if err != nil {
+			return err
+		}
+		err = h.cfg.Log.ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
 			if err := r.resolve(ctx, &rec); err != nil {
 				return err
 			}

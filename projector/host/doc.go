@@ -15,6 +15,12 @@
 // A scoped sync (--model/--partition) reads only the chosen partitions' subjects
 // from their marks and never moves the HWM (swamp-club#3193).
 //
+// The core reads the state database through projector.Storage (dbStorage): the
+// marks and index rows a step needs, never the whole index, and the shell reads
+// the rows' local facts (mtime, seq) the same way. So a sync applying N events,
+// and a commit of a dirty set of N paths, cost O(N) rows whatever the size of
+// the cache; a full scan streams the index in path order.
+//
 // The fast path costs one request, the log's last seq compared with the HWM (the
 // same answer carries the stream's lineage, checked against the cache's; the
 // ledger's settings are read once, when the log is opened), and no cache walk.
@@ -33,7 +39,15 @@
 //
 // A commit scans the cache against the index (size, mtime and mode, then SHA-256),
 // uploads the content of changed files (content first: no event ever references a
-// missing blob), and appends one event per touched partition. On a chain conflict
+// missing blob), and appends one event per touched partition. The files the index
+// does not vouch for are hashed while the walk goes on, Config.Parallel at a time;
+// a changed file is fsynced and its blob stored while the scan holds it open, so
+// a file under 1 MiB is read once (into memory); a larger one is read twice,
+// hashed and then uploaded streaming, verified against its digest on the way (a
+// file changed between the reads fails the commit with ErrChecksum before the
+// upload completes: nothing is published). A blob stored for a commit that is
+// then not published is garbage blob GC collects. Only then are the directories
+// on the changed paths synced and the events appended. On a chain conflict
 // it reads the partitions' new events; if none of them changes a path this host
 // changed, it applies them and retries, else it stops with a *ConflictError naming
 // the paths, keeping the local files (still dirty).
@@ -46,6 +60,7 @@
 // its own length. Watch releases it between commits, so commands on the same
 // cache (exec, commit, status) run beside it; exec keeps it while its command
 // runs, so that nothing changes the cache under the command. Every write transaction
-// advances the state's generation (statedb.DB.Gen); Watch, which keeps the state
-// in memory between commits, reloads it when another process moved it.
+// advances the state's generation (statedb.DB.Gen); Watch, which keeps a
+// session (its core's staged knowledge) between commits, opens a new one when
+// another process moved the state.
 package host

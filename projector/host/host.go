@@ -239,12 +239,76 @@ func (h *Host) View(fn func(*statedb.DB) error) error {
 	return fn(h.db)
 }
 
-// session is a loaded core with the local facts the shell keeps beside it.
+// session is a core over the state database with the local facts the shell
+// keeps beside it. The core reads the marks and index rows it needs from the
+// database (dbStorage); the shell reads the rows' local facts (mtime, seq)
+// from it too, so nothing in a session grows with the index.
 type session struct {
 	core    *projector.Core
-	index   map[string]statedb.Entry        // path → persisted index row (mtime, seq)
 	journal map[string]statedb.JournalEntry // what interrupted applies left (see statedb.JournalEntry)
 	info    ledger.Info
+}
+
+// dbStorage is the core's projector.Storage: the state database this Host
+// holds at the time of each read (a watch's session outlives one hold of the
+// cache, and each hold opens the database again).
+type dbStorage struct{ h *Host }
+
+var errNotHeld = errors.New("the state database is read while the cache is not held: a bug of this process")
+
+func (s dbStorage) db() (*statedb.DB, error) {
+	if s.h.db == nil {
+		return nil, errNotHeld
+	}
+	return s.h.db, nil
+}
+
+func (s dbStorage) HardState() (string, ledger.Seq, error) {
+	db, err := s.db()
+	if err != nil {
+		return "", 0, err
+	}
+	return db.HardState()
+}
+
+func (s dbStorage) Mark(p string) (projector.Mark, error) {
+	db, err := s.db()
+	if err != nil {
+		return projector.Mark{}, err
+	}
+	return db.Mark(p)
+}
+
+func (s dbStorage) Marks(fn func(string, projector.Mark) bool) error {
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	return db.Marks(fn)
+}
+
+func (s dbStorage) File(p string) (projector.File, bool, error) {
+	db, err := s.db()
+	if err != nil {
+		return projector.File{}, false, err
+	}
+	return db.File(p)
+}
+
+func (s dbStorage) Under(dir string) (bool, error) {
+	db, err := s.db()
+	if err != nil {
+		return false, err
+	}
+	return db.Under(dir)
+}
+
+func (s dbStorage) Files(prefix string, fn func(string, projector.File) bool) error {
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	return db.Files(prefix, fn)
 }
 
 // load builds the core from the persisted state and binds it to the log's lineage.
@@ -253,7 +317,7 @@ func (h *Host) load(ctx context.Context, lazy bool) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read ledger info: %w", err)
 	}
-	s, _, err := h.loadLocal(lazy)
+	s, err := h.loadLocal(lazy)
 	if err != nil {
 		return nil, err
 	}
@@ -262,38 +326,32 @@ func (h *Host) load(ctx context.Context, lazy bool) (*session, error) {
 	}
 	s.info = info
 	if s.core.HasReady() { // a new cache: persist the lineage it adopted
-		if _, err := h.applyReady(ctx, s, s.core.Ready(), nil); err != nil {
+		rd, err := s.core.Ready()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := h.applyReady(ctx, s, rd, nil); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-// loadLocal loads the cache's state (its index, marks, HWM and journal) into a
-// session whose core has not met the ledger yet, and returns the state's record.
-func (h *Host) loadLocal(lazy bool) (*session, statedb.State, error) {
-	st, err := h.db.Load()
-	if err != nil {
-		return nil, st, err
+// loadLocal opens a session over the cache's state whose core has not met the
+// ledger yet: the core reads the lineage and HWM, and the marks and index
+// rows as it needs them (dbStorage); the journal, which holds only what
+// interrupted applies left, is read whole.
+func (h *Host) loadLocal(lazy bool) (*session, error) {
+	s := &session{}
+	var err error
+	if s.core, err = projector.New(dbStorage{h}, projector.Config{Lazy: lazy}); err != nil {
+		return nil, fmt.Errorf("load state: %w", err)
 	}
-	h.hwm.Store(uint64(st.HWM))
-	ps := projector.State{Ledger: st.Ledger, HWM: st.HWM, Marks: st.Marks, Files: map[string]projector.File{}}
-	s := &session{index: map[string]statedb.Entry{}}
-	err = h.db.ForEach(func(path string, e statedb.Entry) error {
-		s.index[path] = e
-		ps.Files[path] = projector.File{SHA256: e.Digest, Size: e.Size, Mode: e.Mode, Lazy: e.Lazy}
-		return nil
-	})
-	if err != nil {
-		return nil, st, fmt.Errorf("load index: %w", err)
-	}
-	if s.core, err = projector.New(ps, projector.Config{Lazy: lazy}); err != nil {
-		return nil, st, fmt.Errorf("load state: %w", err)
-	}
+	h.hwm.Store(uint64(s.core.HWM()))
 	if s.journal, err = h.db.Journal(); err != nil {
-		return nil, st, fmt.Errorf("load journal: %w", err)
+		return nil, fmt.Errorf("load journal: %w", err)
 	}
-	return s, st, nil
+	return s, nil
 }
 
 // checkLineage compares the persisted lineage with the log's without loading the state.

@@ -221,7 +221,11 @@ func (h *Host) restore(ctx context.Context, s *session, snap *snapshot.Snapshot,
 	var stray []string
 	for p := range s.journal {
 		if _, ok := to.Files[p]; !ok {
-			if _, ok := s.index[p]; !ok {
+			_, indexed, err := h.db.Get(p)
+			if err != nil {
+				return err
+			}
+			if !indexed {
 				stray = append(stray, p)
 			}
 		}
@@ -231,7 +235,10 @@ func (h *Host) restore(ctx context.Context, s *session, snap *snapshot.Snapshot,
 		return err
 	}
 
-	rd := s.core.Ready()
+	rd, err := s.core.Ready()
+	if err != nil {
+		return err
+	}
 	p := Progress{Phase: "restore"}
 	for _, ch := range rd.Changes {
 		if ch.Op == projector.OpWrite && (ch.Old == nil || ch.Old.Lazy || !ch.Old.SameContent(*ch.New)) {

@@ -185,12 +185,13 @@ func materialize(ctx context.Context, cfg ReplayConfig, entries []snapshot.Entry
 	var mu sync.Mutex // res, p
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cfg.Parallel)
+	st := dir.NewStater()
 	for i, e := range entries {
 		if shadowed[e.Path] {
 			paths[i] = ShadowedName(e.Path)
 		}
 		g.Go(func() error {
-			fi, err := fetch(gctx, cfg.Blobs, dir, paths[i], &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
+			fi, err := fetch(gctx, cfg.Blobs, st, paths[i], &projector.File{SHA256: e.SHA256, Size: e.Size, Mode: e.Mode})
 			if err != nil {
 				return err
 			}
@@ -211,7 +212,9 @@ func materialize(ctx context.Context, cfg ReplayConfig, entries []snapshot.Entry
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := dir.Flush(paths, nil, cfg.Parallel); err != nil {
+	// Each file's content was fsynced before its rename: only the
+	// directories on the paths remain.
+	if err := dir.Flush(nil, paths, cfg.Parallel); err != nil {
 		return err
 	}
 	// The tree is the datastore's files only: drop cachefs's temp directory.

@@ -30,7 +30,10 @@ func (h *Host) conflicts(ctx context.Context, s *session, dirty []ledger.Entry) 
 	r := &run{h: h, s: s, res: &SyncResult{}}
 	var recs []ledger.Record
 	for _, p := range slices.Sorted(maps.Keys(parts)) {
-		mk := s.core.Mark(p)
+		mk, err := s.core.Mark(p)
+		if err != nil {
+			return nil, err
+		}
 		last, err := h.cfg.Log.PartitionLastSeq(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("read last seq of partition %q: %w", p, err)
@@ -63,7 +66,7 @@ func (h *Host) Conflicts(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil), nil)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +119,7 @@ func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, 
 	if err != nil {
 		return res, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil), nil)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil)
 	if err != nil {
 		return res, err
 	}
@@ -174,8 +177,15 @@ func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, 
 		return errors.Join(errs...)
 	}
 	for _, p := range paths {
-		f, ok := s.core.File(p)
-		if !ok || f.Lazy || s.core.Shadowed(p) {
+		f, ok, err := s.core.File(p)
+		if err != nil {
+			return res, fmt.Errorf("resolve %s: %w", p, err)
+		}
+		shadowed, err := s.core.Shadowed(p)
+		if err != nil {
+			return res, fmt.Errorf("resolve %s: %w", p, err)
+		}
+		if !ok || f.Lazy || shadowed {
 			if err := h.dir.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return res, fmt.Errorf("resolve %s: %w", p, err)
 			}

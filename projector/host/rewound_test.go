@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream"
 )
 
 // rewoundLog is a log whose server lost its last events: it answers last seqs
@@ -49,5 +50,43 @@ func TestSyncRefusesRewoundLog(t *testing.T) {
 		if !errors.Is(err, ledger.ErrRewound) || res.UpToDate {
 			t.Errorf("sync %+v of a rewound log: %+v, %v; want ErrRewound", opt, res, err)
 		}
+	}
+}
+
+// TestSyncAfterAnotherProcessMovedHWM: a log answers its first LastSeq from its
+// opening (jetstream.Open's request); when another process applied newer
+// commits to the cache meanwhile, that answer is below the cache's HWM, and the
+// sync asks again instead of calling the log rewound.
+func TestSyncAfterAnotherProcessMovedHWM(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	w := e.host("writer")
+	writeFile(t, w, "a/1", "one")
+	mustCommit(t, w, "one")
+	stale, err := jetstream.Open(ctx, e.nc, "test") // answers its first LastSeq with seq 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, w, "a/2", "two")
+	mustCommit(t, w, "two")
+
+	dir := t.TempDir()
+	other, err := Open(Config{Cache: dir, Host: "h", Log: e.log, Blobs: e.blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := mustSync(t, other, SyncOptions{}); res.HWM != 2 {
+		t.Fatalf("the other process's sync reached hwm %d, want 2", res.HWM)
+	}
+	other.Close()
+
+	h, err := Open(Config{Cache: dir, Host: "h", Log: stale, Blobs: e.blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	res, err := h.Sync(ctx, SyncOptions{})
+	if err != nil || !res.UpToDate || res.HWM != 2 || res.Head != 2 {
+		t.Fatalf("sync = %+v, %v; want up to date at hwm 2, head 2", res, err)
 	}
 }

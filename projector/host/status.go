@@ -72,11 +72,14 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("read log bounds: %w", err)
 	}
-	st := s.core.State()
+	st, err := h.db.Load()
+	if err != nil {
+		return Status{}, err
+	}
 	out := Status{
 		Ledger: s.info.Name, UUID: s.info.UUID, Host: h.cfg.Host, Cache: h.dir.Root(),
 		Head: b.Last, First: b.First, HWM: st.HWM, Partitions: map[string]PartitionStatus{},
-		Dirty: []string{}, Files: len(st.Files),
+		Dirty: []string{},
 	}
 	out.Snapshot = h.newestSnapshot(ctx, s.info.UUID) // rebuild.go
 	out.Quarantined = []ledger.Seq{}
@@ -90,7 +93,7 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}
-	sc, err := h.statusLocal(&out, s)
+	sc, err := h.statusLocal(&out, s, st)
 	if err != nil {
 		return out, err
 	}
@@ -102,19 +105,26 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	return out, nil
 }
 
-// statusLocal fills in what the cache alone knows: the marks, the lazy count,
-// the shadowed files, and the scan's dirty and ignored paths. It returns the
-// scan.
-func (h *Host) statusLocal(out *Status, s *session) (scanned, error) {
-	for p, m := range s.core.State().Marks {
+// statusLocal fills in what the cache alone knows: the marks (of st, the
+// state's record), the number of files, the lazy count, the shadowed files,
+// and the scan's dirty and ignored paths. It returns the scan.
+func (h *Host) statusLocal(out *Status, s *session, st statedb.State) (scanned, error) {
+	for p, m := range st.Marks {
 		out.Partitions[p] = PartitionStatus{ModelSeq: m.ModelSeq, Seq: m.Seq}
 	}
 	var err error
+	if out.Files, err = h.db.Len(); err != nil {
+		return scanned{}, err
+	}
 	if out.Lazy, err = h.db.LazyCount(); err != nil {
 		return scanned{}, err
 	}
-	out.Shadowed = append([]string{}, s.core.ShadowedFiles()...)
-	sc, err := h.scan(s, partitionFilter(nil), nil)
+	shadowed, err := s.core.ShadowedFiles()
+	if err != nil {
+		return scanned{}, err
+	}
+	out.Shadowed = append([]string{}, shadowed...)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil)
 	if err != nil {
 		return sc, err
 	}
@@ -128,16 +138,20 @@ func (h *Host) statusLocal(out *Status, s *session) (scanned, error) {
 // localStatus is Status from the cache alone: its record of the ledger, HWM and
 // marks, and the scan against its index.
 func (h *Host) localStatus() (Status, error) {
-	s, st, err := h.loadLocal(false)
+	s, err := h.loadLocal(false)
+	if err != nil {
+		return Status{}, err
+	}
+	st, err := h.db.Load()
 	if err != nil {
 		return Status{}, err
 	}
 	out := Status{
 		Ledger: st.Name, UUID: st.Ledger, Host: h.cfg.Host, Cache: h.dir.Root(), HWM: st.HWM,
-		Partitions: map[string]PartitionStatus{}, Dirty: []string{}, Files: len(s.index),
+		Partitions: map[string]PartitionStatus{}, Dirty: []string{},
 		Conflicts: []string{}, Offline: true,
 	}
-	_, err = h.statusLocal(&out, s)
+	_, err = h.statusLocal(&out, s, st)
 	return out, err
 }
 
@@ -367,9 +381,10 @@ func (w *watcher) reload(ctx context.Context) error {
 // skipApplied reports whether the record at seq, the start of a commit, is
 // already applied to the cache: another process (a commit of this host, whose
 // own events the watch then reads) moved the persisted HWM past it. The watch
-// skips such a commit without reloading its state, which reads the whole index:
-// a commit beside a running watch would otherwise cost the watch, and the next
-// command waiting for the cache, time in proportion to the cache.
+// skips such a commit without reloading its session or reading the commit's
+// events into it: it holds the cache only for the one read of the HWM, so a
+// commit beside a running watch costs the watch, and the next command waiting
+// for the cache, next to nothing.
 func (w *watcher) skipApplied(ctx context.Context, seq ledger.Seq) (bool, error) {
 	if w.release != nil {
 		return false, nil // in the middle of a commit

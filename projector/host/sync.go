@@ -10,6 +10,7 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
+	"github.com/syncledger/syncledger/projector/statedb"
 )
 
 // SyncOptions selects what a sync reads.
@@ -77,6 +78,12 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 		return SyncResult{}, err
 	}
 	head, err := h.cfg.Log.LastSeq(ctx)
+	if err == nil && head < hwm {
+		// The answer may predate commits another process applied to this
+		// cache since (a log answers its first LastSeq from its opening):
+		// only a fresh answer below the HWM is a rewound log.
+		head, err = h.cfg.Log.LastSeq(ctx)
+	}
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
 	}
@@ -121,7 +128,10 @@ func (r *run) flush(ctx context.Context) error {
 	if r.pending == 0 && !r.s.core.HasReady() {
 		return nil
 	}
-	rd := r.s.core.Ready()
+	rd, err := r.s.core.Ready()
+	if err != nil {
+		return err
+	}
 	a, err := r.h.applyReady(ctx, r.s, rd, nil)
 	r.res.add(a)
 	r.pending = 0
@@ -255,10 +265,14 @@ func needsRebuild(err error) error {
 
 func (h *Host) hydrateAll(ctx context.Context, s *session, res *SyncResult) error {
 	var lazy []string
-	for p, f := range s.core.Files() {
-		if f.Lazy {
+	err := h.db.ForEachPrefix("", func(p string, e statedb.Entry) (bool, error) {
+		if e.Lazy {
 			lazy = append(lazy, p)
 		}
+		return true, nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(lazy) == 0 {
 		return nil
@@ -325,7 +339,11 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	}
 	r := &run{h: h, s: s, res: &res, progress: opt.Progress}
 	for _, p := range todo {
-		if err := h.cfg.Log.ReadPartition(ctx, p, s.core.Mark(p).Seq+1, func(rec ledger.Record) error {
+		mk, err := s.core.Mark(p)
+		if err != nil {
+			return res, err
+		}
+		if err := h.cfg.Log.ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
 			return r.offer(ctx, projector.Scoped, rec)
 		}); err != nil {
 			_ = r.flush(ctx)

@@ -49,7 +49,7 @@ func Build(ctx context.Context, cfg BuildConfig) (*Snapshot, error) {
 	if b.core.HWM() != b.end {
 		return nil, fmt.Errorf("build snapshot: replay ended at seq %d but the HWM is %d: broken invariant", b.end, b.core.HWM())
 	}
-	out := &Snapshot{Ledger: info.UUID, Name: info.Name, Seq: b.end, Marks: b.core.State().Marks, Entries: b.entries()}
+	out := &Snapshot{Ledger: info.UUID, Name: info.Name, Seq: b.end, Marks: b.marks(), Entries: b.entries()}
 	if err := out.Validate(); err != nil {
 		return nil, fmt.Errorf("build snapshot: %w", err)
 	}
@@ -82,7 +82,7 @@ func BuildPartial(ctx context.Context, cfg BuildConfig, partitions []string) (*P
 	if err != nil {
 		return nil, err
 	}
-	out := &Partial{Ledger: info.UUID, Name: info.Name, Through: b.end, Marks: b.core.State().Marks, Entries: b.entries()}
+	out := &Partial{Ledger: info.UUID, Name: info.Name, Through: b.end, Marks: b.marks(), Entries: b.entries()}
 	// The same consistency checks as a snapshot's, at the seq read through.
 	check := &Snapshot{Ledger: out.Ledger, Name: out.Name, Seq: out.Through, Marks: out.Marks, Entries: out.Entries}
 	if err := check.Validate(); err != nil {
@@ -112,14 +112,18 @@ func build(ctx context.Context, cfg BuildConfig, partitions []string) (*builder,
 		keep = func(p string) bool { return slices.Contains(partitions, p) }
 		base = base.Filter(keep)
 	}
-	core, err := projector.New(base.State(), projector.Config{})
+	store, err := projector.NewMemoryStorage(base.State())
+	if err != nil {
+		return nil, info, fmt.Errorf("build snapshot: %w", err)
+	}
+	core, err := projector.New(store, projector.Config{})
 	if err != nil {
 		return nil, info, fmt.Errorf("build snapshot: %w", err)
 	}
 	if err := core.AdoptLineage(info); err != nil {
 		return nil, info, fmt.Errorf("build snapshot: %w", err)
 	}
-	b := &builder{cfg: cfg, core: core, mode: mode, keep: keep, seqs: make(map[string]ledger.Seq, len(base.Entries)), end: base.Seq}
+	b := &builder{cfg: cfg, core: core, store: store, mode: mode, keep: keep, seqs: make(map[string]ledger.Seq, len(base.Entries)), end: base.Seq}
 	for _, e := range base.Entries {
 		b.seqs[e.Path] = e.Seq
 	}
@@ -148,15 +152,24 @@ func build(ctx context.Context, cfg BuildConfig, partitions []string) (*builder,
 // entries returns the core's files with the seqs that wrote them, in path order.
 func (b *builder) entries() []Entry {
 	out := make([]Entry, 0, len(b.seqs))
-	for p, f := range b.core.Files() {
+	_ = b.store.Files("", func(p string, f projector.File) bool { // a MemoryStorage's reads do not fail
 		out = append(out, Entry{Path: p, SHA256: f.SHA256, Size: f.Size, Mode: f.Mode, Seq: b.seqs[p]})
-	}
+		return true
+	})
+	return out
+}
+
+// marks returns the core's marks.
+func (b *builder) marks() map[string]projector.Mark {
+	out := map[string]projector.Mark{}
+	_ = b.store.Marks(func(p string, m projector.Mark) bool { out[p] = m; return true })
 	return out
 }
 
 type builder struct {
 	cfg     BuildConfig
 	core    *projector.Core
+	store   *projector.MemoryStorage // the core's durable state, in memory
 	mode    projector.Mode
 	keep    func(partition string) bool
 	seqs    map[string]ledger.Seq // path → seq that wrote it
@@ -217,12 +230,16 @@ func (b *builder) step(ctx context.Context, rec ledger.Record) error {
 	return nil
 }
 
-// flush makes the staged work durable — in memory: the core's Ready needs no I/O.
+// flush makes the staged work durable — in memory: the core's Ready needs no
+// I/O, and persists into the MemoryStorage.
 func (b *builder) flush() error {
 	if !b.core.HasReady() {
 		return nil
 	}
-	rd := b.core.Ready()
+	rd, err := b.core.Ready()
+	if err != nil {
+		return err
+	}
 	for _, ch := range rd.Changes {
 		if ch.New == nil {
 			delete(b.seqs, ch.Path)
@@ -231,6 +248,7 @@ func (b *builder) flush() error {
 		}
 	}
 	b.pending = 0
+	b.store.Apply(rd)
 	b.core.Advance(rd)
 	return nil
 }

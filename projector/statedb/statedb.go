@@ -9,19 +9,28 @@
 // does not yet claim, and the next sync re-applies them (rule 1 does not skip them
 // because their marks were not persisted).
 //
+// The projector's core reads the state through the DB's projector.Storage
+// methods (HardState, Mark, Marks, File, Under, Files), lookups in one read
+// transaction that lasts until the next write: a row at a time, never the
+// whole index for a step.
+//
 // bbolt holds an exclusive file lock while the database is open: a second process
 // on the same cache gets ErrLocked instead of interleaving writes.
 package statedb
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -117,7 +126,71 @@ type State struct {
 }
 
 // DB is an open state database.
-type DB struct{ db *bolt.DB }
+//
+// Its reads share one read transaction, begun by the first read after a
+// write and ended by the next write (or Close): a read costs a lookup, not a
+// transaction. A read's callback (ForEach, ForEachPrefix, Files, Marks) must
+// not call the DB, nor may an Update's fn.
+type DB struct {
+	db   *bolt.DB
+	rows atomic.Uint64 // index entries and marks decoded (RowsRead)
+	mu   sync.Mutex    // guards rtx and rb, held for each read and write
+	rtx  *bolt.Tx      // the reads' transaction; nil until the next read
+	// rb caches rtx's buckets: a read transaction opens a bucket again at
+	// every lookup (bbolt caches them for write transactions only).
+	rb map[string]*bolt.Bucket
+}
+
+// bucket returns the named bucket of the reads' transaction tx (inside view).
+func (d *DB) bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
+	if b := d.rb[string(name)]; b != nil {
+		return b
+	}
+	b := tx.Bucket(name)
+	if d.rb == nil {
+		d.rb = map[string]*bolt.Bucket{}
+	}
+	d.rb[string(name)] = b
+	return b
+}
+
+// view runs fn in the reads' transaction, beginning it if none is open.
+func (d *DB) view(fn func(*bolt.Tx) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rtx == nil {
+		tx, err := d.db.Begin(false)
+		if err != nil {
+			return err
+		}
+		d.rtx = tx
+	}
+	return fn(d.rtx)
+}
+
+// update runs fn in a write transaction, after ending the reads' one: bbolt
+// grows the file's mapping only while no transaction reads it, and the reads
+// after the write must see it.
+func (d *DB) update(fn func(*bolt.Tx) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.endRead()
+	return d.db.Update(fn)
+}
+
+// endRead ends the reads' transaction; d.mu is held.
+func (d *DB) endRead() {
+	if d.rtx != nil {
+		_ = d.rtx.Rollback() // a read transaction: nothing to lose
+		d.rtx = nil
+		clear(d.rb)
+	}
+}
+
+// RowsRead returns how many index entries and marks the reads of d have
+// decoded since Open: what tests check to see that an operation's reads
+// follow the change, not the size of the index.
+func (d *DB) RowsRead() uint64 { return d.rows.Load() }
 
 // Open opens (creating) the database at path, waiting at most wait for another
 // process's lock.
@@ -211,7 +284,12 @@ func syncDirs(dir string) error {
 }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.endRead()
+	return d.db.Close()
+}
 
 func u64(v uint64) []byte {
 	b := make([]byte, 8)
@@ -229,7 +307,7 @@ func getU64(b *bolt.Bucket, k []byte) uint64 {
 // HWM reads only the HWM and ledger UUID: the fast path's one local read,
 // independent of the number of entries.
 func (d *DB) HWM() (uuid string, hwm ledger.Seq, err error) {
-	err = d.db.View(func(tx *bolt.Tx) error {
+	err = d.view(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bMeta)
 		uuid, hwm = string(m.Get(kLedger)), ledger.Seq(getU64(m, kHWM))
 		return nil
@@ -239,7 +317,7 @@ func (d *DB) HWM() (uuid string, hwm ledger.Seq, err error) {
 
 // LazyCount returns how many index entries are lazy (metadata only).
 func (d *DB) LazyCount() (n uint64, err error) {
-	err = d.db.View(func(tx *bolt.Tx) error {
+	err = d.view(func(tx *bolt.Tx) error {
 		n = getU64(tx.Bucket(bMeta), kLazy)
 		return nil
 	})
@@ -248,8 +326,12 @@ func (d *DB) LazyCount() (n uint64, err error) {
 
 // Mark reads one partition's mark (zero if none).
 func (d *DB) Mark(partition string) (m Mark, err error) {
-	err = d.db.View(func(tx *bolt.Tx) error {
-		m, err = decodeMark(tx.Bucket(bMarks).Get([]byte(partition)))
+	err = d.view(func(tx *bolt.Tx) error {
+		v := d.bucket(tx, bMarks).Get([]byte(partition))
+		if v != nil {
+			d.rows.Add(1)
+		}
+		m, err = decodeMark(v)
 		return err
 	})
 	return m, err
@@ -268,7 +350,7 @@ func decodeMark(v []byte) (Mark, error) {
 // Load reads the whole state (not the index).
 func (d *DB) Load() (State, error) {
 	st := State{Marks: map[string]Mark{}}
-	err := d.db.View(func(tx *bolt.Tx) error {
+	err := d.view(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bMeta)
 		st.Ledger, st.Name, st.HWM = string(m.Get(kLedger)), string(m.Get(kName)), ledger.Seq(getU64(m, kHWM))
 		return tx.Bucket(bMarks).ForEach(func(k, v []byte) error {
@@ -276,6 +358,7 @@ func (d *DB) Load() (State, error) {
 			if err != nil {
 				return fmt.Errorf("partition %q: %w", k, err)
 			}
+			d.rows.Add(1)
 			st.Marks[string(k)] = mk
 			return nil
 		})
@@ -286,13 +369,101 @@ func (d *DB) Load() (State, error) {
 	return st, nil
 }
 
+// The projector's Storage (projector.Storage): the core reads the marks and
+// index rows it needs, a lookup each in the reads' transaction, never the
+// whole index for a step.
+
+var _ projector.Storage = (*DB)(nil)
+
+// HardState returns the ledger's UUID and the HWM (projector.Storage).
+func (d *DB) HardState() (string, ledger.Seq, error) { return d.HWM() }
+
+// Marks calls fn for every partition's mark, in partition order, until fn
+// returns false (projector.Storage).
+func (d *DB) Marks(fn func(partition string, m Mark) bool) error {
+	return d.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bMarks).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			mk, err := decodeMark(v)
+			if err != nil {
+				return fmt.Errorf("partition %q: %w", k, err)
+			}
+			d.rows.Add(1)
+			if !fn(string(k), mk) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// File returns path's index row as the projector sees it (projector.Storage).
+func (d *DB) File(path string) (projector.File, bool, error) {
+	e, ok, err := d.Get(path)
+	return e.File(), ok, err
+}
+
+// File is the projector's view of the entry.
+func (e Entry) File() projector.File {
+	return projector.File{SHA256: e.Digest, Size: e.Size, Mode: e.Mode, Lazy: e.Lazy}
+}
+
+// Under reports whether any index entry lies under dir, a path starting with
+// dir + "/" (projector.Storage): one seek.
+func (d *DB) Under(dir string) (ok bool, err error) {
+	pre := []byte(dir + "/")
+	err = d.view(func(tx *bolt.Tx) error {
+		k, _ := d.bucket(tx, bIndex).Cursor().Seek(pre)
+		ok = k != nil && bytes.HasPrefix(k, pre)
+		return nil
+	})
+	return ok, err
+}
+
+// Files calls fn for every index row whose path starts with prefix, in path
+// order, until fn returns false (projector.Storage).
+func (d *DB) Files(prefix string, fn func(path string, f projector.File) bool) error {
+	return d.ForEachPrefix(prefix, func(p string, e Entry) (bool, error) { return fn(p, e.File()), nil })
+}
+
+// ForEachPrefix calls fn for every index entry whose path starts with prefix,
+// in path order, until fn returns false or an error. fn must not call the
+// database.
+func (d *DB) ForEachPrefix(prefix string, fn func(path string, e Entry) (bool, error)) error {
+	pre := []byte(prefix)
+	return d.view(func(tx *bolt.Tx) error {
+		c := d.bucket(tx, bIndex).Cursor()
+		for k, v := c.Seek(pre); k != nil && bytes.HasPrefix(k, pre); k, v = c.Next() {
+			e, err := unmarshalEntry(v)
+			if err != nil {
+				return fmt.Errorf("index %q: %w", k, err)
+			}
+			d.rows.Add(1)
+			if more, err := fn(string(k), e); err != nil || !more {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Len returns the number of index entries.
+func (d *DB) Len() (n int, err error) {
+	err = d.view(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bIndex).Stats().KeyN
+		return nil
+	})
+	return n, err
+}
+
 // Get returns the index entry of path.
 func (d *DB) Get(path string) (e Entry, ok bool, err error) {
-	err = d.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bIndex).Get([]byte(path))
+	err = d.view(func(tx *bolt.Tx) error {
+		v := d.bucket(tx, bIndex).Get([]byte(path))
 		if v == nil {
 			return nil
 		}
+		d.rows.Add(1)
 		ok = true
 		e, err = unmarshalEntry(v)
 		return err
@@ -302,12 +473,13 @@ func (d *DB) Get(path string) (e Entry, ok bool, err error) {
 
 // ForEach calls fn for every index entry in path order.
 func (d *DB) ForEach(fn func(path string, e Entry) error) error {
-	return d.db.View(func(tx *bolt.Tx) error {
+	return d.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bIndex).ForEach(func(k, v []byte) error {
 			e, err := unmarshalEntry(v)
 			if err != nil {
 				return fmt.Errorf("index %q: %w", k, err)
 			}
+			d.rows.Add(1)
 			return fn(string(k), e)
 		})
 	})
@@ -319,7 +491,7 @@ type Tx struct{ tx *bolt.Tx }
 // Update runs fn in one durable transaction (fsynced on commit). Every write
 // transaction advances the generation (see Gen).
 func (d *DB) Update(fn func(*Tx) error) error {
-	return d.db.Update(func(tx *bolt.Tx) error {
+	return d.update(func(tx *bolt.Tx) error {
 		if err := bumpGen(tx); err != nil {
 			return err
 		}
@@ -332,7 +504,7 @@ func (d *DB) Update(fn func(*Tx) error) error {
 // cache (watch) compares it to tell whether another process changed the state
 // meanwhile.
 func (d *DB) Gen() (gen uint64, err error) {
-	err = d.db.View(func(tx *bolt.Tx) error {
+	err = d.view(func(tx *bolt.Tx) error {
 		gen = getU64(tx.Bucket(bMeta), kGen)
 		return nil
 	})
@@ -484,12 +656,15 @@ func unmarshalJournal(v []byte) (JournalEntry, error) {
 // returns the merged entries of those paths.
 func (d *DB) AddJournal(entries map[string]JournalEntry) (map[string]JournalEntry, error) {
 	merged := make(map[string]JournalEntry, len(entries))
-	err := d.db.Update(func(tx *bolt.Tx) error {
+	err := d.update(func(tx *bolt.Tx) error {
 		if err := bumpGen(tx); err != nil {
 			return err
 		}
 		b := tx.Bucket(bJournal)
-		for p, e := range entries {
+		// In key order: bbolt inserts a key by shifting its node's later keys,
+		// so a large batch in random (map) order costs quadratic copying.
+		for _, p := range slices.Sorted(maps.Keys(entries)) {
+			e := entries[p]
 			if v := b.Get([]byte(p)); v != nil {
 				old, err := unmarshalJournal(v)
 				if err != nil {
@@ -518,7 +693,7 @@ func (d *DB) AddJournal(entries map[string]JournalEntry) (map[string]JournalEntr
 // replaces (the events that wrote the old state's files are behind the HWM),
 // so the next sync must finish the rebuild first (Restoring).
 func (d *DB) SetRestoring(seq ledger.Seq) error {
-	return d.db.Update(func(tx *bolt.Tx) error {
+	return d.update(func(tx *bolt.Tx) error {
 		if err := bumpGen(tx); err != nil {
 			return err
 		}
@@ -529,7 +704,7 @@ func (d *DB) SetRestoring(seq ledger.Seq) error {
 // Restoring reports whether a rebuild's restore was interrupted, and to which
 // snapshot seq (see SetRestoring).
 func (d *DB) Restoring() (seq ledger.Seq, ok bool, err error) {
-	err = d.db.View(func(tx *bolt.Tx) error {
+	err = d.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bMeta).Get(kRestoring)
 		if ok = len(v) == 8; ok {
 			seq = ledger.Seq(binary.BigEndian.Uint64(v))
@@ -542,7 +717,7 @@ func (d *DB) Restoring() (seq ledger.Seq, ok bool, err error) {
 // Journal returns the journal's entries.
 func (d *DB) Journal() (map[string]JournalEntry, error) {
 	out := map[string]JournalEntry{}
-	err := d.db.View(func(tx *bolt.Tx) error {
+	err := d.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bJournal).ForEach(func(k, v []byte) error {
 			e, err := unmarshalJournal(v)
 			if err != nil {

@@ -16,7 +16,8 @@ export const configSchema = z.object({
   binary: z.string().describe("absolute path of the syncledger binary"),
   cache: z.string().describe("this host's syncledger cache: swamp's datastore directory"),
   nats: z.string().describe("NATS URL of the ledger's server"),
-  ledger: z.string().describe("ledger name"),
+  ledger: z.string().describe("ledger name (with a namespace, the base ledger; the namespace's own is LEDGER_NS)"),
+  namespace: z.string().optional().describe("the datastore's namespace, as in .swamp.yaml (syncledger swamp setup --namespace)"),
   host: z.string().optional().describe("this host's id in commits (default: hostname)"),
   flags: z.array(z.string()).optional().describe("more global syncledger flags, e.g. --nats-creds FILE"),
   lockTtlMs: z.number().int().positive().optional().describe("lock TTL (default 30000)"),
@@ -41,14 +42,21 @@ export class Agent {
   private ready?: Promise<unknown>;
   private stderr = "";
   private dead?: Error;
+  private up = false; // the agent accepted this extension's version
 
   constructor(private cfg: Config) {}
+
+  /** The agent's process id, once started. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
 
   args(): string[] {
     const c = this.cfg;
     return [
       "--nats", c.nats, "--ledger", c.ledger, "--cache", c.cache, "--log-level", "warn",
       ...(c.host ? ["--host", c.host] : []), ...(c.flags ?? []), "swamp", "agent",
+      ...(c.namespace ? ["--namespace", c.namespace] : []),
     ];
   }
 
@@ -82,7 +90,10 @@ export class Agent {
       for (const p of this.pending.values()) p.reject(this.dead);
       this.pending.clear();
     });
-    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL });
+    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL }).then((r) => {
+      this.up = true;
+      return r;
+    });
   }
 
   private async readLines(stream: ReadableStream<Uint8Array>, fn: (line: string) => void) {
@@ -155,6 +166,16 @@ export class Agent {
     this.ready.catch(() => {}); // reported by call
   }
 
+  /**
+   * Sends a request that has no answer, if the agent is up; otherwise drops
+   * it. It costs a pipe write: it never starts the agent nor waits for it.
+   */
+  notify(req: Record<string, unknown>): void {
+    if (!this.up || this.dead) return;
+    const line = new TextEncoder().encode(JSON.stringify(req) + "\n");
+    this.writer!.write(line).catch(() => {});
+  }
+
   /** Sends req once the agent is up and has accepted this extension's version. */
   async call<T>(req: Record<string, unknown>): Promise<T> {
     this.warm();
@@ -221,11 +242,13 @@ export class Lock {
 }
 
 type SyncOptions = { signal?: AbortSignal; namespace?: string; metadataOnly?: boolean };
+/** A foreign namespace's catalog: the rows of its .catalog-export.json (swamp's CatalogExportEntry). */
+export type CatalogExportEntry = { namespace: string; rows: Record<string, unknown>[] };
 
 /** swamp's DatastoreSyncService: every pull is a full sync of the ledger. */
 export class SyncService {
   private hints = new Set<string>();
-  constructor(private agent: Agent, private cache: string) {}
+  constructor(private agent: Agent, private namespace: string) {}
 
   capabilities() {
     // scopedSync false: swamp's per-model pull names only the models a command
@@ -237,13 +260,19 @@ export class SyncService {
     // per-model pull (no metadataOnly) is a full sync that also fetches what
     // lazy pulls left out: the command may read any model's data, and swamp
     // does not ask hydrateFile for data read through expressions.
-    const r = await this.agent.call<{ files: number }>({ op: "pull", metadataOnly: !!opts?.metadataOnly });
+    const r = await this.agent.call<{ files: number }>({
+      op: "pull", metadataOnly: !!opts?.metadataOnly, namespace: opts?.namespace ?? "",
+    });
     return r.files;
   }
   markDirty(opts: { relPath: string }): Promise<void> {
     // A hint only: with a watch running on the cache, the push checks its
-    // dirty set and these paths; without one it scans the whole cache.
+    // dirty set and these paths; without one it scans the whole cache. The
+    // agent, if up, gets it at once: swamp calls this just before it writes,
+    // so the agent starts the upload and the fsyncs of the files below a path
+    // at the next hint, while swamp carries on (swamp/agent.go, "hint").
     this.hints.add(opts.relPath);
+    if (opts.relPath) this.agent.notify({ op: "hint", hints: [opts.relPath] });
     return Promise.resolve();
   }
   private takeHints(): string[] {
@@ -251,41 +280,39 @@ export class SyncService {
     this.hints.clear();
     return h;
   }
-  async pushChanged(_opts?: SyncOptions): Promise<number> {
-    const r = await this.agent.call<{ files: number }>({ op: "push", hints: this.takeHints() });
+  async pushChanged(opts?: SyncOptions): Promise<number> {
+    const r = await this.agent.call<{ files: number }>({ op: "push", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   /** Uploads the changed content; publishes nothing (outside swamp's global lock). */
-  async preparePush(_opts?: SyncOptions): Promise<unknown> {
-    return await this.agent.call({ op: "prepare", hints: [...this.hints] });
+  async preparePush(opts?: SyncOptions): Promise<unknown> {
+    return await this.agent.call({ op: "prepare", hints: [...this.hints], namespace: opts?.namespace ?? "" });
   }
   /** Publishes the one commit (under swamp's global lock); nothing changed: nothing published. */
-  async commitPush(_manifest: unknown, _opts?: SyncOptions): Promise<number> {
-    const r = await this.agent.call<{ files: number }>({ op: "commit", hints: this.takeHints() });
+  async commitPush(_manifest: unknown, opts?: SyncOptions): Promise<number> {
+    const r = await this.agent.call<{ files: number }>({ op: "commit", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   hydrateFile(relPath: string, _opts?: SyncOptions): Promise<boolean> {
-    return this.agent.call({ op: "hydrate", path: relPath });
+    return this.agent.call({ op: "hydrate", path: relPath, namespace: this.namespace });
   }
-  /** Another namespace's catalog: its paths are in this ledger, under "<ns>/". */
-  async pullForeignCatalogs(namespaces: string[], _signal?: AbortSignal) {
-    await this.pullChanged();
-    const out = [];
-    for (const ns of namespaces) {
-      try {
-        out.push({ namespace: ns, ...JSON.parse(await Deno.readTextFile(`${this.cache}/${ns}/.catalog-export.json`)) });
-      } catch { /* that namespace exported nothing yet */ }
-    }
-    return out;
+  /** swamp writes NS/.catalog-export.json itself: this publishes it (and whatever else changed) now. */
+  async exportCatalog(namespace: string): Promise<void> {
+    await this.markDirty({ relPath: `${namespace}/.catalog-export.json` });
+    await this.pushChanged({ namespace });
   }
+  /**
+   * Other namespaces' catalogs, each read from its own ledger (read only):
+   * the rows of its .catalog-export.json; a namespace with no ledger or no
+   * export yet is left out.
+   */
+  pullForeignCatalogs(namespaces: string[], _signal?: AbortSignal): Promise<CatalogExportEntry[]> {
+    return this.agent.call({ op: "foreign.catalogs", namespaces });
+  }
+  /** A file of another namespace's ledger (read only; relPath without the namespace), or null. */
   async fetchForeignContent(namespace: string, relPath: string, _signal?: AbortSignal): Promise<Uint8Array | null> {
-    const path = `${namespace}/${relPath}`;
-    try {
-      return await Deno.readFile(`${this.cache}/${path}`);
-    } catch {
-      if (!await this.hydrateFile(path)) return null;
-      return await Deno.readFile(`${this.cache}/${path}`);
-    }
+    const r = await this.agent.call<string | null>({ op: "foreign.content", namespace, path: relPath });
+    return r === null ? null : unb64(r);
   }
   controlPlaneStore() {
     const a = this.agent;
@@ -303,7 +330,7 @@ export class SyncService {
 }
 
 export class Provider {
-  private agent: Agent;
+  readonly agent: Agent;
   constructor(private cfg: Config) {
     this.agent = agentFor(cfg);
     // swamp makes a provider early in every command that uses the datastore.
@@ -315,8 +342,8 @@ export class Provider {
   resolveCachePath(_repoDir: string) {
     return this.cfg.cache;
   }
-  createSyncService(_repoDir: string, cachePath: string) {
-    return new SyncService(this.agent, cachePath);
+  createSyncService(_repoDir: string, _cachePath: string) {
+    return new SyncService(this.agent, this.cfg.namespace ?? "");
   }
   createLock(_datastorePath: string, options?: LockOptions) {
     return new Lock(this.agent, this.cfg, options);
@@ -327,7 +354,7 @@ export class Provider {
       async verify() {
         const t0 = performance.now();
         try {
-          const d = await a.call<{ head: number; hwm: number; ledger: string }>({ op: "verify" });
+          const d = await a.call<{ head: number; hwm: number; ledger: string }>({ op: "verify", namespace: cfg.namespace ?? "" });
           return {
             healthy: true, latencyMs: Math.round(performance.now() - t0), datastoreType: TYPE, details: d,
             message: `ledger ${d.ledger} at ${cfg.nats}: head ${d.head}, this host's hwm ${d.hwm}`,

@@ -1,4 +1,5 @@
-// Unit tests of the extension against a fake agent (testdata/fake_agent.ts):
+// Unit tests of the extension against a fake agent (testdata/fake_agent.ts);
+// lock_test.ts runs its locks against real agents (SYNCLEDGER_BIN):
 //   deno test -A swamp/extension/
 // The real agent and the real swamp CLI: cmd/syncledger/swamp_real_test.go.
 import { datastore, PROTOCOL, WRITTEN_BY } from "./syncledger.ts";
@@ -81,16 +82,20 @@ Deno.test("one agent per config: hello first, answers matched by id", opts, asyn
   assert(reqs.find((r) => r.op === "pull").metadataOnly === true, "metadataOnly not passed");
 });
 
-Deno.test("markDirty is in-process; its paths go with the next push", opts, async () => {
+Deno.test("markDirty waits for nothing; its paths go to the agent at once and with the next push", opts, async () => {
   const none = provider("/nonexistent/syncledger").createSyncService("/repo", "/cache");
-  await none.markDirty({ relPath: "data/t/id/result" }); // no agent: nothing to start
+  await none.markDirty({ relPath: "data/t/id/result" }); // no agent: nothing to start, nothing thrown
   const f = fake("ok");
   const sync = provider(f.bin).createSyncService("/repo", "/cache");
+  await sync.markDirty({ relPath: "data/t/id/early" }); // before the agent is up: kept for the push only
+  await sync.pullChanged(); // the agent is up
   await sync.markDirty({ relPath: "data/t/id/result" });
   await sync.markDirty({ relPath: "outputs/t/execute/id-1.yaml" });
-  await new Promise((r) => setTimeout(r, 300)); // the agent, started with the provider, says hello
-  assert(f.requests().every((r) => r.op === "hello"), "markDirty sent a request");
-  assert(await sync.pushChanged() === 2, "push did not carry the hints");
+  await new Promise((r) => setTimeout(r, 300));
+  const hints = f.requests().filter((r) => r.op === "hint").map((r) => r.hints.join());
+  assert(hints.join(" ") === "data/t/id/result outputs/t/execute/id-1.yaml", `hints sent: ${JSON.stringify(hints)}`);
+  assert(f.requests().filter((r) => r.op === "hint").every((r) => r.id === undefined), "a hint expects an answer");
+  assert(await sync.pushChanged() === 3, "push did not carry the hints");
   assert(await sync.pushChanged() === 0, "hints were sent twice");
 });
 

@@ -2,7 +2,7 @@
 // appends every request to $FAKE_LOG and answers by $FAKE_MODE:
 //   ok   hello → version; pull → 3 files; lock.acquire → after 300 ms;
 //        push → an error for hints ["conflict"], else the hints count;
-//        cp.put/cp.get → an in-memory store
+//        cp.put/cp.get → an in-memory store; hint → no answer
 //   die  writes "boom" on stderr and exits 3 before answering
 const mode = Deno.env.get("FAKE_MODE") ?? "ok";
 const log = Deno.env.get("FAKE_LOG")!;
@@ -31,6 +31,7 @@ for await (const chunk of Deno.stdin.readable.pipeThrough(new TextDecoderStream(
           out({ id, error: { kind: "conflict", message: "syncledger: another host changed a/b too", paths: ["a/b"] } });
         } else out({ id, result: { files: req.hints?.length ?? 0 } });
         break;
+      case "hint": break;
       case "cp.put": store.set(req.key, req.data); out({ id, result: true }); break;
       case "cp.get": out({ id, result: store.get(req.key) ?? null }); break;
       default: out({ id, error: { kind: "error", message: `unknown ${req.op}` } });

@@ -1,0 +1,212 @@
+//go:build server
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/embedded"
+	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/natsauth"
+)
+
+// The server build (-tags server, the syncledger-server binary) runs serve in
+// this process, with nats-server linked in; the default build hands serve to
+// it (serve_exec.go). See BENCHMARKS.md, B11: nats-server's package inits and
+// size cost every other command a third of its start-up.
+
+// serveHandOff is the default build's hand-over to this one (serve_exec.go).
+func serveHandOff(context.Context, *app, *cobra.Command, []string) error { return nil }
+
+// runServe is serve: the embedded server, the ledger, the dashboard.
+func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o *serveOpts) error {
+	cfg := embedded.Config{Listen: sc.Listen, DataDir: sc.DataDir, Token: sc.Token, User: sc.User, Password: sc.Password,
+		TLS: embedded.TLS{CertFile: sc.TLS.CertFile, KeyFile: sc.TLS.KeyFile, CAFile: sc.TLS.CAFile, Verify: sc.TLS.Verify}}
+	users, err := o.users.load()
+	if err != nil {
+		return err
+	}
+	scope, err := permissionScope(a.ledgerName, a.blobsURL)
+	if err != nil {
+		return err
+	}
+	if a.blobsURL == "" {
+		scope.ObjectBucket = "" // serve's default blobs are a directory
+	}
+	if cfg.Users, err = embeddedUsers(users, scope); err != nil {
+		return err
+	}
+	if o.ui != "" {
+		if err := checkUIAddr(o.ui, o.uiPublic, "--ui-public"); err != nil {
+			return err
+		}
+	}
+	// nats-server's own notices (its banner) only at debug level.
+	cfg.Logger = a.logger
+	if a.level > slog.LevelDebug {
+		cfg.Logger = a.newLogger(max(a.level, slog.LevelWarn))
+	}
+	cfg.Logger = cfg.Logger.With("component", "nats-server")
+	cfg.SyncAlways = true // an acknowledged commit survives power loss
+	srv, err := embedded.Start(cfg)
+	switch {
+	case errors.Is(err, embedded.ErrInsecure):
+		return usagef("%v: give --token, --user and --password, --users FILE, or --tls-verify with --tls-ca (env SYNCLEDGER_SERVE_TOKEN, SYNCLEDGER_SERVE_USER, SYNCLEDGER_SERVE_PASSWORD, SYNCLEDGER_SERVE_USERS), or listen on 127.0.0.1", err)
+	case errors.Is(err, embedded.ErrConfig):
+		return &usageError{err}
+	case err != nil:
+		return err
+	}
+	defer srv.Shutdown()
+
+	nc, err := srv.Connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	// Commands run inside serve use the embedded server, not --nats.
+	a.nc, a.natsURL = nc, srv.ClientURL()
+	defer a.close()
+
+	blobsURL := a.blobsURL
+	if blobsURL == "" {
+		dir := filepath.Join(srv.DataDir(), "blobs")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create blob directory: %w", err)
+		}
+		blobsURL = fileURL(dir)
+	}
+	info, created, err := createLedger(ctx, a, jetstream.Config{Name: a.ledgerName, Blobs: blobsURL, Replicas: 1})
+	if err != nil {
+		return err
+	}
+	if !created {
+		if a.blobsURL != "" && info.Blobs != a.blobsURL {
+			a.logger.Warn("the ledger exists with another blob store; its setting is kept",
+				"ledger", info.Name, "blobs", redactURL(info.Blobs), "asked", redactURL(a.blobsURL))
+		}
+		if _, err := a.openObjects(ctx, info.Blobs); err != nil {
+			a.logger.Warn("the ledger's blob store does not open here", "err", err)
+		}
+	}
+	a.protectBlobs(ctx, info.Blobs)
+
+	uiURL, uiDone := "", func() error { return nil }
+	if o.ui != "" {
+		d, err := a.dashboard(ctx)
+		if err != nil {
+			return err
+		}
+		if uiURL, uiDone, err = a.startUI(ctx, d, o.ui, o.uiPublic); err != nil {
+			return err
+		}
+	}
+
+	if o.json {
+		// One line, so that a supervisor can read it as soon as it is printed.
+		err = json.NewEncoder(a.stdout).Encode(serveInfo{URL: srv.ClientURL(), Data: srv.DataDir(), PID: os.Getpid(), Ledger: info.Name,
+			UUID: info.UUID, Blobs: redactURL(info.Blobs), UI: uiURL, TLS: cfg.TLS.CertFile != "",
+			Auth: authKind(cfg)})
+		if err != nil {
+			return err
+		}
+	} else {
+		w := a.stdout
+		fmt.Fprintf(w, "syncledger serve: NATS with JetStream listening on %s\n", srv.ClientURL())
+		fmt.Fprintf(w, "  data     %s (locked by pid %d)\n", srv.DataDir(), os.Getpid())
+		fmt.Fprintf(w, "  ledger   %s  uuid %s  blobs %s\n", info.Name, info.UUID, info.Blobs)
+		if uiURL != "" {
+			fmt.Fprintf(w, "  dashboard %s\n", uiURL)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Next, in another terminal (in a source tree, `go run ./cmd/syncledger` for `syncledger`):")
+		for _, line := range nextSteps(cmd.Root(), a, cfg, srv.ClientURL()) {
+			fmt.Fprintln(w, "  "+line)
+		}
+		fmt.Fprintln(w, "Stop with Ctrl-C.")
+	}
+
+	<-ctx.Done()
+	a.logger.Info("shutting down", "data", srv.DataDir())
+	return uiDone()
+}
+
+func authKind(cfg embedded.Config) string {
+	switch {
+	case cfg.Token != "":
+		return "token"
+	case len(cfg.Users) > 0:
+		return "users"
+	case cfg.User != "":
+		return "user"
+	case cfg.TLS.Verify:
+		return "client-certificates"
+	}
+	return "none"
+}
+
+// nextSteps lists commands to run against this server: only commands this binary
+// has, with the settings that differ from the defaults exported first.
+func nextSteps(root *cobra.Command, a *app, cfg embedded.Config, url string) []string {
+	var out []string
+	scheme, rest, _ := strings.Cut(url, "://")
+	switch {
+	case cfg.Token != "":
+		out = append(out, "export SYNCLEDGER_NATS="+scheme+"://TOKEN@"+rest)
+	case cfg.User != "" && len(cfg.Users) == 0:
+		out = append(out, "export SYNCLEDGER_NATS="+scheme+"://USER:PASSWORD@"+rest)
+	case url != DefaultNATS:
+		out = append(out, "export SYNCLEDGER_NATS="+url)
+	}
+	if len(cfg.Users) > 0 {
+		out = append(out, "export SYNCLEDGER_NATS_USER=USER SYNCLEDGER_NATS_PASSWORD=PASSWORD   # or SYNCLEDGER_NATS_NKEY=SEED-FILE")
+	}
+	if cfg.TLS.CertFile != "" {
+		out = append(out, "export SYNCLEDGER_NATS_CA=CA-FILE   # the CA that signed --tls-cert")
+		if cfg.TLS.Verify {
+			out = append(out, "export SYNCLEDGER_NATS_CERT=CLIENT-CERT SYNCLEDGER_NATS_KEY=CLIENT-KEY")
+		}
+	}
+	if a.ledgerName != "default" {
+		out = append(out, "export SYNCLEDGER_LEDGER="+a.ledgerName)
+	}
+	has := func(name string) bool {
+		c, _, err := root.Find([]string{name})
+		return err == nil && c != root && c.Name() == name
+	}
+	if has("sync") {
+		out = append(out, "syncledger --cache DIR sync            # bring a host's cache up to date")
+	}
+	if has("commit") {
+		out = append(out, "syncledger --cache DIR commit -m MSG   # publish the cache's changes")
+	}
+	out = append(out, "syncledger log --follow                # print commits as hosts publish them")
+	return out
+}
+
+// embeddedUsers turns serve's users into the embedded server's, with their
+// roles' permissions on scope.
+func embeddedUsers(users []serveUser, scope natsauth.Scope) ([]embedded.User, error) {
+	out := make([]embedded.User, 0, len(users))
+	for i, u := range users {
+		role, err := natsauth.ParseRole(u.Role)
+		if err != nil {
+			return nil, usagef("--users: user %d: %v", i+1, err)
+		}
+		perms, err := natsauth.For(role, scope)
+		if err != nil {
+			return nil, usagef("--users: %v", err)
+		}
+		out = append(out, embedded.User{Name: u.User, Password: u.Password, Nkey: u.Nkey, Permissions: perms})
+	}
+	return out, nil
+}

@@ -1,0 +1,72 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/statedb"
+)
+
+// TestReadsFollowTheChange: a sync applying one event and a commit of one
+// file from a dirty set read a few rows of the state database, the same
+// number whatever the size of the index (issue 17: the core reads its index
+// through projector.Storage instead of loading it).
+func TestReadsFollowTheChange(t *testing.T) {
+	reads := func(t *testing.T, pad int) (syncRows, commitRows uint64) {
+		e := newEnv(t)
+		a, b := e.host("a"), e.host("b")
+		writeFile(t, b, "data/t/b/d/1/raw", "b0")
+		mustCommit(t, b, "b0")
+		// The padding: index rows of other partitions, as a synced cache of
+		// pad files holds (their files are not needed: nothing reads them).
+		err := b.View(func(db *statedb.DB) error {
+			return db.Update(func(tx *statedb.Tx) error {
+				for i := range pad {
+					p := fmt.Sprintf("data/pad/m%03d/f/%d/raw", i%100, i)
+					if err := tx.Put(p, statedb.Entry{Digest: ledger.DigestOf([]byte(p)), Size: int64(len(p)), Mode: 0o644}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := func(op func()) uint64 {
+			var before, after uint64
+			_ = b.View(func(db *statedb.DB) error { before = db.RowsRead(); return nil })
+			op()
+			_ = b.View(func(db *statedb.DB) error { after = db.RowsRead(); return nil })
+			return after - before
+		}
+		mustSync(t, a, SyncOptions{})
+		writeFile(t, a, "data/t/b/d/1/raw", "a1") // b's file, changed by a
+		mustCommit(t, a, "a1")
+		syncRows = count(func() {
+			if res := mustSync(t, b, SyncOptions{}); res.Written != 1 {
+				t.Fatalf("sync wrote %d files, want 1", res.Written)
+			}
+		})
+		writeFile(t, b, "data/t/b/d/1/raw", "b1")
+		commitRows = count(func() {
+			res, err := b.Commit(context.Background(), CommitOptions{Changed: []string{"data/t/b/d/1/raw"}})
+			if err != nil || res.Written != 1 {
+				t.Fatalf("commit from the dirty set: %+v, %v", res, err)
+			}
+		})
+		// The count sees whole reads: a status reads every row.
+		if st := count(func() { mustStatus(t, b) }); st < uint64(pad) {
+			t.Fatalf("a status read %d rows of an index of %d", st, pad+1)
+		}
+		return syncRows, commitRows
+	}
+	s0, c0 := reads(t, 0)
+	s1, c1 := reads(t, 20_000)
+	t.Logf("rows read: sync of 1 event %d (index of 1 row) and %d (20,001 rows); commit of 1 file %d and %d", s0, s1, c0, c1)
+	if s1 != s0 || c1 != c0 || s1 > 32 || c1 > 32 {
+		t.Errorf("rows read by a sync of 1 event: %d with 1 indexed row, %d with 20,001; by a commit of 1 file: %d and %d; want the same few at both sizes", s0, s1, c0, c1)
+	}
+}
