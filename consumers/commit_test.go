@@ -27,6 +27,7 @@ func rec(id string, seq ledger.Seq, part, parts int) ledger.Record {
 }
 
 func TestAssembler(t *testing.T) {
+	t.Parallel()
 	type out struct {
 		Seq      ledger.Seq
 		Parts    []string
@@ -71,6 +72,7 @@ func TestAssembler(t *testing.T) {
 }
 
 func TestNewCommitRejectsMixedRecords(t *testing.T) {
+	t.Parallel()
 	for _, recs := range [][]ledger.Record{
 		nil,
 		{rec("c1", 1, 1, 2), rec("c2", 2, 2, 2)},
@@ -84,6 +86,7 @@ func TestNewCommitRejectsMixedRecords(t *testing.T) {
 }
 
 func TestSummarizeResolvesManifests(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	objs, err := file.New(file.Config{Dir: t.TempDir()})
 	if err != nil {

@@ -110,6 +110,7 @@ func commitSeqs(seqs ...[]ledger.Seq) []ledger.Seq {
 }
 
 func TestFailTwiceThenSucceedIsProcessedOnce(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	c1, c2, c3 := l.Commit(t, "a"), l.Commit(t, "a", "b"), l.Commit(t, "b")
 	h := &recorder{fail: func(c consumers.Commit, call int) error {
@@ -143,6 +144,7 @@ func TestFailTwiceThenSucceedIsProcessedOnce(t *testing.T) {
 }
 
 func TestAlwaysFailingGoesToDeadLetterAndConsumerMovesOn(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	dlq, err := l.Conn.SubscribeSync(consumers.DeadLetterSubject(l.Name, "test"))
 	if err != nil {
@@ -213,6 +215,7 @@ func TestAlwaysFailingGoesToDeadLetterAndConsumerMovesOn(t *testing.T) {
 }
 
 func TestPermanentErrorSkipsRetries(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	c1, c2 := l.Commit(t, "a"), l.Commit(t, "a")
 	h := &recorder{fail: func(c consumers.Commit, call int) error {
@@ -233,6 +236,7 @@ func TestPermanentErrorSkipsRetries(t *testing.T) {
 }
 
 func TestMultiPartCommitsArriveWhole(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	c1 := l.Commit(t, "a", "b", "c")
 	c2 := l.Commit(t, "c")
@@ -250,6 +254,7 @@ func TestMultiPartCommitsArriveWhole(t *testing.T) {
 }
 
 func TestFilteredConsumerGetsItsPartsOfEachCommit(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	model := ledger.PartitionKeysForModel("command/shell", "m1")
 	_ = l.Commit(t, "a")
@@ -284,6 +289,7 @@ func TestFilteredConsumerGetsItsPartsOfEachCommit(t *testing.T) {
 }
 
 func TestRestartDoesNotRedeliverAcknowledged(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	var want []ledger.Seq
 	for range 5 {
@@ -310,6 +316,7 @@ func TestRestartDoesNotRedeliverAcknowledged(t *testing.T) {
 // handler holds a commit (later ones prefetched and unacknowledged): the next run
 // must start with that commit, not with the later ones.
 func TestCrashRedeliversHeldCommitsFirst(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	var all []ledger.Seq
 	for range 20 {
@@ -342,6 +349,7 @@ func TestCrashRedeliversHeldCommitsFirst(t *testing.T) {
 }
 
 func TestStartPositions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		start consumers.Start
 		want  []ledger.Seq // of the two commits made first (seqs 1, 2)
@@ -378,6 +386,7 @@ func TestStartPositions(t *testing.T) {
 }
 
 func TestGracefulShutdownFinishesTheHandlerCall(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	c1, c2 := l.Commit(t, "a"), l.Commit(t, "a")
 	entered := make(chan struct{})
@@ -439,6 +448,7 @@ func (f *flushing) Flush(context.Context) error {
 }
 
 func TestFlushFailureStopsAndRedelivers(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	var all []ledger.Seq
 	for range 4 {
@@ -461,6 +471,7 @@ func TestFlushFailureStopsAndRedelivers(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	h := &recorder{}
 	for _, cfg := range []consumers.Config{

@@ -88,6 +88,7 @@ func event(t *testing.T, uuid, host, path string, prev ledger.Record) ledger.Eve
 // the commit but its own commit is refused by the server, and neither can delete
 // or purge the ledger's stream.
 func TestToolingUserCannotCommit(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	scope := natsauth.Scope{Ledger: "perm"}
 	hostKey := embeddedtest.NewNkey(t)

@@ -30,6 +30,7 @@ import (
 // ledger and every blob reads back unchanged, and neither stream's settings
 // changed.
 func TestNoRoleDestroysContent(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	const name, bucket = "destroy", "syncledger-destroy"
 	scope := natsauth.Scope{Ledger: name, ObjectBucket: bucket}

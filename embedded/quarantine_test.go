@@ -17,6 +17,7 @@ import (
 // which publishes commits on syncledger.<ledger>.p.>, is refused the notices'
 // subject .p.~q by the server; the admin's notice is stored.
 func TestOnlyAdminQuarantines(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	scope := natsauth.Scope{Ledger: "quar"}
 	hostKey := embeddedtest.NewNkey(t)

@@ -27,6 +27,7 @@ func startT(t *testing.T, cfg Config) *Server {
 }
 
 func TestStartJetStreamAndRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: dir, SyncAlways: true})
 	if !strings.HasPrefix(s.ClientURL(), "nats://127.0.0.1:") || s.Port() == 0 {
@@ -78,6 +79,7 @@ func TestStartJetStreamAndRestart(t *testing.T) {
 }
 
 func TestSecondStartOnSameDirRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	startT(t, Config{Listen: "127.0.0.1:0", DataDir: dir})
 	_, err := Start(Config{Listen: "127.0.0.1:0", DataDir: dir})
@@ -113,6 +115,7 @@ func TestLockHelperProcess(t *testing.T) {
 }
 
 func TestSecondProcessHoldsLock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHelperProcess$")
 	cmd.Env = append(os.Environ(), "SYNCLEDGER_EMBEDDED_LOCK_HELPER="+dir)
@@ -148,6 +151,7 @@ func TestSecondProcessHoldsLock(t *testing.T) {
 }
 
 func TestListenRefusals(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -213,6 +217,7 @@ func TestListenRefusals(t *testing.T) {
 func mustErr(_ *Server, err error) error { return err }
 
 func TestIsLoopback(t *testing.T) {
+	t.Parallel()
 	for host, want := range map[string]bool{
 		"127.0.0.1": true, "127.1.2.3": true, "::1": true, "localhost": true,
 		"": false, "0.0.0.0": false, "::": false, "10.0.0.1": false, "example.com": false,
@@ -225,6 +230,7 @@ func TestIsLoopback(t *testing.T) {
 }
 
 func TestPortInUseFailsFast(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

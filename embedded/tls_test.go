@@ -17,6 +17,7 @@ import (
 // commits; one without a certificate, without the CA, or with another CA is
 // turned away.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	c := embeddedtest.Certificates(t, t.TempDir())
 	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(),
@@ -69,6 +70,7 @@ func TestTLS(t *testing.T) {
 }
 
 func TestTLSConfigRefusals(t *testing.T) {
+	t.Parallel()
 	c := embeddedtest.Certificates(t, t.TempDir())
 	for _, tc := range []struct {
 		name string

@@ -34,6 +34,7 @@ func (p *preferring) PutObject(ctx context.Context, key string, r io.Reader, siz
 // existence check), present or not, also through the retrying wrapper; a large
 // blob is checked first and not sent again while young.
 func TestPutPreferrer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fs, err := file.New(file.Config{Dir: t.TempDir()})
 	if err != nil {

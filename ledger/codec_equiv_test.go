@@ -10,6 +10,7 @@ import (
 // definitions they stand in for accept.
 
 func TestIsUUIDMatchesValidateUUID(t *testing.T) {
+	t.Parallel()
 	cases := []string{
 		"", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "0190A1B2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
 		"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5bb",
@@ -36,6 +37,7 @@ func TestIsUUIDMatchesValidateUUID(t *testing.T) {
 }
 
 func TestEscapedLen(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"", "a", "data--x--y", "~", "a.b c", "é", strings.Repeat("/", 10), "\x00\xff"} {
 		if got, want := escapedLen(s), len(EscapeToken(s)); got != want {
 			t.Errorf("escapedLen(%q) = %d, want %d", s, got, want)
@@ -44,6 +46,7 @@ func TestEscapedLen(t *testing.T) {
 }
 
 func TestValidateEntriesMatchesWireRoundTrip(t *testing.T) {
+	t.Parallel()
 	d := DigestOf([]byte("x"))
 	for _, es := range [][]Entry{
 		nil,

@@ -11,6 +11,7 @@ import (
 // TestDecodeEventRejects does not: each field check of ValidateEvent, through
 // DecodeEvent, with its sentinel and the words of its message.
 func TestDecodeEventRejectsFields(t *testing.T) {
+	t.Parallel()
 	good, err := EncodeEvent(testEvent())
 	if err != nil {
 		t.Fatal(err)

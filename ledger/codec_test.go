@@ -31,6 +31,7 @@ func testEvent() Event {
 }
 
 func TestEventRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := testEvent()
 	b, err := EncodeEvent(e)
 	if err != nil {
@@ -51,6 +52,7 @@ func TestEventRoundTrip(t *testing.T) {
 }
 
 func TestDecodeEventRejects(t *testing.T) {
+	t.Parallel()
 	good, err := EncodeEvent(testEvent())
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +103,7 @@ func TestDecodeEventRejects(t *testing.T) {
 }
 
 func TestLongPartitionRejected(t *testing.T) {
+	t.Parallel()
 	e := testEvent()
 	long := strings.Repeat("é", 400) // 800 bytes, escapes to 2400
 	e.Partition = "data--t--" + long
@@ -111,6 +114,7 @@ func TestLongPartitionRejected(t *testing.T) {
 }
 
 func TestDuplicatePathRejected(t *testing.T) {
+	t.Parallel()
 	e := testEvent()
 	e.Entries = append(e.Entries, e.Entries[0])
 	if _, err := EncodeEvent(e); !errors.Is(err, ErrInvalid) {
@@ -119,6 +123,7 @@ func TestDuplicatePathRejected(t *testing.T) {
 }
 
 func TestExternalize(t *testing.T) {
+	t.Parallel()
 	e := testEvent()
 	small, m, err := Externalize(e)
 	if err != nil || m != nil || len(small.Entries) != 2 {
@@ -155,6 +160,7 @@ func TestExternalize(t *testing.T) {
 }
 
 func TestUUIDs(t *testing.T) {
+	t.Parallel()
 	a, err := NewCommitID(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ func part(seq Seq, commit string, part, parts int) Record {
 // Commits hands out each commit once its last part is read, and refuses
 // whatever breaks the contiguity rule without losing what it holds.
 func TestCommits(t *testing.T) {
+	t.Parallel()
 	var c Commits
 	for _, tc := range []struct {
 		r    Record
@@ -46,6 +47,7 @@ func TestCommits(t *testing.T) {
 }
 
 func TestFollows(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		a, b PartOf
 		want bool
@@ -66,6 +68,7 @@ func TestFollows(t *testing.T) {
 // A skipped record (a quarantined message) ends the commit it cuts short, and
 // the record after it is not held to the rule.
 func TestCommitsSkip(t *testing.T) {
+	t.Parallel()
 	var c Commits
 	skip := func(seq Seq) Record { return Record{Seq: seq, Skip: &Skip{Partition: "p"}} }
 	steps := []struct {

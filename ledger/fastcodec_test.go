@@ -89,6 +89,7 @@ func randomEvent(r *rand.Rand) Event {
 // by the fast path, to exactly what the strict decoder returns and what was
 // encoded — so a replay never pays for encoding/json on its own events.
 func TestFastDecodeTakesWhatEncodeWrites(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	escaped := 0
 	var dec Decoder // shared by all cases, as a replay shares one
@@ -135,6 +136,7 @@ func TestFastDecodeTakesWhatEncodeWrites(t *testing.T) {
 // outside the fast form that the strict decoder accepts, it declines too and
 // DecodeEvent still returns the event.
 func TestFastDecodeDefersEveryRejection(t *testing.T) {
+	t.Parallel()
 	good, err := EncodeEvent(testEvent())
 	if err != nil {
 		t.Fatal(err)
@@ -242,6 +244,7 @@ func FuzzFastDecodeAgrees(f *testing.F) {
 // The Decoder's string table is bounded: past maxInterned strings it shares
 // what it has and allocates the rest, decoding the same either way.
 func TestDecoderBounded(t *testing.T) {
+	t.Parallel()
 	var dec Decoder
 	e := testEvent()
 	e.Entries = e.Entries[:1]

@@ -193,6 +193,7 @@ func swampPartitionKeySplit(rel string) (string, bool) {
 func isUUIDRegexp(s string) bool { return ValidateUUID(s) == nil }
 
 func TestSwampPartitionKeyMatchesSplit(t *testing.T) {
+	t.Parallel()
 	segs := []string{"", "data", "outputs", "definitions-evaluated", "workflow-runs", "audit", "a", "x-y", "é"}
 	var walk func(prefix string, depth int)
 	n := 0

@@ -13,6 +13,7 @@ import (
 // TestPartitionKeyGolden checks swamp's partition-key function and ours against
 // testdata/partition_keys.tsv, built by hand from the reference (§1.5).
 func TestPartitionKeyGolden(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("testdata/partition_keys.tsv")
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +55,7 @@ func TestPartitionKeyGolden(t *testing.T) {
 }
 
 func TestTypePartitionKeys(t *testing.T) {
+	t.Parallel()
 	keys := TypePartitionKeys("Command::Shell")
 	for _, path := range []string{"data/command/shell/abc/result/latest", "definitions-evaluated/command/shell/consumer.yaml"} {
 		if got := PartitionKey(path); !slices.Contains(keys, got) {
@@ -63,6 +65,7 @@ func TestTypePartitionKeys(t *testing.T) {
 }
 
 func TestPartitionKeysForModel(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		typ, id string
 		want    []string
@@ -83,6 +86,7 @@ func TestPartitionKeysForModel(t *testing.T) {
 }
 
 func TestIsInternal(t *testing.T) {
+	t.Parallel()
 	for path, want := range map[string]bool{
 		".datastore-index.json":      true,
 		".push-queue.json":           true,
@@ -108,6 +112,7 @@ func TestIsInternal(t *testing.T) {
 }
 
 func TestIsLazySkippable(t *testing.T) {
+	t.Parallel()
 	for path, want := range map[string]bool{
 		"data/t/m/d/1/raw":           true,
 		"data/x/raw":                 true,

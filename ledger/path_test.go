@@ -8,6 +8,7 @@ import (
 )
 
 func TestValidatePath(t *testing.T) {
+	t.Parallel()
 	good := []string{"a", "data/aws/ec2/vpc/abc/state/1/raw", ".catalog-export.json", "a/.hidden/b", "a/..b/c", "é/ü"}
 	for _, p := range good {
 		if err := ValidatePath(p); err != nil {
@@ -67,6 +68,7 @@ func FuzzValidatePath(f *testing.F) {
 }
 
 func TestValidateName(t *testing.T) {
+	t.Parallel()
 	for _, n := range []string{"default", "a", "A_b-9", strings.Repeat("x", 64)} {
 		if err := ValidateName(n); err != nil {
 			t.Errorf("ValidateName(%q) = %v", n, err)
@@ -82,6 +84,7 @@ func TestValidateName(t *testing.T) {
 // clip never cuts a UTF-8 character in half (#14 point 5: the "too large"
 // message of a Japanese partition key ended in half a character).
 func TestClipKeepsUTF8Whole(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{strings.Repeat("デ", 80), "a" + strings.Repeat("デ", 80), "ab" + strings.Repeat("é", 100), strings.Repeat("x", 200)} {
 		got := clip(s)
 		if !utf8.ValidString(got) || len(got) > 120+len("…") || !strings.HasPrefix(s, strings.TrimSuffix(got, "…")) {

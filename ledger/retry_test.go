@@ -81,6 +81,7 @@ var quick = ledger.RetryPolicy{Attempts: 4, Wait: time.Millisecond, MaxWait: 2 *
 var errTransient = errors.New("503 slow down")
 
 func TestRetryingStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("put replays its content", func(t *testing.T) {
 		s := newScripted(t, errTransient, map[string]int{"put": 2})
@@ -195,6 +196,7 @@ func must(rc io.ReadCloser, err error) io.ReadCloser {
 // TestRetryingStoreConformance: the retrying store keeps the ObjectStore and
 // BlobStore contracts (atomic puts, failing readers, cancellation, list order).
 func TestRetryingStoreConformance(t *testing.T) {
+	t.Parallel()
 	newStore := func(t *testing.T) ledger.ObjectStore {
 		return ledger.NewRetryingStore(newScripted(t, nil, nil), quick)
 	}

@@ -8,6 +8,7 @@ import (
 )
 
 func TestEscapeToken(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"data--aws--ec2--vpc--abc-123", "data--aws--ec2--vpc--abc-123"},
 		{"_root", "_root"},
@@ -33,6 +34,7 @@ func TestEscapeToken(t *testing.T) {
 }
 
 func TestUnescapeTokenRejects(t *testing.T) {
+	t.Parallel()
 	for _, tok := range []string{"", "a.b", "a~", "a~2", "a~2e", "~41", "a b", "a~ZZ", "*", ">"} {
 		if got, err := UnescapeToken(tok); !errors.Is(err, ErrInvalid) {
 			t.Errorf("UnescapeToken(%q) = %q, %v; want ErrInvalid", tok, got, err)
@@ -41,6 +43,7 @@ func TestUnescapeTokenRejects(t *testing.T) {
 }
 
 func TestSubject(t *testing.T) {
+	t.Parallel()
 	s := Subject("default", "data--a.b--*")
 	if s != "syncledger.default.p.data--a~2Eb--~2A" {
 		t.Fatalf("Subject = %q", s)

@@ -164,6 +164,7 @@ func TestAgentDirtySet(t *testing.T) {
 }
 
 func TestAgent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cache := t.TempDir()
 	var hints [][]string

@@ -36,6 +36,7 @@ func jsonMap(t *testing.T, b []byte) map[string]any {
 }
 
 func TestDoctor3193(t *testing.T) {
+	t.Parallel()
 	cache := copyDir(t, fixture(t, "doctor/cache-3193"))
 	before := hashTree(t, cache)
 	cfg := doctorConfig(t, cache)
@@ -96,6 +97,7 @@ func TestDoctor3193(t *testing.T) {
 }
 
 func TestDoctorHealthyAndBehind(t *testing.T) {
+	t.Parallel()
 	cache := copyDir(t, fixture(t, "doctor/cache-healthy"))
 	cfg := doctorConfig(t, cache)
 	cfg.Repair = true
@@ -110,6 +112,7 @@ func TestDoctorHealthyAndBehind(t *testing.T) {
 }
 
 func TestDoctorDifferentAndLazy(t *testing.T) {
+	t.Parallel()
 	cache := copyDir(t, fixture(t, "doctor/cache-healthy"))
 	write := func(rel, s string) {
 		if err := os.WriteFile(filepath.Join(cache, filepath.FromSlash(rel)), []byte(s), 0o644); err != nil {
@@ -145,6 +148,7 @@ func TestDoctorDifferentAndLazy(t *testing.T) {
 }
 
 func TestDoctorNoSidecarAndErrors(t *testing.T) {
+	t.Parallel()
 	cache := copyDir(t, fixture(t, "doctor/cache-3193"))
 	if err := os.Remove(filepath.Join(cache, SidecarName)); err != nil {
 		t.Fatal(err)
@@ -178,6 +182,7 @@ func TestDoctorNoSidecarAndErrors(t *testing.T) {
 }
 
 func TestSidecarDisarm(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, in, want string
 		changes        []FieldChange

@@ -15,6 +15,7 @@ import (
 )
 
 func TestImportFixtures(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tests := []struct {
 		fixture    string
@@ -80,6 +81,7 @@ func TestImportFixtures(t *testing.T) {
 }
 
 func TestImportSkipsOtherNamespaces(t *testing.T) {
+	t.Parallel()
 	// The namespaced fixture read in solo mode: a listing that skips both
 	// namespaces and the .locks/ directory, importing nothing.
 	e := newEnv(t)
@@ -96,6 +98,7 @@ func TestImportSkipsOtherNamespaces(t *testing.T) {
 }
 
 func TestImportAcceptMismatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cfg := e.importConfig(fileStore(t, fixture(t, "mismatch")), "")
 	cfg.AcceptMismatch = true
@@ -113,6 +116,7 @@ func TestImportAcceptMismatch(t *testing.T) {
 }
 
 func TestImportResumesAfterCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	src := fileStore(t, fixture(t, "v2"))
 	for _, k := range []int{1, 4} {
@@ -147,6 +151,7 @@ func TestImportResumesAfterCancel(t *testing.T) {
 }
 
 func TestImportDeltaAndConflict(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir := copyDir(t, fixture(t, "listing"))
 	src := fileStore(t, dir)
@@ -202,6 +207,7 @@ func TestImportDeltaAndConflict(t *testing.T) {
 }
 
 func TestImportLargePartitionUsesManifest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.blobs = ledger.NewBlobStore(newMemStore()) // a thousand fsyncs would dominate
 	src := newMemStore()

@@ -33,6 +33,7 @@ func holder(name string) LockInfo {
 // Two holders contend for one lock: the second waits, is told who holds it
 // when its wait runs out, and gets it once the first releases.
 func TestLockContention(t *testing.T) {
+	t.Parallel()
 	kv := testBucket(t)
 	ctx := t.Context()
 	a, b := NewLocks(kv), NewLocks(kv)
@@ -78,6 +79,7 @@ func TestLockContention(t *testing.T) {
 // another holder has taken it over, the old one can neither renew nor release
 // it (fencing by revision).
 func TestLockExpiryAndFencing(t *testing.T) {
+	t.Parallel()
 	kv := testBucket(t)
 	ctx := t.Context()
 	a, b := NewLocks(kv), NewLocks(kv)
@@ -116,6 +118,7 @@ func TestLockExpiryAndFencing(t *testing.T) {
 
 // forceRelease deletes the lock only with its holder's nonce.
 func TestLockForceReleaseNonce(t *testing.T) {
+	t.Parallel()
 	kv := testBucket(t)
 	ctx := t.Context()
 	a, b := NewLocks(kv), NewLocks(kv)
@@ -160,6 +163,7 @@ func TestLockForceReleaseNonce(t *testing.T) {
 
 // The control-plane store and namespace registrations on the bucket.
 func TestControlPlane(t *testing.T) {
+	t.Parallel()
 	kv := testBucket(t)
 	ctx := context.Background()
 	c := Control{kv}

@@ -114,6 +114,7 @@ func wantTree(t testing.TB, name string) map[string]string {
 // it from there, mirrors the ledger to another prefix of the same backend, and
 // reads that back with an unscoped swamp v2 pull: the original tree.
 func TestMirrorRoundTrip(t *testing.T) {
+	t.Parallel()
 	base := newEnv(t)
 	targets := []struct {
 		name    string
@@ -230,6 +231,7 @@ func mustGet(t testing.TB, objs ledger.ObjectStore, key string) []byte {
 }
 
 func TestMirrorRefusesForeignTargets(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.commit(t, map[string][]byte{"audit/a": []byte("a")})
 	ctx := testCtx(t)
@@ -261,6 +263,7 @@ func TestMirrorRefusesForeignTargets(t *testing.T) {
 // TestMirrorRedoesAfterFailure fails each kind of write once and checks the next
 // step redoes the commit and the target ends up right.
 func TestMirrorRedoesAfterFailure(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
 	dir := t.TempDir()
@@ -288,6 +291,7 @@ func TestMirrorRedoesAfterFailure(t *testing.T) {
 // mirrored: every meta it reads lists only shards it can read, whose entries'
 // objects all exist, and commitSeq never decreases.
 func TestMirrorConsistency(t *testing.T) {
+	t.Parallel()
 	const commits = 500
 	e := newEnv(t)
 	e.blobs = ledger.NewBlobStore(newMemStore()) // fsyncs would dominate the run time
@@ -374,6 +378,7 @@ func TestMirrorConsistency(t *testing.T) {
 }
 
 func TestMirrorRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	target := fileStore(t, t.TempDir())
 	m, err := NewMirror(MirrorConfig{Log: e.log, Blobs: e.blobs, Target: target, PollInterval: 10 * time.Millisecond})

@@ -10,6 +10,7 @@ import (
 )
 
 func TestInstall(t *testing.T) {
+	t.Parallel()
 	repo, cache := t.TempDir(), t.TempDir()
 	yml := "repoId: abc\n# a comment swamp wrote\ndatastoresDir: ext/ds\ndatastore:\n  type: filesystem\n  path: /old\n"
 	if err := os.WriteFile(filepath.Join(repo, ".swamp.yaml"), []byte(yml), 0o644); err != nil {

@@ -211,6 +211,7 @@ func file(path, content string) ledger.Entry {
 }
 
 func TestServeInitLog(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	srv, url, uuid := serveT(t, data)
 	env := cliEnv("SYNCLEDGER_NATS=" + url)
@@ -323,6 +324,7 @@ func TestServeInitLog(t *testing.T) {
 }
 
 func TestServeSecondOnSameDataDir(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	first, _, _ := serveT(t, data)
 	r := cli(t, cliEnv(), "serve", "--listen", "127.0.0.1:0", "--data", data)
@@ -333,6 +335,7 @@ func TestServeSecondOnSameDataDir(t *testing.T) {
 }
 
 func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	r := cli(t, cliEnv(), "serve", "--listen", "0.0.0.0:0", "--data", data)
 	if r.code != exitUsage || !strings.Contains(r.stderr, "refusing to serve without authentication on 0.0.0.0:0") ||
@@ -359,6 +362,7 @@ func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
 }
 
 func TestTruncatedLogExits4(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	_, url, _ := serveT(t, data)
 	nc, err := nats.Connect(url)
@@ -398,6 +402,7 @@ func TestTruncatedLogExits4(t *testing.T) {
 }
 
 func TestCLIErrors(t *testing.T) {
+	t.Parallel()
 	env := cliEnv("SYNCLEDGER_NATS=nats://127.0.0.1:1") // nothing listens on port 1
 	for _, tc := range []struct {
 		args []string

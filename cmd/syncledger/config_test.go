@@ -56,6 +56,7 @@ func showJSON(t *testing.T, env map[string]string, args ...string) map[string]se
 }
 
 func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, `
 ledger: fromfile
@@ -133,6 +134,7 @@ consume:
 }
 
 func TestConfigFileErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, body, want string
@@ -165,6 +167,7 @@ func TestConfigFileErrors(t *testing.T) {
 // environment and flags, and checks config show prints none of them, in text
 // or JSON, while file names stay visible.
 func TestConfigShowRedactsSecrets(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "host.creds")
 	credsBody := "-----BEGIN NATS USER JWT-----\neyJcredsJWTsecret\n------END NATS USER JWT------\n"
@@ -252,6 +255,7 @@ func TestConfigShowRedactsSecrets(t *testing.T) {
 // TestEverySecretFlagIsRedacted walks every flag of every command: any whose
 // name says it holds a secret is redacted, including flags added later.
 func TestEverySecretFlagIsRedacted(t *testing.T) {
+	t.Parallel()
 	root := newRootCmd(newApp(nil, nil, os.Getenv))
 	n := 0
 	var walk func(c *cobra.Command)

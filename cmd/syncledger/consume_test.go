@@ -63,6 +63,7 @@ func auditSeqs(t *testing.T, path string) []ledger.Seq {
 // are killed with SIGKILL mid-stream and restarted: the file ends up with every
 // commit exactly once, in seq order.
 func TestConsumeAuditSurvivesKill9(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "default")
 	env := consumeEnv(l)
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
@@ -127,6 +128,7 @@ func TestConsumeAuditSurvivesKill9(t *testing.T) {
 }
 
 func TestConsumeMetricsAndDeadLettersCLI(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "default")
 	env := consumeEnv(l)
 	l.Commit(t, "a", "b")
@@ -189,6 +191,7 @@ func TestConsumeMetricsAndDeadLettersCLI(t *testing.T) {
 }
 
 func TestHostsCLI(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "default")
 	env := consumeEnv(l)
 	ctx := consumertest.Ctx(t)
@@ -242,6 +245,7 @@ func TestHostsCLI(t *testing.T) {
 }
 
 func TestTailCLI(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "default")
 	env := consumeEnv(l)
 	model := ledger.PartitionKeysForModel("command/shell", "vpc")
@@ -286,6 +290,7 @@ func listenLoopback(t *testing.T) net.Listener {
 // TestHeartbeatHelpers checks the calls sync/exec (app.beat) and watch
 // (app.beatReporter) make, in-process.
 func TestHeartbeatHelpers(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "default")
 	ctx := consumertest.Ctx(t)
 	a := newApp(io.Discard, io.Discard, func(string) string { return "" })

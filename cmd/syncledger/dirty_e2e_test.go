@@ -30,6 +30,7 @@ func waitWatcher(t *testing.T, cache string) {
 // is untrusted until a full scan; --hint adds paths. Every host ends with the
 // same files.
 func TestDirtySetCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "dirtyset")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	local, other := t.TempDir(), t.TempDir()

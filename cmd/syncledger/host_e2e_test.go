@@ -161,6 +161,7 @@ func TestSeedScenarioCLI(t *testing.T) {
 	for name, backend := range blobBackends(t) {
 		for _, own := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/own-commit=%v", name, own), func(t *testing.T) {
+				t.Parallel()
 				c := newCLI(t, "seed")
 				url, env := backend(t)
 				c.env = append(c.env, env...)
@@ -213,6 +214,7 @@ func TestSeedScenarioCLI(t *testing.T) {
 }
 
 func TestCommitConflictExitCode(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "conflict")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()
@@ -235,6 +237,7 @@ func TestCommitConflictExitCode(t *testing.T) {
 }
 
 func TestExecPassesExitCode(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "exec")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()
@@ -249,6 +252,7 @@ func TestExecPassesExitCode(t *testing.T) {
 }
 
 func TestVerifyAndLazyFetchCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "verify")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()
@@ -287,6 +291,7 @@ func TestVerifyAndLazyFetchCLI(t *testing.T) {
 // `commit`, `exec` and `status` on the same cache run beside it (real
 // processes), and the watch goes on applying other hosts' commits.
 func TestWatchBesideOtherCommandsCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "watchshare")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	remote, local := t.TempDir(), t.TempDir()

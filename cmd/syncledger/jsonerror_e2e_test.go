@@ -64,6 +64,7 @@ func checkErrorJSON(t *testing.T, args []string, r result) errorObject {
 // {"error":{code,kind,message,paths,commands,detail}} object on stdout and
 // never a result (#14 point 8).
 func TestJSONErrorEveryCommand(t *testing.T) {
+	t.Parallel()
 	cache := t.TempDir()
 	// A ledger server that is not there: every command that needs it fails.
 	env := cliEnv("SYNCLEDGER_NATS=nats://127.0.0.1:1", "SYNCLEDGER_LEDGER=jsonerr", "SYNCLEDGER_LOG_LEVEL=error")
@@ -115,6 +116,7 @@ func TestJSONErrorEveryCommand(t *testing.T) {
 // a remote change (exit 3) and sync --json stopping on local changes print the
 // error object naming the paths, not a result with wrong numbers.
 func TestJSONErrorConflictCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "jsonconflict")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()

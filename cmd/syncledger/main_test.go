@@ -22,6 +22,8 @@ var binPath string
 
 func TestMain(m *testing.M) {
 	testmain.Setup()
+	// The end-to-end tests wait on the CLI processes they run, not the CPU.
+	testmain.Parallel(4)
 	dir, err := os.MkdirTemp("", "syncledger-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -57,6 +59,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	conflict := fmt.Errorf("commit: %w", &ledger.ConflictError{Partition: "audit", Expected: 3, Actual: 5})
 	truncated := fmt.Errorf("sync: %w", &ledger.TruncatedError{From: 1, First: 10})
 	for _, tc := range []struct {
@@ -101,6 +104,7 @@ func resolveWith(t *testing.T, env map[string]string, args ...string) (*app, int
 }
 
 func TestGlobalFlagsAndEnv(t *testing.T) {
+	t.Parallel()
 	host, _ := os.Hostname()
 	for _, tc := range []struct {
 		name string
@@ -138,6 +142,7 @@ func TestGlobalFlagsAndEnv(t *testing.T) {
 }
 
 func TestGlobalUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -161,6 +166,7 @@ func TestGlobalUsageErrors(t *testing.T) {
 }
 
 func TestReplicasEnv(t *testing.T) {
+	t.Parallel()
 	a, code, msg := resolveWith(t, map[string]string{"SYNCLEDGER_REPLICAS": "x"})
 	_ = a
 	if code != 0 {

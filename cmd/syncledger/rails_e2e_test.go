@@ -25,6 +25,7 @@ import (
 // exits 2, creates nothing and publishes nothing; a nested cache's state is never
 // committed.
 func TestCacheDiscovery(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "discover")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	noCache := func(r result, what string) {
@@ -98,6 +99,7 @@ func TestCacheDiscovery(t *testing.T) {
 // TestHostIDPerCache: two caches on one machine are two hosts; a cache keeps its
 // id; --host overrides it.
 func TestHostIDPerCache(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "hostid")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()
@@ -149,6 +151,7 @@ func closedURL(t *testing.T) string {
 // configuration file) is absent from what config show, connect errors, other
 // errors and debug logs print.
 func TestSecretsNeverPrinted(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "secrets")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	live := strings.TrimPrefix(c.env[len(c.env)-3], "SYNCLEDGER_NATS=")
@@ -187,6 +190,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{"second URL of a list", []string{"s3cret-pw10"}, []string{"SYNCLEDGER_NATS=nats://" + dead + ",alice:s3cret-pw10@" + dead}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			env := append(cliEnv("SYNCLEDGER_LEDGER=secrets"), tc.env...)
 			cache := t.TempDir()
 			for _, cmd := range [][]string{
@@ -219,6 +223,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 // server's permission error (it waited ≈ 36 s for publish timeouts) and
 // publishes nothing.
 func TestReadOnlyCommitFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, blobs := range []string{"nats", "file"} {
 		t.Run(blobs, func(t *testing.T) {
 			dir := t.TempDir()
@@ -256,6 +261,7 @@ func TestReadOnlyCommitFailsAtOnce(t *testing.T) {
 // (exit 1) naming the step, and no ledger is created. A bucket that does not
 // protect stored blobs is warned about.
 func TestInitProbesBlobStore(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "probe")
 	dead := closedURL(t)
 	noDir := filepath.Join(t.TempDir(), "file-not-dir")
@@ -301,6 +307,7 @@ func TestInitProbesBlobStore(t *testing.T) {
 // versioning or an object lock), and says nothing for a versioned bucket, a
 // NATS bucket (written once) or a directory.
 func TestInitWarnsUnprotectedBucket(t *testing.T) {
+	t.Parallel()
 	const warning = "does not protect stored blobs"
 	for name, backend := range blobBackends(t) {
 		t.Run(name, func(t *testing.T) {
@@ -338,6 +345,7 @@ func TestInitWarnsUnprotectedBucket(t *testing.T) {
 // uncommitted (and ignored) files, from the cache alone, and says the server is
 // unreachable.
 func TestStatusOffline(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "offline")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	cache := t.TempDir()
@@ -378,6 +386,7 @@ func TestStatusOffline(t *testing.T) {
 // the exit code in the commit message; --commit-on-failure=false leaves them
 // uncommitted. The command's exit code is passed through either way.
 func TestExecCommitOnFailure(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "execfail")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()

@@ -62,6 +62,7 @@ func checkConverged(c *shell, caches []string, except ...string) {
 // every commit: its file is left out with a warning naming it, the other files
 // are committed, and every host converges.
 func TestLongPartitionKeyCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "longkey")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()
@@ -274,6 +275,7 @@ func TestQuarantineCLI(t *testing.T) {
 // the blob store and says so; a real local edit (its mtime moved) is left for
 // the user to commit.
 func TestVerifyRepairCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "repair")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()

@@ -3,6 +3,7 @@ package main
 import "testing"
 
 func TestRedactURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
 		{"alice:s3cret@127.0.0.1:4222", "REDACTED@127.0.0.1:4222"},

@@ -41,6 +41,7 @@ func writeFile(t *testing.T, path, body string) string {
 // durable consumer, and clients without the CA, without a client certificate
 // or with a wrong password are turned away with a hint.
 func TestServeUsersTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := embeddedtest.Certificates(t, dir)
 	hostKey := embeddedtest.NewNkey(t)
@@ -128,6 +129,7 @@ func TestServeUsersTLS(t *testing.T) {
 }
 
 func TestDashboardRefusesNonLoopback(t *testing.T) {
+	t.Parallel()
 	env := cliEnv("SYNCLEDGER_NATS=nats://127.0.0.1:1")
 	for _, args := range [][]string{
 		{"ui", "--listen", "0.0.0.0:0"},
@@ -140,6 +142,7 @@ func TestDashboardRefusesNonLoopback(t *testing.T) {
 }
 
 func TestConfigPermissionsCommand(t *testing.T) {
+	t.Parallel()
 	r := cli(t, cliEnv(), "--ledger", "prod", "config", "permissions", "--user", "web-1:host", "--user", "grafana:tooling")
 	if r.code != 0 || !strings.Contains(r.stdout, `"syncledger.prod.p.>"`) ||
 		!strings.Contains(r.stdout, `{user: "web-1", password: $SYNCLEDGER_PASSWORD_WEB_1, permissions: $SYNCLEDGER_HOST}`) ||

@@ -13,6 +13,7 @@ import (
 // the binary: snapshot, retention, a stale host's sync falling back to a rebuild,
 // rebuild, replay and gc.
 func TestSnapshotRebuildReplayGCCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "snap")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	w, stale := t.TempDir(), t.TempDir()

@@ -76,6 +76,7 @@ func TestFileDirectoryClashCLI(t *testing.T) {
 		{"data/t/m/x", "data/t/m/x/y"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
 			c := newCLI(t, "clash")
 			c.ok("init", "--blobs", "file://"+t.TempDir())
 			a, b := t.TempDir(), t.TempDir()
@@ -156,6 +157,7 @@ func partitionOf(path string) string {
 // the file in their cache, syncing scoped first, or fully — and fresh hosts
 // follow.
 func TestReplaceFileByDirectoryCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "replace")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b, s := t.TempDir(), t.TempDir(), t.TempDir()
@@ -199,6 +201,7 @@ func TestReplaceFileByDirectoryCLI(t *testing.T) {
 // .syncledger/conflicts/ and takes the ledger's; resolve --mine commits this
 // host's version on top; --all takes every conflict.
 func TestResolveCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "resolve")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()
@@ -282,6 +285,7 @@ func TestResolveCLI(t *testing.T) {
 // TestSyncUnknownModelCLI is #14 point 9: a scoped sync of a model no commit
 // touched says so (exit 1) instead of "up to date".
 func TestSyncUnknownModelCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "model")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a := t.TempDir()
@@ -305,8 +309,10 @@ func TestSyncUnknownModelCLI(t *testing.T) {
 // two race: the directory wins), or take the ledger's side (foo/bar moved to
 // .syncledger/conflicts/).
 func TestUncommittedDirectoryBlocksFileCLI(t *testing.T) {
+	t.Parallel()
 	for _, way := range []string{"commit", "resolve --theirs"} {
 		t.Run(way, func(t *testing.T) {
+			t.Parallel()
 			c := newCLI(t, "blocked")
 			c.ok("init", "--blobs", "file://"+t.TempDir())
 			a, b := t.TempDir(), t.TempDir()

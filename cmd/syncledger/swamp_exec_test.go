@@ -12,6 +12,7 @@ import (
 // The scoped sync before the run must read both, or the run misses vpc's data
 // and the commit after it conflicts.
 func TestExecModelReadsTypePartitions(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "execmodel")
 	c.ok("init", "--blobs", fileURL(t.TempDir()))
 	control, writer := t.TempDir(), t.TempDir()

@@ -77,6 +77,7 @@ func copyTree(t *testing.T, src string) string {
 }
 
 func TestSwampImportMirrorCLI(t *testing.T) {
+	t.Parallel()
 	srv, _ := jstest.RunServer(t)
 	env := map[string]string{"SYNCLEDGER_NATS": srv.ClientURL(), "SYNCLEDGER_LEDGER": "swampcli",
 		"SYNCLEDGER_HOST": "test", "SYNCLEDGER_LOG_LEVEL": "warn"}
@@ -118,6 +119,7 @@ func TestSwampImportMirrorCLI(t *testing.T) {
 }
 
 func TestSwampDoctorCLI(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"SYNCLEDGER_CACHE": "/nonexistent", "SYNCLEDGER_HOST": "test"}
 	remote := "file://" + swampFixture(t, "doctor/remote")
 	cache := copyTree(t, swampFixture(t, "doctor/cache-3193"))

@@ -228,6 +228,7 @@ func TestDashboardInBrowser(t *testing.T) {
 // TestUICommand runs `syncledger ui` against serve: /api/state shows the
 // ledger, the logs honor --log-format json, and SIGTERM stops it with exit 0.
 func TestUICommand(t *testing.T) {
+	t.Parallel()
 	_, url, uuid := serveT(t, t.TempDir())
 	p := startProc(t, cliEnv("SYNCLEDGER_NATS="+url), "--log-format", "json", "ui", "--listen", "127.0.0.1:0", "--json", "--poll", "100ms")
 	var out struct {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestPutAndList(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "hb")
 	ctx := consumertest.Ctx(t)
 	s, err := heartbeat.Open(ctx, l.Conn, l.Name)
@@ -57,6 +58,7 @@ func TestPutAndList(t *testing.T) {
 }
 
 func TestKeysAreDistinctAndValid(t *testing.T) {
+	t.Parallel()
 	seen := map[string]string{}
 	for _, h := range []string{"a", "a.b", "a~2E", "a=2E", "host with space", "ü", "a/b"} {
 		k := heartbeat.Key(h)
@@ -73,6 +75,7 @@ func TestKeysAreDistinctAndValid(t *testing.T) {
 }
 
 func TestReporter(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "hb")
 	ctx := consumertest.Ctx(t)
 	r, err := heartbeat.NewReporter(ctx, heartbeat.ReporterConfig{
@@ -108,6 +111,7 @@ func TestReporter(t *testing.T) {
 }
 
 func TestReporterPosition(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "hb")
 	ctx := consumertest.Ctx(t)
 	var hwm atomic.Uint64
@@ -140,6 +144,7 @@ func TestReporterPosition(t *testing.T) {
 // TestPublish checks both ways Publish records a beat: the ledger's first beat
 // creates the bucket, later ones are one publish to the key's subject.
 func TestPublish(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "hbpub")
 	ctx := consumertest.Ctx(t)
 	for _, b := range []heartbeat.Beat{

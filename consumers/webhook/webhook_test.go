@@ -107,6 +107,7 @@ func start(t *testing.T, l *consumertest.Ledger, url string) (*consumers.Runner,
 func last(s []ledger.Seq) ledger.Seq { return s[len(s)-1] }
 
 func TestWebhookDelivery(t *testing.T) {
+	t.Parallel()
 	l := consumertest.New(t, "t")
 	c1 := l.Commit(t, "a")
 	c2 := l.Commit(t, "a", "b") // 500, 500, then accepted
@@ -158,6 +159,7 @@ func TestWebhookDelivery(t *testing.T) {
 }
 
 func TestSignAndVerify(t *testing.T) {
+	t.Parallel()
 	body := []byte(`{"seq":1}`)
 	sig := webhook.Sign(secret, body)
 	// echo -n '{"seq":1}' | openssl dgst -sha256 -hmac s3cret
@@ -170,6 +172,7 @@ func TestSignAndVerify(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []webhook.Config{
 		{URL: "ftp://x/y", Secret: secret},
 		{URL: "http://", Secret: secret},

@@ -32,6 +32,7 @@ var retry = ledger.RetryPolicy{Attempts: 6, Wait: time.Millisecond, MaxWait: 5 *
 // TestDeterministic: the same seed draws the same faults for the same calls,
 // whatever the order of the calls on different keys.
 func TestDeterministic(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	draw := func(order []string) string {
 		s := faulty.New(fileStore(t), faulty.Config{Seed: 7, Rate: 0.5, Faults: []faulty.Fault{faulty.ServerError}})
@@ -52,6 +53,7 @@ func TestDeterministic(t *testing.T) {
 // TestExerciseFile runs the shared fault workload on the file backend behind
 // a faulty Store, without and with retries.
 func TestExerciseFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name  string
@@ -79,6 +81,7 @@ func TestExerciseFile(t *testing.T) {
 // TestProxyCutAfter: a write containing the pattern reaches the server, and
 // the connection is cut before the answer.
 func TestProxyCutAfter(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +131,7 @@ func TestProxyCutAfter(t *testing.T) {
 // TestTruncatedBodyRefused: a get whose body is cut short never yields content
 // that the blob store accepts.
 func TestTruncatedBodyRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clean := fileStore(t)
 	content := bytes.Repeat([]byte("syncledger "), 1000)

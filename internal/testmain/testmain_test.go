@@ -1,6 +1,7 @@
 package testmain
 
 import (
+	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -62,5 +63,28 @@ func TestEveryPackageUsesIt(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Parallel raises the default of -test.parallel and keeps what the command
+// line set, lower or higher.
+func TestParallel(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "4"},
+		{[]string{"-test.parallel=1"}, "1"},
+		{[]string{"-test.parallel=8"}, "8"},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.Int("test.parallel", 2, "")
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		raise(fs, 4)
+		if got := fs.Lookup("test.parallel").Value.String(); got != tc.want {
+			t.Errorf("args %v: test.parallel %s, want %s", tc.args, got, tc.want)
+		}
 	}
 }

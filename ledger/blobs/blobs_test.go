@@ -22,6 +22,7 @@ import (
 )
 
 func TestParseURL(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		raw  string
 		want Spec
@@ -62,6 +63,7 @@ func TestParseURL(t *testing.T) {
 }
 
 func TestParseURLInvalid(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		raw, why string
 	}{
@@ -129,6 +131,7 @@ func roundTrip(t *testing.T, objs ledger.ObjectStore) {
 }
 
 func TestOpenFile(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "store")
 	objs, err := Open(t.Context(), "file://"+dir, Options{})
 	if err != nil {
@@ -185,6 +188,7 @@ func TestOpenGCS(t *testing.T) {
 }
 
 func TestOpenNATS(t *testing.T) {
+	t.Parallel()
 	if _, err := Open(t.Context(), "nats://blobs", Options{}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("Open(nats://…) without a connection = %v, want ErrInvalid", err)
 	}
@@ -212,6 +216,7 @@ func TestOpenNATS(t *testing.T) {
 }
 
 func TestOpenInvalid(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{"ftp://x", "s3://", "file:rel"} {
 		objs, err := Open(t.Context(), raw, Options{})
 		if !errors.Is(err, ledger.ErrInvalid) || objs != nil {

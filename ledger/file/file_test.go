@@ -30,6 +30,7 @@ func TestObjectStoreConformance(t *testing.T) { ledgertest.TestObjectStore(t, ne
 func TestBlobStoreConformance(t *testing.T) { ledgertest.TestBlobStore(t, newStore) }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Config{}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("New(empty Dir) = %v, want ErrInvalid", err)
 	}
@@ -70,6 +71,7 @@ func tempFiles(t *testing.T, dir string) []string {
 }
 
 func TestTempFilesNeverListed(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t).(*Store)
 	if err := s.PutObject(ctx, "x/a", strings.NewReader("a"), 1); err != nil {
@@ -116,6 +118,7 @@ func (f *failAfter) Read(p []byte) (int, error) {
 }
 
 func TestFailedPutLeavesNoTempFile(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t).(*Store)
 	boom := errors.New("boom")
@@ -133,6 +136,7 @@ func TestFailedPutLeavesNoTempFile(t *testing.T) {
 // TestKeyIsDirectory: a filesystem cannot hold "a" and "a/b" at once; the put fails
 // and leaves the existing object alone.
 func TestKeyIsDirectory(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t)
 	if err := s.PutObject(ctx, "a/b", strings.NewReader("ab"), 2); err != nil {
@@ -157,6 +161,7 @@ func TestKeyIsDirectory(t *testing.T) {
 // TestConcurrentPutGet: readers racing with writers of one key see one whole version,
 // never a mix or a part. Run with -race.
 func TestConcurrentPutGet(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := newStore(t)
 	const key = "race/key"

@@ -16,6 +16,7 @@ import (
 // the blob; no get ever yields bytes other than the blob's; every blob a put
 // acknowledged reads back.
 func TestHTTPFaults(t *testing.T) {
+	t.Parallel()
 	srv := startFake(t)
 	clean, err := New(t.Context(), fakeConfig(srv, "faults"))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // The server enforces Nats-Expected-Last-Subject-Sequence: 0 as "the subject
 // has no message yet".
 func TestExpectedZeroMeansEmpty(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	first := commitNext(t, l, "m")
@@ -44,6 +45,7 @@ func TestExpectedZeroMeansEmpty(t *testing.T) {
 // wins, the other gets a ConflictError naming the winner's seq; the chain has no
 // gap and no duplicate.
 func TestConcurrentCommitters(t *testing.T) {
+	t.Parallel()
 	_, nc := jstest.RunServer(t)
 	ctx := testCtx(t)
 	a, err := Create(ctx, nc, Config{Name: "race"})
@@ -106,6 +108,7 @@ func raceRounds(t *testing.T, a, b *Log, rounds int) {
 // Concurrent multi-partition commits that share one partition: one wins, the
 // other stores nothing, on any of its partitions.
 func TestConcurrentBatches(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	const rounds = 20
@@ -144,6 +147,7 @@ func TestConcurrentBatches(t *testing.T) {
 // A commit over 3 partitions whose third message would break its chain stores
 // nothing.
 func TestBatchAllOrNothing(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	commitNext(t, l, "a", "b", "c")
@@ -183,6 +187,7 @@ func TestBatchAllOrNothing(t *testing.T) {
 // node answers "wrong last sequence") and a batch (answered "duplicate message
 // id"), also after other commits extended the partitions.
 func TestRetryAfterLostAck(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	for _, partitions := range [][]string{{"s"}, {"a", "b", "c"}} {
@@ -229,6 +234,7 @@ func TestRetryAfterLostAck(t *testing.T) {
 // A caller whose context ends before the ack learns that the outcome is
 // unknown; appending to a deleted ledger is ErrNotFound.
 func TestAppendOutcomes(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t, WithRetry(3, time.Millisecond), WithTimeout(time.Second))
 	ctx := testCtx(t)
 	evs := mkCommit(t, l, part{partition: "m", modelSeq: 1})
@@ -250,6 +256,7 @@ func TestAppendOutcomes(t *testing.T) {
 }
 
 func TestAppendLimits(t *testing.T) {
+	t.Parallel()
 	l, nc := newLedger(t)
 	ctx := testCtx(t)
 
@@ -308,6 +315,7 @@ func TestAppendLimits(t *testing.T) {
 }
 
 func TestAppendValidation(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	good := func() []ledger.Event {
@@ -347,6 +355,7 @@ func TestAppendValidation(t *testing.T) {
 // A single commit of 100,000 small files over 200 partitions, entries grouped by
 // partition, entry lists too large to inline moved to manifests.
 func TestHundredThousandFiles(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	const files, partitions = 100_000, 200
@@ -417,6 +426,7 @@ func TestHundredThousandFiles(t *testing.T) {
 // several seconds): the server's answers, retries, and racing committers
 // connected to different servers.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	servers, nc := jstest.RunCluster(t, 3)
 	create := func(t *testing.T, name string) *Log {
 		l, err := Create(testCtx(t), nc, Config{Name: name, Replicas: 3})

@@ -15,6 +15,7 @@ import (
 // changes it fails here first. Measured on nats-server 2.15.2.
 // (The R3 answers are checked in TestCluster.)
 func TestServerAnswers(t *testing.T) {
+	t.Parallel()
 	l, nc := newLedger(t)
 	checkAnswers(t, l, nc, false)
 }

@@ -17,6 +17,7 @@ import (
 )
 
 func TestCreateOpen(t *testing.T) {
+	t.Parallel()
 	_, nc := jstest.RunServer(t)
 	ctx := testCtx(t)
 	const uuid = "6f1c2a4e-8a3b-4c5d-9e7f-0a1b2c3d4e5f"
@@ -109,6 +110,7 @@ func TestCreateOpen(t *testing.T) {
 
 // Hosts creating the same ledger at once all end up with the one lineage.
 func TestConcurrentCreate(t *testing.T) {
+	t.Parallel()
 	_, nc := jstest.RunServer(t)
 	ctx := testCtx(t)
 	var (
@@ -134,6 +136,7 @@ func TestConcurrentCreate(t *testing.T) {
 }
 
 func TestOpenForeignStreams(t *testing.T) {
+	t.Parallel()
 	_, nc := jstest.RunServer(t)
 	ctx := testCtx(t)
 	js, err := jetstream.New(nc)
@@ -170,6 +173,7 @@ func TestOpenForeignStreams(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	t.Parallel()
 	_, nc := jstest.RunServer(t)
 	for _, o := range []Option{WithTimeout(0), WithRetry(0, time.Second), WithRetry(1, -1)} {
 		if _, err := Create(testCtx(t), nc, Config{Name: "x"}, o); !errors.Is(err, ledger.ErrInvalid) {
@@ -182,6 +186,7 @@ func TestOptions(t *testing.T) {
 }
 
 func TestChain(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 
@@ -278,6 +283,7 @@ func TestChain(t *testing.T) {
 
 // Reads that span more than one batched direct get.
 func TestReadManyBatches(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	const singles, wide = directBatchSize + 14, 50
@@ -320,6 +326,7 @@ func TestReadManyBatches(t *testing.T) {
 // context and a bound inside a batch each end the read where they should, and
 // Read returns only once the read-ahead stopped (its subscription is gone).
 func TestReadStops(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	const n = 3*directBatchSize + 7

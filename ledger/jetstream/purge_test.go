@@ -10,6 +10,7 @@ import (
 )
 
 func TestTruncateBeforeKeepsPartitionHeads(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	// seqs: a1 b1 a2 c1 a3 b2 a4 a5 (a: 5 events, b: 2, c: 1)

@@ -14,6 +14,7 @@ import (
 // before it as prev and Append expects the message on the server's side; an
 // event among the messages after Prev is still a conflict.
 func TestQuarantine(t *testing.T) {
+	t.Parallel()
 	l, nc := newLedger(t)
 	ctx := testCtx(t)
 	a1 := commitNext(t, l, "audit")[0]

@@ -19,6 +19,7 @@ import (
 // After a purge below seq 5, reads from below the first seq are refused with a
 // TruncatedError; reads from the first seq on work.
 func TestTruncated(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	for range 4 {
@@ -80,6 +81,7 @@ func TestTruncated(t *testing.T) {
 // A partition's events purged by subject leave a hole inside the stream: reads
 // report it, never skip it.
 func TestHoleInPartition(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	commitNext(t, l, "n") // 1
@@ -112,6 +114,7 @@ func TestHoleInPartition(t *testing.T) {
 // Messages published raw on a partition subject: a read stops at them with an
 // error naming the seq.
 func TestMalformedMessages(t *testing.T) {
+	t.Parallel()
 	l, nc := newLedger(t)
 	ctx := testCtx(t)
 	js, err := jetstream.New(nc)
@@ -162,6 +165,7 @@ func TestMalformedMessages(t *testing.T) {
 // Partition keys with characters that mean something in subjects round-trip,
 // and no partition's reads see another's events.
 func TestEscapedPartitions(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	keys := []string{"a", "a.b", "a.*", "a.>", "*", ">", "sp ace", "tab\tx", "$sys", "ümlaut", "日本", "a~2Eb", "~", "a-b_c"}
@@ -204,6 +208,7 @@ func TestEscapedPartitions(t *testing.T) {
 }
 
 func TestFollow(t *testing.T) {
+	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := testCtx(t)
 	commitNext(t, l, "m")

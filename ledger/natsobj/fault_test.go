@@ -17,6 +17,7 @@ import (
 // the blob; no get ever yields bytes other than the blob's; every blob a put
 // acknowledged reads back.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	direct := startServer(t)
 	p, err := faulty.NewProxy(direct.ConnectedAddr())
 	if err != nil {

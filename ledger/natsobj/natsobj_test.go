@@ -65,12 +65,14 @@ func storeMaker(nc *nats.Conn, prefix string) func(t *testing.T) ledger.ObjectSt
 }
 
 func TestEmbeddedNATS(t *testing.T) {
+	t.Parallel()
 	nc := startServer(t)
 	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(nc, "objects")) })
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(nc, "blobs")) })
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	nc := startServer(t)
 	for _, cfg := range []Config{
 		{Bucket: "b"},
@@ -89,6 +91,7 @@ func TestNewValidates(t *testing.T) {
 
 // TestReopen: New on an existing bucket opens it with its objects.
 func TestReopen(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	nc := startServer(t)
 	s1, err := New(ctx, Config{Conn: nc, Bucket: "reopen"})
@@ -112,6 +115,7 @@ func TestReopen(t *testing.T) {
 // and later metadata (a deletion marker, another version) or extra chunks do not
 // change what the object reads as.
 func TestWriteOnce(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	nc := startServer(t)
 	s, err := New(ctx, Config{Conn: nc, Bucket: "once"})
@@ -210,6 +214,7 @@ func TestWriteOnce(t *testing.T) {
 // TestHarden: a bucket made by nats.go's object store (roll-ups allowed) is
 // hardened, and its objects stay readable.
 func TestHarden(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	nc := startServer(t)
 	js, err := jetstream.New(nc)

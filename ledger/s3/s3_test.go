@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
@@ -62,6 +61,7 @@ func storeMaker(base Config, root string) func(t *testing.T) ledger.ObjectStore 
 }
 
 func TestFakeS3(t *testing.T) {
+	t.Parallel()
 	cfg := startFake(t)
 	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, "objects")) })
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, "blobs")) })
@@ -144,41 +144,21 @@ func deleteAll(t *testing.T, cfg Config, root string) {
 }
 
 func TestPrefixIsolation(t *testing.T) {
-	ctx := t.Context()
+	t.Parallel()
 	base := startFake(t)
-	stores := map[string]*Store{}
-	for _, p := range []string{"", "a", "/ab/", "a/b"} {
+	ledgertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) ledger.ObjectStore {
 		cfg := base
-		cfg.Prefix = p
-		s, err := New(ctx, cfg)
+		cfg.Prefix = prefix
+		s, err := New(t.Context(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores[p] = s
-		if err := s.PutObject(ctx, "k", strings.NewReader(p), int64(len(p))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, want := range map[string][]string{
-		"":     {"a/b/k", "a/k", "ab/k", "k"},
-		"a":    {"b/k", "k"},
-		"/ab/": {"k"},
-		"a/b":  {"k"},
-	} {
-		var got []string
-		if err := stores[p].ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
-			got = append(got, info.Key)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("prefix %q: ListObjects = %q, want %q", p, got, want)
-		}
-	}
+		return s
+	})
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []Config{
 		{},
 		{Bucket: "a/b"},
@@ -194,6 +174,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestMissingBucketIsNotNotFound(t *testing.T) {
+	t.Parallel()
 	cfg := startFake(t)
 	cfg.Bucket = "no-such-bucket"
 	s, err := New(t.Context(), cfg)
@@ -210,6 +191,7 @@ func TestMissingBucketIsNotNotFound(t *testing.T) {
 // of its declared size, leaves no object and the key's previous version in
 // place. The conformance suites pass with every put of unknown size multipart.
 func TestMultipart(t *testing.T) {
+	t.Parallel()
 	cfg := startFake(t)
 	cfg.MultipartAbove, cfg.PartSize = minPartSize, minPartSize
 	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, "mp-objects")) })

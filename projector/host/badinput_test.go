@@ -39,6 +39,7 @@ func hwmOf(t *testing.T, h *Host) ledger.Seq {
 }
 
 func TestBadInputLeavesHWM(t *testing.T) {
+	t.Parallel()
 	info := func(e *env) ledger.Info {
 		i, err := e.log.Info(context.Background())
 		if err != nil {

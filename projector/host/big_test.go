@@ -14,6 +14,7 @@ import (
 // sets it, with TMPDIR on a fast file system); otherwise it runs 2,000 files
 // over 200 partitions.
 func TestBigCommit(t *testing.T) {
+	t.Parallel()
 	files, parts := 2_000, 200
 	if os.Getenv("SYNCLEDGER_TEST_BIG") != "" {
 		files = 100_000

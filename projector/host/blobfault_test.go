@@ -184,6 +184,7 @@ func TestBlobFaults(t *testing.T) {
 // (with a clean end of body) fails its sync with ErrChecksum, writes nothing,
 // and keeps its HWM (I5).
 func TestTruncatedBlobNeverApplied(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	w := e.host("writer")

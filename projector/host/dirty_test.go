@@ -14,6 +14,7 @@ import (
 // and an empty set commits nothing without reading the index; the ignore file
 // among them makes the commit scan the whole cache.
 func TestCommitChanged(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, "m/1", "one")

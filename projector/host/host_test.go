@@ -29,6 +29,7 @@ type env struct {
 	log   *jetstream.Log
 	objs  ledger.ObjectStore
 	blobs ledger.BlobStore
+	dir   string // the file object store's directory
 }
 
 // corruptBlob flips a byte of a stored blob behind the blob store's back.
@@ -52,11 +53,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	dir := t.TempDir()
+	objs, err := file.New(file.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs)}
+	return &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs), dir: dir}
 }
 
 func (e *env) host(name string) *Host {
@@ -155,6 +157,7 @@ const (
 // TestSeedScenario is swamp-club#3193 through the library: a scoped sync and a
 // no-op commit must not make the host believe it holds commits it never read.
 func TestSeedScenario(t *testing.T) {
+	t.Parallel()
 	for _, ownCommit := range []bool{false, true} {
 		t.Run(fmt.Sprintf("own-commit=%v", ownCommit), func(t *testing.T) {
 			e := newEnv(t)
@@ -204,6 +207,7 @@ func TestSeedScenario(t *testing.T) {
 }
 
 func TestFastPath(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.host("a")
 	writeFile(t, a, "audit/1.jsonl", "x")
@@ -224,6 +228,7 @@ func TestFastPath(t *testing.T) {
 }
 
 func TestDeleteAndOverwrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, "audit/x", "1")
@@ -252,6 +257,7 @@ func TestDeleteAndOverwrite(t *testing.T) {
 }
 
 func TestLocalChangesNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, "audit/x", "1")
@@ -283,6 +289,7 @@ func TestLocalChangesNeverOverwritten(t *testing.T) {
 }
 
 func TestConflictRetryWhenPathsDiffer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, "audit/a", "1")
@@ -307,6 +314,7 @@ func TestConflictRetryWhenPathsDiffer(t *testing.T) {
 }
 
 func TestLazyAndFetch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, vpcRaw, "raw content")
@@ -372,8 +380,17 @@ func TestConcurrentHostsDistinctModels(t *testing.T) {
 		go func(h *Host) {
 			defer wg.Done()
 			for i := range n {
-				writeFile(t, h, fmt.Sprintf("data/t/%s/d/%d/raw", h.cfg.Host, i), "x")
-				if _, err := h.Commit(context.Background(), CommitOptions{}); err != nil {
+				rel := fmt.Sprintf("data/t/%s/d/%d/raw", h.cfg.Host, i)
+				writeFile(t, h, rel, "x")
+				// Every tenth commit scans the whole cache; the others name the
+				// path they wrote, as a dirty set does (CommitOptions.Changed),
+				// so the test is the two hosts' publishes racing, not 2n walks
+				// of a growing cache (O(n²) lstats, most of its time).
+				opt := CommitOptions{Changed: []string{rel}}
+				if i%10 == 0 {
+					opt.Changed = nil
+				}
+				if _, err := h.Commit(context.Background(), opt); err != nil {
 					errs <- fmt.Errorf("%s commit %d: %w", h.cfg.Host, i, err)
 					return
 				}
@@ -397,6 +414,7 @@ func TestConcurrentHostsDistinctModels(t *testing.T) {
 }
 
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -429,6 +447,7 @@ func TestWatch(t *testing.T) {
 // waiting for the watch to end; the watch then reloads the state the other one
 // changed and goes on applying remote commits, never persisting an older HWM.
 func TestWatchSharesTheCache(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	remote := e.host("remote")
 	dir := t.TempDir()

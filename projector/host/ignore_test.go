@@ -17,6 +17,7 @@ import (
 // and a nested cache's state are neither committed nor reported dirty; status
 // lists them as ignored.
 func TestIgnoredNeverCommitted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.host("a")
 	writeFile(t, a, vpcRaw, "vpc")
@@ -56,6 +57,7 @@ func TestIgnoredNeverCommitted(t *testing.T) {
 // TestIgnoredNeverOverwritten: a file committed before a host ignored it is not
 // overwritten by that host's sync, nor deleted by its commit.
 func TestIgnoredNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	writeFile(t, a, "notes.log", "from a")
@@ -98,6 +100,7 @@ func TestIgnoredNeverOverwritten(t *testing.T) {
 // neither writes nor removes those files, and the other files of the commit
 // arrive.
 func TestForcedNeverWritten(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	b := e.host("b")

@@ -160,6 +160,7 @@ func (e *env) checkOnce(ctx context.Context) map[string]int {
 // host records it, and another host converges. Single- and multi-partition
 // (atomic batch) commits alike.
 func TestLostPublishAcks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := startRestartable(t)
 	p, err := faulty.NewProxy(fmt.Sprintf("127.0.0.1:%d", srv.opts.Port))
@@ -206,6 +207,7 @@ func TestLostPublishAcks(t *testing.T) {
 // are still dirty) and are stored once each; the syncing host completes its
 // sync; the watching host resumes and applies every commit; all converge.
 func TestServerRestart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := startRestartable(t)
 	e := natsEnv(t, srv.url())

@@ -51,6 +51,7 @@ func crashed(f func()) (stopped bool) {
 // restore removes journalled files that neither the index nor the snapshot
 // holds.
 func TestRebuildKeepsFilesOfInterruptedApply(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	writer := e.host("writer")
@@ -111,6 +112,7 @@ func TestRebuildKeepsFilesOfInterruptedApply(t *testing.T) {
 // TestRebuildKeepsFilesOfInterruptedApply fixes this too: a file holding what
 // the journal says the shell wrote is not a local change.
 func TestSyncAfterInterruptedApply(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	writer := e.host("writer")
@@ -148,6 +150,7 @@ func TestSyncAfterInterruptedApply(t *testing.T) {
 // for the ledger's). Found by TestPowerLoss (cmd/syncledger): the host's cache
 // stayed behind for good. The next sync finishes the rebuild first.
 func TestSyncFinishesInterruptedRebuild(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	writer := e.host("writer")

@@ -30,6 +30,7 @@ func (l rewoundLog) PartitionLastSeq(ctx context.Context, p string) (ledger.Seq,
 // error naming what to do, never "up to date": the fast paths used to answer
 // that nothing was new.
 func TestSyncRefusesRewoundLog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.host("a")
 	for _, p := range []string{"audit/1", "audit/2"} {

@@ -30,6 +30,7 @@ func (l *lostAnswerLog) Append(ctx context.Context, evs []ledger.Event) ([]ledge
 // v's file holds what the log has at v's commit: not a local change. v's next
 // sync (or commit) takes w2 and every host converges.
 func TestAppendOutcomeNeverLearned(t *testing.T) {
+	t.Parallel()
 	for _, next := range []string{"sync", "commit"} {
 		t.Run(next, func(t *testing.T) {
 			e := newEnv(t)

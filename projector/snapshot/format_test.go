@@ -54,6 +54,7 @@ func encode(t testing.TB, s *Snapshot) []byte {
 }
 
 func TestRoundTripAndDeterminism(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 300} {
 		s := sample(n)
 		b := encode(t, s)
@@ -76,6 +77,7 @@ func TestRoundTripAndDeterminism(t *testing.T) {
 // Every truncation is detected, and every flipped bit either is or leaves the
 // content intact (a bit the compressed format does not use for content).
 func TestCorruptionDetected(t *testing.T) {
+	t.Parallel()
 	want := sample(40)
 	b := encode(t, want)
 	for n := range len(b) {
@@ -110,6 +112,7 @@ func plain(t *testing.T, lines ...string) []byte {
 }
 
 func TestDecodeRejects(t *testing.T) {
+	t.Parallel()
 	hdr := func(extra string, entries, marks int, bytes int64) string {
 		return fmt.Sprintf(`{"v":1,"kind":"syncledger-snapshot","ledger":"%s","name":"x","seq":5,"entries":%d,"marks":%d,"bytes":%d%s}`, uuid, entries, marks, bytes, extra)
 	}
@@ -160,6 +163,7 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestStoreListSelect(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	objs, err := file.New(file.Config{Dir: t.TempDir()})
 	if err != nil {
