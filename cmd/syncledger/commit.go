@@ -28,7 +28,13 @@ func newCommitCmd(a *app) *cobra.Command {
 		Short: "Publish the cache's local changes to the ledger",
 		Long: `Commit scans the cache (size, mtime and mode, then SHA-256) against what the
 ledger says it holds, uploads the content of changed files to the blob store, and
-publishes one commit: one event per touched partition, all or nothing.
+publishes one commit: one event per touched partition, all or nothing. A commit
+holds at most 1,000 partitions (one JetStream atomic batch): a change of more is
+published as consecutive commits of at most 1,000 partitions each, in partition
+order, the message suffixed "(part i of n)", each all or nothing on its own (one
+line on stderr says so; --json lists every commit under "commits"). If commit stops
+between two of them, the earlier ones stay published and the rest of the change
+stays uncommitted: commit again.
 
 Nothing changed: nothing is published and the command exits 0.
 
