@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 // putWide writes one file in each of parts partitions (data--t--mNNNN).
@@ -116,4 +117,19 @@ func tail(s string) string {
 		return "…" + s[len(s)-2000:]
 	}
 	return s
+}
+
+// TestPartialCommitErrorJSON: a commit that stops after publishing some of the
+// commits of a split change keeps its failure's exit code, paths and commands,
+// and its --json error names the commits published.
+func TestPartialCommitErrorJSON(t *testing.T) {
+	published := []host.CommitPart{{Commit: "c1", Seqs: []ledger.Seq{1, 2}, Partitions: 2, Written: 2}}
+	err := fmt.Errorf("commit: %w", &host.PartialCommitError{Published: published, Err: &host.ConflictError{Paths: []string{"audit/x"}}})
+	o := newErrorObject(err)
+	if o.Code != exitConflict || o.Kind != "conflict" || !cmp.Equal(o.Paths, []string{"audit/x"}) || len(o.Commands) == 0 {
+		t.Fatalf("error object %+v: want the conflict's code, kind, paths and commands", o)
+	}
+	if !cmp.Equal(o.Detail["published"], published) || !strings.Contains(o.Message, "c1") {
+		t.Fatalf("error object %+v: want the published commit in detail and message", o)
+	}
 }

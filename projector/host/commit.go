@@ -387,7 +387,7 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	slices.Sort(res.Paths)
 	slices.Sort(res.Partitions)
 	if err != nil && len(res.Commits) > 0 {
-		err = &PartialCommitError{Published: res.Commits, err: err}
+		err = &PartialCommitError{Published: res.Commits, Err: err}
 	}
 	return res, err
 }
@@ -490,8 +490,8 @@ func PartMessage(msg string, i, n int) string {
 // commits its changes were split into: those are published and recorded, the
 // rest of the changes are still uncommitted in the cache.
 type PartialCommitError struct {
-	Published []CommitPart
-	err       error
+	Published []CommitPart // the commits published, in order
+	Err       error        // the failure
 }
 
 func (e *PartialCommitError) Error() string {
@@ -499,11 +499,11 @@ func (e *PartialCommitError) Error() string {
 	for i, p := range e.Published {
 		ids[i] = p.Commit
 	}
-	return fmt.Sprintf("%v (%d commits of this change were published first: %s; the rest stays uncommitted in the cache, and a commit once this is fixed publishes it)",
-		e.err, len(ids), strings.Join(ids, ", "))
+	return fmt.Sprintf("%v (published before it, of the same change: %s; the rest of the change stays uncommitted in the cache: commit again once this is fixed)",
+		e.Err, strings.Join(ids, ", "))
 }
 
-func (e *PartialCommitError) Unwrap() error { return e.err }
+func (e *PartialCommitError) Unwrap() error { return e.Err }
 
 // publish uploads the changed content, appends the events of one commit and
 // records them, adding the commit to res.
