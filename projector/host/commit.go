@@ -384,8 +384,7 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 		return CommitResult{}, err
 	}
 	res, err := h.commit(ctx, s, opt)
-	slices.Sort(res.Paths)
-	slices.Sort(res.Partitions)
+	slices.Sort(res.Paths) // Partitions stay in Seqs' order, one for one
 	if err != nil && len(res.Commits) > 0 {
 		err = &PartialCommitError{Published: res.Commits, Err: err}
 	}
