@@ -3,7 +3,8 @@ package ledger
 import "context"
 
 // MaxBatch is the most events (partitions) one commit may have: JetStream's atomic
-// batch limit. A commit touching more partitions is refused with ErrTooLarge.
+// batch limit. A commit touching more partitions is refused with ErrTooLarge;
+// host.Commit publishes a wider change as several commits, each atomic.
 const MaxBatch = 1000
 
 // Info describes a ledger as its log stores it.

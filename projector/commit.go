@@ -16,7 +16,8 @@ import (
 // (ModelSeq = mark+1, Prev = mark.Seq), with Parts/Part numbering the commit's
 // events. The commit's ID, Host, At and Message are the caller's: the core takes
 // no clock. Events are checked with ledger.ValidateEvent; more partitions than
-// ledger.MaxBatch fail with ledger.ErrTooLarge.
+// ledger.MaxBatch fail with ledger.ErrTooLarge: one commit is one atomic batch.
+// Splitting a wider change into several commits is the shell's (host.Commit).
 //
 // Append them with the log; the log refuses them (ledger.ErrConflict) if another
 // host extended a partition since the marks were read.

@@ -285,10 +285,13 @@ type PullResult struct {
 
 // PushResult answers push and commit.
 type PushResult struct {
-	Files  int        `json:"files"`
-	Commit string     `json:"commit,omitempty"`
-	HWM    ledger.Seq `json:"hwm"`
-	Hints  int        `json:"hints"` // markDirty paths the extension sent
+	Files  int    `json:"files"`
+	Commit string `json:"commit,omitempty"` // the last commit published
+	// Commits lists every commit published: more than one when the push
+	// touched more partitions than one atomic commit holds (host.Commit).
+	Commits []string   `json:"commits,omitempty"`
+	HWM     ledger.Seq `json:"hwm"`
+	Hints   int        `json:"hints"` // markDirty paths the extension sent
 }
 
 // open connects to the ledger's bucket and opens the cache (Agent); errors
@@ -500,7 +503,11 @@ func (a *Agent) cacheOp(ctx context.Context, req Request) (any, error) {
 		if err == nil {
 			done()
 		}
-		return PushResult{Files: res.Written + res.Deleted, Commit: res.Commit, HWM: res.HWM, Hints: len(req.Hints)}, err
+		ids := make([]string, len(res.Commits))
+		for i, c := range res.Commits {
+			ids[i] = c.Commit
+		}
+		return PushResult{Files: res.Written + res.Deleted, Commit: res.Commit, Commits: ids, HWM: res.HWM, Hints: len(req.Hints)}, err
 	case "hydrate":
 		paths := a.own([]string{req.Path})
 		if len(paths) == 0 {

@@ -258,3 +258,40 @@ func TestAgent(t *testing.T) {
 		t.Fatal("an unknown request was answered")
 	}
 }
+
+// TestAgentPushSplit: swamp's preparePush and commitPush of a change of more
+// partitions than one atomic commit holds (ledger.MaxBatch) publish it as
+// consecutive commits, which the answer lists; the HWM reaches the head.
+func TestAgentPushSplit(t *testing.T) {
+	const parts = ledger.MaxBatch + 100
+	e := newEnv(t)
+	cache := t.TempDir()
+	c := startAgent(t, e, cache, nil)
+	if r := c.call(map[string]any{"op": "hello", "version": "v-test", "protocol": Protocol}); r.Error != nil {
+		t.Fatalf("hello: %+v", r.Error)
+	}
+	for m := range parts {
+		p := filepath.Join(cache, "data", "command", "shell", fmt.Sprintf("m%04d", m), "result", "1", "raw")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(fmt.Sprint(m)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := c.call(map[string]any{"op": "prepare"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != parts {
+		t.Fatalf("prepare: %+v", r)
+	}
+	r := c.call(map[string]any{"op": "commit"})
+	if r.Error != nil {
+		t.Fatalf("commit: %+v", r.Error)
+	}
+	res := r.Result.(map[string]any)
+	commits, _ := res["commits"].([]any)
+	if res["files"].(float64) != parts || len(commits) != 2 || commits[1] != res["commit"] {
+		t.Fatalf("commit of %d partitions: %+v, want 2 commits", parts, res)
+	}
+	if r := c.call(map[string]any{"op": "verify"}); r.Error != nil || r.Result.(map[string]any)["head"].(float64) != parts || r.Result.(map[string]any)["hwm"].(float64) != parts {
+		t.Fatalf("verify: %+v", r)
+	}
+}

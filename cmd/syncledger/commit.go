@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
 )
@@ -27,7 +28,13 @@ func newCommitCmd(a *app) *cobra.Command {
 		Short: "Publish the cache's local changes to the ledger",
 		Long: `Commit scans the cache (size, mtime and mode, then SHA-256) against what the
 ledger says it holds, uploads the content of changed files to the blob store, and
-publishes one commit: one event per touched partition, all or nothing.
+publishes one commit: one event per touched partition, all or nothing. A commit
+holds at most 1,000 partitions (one JetStream atomic batch): a change of more is
+published as consecutive commits of at most 1,000 partitions each, in partition
+order, the message suffixed "(part i of n)", each all or nothing on its own (one
+line on stderr says so; --json lists every commit under "commits"). If commit stops
+between two of them, the earlier ones stay published and the rest of the change
+stays uncommitted: commit again.
 
 Nothing changed: nothing is published and the command exits 0.
 
@@ -69,6 +76,7 @@ func runCommit(ctx context.Context, a *app, o commitOpts) error {
 	if err == nil {
 		a.ackDirty(ctx, h.Dir().Root(), snap, changed, len(parts) > 0)
 		a.beat(ctx, "commit", res.HWM, res.HWM)
+		a.noteSplit(res)
 	}
 	return a.report(o.json, res, err, func() {
 		if err == nil {
@@ -131,19 +139,55 @@ func hintPaths(root string, hints []string) ([]string, error) {
 	return out, nil
 }
 
+// noteSplit says on stderr, in one line, that a commit's changes were
+// published as several commits (host.Commit splits a change of more than
+// ledger.MaxBatch partitions), each atomic on its own.
+func (a *app) noteSplit(r host.CommitResult) {
+	if len(r.Commits) > 1 {
+		fmt.Fprintf(a.stderr, "syncledger: note: the change touches %d partitions, more than the %d one atomic commit holds: published as %d commits, each all or nothing on its own\n",
+			len(r.Partitions), ledger.MaxBatch, len(r.Commits))
+	}
+}
+
 func printCommit(a *app, r host.CommitResult) {
 	if r.Nothing {
 		fmt.Fprintf(a.stdout, "nothing to commit (hwm %d)\n", r.HWM)
 		return
 	}
 	printPaths(a, r.Paths)
-	seqs := make([]string, len(r.Seqs))
-	for i, s := range r.Seqs {
-		seqs[i] = fmt.Sprint(s)
+	if len(r.Commits) > 1 {
+		for i, c := range r.Commits {
+			fmt.Fprintf(a.stdout, "committed %s (part %d of %d) at seq %s: %d files written, %d deleted, %d partitions\n",
+				c.Commit, i+1, len(r.Commits), seqList(c.Seqs), c.Written, c.Deleted, c.Partitions)
+		}
+		fmt.Fprintf(a.stdout, "%d commits: %d files written, %d deleted, %s, %d partitions; hwm %d\n",
+			len(r.Commits), r.Written, r.Deleted, humanBytes(r.Bytes), len(r.Partitions), r.HWM)
+	} else {
+		fmt.Fprintf(a.stdout, "committed %s at seq %s: %d files written, %d deleted, %s, %d partitions; hwm %d\n",
+			r.Commit, seqList(r.Seqs), r.Written, r.Deleted, humanBytes(r.Bytes), len(r.Partitions), r.HWM)
 	}
-	fmt.Fprintf(a.stdout, "committed %s at seq %s: %d files written, %d deleted, %s, %d partitions; hwm %d\n",
-		r.Commit, strings.Join(seqs, ","), r.Written, r.Deleted, humanBytes(r.Bytes), len(r.Partitions), r.HWM)
 	if r.Pulled > 0 {
 		fmt.Fprintf(a.stdout, "(pulled %d remote commits to touched partitions first)\n", r.Pulled)
 	}
+}
+
+// seqList writes seqs as a list, each run of consecutive seqs as "first-last"
+// (an atomic commit's seqs are one run): 5, 7-9.
+func seqList(seqs []ledger.Seq) string {
+	var out []string
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		if j > i+1 {
+			out = append(out, fmt.Sprintf("%d-%d", seqs[i], seqs[j]))
+		} else {
+			for k := i; k <= j; k++ {
+				out = append(out, fmt.Sprint(seqs[k]))
+			}
+		}
+		i = j + 1
+	}
+	return strings.Join(out, ",")
 }

@@ -111,3 +111,65 @@ func TestCrashAtFailpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashBetweenSplitCommitsCLI kills a commit of 1,100 partitions (two
+// commits: 1,000 and 100 partitions) with SIGKILL after its first commit is
+// recorded, and after it is appended but not recorded: the first commit stays
+// in the log, the other 100 partitions' files stay uncommitted, and the next
+// commit publishes exactly those; every file is in exactly one commit, and
+// every host converges.
+func TestCrashBetweenSplitCommitsCLI(t *testing.T) {
+	const parts = 1_100
+	for _, fp := range []string{"commit-after-persist", "commit-after-append"} {
+		t.Run(fp, func(t *testing.T) {
+			c, lg, writer := crashEnv(t)
+			victim := t.TempDir()
+			hv := []string{"--cache", victim, "--host", "victim"}
+			c.ok(append(hv, "sync")...)
+			head := c.status(victim).Head
+			putWide(t, victim, parts, "victim")
+			if r := c.runEnv([]string{FailpointEnv + "=" + fp}, append(hv, "commit", "-m", "wide")...); r.code != -1 {
+				t.Fatalf("commit with failpoint %s: exit %d, want killed\nstderr: %s", fp, r.code, r.stderr)
+			}
+			st := c.status(victim)
+			if st.Head != head+ledger.MaxBatch {
+				t.Fatalf("after the kill the head is %d, want the first commit's %d events after %d", st.Head, ledger.MaxBatch, head)
+			}
+			dirty := len(st.Dirty)
+			if fp == "commit-after-persist" && dirty != parts-ledger.MaxBatch {
+				t.Fatalf("after the kill %d files are uncommitted, want the second commit's %d", dirty, parts-ledger.MaxBatch)
+			}
+			r := c.run(append(hv, "commit", "-m", "rest")...)
+			if r.code != 0 || strings.Contains(r.stderr, "published as") {
+				t.Fatalf("commit after the kill: exit %d, want one commit\nstdout: %s\nstderr: %s", r.code, tail(r.stdout), r.stderr)
+			}
+			c.ok(append(hv, "sync")...)
+			c.ok("--cache", writer, "--host", "writer", "sync")
+			sv, sw := c.status(victim), c.status(writer)
+			if sv.HWM != sv.Head || sw.HWM != sv.Head || len(sv.Dirty) != 0 || sv.Head != head+parts {
+				t.Fatalf("victim hwm %d, writer hwm %d, head %d (want %d), victim dirty %d", sv.HWM, sw.HWM, sv.Head, head+parts, len(sv.Dirty))
+			}
+			if diff := cmp.Diff(tree(t, writer), tree(t, victim)); diff != "" {
+				t.Fatalf("caches differ (-writer +victim):\n%s", diff)
+			}
+			in := map[string]map[string]bool{} // path → the commits touching it
+			err := lg.Read(context.Background(), 1, 0, func(r ledger.Record) error {
+				for _, e := range r.Event.Entries {
+					if in[e.Path] == nil {
+						in[e.Path] = map[string]bool{}
+					}
+					in[e.Path][r.Event.Commit] = true
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for m := range parts {
+				if n := len(in[wideRaw(m)]); n != 1 {
+					t.Fatalf("%s is in %d commits, want exactly 1", wideRaw(m), n)
+				}
+			}
+		})
+	}
+}

@@ -88,8 +88,9 @@ func runExec(ctx context.Context, a *app, o scope, commitOnFailure bool, argv []
 		return fmt.Errorf("commit after %s (exit %d): %w", argv[0], code, err)
 	}
 	a.ackDirty(bg, h.Dir().Root(), snap, changed, false)
+	a.noteSplit(cres)
 	if !cres.Nothing {
-		a.logger.Info("committed", "commit", cres.Commit, "files", cres.Written, "deleted", cres.Deleted, "seqs", cres.Seqs)
+		a.logger.Info("committed", "commit", cres.Commit, "commits", len(cres.Commits), "files", cres.Written, "deleted", cres.Deleted, "seqs", cres.Seqs)
 	}
 	if code != 0 {
 		return withExitCode(code, nil)

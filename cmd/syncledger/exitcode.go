@@ -134,6 +134,14 @@ func newErrorObject(err error) errorObject {
 	case errors.As(err, &tr):
 		o.Detail = map[string]any{"from": tr.From, "first": tr.First}
 	}
+	var pc *host.PartialCommitError
+	if errors.As(err, &pc) {
+		// The commits of a split change published before the failure.
+		if o.Detail == nil {
+			o.Detail = map[string]any{}
+		}
+		o.Detail["published"] = pc.Published
+	}
 	return o
 }
 

@@ -115,6 +115,7 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 			if err != nil {
 				return fmt.Errorf("commit the repo's data moved into the cache: %w", err)
 			}
+			a.noteSplit(cres)
 			sres, err := h.Sync(ctx, host.SyncOptions{Lazy: lazy})
 			if err != nil {
 				return fmt.Errorf("sync the cache: %w", err)

@@ -38,7 +38,9 @@
 // batch (all k stored or none, at consecutive seqs; orbit.go's jetstreamext
 // sets Nats-Batch-Id, Nats-Batch-Sequence and Nats-Batch-Commit). More than
 // MaxBatch partitions is refused with an error wrapping ledger.ErrTooLarge that
-// names the limit. Every message carries:
+// names the limit: nothing atomic spans more. A host publishes a wider change
+// as several commits, each one batch and atomic on its own (host.Commit);
+// Append sees each as a commit of its own. Every message carries:
 //
 //	Nats-Msg-Id                           <commit uuid>/<part>
 //	Nats-Expected-Stream                  SYNCLEDGER_<name>

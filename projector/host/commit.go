@@ -44,10 +44,12 @@ type CommitOptions struct {
 	Changed []string
 }
 
-// CommitResult says what a commit did.
+// CommitResult says what a commit did. A change of more partitions than one
+// commit holds is published as several (Commit): the counts are their sums.
 type CommitResult struct {
-	Nothing    bool         `json:"nothing"` // nothing to commit: no event published
-	Commit     string       `json:"commit,omitempty"`
+	Nothing    bool         `json:"nothing"`           // nothing to commit: no event published
+	Commit     string       `json:"commit,omitempty"`  // the last commit published
+	Commits    []CommitPart `json:"commits,omitempty"` // every commit published, in order: one unless the change was split
 	Seqs       []ledger.Seq `json:"seqs,omitempty"`
 	Partitions []string     `json:"partitions,omitempty"`
 	Written    int          `json:"written"`
@@ -57,6 +59,16 @@ type CommitResult struct {
 	Pulled     int          `json:"pulled"` // remote events applied while resolving conflicts
 	HWM        ledger.Seq   `json:"hwm"`
 	Paths      []string     `json:"paths,omitempty"`
+}
+
+// CommitPart is one commit a Commit published: an atomic batch, at
+// consecutive seqs.
+type CommitPart struct {
+	Commit     string       `json:"commit"`
+	Seqs       []ledger.Seq `json:"seqs"`
+	Partitions int          `json:"partitions"`
+	Written    int          `json:"written"`
+	Deleted    int          `json:"deleted"`
 }
 
 // scanned is the result of comparing the cache with the index.
@@ -336,7 +348,15 @@ func partitionFilter(parts []string) func(string) bool {
 	return func(p string) bool { return slices.Contains(parts, p) }
 }
 
-// Commit publishes the cache's changes.
+// Commit publishes the cache's changes: one commit, all or nothing, when they
+// touch at most ledger.MaxBatch partitions (the most one JetStream atomic batch
+// holds); more are published as consecutive commits of at most MaxBatch
+// partitions each, in partition order (batches), each one atomic on its own and
+// recorded before the next is built, sharing the message with "(part i of n)"
+// appended. Chain conflicts are retried per commit as for a single one (up to
+// MaxAttempts each). An error after some of them were published leaves those
+// published and recorded, and the rest of the changes uncommitted in the cache:
+// the next Commit publishes them; the result lists the commits published.
 func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
 	release, aerr := h.acquire()
 	if aerr != nil {
@@ -363,11 +383,22 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	if err != nil {
 		return CommitResult{}, err
 	}
+	res, err := h.commit(ctx, s, opt)
+	slices.Sort(res.Paths) // Partitions stay in Seqs' order, one for one
+	if err != nil && len(res.Commits) > 0 {
+		err = &PartialCommitError{Published: res.Commits, Err: err}
+	}
+	return res, err
+}
+
+// commit is Commit's loop: scan, publish each batch of the changes, and on a
+// chain conflict catch up with the batch's partitions and scan again.
+func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions) (CommitResult, error) {
 	keep := partitionFilter(opt.Partitions)
 	var res CommitResult
 	put := h.commitStage(ctx, opt.Stored)
 	for attempt := 1; ; attempt++ {
-		res.Attempts = attempt
+		res.Attempts++
 		sc, err := h.scan(s, keep, opt.Changed, put)
 		if err != nil {
 			return res, err
@@ -376,20 +407,37 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 			sc.changes = slices.DeleteFunc(sc.changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
 		}
 		if len(sc.changes) == 0 {
-			res.Nothing, res.HWM = true, s.core.HWM()
+			res.Nothing, res.HWM = len(res.Commits) == 0, s.core.HWM()
 			return res, nil
 		}
 		h.cfg.Failpoint("commit-after-scan")
-		err = h.publish(ctx, s, sc, opt, &res)
-		var ce *ledger.ConflictError
-		if !errors.As(err, &ce) {
-			return res, err
+		bs := batches(sc.changes)
+		n := len(res.Commits) + len(bs)
+		var changes []ledger.Entry // the batch the chain moved under
+		for _, b := range bs {
+			msg := opt.Message
+			if n > 1 {
+				msg = PartMessage(opt.Message, len(res.Commits)+1, n)
+			}
+			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, &res)
+			var ce *ledger.ConflictError
+			if errors.As(err, &ce) {
+				if attempt >= opt.MaxAttempts {
+					return res, fmt.Errorf("commit: gave up after %d attempts: %w", attempt, err)
+				}
+				h.log.Info("chain moved, syncing touched partitions", "partition", ce.Partition, "attempt", attempt)
+				changes = b
+				break
+			}
+			if err != nil {
+				return res, err
+			}
+			attempt = 1 // each commit has its own MaxAttempts
 		}
-		if attempt >= opt.MaxAttempts {
-			return res, fmt.Errorf("commit: gave up after %d attempts: %w", attempt, err)
+		if changes == nil {
+			return res, nil
 		}
-		h.log.Info("chain moved, syncing touched partitions", "partition", ce.Partition, "attempt", attempt)
-		if err := h.catchUp(ctx, s, sc.changes, &res); err != nil {
+		if err := h.catchUp(ctx, s, changes, &res); err != nil {
 			return res, err
 		}
 		// Backoff of attempt × 1–7 ms, the factor taken from the clock's
@@ -403,14 +451,68 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	}
 }
 
-// publish uploads the changed content, appends the events and records them.
-func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOptions, res *CommitResult) error {
+// batches splits changes (sorted by path) into the changes of consecutive runs
+// of at most ledger.MaxBatch partitions, in partition order, each sorted by
+// path: the commits a change too wide for one atomic batch is published as.
+// A partition is never split between two of them.
+func batches(changes []ledger.Entry) [][]ledger.Entry {
+	byPart := map[string][]ledger.Entry{}
+	for _, e := range changes {
+		p := ledger.PartitionKey(e.Path)
+		byPart[p] = append(byPart[p], e)
+	}
+	if len(byPart) <= ledger.MaxBatch {
+		return [][]ledger.Entry{changes}
+	}
+	var out [][]ledger.Entry
+	for parts := range slices.Chunk(slices.Sorted(maps.Keys(byPart)), ledger.MaxBatch) {
+		var b []ledger.Entry
+		for _, p := range parts {
+			b = append(b, byPart[p]...)
+		}
+		slices.SortFunc(b, func(x, y ledger.Entry) int { return strings.Compare(x.Path, y.Path) })
+		out = append(out, b)
+	}
+	return out
+}
+
+// PartMessage is the message of commit i of n that one commit's changes were
+// split into (Commit): the message with "(part i of n)" appended.
+func PartMessage(msg string, i, n int) string {
+	if msg == "" {
+		return fmt.Sprintf("(part %d of %d)", i, n)
+	}
+	return fmt.Sprintf("%s (part %d of %d)", msg, i, n)
+}
+
+// PartialCommitError is a Commit that failed after publishing some of the
+// commits its changes were split into: those are published and recorded, the
+// rest of the changes are still uncommitted in the cache.
+type PartialCommitError struct {
+	Published []CommitPart // the commits published, in order
+	Err       error        // the failure
+}
+
+func (e *PartialCommitError) Error() string {
+	ids := make([]string, len(e.Published))
+	for i, p := range e.Published {
+		ids[i] = p.Commit
+	}
+	return fmt.Sprintf("%v (published before it, of the same change: %s; the rest of the change stays uncommitted in the cache: commit again once this is fixed)",
+		e.Err, strings.Join(ids, ", "))
+}
+
+func (e *PartialCommitError) Unwrap() error { return e.Err }
+
+// publish uploads the changed content, appends the events of one commit and
+// records them, adding the commit to res.
+func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, res *CommitResult) error {
 	now := h.cfg.Now()
 	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
 		return err
 	}
-	c := ledger.Commit{ID: id, Host: h.cfg.Host, At: now, Message: opt.Message, Entries: sc.changes}
+	c := ledger.Commit{ID: id, Host: h.cfg.Host, At: now, Message: msg, Entries: sc.changes}
 	events, err := s.core.CommitEvents(c)
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -452,21 +554,24 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, opt CommitOp
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
 	h.cfg.Failpoint("commit-after-persist")
-	res.Commit, res.Seqs, res.HWM = id, seqs, s.core.HWM()
-	res.Partitions = res.Partitions[:0]
-	for _, ev := range events {
-		res.Partitions = append(res.Partitions, ev.Partition)
-	}
-	res.Written, res.Deleted, res.Bytes, res.Paths = 0, 0, 0, nil
+	part := CommitPart{Commit: id, Seqs: seqs, Partitions: len(events)}
 	for _, e := range sc.changes {
 		res.Paths = append(res.Paths, e.Path)
 		if e.Deleted {
-			res.Deleted++
+			part.Deleted++
 		} else {
-			res.Written++
+			part.Written++
 			res.Bytes += e.Size
 		}
 	}
+	for _, ev := range events {
+		res.Partitions = append(res.Partitions, ev.Partition)
+	}
+	res.Commit, res.HWM = id, s.core.HWM()
+	res.Commits = append(res.Commits, part)
+	res.Seqs = append(res.Seqs, seqs...)
+	res.Written += part.Written
+	res.Deleted += part.Deleted
 	return nil
 }
 
