@@ -590,8 +590,9 @@ func (d *Dir) ScanWith(ign *ignore.Matcher, fn func(rel string, fi FileInfo) err
 // Scan walks the cache, and a path that is absent, or below a directory Scan
 // does not enter (ignored, internal, the state directory, a symlink or not a
 // directory), is not reported. A commit from a dirty set (package dirty) checks
-// its paths with it. Skipped paths below the given ones go to skip; the given
-// paths and their parents are not reported as skipped.
+// its paths with it. Each file is reported once, however often paths name it.
+// Skipped paths below the given ones go to skip; the given paths and their
+// parents are not reported as skipped.
 // The ignore rules are ign (Ignore).
 func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
 	visit := d.visit(ign, fn, skip)
@@ -618,9 +619,16 @@ func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string,
 		enterable[dir] = ok
 		return ok
 	}
+	// Each path once, a directory before the paths under it: a path listed
+	// twice, or inside a listed directory, is reported once.
+	paths = slices.Clone(paths)
+	for i, rel := range paths {
+		paths[i] = strings.Trim(rel, "/")
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
 	var done []string // directories walked: their subtrees are covered
 	for _, rel := range paths {
-		rel = strings.Trim(rel, "/")
 		if rel == "" || rel == "." {
 			return filepath.WalkDir(d.root, visit)
 		}

@@ -121,8 +121,6 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 	}
 	// The files the index does not vouch for are hashed (and staged) while the
 	// walk goes on, h.cfg.Parallel at a time.
-	// The files the index does not vouch for are hashed (and staged) while the
-	// walk goes on, h.cfg.Parallel at a time.
 	seen := map[string]bool{}
 	var cands []*candidate
 	st := h.dir.NewStater()

@@ -46,6 +46,13 @@ func TestCommitChanged(t *testing.T) {
 	if res := commit("m/1", "nosuch"); !cmp.Equal(res.Paths, []string{"m/1"}) {
 		t.Fatalf("set [m/1 nosuch] committed %v", res.Paths)
 	}
+	// A path named twice, or with a directory above it also named, is one
+	// change (a dirty set and swamp's hints may repeat paths).
+	writeFile(t, a, "m/1", "one, changed again")
+	writeFile(t, a, "m/4", "four")
+	if res := commit("m/1", "m/4", "/m/1/", "m", "m/1"); !cmp.Equal(res.Paths, []string{"m/1", "m/4"}) {
+		t.Fatalf("set [m/1 m/4 /m/1/ m m/1] committed %v", res.Paths)
+	}
 
 	// A directory stands for its subtree: removed files are deletions, new ones
 	// additions; rows outside it are not deletions.
