@@ -337,6 +337,14 @@ func TestCrashRedeliversHeldCommitsFirst(t *testing.T) {
 	}
 	go func() { _ = r1.Run(context.Background()) }()
 	<-blocked
+	// The acknowledgements of the five commits handled before it are
+	// asynchronous publishes: wait until the server has them all, or a crash
+	// now may lose some and redeliver those commits too (at-least-once allows
+	// it; this test is about the held ones).
+	consumertest.Wait(t, 10*time.Second, "the first five commits acknowledged", func() bool {
+		ps, _ := consumers.Positions(consumertest.Ctx(t), l.Conn, l.Name)
+		return len(ps) == 1 && ps[0].AckFloor >= all[4]
+	})
 	nc1.Close() // the crash: its 15 prefetched commits stay unacknowledged
 
 	h2 := &recorder{}
