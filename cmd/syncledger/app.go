@@ -54,6 +54,10 @@ type app struct {
 	abort *aborter // ends the running command (abortWith)
 
 	envs []envBinding
+	// oneShotSync: the command is `syncledger sync`, whose run counts as one
+	// moment, so its fast path may take the last seq from the log's open
+	// (jetstream.WithOpenSeq); never a long-lived process.
+	oneShotSync bool
 	// completeTree, when set, adds the commands newRootCmdFor left out.
 	completeTree func()
 	started      bool // the command's flags and args were accepted; errors from here on are not usage errors
@@ -249,7 +253,11 @@ func (a *app) Log(ctx context.Context) (*jetstream.Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := jetstream.Open(ctx, nc, a.ledgerName)
+	var opts []jetstream.Option
+	if a.oneShotSync {
+		opts = append(opts, jetstream.WithOpenSeq())
+	}
+	l, err := jetstream.Open(ctx, nc, a.ledgerName, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w (NATS at %s)", err, redactURL(a.natsURL))
 	}

@@ -45,6 +45,7 @@ and not committed are never overwritten: the sync stops and names them (exit 3).
 }
 
 func runSync(ctx context.Context, a *app, o syncOpts) error {
+	a.oneShotSync = true
 	parts, h, err := a.scopedHost(ctx, o.scope)
 	if err != nil {
 		return err

@@ -56,6 +56,21 @@ type options struct {
 	timeout   time.Duration
 	attempts  int
 	retryWait time.Duration
+	openSeq   bool // WithOpenSeq
+}
+
+// WithOpenSeq lets the first LastSeq within 500 ms of Open answer from the
+// stream info Open read (one request where a one-shot command's sync made
+// two). Only a short-lived caller whose whole run counts as one moment may set
+// it: nothing it learns between Open and that LastSeq — a lock taken, a
+// message from another host — may promise a later seq, or its sync would miss
+// the commits made before that promise (a long-lived process that takes a lock
+// and then syncs, as the swamp agent does, must not). Default off.
+func WithOpenSeq() Option {
+	return func(o *options) error {
+		o.openSeq = true
+		return nil
+	}
 }
 
 // WithTimeout sets the per-request timeout (default DefaultTimeout): each request
@@ -282,7 +297,9 @@ func Open(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log
 	if err := l.adopt(&st.Config); err != nil {
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
-	l.opened = opened{last: ledger.Seq(st.State.LastSeq), at: time.Now(), valid: true}
+	if l.opts.openSeq {
+		l.opened = opened{last: ledger.Seq(st.State.LastSeq), at: time.Now(), valid: true}
+	}
 	return l, nil
 }
 

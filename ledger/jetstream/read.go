@@ -16,9 +16,9 @@ import (
 // the stream leader — the cheapest authoritative request JetStream offers (see
 // the package doc for the measured cost).
 //
-// The first call within openFresh (500 ms) of Open, with nothing written
-// through this Log in between, answers from the stream info request Open made
-// instead: a seq as recent as the command's start, which is all a one-shot
+// With WithOpenSeq, the first call within openFresh (500 ms) of Open, with
+// nothing written through this Log in between, answers from the stream info
+// request Open made instead: a seq as recent as the command's start, which is all a one-shot
 // command's fast path needs (a no-op sync makes one request, not two). A caller
 // that knows of a later seq than the answer — a cache HWM another process moved
 // meanwhile — asks again and gets a fresh one.

@@ -63,7 +63,7 @@ func TestSyncAfterAnotherProcessMovedHWM(t *testing.T) {
 	w := e.host("writer")
 	writeFile(t, w, "a/1", "one")
 	mustCommit(t, w, "one")
-	stale, err := jetstream.Open(ctx, e.nc, "test") // answers its first LastSeq with seq 1
+	stale, err := jetstream.Open(ctx, e.nc, "test", jetstream.WithOpenSeq()) // answers its first LastSeq with seq 1
 	if err != nil {
 		t.Fatal(err)
 	}
