@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	simHistories = flag.Int("sim.histories", 2000, "simulated histories per test (one when -seed is set)")
+	simHistories = flag.Int("sim.histories", 500, "simulated histories per test (one when -seed is set; CI runs TestSimulation with 10,000)")
 	simSteps     = flag.Int("sim.steps", 80, "most steps per history (each history draws its length from steps/2..steps)")
 )
 

@@ -347,9 +347,9 @@ func partitionFilter(parts []string) func(string) bool {
 }
 
 // Commit publishes the cache's changes: one commit, all or nothing, when they
-// touch at most ledger.MaxBatch partitions (the most one JetStream atomic batch
-// holds); more are published as consecutive commits of at most MaxBatch
-// partitions each, in partition order (batches), each one atomic on its own and
+// touch at most Config.CommitPartitions partitions (ledger.MaxBatch, the most
+// one JetStream atomic batch holds, unless set lower); more are published as
+// consecutive commits of at most that many partitions each, in partition order (batches), each one atomic on its own and
 // recorded before the next is built, sharing the message with "(part i of n)"
 // appended. Chain conflicts are retried per commit as for a single one (up to
 // MaxAttempts each). An error after some of them were published leaves those
@@ -409,7 +409,7 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions) (Commi
 			return res, nil
 		}
 		h.cfg.Failpoint("commit-after-scan")
-		bs := batches(sc.changes)
+		bs := batches(sc.changes, h.cfg.CommitPartitions)
 		n := len(res.Commits) + len(bs)
 		var changes []ledger.Entry // the batch the chain moved under
 		for _, b := range bs {
@@ -450,20 +450,20 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions) (Commi
 }
 
 // batches splits changes (sorted by path) into the changes of consecutive runs
-// of at most ledger.MaxBatch partitions, in partition order, each sorted by
+// of at most limit partitions, in partition order, each sorted by
 // path: the commits a change too wide for one atomic batch is published as.
 // A partition is never split between two of them.
-func batches(changes []ledger.Entry) [][]ledger.Entry {
+func batches(changes []ledger.Entry, limit int) [][]ledger.Entry {
 	byPart := map[string][]ledger.Entry{}
 	for _, e := range changes {
 		p := ledger.PartitionKey(e.Path)
 		byPart[p] = append(byPart[p], e)
 	}
-	if len(byPart) <= ledger.MaxBatch {
+	if len(byPart) <= limit {
 		return [][]ledger.Entry{changes}
 	}
 	var out [][]ledger.Entry
-	for parts := range slices.Chunk(slices.Sorted(maps.Keys(byPart)), ledger.MaxBatch) {
+	for parts := range slices.Chunk(slices.Sorted(maps.Keys(byPart)), limit) {
 		var b []ledger.Entry
 		for _, p := range parts {
 			b = append(b, byPart[p]...)

@@ -51,9 +51,9 @@
 // it reads the partitions' new events; if none of them changes a path this host
 // changed, it applies them and retries, else it stops with a *ConflictError naming
 // the paths, keeping the local files (still dirty). A change of more than
-// ledger.MaxBatch partitions is published as consecutive commits of at most
-// MaxBatch partitions, in partition order, each atomic and recorded before the
-// next; one that stops between them leaves the rest dirty for the next commit.
+// ledger.MaxBatch partitions (Config.CommitPartitions) is published as
+// consecutive commits of at most that many partitions, in partition order,
+// each atomic and recorded before the next; one that stops between them leaves the rest dirty for the next commit.
 //
 // # Sharing a cache between processes
 //

@@ -78,6 +78,10 @@ type Config struct {
 	// covers; 0 means 4096. A Ready holds one change per path, so a long replay
 	// over few paths applies each path once per batch, not once per event.
 	BatchEvents int
+	// CommitPartitions bounds the partitions of one published commit; 0, or
+	// more than ledger.MaxBatch (the most one JetStream atomic batch holds),
+	// means ledger.MaxBatch. A wider change is split (Commit).
+	CommitPartitions int
 	// LockWait is how long to wait for another process holding the cache; 0 means 10s.
 	LockWait time.Duration
 	// Failpoint, when set, is called at named points (see Failpoints) so crash
@@ -167,6 +171,9 @@ func Open(cfg Config) (*Host, error) {
 	}
 	if cfg.BatchEvents <= 0 {
 		cfg.BatchEvents = 4096
+	}
+	if cfg.CommitPartitions <= 0 || cfg.CommitPartitions > ledger.MaxBatch {
+		cfg.CommitPartitions = ledger.MaxBatch
 	}
 	if cfg.LockWait <= 0 {
 		cfg.LockWait = 10 * time.Second

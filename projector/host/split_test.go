@@ -133,14 +133,16 @@ func crashAtHit(name string, n int) func(string) {
 	}
 }
 
-// TestSplitCommitCrash stops a split commit of 2,100 partitions (three
-// commits) between its commits and inside one: after its second commit is
+// TestSplitCommitCrash stops a split commit of 21 partitions at 10 a commit
+// (Config.CommitPartitions: the split of 2,100 at ledger.MaxBatch, scaled
+// down a hundredfold; TestSplitCommit runs at the real limit), three
+// commits, between its commits and inside one: after its second commit is
 // recorded, after its second is appended and not recorded, after its first
 // is appended and not recorded. The commits before the stop are in the log, the rest
 // of the changes are still uncommitted, and the next commit publishes exactly
 // those: every file is in exactly one commit, and a fresh host converges.
 func TestSplitCommitCrash(t *testing.T) {
-	const parts, files = 2_100, 2
+	const limit, parts, files = 10, 21, 2
 	for _, tc := range []struct {
 		failpoint string
 		hit       int
@@ -148,15 +150,16 @@ func TestSplitCommitCrash(t *testing.T) {
 		dirty     int // partitions still dirty after it
 		more      int // commits the next commit publishes
 	}{
-		{"commit-after-persist", 2, 2, 100, 1},
-		{"commit-after-append", 2, 2, 1100, 1}, // the second commit is published, not recorded
-		{"commit-after-append", 1, 1, 2100, 2},
+		{"commit-after-persist", 2, 2, 1, 1},
+		{"commit-after-append", 2, 2, 11, 1}, // the second commit is published, not recorded
+		{"commit-after-append", 1, 1, 21, 2},
 	} {
 		t.Run(fmt.Sprintf("%s#%d", tc.failpoint, tc.hit), func(t *testing.T) {
 			ctx := context.Background()
 			e := newEnv(t)
 			dir := t.TempDir()
 			a := e.hostAt("a", dir)
+			a.cfg.CommitPartitions = limit
 			writeWide(t, a, parts, files, "v1")
 			a.cfg.Failpoint = crashAtHit(tc.failpoint, tc.hit)
 			if !crashed(func() { _, _ = a.Commit(ctx, CommitOptions{Message: "wide"}) }) {
@@ -167,6 +170,7 @@ func TestSplitCommitCrash(t *testing.T) {
 				t.Fatalf("after the crash the log holds %d commits, want %d", n, tc.published)
 			}
 			a = e.hostAt("a", dir)
+			a.cfg.CommitPartitions = limit
 			st := mustStatus(t, a)
 			dirtyParts := map[string]bool{}
 			for _, p := range st.Dirty {
@@ -229,24 +233,26 @@ func TestSplitCommitCrash(t *testing.T) {
 }
 
 // TestSplitCommitConflict: another host commits to a partition of the
-// second of three commits while the first is published. The first commit
+// second of three commits (21 partitions at 10 a commit, as in
+// TestSplitCommitCrash) while the first is published. The first commit
 // stays published; a change to another path of that partition is pulled and
 // the commit goes on (as a single commit retries); a change to the same path
 // stops it with a ConflictError naming it, the commits before it published,
 // the rest still uncommitted.
 func TestSplitCommitConflict(t *testing.T) {
-	const parts = 2_100
+	const limit, parts = 10, 21
 	for _, samePath := range []bool{false, true} {
 		t.Run(fmt.Sprintf("same-path=%v", samePath), func(t *testing.T) {
 			ctx := context.Background()
 			e := newEnv(t)
 			a, b := e.host("a"), e.host("b")
+			a.cfg.CommitPartitions = limit
 			writeWide(t, a, parts, 1, "base")
 			mustCommit(t, a, "base")
 			mustSync(t, b, SyncOptions{})
 			writeWide(t, a, parts, 1, "a")
-			target := wideFile(1500, 0) // in the second commit
-			other := wideFile(1500, 7)
+			target := wideFile(15, 0) // in the second commit
+			other := wideFile(15, 7)
 			if samePath {
 				other = target
 			}
@@ -289,8 +295,8 @@ func TestSplitCommitConflict(t *testing.T) {
 			for _, p := range st.Dirty {
 				dirtyParts[ledger.PartitionKey(p)] = true
 			}
-			if len(dirtyParts) != parts-ledger.MaxBatch {
-				t.Fatalf("%d partitions dirty after the conflict, want %d", len(dirtyParts), parts-ledger.MaxBatch)
+			if len(dirtyParts) != parts-limit {
+				t.Fatalf("%d partitions dirty after the conflict, want %d", len(dirtyParts), parts-limit)
 			}
 		})
 	}
