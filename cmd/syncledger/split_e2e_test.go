@@ -39,6 +39,7 @@ func splitNotes(stderr string, n int) []string {
 // in one line on stderr; --json lists every commit; a fresh host syncs to the
 // head with the same files; a commit afterwards publishes nothing.
 func TestSplitCommitCLI(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t, "split")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	a, b := t.TempDir(), t.TempDir()

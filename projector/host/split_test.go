@@ -67,6 +67,7 @@ func (e *env) loggedCommits() []loggedCommit {
 // sharing the message; a fresh host syncs to the head with the same content,
 // and a commit afterwards publishes nothing.
 func TestSplitCommit(t *testing.T) {
+	t.Parallel()
 	const parts, files = 2_500, 3
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
@@ -142,6 +143,7 @@ func crashAtHit(name string, n int) func(string) {
 // of the changes are still uncommitted, and the next commit publishes exactly
 // those: every file is in exactly one commit, and a fresh host converges.
 func TestSplitCommitCrash(t *testing.T) {
+	t.Parallel()
 	const limit, parts, files = 10, 21, 2
 	for _, tc := range []struct {
 		failpoint string
@@ -240,6 +242,7 @@ func TestSplitCommitCrash(t *testing.T) {
 // stops it with a ConflictError naming it, the commits before it published,
 // the rest still uncommitted.
 func TestSplitCommitConflict(t *testing.T) {
+	t.Parallel()
 	const limit, parts = 10, 21
 	for _, samePath := range []bool{false, true} {
 		t.Run(fmt.Sprintf("same-path=%v", samePath), func(t *testing.T) {
