@@ -73,7 +73,9 @@ func natsEnv(t *testing.T, url string) *env {
 	}
 	t.Cleanup(nc.Close)
 	lg, err := jetstream.Create(context.Background(), nc, jetstream.Config{Name: "test", Blobs: "file:///unused"},
-		jetstream.WithTimeout(time.Second), jetstream.WithRetry(10, 50*time.Millisecond))
+		// A lost ack costs one request timeout: 400 ms, not the default, keeps
+		// the tests that lose them short; retries cover a slow answer.
+		jetstream.WithTimeout(400*time.Millisecond), jetstream.WithRetry(10, 50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
