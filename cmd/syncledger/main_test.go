@@ -25,7 +25,7 @@ var binPath string
 func TestMain(m *testing.M) {
 	testmain.Setup()
 	// The end-to-end tests wait on the CLI processes they run, not the CPU.
-	testmain.Parallel(4)
+	testmain.Parallel(8)
 	dir, err := os.MkdirTemp("", "syncledger-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -10,7 +10,7 @@ import (
 func TestMain(m *testing.M) {
 	testmain.Setup()
 	// Several tests wait on timeouts and reconnects (lost acks, blob faults,
-	// server restarts) rather than the CPU: four at once keep both cores busy.
-	testmain.Parallel(4)
+	// server restarts) rather than the CPU: eight at once keep both cores busy.
+	testmain.Parallel(8)
 	os.Exit(m.Run())
 }
