@@ -61,16 +61,18 @@ func (e *env) loggedCommits() []loggedCommit {
 	return out
 }
 
-// TestSplitCommit: a cold commit of 2,500 partitions, more than one atomic
-// batch holds (ledger.MaxBatch), is published as three commits of 1,000,
-// 1,000 and 500 partitions, in partition order, each one whole atomic batch,
+// TestSplitCommit: a cold commit of 25 partitions, more than one commit
+// holds (Config.CommitPartitions at 10: TestSplitCommitCLI splits 2,500 at
+// the real limit, ledger.MaxBatch), is published as three commits of 10, 10
+// and 5 partitions, in partition order, each one whole atomic batch,
 // sharing the message; a fresh host syncs to the head with the same content,
 // and a commit afterwards publishes nothing.
 func TestSplitCommit(t *testing.T) {
 	t.Parallel()
-	const parts, files = 2_500, 3
+	const limit, parts, files = 10, 25, 3
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
+	a.cfg.CommitPartitions = limit
 	writeWide(t, a, parts, files, "v1")
 	res := mustCommit(t, a, "cold")
 	if len(res.Commits) != 3 || res.Written != parts*files || len(res.Partitions) != parts || len(res.Seqs) != parts {
@@ -85,7 +87,7 @@ func TestSplitCommit(t *testing.T) {
 	if len(logged) != 3 {
 		t.Fatalf("the log holds %d commits, want 3", len(logged))
 	}
-	wantParts := []int{1000, 1000, 500}
+	wantParts := []int{limit, limit, parts - 2*limit}
 	var prev string
 	for i, c := range logged {
 		if c.id != res.Commits[i].Commit || !slices.Equal(c.seqs, res.Commits[i].Seqs) {
@@ -302,5 +304,22 @@ func TestSplitCommitConflict(t *testing.T) {
 				t.Fatalf("%d partitions dirty after the conflict, want %d", len(dirtyParts), parts-limit)
 			}
 		})
+	}
+}
+
+// TestCommitPartitionsBound: Config.CommitPartitions defaults to, and never
+// exceeds, ledger.MaxBatch, the most one atomic batch holds.
+func TestCommitPartitionsBound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for set, want := range map[int]int{0: ledger.MaxBatch, -1: ledger.MaxBatch, 10: 10, ledger.MaxBatch + 1: ledger.MaxBatch} {
+		h, err := Open(Config{Cache: t.TempDir(), Host: "h", Log: e.log, Blobs: e.blobs, CommitPartitions: set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.cfg.CommitPartitions; got != want {
+			t.Errorf("CommitPartitions %d: in effect %d, want %d", set, got, want)
+		}
+		h.Close()
 	}
 }
