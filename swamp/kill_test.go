@@ -25,6 +25,7 @@ func TestImportKilledAndRerun(t *testing.T) {
 	if os.Getenv("SWAMP_IMPORT_CHILD") != "" {
 		t.Skip("in the child")
 	}
+	t.Parallel()
 	srv, nc := jstest.RunServer(t)
 	killed := newLedgerOn(t, nc)
 	whole := newLedgerOn(t, nc)

@@ -119,6 +119,7 @@ func TestBlobFaults(t *testing.T) {
 		{"retrying store", policy, []faulty.Fault{faulty.ServerError, faulty.Timeout, faulty.Reset, faulty.Slow}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each case has its own server and stores, and mostly waits on faults
 			ctx := context.Background()
 			e := newEnv(t)
 			fcfg := faulty.Config{Seed: 11, Rate: 0.3, Delay: time.Millisecond, Hang: 100 * time.Millisecond}
