@@ -238,18 +238,25 @@ func TestUICommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(p.line(t, `^\{`)), &out); err != nil || !strings.HasPrefix(out.URL, "http://127.0.0.1:") {
 		t.Fatalf("ui --json: %+v %v", out, err)
 	}
-	resp, err := http.Get(out.URL + "api/state")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var st struct {
 		Ledger string `json:"ledger"`
 		UUID   string `json:"uuid"`
 	}
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
-	if err != nil || st.Ledger != "default" {
-		t.Errorf("/api/state: %+v %v", st, err)
+	// The dashboard listens before it has read the ledger's settings (it
+	// starts with the server down as well): its state has no uuid until then.
+	for deadline := time.Now().Add(10 * time.Second); st.UUID == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(out.URL + "api/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("/api/state: %v", err)
+		}
+	}
+	if st.Ledger != "default" {
+		t.Errorf("/api/state: %+v", st)
 	}
 	if code := p.stop(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("ui exit %d after SIGTERM; stderr %s", code, p.stderr)
