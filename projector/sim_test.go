@@ -127,20 +127,29 @@ func (h *simHost) cacheSet(path string, d ledger.Digest, present bool) {
 }
 
 // synced marks path durable, as the shell's fsync of the file and of the
-// directories on its path does: that also makes durable the removal of a file
-// that had one of those directories' names, and, when path is a file, the
-// removal of the files under the directory it replaced (a file and a
+// directories on its path does (cachefs.Flush syncs every one of them, and
+// skips one that is no longer a directory): that also makes durable the
+// removal of a file that had one of those directories' names, and, when path
+// or one of those names is a file now (fsynced before its rename), that file
+// and the removal of the files under the directory it replaced (a file and a
 // directory of one name never coexist, not even after a power cut).
 func (h *simHost) synced(path string) {
 	delete(h.unsynced, path)
+	var files []string
+	if _, file := h.cache[path]; file {
+		files = append(files, path)
+	}
 	for i := range len(path) {
 		if path[i] == '/' {
 			delete(h.unsynced, path[:i])
+			if _, file := h.cache[path[:i]]; file {
+				files = append(files, path[:i])
+			}
 		}
 	}
-	if _, file := h.cache[path]; file {
+	for _, f := range files {
 		for q := range h.unsynced {
-			if strings.HasPrefix(q, path+"/") {
+			if strings.HasPrefix(q, f+"/") {
 				delete(h.unsynced, q)
 			}
 		}
@@ -1454,6 +1463,13 @@ func TestSimulationFoundSeeds(t *testing.T) {
 		// the unsynced removal back, a file under a file (synced: a file
 		// fsynced makes durable the removal of the files under its name).
 		1796135292866888655,
+		// I10: h0's Ready replaced the directory data/sim/p2/f0 by a file and
+		// removed data/sim/p2/f0/1, whose sync (its directories: data/sim/p2
+		// among them) made the file durable, but not the removal of
+		// data/sim/p2/f0/1/raw under it; the power cut brought that back, a
+		// file under a file (synced: a file on the synced path's directories
+		// makes durable the removal of the files under its name too).
+		1796158782318713160,
 	} {
 		if err := newSim(historyConfig(seed, true)).run(); err != nil {
 			t.Errorf("seed %d: %v", seed, err)
