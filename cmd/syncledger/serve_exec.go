@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -92,11 +93,29 @@ func buildServer(ctx context.Context, a *app, how string) (string, error) {
 		cache = os.TempDir()
 	}
 	out := filepath.Join(cache, "syncledger", serverBinary)
-	fmt.Fprintf(a.stderr, "syncledger serve: building the server build (go build -tags server -o %s %s/cmd/syncledger)\n", out, modulePath)
-	build := exec.CommandContext(ctx, "go", "build", "-tags", "server", "-o", out, modulePath+"/cmd/syncledger")
+	// go run -exec cp builds as go build does, then copies the binary to out;
+	// unlike go build it keeps the linked binary in the build cache, so the
+	// next serve from an unchanged tree links nothing. Windows has no cp.
+	// It is copied beside out and renamed over it: cp onto a server build
+	// another serve is running would fail (text file busy).
+	tmp := out + ".new"
+	args := []string{"run", "-exec", "cp", "-tags", "server", modulePath + "/cmd/syncledger", tmp}
+	if runtime.GOOS == "windows" {
+		args = []string{"build", "-tags", "server", "-o", tmp, modulePath + "/cmd/syncledger"}
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", fmt.Errorf("build %s: %w (%s)", serverBinary, err, how)
+	}
+	fmt.Fprintf(a.stderr, "syncledger serve: building the server build (go %s)\n", strings.Join(args, " "))
+	build := exec.CommandContext(ctx, "go", args...)
 	build.Dir = filepath.Dir(mod)
 	if b, err := build.CombinedOutput(); err != nil {
+		os.Remove(tmp)
 		return "", fmt.Errorf("build %s: %v\n%s(%s)", serverBinary, err, b, how)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("build %s: %w (%s)", serverBinary, err, how)
 	}
 	return out, nil
 }
