@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -15,11 +16,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/google/go-cmp/cmp"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/gcs"
 	"github.com/syncledger/syncledger/ledger/s3"
@@ -41,7 +42,8 @@ func (c *clock) Add(d time.Duration) {
 
 const fakeBucket = "swamp-fake"
 
-// A backend opens stores on prefixes of one bucket of one in-process server.
+// A backend opens stores on prefixes of one bucket of one server (gofakes3 in
+// this process, fake-gcs-server in its own).
 type backend func(t testing.TB, prefix string) ledger.ObjectStore
 
 func fileBackend(t testing.TB) backend {
@@ -69,14 +71,10 @@ func s3Backend(t testing.TB) backend {
 
 func gcsBackend(t testing.TB) backend {
 	t.Helper()
-	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{NoListener: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: fakeBucket})
+	srv := gcstest.Start(t)
+	srv.CreateBucket(t, fakeBucket)
 	return func(t testing.TB, prefix string) ledger.ObjectStore {
-		st, err := gcs.New(testCtx(t), gcs.Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: "http://127.0.0.1", HTTPClient: srv.HTTPClient()})
+		st, err := gcs.New(testCtx(t), gcs.Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL(), HTTPClient: &http.Client{}})
 		if err != nil {
 			t.Fatal(err)
 		}

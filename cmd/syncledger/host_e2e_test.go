@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/google/go-cmp/cmp"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 )
@@ -121,8 +121,9 @@ func tree(t *testing.T, cache string) map[string]string {
 }
 
 // blobBackends returns, for each blob backend, the URL of a fresh store and the
-// environment the CLI needs to reach it. S3 and GCS run in this test process and
-// speak HTTP on loopback to the CLI processes.
+// environment the CLI needs to reach it. S3 runs in this test process, GCS in a
+// fake-gcs-server process (gcstest); both speak HTTP on loopback to the CLI
+// processes.
 func blobBackends(t *testing.T) map[string]func(t *testing.T) (string, []string) {
 	return map[string]func(t *testing.T) (string, []string){
 		"file": func(t *testing.T) (string, []string) {
@@ -139,12 +140,8 @@ func blobBackends(t *testing.T) map[string]func(t *testing.T) (string, []string)
 				[]string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true"}
 		},
 		"gcs": func(t *testing.T) (string, []string) {
-			srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(srv.Stop)
-			srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "ledger"})
+			srv := gcstest.Start(t)
+			srv.CreateBucket(t, "ledger")
 			return "gs://ledger/blobs", []string{"STORAGE_EMULATOR_HOST=" + srv.URL()}
 		},
 		"natsobj": func(t *testing.T) (string, []string) {

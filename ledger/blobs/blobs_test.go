@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/google/go-cmp/cmp"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -165,12 +165,8 @@ func TestOpenS3(t *testing.T) {
 }
 
 func TestOpenGCS(t *testing.T) {
-	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "bucket"})
+	srv := gcstest.Start(t)
+	srv.CreateBucket(t, "bucket")
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.URL())
 	objs, err := Open(t.Context(), "gs://bucket/pre", Options{})
 	if err != nil {

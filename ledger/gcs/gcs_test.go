@@ -5,38 +5,35 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"github.com/fsouza/fake-gcs-server/fakestorage"
-
+	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
 )
 
 const fakeBucket = "syncledger-fake"
 
-// startFake starts an in-process fake-gcs-server holding fakeBucket.
-func startFake(t *testing.T) *fakestorage.Server {
+// startFake starts a fake-gcs-server process holding fakeBucket.
+func startFake(t *testing.T) *gcstest.Server {
 	t.Helper()
-	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{NoListener: true})
-	if err != nil {
-		t.Fatalf("start fake-gcs-server: %v", err)
-	}
-	t.Cleanup(srv.Stop)
-	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: fakeBucket})
+	srv := gcstest.Start(t)
+	srv.CreateBucket(t, fakeBucket)
 	return srv
 }
 
-// fakeConfig is a Config for the in-process srv (its transport answers any host).
-func fakeConfig(srv *fakestorage.Server, prefix string) Config {
-	return Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: "http://127.0.0.1", HTTPClient: srv.HTTPClient()}
+// fakeConfig is a Config for srv over HTTP on loopback.
+func fakeConfig(srv *gcstest.Server, prefix string) Config {
+	return Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL(), HTTPClient: &http.Client{}}
 }
 
-func storeMaker(srv *fakestorage.Server, root string) func(t *testing.T) ledger.ObjectStore {
+func storeMaker(srv *gcstest.Server, root string) func(t *testing.T) ledger.ObjectStore {
 	var n atomic.Int64
 	return func(t *testing.T) ledger.ObjectStore {
 		t.Helper()
@@ -69,7 +66,8 @@ func TestPrefixIsolation(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	hc := startFake(t).HTTPClient()
+	// New makes no request: a client is given only so that none is looked for.
+	hc := &http.Client{}
 	for _, cfg := range []Config{
 		{HTTPClient: hc},
 		{Bucket: "a/b", HTTPClient: hc},
@@ -85,16 +83,10 @@ func TestNewValidates(t *testing.T) {
 }
 
 // TestEmulatorHost runs the suites through a client New builds itself, pointed at a
-// fake-gcs-server over real HTTP by STORAGE_EMULATOR_HOST, with a small chunk size
-// so that large puts are resumable uploads of many chunks (a failed one must not be
-// finalized).
+// fake-gcs-server by STORAGE_EMULATOR_HOST, with a small chunk size so that large
+// puts are resumable uploads of many chunks (a failed one must not be finalized).
 func TestEmulatorHost(t *testing.T) {
-	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1"})
-	if err != nil {
-		t.Fatalf("start fake-gcs-server: %v", err)
-	}
-	t.Cleanup(srv.Stop)
-	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: fakeBucket})
+	srv := startFake(t)
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.URL())
 	var n atomic.Int64
 	newStore := func(t *testing.T) ledger.ObjectStore {
@@ -132,7 +124,11 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", key)
 	t.Setenv("STORAGE_EMULATOR_HOST", "")
 
-	fake := startFake(t)
+	fake, err := url.Parse(startFake(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(fake)
 	var unauthorized atomic.Int64
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer token-1" {
@@ -140,7 +136,7 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 			http.Error(w, `{"error":{"message":"no credentials"}}`, http.StatusUnauthorized)
 			return
 		}
-		fake.HTTPHandler().ServeHTTP(w, r)
+		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(api.Close)
 

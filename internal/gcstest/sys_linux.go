@@ -1,0 +1,9 @@
+package gcstest
+
+import "syscall"
+
+// sysProcAttr has the kernel kill the server if the test process dies without
+// stopping it (a test timeout's panic runs no cleanup).
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
