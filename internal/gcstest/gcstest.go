@@ -29,6 +29,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/syncledger/syncledger/internal/testmain"
 )
 
 // StartTimeout bounds how long Start waits for a server to answer.
@@ -38,7 +40,7 @@ const StartTimeout = 30 * time.Second
 type Server struct {
 	url    string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testmain.SyncBuffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // the process's exit, once done is closed
 }
@@ -116,7 +118,7 @@ func start(bin string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{url: "http://127.0.0.1:" + strconv.Itoa(port), stderr: &syncBuffer{}, done: make(chan struct{})}
+	s := &Server{url: "http://127.0.0.1:" + strconv.Itoa(port), stderr: &testmain.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, "-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
 		"-backend", "memory", "-log-level", "error")
 	s.cmd.Env = environ()
@@ -219,22 +221,4 @@ func build() (string, error) {
 		return "", fmt.Errorf("build fake-gcs-server: go tool -n printed %q, not an executable (%v)", path, err)
 	}
 	return path, nil
-}
-
-// syncBuffer is a bytes.Buffer safe to write while it is read.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/syncledger/syncledger/internal/testmain"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
 	"github.com/syncledger/syncledger/ledger/jetstream"
@@ -451,7 +452,7 @@ func TestWatchSharesTheCache(t *testing.T) {
 	e := newEnv(t)
 	remote := e.host("remote")
 	dir := t.TempDir()
-	var logged syncBuffer
+	var logged testmain.SyncBuffer
 	watcher, err := Open(Config{Cache: dir, Host: "local", Log: e.log, Blobs: e.blobs,
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
@@ -517,22 +518,4 @@ func TestWatchSharesTheCache(t *testing.T) {
 	if diff := cmp.Diff(cacheFiles(t, remote), cacheFiles(t, other)); diff != "" {
 		t.Fatalf("caches differ:\n%s", diff)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
