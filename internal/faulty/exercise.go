@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -84,7 +86,15 @@ func Exercise(t testing.TB, ctx context.Context, faulty, clean ledger.ObjectStor
 		res Result
 		ok  = make([]bool, w.Blobs)
 	)
-	parallel(w.Blobs, w.Parallel, func(i int) {
+	var g errgroup.Group
+	g.SetLimit(w.Parallel)
+	each := func(f func(i int)) {
+		for i := range w.Blobs {
+			g.Go(func() error { f(i); return nil })
+		}
+		g.Wait()
+	}
+	each(func(i int) {
 		d := ledger.DigestOf(contents[i])
 		err := bs.Put(ctx, d, bytes.NewReader(contents[i]), int64(len(contents[i])))
 		mu.Lock()
@@ -99,7 +109,7 @@ func Exercise(t testing.TB, ctx context.Context, faulty, clean ledger.ObjectStor
 		}
 		ok[i] = true
 	})
-	parallel(w.Blobs, w.Parallel, func(i int) {
+	each(func(i int) {
 		if !ok[i] {
 			return
 		}
@@ -139,18 +149,4 @@ func Exercise(t testing.TB, ctx context.Context, faulty, clean ledger.ObjectStor
 		}
 	}
 	return res
-}
-
-func parallel(n, width int, f func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, width)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f(i)
-		}()
-	}
-	wg.Wait()
 }

@@ -43,7 +43,9 @@ const (
 	// Truncate cuts a get's body short with a clean EOF, as a proxy that lost
 	// the end of a response would (puts: a server error).
 	Truncate
-	// Slow delays the call by Config.Delay and dribbles a get's body.
+	// Slow delays the call by Config.Delay and dribbles a get's body: reads of
+	// at most 512 bytes, with a quarter of Delay before the first and after
+	// each further 64 KiB.
 	Slow
 	// LostAck makes a put (or delete) happen and then fail, as a response lost
 	// after the server acted.
@@ -280,9 +282,13 @@ type faultyBody struct {
 	key   string
 	fault Fault
 	delay time.Duration
-	n     int
+	n     int // Reset, Truncate: bytes passed on
+	slow  int // Slow: bytes passed on since the last pause
 	done  bool
 }
+
+// slowPause is how much of a Slow body arrives between pauses.
+const slowPause = 64 << 10
 
 func (b *faultyBody) Read(p []byte) (int, error) {
 	if b.done {
@@ -293,8 +299,14 @@ func (b *faultyBody) Read(p []byte) (int, error) {
 	}
 	switch b.fault {
 	case Slow:
-		sleep(b.ctx, b.delay/4)
-		return b.ReadCloser.Read(p[:min(len(p), 512)])
+		if b.slow == 0 {
+			sleep(b.ctx, b.delay/4)
+		}
+		n, err := b.ReadCloser.Read(p[:min(len(p), 512)])
+		if b.slow += n; b.slow >= slowPause {
+			b.slow = 0
+		}
+		return n, err
 	case Reset, Truncate:
 		// Half of the first read arrives, then the body breaks (Reset) or
 		// ends (Truncate).

@@ -53,7 +53,10 @@ func TestFaults(t *testing.T) {
 		}
 	}()
 	fs := faulty.New(s, faulty.Config{Seed: 3, Rate: 0.2, Delay: time.Millisecond, Hang: 200 * time.Millisecond})
-	policy := ledger.RetryPolicy{Attempts: 8, Wait: 5 * time.Millisecond, MaxWait: 100 * time.Millisecond, AttemptTimeout: 3 * time.Second}
+	// An attempt in flight when its connection drops waits for acks that never
+	// come until AttemptTimeout ends it: that wait is most of the test's time,
+	// so it is a second, ample for a 200 KiB object on loopback.
+	policy := ledger.RetryPolicy{Attempts: 8, Wait: 5 * time.Millisecond, MaxWait: 100 * time.Millisecond, AttemptTimeout: time.Second}
 	res := faulty.Exercise(t, t.Context(), fs, clean, faulty.Workload{Seed: 3, Blobs: 30, MaxSize: 200 << 10, Retry: &policy, MinPutSuccess: 0.9})
 	close(stop)
 	<-done

@@ -35,7 +35,7 @@ func TestHTTPFaults(t *testing.T) {
 		{"with retrying store", 2, &ledger.RetryPolicy{Attempts: 5, Wait: time.Millisecond, MaxWait: 10 * time.Millisecond, AttemptTimeout: 3 * time.Second}, 0.97},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := faulty.NewTransport(http.DefaultTransport, faulty.Config{Seed: tc.seed, Rate: 0.25, Delay: time.Millisecond, Hang: 300 * time.Millisecond})
+			tr := faulty.NewTransport(http.DefaultTransport, faulty.Config{Seed: tc.seed, Rate: 0.25, Delay: time.Millisecond, Hang: 50 * time.Millisecond})
 			cfg := base
 			cfg.HTTPClient = &http.Client{Transport: tr, Timeout: 2 * time.Second}
 			s, err := New(t.Context(), cfg)

@@ -122,7 +122,7 @@ func TestBlobFaults(t *testing.T) {
 			t.Parallel() // each case has its own server and stores, and mostly waits on faults
 			ctx := context.Background()
 			e := newEnv(t)
-			fcfg := faulty.Config{Seed: 11, Rate: 0.3, Delay: time.Millisecond, Hang: 100 * time.Millisecond}
+			fcfg := faulty.Config{Seed: 11, Rate: 0.3, Delay: time.Millisecond, Hang: 25 * time.Millisecond}
 			w, wf := e.faultyHost("writer", fcfg, tc.retry)
 			fcfg.Seed, fcfg.Faults = 12, tc.readerFaults
 			r, rf := e.faultyHost("reader", fcfg, tc.retry)
