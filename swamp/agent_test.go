@@ -88,6 +88,7 @@ func (c *agentClient) notify(req map[string]any) {
 // hint's path, without an answer and without publishing; the push then
 // commits it.
 func TestAgentHint(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cache := t.TempDir()
 	c := startAgent(t, e, cache, nil)
@@ -127,6 +128,7 @@ func TestAgentHint(t *testing.T) {
 // background and watches it; a push then finds the files changed before the
 // pull and those changed after it, hinted or not.
 func TestAgentDirtySet(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cache := t.TempDir()
 	c := startAgent(t, e, cache, nil)
@@ -263,6 +265,7 @@ func TestAgent(t *testing.T) {
 // partitions than one atomic commit holds (ledger.MaxBatch) publish it as
 // consecutive commits, which the answer lists; the HWM reaches the head.
 func TestAgentPushSplit(t *testing.T) {
+	t.Parallel()
 	const parts = ledger.MaxBatch + 100
 	e := newEnv(t)
 	cache := t.TempDir()

@@ -127,6 +127,7 @@ func TestMirrorRoundTrip(t *testing.T) {
 	}
 	for _, tt := range targets {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := testCtx(t)
 			e := newLedgerOn(t, base.nc)
 			be := tt.backend(t)
