@@ -39,17 +39,19 @@ func TestLockContention(t *testing.T) {
 	a, b := NewLocks(kv), NewLocks(kv)
 	defer a.Close()
 	defer b.Close()
-	const key = "data/command/shell/vpc/.lock"
-	if err := a.Acquire(ctx, key, holder("a"), 10*time.Second, 20*time.Millisecond, time.Second); err != nil {
+	// b polls every retry: about 15 refused attempts in its first wait and 10
+	// while it waits for a's release.
+	const key, retry, wait = "data/command/shell/vpc/.lock", 10 * time.Millisecond, 150 * time.Millisecond
+	if err := a.Acquire(ctx, key, holder("a"), 10*time.Second, retry, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err := b.Acquire(ctx, key, holder("b"), 10*time.Second, 20*time.Millisecond, 300*time.Millisecond)
+	err := b.Acquire(ctx, key, holder("b"), 10*time.Second, retry, wait)
 	if !errors.Is(err, ErrLockTimeout) || !strings.Contains(err.Error(), "held by a") {
 		t.Fatalf("second acquire: %v, want a timeout naming holder a", err)
 	}
-	if waited := time.Since(start); waited < 250*time.Millisecond {
-		t.Fatalf("second acquire gave up after %v, before its 300ms wait", waited)
+	if waited := time.Since(start); waited < wait-retry {
+		t.Fatalf("second acquire gave up after %v, before its %v wait", waited, wait)
 	}
 	info, err := b.Inspect(ctx, key)
 	if err != nil || info == nil || info.Holder != "a" || info.Nonce != "nonce-a" || info.TTLMs != 10000 {
@@ -57,8 +59,8 @@ func TestLockContention(t *testing.T) {
 	}
 	// b waits while a holds it, and gets it when a releases.
 	got := make(chan error, 1)
-	go func() { got <- b.Acquire(ctx, key, holder("b"), 10*time.Second, 20*time.Millisecond, 30*time.Second) }()
-	time.Sleep(200 * time.Millisecond)
+	go func() { got <- b.Acquire(ctx, key, holder("b"), 10*time.Second, retry, 30*time.Second) }()
+	time.Sleep(10 * retry)
 	select {
 	case err := <-got:
 		t.Fatalf("b acquired while a held the lock: %v", err)
@@ -75,35 +77,46 @@ func TestLockContention(t *testing.T) {
 	}
 }
 
-// A holder that stops renewing (killed) loses the lock after its TTL; once
-// another holder has taken it over, the old one can neither renew nor release
-// it (fencing by revision).
+// A holder that stops renewing (killed) loses the lock TTL after its last
+// renewal; once another holder has taken it over, the old one can neither
+// renew nor release it (fencing by revision).
 func TestLockExpiryAndFencing(t *testing.T) {
 	t.Parallel()
 	kv := testBucket(t)
 	ctx := t.Context()
 	a, b := NewLocks(kv), NewLocks(kv)
 	defer b.Close()
-	const key, ttl = ".datastore.lock", 600 * time.Millisecond
+	// a renews every ttl/3 = 100 ms, each renewal a local KV update.
+	const key, ttl = ".datastore.lock", 300 * time.Millisecond
 	if err := a.Acquire(ctx, key, holder("a"), ttl, 20*time.Millisecond, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	// Renewal keeps it alive well past the TTL while a runs.
-	time.Sleep(3 * ttl)
-	if info, _ := b.Inspect(ctx, key); info == nil || info.Holder != "a" {
-		t.Fatalf("a renewing: inspect = %+v, want a", info)
+	first, err := kv.Get(ctx, kvKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renewal keeps it alive well past the TTL while a runs: held at the end
+	// of each of three TTLs.
+	for i := 1; i <= 3; i++ {
+		time.Sleep(ttl)
+		if info, _ := b.Inspect(ctx, key); info == nil || info.Holder != "a" {
+			t.Fatalf("a renewing, %v after acquiring: inspect = %+v, want a", time.Duration(i)*ttl, info)
+		}
 	}
 	// a "dies": its renewal stops, nothing is released.
 	a.mu.Lock()
 	ha := a.held[key]
 	a.mu.Unlock()
 	ha.halt()
-	start := time.Now()
+	last, err := kv.Get(ctx, kvKey(key)) // a's last renewal
+	if err != nil || last.Revision() <= first.Revision() {
+		t.Fatalf("a's entry after renewing: %v, %v; want a revision above %d", last, err, first.Revision())
+	}
 	if err := b.Acquire(ctx, key, holder("b"), ttl, 20*time.Millisecond, 10*time.Second); err != nil {
 		t.Fatalf("b after a's TTL: %v", err)
 	}
-	if waited := time.Since(start); waited < ttl/2 {
-		t.Fatalf("b took a live lock after %v (ttl %v)", waited, ttl)
+	if live := time.Since(last.Created()); live < ttl {
+		t.Fatalf("b took a live lock %v after a's last renewal (ttl %v)", live, ttl)
 	}
 	if ha.renewOnce(kvKey(key)) {
 		t.Fatal("a renewed a lock b took over")
