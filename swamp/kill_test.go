@@ -7,7 +7,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,8 +23,9 @@ import (
 )
 
 // TestImportKilledAndRerun kills an import with SIGKILL after it has handled
-// half of the partitions (while it copies the next one), runs it again, and
-// compares the ledger with an uninterrupted import's.
+// half of the partitions, while it copies the next one (one of that
+// partition's two objects stored, no commit), runs it again, and compares the
+// ledger with an uninterrupted import's.
 func TestImportKilledAndRerun(t *testing.T) {
 	if os.Getenv("SWAMP_IMPORT_CHILD") != "" {
 		t.Skip("in the child")
@@ -30,10 +35,12 @@ func TestImportKilledAndRerun(t *testing.T) {
 	killed := newLedgerOn(t, nc)
 	whole := newLedgerOn(t, nc)
 	src := fixture(t, "v2")
+	const half = 4 // the 5th partition in key order, data--command--shell--consumer-1, has two objects
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestImportChild$")
 	cmd.Env = append(os.Environ(), "SWAMP_IMPORT_CHILD=1", "SWAMP_NATS="+srv.ClientURL(),
-		"SWAMP_LEDGER="+killed.log.Name(), "SWAMP_BLOBS="+killed.dir, "SWAMP_SRC="+src)
+		"SWAMP_LEDGER="+killed.log.Name(), "SWAMP_BLOBS="+killed.dir, "SWAMP_SRC="+src,
+		fmt.Sprintf("SWAMP_STALL_AFTER=%d", half))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -42,10 +49,14 @@ func TestImportKilledAndRerun(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	const half = 4
+	t.Cleanup(func() { cmd.Process.Kill() }) // a failure below leaves no child behind
 	sc := bufio.NewScanner(out)
+	var lines []string
 	for sc.Scan() {
-		if sc.Text() == fmt.Sprintf("done %d", half) {
+		if l := sc.Text(); l == "stalled" || strings.HasPrefix(l, "done ") {
+			lines = append(lines, l)
+		}
+		if sc.Text() == "stalled" {
 			if err := cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
@@ -54,11 +65,25 @@ func TestImportKilledAndRerun(t *testing.T) {
 	}
 	go io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
-		t.Fatalf("child: %v (want killed)", err)
+		t.Fatalf("child: %v (want killed); its output: %q", err, lines)
+	}
+	if want := []string{"done 1", "done 2", "done 3", "done 4", "stalled"}; !slices.Equal(lines, want) {
+		t.Fatalf("child printed %q, want %q", lines, want)
 	}
 	mid := readLedger(t, killed)
-	if n := len(mid.commits); n < half || n == 9 {
+	if n := len(mid.commits); n != half {
 		t.Fatalf("killed after %d partitions, ledger has %d", half, n)
+	}
+	// The kill landed inside the 5th partition's copy: its first object is in
+	// the blob store, its second is not, and nothing of it was committed.
+	for name, want := range map[string]bool{"metadata.yaml": true, "raw": false} {
+		b, err := os.ReadFile(filepath.Join(src, "data/command/shell/consumer-1/out/1", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := killed.blobs.Stat(testCtx(t), ledger.DigestOf(b)); (err == nil) != want {
+			t.Fatalf("blob of consumer-1's %s after the kill: %v, want stored %v", name, err, want)
+		}
 	}
 
 	srcStore := fileStore(t, src)
@@ -66,7 +91,7 @@ func TestImportKilledAndRerun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Unchanged < half || sum.Committed+sum.Unchanged != sum.Partitions {
+	if sum.Unchanged != half || sum.Committed+sum.Unchanged != sum.Partitions {
 		t.Fatalf("re-run: %+v", sum)
 	}
 	if _, err := Import(testCtx(t), whole.importConfig(srcStore, "")); err != nil {
@@ -83,32 +108,54 @@ func TestImportKilledAndRerun(t *testing.T) {
 }
 
 // TestImportChild is the process TestImportKilledAndRerun kills: an import of
-// SWAMP_SRC whose object reads are slowed down, printing "done N" after each
-// partition.
+// SWAMP_SRC, one object at a time, printing "done N" after each partition.
+// Once SWAMP_STALL_AFTER partitions are done it copies one more object, then
+// prints "stalled" and waits in the next object's read until it is killed.
 func TestImportChild(t *testing.T) {
 	if os.Getenv("SWAMP_IMPORT_CHILD") == "" {
 		t.Skip("the child process of TestImportKilledAndRerun")
 	}
 	ctx := context.Background()
+	after, err := strconv.Atoi(os.Getenv("SWAMP_STALL_AFTER"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	nc := jstest.Connect(t, os.Getenv("SWAMP_NATS"))
 	l, err := jetstream.Open(ctx, nc, os.Getenv("SWAMP_LEDGER"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := &stallStore{ObjectStore: fileStore(t, os.Getenv("SWAMP_SRC"))}
 	cfg := ImportConfig{
-		Source:     slowStore{fileStore(t, os.Getenv("SWAMP_SRC"))},
+		Source:     st,
 		SourceName: "test", Log: l, Blobs: ledger.NewBlobStore(fileStore(t, os.Getenv("SWAMP_BLOBS"))),
 		Host: "importer", Parallel: 1,
-		Progress: func(p ImportProgress) { fmt.Printf("done %d\n", p.Done) },
+		Progress: func(p ImportProgress) {
+			fmt.Printf("done %d\n", p.Done)
+			if p.Done == after {
+				st.armed.Store(true)
+			}
+		},
 	}
 	if _, err := Import(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
+	t.Fatalf("the import finished; it should have stalled after %d partitions", after)
 }
 
-type slowStore struct{ ledger.ObjectStore }
+// stallStore, once armed, lets one more object be read and stalls in the read
+// after it.
+type stallStore struct {
+	ledger.ObjectStore
+	armed atomic.Bool
+	reads atomic.Int64 // since armed
+}
 
-func (s slowStore) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	time.Sleep(100 * time.Millisecond)
+func (s *stallStore) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
+	if s.armed.Load() && s.reads.Add(1) == 2 {
+		fmt.Println("stalled")
+		time.Sleep(testTimeout) // killed long before
+		return nil, fmt.Errorf("not killed within %v", testTimeout)
+	}
 	return s.ObjectStore.GetObject(ctx, key)
 }
