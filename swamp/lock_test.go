@@ -3,6 +3,7 @@ package swamp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -77,55 +78,78 @@ func TestLockContention(t *testing.T) {
 	}
 }
 
-// A holder that stops renewing (killed) loses the lock TTL after its last
-// renewal; once another holder has taken it over, the old one can neither
-// renew nor release it (fencing by revision).
+// A holder that renews keeps its lock past the TTL; one that stops renewing
+// (killed) loses it TTL after its last renewal, and once another holder has
+// taken it over, the old one can neither renew nor release it (fencing by
+// revision). The two cases run at once, on two locks of one holder.
 func TestLockExpiryAndFencing(t *testing.T) {
 	t.Parallel()
 	kv := testBucket(t)
 	ctx := t.Context()
 	a, b := NewLocks(kv), NewLocks(kv)
+	defer a.Close()
 	defer b.Close()
-	// a renews every ttl/3 = 100 ms, each renewal a local KV update.
-	const key, ttl = ".datastore.lock", 300 * time.Millisecond
-	if err := a.Acquire(ctx, key, holder("a"), ttl, 20*time.Millisecond, time.Second); err != nil {
-		t.Fatal(err)
+	// a renews every ttl/3: the TTL is several times the longest gap between
+	// renewals seen on a loaded two-core machine (about 200 ms).
+	const alive, dies, ttl = ".datastore.lock", "data/command/shell/vpc/.lock", 600 * time.Millisecond
+	for _, key := range []string{alive, dies} {
+		if err := a.Acquire(ctx, key, holder("a"), ttl, 20*time.Millisecond, time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
-	first, err := kv.Get(ctx, kvKey(key))
+	// Renewal keeps alive held well past the TTL while a runs: at every look,
+	// each half TTL for two TTLs.
+	renewing := make(chan error, 1)
+	go func() {
+		for i := 1; i <= 4; i++ {
+			time.Sleep(ttl / 2)
+			if info, err := b.Inspect(ctx, alive); err != nil || info == nil || info.Holder != "a" {
+				renewing <- fmt.Errorf("a renewing, %v after acquiring: inspect = %+v, %v; want a", time.Duration(i)*ttl/2, info, err)
+				return
+			}
+		}
+		renewing <- nil
+	}()
+
+	// a renews dies at least once, then "dies": its renewal stops, nothing is
+	// released.
+	first, err := kv.Get(ctx, kvKey(dies))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Renewal keeps it alive well past the TTL while a runs: held at the end
-	// of each of three TTLs.
-	for i := 1; i <= 3; i++ {
-		time.Sleep(ttl)
-		if info, _ := b.Inspect(ctx, key); info == nil || info.Holder != "a" {
-			t.Fatalf("a renewing, %v after acquiring: inspect = %+v, want a", time.Duration(i)*ttl, info)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if e, err := kv.Get(ctx, kvKey(dies)); err == nil && e.Revision() > first.Revision() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a did not renew its lock within 10 s")
 		}
 	}
-	// a "dies": its renewal stops, nothing is released.
 	a.mu.Lock()
-	ha := a.held[key]
+	ha := a.held[dies]
 	a.mu.Unlock()
 	ha.halt()
-	last, err := kv.Get(ctx, kvKey(key)) // a's last renewal
-	if err != nil || last.Revision() <= first.Revision() {
-		t.Fatalf("a's entry after renewing: %v, %v; want a revision above %d", last, err, first.Revision())
+	last, err := kv.Get(ctx, kvKey(dies)) // a's last renewal
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := b.Acquire(ctx, key, holder("b"), ttl, 20*time.Millisecond, 10*time.Second); err != nil {
+	if err := b.Acquire(ctx, dies, holder("b"), ttl, 20*time.Millisecond, 10*time.Second); err != nil {
 		t.Fatalf("b after a's TTL: %v", err)
 	}
 	if live := time.Since(last.Created()); live < ttl {
 		t.Fatalf("b took a live lock %v after a's last renewal (ttl %v)", live, ttl)
 	}
-	if ha.renewOnce(kvKey(key)) {
+	if ha.renewOnce(kvKey(dies)) {
 		t.Fatal("a renewed a lock b took over")
 	}
-	if err := a.Release(ctx, key); err != nil {
+	if err := a.Release(ctx, dies); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := b.Inspect(ctx, key); info == nil || info.Holder != "b" {
+	if info, _ := b.Inspect(ctx, dies); info == nil || info.Holder != "b" {
 		t.Fatalf("after a's release: inspect = %+v, want b still holding", info)
+	}
+	if err := <-renewing; err != nil {
+		t.Fatal(err)
 	}
 }
 
