@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/embedded/embeddedtest"
@@ -90,6 +91,11 @@ func TestNoRoleDestroysContent(t *testing.T) {
 			t.Fatal(err)
 		}
 		prev = ledger.Record{Seq: seqs[0], Event: ledger.Event{ModelSeq: uint64(i + 1)}}
+	}
+	// Open creates the bucket first: Publish to a ledger without one waits out
+	// nats.go's retries on no responders (0.5 s) before it creates it.
+	if _, err := heartbeat.Open(ctx, hc, name); err != nil {
+		t.Fatal(err)
 	}
 	if err := heartbeat.Publish(ctx, hc, name, heartbeat.Beat{Host: "h1", HWM: 3, Head: 3}); err != nil {
 		t.Fatal(err)
@@ -236,43 +242,50 @@ func TestNoRoleDestroysContent(t *testing.T) {
 		{"Nats-Expected-Last-Sequence": []string{"0"}},
 	}
 
-	sent := 0
-	for _, c := range []*nats.Conn{hc, tc} {
-		inbox := c.NewRespInbox()
-		replies, err := c.SubscribeSync(inbox)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, subj := range subjects {
-			hs, bs := headers, bodies
-			if strings.HasPrefix(subj, "$JS.API.") {
-				hs, bs = headers[:1], api
+	// The two roles attack at once, each on its own connection.
+	var sent [2]int
+	var attack errgroup.Group
+	for i, c := range []*nats.Conn{hc, tc} {
+		attack.Go(func() error {
+			inbox := c.NewRespInbox()
+			replies, err := c.SubscribeSync(inbox)
+			if err != nil {
+				return err
 			}
-			for _, h := range hs {
-				for _, b := range bs {
-					m := &nats.Msg{Subject: subj, Reply: inbox, Data: b}
-					if h != nil {
-						m.Header = h
+			defer replies.Unsubscribe()
+			for _, subj := range subjects {
+				hs, bs := headers, bodies
+				if strings.HasPrefix(subj, "$JS.API.") {
+					hs, bs = headers[:1], api
+				}
+				for _, h := range hs {
+					for _, b := range bs {
+						m := &nats.Msg{Subject: subj, Reply: inbox, Data: b}
+						if h != nil {
+							m.Header = h
+						}
+						if err := c.PublishMsg(m); err != nil {
+							return err
+						}
+						sent[i]++
 					}
-					if err := c.PublishMsg(m); err != nil {
-						t.Fatal(err)
-					}
-					sent++
+				}
+				if err := c.Flush(); err != nil {
+					return err
 				}
 			}
-			if err := c.Flush(); err != nil {
-				t.Fatal(err)
+			// Let the server answer everything it accepted.
+			for {
+				if _, err := replies.NextMsg(2 * time.Second); err != nil {
+					return nil
+				}
 			}
-		}
-		// Let the server answer everything it accepted.
-		for {
-			if _, err := replies.NextMsg(2 * time.Second); err != nil {
-				break
-			}
-		}
-		replies.Unsubscribe()
+		})
 	}
-	t.Logf("sent %d messages to %d subjects as host and tooling", sent, len(subjects))
+	if err := attack.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent %d messages to %d subjects as host and tooling", sent[0]+sent[1], len(subjects))
 
 	after := take()
 	for sn, b := range before {
