@@ -137,11 +137,6 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	if err != nil || len(seqs) != 1 || seqs[0] != 1 {
 		t.Fatalf("host append: %v %v", seqs, err)
 	}
-	// Open creates the bucket first: Publish to a ledger without one waits out
-	// nats.go's retries on no responders (0.5 s) before it creates it.
-	if _, err := heartbeat.Open(ctx, hc, "perm"); err != nil {
-		t.Fatalf("host creates the heartbeats: %v", err)
-	}
 	if err := heartbeat.Publish(ctx, hc, "perm", heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
 		t.Fatalf("host heartbeat: %v", err)
 	}

@@ -92,11 +92,6 @@ func TestNoRoleDestroysContent(t *testing.T) {
 		}
 		prev = ledger.Record{Seq: seqs[0], Event: ledger.Event{ModelSeq: uint64(i + 1)}}
 	}
-	// Open creates the bucket first: Publish to a ledger without one waits out
-	// nats.go's retries on no responders (0.5 s) before it creates it.
-	if _, err := heartbeat.Open(ctx, hc, name); err != nil {
-		t.Fatal(err)
-	}
 	if err := heartbeat.Publish(ctx, hc, name, heartbeat.Beat{Host: "h1", HWM: 3, Head: 3}); err != nil {
 		t.Fatal(err)
 	}
