@@ -367,6 +367,7 @@ func TestStartPositions(t *testing.T) {
 		{consumers.StartNew, nil},
 	} {
 		t.Run(tc.start.String(), func(t *testing.T) {
+			t.Parallel() // each on its own server
 			l := consumertest.New(t, "t")
 			l.Commit(t, "a")
 			l.Commit(t, "a")
@@ -398,16 +399,24 @@ func TestGracefulShutdownFinishesTheHandlerCall(t *testing.T) {
 	l := consumertest.New(t, "t")
 	c1, c2 := l.Commit(t, "a"), l.Commit(t, "a")
 	entered := make(chan struct{})
+	ctx, shutdown := context.WithCancel(consumertest.Ctx(t))
 	h := &recorder{fail: func(c consumers.Commit, call int) error {
 		if c.Seq == c1[0] {
 			close(entered)
-			time.Sleep(300 * time.Millisecond) // still working when the shutdown begins
+			<-ctx.Done()                      // working when the shutdown begins,
+			time.Sleep(50 * time.Millisecond) // and for a while after
 		}
 		return nil
 	}}
-	_, stop := run(t, l, consumers.Config{Handler: h})
+	r, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: "test", Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
 	<-entered
-	if err := stop(); err != nil {
+	shutdown()
+	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if got := h.seqs(); len(got) == 0 || got[0] != c1[0] {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,28 +20,43 @@ import (
 	"github.com/syncledger/syncledger/natsauth"
 )
 
-// violations collects the asynchronous errors of a connection: the server
+// violations records the asynchronous errors of a connection: the server
 // answers a refused publish with "-ERR 'Permissions Violation …'", never with an
-// error reply to the request.
-type violations chan error
-
-func (v violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
-	select {
-	case v <- err:
-	default:
-	}
+// error reply to the request. Waiting for one does not consume it, so refused
+// operations can run at once and their violations be looked for afterwards.
+type violations struct {
+	mu   sync.Mutex
+	errs []error
+	more chan struct{} // closed (and replaced) when an error arrives
 }
 
-// wait returns the first permissions violation mentioning want.
-func (v violations) wait(t *testing.T, want string) error {
+func newViolations() *violations { return &violations{more: make(chan struct{})} }
+
+func (v *violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.errs = append(v.errs, err)
+	close(v.more)
+	v.more = make(chan struct{})
+}
+
+// wait returns the first permissions violation mentioning want, waiting up to
+// five seconds for it.
+func (v *violations) wait(t *testing.T, want string) error {
 	t.Helper()
 	timeout := time.After(5 * time.Second)
 	for {
-		select {
-		case err := <-v:
+		v.mu.Lock()
+		for _, err := range v.errs {
 			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), want) {
+				v.mu.Unlock()
 				return err
 			}
+		}
+		more := v.more
+		v.mu.Unlock()
+		select {
+		case <-more:
 		case <-timeout:
 			t.Fatalf("no permissions violation mentioning %q", want)
 		}
@@ -49,7 +65,7 @@ func (v violations) wait(t *testing.T, want string) error {
 
 // connectT connects to s without reconnecting, closed at the end of the test;
 // a non-nil v collects the connection's permission violations.
-func connectT(t *testing.T, s *Server, v violations, opts ...nats.Option) *nats.Conn {
+func connectT(t *testing.T, s *Server, v *violations, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	opts = append(opts, nats.MaxReconnects(0))
 	if v != nil {
@@ -97,7 +113,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 			{Nkey: hostKey.Public, Permissions: perms(t, natsauth.RoleHost, scope)},
 			{Name: "grafana", Password: "tooling-pw", Permissions: perms(t, natsauth.RoleTooling, scope)},
 		}})
-	connect := func(v violations, opts ...nats.Option) *nats.Conn { return connectT(t, s, v, opts...) }
+	connect := func(v *violations, opts ...nats.Option) *nats.Conn { return connectT(t, s, v, opts...) }
 	quick := []jetstream.Option{jetstream.WithTimeout(300 * time.Millisecond), jetstream.WithRetry(1, 0)}
 
 	// The administrator creates the ledger (serve's internal user would too).
@@ -111,7 +127,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostV := make(violations, 16)
+	hostV := newViolations()
 	hc := connect(hostV, hostNkey)
 	hl, err := jetstream.Open(ctx, hc, "perm")
 	if err != nil {
@@ -126,7 +142,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	}
 
 	// The tooling user reads the log and the heartbeats.
-	toolV := make(violations, 16)
+	toolV := newViolations()
 	tc := connect(toolV, nats.UserInfo("grafana", "tooling-pw"))
 	tl, err := jetstream.Open(ctx, tc, "perm", quick...)
 	if err != nil {
@@ -148,42 +164,64 @@ func TestToolingUserCannotCommit(t *testing.T) {
 		t.Fatalf("tooling lists the heartbeats: %+v %v", beats, err)
 	}
 
+	// Each refused operation gets no answer and waits out its timeout, so they
+	// run at once. The tooling commit has its connection to itself: Append tells
+	// a refusal by the connection's last error, which another refusal on the same
+	// connection could overwrite. The tooling user's other refusals come on a
+	// second connection of the same user.
+	toolV2 := newViolations()
+	tc2 := connect(toolV2, nats.UserInfo("grafana", "tooling-pw"))
+	hb2, err := heartbeat.Open(ctx, tc2, "perm")
+	if err != nil {
+		t.Fatalf("tooling opens the heartbeats: %v", err)
+	}
+	var refused sync.WaitGroup
 	// Its commit is refused by the server: a permissions violation, nothing stored.
-	_, err = tl.Append(ctx, []ledger.Event{event(t, tl.UUID(), "tool", "audit/two", head)})
-	if !errors.Is(err, ledger.ErrPermission) {
-		t.Fatalf("tooling append: %v; want ledger.ErrPermission", err)
+	var appendErr error
+	refused.Go(func() {
+		_, appendErr = tl.Append(ctx, []ledger.Event{event(t, tl.UUID(), "tool", "audit/two", head)})
+	})
+	// Nor may it write a heartbeat.
+	refused.Go(func() {
+		sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if err := hb2.Put(sctx, heartbeat.Beat{Host: "tool"}); err == nil {
+			t.Error("tooling heartbeat put succeeded")
+		}
+	})
+	// Neither it nor the host may delete or purge the stream.
+	for _, nc := range []*nats.Conn{tc2, hc} {
+		js, _ := natsjs.New(nc)
+		refused.Go(func() {
+			dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			if err := js.DeleteStream(dctx, "SYNCLEDGER_perm"); err == nil {
+				t.Error("stream delete succeeded")
+			}
+		})
+		refused.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			if st, err := js.Stream(pctx, "SYNCLEDGER_perm"); err != nil {
+				t.Errorf("stream info: %v", err)
+			} else if err := st.Purge(pctx); err == nil {
+				t.Error("stream purge succeeded")
+			}
+		})
+	}
+	refused.Wait()
+	if !errors.Is(appendErr, ledger.ErrPermission) {
+		t.Fatalf("tooling append: %v; want ledger.ErrPermission", appendErr)
 	}
 	v := toolV.wait(t, `Publish to "syncledger.perm.p.audit"`)
-	t.Logf("tooling append: %v; server: %v", err, v)
+	t.Logf("tooling append: %v; server: %v", appendErr, v)
 	if last, err := hl.LastSeq(ctx); err != nil || last != 1 {
 		t.Fatalf("after the refused commit: last seq %d, %v; want 1", last, err)
 	}
-	// Nor may it write a heartbeat, or delete or purge the stream.
-	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if err := hb.Put(sctx, heartbeat.Beat{Host: "tool"}); err == nil {
-		t.Error("tooling heartbeat put succeeded")
-	}
-	toolV.wait(t, `Publish to "$KV.SYNCLEDGER_HOSTS_perm.tool"`)
-	for _, c := range []struct {
-		nc *nats.Conn
-		v  violations
-	}{{tc, toolV}, {hc, hostV}} {
-		js, _ := natsjs.New(c.nc)
-		dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		if err := js.DeleteStream(dctx, "SYNCLEDGER_perm"); err == nil {
-			t.Error("stream delete succeeded")
-		}
-		cancel()
-		c.v.wait(t, `Publish to "$JS.API.STREAM.DELETE.SYNCLEDGER_perm"`)
-		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		if st, err := js.Stream(pctx, "SYNCLEDGER_perm"); err != nil {
-			t.Errorf("stream info: %v", err)
-		} else if err := st.Purge(pctx); err == nil {
-			t.Error("stream purge succeeded")
-		}
-		cancel()
-		c.v.wait(t, `Publish to "$JS.API.STREAM.PURGE.SYNCLEDGER_perm"`)
+	toolV2.wait(t, `Publish to "$KV.SYNCLEDGER_HOSTS_perm.tool"`)
+	for _, v := range []*violations{toolV2, hostV} {
+		v.wait(t, `Publish to "$JS.API.STREAM.DELETE.SYNCLEDGER_perm"`)
+		v.wait(t, `Publish to "$JS.API.STREAM.PURGE.SYNCLEDGER_perm"`)
 	}
 	if b, err := hl.Bounds(ctx); err != nil || b.First != 1 || b.Last != 1 {
 		t.Fatalf("stream changed: %+v %v", b, err)

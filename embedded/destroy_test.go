@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/embedded/embeddedtest"
@@ -236,43 +237,50 @@ func TestNoRoleDestroysContent(t *testing.T) {
 		{"Nats-Expected-Last-Sequence": []string{"0"}},
 	}
 
-	sent := 0
-	for _, c := range []*nats.Conn{hc, tc} {
-		inbox := c.NewRespInbox()
-		replies, err := c.SubscribeSync(inbox)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, subj := range subjects {
-			hs, bs := headers, bodies
-			if strings.HasPrefix(subj, "$JS.API.") {
-				hs, bs = headers[:1], api
+	// The two roles attack at once, each on its own connection.
+	var sent [2]int
+	var attack errgroup.Group
+	for i, c := range []*nats.Conn{hc, tc} {
+		attack.Go(func() error {
+			inbox := c.NewRespInbox()
+			replies, err := c.SubscribeSync(inbox)
+			if err != nil {
+				return err
 			}
-			for _, h := range hs {
-				for _, b := range bs {
-					m := &nats.Msg{Subject: subj, Reply: inbox, Data: b}
-					if h != nil {
-						m.Header = h
+			defer replies.Unsubscribe()
+			for _, subj := range subjects {
+				hs, bs := headers, bodies
+				if strings.HasPrefix(subj, "$JS.API.") {
+					hs, bs = headers[:1], api
+				}
+				for _, h := range hs {
+					for _, b := range bs {
+						m := &nats.Msg{Subject: subj, Reply: inbox, Data: b}
+						if h != nil {
+							m.Header = h
+						}
+						if err := c.PublishMsg(m); err != nil {
+							return err
+						}
+						sent[i]++
 					}
-					if err := c.PublishMsg(m); err != nil {
-						t.Fatal(err)
-					}
-					sent++
+				}
+				if err := c.Flush(); err != nil {
+					return err
 				}
 			}
-			if err := c.Flush(); err != nil {
-				t.Fatal(err)
+			// Let the server answer everything it accepted.
+			for {
+				if _, err := replies.NextMsg(2 * time.Second); err != nil {
+					return nil
+				}
 			}
-		}
-		// Let the server answer everything it accepted.
-		for {
-			if _, err := replies.NextMsg(2 * time.Second); err != nil {
-				break
-			}
-		}
-		replies.Unsubscribe()
+		})
 	}
-	t.Logf("sent %d messages to %d subjects as host and tooling", sent, len(subjects))
+	if err := attack.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent %d messages to %d subjects as host and tooling", sent[0]+sent[1], len(subjects))
 
 	after := take()
 	for sn, b := range before {

@@ -23,7 +23,7 @@ func TestOnlyAdminQuarantines(t *testing.T) {
 	hostKey := embeddedtest.NewNkey(t)
 	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), User: "admin", Password: "admin-pw",
 		Users: []User{{Nkey: hostKey.Public, Permissions: perms(t, natsauth.RoleHost, scope)}}})
-	connect := func(v violations, opts ...nats.Option) *nats.Conn { return connectT(t, s, v, opts...) }
+	connect := func(v *violations, opts ...nats.Option) *nats.Conn { return connectT(t, s, v, opts...) }
 	admin := connect(nil, nats.UserInfo("admin", "admin-pw"))
 	al, err := jetstream.Create(ctx, admin, jetstream.Config{Name: "quar", UUID: "0190b0a1-0000-4000-8000-000000000002", Blobs: "file:///b"})
 	if err != nil {
@@ -33,7 +33,7 @@ func TestOnlyAdminQuarantines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostV := make(violations, 16)
+	hostV := newViolations()
 	hl, err := jetstream.Open(ctx, connect(hostV, hostNkey), "quar", jetstream.WithTimeout(500*time.Millisecond), jetstream.WithRetry(1, 0))
 	if err != nil {
 		t.Fatal(err)

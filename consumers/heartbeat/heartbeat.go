@@ -165,7 +165,10 @@ func Publish(ctx context.Context, nc *nats.Conn, ledgerName string, b Beat) erro
 	if err != nil {
 		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
 	}
-	_, err = js.Publish(ctx, "$KV."+Bucket(ledgerName)+"."+Key(b.Host), v)
+	// No retry on no responders (the client's default waits 2 × 250 ms): no
+	// answer means no bucket yet, or a blip, and both take the Open and Put
+	// below, whose put retries on its own.
+	_, err = js.Publish(ctx, "$KV."+Bucket(ledgerName)+"."+Key(b.Host), v, jetstream.WithRetryAttempts(0))
 	if err == nil {
 		return nil
 	}
@@ -194,6 +197,10 @@ type ReporterConfig struct {
 	Position func(ctx context.Context) (hwm, head ledger.Seq, err error)
 	// Interval between beats while nothing changes; 0 means DefaultInterval.
 	Interval time.Duration
+	// MinGap is the least time between two beats, so a busy watch publishes a
+	// few beats a second at most (updates in between are coalesced); 0 means
+	// DefaultMinGap.
+	MinGap time.Duration
 	// Logger receives failed publishes (at warn level); nil discards.
 	Logger *slog.Logger
 }
@@ -226,6 +233,9 @@ func NewReporter(ctx context.Context, cfg ReporterConfig) (*Reporter, error) {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.MinGap <= 0 {
+		cfg.MinGap = DefaultMinGap
 	}
 	r := &Reporter{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), done: make(chan struct{}), beat: cfg.Beat}
 	if r.log == nil {
@@ -284,8 +294,9 @@ func (r *Reporter) loop(ctx context.Context) {
 	}
 }
 
-// minGap keeps a busy watch from publishing more than a few beats a second.
-const minGap = 200 * time.Millisecond
+// DefaultMinGap is a Reporter's least time between two beats when
+// ReporterConfig.MinGap is 0.
+const DefaultMinGap = 200 * time.Millisecond
 
 func (r *Reporter) publish(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
@@ -316,7 +327,7 @@ func (r *Reporter) publish(ctx context.Context) {
 		r.log.Warn("heartbeat not published", "err", err)
 	}
 	select {
-	case <-time.After(minGap):
+	case <-time.After(r.cfg.MinGap):
 	case <-r.done:
 	case <-ctx.Done():
 	}

@@ -80,6 +80,7 @@ func TestReporter(t *testing.T) {
 	ctx := consumertest.Ctx(t)
 	r, err := heartbeat.NewReporter(ctx, heartbeat.ReporterConfig{
 		Conn: l.Conn, Ledger: l.Name, Beat: heartbeat.Beat{Host: "w", Command: "watch"}, Interval: time.Hour,
+		MinGap: 10 * time.Millisecond, // not 200 ms: the test waits for the beat after the first
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestReporterPosition(t *testing.T) {
 	var hwm atomic.Uint64
 	hwm.Store(7)
 	r, err := heartbeat.NewReporter(ctx, heartbeat.ReporterConfig{
-		Conn: l.Conn, Ledger: l.Name, Beat: heartbeat.Beat{Host: "w"}, Interval: 50 * time.Millisecond,
+		Conn: l.Conn, Ledger: l.Name, Beat: heartbeat.Beat{Host: "w"}, Interval: 20 * time.Millisecond, MinGap: 10 * time.Millisecond,
 		Position: func(context.Context) (ledger.Seq, ledger.Seq, error) {
 			return ledger.Seq(hwm.Load()), 9, nil
 		},

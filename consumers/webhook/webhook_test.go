@@ -23,13 +23,16 @@ import (
 var secret = []byte("s3cret")
 
 // receiver is a webhook endpoint that checks every request and answers as
-// answer says for the n-th request of a commit.
+// answer says for the n-th request of a commit. An answer with hang set is
+// held until the client has given up on the request (its connection closed),
+// then given: the client timed out before the receiver answered, by
+// construction rather than by a sleep longer than the client's timeout.
 type receiver struct {
 	t      *testing.T
 	mu     sync.Mutex
 	calls  map[string]int // commit id → requests
 	ok     []ledger.Seq   // seqs answered 2xx, in order
-	answer func(s consumers.Summary, n int) (int, time.Duration)
+	answer func(s consumers.Summary, n int) (code int, hang bool)
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,12 +56,18 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.calls[s.Commit]++
 	n := rc.calls[s.Commit]
 	rc.mu.Unlock()
-	code, delay := http.StatusNoContent, time.Duration(0)
+	code, hang := http.StatusNoContent, false
 	if rc.answer != nil {
-		code, delay = rc.answer(s, n)
+		code, hang = rc.answer(s, n)
 	}
-	if delay > 0 {
-		time.Sleep(delay)
+	if hang {
+		// The body has been read, so the server watches the connection and
+		// cancels the request's context when the client closes it.
+		select {
+		case <-r.Context().Done():
+		case <-time.After(consumertest.Timeout):
+			rc.t.Errorf("commit %d: the client never gave up on a hung request", s.Seq)
+		}
 	}
 	if code < 300 {
 		rc.mu.Lock()
@@ -113,16 +122,16 @@ func TestWebhookDelivery(t *testing.T) {
 	c2 := l.Commit(t, "a", "b") // 500, 500, then accepted
 	c3 := l.Commit(t, "b")      // 400: dead letter
 	c4 := l.Commit(t, "a")      // a timeout, then accepted
-	rc := &receiver{t: t, calls: map[string]int{}, answer: func(s consumers.Summary, n int) (int, time.Duration) {
+	rc := &receiver{t: t, calls: map[string]int{}, answer: func(s consumers.Summary, n int) (int, bool) {
 		switch {
 		case s.Seq == last(c2) && n <= 2:
-			return http.StatusInternalServerError, 0
+			return http.StatusInternalServerError, false
 		case s.Seq == last(c3):
-			return http.StatusBadRequest, 0
+			return http.StatusBadRequest, false
 		case s.Seq == last(c4) && n == 1:
-			return http.StatusOK, time.Second // longer than the client's timeout
+			return http.StatusOK, true // answered after the client's timeout
 		}
-		return http.StatusOK, 0
+		return http.StatusOK, false
 	}}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()

@@ -424,7 +424,8 @@ func TestHundredThousandFiles(t *testing.T) {
 
 // On a three-node cluster (one, shared by the subtests: forming it takes up to
 // several seconds): the server's answers, retries, and racing committers
-// connected to different servers.
+// connected to different servers. Each subtest has its own stream, so they run
+// at once.
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	servers, nc := jstest.RunCluster(t, 3)
@@ -439,9 +440,11 @@ func TestCluster(t *testing.T) {
 		return l
 	}
 	t.Run("ServerAnswers", func(t *testing.T) {
+		t.Parallel()
 		checkAnswers(t, create(t, "answers"), nc, true)
 	})
 	t.Run("Retry", func(t *testing.T) {
+		t.Parallel()
 		ctx := testCtx(t)
 		l := create(t, "retry")
 		single := mkCommit(t, l, next(t, l, "s"))
@@ -475,6 +478,7 @@ func TestCluster(t *testing.T) {
 		checkChain(t, readPartition(t, l, "s", 1))
 	})
 	t.Run("ConcurrentCommitters", func(t *testing.T) {
+		t.Parallel()
 		a := create(t, "race")
 		b, err := Open(testCtx(t), jstest.Connect(t, servers[2].ClientURL()), "race")
 		if err != nil {

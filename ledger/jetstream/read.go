@@ -461,13 +461,19 @@ const walkBackMax = 512
 // first, by following prev pointers back from end. ok is false (and the caller
 // scans forward) when there are more than walkBackMax of them, or any step fails
 // or finds something unexpected: the forward scan reports such cases precisely.
+// Its steps share one subscription (a batcher), not one each.
 func (l *Log) walkBack(ctx context.Context, subj string, from, end ledger.Seq) ([]ledger.Record, bool) {
+	b, err := l.newBatcher()
+	if err != nil {
+		return nil, false
+	}
+	defer b.close()
 	var recs []ledger.Record
 	for s := end; s >= from; {
 		if len(recs) == walkBackMax {
 			return nil, false
 		}
-		msgs, _, err := l.directBatch(ctx, msgGetRequest{Seq: uint64(s), Batch: 1})
+		msgs, _, err := b.get(ctx, msgGetRequest{Seq: uint64(s), Batch: 1})
 		if err != nil || len(msgs) != 1 || ledger.Seq(msgs[0].Seq) != s || msgs[0].Subject != subj {
 			return nil, false
 		}

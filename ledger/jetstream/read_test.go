@@ -276,6 +276,7 @@ func TestFollow(t *testing.T) {
 // server, and every answer is the stream's last seq as of that request or
 // Open's.
 func TestOpenAnswersFirstLastSeq(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	l, nc := newLedger(t)
 	commitNext(t, l, "a") // seq 1

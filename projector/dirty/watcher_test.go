@@ -102,6 +102,7 @@ func wantPaths(t *testing.T, s *Snapshot, want ...string) {
 // it started (or while none ran), so its first answer is untrusted, and only a
 // full scan's ack of its own epoch makes it trusted.
 func TestNewWatcherUntrusted(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	write(t, root, ".syncledger/x", "")
 	write(t, root, "a/changed-while-no-watcher-ran", "1")
@@ -122,6 +123,7 @@ func TestNewWatcherUntrusted(t *testing.T) {
 // TestNoEventMissed: every change made before a snapshot request is in its
 // answer (the barrier), round after round, in nested and new directories.
 func TestNoEventMissed(t *testing.T) {
+	t.Parallel()
 	w, c := start(t, "", Config{})
 	trust(t, c)
 	for i := range 200 {
@@ -153,6 +155,7 @@ func TestNoEventMissed(t *testing.T) {
 // TestAckKeepsLaterChanges: a path changed again after the snapshot an ack
 // refers to stays in the set.
 func TestAckKeepsLaterChanges(t *testing.T) {
+	t.Parallel()
 	w, c := start(t, "", Config{})
 	trust(t, c)
 	write(t, w.root, "a", "1")
@@ -178,6 +181,7 @@ func TestAckKeepsLaterChanges(t *testing.T) {
 // TestRenameOverFile: replacing a file by renaming another over it (how editors
 // and swamp write) names both paths.
 func TestRenameOverFile(t *testing.T) {
+	t.Parallel()
 	w, c := start(t, "", Config{})
 	write(t, w.root, "d/target", "old")
 	write(t, w.root, "d/.tmp-1", "new")
@@ -192,6 +196,7 @@ func TestRenameOverFile(t *testing.T) {
 // no event each: the set is untrusted until a full scan. Its subtree is watched
 // from then on.
 func TestDirectoryMovedIn(t *testing.T) {
+	t.Parallel()
 	w, c := start(t, "", Config{})
 	trust(t, c)
 	outside := t.TempDir()
@@ -226,6 +231,7 @@ func TestDirectoryMovedIn(t *testing.T) {
 // than fs.inotify.max_queued_events arrive) makes the set untrusted; a full
 // scan acked after it makes it trusted again; one acked before does not.
 func TestOverflow(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	write(t, root, ".syncledger/x", "")
 	paused := make(chan struct{})
@@ -259,7 +265,19 @@ func TestOverflow(t *testing.T) {
 	w.paused = paused
 	w.mu.Unlock()
 	write(t, root, "wake", "")
-	time.Sleep(200 * time.Millisecond)
+	// Once wake is recorded, the read that returned it is done: the reader's
+	// next step is to wait on paused, which it loads after the swap above.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		w.mu.Lock()
+		_, read := w.paths["wake"]
+		w.mu.Unlock()
+		if read {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reader never read the wake event")
+		}
+	}
 	for i := range max + 100 {
 		f, err := os.Create(filepath.Join(root, fmt.Sprintf("f%05d", i%500)))
 		if err != nil {
@@ -285,6 +303,7 @@ func TestOverflow(t *testing.T) {
 // new epoch: untrusted, and deaf to acks of the old one; a change made while
 // none ran is never reported as unchanged.
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	write(t, root, ".syncledger/x", "")
 	w1, err := New(Config{Root: root})
@@ -323,6 +342,7 @@ func TestRestart(t *testing.T) {
 // TestOneWatcherPerCache: a second watcher on the same cache refuses to run; a
 // stale socket (a watcher killed) does not stop a new one.
 func TestOneWatcherPerCache(t *testing.T) {
+	t.Parallel()
 	w, _ := start(t, "", Config{})
 	w2, err := New(Config{Root: w.root})
 	if err != nil {
@@ -344,6 +364,7 @@ func TestOneWatcherPerCache(t *testing.T) {
 // TestUntrust: a rebuild tells the watcher the index changed without its
 // files; an ack of a snapshot from before that does not restore trust.
 func TestUntrust(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, "", Config{})
 	trust(t, c)
 	before := snapshot(t, c)
@@ -364,6 +385,7 @@ func TestUntrust(t *testing.T) {
 
 // TestMaxPaths: past MaxPaths the set is dropped and untrusted, not grown.
 func TestMaxPaths(t *testing.T) {
+	t.Parallel()
 	w, c := start(t, "", Config{MaxPaths: 10})
 	trust(t, c)
 	for i := range 11 {
@@ -376,6 +398,7 @@ func TestMaxPaths(t *testing.T) {
 
 // TestLongSocketPath: a cache whose socket path is too long for sockaddr_un.
 func TestLongSocketPath(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
 	write(t, root, ".syncledger/x", "")
 	w, c := start(t, root, Config{})
@@ -385,6 +408,7 @@ func TestLongSocketPath(t *testing.T) {
 }
 
 func TestMerge(t *testing.T) {
+	t.Parallel()
 	if got := Merge(nil, nil); got == nil || len(got) != 0 {
 		t.Fatalf("Merge(nil, nil) = %#v, want empty and not nil (nil means scan)", got)
 	}
@@ -397,6 +421,7 @@ func TestMerge(t *testing.T) {
 // TestMaxDirs: a cache with more directories than MaxDirs is not watched
 // past it, and its set is never trusted (every commit scans the cache).
 func TestMaxDirs(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	write(t, root, ".syncledger/x", "")
 	for _, d := range []string{"a", "b", "c"} {
