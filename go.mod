@@ -115,4 +115,7 @@ require (
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 )
 
-tool github.com/fsouza/fake-gcs-server
+tool (
+	github.com/fsouza/fake-gcs-server
+	github.com/nats-io/nats-server/v2
+)

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,26 +20,23 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/syncledger/syncledger/internal/testtool"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 )
 
 // clusterEnv gates TestCluster. When it is set, the test must run: any obstacle
 // is a failure, never a skip.
 const clusterEnv = "SYNCLEDGER_TEST_CLUSTER"
 
-// buildNATSServer builds nats-server at the version go.mod requires (from the
-// module cache or proxy) into dir.
-func buildNATSServer(t *testing.T, dir string) string {
+// buildNATSServer returns the nats-server at the version go.mod requires (the
+// module's tool, internal/testtool).
+func buildNATSServer(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	bin, err := testtool.Path(jstest.Tool)
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "nats-server")
-	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/nats-io/nats-server/v2")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build nats-server: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -246,7 +242,7 @@ func TestCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
-	bin := buildNATSServer(t, t.TempDir())
+	bin := buildNATSServer(t)
 	nodes := startCluster(t, bin)
 	var urls []string
 	for _, n := range nodes {

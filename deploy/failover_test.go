@@ -159,7 +159,7 @@ func TestClusterFailover(t *testing.T) {
 	if os.Getenv(clusterEnv) == "" {
 		t.Skipf("set %s=1 to run: builds nats-server, runs deploy/nats as a loopback cluster, kills the stream leader under 8 committers", clusterEnv)
 	}
-	bin := buildNATSServer(t, t.TempDir())
+	bin := buildNATSServer(t)
 	for _, killAt := range []float64{0.2, 0.5, 0.8} {
 		t.Run(fmt.Sprintf("kill leader at %.0f%%", 100*killAt), func(t *testing.T) {
 			failover(t, bin, killAt)

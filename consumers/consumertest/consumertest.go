@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -31,9 +30,9 @@ func Ctx(t testing.TB) context.Context {
 	return ctx
 }
 
-// Ledger is a ledger named Name on an embedded server.
+// Ledger is a ledger named Name on a server of its own.
 type Ledger struct {
-	Server *server.Server
+	Server *jstest.Server
 	Conn   *nats.Conn
 	Log    *jetstream.Log
 	Name   string

@@ -1,12 +1,10 @@
 // Package gcstest runs fake-gcs-server (github.com/fsouza/fake-gcs-server) for
 // tests, as a separate process serving the GCS JSON API over HTTP on loopback.
 //
-// The server is a tool of this module (the tool directive in go.mod): the first
-// Start in a test process has the go command build it (`go tool -n`, which keeps
-// the linked executable in the build cache, so an unchanged module costs no
-// compile and no link) and every Start runs it. Linking fake-gcs-server's
-// library (fakestorage: gRPC, OpenTelemetry, the cloud storage client) into the
-// test binaries made them the largest of the suite, relinked on every go test.
+// The server is a tool of this module, built once per test process by
+// internal/testtool. Linking fake-gcs-server's library (fakestorage: gRPC,
+// OpenTelemetry, the cloud storage client) into the test binaries made them the
+// largest of the suite, relinked on every go test.
 //
 // A test that asks for a server and cannot get one fails; it never skips.
 package gcstest
@@ -21,16 +19,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/syncledger/syncledger/internal/testmain"
+	"github.com/syncledger/syncledger/internal/testtool"
 )
 
 // StartTimeout bounds how long Start waits for a server to answer.
@@ -38,11 +32,8 @@ const StartTimeout = 30 * time.Second
 
 // Server is a running fake-gcs-server with an in-memory backend.
 type Server struct {
-	url    string
-	cmd    *exec.Cmd
-	stderr *testmain.SyncBuffer
-	done   chan struct{} // closed when the process has exited
-	err    error         // the process's exit, once done is closed
+	url  string
+	proc *testtool.Proc
 }
 
 // client makes the requests of Start, CreateBucket and GetObject.
@@ -53,7 +44,7 @@ var client = &http.Client{Timeout: 30 * time.Second}
 // StartTimeout.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := binary()
+	bin, err := testtool.Path("github.com/fsouza/fake-gcs-server")
 	if err != nil {
 		t.Fatalf("gcstest: %v", err)
 	}
@@ -118,18 +109,12 @@ func start(bin string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{url: "http://127.0.0.1:" + strconv.Itoa(port), stderr: &testmain.SyncBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(bin, "-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
+	proc, err := testtool.Start(bin, environ(), "-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
 		"-backend", "memory", "-log-level", "error")
-	s.cmd.Env = environ()
-	s.cmd.Stdout = s.stderr
-	s.cmd.Stderr = s.stderr
-	s.cmd.SysProcAttr = sysProcAttr()
-	if err := s.cmd.Start(); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	go func() { s.err = s.cmd.Wait(); close(s.done) }()
-
+	s := &Server{url: "http://127.0.0.1:" + strconv.Itoa(port), proc: proc}
 	deadline := time.Now().Add(StartTimeout)
 	for {
 		req, _ := http.NewRequest(http.MethodGet, s.url+"/storage/v1/b", nil)
@@ -141,26 +126,23 @@ func start(bin string) (*Server, error) {
 			}
 		}
 		select {
-		case <-s.done:
-			out := s.stderr.String()
+		case <-proc.Done():
+			out := proc.Output()
 			if strings.Contains(out, "address already in use") {
 				return nil, fmt.Errorf("%w: port %d: %s", errAddrInUse, port, out)
 			}
-			return nil, fmt.Errorf("exited before answering (%v); its output:\n%s", s.err, out)
+			return nil, fmt.Errorf("exited before answering (%v); its output:\n%s", proc.Err(), out)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return nil, fmt.Errorf("no answer on %s within %v; its output:\n%s", s.url, StartTimeout, s.stderr.String())
+			return nil, fmt.Errorf("no answer on %s within %v; its output:\n%s", s.url, StartTimeout, proc.Output())
 		}
 	}
 }
 
 // stop kills the server and waits for it to exit.
-func (s *Server) stop() {
-	s.cmd.Process.Kill()
-	<-s.done
-}
+func (s *Server) stop() { s.proc.Kill() }
 
 // freePort returns a loopback TCP port nothing listened on a moment ago.
 func freePort() (int, error) {
@@ -182,43 +164,4 @@ func environ() []string {
 		}
 	}
 	return env
-}
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// binary returns the path of the fake-gcs-server executable, built once per
-// test process.
-func binary() (string, error) {
-	binOnce.Do(func() { binPath, binErr = build() })
-	return binPath, binErr
-}
-
-// build has the go command build the fake-gcs-server tool (from the module
-// the test runs in) and returns the path of the executable in the build cache.
-// Test processes of several packages may ask at once: a file lock lets the
-// first build while the others wait, then find it cached.
-func build() (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	unlock := lockFile(filepath.Join(os.TempDir(), "syncledger-gcstest.lock"))
-	defer unlock()
-	var stderr bytes.Buffer
-	cmd := exec.Command(goBin, "tool", "-n", "github.com/fsouza/fake-gcs-server")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("build fake-gcs-server (go tool -n): %v\n%s", err, stderr.Bytes())
-	}
-	// -n prints the command go tool would run: the cached executable.
-	path := strings.TrimSpace(string(out))
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("build fake-gcs-server: go tool -n printed %q, not an executable (%v)", path, err)
-	}
-	return path, nil
 }

@@ -9,16 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 )
 
 func TestParseURL(t *testing.T) {
@@ -188,22 +186,7 @@ func TestOpenNATS(t *testing.T) {
 	if _, err := Open(t.Context(), "nats://blobs", Options{}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("Open(nats://…) without a connection = %v, want ErrInvalid", err)
 	}
-	ns, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready within 10s")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	_, nc := jstest.RunServer(t)
 	objs, err := Open(t.Context(), "nats://blobs", Options{NATS: nc})
 	if err != nil {
 		t.Fatal(err)

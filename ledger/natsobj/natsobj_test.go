@@ -10,43 +10,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 )
 
-// startServer runs an embedded nats-server with JetStream on a random loopback port
-// for the test and returns a connection to it.
+// startServer runs a nats-server with JetStream on a random loopback port for
+// the test and returns a connection to it.
 func startServer(t *testing.T) *nats.Conn {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host:      "127.0.0.1",
-		Port:      -1,
-		JetStream: true,
-		StoreDir:  t.TempDir(),
-		NoLog:     true,
-		NoSigs:    true,
-	})
-	if err != nil {
-		t.Fatalf("new nats-server: %v", err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		t.Fatalf("nats-server not ready for connections within 10s")
-	}
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatalf("connect to nats-server: %v", err)
-	}
-	t.Cleanup(nc.Close)
+	_, nc := jstest.RunServer(t)
 	return nc
 }
 

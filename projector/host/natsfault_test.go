@@ -4,64 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
 	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 )
-
-// restartable is an embedded nats-server that can be stopped and started again
-// on the same port with the same store, as a server restart is.
-type restartable struct {
-	t    *testing.T
-	opts server.Options
-	srv  *server.Server
-}
-
-func startRestartable(t *testing.T) *restartable {
-	t.Helper()
-	r := &restartable{t: t, opts: server.Options{
-		ServerName: "restartable", Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	}}
-	r.start()
-	r.opts.Port = r.srv.Addr().(*net.TCPAddr).Port
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *restartable) start() {
-	r.t.Helper()
-	opts := r.opts
-	s, err := server.NewServer(&opts)
-	if err != nil {
-		r.t.Fatalf("start nats-server: %v", err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(20 * time.Second) {
-		r.t.Fatal("nats-server not ready")
-	}
-	r.srv = s
-}
-
-func (r *restartable) stop() {
-	if r.srv != nil {
-		r.srv.Shutdown()
-		r.srv.WaitForShutdown()
-		r.srv = nil
-	}
-}
-
-func (r *restartable) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", r.opts.Port) }
 
 // natsEnv is a ledger reached through url (a server, or a proxy in front of
 // one) by a reconnecting client, with a file blob store.
@@ -164,8 +120,8 @@ func (e *env) checkOnce(ctx context.Context) map[string]int {
 func TestLostPublishAcks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := startRestartable(t)
-	p, err := faulty.NewProxy(fmt.Sprintf("127.0.0.1:%d", srv.opts.Port))
+	srv, _ := jstest.RunServer(t)
+	p, err := faulty.NewProxy(strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +167,8 @@ func TestLostPublishAcks(t *testing.T) {
 func TestServerRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := startRestartable(t)
-	e := natsEnv(t, srv.url())
+	srv, _ := jstest.RunServer(t) // restarted on its port, with its store
+	e := natsEnv(t, srv.ClientURL())
 	writer := e.host("writer")
 	watcher := e.host("watcher")
 	syncer := e.host("syncer")
@@ -272,11 +228,11 @@ func TestServerRestart(t *testing.T) {
 	var commitErrs, syncErrs []error
 	var commitErr, syncErr error
 	writeFile(t, writer, "audit/during", "restart")
-	srv.stop()
+	srv.Shutdown()
 	wg.Go(func() { commitErrs, commitErr = commitUntil(writer, "during the restart", 30*time.Second) })
 	wg.Go(func() { syncErrs, syncErr = syncUntil(syncer, 30*time.Second) })
 	time.Sleep(1500 * time.Millisecond) // both start while the server is down
-	srv.start()
+	srv.Restart()
 	wg.Wait()
 	if err := errors.Join(commitErr, syncErr); err != nil {
 		t.Fatal(err)

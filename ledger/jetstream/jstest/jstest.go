@@ -1,53 +1,202 @@
-// Package jstest starts embedded nats-servers with JetStream for tests: one node
-// (RunServer) or a small cluster (RunCluster), each storing under t.TempDir() and
-// listening on random loopback ports, shut down by t.Cleanup.
+// Package jstest runs nats-servers with JetStream for tests: one node
+// (RunServer) or a small cluster (RunCluster), each storing under t.TempDir()
+// and listening on random loopback ports, killed by t.Cleanup.
+//
+// Each server is a process: nats-server is a tool of this module (the tool
+// directive in go.mod), built once per test process by internal/testtool, so
+// the test binaries link only the client. Linking the server into them made
+// each twice as large and cost a second or more of CPU per test binary on a
+// fresh clone; a server process costs a few milliseconds more to start than an
+// embedded one.
 package jstest
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/syncledger/syncledger/internal/testtool"
 )
+
+// Tool is the nats-server package the tool directive in go.mod names.
+const Tool = "github.com/nats-io/nats-server/v2"
 
 // startTimeout bounds server start-up and cluster formation.
 const startTimeout = 20 * time.Second
 
+// Server is a nats-server process with JetStream. It keeps its port and its
+// store across Shutdown or Kill and Restart, as a restarted server does.
+type Server struct {
+	t     testing.TB
+	bin   string
+	name  string
+	store string   // JetStream's store directory
+	extra []string // the cluster's flags
+	port  int      // the client port, once known
+	mon   int      // the monitoring port (cluster nodes), once known
+	proc  *testtool.Proc
+}
+
 // RunServer starts a single JetStream node and returns it with a connection to it.
-func RunServer(t testing.TB) (*server.Server, *nats.Conn) {
+func RunServer(t testing.TB) (*Server, *nats.Conn) {
 	t.Helper()
-	s := start(t, &server.Options{
-		ServerName: "jstest",
-		Host:       "127.0.0.1",
-		Port:       -1,
-		JetStream:  true,
-		StoreDir:   t.TempDir(),
-		NoLog:      true,
-		NoSigs:     true,
-	})
+	s := newServer(t, "jstest")
+	if err := s.start(); err != nil {
+		t.Fatalf("jstest: %v", err)
+	}
+	t.Cleanup(s.Kill)
 	return s, Connect(t, s.ClientURL())
 }
 
+// ClientURL is the server's client URL, nats://127.0.0.1:port.
+func (s *Server) ClientURL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Shutdown stops the server as an operator does (SIGTERM: it closes its
+// clients and its store) and waits for it to exit. It is a no-op on a server
+// that is not running.
+func (s *Server) Shutdown() {
+	if s.proc != nil {
+		s.proc.Stop(10 * time.Second)
+		s.proc = nil
+	}
+}
+
+// Kill kills the server (SIGKILL) and waits for it to exit. It is a no-op on a
+// server that is not running.
+func (s *Server) Kill() {
+	if s.proc != nil {
+		s.proc.Kill()
+		s.proc = nil
+	}
+}
+
+// Restart starts a stopped server again, on its port and with its store. It
+// fails the test if the server does not come up.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if s.proc != nil {
+		s.t.Fatalf("jstest: Restart of %s, which is running", s.name)
+	}
+	if err := s.start(); err != nil {
+		s.t.Fatalf("jstest: restart: %v", err)
+	}
+}
+
+func newServer(t testing.TB, name string) *Server {
+	t.Helper()
+	bin, err := testtool.Path(Tool)
+	if err != nil {
+		t.Fatalf("jstest: %v", err)
+	}
+	return &Server{t: t, bin: bin, name: name, store: t.TempDir()}
+}
+
+// start runs the server and waits until it listens: on its port once it has
+// one, else on one it picks and reports in its ports file.
+func (s *Server) start() error {
+	ports := filepath.Join(s.store, "ports")
+	if err := os.MkdirAll(ports, 0o755); err != nil {
+		return err
+	}
+	port := -1
+	if s.port != 0 {
+		port = s.port
+	}
+	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-n", s.name,
+		"-js", "-sd", s.store, "--ports_file_dir", ports}, s.extra...)
+	proc, err := testtool.Start(s.bin, nil, args...)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		info, err := readPorts(filepath.Join(ports, fmt.Sprintf("nats-server_%d.ports", proc.Pid())))
+		if err == nil {
+			if s.port, err = portOf(info.Nats); err == nil && len(s.extra) > 0 {
+				s.mon, err = portOf(info.Monitoring)
+			}
+			if err != nil {
+				proc.Kill()
+				return fmt.Errorf("server %s: %v", s.name, err)
+			}
+			s.proc = proc
+			return nil
+		}
+		select {
+		case <-proc.Done():
+			return fmt.Errorf("server %s exited before it listened (%v); its output:\n%s", s.name, proc.Err(), proc.Output())
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			proc.Kill()
+			return fmt.Errorf("server %s not listening within %v; its output:\n%s", s.name, startTimeout, proc.Output())
+		}
+	}
+}
+
+// portsInfo is the part of nats-server's ports file (--ports_file_dir) read here.
+type portsInfo struct {
+	Nats       []string `json:"nats"`
+	Monitoring []string `json:"monitoring"`
+}
+
+// readPorts reads a ports file. The server writes it after it listens, not
+// atomically: a file that is missing or not yet whole is an error to retry.
+func readPorts(name string) (portsInfo, error) {
+	var info portsInfo
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return info, err
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return info, err
+	}
+	if len(info.Nats) == 0 {
+		return info, errors.New("no client URL yet")
+	}
+	return info, nil
+}
+
+// portOf returns the port of the first URL in urls.
+func portOf(urls []string) (int, error) {
+	if len(urls) == 0 {
+		return 0, errors.New("ports file lists no URL")
+	}
+	i := strings.LastIndexByte(urls[0], ':')
+	p, err := strconv.Atoi(urls[0][i+1:])
+	if i < 0 || err != nil {
+		return 0, fmt.Errorf("ports file URL %q has no port", urls[0])
+	}
+	return p, nil
+}
+
 // RunCluster starts an n-node JetStream cluster (n ≥ 1; 3 for R3 streams), waits
-// until it has a meta leader, and returns the servers with a connection that knows
-// all of their URLs (connected to the first).
+// until every node reports itself healthy (a JetStream meta leader elected and
+// the node current with it), and returns the servers with a connection that
+// knows all of their URLs (connected to the first).
 //
 // A JetStream cluster needs its routes configured before it starts, so the route
 // ports are chosen beforehand: at random below the kernel's ephemeral range
 // (where outgoing connections do not take them), and chosen again if a server
 // cannot listen on its port after all.
-func RunCluster(t testing.TB, n int) ([]*server.Server, *nats.Conn) {
+func RunCluster(t testing.TB, n int) ([]*Server, *nats.Conn) {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("jstest: cluster of %d nodes", n)
 	}
-	var servers []*server.Server
+	var servers []*Server
 	for attempt := 1; servers == nil; attempt++ {
 		var err error
 		if servers, err = startCluster(t, n); err != nil {
@@ -57,12 +206,20 @@ func RunCluster(t testing.TB, n int) ([]*server.Server, *nats.Conn) {
 			t.Logf("jstest: %v; trying other ports", err)
 		}
 	}
-	deadline := time.Now().Add(startTimeout)
-	for !hasMetaLeader(servers) {
-		if time.Now().After(deadline) {
-			t.Fatalf("jstest: %d-node cluster elected no JetStream meta leader within %v", n, startTimeout)
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Kill()
 		}
-		time.Sleep(25 * time.Millisecond)
+	})
+	deadline := time.Now().Add(startTimeout)
+	for _, s := range servers {
+		for !s.healthy() {
+			if time.Now().After(deadline) {
+				t.Fatalf("jstest: %d-node cluster: %s not healthy (no JetStream meta leader, or not current) within %v; its output:\n%s",
+					n, s.name, startTimeout, s.proc.Output())
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
 	}
 	urls := make([]string, n)
 	for i, s := range servers {
@@ -71,50 +228,39 @@ func RunCluster(t testing.TB, n int) ([]*server.Server, *nats.Conn) {
 	return servers, Connect(t, strings.Join(urls, ","))
 }
 
-// startCluster starts n clustered servers; if one is not ready, it shuts them all
-// down and returns an error.
-func startCluster(t testing.TB, n int) ([]*server.Server, error) {
+// startCluster starts n clustered servers; if one does not come up, it kills
+// them all and returns an error.
+func startCluster(t testing.TB, n int) ([]*Server, error) {
 	ports := routePorts(t, n)
 	routes := make([]string, n)
 	for i, p := range ports {
 		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
 	}
-	servers := make([]*server.Server, 0, n)
+	servers := make([]*Server, 0, n)
 	for i := range n {
-		opts := &server.Options{
-			ServerName: fmt.Sprintf("jstest-%d", i+1),
-			Host:       "127.0.0.1",
-			Port:       -1,
-			JetStream:  true,
-			StoreDir:   t.TempDir(),
-			NoLog:      true,
-			NoSigs:     true,
-			Cluster:    server.ClusterOpts{Name: "jstest", Host: "127.0.0.1", Port: ports[i]},
-			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
-		}
-		s, err := server.NewServer(opts)
-		if err == nil {
-			s.Start()
-			servers = append(servers, s)
-			if !s.ReadyForConnections(5 * time.Second) {
-				err = fmt.Errorf("server %s (route port %d) not ready", opts.ServerName, ports[i])
-			}
-		}
-		if err != nil {
+		s := newServer(t, fmt.Sprintf("jstest-%d", i+1))
+		s.extra = []string{"-m", "-1", "--cluster_name", "jstest",
+			"--cluster", routes[i], "--routes", strings.Join(routes, ",")}
+		if err := s.start(); err != nil {
 			for _, s := range servers {
-				s.Shutdown()
-				s.WaitForShutdown()
+				s.Kill()
 			}
-			return nil, err
+			return nil, fmt.Errorf("route port %d: %w", ports[i], err)
 		}
+		servers = append(servers, s)
 	}
-	t.Cleanup(func() {
-		for _, s := range servers {
-			s.Shutdown()
-			s.WaitForShutdown()
-		}
-	})
 	return servers, nil
+}
+
+// healthy reports whether the server's /healthz answers OK: JetStream is up,
+// the cluster has a meta leader, and this server is current with it.
+func (s *Server) healthy() bool {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", s.mon))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // routePorts returns n distinct loopback ports in [20000, 32000), free a moment
@@ -140,20 +286,6 @@ func routePorts(t testing.TB, n int) []int {
 	return ports
 }
 
-func hasMetaLeader(servers []*server.Server) bool {
-	for _, s := range servers {
-		if s.JetStreamIsLeader() {
-			for _, o := range servers {
-				if !o.JetStreamIsCurrent() {
-					return false
-				}
-			}
-			return true
-		}
-	}
-	return false
-}
-
 // Connect opens another connection to url (comma-separated for a cluster),
 // closed by t.Cleanup.
 func Connect(t testing.TB, url string) *nats.Conn {
@@ -164,21 +296,4 @@ func Connect(t testing.TB, url string) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
-}
-
-func start(t testing.TB, opts *server.Options) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("jstest: new server: %v", err)
-	}
-	s.Start()
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	if !s.ReadyForConnections(startTimeout) {
-		t.Fatalf("jstest: server %s not ready within %v", opts.ServerName, startTimeout)
-	}
-	return s
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package gcstest
+package testtool
 
 import "syscall"
 

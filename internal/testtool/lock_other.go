@@ -1,6 +1,6 @@
 //go:build !(darwin || dragonfly || freebsd || linux || netbsd || openbsd)
 
-package gcstest
+package testtool
 
 // lockFile takes no lock here: concurrent builds only repeat work.
 func lockFile(string) (unlock func()) { return func() {} }
