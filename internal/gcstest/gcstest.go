@@ -115,30 +115,23 @@ func start(bin string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{url: "http://127.0.0.1:" + strconv.Itoa(port), proc: proc}
-	deadline := time.Now().Add(StartTimeout)
-	for {
+	err = proc.WaitReady(StartTimeout, 20*time.Millisecond, func() bool {
 		req, _ := http.NewRequest(http.MethodGet, s.url+"/storage/v1/b", nil)
-		if resp, err := client.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
 		}
-		select {
-		case <-proc.Done():
-			out := proc.Output()
-			if strings.Contains(out, "address already in use") {
-				return nil, fmt.Errorf("%w: port %d: %s", errAddrInUse, port, out)
-			}
-			return nil, fmt.Errorf("exited before answering (%v); its output:\n%s", proc.Err(), out)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("no answer on %s within %v; its output:\n%s", s.url, StartTimeout, proc.Output())
-		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.Is(err, testtool.ErrExited) && strings.Contains(proc.Output(), "address already in use"):
+		return nil, fmt.Errorf("%w: port %d: %s", errAddrInUse, port, proc.Output())
 	}
+	return nil, fmt.Errorf("%s: %w", s.url, err)
 }
 
 // stop kills the server and waits for it to exit.

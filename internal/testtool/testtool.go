@@ -11,6 +11,7 @@ package testtool
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -112,6 +113,28 @@ func (p *Proc) Err() error { return p.err }
 
 // Output is what the process has written so far.
 func (p *Proc) Output() string { return p.out.String() }
+
+// ErrExited is WaitReady's error for a process that exited before it was ready.
+var ErrExited = errors.New("exited before it was ready")
+
+// WaitReady calls ready every interval until it reports true, the process
+// exits (ErrExited, with how and its output) or timeout passes (the process is
+// then killed).
+func (p *Proc) WaitReady(timeout, interval time.Duration, ready func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !ready() {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%w (%v); its output:\n%s", ErrExited, p.err, p.Output())
+		case <-time.After(interval):
+		}
+		if time.Now().After(deadline) {
+			p.Kill()
+			return fmt.Errorf("not ready within %v; its output:\n%s", timeout, p.Output())
+		}
+	}
+	return nil
+}
 
 // Kill kills the process and waits for it to exit.
 func (p *Proc) Kill() {

@@ -120,30 +120,31 @@ func (s *Server) start() error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(startTimeout)
-	for {
-		info, err := readPorts(filepath.Join(ports, fmt.Sprintf("nats-server_%d.ports", proc.Pid())))
-		if err == nil {
-			if s.port, err = portOf(info.Nats); err == nil && len(s.extra) > 0 {
-				s.mon, err = portOf(info.Monitoring)
-			}
-			if err != nil {
-				proc.Kill()
-				return fmt.Errorf("server %s: %v", s.name, err)
-			}
-			s.proc = proc
-			return nil
+	var perr error
+	err = proc.WaitReady(startTimeout, 5*time.Millisecond, func() bool {
+		// The file is named <executable>_<pid>.ports.
+		names, _ := filepath.Glob(filepath.Join(ports, fmt.Sprintf("*_%d.ports", proc.Pid())))
+		if len(names) == 0 {
+			return false
 		}
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("server %s exited before it listened (%v); its output:\n%s", s.name, proc.Err(), proc.Output())
-		case <-time.After(5 * time.Millisecond):
+		info, err := readPorts(names[0])
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			proc.Kill()
-			return fmt.Errorf("server %s not listening within %v; its output:\n%s", s.name, startTimeout, proc.Output())
+		if s.port, perr = portOf(info.Nats); perr == nil && len(s.extra) > 0 {
+			s.mon, perr = portOf(info.Monitoring)
 		}
+		return true
+	})
+	if err == nil && perr != nil {
+		proc.Kill()
+		err = perr
 	}
+	if err != nil {
+		return fmt.Errorf("server %s: %w", s.name, err)
+	}
+	s.proc = proc
+	return nil
 }
 
 // portsInfo is the part of nats-server's ports file (--ports_file_dir) read here.
@@ -153,7 +154,7 @@ type portsInfo struct {
 }
 
 // readPorts reads a ports file. The server writes it after it listens, not
-// atomically: a file that is missing or not yet whole is an error to retry.
+// atomically: a file not yet whole is an error to retry.
 func readPorts(name string) (portsInfo, error) {
 	var info portsInfo
 	b, err := os.ReadFile(name)
