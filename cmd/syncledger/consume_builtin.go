@@ -23,8 +23,8 @@ import (
 // the ways out: the admin moves the consumer back to the seq after the file's
 // last, or the operator accepts the gap.
 type auditGapError struct {
-	err               error
-	gap               *audit.GapError
+	err        error
+	gap        *audit.GapError
 	name, file string
 }
 
