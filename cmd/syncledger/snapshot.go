@@ -151,11 +151,11 @@ func listSnapshots(ctx context.Context, a *app, cfg snapshot.Config, asJSON bool
 	if err != nil {
 		return err
 	}
-	infos, err := snapshot.List(ctx, cfg.Objects, info.UUID)
+	infos, err := snapshot.ListAttested(ctx, cfg.Log, cfg.Objects, info.UUID)
 	if err != nil {
 		return err
 	}
-	b, floor, err := snapshot.Floor(ctx, cfg.Log, cfg.Objects, info.UUID)
+	b, floor, err := snapshot.Floor(ctx, cfg.Log)
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,10 @@ func listSnapshots(ctx context.Context, a *app, cfg snapshot.Config, asJSON bool
 	fmt.Fprintln(w, "SEQ\tSIZE\tWRITTEN\tUSABLE\tKEY")
 	for _, si := range infos {
 		usable := "yes"
-		if si.Seq+1 < floor {
+		switch {
+		case !si.Attested:
+			usable = "no (not attested by the log: never used)"
+		case si.Seq+1 < floor:
 			usable = "no (events after it dropped)"
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", si.Seq, humanBytes(si.Size), si.ModTime.UTC().Format(time.RFC3339), usable, si.Key)
