@@ -60,7 +60,9 @@ func attestationsOf(md map[string]string) ledger.Attestations {
 	return a
 }
 
-func snapshotMetaKey(seq ledger.Seq) string { return fmt.Sprintf("%s%020d", metaSnapshotPrefix, uint64(seq)) }
+func snapshotMetaKey(seq ledger.Seq) string {
+	return fmt.Sprintf("%s%020d", metaSnapshotPrefix, uint64(seq))
+}
 
 // AttestSnapshot implements ledger.Attester.
 func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
