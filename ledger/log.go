@@ -73,4 +73,26 @@ type CommitLog interface {
 	// Follow calls fn for every record from seq from on, in order, waiting for new
 	// ones, until ctx is done (returning ctx.Err()) or fn returns an error.
 	Follow(ctx context.Context, from Seq, fn func(Record) error) error
+
+	// Quarantines returns every quarantine notice stored up to the log's last
+	// seq, by quarantined seq (an empty map if none). Readers that take messages
+	// from elsewhere (consumers) use it to skip what Read would.
+	Quarantines(ctx context.Context) (map[Seq]Quarantine, error)
+
+	// Quarantine stores a notice that the message at q.Seq is not an event any
+	// reader applies, and returns the notice's seq (see Quarantine, the type). It
+	// refuses (ErrInvalid) a seq the log does not hold, a quarantine notice, and a
+	// well-formed event unless force; (ErrConflict) a seq already quarantined.
+	// Only the admin role may quarantine; others get ErrPermission.
+	Quarantine(ctx context.Context, q Quarantine, force bool) (Seq, error)
+
+	// TruncateBefore drops the events with seq < before, except the last event of
+	// each partition: it is kept so the partition's chain can still be extended
+	// (the log's compare-and-append checks a new event's Prev against it; an
+	// emptied partition would accept a chain restarting at Prev 0). Afterwards a
+	// read from a seq below before fails with an error wrapping ErrTruncated. It
+	// returns how many events were dropped. It is idempotent. Only snapshots make
+	// dropping safe (docs/design.md §6): the caller decides the bound from the
+	// newest complete snapshot, never from the log alone.
+	TruncateBefore(ctx context.Context, before Seq) (dropped uint64, err error)
 }
