@@ -1,6 +1,9 @@
 package ledger
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // MaxBatch is the most events (partitions) one commit may have: JetStream's atomic
 // batch limit. A commit touching more partitions is refused with ErrTooLarge;
@@ -95,4 +98,40 @@ type CommitLog interface {
 	// dropping safe (docs/design.md §6): the caller decides the bound from the
 	// newest complete snapshot, never from the log alone.
 	TruncateBefore(ctx context.Context, before Seq) (dropped uint64, err error)
+}
+
+// CheckAppend checks that events form one commit a CommitLog of lineage uuid
+// may append: 1..MaxBatch events of one commit id, parts 1..k in order, each of
+// this lineage, no partition twice. Every CommitLog implementation checks an
+// Append this way before it stores anything.
+func CheckAppend(uuid string, events []Event) error {
+	k := len(events)
+	if k == 0 {
+		return fmt.Errorf("append: no events: %w", ErrInvalid)
+	}
+	id := events[0].Commit
+	if k > MaxBatch {
+		return fmt.Errorf("append commit %s: it touches %d partitions, more than the %d one atomic batch may hold (split the commit): %w", id, k, MaxBatch, ErrTooLarge)
+	}
+	seen := make(map[string]int, k)
+	for i, e := range events {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("append commit %s part %d: "+format+": %w", append([]any{id, i + 1}, append(args, ErrInvalid)...)...)
+		}
+		switch {
+		case e.Commit != id:
+			return bad("commit id %q differs from part 1's", e.Commit)
+		case e.Parts != k:
+			return bad("parts %d, but the commit has %d events", e.Parts, k)
+		case e.Part != i+1:
+			return bad("part %d out of order", e.Part)
+		case e.Ledger != uuid:
+			return fmt.Errorf("append commit %s part %d: event of ledger %s, log of ledger %s: %w", id, i+1, e.Ledger, uuid, ErrLineage)
+		}
+		if j, dup := seen[e.Partition]; dup {
+			return bad("partition %q already in part %d", e.Partition, j+1)
+		}
+		seen[e.Partition] = i
+	}
+	return nil
 }
