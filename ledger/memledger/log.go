@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,7 +33,8 @@ type Log struct {
 	mu      sync.Mutex
 	first   ledger.Seq
 	msgs    []msg                 // msgs[i] has seq first+i; a purged one has dropped set
-	subject map[string]ledger.Seq // last seq of each subject (quarantined messages too)
+	subject map[string]ledger.Seq   // last seq of each subject (quarantined messages too)
+	bySubj  map[string][]ledger.Seq // each subject's seqs, ascending (the per-subject index)
 	ids     map[string]ledger.Seq // message id → seq
 	q       map[ledger.Seq]ledger.Quarantine
 	grew    chan struct{} // closed and replaced when a message is stored
@@ -65,7 +67,7 @@ func New(info ledger.Info, now func() time.Time) (*Log, error) {
 	}
 	return &Log{
 		info: info, now: now, first: 1,
-		subject: map[string]ledger.Seq{}, ids: map[string]ledger.Seq{}, q: map[ledger.Seq]ledger.Quarantine{},
+		subject: map[string]ledger.Seq{}, bySubj: map[string][]ledger.Seq{}, ids: map[string]ledger.Seq{}, q: map[ledger.Seq]ledger.Quarantine{},
 		grew: make(chan struct{}),
 	}, nil
 }
@@ -88,6 +90,7 @@ func (l *Log) store(subjects []string, data [][]byte, ids []string) []ledger.Seq
 		l.msgs = append(l.msgs, msg{subject: subjects[i], data: data[i]})
 		seqs[i] = l.last()
 		l.subject[subjects[i]] = seqs[i]
+		l.bySubj[subjects[i]] = append(l.bySubj[subjects[i]], seqs[i])
 		if ids[i] != "" {
 			l.ids[ids[i]] = seqs[i]
 		}
@@ -152,9 +155,11 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 	defer l.mu.Unlock()
 	subj := ledger.Subject(l.info.Name, partition)
 	rd := l.reader()
-	for seq := l.subject[subj]; seq >= l.first && seq > 0; seq-- {
+	seqs := l.bySubj[subj]
+	for i := len(seqs) - 1; i >= 0; i-- {
+		seq := seqs[i]
 		m, ok := l.at(seq)
-		if !ok || m.subject != subj {
+		if !ok {
 			continue
 		}
 		r, err := rd.Record(seq, m.subject, m.data)
@@ -211,11 +216,11 @@ func (l *Log) onlyQuarantinedAfter(subj string, prev, last ledger.Seq) bool {
 	if last < prev {
 		return false
 	}
-	for seq := prev + 1; seq <= last; seq++ {
-		if m, ok := l.at(seq); ok && m.subject == subj {
-			if _, q := l.q[seq]; !q {
-				return false
-			}
+	seqs := l.bySubj[subj]
+	i, _ := slices.BinarySearch(seqs, prev+1)
+	for _, seq := range seqs[i:] {
+		if _, q := l.q[seq]; !q && seq <= last {
+			return false
 		}
 	}
 	return true

@@ -3,6 +3,7 @@ package memledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -69,20 +70,28 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 	subj := ledger.Subject(l.info.Name, partition)
 	op := fmt.Sprintf("read partition %q", partition)
 	l.mu.Lock()
-	b, end := l.held(), l.subject[subj]
-	l.mu.Unlock()
+	b := l.held()
 	if from < b.First {
+		l.mu.Unlock()
 		return l.fail(op, &ledger.TruncatedError{From: from, First: b.First})
 	}
-	msgs, rd := l.span(from, end)
+	all := l.bySubj[subj]
+	i, _ := slices.BinarySearch(all, from)
+	seqs := slices.Clone(all[i:])
+	msgs := make([]msg, len(seqs))
+	for i, seq := range seqs {
+		msgs[i] = l.msgs[seq-l.first]
+	}
+	rd := l.reader()
+	l.mu.Unlock()
 	var prev ledger.Seq
 	n := 0
 	for i, m := range msgs {
 		if err := ctx.Err(); err != nil {
 			return l.fail(op, err)
 		}
-		seq := from + ledger.Seq(i)
-		if m.subject != subj || m.dropped {
+		seq := seqs[i]
+		if m.dropped {
 			continue
 		}
 		r, err := rd.Record(seq, m.subject, m.data)
