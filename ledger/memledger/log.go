@@ -32,10 +32,10 @@ type Log struct {
 
 	mu      sync.Mutex
 	first   ledger.Seq
-	msgs    []msg                 // msgs[i] has seq first+i; a purged one has dropped set
+	msgs    []msg                   // msgs[i] has seq first+i; a purged one has dropped set
 	subject map[string]ledger.Seq   // last seq of each subject (quarantined messages too)
 	bySubj  map[string][]ledger.Seq // each subject's seqs, ascending (the per-subject index)
-	ids     map[string]ledger.Seq // message id → seq
+	ids     map[string]ledger.Seq   // message id → seq
 	q       map[ledger.Seq]ledger.Quarantine
 	grew    chan struct{} // closed and replaced when a message is stored
 }
