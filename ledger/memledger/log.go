@@ -2,6 +2,7 @@ package memledger
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"maps"
 	"slices"
@@ -48,15 +49,19 @@ type msg struct {
 
 var _ ledger.CommitLog = (*Log)(nil)
 
-// New returns an empty log of the ledger info describes (Name and UUID
-// required; Format defaults to ledger.FormatVersion, Replicas to 1). now is
-// the clock of quarantine notices (time.Now if nil).
+// New returns an empty log of the ledger info describes (Name required; a
+// new lineage if UUID is empty; Format defaults to ledger.FormatVersion,
+// Replicas to 1). now is the clock of quarantine notices (time.Now if nil).
 func New(info ledger.Info, now func() time.Time) (*Log, error) {
 	if err := ledger.ValidateName(info.Name); err != nil {
 		return nil, err
 	}
 	if info.UUID == "" {
-		return nil, fmt.Errorf("memledger: ledger %q has no uuid: %w", info.Name, ledger.ErrInvalid)
+		id, err := ledger.NewLineageID(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("memledger: new lineage: %w", err)
+		}
+		info.UUID = id
 	}
 	if info.Format == 0 {
 		info.Format = ledger.FormatVersion
@@ -71,6 +76,9 @@ func New(info ledger.Info, now func() time.Time) (*Log, error) {
 		grew: make(chan struct{}),
 	}, nil
 }
+
+// UUID returns the ledger's lineage.
+func (l *Log) UUID() string { return l.info.UUID }
 
 func (l *Log) last() ledger.Seq { return l.first + ledger.Seq(len(l.msgs)) - 1 }
 

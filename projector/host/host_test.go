@@ -54,16 +54,11 @@ func (e *env) corruptBlob(d ledger.Digest) {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	uuid, err := ledger.NewLineageID(rand.Reader)
+	lg, err := memledger.New(ledger.Info{Name: "test", Blobs: "file:///unused"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg, err := memledger.New(ledger.Info{Name: "test", UUID: uuid, Blobs: "file:///unused"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := withBlobs(t, &env{t: t, mem: lg, log: lg, uuid: uuid})
-	return e
+	return withBlobs(t, &env{t: t, mem: lg, log: lg, uuid: lg.UUID()})
 }
 
 // newNATSEnv is newEnv on a nats-server process, for the tests whose subject
