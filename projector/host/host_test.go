@@ -73,6 +73,20 @@ func newNATSEnv(t *testing.T) *env {
 	return withBlobs(t, &env{t: t, nc: nc, log: lg, uuid: lg.UUID()})
 }
 
+// hookedLog calls beforeAppend (if set) before each Append: a commit
+// stopped after its content is stored and before it is published.
+type hookedLog struct {
+	ledger.CommitLog
+	beforeAppend func()
+}
+
+func (l *hookedLog) Append(ctx context.Context, evs []ledger.Event) ([]ledger.Seq, error) {
+	if l.beforeAppend != nil {
+		l.beforeAppend()
+	}
+	return l.CommitLog.Append(ctx, evs)
+}
+
 // withBlobs gives e a file blob store in a new directory.
 func withBlobs(t *testing.T, e *env) *env {
 	t.Helper()
