@@ -123,4 +123,3 @@ func TestSplitCommitCrash(t *testing.T) {
 		})
 	}
 }
-
