@@ -1,7 +1,5 @@
 package ledger
 
-import "context"
-
 // The blob store is no authority on what it holds beside the blobs: every role
 // that may write a blob may write any object there (a NATS object store
 // cannot tell a snapshot's key from a blob's, and S3 or GCS credentials that
@@ -11,6 +9,8 @@ import "context"
 // snapshot's stored bytes in the log when it takes one, and readers use a
 // snapshot only if what they read hashes to that. The retention bound (the
 // seq below which the log may have dropped events) is attested the same way.
+// (jetstream.Log keeps attestations in its stream's metadata, which only the
+// admin role may update.)
 
 // Attestations are what the log attests about the objects beside the blobs.
 type Attestations struct {
@@ -21,20 +21,6 @@ type Attestations struct {
 	Retained Seq
 }
 
-// MaxAttested is how many snapshots the log attests at most: the newest ones.
+// MaxAttested is how many snapshots a CommitLog attests at most: the newest ones.
 // An older snapshot is not trusted any more (rebuilds use a newer one).
 const MaxAttested = 64
-
-// Attester is a CommitLog that keeps attestations where only the admin role
-// may write (jetstream.Log: its stream's metadata, which only the admin may
-// update). Attesting without that right fails with ErrPermission.
-type Attester interface {
-	// Attested returns the attestations as stored now.
-	Attested(ctx context.Context) (Attestations, error)
-	// AttestSnapshot records the digest of the snapshot stored for seq,
-	// keeping the newest MaxAttested.
-	AttestSnapshot(ctx context.Context, seq Seq, sum Digest) error
-	// AttestRetention records a retention bound; a lower one than stored is
-	// ignored.
-	AttestRetention(ctx context.Context, before Seq) error
-}

@@ -23,7 +23,7 @@ type RetainResult struct {
 // least the distance between two snapshots keeps the previous snapshot usable, so
 // a rebuild survives a corrupt newest one.
 //
-// The bound is attested in the log (ledger.Attester) after the log has dropped
+// The bound is attested in the log (ledger.Attestations) after the log has dropped
 // the events, so a reader never trusts a bound the log has not reached.
 func Retain(ctx context.Context, cfg snapshot.Config, margin uint64) (RetainResult, error) {
 	var res RetainResult
@@ -52,11 +52,7 @@ func Retain(ctx context.Context, cfg snapshot.Config, margin uint64) (RetainResu
 	if res.Dropped, err = cfg.Log.TruncateBefore(ctx, res.Before); err != nil {
 		return res, fmt.Errorf("retain: %w", err)
 	}
-	at, ok := cfg.Log.(ledger.Attester)
-	if !ok {
-		return res, fmt.Errorf("retain: the log cannot attest a retention bound: %w", ledger.ErrInvalid)
-	}
-	if err := at.AttestRetention(ctx, res.Before); err != nil {
+	if err := cfg.Log.AttestRetention(ctx, res.Before); err != nil {
 		return res, fmt.Errorf("retain: %w", err)
 	}
 	cfg.Logs().Info("events dropped", "below", res.Before, "snapshot", s.Seq, "dropped", res.Dropped)

@@ -15,7 +15,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// Attestations (ledger.Attester) live in the stream's metadata, which only the
+// Attestations (ledger.Attestations) live in the stream's metadata, which only the
 // admin role may change (natsauth denies STREAM.UPDATE to the others):
 //
 //	syncledger.snapshot.<seq, 20 digits>  the SHA-256 (hex) of the snapshot at seq
@@ -27,9 +27,7 @@ const (
 	metaRetained       = "syncledger.retained"
 )
 
-var _ ledger.Attester = (*Log)(nil)
-
-// Attested implements ledger.Attester: one stream info request.
+// Attested implements ledger.CommitLog: one stream info request.
 func (l *Log) Attested(ctx context.Context) (ledger.Attestations, error) {
 	var st streamState
 	if err := l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &st); err != nil {
@@ -64,7 +62,7 @@ func snapshotMetaKey(seq ledger.Seq) string {
 	return fmt.Sprintf("%s%020d", metaSnapshotPrefix, uint64(seq))
 }
 
-// AttestSnapshot implements ledger.Attester.
+// AttestSnapshot implements ledger.CommitLog.
 func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
 	if seq == 0 || sum.IsZero() {
 		return fmt.Errorf("attest snapshot: seq %d, digest %s: %w", seq, sum, ledger.ErrInvalid)
@@ -90,7 +88,7 @@ func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Dig
 	return nil
 }
 
-// AttestRetention implements ledger.Attester.
+// AttestRetention implements ledger.CommitLog.
 func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
 	val := strconv.FormatUint(uint64(before), 10)
 	err := l.updateMeta(ctx, func(md map[string]string) bool {

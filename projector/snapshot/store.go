@@ -37,7 +37,7 @@ type Info struct {
 	Seq     ledger.Seq `json:"seq"`
 	Size    int64      `json:"size"`
 	ModTime time.Time  `json:"modTime"`
-	// Attested: the log attests a snapshot at Seq (ledger.Attester), whose
+	// Attested: the log attests a snapshot at Seq (ledger.Attestations), whose
 	// stored bytes hash to SHA256. Only such a snapshot is read (Get).
 	Attested bool          `json:"attested"`
 	SHA256   ledger.Digest `json:"sha256,omitzero"`
@@ -45,7 +45,7 @@ type Info struct {
 
 // ErrNotAttested: a snapshot the log does not attest, or whose stored bytes
 // do not hash to what it attests. The blob store is no authority (any role
-// that writes blobs can write there; see ledger.Attester): such a snapshot is
+// that writes blobs can write there; see ledger.Attestations): such a snapshot is
 // never used.
 var ErrNotAttested = errors.New("snapshot not attested by the log")
 
@@ -85,9 +85,8 @@ func List(ctx context.Context, objs ledger.ObjectStore, uuid string) ([]Info, er
 	return out, nil
 }
 
-// Attest lists the snapshots of ledger uuid (List) and marks those the log
-// attests, with their digests. A log that cannot attest (no ledger.Attester)
-// attests nothing.
+// Attest marks the snapshots infos (as List returns them) the log attests,
+// with their digests.
 func Attest(ctx context.Context, log ledger.CommitLog, infos []Info) ([]Info, error) {
 	a, err := attested(ctx, log)
 	if err != nil {
@@ -109,11 +108,7 @@ func ListAttested(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectS
 }
 
 func attested(ctx context.Context, log ledger.CommitLog) (ledger.Attestations, error) {
-	at, ok := log.(ledger.Attester)
-	if !ok {
-		return ledger.Attestations{}, nil
-	}
-	a, err := at.Attested(ctx)
+	a, err := log.Attested(ctx)
 	if err != nil {
 		return a, fmt.Errorf("read the log's attestations: %w", err)
 	}
@@ -124,10 +119,6 @@ func attested(ctx context.Context, log ledger.CommitLog) (ledger.Attestations, e
 // it (only the admin role may: ledger.ErrPermission otherwise, and the stored
 // object is never used). Storing the same snapshot twice stores the same bytes.
 func Put(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, s *Snapshot) (Info, error) {
-	at, ok := log.(ledger.Attester)
-	if !ok {
-		return Info{}, fmt.Errorf("store snapshot: the log cannot attest snapshots: %w", ledger.ErrInvalid)
-	}
 	var buf bytes.Buffer
 	if err := Encode(&buf, s); err != nil {
 		return Info{}, err
@@ -142,7 +133,7 @@ func Put(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, s *
 	if oi, err := objs.StatObject(ctx, key); err == nil {
 		info.ModTime = oi.ModTime
 	}
-	if err := at.AttestSnapshot(ctx, s.Seq, sum); err != nil {
+	if err := log.AttestSnapshot(ctx, s.Seq, sum); err != nil {
 		return Info{}, fmt.Errorf("store snapshot %s: %w", key, err)
 	}
 	return info, nil
@@ -222,7 +213,7 @@ type wireRetention struct {
 
 // legacyRetained reads the retention bound an older release recorded beside
 // the snapshots (snapshots/<uuid>/retention.json), for Adopt: the blob store
-// is no authority on it any more (ledger.Attester).
+// is no authority on it any more (ledger.Attestations).
 func legacyRetained(ctx context.Context, objs ledger.ObjectStore, uuid string) (ledger.Seq, error) {
 	rc, err := objs.GetObject(ctx, retentionKey(uuid))
 	if errors.Is(err, ledger.ErrNotFound) {
