@@ -127,7 +127,9 @@ func TestThreatModel(t *testing.T) {
 		}
 		return nil
 	}
-	refused := func(err error) bool { return errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, ledger.ErrPermission) }
+	refused := func(err error) bool {
+		return errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, ledger.ErrPermission)
+	}
 	forged := func() []byte { // a well-formed snapshot that forgets audit/one, at a later seq
 		var b bytes.Buffer
 		if err := snapshot.Encode(&b, &snapshot.Snapshot{Ledger: al.UUID(), Name: name, Seq: 5}); err != nil {
