@@ -172,6 +172,9 @@ func newAttestLog() *attestLog {
 	return &attestLog{a: ledger.Attestations{Snapshots: map[ledger.Seq]ledger.Digest{}}}
 }
 
+func (l *attestLog) Info(context.Context) (ledger.Info, error) {
+	return ledger.Info{Name: "l", UUID: uuid}, nil
+}
 func (l *attestLog) Attested(context.Context) (ledger.Attestations, error) { return l.a, nil }
 func (l *attestLog) AttestSnapshot(_ context.Context, seq ledger.Seq, d ledger.Digest) error {
 	l.a.Snapshots[seq] = d
@@ -273,5 +276,38 @@ func TestForgedSnapshotNeverUsed(t *testing.T) {
 		if _, err := Get(ctx, objs, i); !errors.Is(err, ErrNotAttested) {
 			t.Errorf("Get %s: %v, want ErrNotAttested", i.Key, err)
 		}
+	}
+}
+
+// TestAdopt: snapshots a release before attestations stored (and its
+// retention bound) are attested by Adopt, except one that does not read back;
+// Select then uses them.
+func TestAdopt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg := newAttestLog()
+	for _, n := range []int{3, 9} {
+		b := encode(t, sample(n))
+		objs.PutObject(ctx, Key(uuid, sample(n).Seq), bytes.NewReader(b), int64(len(b)))
+	}
+	objs.PutObject(ctx, Key(uuid, 200), strings.NewReader("garbage"), 7)
+	ret := []byte(`{"v":1,"ledger":"` + uuid + `","before":25}`)
+	objs.PutObject(ctx, retentionKey(uuid), bytes.NewReader(ret), int64(len(ret)))
+	if _, _, err := Select(ctx, lg, objs, uuid, nil, nil); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("Select before adopting: %v, want none usable", err)
+	}
+	res, err := Adopt(ctx, Config{Log: lg, Blobs: ledger.NewBlobStore(objs), Objects: objs})
+	if err != nil || len(res.Adopted) != 2 || len(res.Skipped) != 1 || res.Retained != 25 {
+		t.Fatalf("Adopt = %+v, %v", res, err)
+	}
+	if s, _, err := Select(ctx, lg, objs, uuid, nil, nil); err != nil || s.Seq != 90 {
+		t.Fatalf("Select after adopting: %v %v", s, err)
+	}
+	if lg.a.Retained != 25 {
+		t.Errorf("retention bound attested %d, want 25", lg.a.Retained)
 	}
 }
