@@ -14,7 +14,11 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
@@ -87,14 +91,11 @@ func TestRealS3(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if _, err := validate(cfg); err != nil {
+	st, err := New(ctx, cfg)
+	if err != nil {
 		t.Fatalf("SYNCLEDGER_TEST_S3_* configuration: %v", err)
 	}
-	client, err := newClient(ctx, cfg)
-	if err != nil {
-		t.Fatalf("S3 client for %s: %v", endpoint, err)
-	}
-	if err := ensureBucket(ctx, client, bucket); err != nil {
+	if err := ensureBucket(ctx, st.client, bucket); err != nil {
 		t.Fatalf("S3 server %s (SYNCLEDGER_TEST_S3_ENDPOINT) is not usable: %v", endpoint, err)
 	}
 	root := fmt.Sprintf("syncledger-test-%d", time.Now().UnixNano())
@@ -103,17 +104,17 @@ func TestRealS3(t *testing.T) {
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, root+"/blobs")) })
 }
 
-func ensureBucket(ctx context.Context, c *client, bucket string) error {
-	_, err := c.call(ctx, request{method: http.MethodHead}, nil)
+func ensureBucket(ctx context.Context, c *awss3.Client, bucket string) error {
+	_, err := c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(bucket)})
 	if err == nil {
 		return nil
 	}
-	var ae *apiError
-	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusNotFound {
 		return fmt.Errorf("head bucket %q: %w", bucket, err)
 	}
-	_, err = c.call(ctx, request{method: http.MethodPut}, nil)
-	if err != nil && !(errors.As(err, &ae) && ae.Code == "BucketAlreadyOwnedByYou") {
+	_, err = c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)})
+	if owned := (*types.BucketAlreadyOwnedByYou)(nil); err != nil && !errors.As(err, &owned) {
 		return fmt.Errorf("create bucket %q: %w", bucket, err)
 	}
 	return nil
