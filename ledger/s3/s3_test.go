@@ -102,6 +102,7 @@ func TestRealS3(t *testing.T) {
 	t.Cleanup(func() { deleteAll(t, cfg, root) })
 	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, root+"/objects")) })
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, root+"/blobs")) })
+	t.Run("Multipart", func(t *testing.T) { testMultipart(t, cfg, root+"/mp") })
 }
 
 func ensureBucket(ctx context.Context, c *awss3.Client, bucket string) error {
@@ -193,13 +194,17 @@ func TestMissingBucketIsNotNotFound(t *testing.T) {
 // place. The conformance suites pass with every put of unknown size multipart.
 func TestMultipart(t *testing.T) {
 	t.Parallel()
-	cfg := startFake(t)
+	testMultipart(t, startFake(t), "mp")
+}
+
+// testMultipart runs TestMultipart's checks in cfg's bucket below root.
+func testMultipart(t *testing.T, cfg Config, root string) {
 	cfg.MultipartAbove, cfg.PartSize = minPartSize, minPartSize
-	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, "mp-objects")) })
-	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, "mp-blobs")) })
+	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, root+"-objects")) })
+	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, root+"-blobs")) })
 
 	ctx := t.Context()
-	s := storeMaker(cfg, "mp")(t)
+	s := storeMaker(cfg, root)(t)
 	big := make([]byte, 2*minPartSize+12345)
 	for i := range big {
 		big[i] = byte(i * 7 / 3)
