@@ -34,6 +34,9 @@ func loadAWS(ctx context.Context, cfg Config) (aws.Config, error) {
 			t.MaxIdleConnsPerHost = maxIdleConnsPerHost
 			t.MaxIdleConns = max(t.MaxIdleConns, maxIdleConnsPerHost)
 		})),
+		// When no region is configured; the credential providers' STS
+		// clients get it too.
+		config.WithDefaultRegion(DefaultRegion),
 	}
 	if cfg.Region != "" {
 		opts = append(opts, config.WithRegion(cfg.Region))
@@ -49,9 +52,6 @@ func loadAWS(ctx context.Context, cfg Config) (aws.Config, error) {
 				missing.Profile, missing.Filename, ledger.ErrInvalid)
 		}
 		return aws.Config{}, fmt.Errorf("load the AWS configuration: %w", err)
-	}
-	if awsCfg.Region == "" {
-		awsCfg.Region = DefaultRegion
 	}
 	if cfg.Credentials == nil && awsCfg.Credentials != nil {
 		awsCfg.Credentials = &wayOut{CredentialsProvider: awsCfg.Credentials, profile: profileOf(awsCfg)}
@@ -150,8 +150,9 @@ type wayOut struct {
 func (w *wayOut) Retrieve(ctx context.Context) (aws.Credentials, error) {
 	c, err := w.CredentialsProvider.Retrieve(ctx)
 	if err != nil && ctx.Err() == nil {
-		return c, fmt.Errorf("AWS credentials (profile %s): %w (see what the AWS CLI gets with aws sts get-caller-identity --profile %s; "+
-			"an IAM Identity Center (SSO) profile whose session expired signs in again with aws sso login --profile %s)",
+		return c, fmt.Errorf("AWS credentials (profile %s): %w (check them with aws sts get-caller-identity --profile %s; "+
+			"set them up with aws configure or aws configure sso; an IAM Identity Center (SSO) session that expired "+
+			"signs in again with aws sso login --profile %s)",
 			w.profile, err, w.profile, w.profile)
 	}
 	return c, err
