@@ -118,8 +118,8 @@ type Agent struct {
 type Request struct {
 	ID           int64    `json:"id"`
 	Op           string   `json:"op"`
-	Version      string   `json:"version,omitempty"`      // hello
 	Protocol     int      `json:"protocol,omitempty"`     // hello
+	Repo         string   `json:"repo,omitempty"`         // hello: the swamp repo, for messages
 	MetadataOnly bool     `json:"metadataOnly,omitempty"` // pull
 	Path         string   `json:"path,omitempty"`         // hydrate
 	Hints        []string `json:"hints,omitempty"`        // push, commit, hint: markDirty paths
@@ -231,14 +231,30 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	return sc.Err()
 }
 
+// checkProtocol accepts an extension that speaks this binary's protocol,
+// whatever release wrote it; otherwise it says which command fixes it.
+func checkProtocol(protocol int, repo, version string) error {
+	if repo == "" {
+		repo = "DIR"
+	}
+	switch {
+	case protocol == Protocol:
+		return nil
+	case protocol > Protocol:
+		return &versionError{fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, newer than this syncledger binary's (%s: protocol %d): "+
+			"install a newer syncledger on this host (one that speaks protocol %d); or, to take every host back to this binary's protocol, "+
+			"run 'syncledger swamp setup --repo %s' with this binary and commit the extension it writes", repo, protocol, version, Protocol, protocol, repo)}
+	default:
+		return &versionError{fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, older than this syncledger binary's (%s: protocol %d): "+
+			"run 'syncledger swamp setup --repo %s' with this binary to rewrite the extension, and commit it for the other hosts", repo, protocol, version, Protocol, repo)}
+	}
+}
+
 func (a *Agent) handle(ctx context.Context, req Request) (any, error) {
 	switch req.Op {
 	case "hello":
-		if req.Protocol != Protocol {
-			return nil, &versionError{fmt.Sprintf("the @syncledger/datastore extension speaks protocol %d, this syncledger binary (%s) speaks %d: run 'syncledger swamp setup' again with this binary to rewrite the extension", req.Protocol, a.Version, Protocol)}
-		}
-		if req.Version != a.Version {
-			return nil, &versionError{fmt.Sprintf("the @syncledger/datastore extension in this repo was written by syncledger %q, but the binary it runs is %q: run 'syncledger swamp setup --repo DIR' with this binary to rewrite it (or point \"binary\" in the datastore config of .swamp.yaml at the matching binary)", req.Version, a.Version)}
+		if err := checkProtocol(req.Protocol, req.Repo, a.Version); err != nil {
+			return nil, err
 		}
 		return map[string]any{"version": a.Version, "protocol": Protocol, "cache": a.Cache}, nil
 	case "pull", "push", "prepare", "commit", "hydrate", "verify":

@@ -176,14 +176,22 @@ func TestAgent(t *testing.T) {
 		return nil, func() { acks++ } // no watch: scan the whole cache
 	})
 
-	if r := c.call(map[string]any{"op": "hello", "version": "v-old", "protocol": Protocol}); r.Error == nil || r.Error.Kind != "version" || !strings.Contains(r.Error.Message, "swamp setup") {
-		t.Fatalf("hello from another version: %+v", r)
+	// Any release's extension of this protocol is accepted (the extension
+	// records no build); another protocol says which command fixes it.
+	for _, tc := range []struct {
+		protocol int
+		want     string
+	}{
+		{Protocol + 1, "install a newer syncledger"},
+		{Protocol - 1, "run 'syncledger swamp setup --repo /r' with this binary"},
+	} {
+		r := c.call(map[string]any{"op": "hello", "protocol": tc.protocol, "repo": "/r"})
+		if r.Error == nil || r.Error.Kind != "version" || !strings.Contains(r.Error.Message, tc.want) {
+			t.Fatalf("hello in protocol %d: %+v; want a version error saying %q", tc.protocol, r, tc.want)
+		}
 	}
-	if r := c.call(map[string]any{"op": "hello", "version": "v-test", "protocol": Protocol + 1}); r.Error == nil || r.Error.Kind != "version" {
-		t.Fatalf("hello in another protocol: %+v", r)
-	}
-	if r := c.call(map[string]any{"op": "hello", "version": "v-test", "protocol": Protocol}); r.Error != nil {
-		t.Fatalf("hello: %+v", r.Error)
+	if r := c.call(map[string]any{"op": "hello", "version": "syncledger v0.0.1-old", "protocol": Protocol}); r.Error != nil {
+		t.Fatalf("hello from an older release's extension: %+v", r.Error)
 	}
 
 	// A push of nothing publishes nothing; a push of a file publishes one commit.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,7 +13,7 @@ import (
 
 func newSwampImportCmd(a *app) *cobra.Command {
 	var (
-		from, ns       string
+		from, repo, ns string
 		acceptMismatch bool
 		parallel       int
 		asJSON         bool
@@ -51,35 +52,24 @@ The ledger must exist: create it with "syncledger init" first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if from == "" {
-				return usagef("--from is required: the swamp datastore's URL")
+			if (from == "") == (repo == "") {
+				return usagef("give the swamp datastore to import: --from URL, or --repo DIR for the datastore a swamp repo's .swamp.yaml names")
 			}
-			src, err := a.openObjects(ctx, from)
-			if err != nil {
-				return err
+			var dirs bool
+			if repo != "" {
+				cur, err := swamp.ReadDatastore(repo)
+				if err != nil {
+					return usagef("--repo: %v", err)
+				}
+				if cur.Source == "" {
+					return usagef("--repo: the datastore of %s is already %s: nothing to import", repo, cur.Type)
+				}
+				from, dirs = cur.Source, cur.Dirs
+				if ns == "" {
+					ns = cur.Namespace
+				}
 			}
-			l, err := a.Log(ctx)
-			if err != nil {
-				return err
-			}
-			blobs, err := a.Blobs(ctx)
-			if err != nil {
-				return err
-			}
-			sum, err := swamp.Import(ctx, swamp.ImportConfig{
-				Source: src, Namespace: ns, SourceName: redactURL(from), Log: l, Blobs: blobs, Host: a.host,
-				AcceptMismatch: acceptMismatch, Parallel: parallel, TempDir: os.TempDir(),
-				Progress: func(p swamp.ImportProgress) {
-					line := fmt.Sprintf("swamp import: [%d/%d] %s: %s, %d files (%s)", p.Done, p.Total, p.Partition, p.Action, p.Files, swampSize(p.Bytes))
-					if p.Action == swamp.Committed {
-						line += fmt.Sprintf(": commit %s at seq %d writes %d, deletes %d", p.Commit, p.Seq, p.Written, p.Deleted)
-					}
-					if p.Copied > 0 {
-						line += fmt.Sprintf(", copied %d objects (%s)", p.Copied, swampSize(p.CopiedBytes))
-					}
-					fmt.Fprintln(a.stderr, line)
-				},
-			})
+			sum, err := a.swampImport(ctx, from, ns, dirs, acceptMismatch, parallel)
 			if err != nil {
 				if sum.Partitions > 0 {
 					printImportSummary(a, sum)
@@ -100,12 +90,52 @@ The ledger must exist: create it with "syncledger init" first.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&from, "from", "", "the swamp datastore: s3://BUCKET/PREFIX?…, gs://BUCKET/PREFIX or file:///DIR (required)")
+	fs.StringVar(&from, "from", "", "the swamp datastore: s3://BUCKET/PREFIX?…, gs://BUCKET/PREFIX or file:///DIR")
+	fs.StringVar(&repo, "repo", "", "import the datastore a swamp repo's .swamp.yaml names (a filesystem datastore: its data directories only)")
 	fs.StringVar(&ns, "namespace", "", "swamp namespace (giga-swamp mode): read NS/… keys")
 	fs.BoolVar(&acceptMismatch, "accept-mismatch", false, "import an object's bytes even when they do not match its index entry's sha256 or size")
 	fs.IntVar(&parallel, "parallel", swamp.DefaultParallel, "concurrent object copies")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	return cmd
+}
+
+// swampImport imports the swamp datastore at from into a's ledger (a
+// filesystem datastore's data directories only, with dirs), reporting each
+// partition on stderr.
+func (a *app) swampImport(ctx context.Context, from, ns string, dirs, acceptMismatch bool, parallel int) (swamp.ImportSummary, error) {
+	src, err := a.openObjects(ctx, from)
+	if err != nil {
+		return swamp.ImportSummary{}, err
+	}
+	if dirs {
+		prefix := ""
+		if ns != "" {
+			prefix = ns + "/"
+		}
+		src = swamp.OnlyDatastoreDirs(src, prefix)
+	}
+	l, err := a.Log(ctx)
+	if err != nil {
+		return swamp.ImportSummary{}, err
+	}
+	blobs, err := a.Blobs(ctx)
+	if err != nil {
+		return swamp.ImportSummary{}, err
+	}
+	return swamp.Import(ctx, swamp.ImportConfig{
+		Source: src, Namespace: ns, SourceName: redactURL(from), Log: l, Blobs: blobs, Host: a.host,
+		AcceptMismatch: acceptMismatch, Parallel: parallel, TempDir: os.TempDir(),
+		Progress: func(p swamp.ImportProgress) {
+			line := fmt.Sprintf("swamp import: [%d/%d] %s: %s, %d files (%s)", p.Done, p.Total, p.Partition, p.Action, p.Files, swampSize(p.Bytes))
+			if p.Action == swamp.Committed {
+				line += fmt.Sprintf(": commit %s at seq %d writes %d, deletes %d", p.Commit, p.Seq, p.Written, p.Deleted)
+			}
+			if p.Copied > 0 {
+				line += fmt.Sprintf(", copied %d objects (%s)", p.Copied, swampSize(p.CopiedBytes))
+			}
+			fmt.Fprintln(a.stderr, line)
+		},
+	})
 }
 
 func printImportSummary(a *app, s swamp.ImportSummary) {

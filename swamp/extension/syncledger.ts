@@ -6,23 +6,69 @@
 // keeps the one implementation of the ledger protocol and its crash safety.
 import { z } from "npm:zod@4";
 
-/** The syncledger version that wrote this file; the agent must be the same. */
-export const WRITTEN_BY = "__SYNCLEDGER_VERSION__";
-/** The agent protocol (swamp.Protocol in Go). */
+/** The agent protocol (swamp.Protocol in Go): the only thing agent and extension must share. */
 export const PROTOCOL = 1;
 const TYPE = "@syncledger/datastore";
 
-export const configSchema = z.object({
-  binary: z.string().describe("absolute path of the syncledger binary"),
-  cache: z.string().describe("this host's syncledger cache: swamp's datastore directory"),
-  nats: z.string().describe("NATS URL of the ledger's server"),
+/**
+ * Per-host settings: in HOST_FILE (setup writes it, git does not track it), or
+ * for SWAMP_DATASTORE's config; in .swamp.yaml only from older setups.
+ */
+const hostSchema = z.object({
+  binary: z.string().optional().describe("the syncledger binary (default: $SYNCLEDGER_BINARY, else syncledger on PATH)"),
+  cache: z.string().optional().describe("this host's syncledger cache (default: REPO/.swamp/syncledger-cache)"),
+  host: z.string().optional().describe("this host's id in commits (default: SYNCLEDGER_HOST, the config file, the hostname)"),
+  nats: z.string().optional().describe("NATS URL of the ledger's server, without credentials"),
+  flags: z.array(z.string()).optional().describe("more global syncledger flags, e.g. --nats-creds FILE"),
+});
+/** The datastore's config in .swamp.yaml: the same on every host, no secret in it. */
+export const configSchema = hostSchema.extend({
   ledger: z.string().describe("ledger name (with a namespace, the base ledger; the namespace's own is LEDGER_NS)"),
   namespace: z.string().optional().describe("the datastore's namespace, as in .swamp.yaml (syncledger swamp setup --namespace)"),
-  host: z.string().optional().describe("this host's id in commits (default: hostname)"),
-  flags: z.array(z.string()).optional().describe("more global syncledger flags, e.g. --nats-creds FILE"),
   lockTtlMs: z.number().int().positive().optional().describe("lock TTL (default 30000)"),
 });
 export type Config = z.infer<typeof configSchema>;
+/** A host's own settings for a repo (swamp.HostFile in Go), relative to the repo. */
+export const HOST_FILE = ".swamp/syncledger-host.json";
+
+/** What an agent runs with: the repo's config, then the host file's keys, then defaults. */
+export type Resolved = {
+  binary: string; cache: string; ledger: string; nats?: string; namespace?: string; host?: string;
+  flags: string[]; lockTtlMs?: number; repo: string;
+};
+
+/** Resolves cfg for the repo at repo: HOST_FILE's keys win, SYNCLEDGER_BINARY over both for the binary. */
+export function resolveConfig(cfg: Config, repo: string): Resolved {
+  const file = `${repo}/${HOST_FILE}`;
+  let h: z.infer<typeof hostSchema> = {};
+  let text: string | undefined;
+  try {
+    text = Deno.readTextFileSync(file);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw failure(`${TYPE}: read ${file}: ${(e as Error).message}`);
+  }
+  if (text !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (e) {
+      throw failure(`${TYPE}: ${file} is not JSON (${(e as Error).message}): fix it, or run 'syncledger swamp setup --repo ${repo}' to rewrite it`);
+    }
+    const r = hostSchema.strict().safeParse(parsed);
+    if (!r.success) {
+      throw failure(`${TYPE}: ${file}: ${r.error.message}: fix it, or run 'syncledger swamp setup --repo ${repo}' to rewrite it`);
+    }
+    h = r.data;
+  }
+  return {
+    binary: Deno.env.get("SYNCLEDGER_BINARY") || h.binary || cfg.binary || "syncledger",
+    cache: h.cache ?? cfg.cache ?? `${repo}/.swamp/syncledger-cache`,
+    nats: h.nats ?? cfg.nats,
+    host: h.host ?? cfg.host,
+    flags: [...(cfg.flags ?? []), ...(h.flags ?? [])],
+    ledger: cfg.ledger, namespace: cfg.namespace, lockTtlMs: cfg.lockTtlMs, repo,
+  };
+}
 
 /** An error as swamp should print it: its message, without a stack. */
 function failure(message: string): Error {
@@ -44,7 +90,12 @@ export class Agent {
   private dead?: Error;
   private up = false; // the agent accepted this extension's version
 
-  constructor(private cfg: Config) {}
+  constructor(private cfg: Resolved) {}
+
+  /** What this agent runs with. */
+  get config(): Resolved {
+    return this.cfg;
+  }
 
   /** The agent's process id, once started. */
   get pid(): number | undefined {
@@ -54,8 +105,8 @@ export class Agent {
   args(): string[] {
     const c = this.cfg;
     return [
-      "--nats", c.nats, "--ledger", c.ledger, "--cache", c.cache, "--log-level", "warn",
-      ...(c.host ? ["--host", c.host] : []), ...(c.flags ?? []), "swamp", "agent",
+      ...(c.nats ? ["--nats", c.nats] : []), "--ledger", c.ledger, "--cache", c.cache, "--log-level", "warn",
+      ...(c.host ? ["--host", c.host] : []), ...c.flags, "swamp", "agent",
       ...(c.namespace ? ["--namespace", c.namespace] : []),
     ];
   }
@@ -69,9 +120,11 @@ export class Agent {
       const why = e instanceof Deno.errors.NotFound
         ? "not found"
         : e instanceof Deno.errors.PermissionDenied ? "not executable" : String(e);
+      const where = this.cfg.binary.includes("/") ? "" : " on PATH";
       throw failure(
-        `${TYPE}: the syncledger binary ${this.cfg.binary} is ${why}: install syncledger there, ` +
-          `or run 'syncledger swamp setup --repo DIR' with the binary you have to rewrite "binary" in .swamp.yaml`,
+        `${TYPE}: the syncledger binary ${this.cfg.binary}${where} is ${why}: install syncledger${where || " there"}, ` +
+          `set SYNCLEDGER_BINARY, or run 'syncledger swamp setup --repo ${this.cfg.repo} --binary PATH' on this host ` +
+          `(it records the binary in ${HOST_FILE}, which git does not track)`,
       );
     }
     // Unreferenced while idle, so that the agent never keeps swamp from
@@ -90,7 +143,7 @@ export class Agent {
       for (const p of this.pending.values()) p.reject(this.dead);
       this.pending.clear();
     });
-    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL }).then((r) => {
+    return this.send({ op: "hello", protocol: PROTOCOL, repo: this.cfg.repo }).then((r) => {
       this.up = true;
       return r;
     });
@@ -185,12 +238,19 @@ export class Agent {
 }
 
 const agents = new Map<string, Agent>();
-function agentFor(cfg: Config): Agent {
-  const key = JSON.stringify(cfg);
+/** The one agent of this swamp process for cfg in repo. */
+function agentFor(cfg: Config, repo: string): Agent {
+  const key = JSON.stringify([cfg, repo]);
   let a = agents.get(key);
-  if (!a) agents.set(key, a = new Agent(cfg));
+  if (!a) agents.set(key, a = new Agent(resolveConfig(cfg, repo)));
   return a;
 }
+/**
+ * The repo swamp last resolved a config for: swamp names it to
+ * resolveDatastorePath before anything else (even the verifier of
+ * `datastore status`, made without it, comes after).
+ */
+const repos = new Map<string, string>();
 
 function b64(data: Uint8Array): string {
   let s = "";
@@ -209,7 +269,7 @@ export type LockInfo = {
 /** swamp's DistributedLock on the ledger's KV bucket (swamp/lock.go). */
 export class Lock {
   private key: string;
-  constructor(private agent: Agent, private cfg: Config, private opts: LockOptions = {}) {
+  constructor(private agent: Agent, private cfg: Resolved, private opts: LockOptions = {}) {
     this.key = opts.lockKey ?? ".datastore.lock";
   }
   async acquire(): Promise<void> {
@@ -330,34 +390,46 @@ export class SyncService {
 }
 
 export class Provider {
-  readonly agent: Agent;
+  private key: string;
   constructor(private cfg: Config) {
-    this.agent = agentFor(cfg);
-    // swamp makes a provider early in every command that uses the datastore.
-    this.agent.warm();
+    this.key = JSON.stringify(cfg);
+  }
+  /** The agent for repo (default: the repo swamp last resolved this config for, else the working directory). */
+  agentIn(repo?: string): Agent {
+    if (repo) repos.set(this.key, repo);
+    return agentFor(this.cfg, repo ?? repos.get(this.key) ?? Deno.cwd());
+  }
+  get agent(): Agent {
+    return this.agentIn();
   }
   resolveDatastorePath(repoDir: string) {
+    // swamp resolves the datastore early in every command that uses it: the
+    // agent starts now, and its start overlaps swamp's own work.
+    this.agentIn(repoDir).warm();
     return `${repoDir}/.swamp`;
   }
-  resolveCachePath(_repoDir: string) {
-    return this.cfg.cache;
+  resolveCachePath(repoDir: string) {
+    return this.agentIn(repoDir).config.cache;
   }
-  createSyncService(_repoDir: string, _cachePath: string) {
-    return new SyncService(this.agent, this.cfg.namespace ?? "");
+  createSyncService(repoDir: string, _cachePath: string) {
+    return new SyncService(this.agentIn(repoDir), this.cfg.namespace ?? "");
   }
-  createLock(_datastorePath: string, options?: LockOptions) {
-    return new Lock(this.agent, this.cfg, options);
+  createLock(datastorePath: string, options?: LockOptions) {
+    const a = this.agentIn(datastorePath.replace(/\/\.swamp\/?$/, ""));
+    return new Lock(a, a.config, options);
   }
   createVerifier() {
-    const a = this.agent, cfg = this.cfg;
+    const a = this.agent, cfg = a.config;
     return {
       async verify() {
         const t0 = performance.now();
         try {
           const d = await a.call<{ head: number; hwm: number; ledger: string }>({ op: "verify", namespace: cfg.namespace ?? "" });
+          const behind = d.head - d.hwm;
           return {
             healthy: true, latencyMs: Math.round(performance.now() - t0), datastoreType: TYPE, details: d,
-            message: `ledger ${d.ledger} at ${cfg.nats}: head ${d.head}, this host's hwm ${d.hwm}`,
+            message: `ledger ${d.ledger}${cfg.nats ? ` at ${cfg.nats}` : ""}: head ${d.head}, this host's mark ${d.hwm}, ` +
+              (behind > 0 ? `${behind} behind (the next swamp command that pulls, or 'swamp datastore sync', catches up)` : "up to date"),
           };
         } catch (e) {
           return {
@@ -368,11 +440,11 @@ export class Provider {
       },
     };
   }
-  async registerNamespace(_datastorePath: string, namespace: string, repoId: string) {
-    await this.agent.call({ op: "ns.register", namespace, repoId });
+  async registerNamespace(datastorePath: string, namespace: string, repoId: string) {
+    await this.agentIn(datastorePath.replace(/\/\.swamp\/?$/, "")).call({ op: "ns.register", namespace, repoId });
   }
-  listNamespaces(_datastorePath: string): Promise<string[]> {
-    return this.agent.call({ op: "ns.list" });
+  listNamespaces(datastorePath: string): Promise<string[]> {
+    return this.agentIn(datastorePath.replace(/\/\.swamp\/?$/, "")).call({ op: "ns.list" });
   }
 }
 
