@@ -264,7 +264,9 @@ func ReadDatastore(repo string) (Datastore, error) {
 	return out, nil
 }
 
-func fileURL(dir string) string { return (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String() }
+func fileURL(dir string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
+}
 
 func s3URL(bucket, prefix, region, endpoint string, pathStyle bool) string {
 	q := url.Values{}
