@@ -98,7 +98,7 @@ the environment swamp runs in or from the user's configuration file
 			}
 			var imported *swamp.ImportSummary
 			if !skipImport && cur.Source != "" {
-				sum, err := a.swampImport(ctx, cur.Source, cur.Namespace, cur.Dirs, false, swamp.DefaultParallel)
+				sum, err := a.swampImport(ctx, cur.Source, cur.Namespace, cur.Dirs, swamp.ImportConfig{})
 				switch {
 				case err != nil && errors.Is(err, ledger.ErrNotFound) && sum.Files == 0 && cur.Dirs:
 					// A filesystem datastore without data: nothing to import.
