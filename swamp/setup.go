@@ -90,8 +90,9 @@ func CheckRepo(repo string) error {
 // Install writes the extension into repo, points the datastore of repo's
 // .swamp.yaml at it with cfg (what `swamp datastore setup extension`
 // writes; other keys are kept) and writes host to HostFile (removes it when
-// host is empty). The extension and the datastore block are the same on
-// every host for the same cfg, lazy and namespace.
+// host is empty), and removes swamp's data catalog of the old datastore.
+// The extension and the datastore block are the same on every host for the
+// same cfg and lazy.
 func Install(repo string, cfg ExtensionConfig, host HostConfig, lazy bool) (Installed, error) {
 	var out Installed
 	yml := filepath.Join(repo, ".swamp.yaml")
@@ -144,7 +145,19 @@ func Install(repo string, cfg ExtensionConfig, host HostConfig, lazy bool) (Inst
 		out.HostFile = hf
 	}
 	out.Config = yml
-	return out, writeFile(yml, buf.Bytes())
+	if err := writeFile(yml, buf.Bytes()); err != nil {
+		return out, err
+	}
+	// swamp's data catalog, a read model of the datastore's files, is the
+	// repo's own (.swamp/data/_catalog.db, never synced): the old datastore's
+	// rows would outlive the switch. swamp rebuilds it from the files at its
+	// next query when it is missing.
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(filepath.Join(repo, ".swamp", "data", "_catalog.db"+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return out, fmt.Errorf("reset swamp's data catalog: %w", err)
+		}
+	}
+	return out, nil
 }
 
 func readMarker(repo string) (*yaml.Node, *yaml.Node, error) {

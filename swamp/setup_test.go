@@ -23,11 +23,25 @@ func TestInstall(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(repo, ".swamp.yaml"), []byte(yml), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(repo, ".swamp", "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"_catalog.db", "_catalog.db-wal", "keep"} {
+		if err := os.WriteFile(filepath.Join(repo, ".swamp", "data", f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg := ExtensionConfig{NATS: "nats://127.0.0.1:4222", Ledger: "infra"}
 	host := HostConfig{Binary: "/bin/syncledger", Cache: "/c", Flags: []string{"--nats-creds", "/c.creds"}}
 	inst, err := Install(repo, cfg, host, true)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, ".swamp", "data", "_catalog.db")); !os.IsNotExist(err) {
+		t.Fatalf("swamp's data catalog of the old datastore is left: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, ".swamp", "data", "keep")); err != nil {
+		t.Fatalf("install removed more than the catalog: %v", err)
 	}
 	if want := filepath.Join(repo, "ext", "ds", "syncledger.ts"); inst.Extension != want {
 		t.Fatalf("extension at %s, want %s (datastoresDir)", inst.Extension, want)
