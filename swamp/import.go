@@ -510,7 +510,9 @@ func (im *importer) merge(ctx context.Context, c *copier, p string, st partition
 	return Committed, delta, nil
 }
 
-func sameFile(a, b ledger.Entry) bool { return a.SHA256 == b.SHA256 && a.Size == b.Size && a.Mode == b.Mode }
+func sameFile(a, b ledger.Entry) bool {
+	return a.SHA256 == b.SHA256 && a.Size == b.Size && a.Mode == b.Mode
+}
 
 // Regenerated reports whether swamp rewrites the file at rel (a cache path)
 // on its own: evaluated definitions and workflows, and each data name's
