@@ -3,12 +3,19 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/syncledger/syncledger/ledger"
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
@@ -256,4 +263,83 @@ func treeDiff(a, b map[string]string) string {
 		}
 	}
 	return strings.Join(d, "\n")
+}
+
+// TestSwampRealS3: the way back out to S3 and the way in from it. A repo's
+// runs on the ledger are mirrored into a bucket (consume swamp-mirror, swamp's
+// own v2 layout); a checkout whose datastore is that bucket
+// (@swamp/s3-datastore, as swamp datastore setup extension writes it) is set
+// up on another ledger: without credentials setup refuses, changing nothing,
+// and prints the import command; that command with credentials imports the
+// runs, and setup again takes the repo to the ledger with every run. It needs
+// an S3 server (scripts/versitygw.sh): SYNCLEDGER_TEST_S3_ENDPOINT.
+func TestSwampRealS3(t *testing.T) {
+	endpoint, bucket := os.Getenv("SYNCLEDGER_TEST_S3_ENDPOINT"), os.Getenv("SYNCLEDGER_TEST_S3_BUCKET")
+	if endpoint == "" || bucket == "" {
+		t.Skip("SYNCLEDGER_TEST_S3_ENDPOINT and _BUCKET are not set: start an S3 server (eval \"$(scripts/versitygw.sh)\") to run the S3 way out and in")
+	}
+	w := newRealSwamp(t)
+	ensureS3Bucket(t, endpoint, bucket)
+	a := w.repo("a")
+	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+
+	prefix := "wayout-" + filepath.Base(w.dir)
+	q := url.Values{"endpoint": {endpoint}, "region": {"us-east-1"}, "path-style": {"true"}}
+	to := "s3://" + bucket + "/" + prefix + "?" + q.Encode()
+	w.c.ok("consume", "swamp-mirror", "--to", to, "--once")
+
+	b := w.checkout("b")
+	yml := filepath.Join(b, ".swamp.yaml")
+	marker, _ := os.ReadFile(yml)
+	block := "datastore:\n  type: '@swamp/s3-datastore'\n  config:\n    bucket: " + bucket + "\n    prefix: " + prefix +
+		"\n    region: us-east-1\n    endpoint: " + endpoint + "\n    forcePathStyle: true\n"
+	if err := os.WriteFile(yml, append(marker, block...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(yml)
+	w.c.ok("--ledger", "back", "init", "--blobs", fileURL(filepath.Join(w.dir, "back-blobs")))
+
+	noCreds := &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+w.nats, "SYNCLEDGER_LOG_LEVEL=warn", "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=",
+		"AWS_SHARED_CREDENTIALS_FILE=/nonexistent", "AWS_CONFIG_FILE=/nonexistent", "AWS_EC2_METADATA_DISABLED=true")}
+	r := noCreds.run("--ledger", "back", "--host", "b", "swamp", "setup", "--repo", b, "--binary", w.bin)
+	printed := regexp.MustCompile(`syncledger --nats \S+ --ledger back swamp import --repo \S+`).FindString(r.stderr)
+	if r.code != 5 || printed == "" || !strings.Contains(r.stderr, "Nothing in "+b+" was changed") {
+		t.Fatalf("setup over a bucket it cannot read: exit %d; want 5, the import command printed:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if after, _ := os.ReadFile(yml); !bytes.Equal(before, after) {
+		t.Fatal("a refused setup changed .swamp.yaml")
+	}
+	if _, err := os.Stat(filepath.Join(b, "extensions", "datastores", "syncledger.ts")); err == nil {
+		t.Fatal("a refused setup wrote the extension")
+	}
+	// The printed command, with credentials, then setup again.
+	if r := cli(t, cliEnv(), strings.Fields(printed)[1:]...); r.code != 0 {
+		t.Fatalf("%s: exit %d\n%s%s", printed, r.code, r.stdout, r.stderr)
+	}
+	out := w.c.ok("--ledger", "back", "--host", "b", "swamp", "setup", "--repo", b, "--binary", w.bin)
+	if !strings.Contains(out, "imported the @swamp/s3-datastore datastore") {
+		t.Fatalf("setup after the import:\n%s", out)
+	}
+	if v := w.dataVersions(b, "vpc"); v["result"] != 2 {
+		t.Fatalf("b on ledger back: vpc's result at %v, want a's version 2 (through the bucket)", v)
+	}
+	w.mustSwamp(b, "model", "method", "run", "vpc", "execute")
+	if v := w.dataVersions(b, "vpc"); v["result"] != 3 {
+		t.Fatalf("b's run: vpc's result at %v, want version 3", v)
+	}
+}
+
+// ensureS3Bucket creates bucket on the S3 server at endpoint if it is missing.
+func ensureS3Bucket(t *testing.T, endpoint, bucket string) {
+	t.Helper()
+	c := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), "")})
+	if _, err := c.HeadBucket(t.Context(), &awss3.HeadBucketInput{Bucket: aws.String(bucket)}); err == nil {
+		return
+	}
+	var owned *s3types.BucketAlreadyOwnedByYou
+	if _, err := c.CreateBucket(t.Context(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil && !errors.As(err, &owned) {
+		t.Fatalf("S3 server %s: create bucket %s: %v", endpoint, bucket, err)
+	}
 }
