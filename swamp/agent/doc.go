@@ -19,8 +19,10 @@
 // Protocol is the protocol's version; a change of the wire that an older
 // extension cannot speak raises it.
 //
-//   - hello (first): the extension's version and protocol; a mismatch of
-//     either is an error of kind "version" that names the command to run.
+//   - hello (first): the extension's protocol and repo. The extension
+//     records no build, so any release's extension of this protocol is
+//     accepted; another protocol is an error of kind "version" that names
+//     the command to run (a newer binary, or setup to rewrite the extension).
 //   - pull: a full sync of the ledger (lazy when metadataOnly), whatever
 //     models swamp names: a per-model pull names only the models a command
 //     locks, not those it reads (swamp-club#3193).
