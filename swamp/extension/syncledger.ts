@@ -567,6 +567,8 @@ export class Provider {
   }
   /** The agent for repo (default: the repo swamp last resolved this config for, else the working directory). */
   agentIn(repo?: string): Agent {
+    // swamp passes "." when it resolves SWAMP_DATASTORE without a repo dir.
+    if (repo && !repo.startsWith("/")) repo = repo === "." ? Deno.cwd() : `${Deno.cwd()}/${repo}`;
     if (repo) repos.set(this.key, repo);
     return agentFor(this.cfg, repo ?? repos.get(this.key) ?? Deno.cwd());
   }
