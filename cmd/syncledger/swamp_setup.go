@@ -153,6 +153,9 @@ the environment swamp runs in or from the user's configuration file
 				fmt.Fprintf(a.stdout, "wrote %s\nset the datastore of %s to %s (ledger %s): commit both, they are the same on every host\n", inst.Extension, inst.Config, swamp.ExtensionType, a.ledgerName)
 				if inst.HostFile != "" {
 					fmt.Fprintf(a.stdout, "wrote this host's settings to %s (not for git)\n", inst.HostFile)
+					if gitTracks(repo, inst.HostFile) {
+						fmt.Fprintf(a.stderr, "note: git does not ignore %s: add .swamp/ to the repo's .gitignore (as 'swamp repo init --include-gitignore' does); it holds this host's settings\n", inst.HostFile)
+					}
 				}
 				fmt.Fprintf(a.stdout, "synced the cache %s: pulled %d files; hwm %d, head %d\n", hostCache, sres.Written+sres.Deleted, sres.HWM, sres.Head)
 				fmt.Fprintf(a.stdout, "(swamp's own equivalent, which needs a swamp-club login:\n  %s)\n", swamp.SetupCommand(cfg, lazy))
@@ -223,6 +226,14 @@ func (a *app) swampHostConfig(binary string) (swamp.HostConfig, error) {
 		host.Flags = append(host.Flags, "--"+p.name, abs)
 	}
 	return host, nil
+}
+
+// gitTracks reports whether repo is a git work tree that does not ignore
+// path (git check-ignore exits 1); no git, or no work tree, is false.
+func gitTracks(repo, path string) bool {
+	err := exec.Command("git", "-C", repo, "check-ignore", "-q", path).Run()
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == 1
 }
 
 // swampCommandLine is a syncledger command line on a's server and ledger.
