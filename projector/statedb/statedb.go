@@ -264,36 +264,6 @@ func Open(path string, wait time.Duration) (*DB, error) {
 	return d, nil
 }
 
-// openBolt opens the bbolt database at path under guard (damage.go): a
-// damaged file is a *CorruptError, and the file bbolt opened (and locked) is
-// closed even when bbolt panicked.
-func openBolt(path string, wait time.Duration) (db *bolt.DB, err error) {
-	var file *os.File
-	opts := &bolt.Options{Timeout: wait, OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		f, err := os.OpenFile(name, flag, perm)
-		file = f
-		return f, err
-	}}
-	defer func(old bool) {
-		r := recover()
-		debug.SetPanicOnFault(old)
-		if r != nil {
-			if file != nil {
-				file.Close() // bbolt's lock goes with it
-			}
-			db, err = nil, &CorruptError{Path: path, Reason: firstLine(fmt.Sprint(r))}
-		}
-	}(debug.SetPanicOnFault(true))
-	db, err = bolt.Open(path, 0o600, opts)
-	if err != nil && corruptOpen(err) {
-		return nil, &CorruptError{Path: path, Reason: err.Error()}
-	}
-	if err != nil && !errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("open state %s: %w", path, err)
-	}
-	return db, err
-}
-
 // setUp creates the buckets and records the schema version (or checks it).
 func setUp(tx *bolt.Tx) error {
 	for _, b := range [][]byte{bMeta, bMarks, bIndex, bJournal} {
