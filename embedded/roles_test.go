@@ -19,7 +19,7 @@ import (
 	"github.com/syncledger/syncledger/ledger/natsobj"
 	"github.com/syncledger/syncledger/natsauth"
 	"github.com/syncledger/syncledger/projector/snapshot"
-	"github.com/syncledger/syncledger/swamp"
+	"github.com/syncledger/syncledger/swamp/agent"
 )
 
 // TestThreatModel is docs/ops.md's threat-model table, row by row, from the
@@ -85,7 +85,7 @@ func TestThreatModel(t *testing.T) {
 	if err := heartbeat.Publish(ctx, admin, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ajs.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: swamp.Bucket(name)}); err != nil {
+	if _, err := ajs.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: agent.Bucket(name)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -216,13 +216,13 @@ func TestThreatModel(t *testing.T) {
 			return request(c, "$JS.API.STREAM.PURGE.KV_"+natsauth.HeartbeatBucket(name), nil)
 		}},
 		{"tooling", "swamp locks", "take a lock", false, func(c conn) error {
-			if err := c.nc.Publish("$KV."+swamp.Bucket(name)+".lock", []byte("{}")); err != nil {
+			if err := c.nc.Publish("$KV."+agent.Bucket(name)+".lock", []byte("{}")); err != nil {
 				return err
 			}
-			return c.v.wait(t, `"$KV.`+swamp.Bucket(name)+`.lock"`)
+			return c.v.wait(t, `"$KV.`+agent.Bucket(name)+`.lock"`)
 		}},
 		{"host", "swamp locks", "purge the bucket", false, func(c conn) error {
-			return request(c, "$JS.API.STREAM.PURGE.KV_"+swamp.Bucket(name), nil)
+			return request(c, "$JS.API.STREAM.PURGE.KV_"+agent.Bucket(name), nil)
 		}},
 	}
 	var wg sync.WaitGroup // a refusal waits out a request's timeout: the rows run at once

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -46,6 +47,14 @@ type RebuildResult struct {
 	Replay      SyncResult `json:"replay"`            // the events after the snapshot
 	HWM         ledger.Seq `json:"hwm"`
 	Head        ledger.Seq `json:"head"`
+	// Damaged is where the rebuild set aside the damaged state database it
+	// started over from (statedb.ErrCorrupt); empty when it was sound.
+	Damaged string `json:"damaged,omitempty"`
+	// KeptAside lists the files of the cache that differed from the ledger
+	// when a rebuild started the state over after damage, kept under
+	// KeptIn (a directory of the state directory) by their paths.
+	KeptAside []string `json:"keptAside,omitempty"`
+	KeptIn    string   `json:"keptIn,omitempty"`
 }
 
 // snapshots returns the object store holding snapshots; nil if there is none.
@@ -96,13 +105,31 @@ func (h *Host) newestSnapshot(ctx context.Context, uuid string) ledger.Seq {
 // written (each atomically, verified); running Rebuild again finishes it. A crash
 // during the replay leaves a cache at a commit boundary that the next sync
 // continues.
+//
+// A damaged state database (statedb.ErrCorrupt) is set aside and the state
+// started over: the files of the cache that differ from the ledger are kept
+// under .syncledger/conflicts/<time>/ (see damage.go).
 func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, error) {
+	var res RebuildResult
+	damaged, err := h.checkState()
+	if err != nil {
+		return res, err
+	}
+	res.Damaged = damaged
 	release, aerr := h.acquire()
 	if aerr != nil {
-		return RebuildResult{}, aerr
+		return res, aerr
 	}
 	defer release()
-	var res RebuildResult
+	keep, err := h.db.Recovering()
+	if err != nil {
+		return res, err
+	}
+	if keep != "" && h.keepDir == "" {
+		h.keepDir = h.dir.StatePath(filepath.FromSlash(keep))
+		res.KeptIn = filepath.ToSlash(filepath.Join(ledger.StateDir, keep))
+		defer func() { h.keepDir = "" }()
+	}
 	info, _, _, err := h.checkLineage(ctx)
 	if err != nil {
 		return res, fmt.Errorf("rebuild: %w (a rebuild never changes a cache's ledger: use an empty directory)", err)
@@ -163,6 +190,11 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 	res.Replay.HWM = res.HWM
 	if err != nil {
 		return res, fmt.Errorf("rebuild: replay from seq %d: %w", base.Seq+1, err)
+	}
+	if h.keepDir != "" {
+		if res.KeptAside, err = h.finishRecovery(ctx, s); err != nil {
+			return res, fmt.Errorf("rebuild: %w", err)
+		}
 	}
 	h.log.Info("cache rebuilt", "snapshot", base.Seq, "events", res.Replay.Events, "hwm", res.HWM)
 	return res, nil
