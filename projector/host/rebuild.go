@@ -73,15 +73,17 @@ func (h *Host) newestSnapshot(ctx context.Context, uuid string) ledger.Seq {
 	if objs == nil || uuid == "" {
 		return 0
 	}
-	infos, err := snapshot.List(ctx, objs, uuid)
+	infos, err := snapshot.ListAttested(ctx, h.cfg.Log, objs, uuid)
 	if err != nil {
 		h.log.Warn("listing snapshots", "err", err)
 		return 0
 	}
-	if len(infos) == 0 {
-		return 0
+	for _, i := range infos {
+		if i.Attested {
+			return i.Seq
+		}
 	}
-	return infos[0].Seq
+	return 0
 }
 
 // Rebuild starts the cache over: it restores the newest usable snapshot (one
@@ -133,23 +135,16 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		return res, fmt.Errorf("rebuild: %w (a rebuild never changes a cache's ledger: use an empty directory)", err)
 	}
 	objs := h.snapshots()
-	var b ledger.Bounds
-	floor := ledger.Seq(1)
-	if objs != nil {
-		b, floor, err = snapshot.Floor(ctx, h.cfg.Log, objs, info.UUID)
-	} else {
-		b, err = h.cfg.Log.Bounds(ctx)
-		floor = max(b.First, 1)
-	}
+	b, floor, err := snapshot.Floor(ctx, h.cfg.Log)
 	if err != nil {
 		return res, fmt.Errorf("rebuild: %w", err)
 	}
 	base := &snapshot.Snapshot{Ledger: info.UUID, Name: info.Name}
 	if !opt.NoSnapshot && objs != nil {
-		s, si, err := snapshot.Select(ctx, objs, info.UUID,
+		s, si, err := snapshot.Select(ctx, h.cfg.Log, objs, info.UUID,
 			func(i snapshot.Info) bool { return i.Seq+1 >= floor && i.Seq <= b.Last },
 			func(i snapshot.Info, err error) {
-				h.log.Warn("skipping snapshot that does not read back; trying an older one", "key", i.Key, "err", err)
+				h.log.Warn("skipping a snapshot that is not attested or does not read back; trying an older one", "key", i.Key, "err", err)
 				res.Skipped = append(res.Skipped, i.Key)
 			})
 		switch {
@@ -160,6 +155,12 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		}
 	}
 	if base.Seq == 0 && floor > 1 {
+		if len(res.Skipped) > 0 {
+			// Snapshots a release before attestations took are not attested
+			// until an admin adopts them.
+			return res, fmt.Errorf("rebuild: no usable snapshot (%d skipped: not attested, or not readable; an admin adopts those an older release took with `syncledger snapshot --adopt`): %w",
+				len(res.Skipped), &ledger.TruncatedError{From: 1, First: floor})
+		}
 		return res, fmt.Errorf("rebuild: no usable snapshot: %w", &ledger.TruncatedError{From: 1, First: floor})
 	}
 	h.log.Info("rebuilding cache", "cache", h.dir.Root(), "snapshot", res.SnapshotKey, "seq", base.Seq, "head", b.Last)
