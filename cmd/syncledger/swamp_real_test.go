@@ -47,6 +47,7 @@ type realSwamp struct {
 	dir      string
 	c        *shell
 	nats     string
+	srv      *jstest.Server // the NATS server (Kill, Restart)
 	template string
 	bin      string            // the syncledger binary the repos' extension runs
 	ns       map[string]string // repo → its datastore's namespace, if any
@@ -73,7 +74,7 @@ func newRealSwamp(t *testing.T) *realSwamp {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	srv, _ := jstest.RunServer(t)
-	w := &realSwamp{t: t, swamp: bin, dir: dir, nats: srv.ClientURL(), ns: map[string]string{}}
+	w := &realSwamp{t: t, swamp: bin, dir: dir, nats: srv.ClientURL(), srv: srv, ns: map[string]string{}}
 	w.c = &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+w.nats, "SYNCLEDGER_LEDGER=swamp", "SYNCLEDGER_LOG_LEVEL=warn")}
 	w.c.ok("init", "--blobs", fileURL(filepath.Join(dir, "blobs")))
 	// The binary too must not be under /dev for Deno.
@@ -85,19 +86,26 @@ func newRealSwamp(t *testing.T) *realSwamp {
 	w.template = filepath.Join(dir, "template")
 	w.mustSwamp(w.template, "repo", "init", "--tool", "none")
 	for name, run := range swampModels {
-		w.mustSwamp(w.template, "model", "create", "command/shell", name)
-		p := filepath.Join(w.template, "models", "command", "shell", name+".yaml")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q, _ := json.Marshal(run) // a JSON string is a YAML double-quoted scalar
-		s := strings.Replace(string(b), "methods: {}", "methods:\n  execute:\n    arguments:\n      run: "+string(q)+"\n", 1)
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		w.model(name, run)
 	}
 	return w
+}
+
+// model adds a command/shell model whose execute method runs run to the
+// template (before the repos that should have it are made).
+func (w *realSwamp) model(name, run string) {
+	w.t.Helper()
+	w.mustSwamp(w.template, "model", "create", "command/shell", name)
+	p := filepath.Join(w.template, "models", "command", "shell", name+".yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	q, _ := json.Marshal(run) // a JSON string is a YAML double-quoted scalar
+	s := strings.Replace(string(b), "methods: {}", "methods:\n  execute:\n    arguments:\n      run: "+string(q)+"\n", 1)
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // repo makes host name's swamp repo (its own HOME: its own swamp state) with
