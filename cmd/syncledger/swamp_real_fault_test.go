@@ -66,6 +66,10 @@ func TestSwampRealServerKilled(t *testing.T) {
 	a, b := w.repo("host-a"), w.repo("host-b")
 	w.mustSwamp(a, "model", "method", "run", "who", "execute")
 	w.mustSwamp(b, "datastore", "sync")
+	mark := filepath.Join(marks, "host-a")
+	if err := os.Remove(mark); err != nil {
+		t.Fatal(err)
+	}
 
 	run := w.cmd(a, "model", "method", "run", "who", "execute")
 	var outA strings.Builder
@@ -73,7 +77,6 @@ func TestSwampRealServerKilled(t *testing.T) {
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
 	}
-	mark := filepath.Join(marks, "host-a")
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(mark); err == nil {
 			break
