@@ -43,6 +43,15 @@ export class Agent {
   private stderr = "";
   private dead?: Error;
   private up = false; // the agent accepted this extension's version
+  // The agent's close pipes (hello's "close"), opened while swamp runs: at
+  // swamp's exit, when nothing asynchronous runs any more, they are written
+  // and read synchronously (finish).
+  private closeIn?: Deno.FsFile;
+  private closeOut?: Deno.FsFile;
+  /** Why this command's changes are not published, if a push failed and none succeeded since. */
+  unpublished?: string;
+  /** The markDirty paths of this command that no push has published yet. */
+  readonly unpushed = new Set<string>();
 
   constructor(private cfg: Config) {}
 
@@ -90,11 +99,53 @@ export class Agent {
       for (const p of this.pending.values()) p.reject(this.dead);
       this.pending.clear();
     });
-    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL }).then((r) => {
+    // At swamp's exit (Deno.exit dispatches "unload"), what swamp wrote after
+    // its last push is published before the process ends (finish).
+    addEventListener("unload", () => this.finish());
+    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL }).then(async (r) => {
       this.up = true;
+      const close = (r as { close?: string } | null)?.close;
+      if (close) {
+        try {
+          this.closeIn = await Deno.open(`${close}/in`, { write: true });
+          this.closeOut = await Deno.open(`${close}/out`, { read: true });
+        } catch { /* no close pipes: the agent publishes when its input ends */ }
+      }
       return r;
     });
   }
+
+  /**
+   * Runs at swamp's exit, synchronously: asks the agent to publish what swamp
+   * wrote since its last push (hints: the markDirty paths not pushed) and
+   * waits for its answer. If this command's changes are not published (the
+   * ledger is unreachable, a push failed), it says so and what happens next,
+   * and makes a successful command exit non-zero.
+   */
+  finish(): void {
+    if (!this.child || this.finished) return;
+    this.finished = true;
+    let why = this.unpublished;
+    if (this.closeIn && this.closeOut && !this.dead) {
+      try {
+        const req = { op: "close", hints: [...this.unpushed], publish: this.unpublished === undefined };
+        this.closeIn.writeSync(new TextEncoder().encode(JSON.stringify(req) + "\n"));
+        const line = readLineSync(this.closeOut);
+        const msg = line ? JSON.parse(line) : { error: { message: "the syncledger agent ended without answering" } };
+        why = msg.error ? msg.error.message : undefined;
+      } catch (e) {
+        why ??= `the syncledger agent did not answer at swamp's exit: ${(e as Error).message}`;
+      }
+    }
+    if (why === undefined) return;
+    console.error(
+      `${TYPE}: this command's changes were not published to the ledger: ${why}\n` +
+        `${TYPE}: they stay in this host's cache (${this.cfg.cache}); the next swamp command publishes them ` +
+        `once the ledger answers (or run 'swamp datastore sync').`,
+    );
+    if (!Deno.exitCode) Deno.exitCode = 1;
+  }
+  private finished = false;
 
   private async readLines(stream: ReadableStream<Uint8Array>, fn: (line: string) => void) {
     const dec = new TextDecoder();
@@ -184,6 +235,20 @@ export class Agent {
   }
 }
 
+/** Reads one line from f, blocking; "" at its end. */
+function readLineSync(f: Deno.FsFile): string {
+  const buf = new Uint8Array(64 << 10);
+  let out = "";
+  const dec = new TextDecoder();
+  for (;;) {
+    const n = f.readSync(buf);
+    if (n === null) return out;
+    out += dec.decode(buf.subarray(0, n), { stream: true });
+    const i = out.indexOf("\n");
+    if (i >= 0) return out.slice(0, i);
+  }
+}
+
 const agents = new Map<string, Agent>();
 function agentFor(cfg: Config): Agent {
   const key = JSON.stringify(cfg);
@@ -250,6 +315,25 @@ export class SyncService {
   private hints = new Set<string>();
   constructor(private agent: Agent, private namespace: string) {}
 
+  /**
+   * Runs a push request: a failure is remembered for swamp's exit
+   * (Agent.finish); a published push clears it and the paths it took.
+   */
+  private async pushing<T>(req: Record<string, unknown>): Promise<T> {
+    const taken = [...this.agent.unpushed];
+    try {
+      const r = await this.agent.call<T>(req);
+      if (req.op !== "prepare") {
+        this.agent.unpublished = undefined;
+        for (const p of taken) this.agent.unpushed.delete(p);
+      }
+      return r;
+    } catch (e) {
+      this.agent.unpublished = (e as Error).message;
+      throw e;
+    }
+  }
+
   capabilities() {
     // scopedSync false: swamp's per-model pull names only the models a command
     // locks, not those it reads; a full sync with nothing new is one request.
@@ -272,6 +356,7 @@ export class SyncService {
     // so the agent starts the upload and the fsyncs of the files below a path
     // at the next hint, while swamp carries on (swamp/agent.go, "hint").
     this.hints.add(opts.relPath);
+    this.agent.unpushed.add(opts.relPath);
     if (opts.relPath) this.agent.notify({ op: "hint", hints: [opts.relPath] });
     return Promise.resolve();
   }
@@ -281,16 +366,16 @@ export class SyncService {
     return h;
   }
   async pushChanged(opts?: SyncOptions): Promise<number> {
-    const r = await this.agent.call<{ files: number }>({ op: "push", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
+    const r = await this.pushing<{ files: number }>({ op: "push", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   /** Uploads the changed content; publishes nothing (outside swamp's global lock). */
   async preparePush(opts?: SyncOptions): Promise<unknown> {
-    return await this.agent.call({ op: "prepare", hints: [...this.hints], namespace: opts?.namespace ?? "" });
+    return await this.pushing({ op: "prepare", hints: [...this.hints], namespace: opts?.namespace ?? "" });
   }
   /** Publishes the one commit (under swamp's global lock); nothing changed: nothing published. */
   async commitPush(_manifest: unknown, opts?: SyncOptions): Promise<number> {
-    const r = await this.agent.call<{ files: number }>({ op: "commit", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
+    const r = await this.pushing<{ files: number }>({ op: "commit", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   hydrateFile(relPath: string, _opts?: SyncOptions): Promise<boolean> {
