@@ -20,7 +20,7 @@ import (
 
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
-	"github.com/syncledger/syncledger/swamp"
+	"github.com/syncledger/syncledger/swamp/agent"
 )
 
 // The tests in this file drive the real swamp CLI (swamp-club/swamp under
@@ -345,14 +345,14 @@ func TestSwampRealLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := ljs.OpenKV(t.Context(), js, "swamp", swamp.Bucket("swamp"), "")
+	kv, err := ljs.OpenKV(t.Context(), js, "swamp", agent.Bucket("swamp"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	locks := swamp.NewLocks(kv)
+	locks := agent.NewLocks(kv)
 	slowID := modelID(t, w.template, "slow")
 	key := "data/command/shell/" + slowID + "/.lock"
-	waitHeld := func(what string) *swamp.LockInfo {
+	waitHeld := func(what string) *agent.LockInfo {
 		t.Helper()
 		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if info, err := locks.Inspect(t.Context(), key); err != nil {

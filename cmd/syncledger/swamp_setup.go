@@ -12,6 +12,7 @@ import (
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
+	"github.com/syncledger/syncledger/swamp/agent"
 )
 
 func newSwampSetupCmd(a *app) *cobra.Command {
@@ -184,7 +185,7 @@ func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 }
 
 // registerNamespace records that the repo owns namespace ns in the ledger's
-// swamp bucket (swamp.RegisterNamespace: the first repo wins).
+// swamp bucket (agent.RegisterNamespace: the first repo wins).
 func (a *app) registerNamespace(ctx context.Context, repo, ns string) error {
 	id, err := swamp.RepoID(repo)
 	if err != nil {
@@ -198,11 +199,11 @@ func (a *app) registerNamespace(ctx context.Context, repo, ns string) error {
 	if err != nil {
 		return err
 	}
-	kv, err := ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
+	kv, err := ljs.OpenKV(ctx, js, a.ledgerName, agent.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
 	if err != nil {
 		return err
 	}
-	return swamp.RegisterNamespace(ctx, kv, ns, id)
+	return agent.RegisterNamespace(ctx, kv, ns, id)
 }
 
 func swampBucketDescription(ledgerName string) string {

@@ -2,14 +2,187 @@
 //
 // Written into a repo by `syncledger swamp setup` (docs/swamp.md). Every call
 // goes to one `syncledger swamp agent` process per swamp command, started on
-// first use, over JSON lines on its stdin/stdout (swamp/agent.go): the binary
+// first use, over JSON lines on its stdin/stdout (swamp/agent, the protocol below): the binary
 // keeps the one implementation of the ledger protocol and its crash safety.
 import { z } from "npm:zod@4";
 
 /** The syncledger version that wrote this file; the agent must be the same. */
 export const WRITTEN_BY = "__SYNCLEDGER_VERSION__";
-/** The agent protocol (swamp.Protocol in Go). */
+// BEGIN protocol: generated from swamp/agent/protocol.go by `go generate ./swamp/agent`; do not edit.
+/** The agent protocol (agent.Protocol in Go). */
 export const PROTOCOL = 1;
+export type HelloRequest = {
+  version: string;
+  protocol: number;
+};
+export type HelloResult = {
+  version: string;
+  protocol: number;
+  cache: string;
+};
+export type HintRequest = {
+  hints?: string[];
+};
+export type PullRequest = {
+  metadataOnly?: boolean;
+  namespace?: string;
+};
+export type PullResult = {
+  files: number;
+  hwm: number;
+  head: number;
+};
+export type PushRequest = {
+  hints?: string[];
+  namespace?: string;
+};
+export type PrepareResult = {
+  files: number;
+  bytes: number;
+};
+export type PushResult = {
+  files: number;
+  commit?: string;
+  commits?: string[];
+  hwm: number;
+  hints: number;
+};
+export type HydrateRequest = {
+  path: string;
+  namespace?: string;
+};
+export type VerifyRequest = {
+  namespace?: string;
+};
+export type VerifyResult = {
+  head: number;
+  hwm: number;
+  ledger: string;
+  uuid: string;
+  cache: string;
+  dirty: number;
+  files: number;
+};
+export type ForeignCatalogsRequest = {
+  namespaces: string[];
+};
+export type ForeignCatalog = {
+  namespace: string;
+  rows: Record<string, unknown>[];
+};
+export type ForeignContentRequest = {
+  namespace: string;
+  path: string;
+};
+export type LockHolder = {
+  holder: string;
+  hostname: string;
+  pid: number;
+  nonce?: string;
+};
+export type LockAcquireRequest = {
+  key: string;
+  holder: LockHolder;
+  ttlMs?: number;
+  retryMs?: number;
+  maxWaitMs?: number;
+};
+export type LockKeyRequest = {
+  key: string;
+};
+export type LockInfo = {
+  holder: string;
+  hostname: string;
+  pid: number;
+  acquiredAt: string;
+  ttlMs: number;
+  nonce?: string;
+};
+export type LockForceReleaseRequest = {
+  key: string;
+  nonce: string;
+};
+export type ControlPutRequest = {
+  key: string;
+  data: string | null;
+};
+export type ControlKeyRequest = {
+  key: string;
+};
+export type ControlListRequest = {
+  prefix: string;
+};
+export type NamespaceRegisterRequest = {
+  namespace: string;
+  repoId: string;
+};
+export type NamespaceListRequest = Record<never, never>;
+export type Request = {
+  id: number;
+  op: string;
+};
+export type Failure = {
+  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "error";
+  message: string;
+  paths?: string[];
+};
+export type Response = {
+  id: number;
+  result?: unknown;
+  error?: Failure | null;
+};
+/** Each operation's request, besides id and op. */
+export type Requests = {
+  "hello": HelloRequest;
+  "pull": PullRequest;
+  "prepare": PushRequest;
+  "push": PushRequest;
+  "commit": PushRequest;
+  "hydrate": HydrateRequest;
+  "verify": VerifyRequest;
+  "foreign.catalogs": ForeignCatalogsRequest;
+  "foreign.content": ForeignContentRequest;
+  "lock.acquire": LockAcquireRequest;
+  "lock.release": LockKeyRequest;
+  "lock.inspect": LockKeyRequest;
+  "lock.forceRelease": LockForceReleaseRequest;
+  "cp.put": ControlPutRequest;
+  "cp.get": ControlKeyRequest;
+  "cp.delete": ControlKeyRequest;
+  "cp.list": ControlListRequest;
+  "cp.putIfAbsent": ControlPutRequest;
+  "ns.register": NamespaceRegisterRequest;
+  "ns.list": NamespaceListRequest;
+};
+/** Each operation's result. */
+export type Results = {
+  "hello": HelloResult;
+  "pull": PullResult;
+  "prepare": PrepareResult;
+  "push": PushResult;
+  "commit": PushResult;
+  "hydrate": boolean;
+  "verify": VerifyResult;
+  "foreign.catalogs": ForeignCatalog[];
+  "foreign.content": string | null;
+  "lock.acquire": boolean;
+  "lock.release": boolean;
+  "lock.inspect": LockInfo | null;
+  "lock.forceRelease": boolean;
+  "cp.put": boolean;
+  "cp.get": string | null;
+  "cp.delete": boolean;
+  "cp.list": string[];
+  "cp.putIfAbsent": boolean;
+  "ns.register": boolean;
+  "ns.list": string[];
+};
+/** Requests that get no answer. */
+export type Notifications = {
+  "hint": HintRequest;
+};
+export type Op = keyof Requests;
+// END protocol
 const TYPE = "@syncledger/datastore";
 
 export const configSchema = z.object({
@@ -102,9 +275,10 @@ export class Agent {
     // At swamp's exit (Deno.exit dispatches "unload"), what swamp wrote after
     // its last push is published before the process ends (finish).
     addEventListener("unload", () => this.finish());
-    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL }).then(async (r) => {
+    const hello: { op: "hello" } & Requests["hello"] = { op: "hello", version: WRITTEN_BY, protocol: PROTOCOL };
+    return this.send(hello).then(async (r) => {
       this.up = true;
-      const close = (r as { close?: string } | null)?.close;
+      const close = (r as HelloResult).close;
       if (close) {
         try {
           this.closeIn = await Deno.open(`${close}/in`, { write: true });
@@ -168,7 +342,7 @@ export class Agent {
   }
 
   private answer(line: string) {
-    let msg: { id: number; result?: unknown; error?: { kind: string; message: string; paths?: string[] } };
+    let msg: Response;
     try {
       msg = JSON.parse(line);
     } catch {
@@ -221,17 +395,17 @@ export class Agent {
    * Sends a request that has no answer, if the agent is up; otherwise drops
    * it. It costs a pipe write: it never starts the agent nor waits for it.
    */
-  notify(req: Record<string, unknown>): void {
+  notify<O extends keyof Notifications>(req: { op: O } & Notifications[O]): void {
     if (!this.up || this.dead) return;
     const line = new TextEncoder().encode(JSON.stringify(req) + "\n");
     this.writer!.write(line).catch(() => {});
   }
 
   /** Sends req once the agent is up and has accepted this extension's version. */
-  async call<T>(req: Record<string, unknown>): Promise<T> {
+  async call<O extends Op>(req: { op: O } & Requests[O]): Promise<Results[O]> {
     this.warm();
     await this.ready;
-    return await this.send(req) as T;
+    return await this.send(req) as Results[O];
   }
 }
 
@@ -267,11 +441,8 @@ function unb64(s: string): Uint8Array {
 }
 
 type LockOptions = { lockKey?: string; ttlMs?: number; retryIntervalMs?: number; maxWaitMs?: number };
-export type LockInfo = {
-  holder: string; hostname: string; pid: number; acquiredAt: string; ttlMs: number; nonce?: string;
-};
 
-/** swamp's DistributedLock on the ledger's KV bucket (swamp/lock.go). */
+/** swamp's DistributedLock on the ledger's KV bucket (swamp/agent/lock.go). */
 export class Lock {
   private key: string;
   constructor(private agent: Agent, private cfg: Config, private opts: LockOptions = {}) {
@@ -308,7 +479,7 @@ export class Lock {
 
 type SyncOptions = { signal?: AbortSignal; namespace?: string; metadataOnly?: boolean };
 /** A foreign namespace's catalog: the rows of its .catalog-export.json (swamp's CatalogExportEntry). */
-export type CatalogExportEntry = { namespace: string; rows: Record<string, unknown>[] };
+export type CatalogExportEntry = ForeignCatalog;
 
 /** swamp's DatastoreSyncService: every pull is a full sync of the ledger. */
 export class SyncService {
@@ -344,7 +515,7 @@ export class SyncService {
     // per-model pull (no metadataOnly) is a full sync that also fetches what
     // lazy pulls left out: the command may read any model's data, and swamp
     // does not ask hydrateFile for data read through expressions.
-    const r = await this.agent.call<{ files: number }>({
+    const r = await this.agent.call({
       op: "pull", metadataOnly: !!opts?.metadataOnly, namespace: opts?.namespace ?? "",
     });
     return r.files;
@@ -354,7 +525,7 @@ export class SyncService {
     // dirty set and these paths; without one it scans the whole cache. The
     // agent, if up, gets it at once: swamp calls this just before it writes,
     // so the agent starts the upload and the fsyncs of the files below a path
-    // at the next hint, while swamp carries on (swamp/agent.go, "hint").
+    // at the next hint, while swamp carries on (swamp/agent/cache.go, "hint").
     this.hints.add(opts.relPath);
     this.agent.unpushed.add(opts.relPath);
     if (opts.relPath) this.agent.notify({ op: "hint", hints: [opts.relPath] });
@@ -366,7 +537,7 @@ export class SyncService {
     return h;
   }
   async pushChanged(opts?: SyncOptions): Promise<number> {
-    const r = await this.pushing<{ files: number }>({ op: "push", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
+    const r = await this.pushing({ op: "push", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   /** Uploads the changed content; publishes nothing (outside swamp's global lock). */
@@ -375,7 +546,7 @@ export class SyncService {
   }
   /** Publishes the one commit (under swamp's global lock); nothing changed: nothing published. */
   async commitPush(_manifest: unknown, opts?: SyncOptions): Promise<number> {
-    const r = await this.pushing<{ files: number }>({ op: "commit", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
+    const r = await this.pushing({ op: "commit", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   hydrateFile(relPath: string, _opts?: SyncOptions): Promise<boolean> {
@@ -396,20 +567,20 @@ export class SyncService {
   }
   /** A file of another namespace's ledger (read only; relPath without the namespace), or null. */
   async fetchForeignContent(namespace: string, relPath: string, _signal?: AbortSignal): Promise<Uint8Array | null> {
-    const r = await this.agent.call<string | null>({ op: "foreign.content", namespace, path: relPath });
+    const r = await this.agent.call({ op: "foreign.content", namespace, path: relPath });
     return r === null ? null : unb64(r);
   }
   controlPlaneStore() {
     const a = this.agent;
     return {
-      put: (key: string, data: Uint8Array) => a.call<void>({ op: "cp.put", key, data: b64(data) }),
+      put: (key: string, data: Uint8Array) => a.call({ op: "cp.put", key, data: b64(data) }),
       get: async (key: string) => {
-        const r = await a.call<string | null>({ op: "cp.get", key });
+        const r = await a.call({ op: "cp.get", key });
         return r === null ? null : unb64(r);
       },
-      delete: (key: string) => a.call<void>({ op: "cp.delete", key }),
-      list: (prefix: string) => a.call<string[]>({ op: "cp.list", prefix }),
-      putIfAbsent: (key: string, data: Uint8Array) => a.call<boolean>({ op: "cp.putIfAbsent", key, data: b64(data) }),
+      delete: (key: string) => a.call({ op: "cp.delete", key }),
+      list: (prefix: string) => a.call({ op: "cp.list", prefix }),
+      putIfAbsent: (key: string, data: Uint8Array) => a.call({ op: "cp.putIfAbsent", key, data: b64(data) }),
     };
   }
 }
@@ -439,7 +610,7 @@ export class Provider {
       async verify() {
         const t0 = performance.now();
         try {
-          const d = await a.call<{ head: number; hwm: number; ledger: string }>({ op: "verify", namespace: cfg.namespace ?? "" });
+          const d = await a.call({ op: "verify", namespace: cfg.namespace ?? "" });
           return {
             healthy: true, latencyMs: Math.round(performance.now() - t0), datastoreType: TYPE, details: d,
             message: `ledger ${d.ledger} at ${cfg.nats}: head ${d.head}, this host's hwm ${d.hwm}`,

@@ -1,4 +1,4 @@
-package swamp
+package agent
 
 import (
 	"bufio"
@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/projector/host"
 )
 
 // agentClient talks to an Agent serving in this process, as the extension does.
@@ -28,20 +25,10 @@ type agentClient struct {
 
 func startAgent(t *testing.T, e *env, cache string, changed func(context.Context, []string) ([]string, func())) *agentClient {
 	t.Helper()
-	a := &Agent{
-		Changed: changed,
-		Version: "v-test", Cache: cache, Globals: "--cache " + cache,
-		Host: func(context.Context) (*host.Host, error) {
-			return host.Open(host.Config{Cache: cache, Host: "h", Log: e.log, Blobs: e.blobs})
-		},
-		Blobs: func(context.Context) (ledger.BlobStore, error) { return e.blobs, nil },
-		KV: func(ctx context.Context) (natsjs.KeyValue, error) {
-			js, err := natsjs.New(e.nc)
-			if err != nil {
-				return nil, err
-			}
-			return js.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: "agent"})
-		},
+	a, err := New(Config{Changed: changed, Version: "v-test", Cache: cache, Globals: "--cache " + cache,
+		Ports: ports{e: e, cache: cache}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
