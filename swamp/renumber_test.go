@@ -227,3 +227,35 @@ func TestSyncRenumberedAfterCrash(t *testing.T) {
 		t.Fatalf("versions (-want +got):\n%s", diff)
 	}
 }
+
+// TestCommitRenumbered: a commit that meets another host's run of the same
+// version (published first) moves this host's run past it and publishes it.
+func TestCommitRenumbered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := newSwampHost(t, e, "a"), newSwampHost(t, e, "b")
+	a.run(1)
+	a.commit()
+	if _, _, err := b.sync(); err != nil {
+		t.Fatal(err)
+	}
+	a.run(2)
+	b.run(2)
+	b.commit()
+	if _, err := a.h.Commit(testCtx(t), host.CommitOptions{}); !errors.As(err, new(*host.ConflictError)) {
+		t.Fatalf("a plain commit: %v, want a conflict", err)
+	}
+	res, rn, err := CommitRenumbered(testCtx(t), a.h, host.CommitOptions{Message: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Move{{rnData, 2, 3}}, rn.Moved); diff != "" || res.Nothing {
+		t.Fatalf("moved (-want +got):\n%s; commit %+v", diff, res)
+	}
+	if _, _, err := b.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"1": "run on a", "2": "run on b", "3": "run on a"}, b.versionsOf()); diff != "" {
+		t.Fatalf("b's versions (-want +got):\n%s", diff)
+	}
+}
