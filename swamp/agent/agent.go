@@ -100,6 +100,12 @@ type Agent struct {
 
 	foreignMu sync.Mutex
 	foreign   map[string]*host.Host
+
+	// Under hintMu: the markDirty paths no publish took yet, and whether
+	// swamp closed the agent (close).
+	unpushed map[string]bool
+	closed   bool
+	pipes    *closePipes // the close pipes (nil: none)
 }
 
 // New returns an agent for cfg.
@@ -188,6 +194,17 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	wg.Wait()
 	a.hinted()
 	a.scanned()
+	a.hintMu.Lock()
+	closed := a.closed
+	a.hintMu.Unlock()
+	if !closed {
+		// swamp ended without a close (an extension without close pipes, or
+		// swamp killed): what it wrote since its last push is published now.
+		_, _ = a.publishUnpushed(context.WithoutCancel(ctx))
+	}
+	if a.pipes != nil {
+		a.pipes.Close()
+	}
 	if a.watch != nil {
 		a.watch.Close()
 	}
@@ -197,14 +214,26 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	return sc.Err()
 }
 
-func (a *Agent) hello(_ context.Context, req HelloRequest) (HelloResult, error) {
+func (a *Agent) hello(ctx context.Context, req HelloRequest) (HelloResult, error) {
 	if req.Protocol != Protocol {
 		return HelloResult{}, &versionError{fmt.Sprintf("the @syncledger/datastore extension speaks protocol %d, this syncledger binary (%s) speaks %d: run 'syncledger swamp setup' again with this binary to rewrite the extension", req.Protocol, a.cfg.Version, Protocol)}
 	}
 	if req.Version != a.cfg.Version {
 		return HelloResult{}, &versionError{fmt.Sprintf("the @syncledger/datastore extension in this repo was written by syncledger %q, but the binary it runs is %q: run 'syncledger swamp setup --repo DIR' with this binary to rewrite it (or point \"binary\" in the datastore config of .swamp.yaml at the matching binary)", req.Version, a.cfg.Version)}
 	}
-	return HelloResult{Version: a.cfg.Version, Protocol: Protocol, Cache: a.cfg.Cache}, nil
+	res := HelloResult{Version: a.cfg.Version, Protocol: Protocol, Cache: a.cfg.Cache}
+	if p, err := openClosePipes(); err == nil {
+		a.hintMu.Lock()
+		if a.pipes == nil {
+			a.pipes = p
+			res.Close = p.dir
+			go a.serveClose(ctx, p)
+		} else {
+			p.Close()
+		}
+		a.hintMu.Unlock()
+	}
+	return res, nil
 }
 
 // command is a syncledger command line of the host package with Globals, to

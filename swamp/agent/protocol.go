@@ -31,6 +31,10 @@ type HelloResult struct {
 	Version  string `json:"version"`
 	Protocol int    `json:"protocol"`
 	Cache    string `json:"cache"`
+	// Close is the directory of the agent's close pipes, "in" and "out"
+	// (absent where it has none): at swamp's exit the extension writes a
+	// close request to in and reads its answer from out, synchronously.
+	Close string `json:"close,omitempty"`
 }
 
 // PullRequest is swamp's pullChanged: a full sync of the ledger.
@@ -236,6 +240,7 @@ var operations = []operation{
 	op("cp.putIfAbsent", (*Agent).controlPutIfAbsent),
 	op("ns.register", (*Agent).namespaceRegister),
 	op("ns.list", (*Agent).namespaceList),
+	op("close", (*Agent).close),
 }
 
 // byName indexes operations.

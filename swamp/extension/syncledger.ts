@@ -19,6 +19,7 @@ export type HelloResult = {
   version: string;
   protocol: number;
   cache: string;
+  close?: string;
 };
 export type HintRequest = {
   hints?: string[];
@@ -117,6 +118,10 @@ export type NamespaceRegisterRequest = {
   repoId: string;
 };
 export type NamespaceListRequest = Record<never, never>;
+export type CloseRequest = {
+  hints?: string[];
+  publish: boolean;
+};
 export type Request = {
   id: number;
   op: string;
@@ -153,6 +158,7 @@ export type Requests = {
   "cp.putIfAbsent": ControlPutRequest;
   "ns.register": NamespaceRegisterRequest;
   "ns.list": NamespaceListRequest;
+  "close": CloseRequest;
 };
 /** Each operation's result. */
 export type Results = {
@@ -176,6 +182,7 @@ export type Results = {
   "cp.putIfAbsent": boolean;
   "ns.register": boolean;
   "ns.list": string[];
+  "close": PushResult;
 };
 /** Requests that get no answer. */
 export type Notifications = {
@@ -301,14 +308,16 @@ export class Agent {
     this.finished = true;
     let why = this.unpublished;
     if (this.closeIn && this.closeOut && !this.dead) {
+      // A push of this command failed: the agent publishes nothing now (it
+      // would meet the same failure, while swamp waits), the next command does.
+      const req: { op: "close" } & Requests["close"] = { op: "close", hints: [...this.unpushed], publish: why === undefined };
       try {
-        const req = { op: "close", hints: [...this.unpushed], publish: this.unpublished === undefined };
         this.closeIn.writeSync(new TextEncoder().encode(JSON.stringify(req) + "\n"));
         const line = readLineSync(this.closeOut);
-        const msg = line ? JSON.parse(line) : { error: { message: "the syncledger agent ended without answering" } };
-        why = msg.error ? msg.error.message : undefined;
+        const msg: Response = line ? JSON.parse(line) : { id: 0, error: { kind: "error", message: "the syncledger agent ended without answering" } };
+        if (req.publish && msg.error) why = msg.error.message;
       } catch (e) {
-        why ??= `the syncledger agent did not answer at swamp's exit: ${(e as Error).message}`;
+        if (req.publish) why = `the syncledger agent did not answer at swamp's exit: ${(e as Error).message}`;
       }
     }
     if (why === undefined) return;
@@ -490,10 +499,10 @@ export class SyncService {
    * Runs a push request: a failure is remembered for swamp's exit
    * (Agent.finish); a published push clears it and the paths it took.
    */
-  private async pushing<T>(req: Record<string, unknown>): Promise<T> {
+  private async pushing<O extends "push" | "prepare" | "commit">(req: { op: O } & Requests[O]): Promise<Results[O]> {
     const taken = [...this.agent.unpushed];
     try {
-      const r = await this.agent.call<T>(req);
+      const r = await this.agent.call(req);
       if (req.op !== "prepare") {
         this.agent.unpublished = undefined;
         for (const p of taken) this.agent.unpushed.delete(p);
