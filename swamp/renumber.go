@@ -30,6 +30,8 @@ import (
 //	data/{type}/{modelId}/{name}/{version}/raw            the content
 //	data/{type}/{modelId}/{name}/latest                   "N": the version read by default
 //	outputs/{type}/{method}/{modelId}-{time}.yaml         a run's record: artifacts.dataArtifacts[] {dataId, name, version}
+//	workflow-runs/{workflowId}/workflow-run-{runId}.yaml  a workflow run's: jobs[].steps[].dataArtifacts[] likewise;
+//	                                                      its step's data carry tags workflowId and workflowRunId
 //
 // A host allocates a data name's next version from the versions in its own
 // cache (atomicAllocateVersionDir), so two hosts that run one model while
@@ -108,7 +110,8 @@ func Regenerated(rel string) bool {
 //     once the ledger's are synced they are placed after the highest version,
 //     in order, each directory renamed and its metadata.yaml's version set,
 //     the data name's latest marker set to the highest version, and the run
-//     records (outputs/) of the model that name them updated;
+//     records that name them updated (the model's outputs/ records, and a
+//     workflow step's workflow-runs/ record);
 //   - a file swamp regenerates (Regenerated) takes the ledger's version.
 //
 // Both runs stay: the ledger's under its number, this host's under the next
@@ -301,7 +304,7 @@ func placeOne(root, dir string, m Move) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	nb, id := renumberMetadata(b, to)
+	nb, vm := renumberMetadata(b, to)
 	if err := writeFile(meta, nb); err != nil {
 		return 0, err
 	}
@@ -314,30 +317,40 @@ func placeOne(root, dir string, m Move) (int, error) {
 	if err := writeFile(filepath.Join(data, "latest"), []byte(strconv.Itoa(to))); err != nil {
 		return 0, err
 	}
-	if id != "" {
-		if err := renumberRecords(root, m.Data, id, to); err != nil {
+	if vm.ID != "" {
+		if err := renumberRecords(root, m.Data, vm, to); err != nil {
 			return 0, err
 		}
 	}
 	return to, nil
 }
 
+// versionMeta is what renumbering reads of a version's metadata.yaml: its id
+// and, for a workflow step's data, the workflow run that made it.
+type versionMeta struct {
+	ID   string `yaml:"id"`
+	Tags struct {
+		WorkflowID    string `yaml:"workflowId"`
+		WorkflowRunID string `yaml:"workflowRunId"`
+	} `yaml:"tags"`
+}
+
 var metaVersion = regexp.MustCompile(`(?m)^version: \d+$`)
 
 // renumberMetadata sets the top-level version of a version's metadata.yaml
-// and returns it with the version's id.
-func renumberMetadata(b []byte, v int) ([]byte, string) {
+// and returns it with what it says of the version.
+func renumberMetadata(b []byte, v int) ([]byte, versionMeta) {
 	b = metaVersion.ReplaceAll(b, []byte("version: "+strconv.Itoa(v)))
-	var m struct {
-		ID string `yaml:"id"`
-	}
+	var m versionMeta
 	_ = yaml.Unmarshal(b, &m)
-	return b, m.ID
+	return b, m
 }
 
-// renumberRecords sets the version of the data artifact id in the run records
-// of data's model (outputs/{type}/*/{modelId}-*.yaml) that name it.
-func renumberRecords(root, data, id string, v int) error {
+// renumberRecords sets the version of the data artifact meta.ID in the run
+// records that name it: those of data's model (outputs/{type}/*/{modelId}-*.yaml)
+// and, for a workflow step's data, its workflow run's
+// (workflow-runs/{workflowId}/workflow-run-{runId}.yaml).
+func renumberRecords(root, data string, meta versionMeta, v int) error {
 	parts := strings.Split(data, "/") // data, type…, modelId, name
 	typ, model := strings.Join(parts[1:len(parts)-2], "/"), parts[len(parts)-2]
 	pattern := filepath.Join(root, "outputs", filepath.FromSlash(typ), "*", model+"-*.yaml")
@@ -345,8 +358,15 @@ func renumberRecords(root, data, id string, v int) error {
 	if err != nil {
 		return err
 	}
+	if wf, run := meta.Tags.WorkflowID, meta.Tags.WorkflowRunID; wf != "" && run != "" && !strings.ContainsAny(wf+run, `/\`) {
+		files = append(files, filepath.Join(root, "workflow-runs", wf, "workflow-run-"+run+".yaml"))
+	}
+	id := meta.ID
 	for _, f := range files {
 		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -65,7 +65,9 @@ func (s *swampHost) read(rel string) string {
 func (s *swampHost) run(v int) {
 	s.t.Helper()
 	id := fmt.Sprintf("%s-%d", s.name, v)
-	s.write(fmt.Sprintf("%s/%d/metadata.yaml", rnData, v), fmt.Sprintf("id: %s\nname: result\nversion: %d\ncontentType: application/json\ntags:\n  version: keep\n", id, v))
+	s.write(fmt.Sprintf("%s/%d/metadata.yaml", rnData, v), fmt.Sprintf("id: %s\nname: result\nversion: %d\ncontentType: application/json\ntags:\n  version: keep\n  workflowId: wf1\n  workflowRunId: run-%s\n", id, v, id))
+	s.write(fmt.Sprintf("workflow-runs/wf1/workflow-run-run-%s.yaml", id), fmt.Sprintf(
+		"id: run-%s\nstatus: succeeded\njobs:\n  - name: main\n    steps:\n      - name: s\n        dataArtifacts:\n          - dataId: %s\n            name: result\n            version: %d\n", id, id, v))
 	s.write(fmt.Sprintf("%s/%d/raw", rnData, v), "run on "+s.name)
 	s.write(rnData+"/latest", fmt.Sprint(v))
 	s.write(rnDef, fmt.Sprintf("evaluated on %s for %d", s.name, v))
@@ -147,6 +149,9 @@ func TestSyncRenumbered(t *testing.T) {
 	rec := a.read("outputs/command/shell/execute/m1-a-2.yaml")
 	if !strings.Contains(rec, "dataId: a-2\n      name: result\n      version: 3\n") || !strings.Contains(rec, "dataId: other\n      name: log\n      version: 2\n") {
 		t.Fatalf("a's run record of its moved version 2 (now 3):\n%s", rec)
+	}
+	if rec := a.read("workflow-runs/wf1/workflow-run-run-a-3.yaml"); !strings.Contains(rec, "dataId: a-3\n            name: result\n            version: 4\n") {
+		t.Fatalf("a's workflow run record of its moved version 3 (now 4):\n%s", rec)
 	}
 	if got := a.read(rnData + "/3/metadata.yaml"); !strings.Contains(got, "id: a-2\n") || !strings.Contains(got, "  version: keep\n") {
 		t.Fatalf("moved metadata.yaml lost its other fields:\n%s", got)

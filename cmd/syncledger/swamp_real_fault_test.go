@@ -120,3 +120,41 @@ func TestSwampRealServerKilled(t *testing.T) {
 	}
 	w.synced(a, b)
 }
+
+// TestSwampRealWorkflowFinal (issue 25 point 3): swamp writes a workflow run's
+// final state and reports after its last push; all of it reaches the ledger
+// before `swamp workflow run` exits, so the other host's next sync shows the
+// run finished.
+func TestSwampRealWorkflowFinal(t *testing.T) {
+	w := newRealSwamp(t)
+	w.mustSwamp(w.template, "workflow", "create", "wf")
+	p := filepath.Join(w.template, "workflows", "workflow-wf.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(strings.Replace(string(b), "modelIdOrName: example-model", "modelIdOrName: vpc", 1), "methodName: run", "methodName: execute", 1)
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, c := w.repo("host-a"), w.repo("host-c")
+	w.mustSwamp(a, "workflow", "run", "wf")
+	if st := w.status(a); len(st.Dirty) != 0 || st.HWM != st.Head {
+		t.Fatalf("a after its workflow run exited: hwm %d, head %d, not published: %q", st.HWM, st.Head, st.Dirty)
+	}
+	w.mustSwamp(c, "datastore", "sync")
+	out := w.mustSwamp(c, "workflow", "history", "wf", "--json")
+	var run struct {
+		Status string `json:"status"`
+		Jobs   []struct {
+			Status string `json:"status"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &run); err != nil {
+		t.Fatalf("workflow history --json: %v\n%s", err, out)
+	}
+	if run.Status != "succeeded" || len(run.Jobs) != 1 || run.Jobs[0].Status != "succeeded" {
+		t.Fatalf("c sees a's workflow run as %+v, want it succeeded:\n%s", run, out)
+	}
+	w.synced(a, c)
+}
