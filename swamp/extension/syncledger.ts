@@ -459,6 +459,17 @@ export class Lock {
   }
   async acquire(): Promise<void> {
     const hostname = Deno.hostname();
+    const writing = this.agent.unpushed.size > 0;
+    try {
+      await this.call(hostname);
+    } catch (e) {
+      // A lock refused after swamp wrote (the global lock of its push): the
+      // push cannot happen, so this command's changes stay unpublished.
+      if (writing) this.agent.unpublished = (e as Error).message;
+      throw e;
+    }
+  }
+  private async call(hostname: string): Promise<void> {
     await this.agent.call({
       op: "lock.acquire", key: this.key,
       holder: { holder: `${Deno.env.get("USER") ?? "swamp"}@${hostname}`, hostname, pid: Deno.pid, nonce: crypto.randomUUID() },
