@@ -38,6 +38,8 @@
 //     DistributedLock (Locks); cp.*: its control-plane store (Control);
 //     ns.register, ns.list: namespace ownership — all on the base ledger's
 //     swamp bucket (Bucket).
+//   - close: at swamp's exit, publish what swamp wrote after its last push
+//     (Ending).
 //
 // Every answered error carries a kind: "conflict" (paths: files another host
 // changed too; the message names the commands that resolve it), "version",
@@ -45,9 +47,27 @@
 //
 // # Ending
 //
+// At swamp's exit (Deno.exit dispatches "unload") the extension sends close
+// and waits for its answer: the agent publishes what swamp wrote since its
+// last push (the markDirty paths no push took, narrowed by its dirty set
+// where it keeps one; a workflow run's final state is written after its last
+// push), renumbering as a push does, within closeTimeout. As nothing
+// asynchronous runs in "unload", close goes over two FIFOs whose directory
+// the hello answer names ("close"), opened by the extension while swamp runs
+// and written and read synchronously at its exit; publish false (a push of
+// the command failed) publishes nothing. The extension turns a failed push or
+// close into a message and a non-zero exit.
+//
 // The agent ends when its stdin closes (swamp exited or died). Requests still
 // running are cancelled; locks still held stop being renewed and expire after
-// their TTL (swamp releases its locks itself when it ends normally). A push
-// is the only way anything reaches the ledger: nothing is published from a
-// hint or at the agent's end.
+// their TTL (swamp releases its locks itself when it ends normally). With no
+// close before (no FIFOs, swamp killed), what swamp wrote since its last push
+// is published then.
+//
+// # Runs published late
+//
+// A pull that finds this host's unpublished data versions taken in the ledger
+// by another host's runs (a push that could not reach it) moves them past the
+// ledger's and publishes them (swamp.SyncRenumbered, swamp.CommitRenumbered);
+// a push that meets them does the same.
 package agent
