@@ -3,6 +3,7 @@ package swamp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,9 +47,13 @@ import (
 
 // SetAsideDir is the directory, under the cache's state directory, where
 // SyncRenumbered keeps this host's versions while the ledger's take their
-// numbers: swamp-renumber/{time}/data/…/{name}/{version}/. A crash leaves them
+// numbers: swamp-renumber/{time}/data/…/{name}/{version}/, listed in
+// swamp-renumber/{time}/moves.json before any is moved. A crash leaves them
 // there; the next SyncRenumbered places them.
 const SetAsideDir = "swamp-renumber"
+
+// movesFile lists, in a set-aside directory, the versions set aside there.
+const movesFile = "moves.json"
 
 // Renumbered says what SyncRenumbered settled.
 type Renumbered struct {
@@ -161,7 +166,8 @@ func setAside(ctx context.Context, h *host.Host, rn *Renumbered) (settled bool, 
 			regen = append(regen, p)
 		}
 	}
-	stamp := filepath.Join(h.Dir().StatePath(SetAsideDir), time.Now().UTC().Format("20060102T150405.000000000Z"))
+	// The moves are written down before any is made: place finds them there.
+	var moves []Move
 	for _, d := range slices.Sorted(maps.Keys(first)) {
 		vs, err := versions(filepath.Join(root, filepath.FromSlash(d)))
 		if err != nil {
@@ -175,12 +181,24 @@ func setAside(ctx context.Context, h *host.Host, rn *Renumbered) (settled bool, 
 			if err != nil {
 				return false, err
 			}
-			if published {
-				// Not this host's alone: a version the ledger holds is
-				// not moved (the sync names it, for the user).
-				continue
+			if !published {
+				// A version the ledger holds is not this host's alone: it
+				// stays (the sync names it, for the user).
+				moves = append(moves, Move{Data: d, From: v})
 			}
-			rel := filepath.FromSlash(d + "/" + strconv.Itoa(v))
+		}
+	}
+	if len(moves) > 0 {
+		stamp := filepath.Join(h.Dir().StatePath(SetAsideDir), time.Now().UTC().Format("20060102T150405.000000000Z"))
+		if err := os.MkdirAll(stamp, 0o700); err != nil {
+			return false, err
+		}
+		b, _ := json.Marshal(moves)
+		if err := writeFile(filepath.Join(stamp, movesFile), b); err != nil {
+			return false, err
+		}
+		for _, m := range moves {
+			rel := filepath.FromSlash(m.Data + "/" + strconv.Itoa(m.From))
 			dst := filepath.Join(stamp, rel)
 			if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 				return false, err
@@ -188,8 +206,8 @@ func setAside(ctx context.Context, h *host.Host, rn *Renumbered) (settled bool, 
 			if err := os.Rename(filepath.Join(root, rel), dst); err != nil {
 				return false, fmt.Errorf("set aside %s: %w", rel, err)
 			}
-			settled = true
 		}
+		settled = true
 	}
 	if len(regen) > 0 {
 		if _, err := h.Resolve(ctx, host.ResolveOptions{Paths: regen, Discard: true}); err != nil {
@@ -232,8 +250,9 @@ func versions(dir string) ([]int, error) {
 	return vs, nil
 }
 
-// place moves every version set aside under root's SetAsideDir to the next
-// free numbers of its data name, oldest set-aside first.
+// place moves every version set aside under root's SetAsideDir (each
+// set-aside directory's movesFile lists them) to the next free numbers of its
+// data name, oldest set-aside first.
 func place(root string) ([]Move, error) {
 	base := filepath.Join(root, ".syncledger", SetAsideDir)
 	stamps, err := os.ReadDir(base)
@@ -247,31 +266,20 @@ func place(root string) ([]Move, error) {
 	for _, st := range stamps { // in time order
 		dir := filepath.Join(base, st.Name())
 		var staged []Move // Data and From
-		err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
-			if err != nil || !de.IsDir() {
-				return err
-			}
-			v, ok := versionName(de.Name())
-			if !ok {
-				return nil
-			}
-			if _, err := os.Stat(filepath.Join(p, "metadata.yaml")); err != nil {
-				return nil
-			}
-			rel, _ := filepath.Rel(dir, filepath.Dir(p))
-			staged = append(staged, Move{Data: filepath.ToSlash(rel), From: v})
-			return filepath.SkipDir
-		})
-		if err != nil {
+		b, err := os.ReadFile(filepath.Join(dir, movesFile))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return moved, err
 		}
-		slices.SortFunc(staged, func(a, b Move) int {
-			if c := strings.Compare(a.Data, b.Data); c != 0 {
-				return c
+		// No list: set aside stopped before it moved anything.
+		if err == nil {
+			if err := json.Unmarshal(b, &staged); err != nil {
+				return moved, fmt.Errorf("%s: %w", filepath.Join(dir, movesFile), err)
 			}
-			return a.From - b.From
-		})
+		}
 		for _, m := range staged {
+			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(m.Data), strconv.Itoa(m.From))); errors.Is(err, fs.ErrNotExist) {
+				continue // not set aside yet, or placed already
+			}
 			if m.To, err = placeOne(root, dir, m); err != nil {
 				return moved, err
 			}
@@ -300,14 +308,18 @@ func placeOne(root, dir string, m Move) (int, error) {
 	}
 	src := filepath.Join(dir, filepath.FromSlash(m.Data), strconv.Itoa(m.From))
 	meta := filepath.Join(src, "metadata.yaml")
+	var vm versionMeta
 	b, err := os.ReadFile(meta)
-	if err != nil {
+	switch {
+	case err == nil:
+		var nb []byte
+		nb, vm = renumberMetadata(b, to)
+		if err := writeFile(meta, nb); err != nil {
+			return 0, err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
 		return 0, err
-	}
-	nb, vm := renumberMetadata(b, to)
-	if err := writeFile(meta, nb); err != nil {
-		return 0, err
-	}
+	} // none: a version swamp did not finish (killed); moved as it is
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return 0, err
 	}

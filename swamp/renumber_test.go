@@ -214,22 +214,42 @@ func TestSyncRenumberedAfterCrash(t *testing.T) {
 	a.run(1)
 	a.commit()
 	a.run(2)
-	aside := filepath.Join(a.root, ".syncledger", SetAsideDir, "20260101T000000.000000000Z", filepath.FromSlash(rnData))
+	stamp := filepath.Join(a.root, ".syncledger", SetAsideDir, "20260101T000000.000000000Z")
+	aside := filepath.Join(stamp, filepath.FromSlash(rnData))
 	if err := os.MkdirAll(aside, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(filepath.Join(a.root, filepath.FromSlash(rnData), "2"), filepath.Join(aside, "2")); err != nil {
 		t.Fatal(err)
 	}
+	// A version swamp did not finish (killed before its metadata.yaml) is
+	// moved too, as it is.
+	if err := os.MkdirAll(filepath.Join(aside, "3"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(aside, "3", "raw"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list := fmt.Sprintf(`[{"data":%q,"from":2},{"data":%q,"from":3},{"data":%q,"from":4}]`, rnData, rnData, rnData)
+	if err := os.WriteFile(filepath.Join(stamp, movesFile), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	_, rn, err := a.sync()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]Move{{rnData, 2, 2}}, rn.Moved); diff != "" {
+	// 4 was listed but never set aside: left where it is (absent).
+	if diff := cmp.Diff([]Move{{rnData, 2, 2}, {rnData, 3, 3}}, rn.Moved); diff != "" {
 		t.Fatalf("moved (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{"1": "run on a", "2": "run on a"}, a.versionsOf()); diff != "" {
-		t.Fatalf("versions (-want +got):\n%s", diff)
+	if got := a.read(rnData + "/2/raw"); got != "run on a" {
+		t.Fatalf("version 2: %q", got)
+	}
+	if got := a.read(rnData + "/3/raw"); got != "partial" {
+		t.Fatalf("version 3: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(a.root, ".syncledger", SetAsideDir)); err == nil {
+		t.Fatal("the set-aside directory is left behind")
 	}
 }
 
