@@ -100,6 +100,9 @@ func TestSwampRealServerKilled(t *testing.T) {
 	// a's next command runs another model: its pull publishes a's run.
 	out := w.mustSwamp(a, "model", "method", "run", "other", "execute")
 	t.Logf("a's next command:\n%s", out)
+	if !strings.Contains(out, "published after another host's run of the same version") || !strings.Contains(out, "version 2 is now 3") {
+		t.Errorf("a's next command does not say its run moved from version 2 to 3:\n%s", out)
+	}
 	if st := w.status(a); len(st.Dirty) != 0 || st.HWM != st.Head {
 		t.Fatalf("a after its next command: hwm %d, head %d, dirty %q", st.HWM, st.Head, st.Dirty)
 	}

@@ -219,14 +219,22 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 		// published at once, whatever model this command runs.
 		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly})
 		if err == nil && len(rn.Moved)+len(rn.Regenerated) > 0 {
-			var cr host.CommitResult
-			cr, _, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: renumberMessage(rn)})
+			var (
+				cr   host.CommitResult
+				more swamp.Renumbered
+			)
+			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: this host's runs, published after another host's"})
+			rn.Moved = append(rn.Moved, more.Moved...)
 			res.HWM = cr.HWM
 		}
 		if err == nil {
 			a.scanAfterPull(ctx)
 		}
-		return PullResult{Files: res.Written + res.Deleted + len(rn.Moved), HWM: res.HWM, Head: res.Head}, err
+		out := PullResult{Files: res.Written + res.Deleted + len(rn.Moved), HWM: res.HWM, Head: res.Head}
+		for _, m := range rn.Moved {
+			out.Renumbered = append(out.Renumbered, fmt.Sprintf("%s: version %d is now %d", m.Data, m.From, m.To))
+		}
+		return out, err
 	})
 }
 
@@ -366,14 +374,4 @@ func (a *Agent) changed(ctx context.Context, hints []string) ([]string, func()) 
 		a.watch.Ack(snap.Epoch, snap.Seq, false, changed)
 		a.base = nil
 	}
-}
-
-// renumberMessage is the message of the commit that publishes what a pull's
-// SyncRenumbered settled.
-func renumberMessage(rn swamp.Renumbered) string {
-	msg := "swamp: this host's runs, published after another host's"
-	for _, m := range rn.Moved {
-		msg += fmt.Sprintf("\n%s: version %d is now %d", m.Data, m.From, m.To)
-	}
-	return msg
 }

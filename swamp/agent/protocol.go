@@ -48,6 +48,10 @@ type PullResult struct {
 	Files int        `json:"files"`
 	HWM   ledger.Seq `json:"hwm"`
 	Head  ledger.Seq `json:"head"`
+	// Renumbered says, one line each, which of this host's unpublished data
+	// versions the pull moved past another host's and published
+	// (swamp.SyncRenumbered); the extension prints them.
+	Renumbered []string `json:"renumbered,omitempty"`
 }
 
 // PushRequest is swamp's pushChanged (push), preparePush (prepare) and

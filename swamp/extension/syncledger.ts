@@ -32,6 +32,7 @@ export type PullResult = {
   files: number;
   hwm: number;
   head: number;
+  renumbered?: string[];
 };
 export type PushRequest = {
   hints?: string[];
@@ -538,6 +539,9 @@ export class SyncService {
     const r = await this.agent.call({
       op: "pull", metadataOnly: !!opts?.metadataOnly, namespace: opts?.namespace ?? "",
     });
+    for (const line of r.renumbered ?? []) {
+      console.error(`${TYPE}: this host's run, published after another host's run of the same version: ${line}`);
+    }
     return r.files;
   }
   markDirty(opts: { relPath: string }): Promise<void> {
