@@ -528,21 +528,39 @@ func TestSwampRealBadInput(t *testing.T) {
 // TestSwampRealConflict: a file changed by hand in a host's cache, which the
 // ledger then changes too, stops that host's next swamp command with a message
 // naming the file and the commands that settle it; after one of them, swamp
-// runs again.
+// runs again. A hand edit of a file swamp regenerates (a latest marker) is no
+// such conflict: the ledger's version is taken (issue 25).
 func TestSwampRealConflict(t *testing.T) {
 	w := newRealSwamp(t)
 	a, b := w.repo("host-a"), w.repo("host-b")
-	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
-	w.mustSwamp(b, "datastore", "sync")
-	latest := "data/command/shell/" + modelID(t, w.template, "vpc") + "/result/latest"
-	if err := os.WriteFile(filepath.Join(w.cache(b), latest), []byte("edited by hand\n"), 0o644); err != nil {
-		t.Fatal(err)
+	notes := "notes/team.txt" // a file of the datastore that swamp does not write
+	write := func(repo, rel, content string) {
+		t.Helper()
+		p := filepath.Join(w.cache(repo), filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+	write(a, notes, "first\n")
+	w.sl(a, "commit", "-m", "notes")
+	w.mustSwamp(b, "datastore", "sync")
+	latest := "data/command/shell/" + modelID(t, w.template, "vpc") + "/result/latest"
+	write(b, latest, "edited by hand\n")
+	write(b, notes, "edited by hand on b\n")
+	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+	write(a, notes, "edited on a\n")
+	w.sl(a, "commit", "-m", "notes")
 	out, code := w.run(b, "model", "method", "run", "vpc", "execute")
 	theirs := regexp.MustCompile(`syncledger --nats \S+ --ledger swamp --cache \S+ resolve --theirs \S+`).FindString(out)
-	if code == 0 || !strings.Contains(out, latest) || theirs == "" {
-		t.Fatalf("b's run over a hand-edited %s: exit %d; want a failure naming it and its resolve commands:\n%s", latest, code, out)
+	if code == 0 || !strings.Contains(out, notes) || theirs == "" {
+		t.Fatalf("b's run over a hand-edited %s: exit %d; want a failure naming it and its resolve commands:\n%s", notes, code, out)
+	}
+	if strings.Contains(out, latest) {
+		t.Fatalf("b's run names the latest marker swamp regenerates as a conflict:\n%s", out)
 	}
 	t.Logf("swamp on b: %s", regexp.MustCompile(`syncledger: files changed here[^\n]*`).FindString(out))
 	args := strings.Fields(theirs)[1:]
@@ -550,6 +568,9 @@ func TestSwampRealConflict(t *testing.T) {
 		t.Fatalf("%s: exit %d\n%s%s", theirs, r.code, r.stdout, r.stderr)
 	}
 	w.mustSwamp(b, "model", "method", "run", "vpc", "execute")
+	if v := w.dataVersions(b, "vpc"); v["result"] != 3 {
+		t.Fatalf("b's vpc versions %v after three runs, want result at 3", v)
+	}
 	w.synced(a, b)
 }
 
