@@ -134,7 +134,10 @@ func SyncRenumbered(ctx context.Context, h *host.Host, opt host.SyncOptions) (ho
 		if !settled {
 			return res, rn, le
 		}
+		first := res // what the sync applied before it stopped
 		res, err = h.Sync(ctx, opt)
+		res.Written += first.Written
+		res.Deleted += first.Deleted
 	}
 	if err != nil {
 		return res, rn, err
