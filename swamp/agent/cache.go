@@ -215,6 +215,7 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 		res, err := h.Sync(ctx, host.SyncOptions{Lazy: req.MetadataOnly})
 		if err == nil {
 			a.scanAfterPull(ctx)
+			a.beat(ctx, res.HWM, res.Head)
 		}
 		return PullResult{Files: res.Written + res.Deleted, HWM: res.HWM, Head: res.Head}, err
 	})
@@ -269,6 +270,9 @@ func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushRe
 		res, err := h.Commit(ctx, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed})
 		if err == nil {
 			done()
+			if len(res.Commits) > 0 {
+				a.beat(ctx, res.HWM, res.HWM)
+			}
 		}
 		ids := make([]string, len(res.Commits))
 		for i, c := range res.Commits {

@@ -41,7 +41,9 @@
 //
 // Every answered error carries a kind: "conflict" (paths: files another host
 // changed too; the message names the commands that resolve it), "version",
-// "unreachable" (NATS), "no-ledger", or "error"; its message says what to do.
+// "unreachable" (NATS), "no-ledger", "permission" (the server refused this
+// user an operation: the message names the subject and the role that grants
+// it), or "error"; its message says what to do.
 //
 // # Ending
 //

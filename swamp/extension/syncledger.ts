@@ -97,6 +97,7 @@ export type LockInfo = {
   acquiredAt: string;
   ttlMs: number;
   nonce?: string;
+  heldSince?: string;
 };
 export type LockForceReleaseRequest = {
   key: string;
@@ -122,7 +123,7 @@ export type Request = {
   op: string;
 };
 export type Failure = {
-  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "error";
+  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "permission" | "error";
   message: string;
   paths?: string[];
 };
@@ -385,13 +386,30 @@ export class Lock {
   }
   async acquire(): Promise<void> {
     const hostname = Deno.hostname();
-    await this.agent.call({
+    const nonce = crypto.randomUUID();
+    const held = this.agent.call({
       op: "lock.acquire", key: this.key,
-      holder: { holder: `${Deno.env.get("USER") ?? "swamp"}@${hostname}`, hostname, pid: Deno.pid, nonce: crypto.randomUUID() },
+      holder: { holder: `${Deno.env.get("USER") ?? "swamp"}@${hostname}`, hostname, pid: Deno.pid, nonce },
       ttlMs: this.opts.ttlMs ?? this.cfg.lockTtlMs ?? 30000,
       retryMs: this.opts.retryIntervalMs ?? 100,
       maxWaitMs: this.opts.maxWaitMs ?? 60000,
     });
+    // Still waiting after a second: say who holds the lock, and since when.
+    const timer = setTimeout(() => {
+      this.agent.call({ op: "lock.inspect", key: this.key }).then((h) => {
+        if (h && h.nonce !== nonce) {
+          console.error(
+            `${TYPE}: waiting for lock ${this.key}, held by ${h.holder} (host ${h.hostname}, pid ${h.pid}) ` +
+              `since ${h.heldSince ?? h.acquiredAt}`,
+          );
+        }
+      }, () => {});
+    }, 1000);
+    try {
+      await held;
+    } finally {
+      clearTimeout(timer);
+    }
   }
   async release(): Promise<void> {
     await this.agent.call({ op: "lock.release", key: this.key });
