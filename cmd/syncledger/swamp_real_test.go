@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -365,12 +367,44 @@ func TestSwampRealLocks(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("b's run (waiting for %s): exit %d\n%s", holder.Hostname, code, outB)
 	}
-	if want := fmt.Sprintf("waiting for lock %s, held by %s (host %s, pid %d) since %s", key, holder.Holder, holder.Hostname, holder.PID, holder.HeldSince); !strings.Contains(outB, want) {
-		t.Errorf("b's output does not say %q:\n%s", want, outB)
-	}
 	w.mustSwamp(a, "datastore", "sync")
 	if v := w.dataVersions(a, "slow"); v["result"] != 2 {
 		t.Fatalf("slow's result at version %d after a run on each host, want 2 (b waited for a's)", v["result"])
+	}
+
+	// While b waits for a lock, it says who holds it and since when.
+	me := agent.LockInfo{Holder: "test@here", Hostname: "here", PID: os.Getpid(), Nonce: "test"}
+	if err := locks.Acquire(t.Context(), key, me, time.Minute, 0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	mine := w.waitHeld(locks, key, "")
+	cb := w.cmd(b, "model", "method", "run", "slow", "execute")
+	pr, pw := io.Pipe()
+	cb.Stdout, cb.Stderr = pw, pw
+	if err := cb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("waiting for lock %s, held by test@here (host here, pid %d) since %s", key, me.PID, mine.HeldSince)
+	said := make(chan string, 1)
+	go func() {
+		var out strings.Builder
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), want) {
+				if err := locks.Release(context.Background(), key); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		said <- out.String()
+	}()
+	err := cb.Wait()
+	pw.Close()
+	outB = <-said
+	_ = locks.Release(t.Context(), key) // if b never said it
+	if err != nil || !strings.Contains(outB, want) {
+		t.Fatalf("b's run while the test held slow's lock: %v; want it to say %q:\n%s", err, want, outB)
 	}
 }
 
