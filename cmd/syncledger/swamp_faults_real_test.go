@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // The faults of a swamp team's week (issue 25) through the real swamp CLI:
@@ -24,7 +27,9 @@ func TestSwampRealKill(t *testing.T) {
 	locks := w.locks()
 	key := "data/command/shell/" + modelID(t, w.template, "slow") + "/.lock"
 
-	// a dies (kill -9) in slow's run, holding its lock; its agent lives on.
+	// a dies (kill -9) in slow's run, holding its lock, once the run wrote
+	// into the cache; its agent lives on.
+	started := time.Now()
 	ck := w.cmd(a, "model", "method", "run", "slow", "execute")
 	if err := ck.Start(); err != nil {
 		t.Fatal(err)
@@ -33,11 +38,16 @@ func TestSwampRealKill(t *testing.T) {
 	if held.TTLMs != 30000 {
 		t.Fatalf("a holds slow's lock with TTL %d ms, want 30000", held.TTLMs)
 	}
+	written := w.waitWritten(a, started)
+	if info, _ := locks.Inspect(t.Context(), key); info == nil || info.Nonce != held.Nonce {
+		t.Fatalf("a's run ended before the kill (it wrote %s)", written)
+	}
 	if err := ck.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = ck.Wait()
 	killed := time.Now()
+	t.Logf("a killed once its run wrote %s; left uncommitted: %q", written, w.status(a).Dirty)
 	for {
 		info, err := locks.Inspect(t.Context(), key)
 		if err != nil {
@@ -95,6 +105,36 @@ func TestSwampRealKill(t *testing.T) {
 	}
 	w.mustSwamp(b, "model", "method", "run", "slow", "execute")
 	w.synced(a, b)
+}
+
+// waitWritten waits until swamp wrote a file into repo's cache after since
+// (not syncledger's state, not swamp's catalog database) and returns its path.
+func (w *realSwamp) waitWritten(repo string, since time.Time) string {
+	w.t.Helper()
+	cache := w.cache(repo)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var found string
+		_ = filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || found != "" {
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == ledger.StateDir {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if fi, err := d.Info(); err == nil && fi.ModTime().After(since) && !strings.Contains(d.Name(), "_catalog.db") {
+				found, _ = filepath.Rel(cache, p)
+			}
+			return nil
+		})
+		if found != "" {
+			return found
+		}
+	}
+	w.t.Fatalf("swamp wrote nothing into %s's cache", repo)
+	return ""
 }
 
 // TestSwampRealHeartbeat: the agent records its host's position after its
