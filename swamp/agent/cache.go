@@ -229,6 +229,7 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 		}
 		if err == nil {
 			a.scanAfterPull(ctx)
+			a.beat(ctx, res.HWM, res.Head)
 		}
 		out := PullResult{Files: res.Written + res.Deleted + len(rn.Moved), HWM: res.HWM, Head: res.Head}
 		for _, m := range rn.Moved {
@@ -289,6 +290,9 @@ func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushRe
 		if err == nil {
 			done()
 			a.pushed(taken)
+			if len(res.Commits) > 0 {
+				a.beat(ctx, res.HWM, res.HWM)
+			}
 		}
 		return pushResult(res, len(hints)), err
 	})

@@ -197,7 +197,7 @@ type Response struct {
 // Failure is a failed request: Message says what to do; Paths names the files
 // concerned.
 type Failure struct {
-	Kind    string   `json:"kind" ts:"\"conflict\" | \"version\" | \"unreachable\" | \"no-ledger\" | \"error\""`
+	Kind    string   `json:"kind" ts:"\"conflict\" | \"version\" | \"unreachable\" | \"no-ledger\" | \"permission\" | \"error\""`
 	Message string   `json:"message"`
 	Paths   []string `json:"paths,omitempty"`
 }

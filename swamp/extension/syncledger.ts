@@ -99,6 +99,7 @@ export type LockInfo = {
   acquiredAt: string;
   ttlMs: number;
   nonce?: string;
+  heldSince?: string;
 };
 export type LockForceReleaseRequest = {
   key: string;
@@ -128,7 +129,7 @@ export type Request = {
   op: string;
 };
 export type Failure = {
-  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "error";
+  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "permission" | "error";
   message: string;
   paths?: string[];
 };
@@ -460,24 +461,36 @@ export class Lock {
   }
   async acquire(): Promise<void> {
     const hostname = Deno.hostname();
+    const nonce = crypto.randomUUID();
     const writing = this.agent.unpushed.size > 0;
+    const held = this.agent.call({
+      op: "lock.acquire", key: this.key,
+      holder: { holder: `${Deno.env.get("USER") ?? "swamp"}@${hostname}`, hostname, pid: Deno.pid, nonce },
+      ttlMs: this.opts.ttlMs ?? this.cfg.lockTtlMs ?? 30000,
+      retryMs: this.opts.retryIntervalMs ?? 100,
+      maxWaitMs: this.opts.maxWaitMs ?? 60000,
+    });
+    // Still waiting after a second: say who holds the lock, and since when.
+    const timer = setTimeout(() => {
+      this.agent.call({ op: "lock.inspect", key: this.key }).then((h) => {
+        if (h && h.nonce !== nonce) {
+          console.error(
+            `${TYPE}: waiting for lock ${this.key}, held by ${h.holder} (host ${h.hostname}, pid ${h.pid}) ` +
+              `since ${h.heldSince ?? h.acquiredAt}`,
+          );
+        }
+      }, () => {});
+    }, 1000);
     try {
-      await this.call(hostname);
+      await held;
     } catch (e) {
       // A lock refused after swamp wrote (the global lock of its push): the
       // push cannot happen, so this command's changes stay unpublished.
       if (writing) this.agent.unpublished = (e as Error).message;
       throw e;
+    } finally {
+      clearTimeout(timer);
     }
-  }
-  private async call(hostname: string): Promise<void> {
-    await this.agent.call({
-      op: "lock.acquire", key: this.key,
-      holder: { holder: `${Deno.env.get("USER") ?? "swamp"}@${hostname}`, hostname, pid: Deno.pid, nonce: crypto.randomUUID() },
-      ttlMs: this.opts.ttlMs ?? this.cfg.lockTtlMs ?? 30000,
-      retryMs: this.opts.retryIntervalMs ?? 100,
-      maxWaitMs: this.opts.maxWaitMs ?? 60000,
-    });
   }
   async release(): Promise<void> {
     await this.agent.call({ op: "lock.release", key: this.key });
