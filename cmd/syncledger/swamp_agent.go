@@ -36,7 +36,9 @@ locks, the control-plane store. It ends when its stdin closes (swamp exited
 or died), when its parent process dies, or at SIGTERM, and then releases the
 locks it still holds (a dead swamp's). SIGINT is swamp's to handle: swamp
 releases its locks through the agent, then exits. After a pull or a push it
-records the host's position in the ledger's heartbeats, as sync does.
+records the host's position in the ledger's heartbeats, as sync does. At
+swamp's exit it publishes what swamp wrote after its last push (the close
+request, over FIFOs its hello names), or at its own end if no close came.
 
 With --namespace NS, --ledger names the datastore's base ledger (its swamp
 bucket holds the locks, the control plane and the namespace registry), the
