@@ -11,6 +11,7 @@ import (
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/natsauth"
+	"github.com/syncledger/syncledger/swamp/agent"
 )
 
 // permissionsFile is the shipped authorization block for the ledger "default".
@@ -102,6 +103,9 @@ func TestPermissionsFileLoads(t *testing.T) {
 func TestPermissionNames(t *testing.T) {
 	if natsauth.HeartbeatBucket("x") != heartbeat.Bucket("x") {
 		t.Errorf("heartbeat bucket: natsauth %q, heartbeat %q", natsauth.HeartbeatBucket("x"), heartbeat.Bucket("x"))
+	}
+	if natsauth.SwampBucket("x") != agent.Bucket("x") {
+		t.Errorf("swamp bucket: natsauth %q, swamp/agent %q", natsauth.SwampBucket("x"), agent.Bucket("x"))
 	}
 	if natsauth.DeadLetterStream("x") != consumers.DeadLetterStream("x") {
 		t.Errorf("dead-letter stream: natsauth %q, consumers %q", natsauth.DeadLetterStream("x"), consumers.DeadLetterStream("x"))

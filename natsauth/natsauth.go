@@ -17,7 +17,9 @@
 //     quarantine notices on .p.~q), write blobs to the
 //     ledger's object store bucket (chunks and metadata, $O.<bucket>.C.> and
 //     $O.<bucket>.M.>), put its heartbeat (creating the heartbeat bucket if it is
-//     missing), and read everything through the JetStream API (stream info,
+//     missing), use the ledger's swamp bucket (the swamp agent's locks, control
+//     plane and namespace registry: SwampBucket, created if missing), and read
+//     everything through the JetStream API (stream info,
 //     direct and leader gets, ordered consumers). It cannot update, delete or
 //     purge any stream, nor delete a message, nor delete or reset a durable
 //     consumer: it cannot destroy or alter a
@@ -97,6 +99,10 @@ type Scope struct {
 // (consumers/heartbeat.Bucket).
 func HeartbeatBucket(ledgerName string) string { return "SYNCLEDGER_HOSTS_" + ledgerName }
 
+// SwampBucket is the key-value bucket of a ledger's swamp locks and control
+// plane (swamp/agent.Bucket).
+func SwampBucket(ledgerName string) string { return "SYNCLEDGER_SWAMP_" + ledgerName }
+
 // DeadLetterStream is the stream of a ledger's consumers' dead letters
 // (consumers.DeadLetterStream).
 func DeadLetterStream(ledgerName string) string { return "SYNCLEDGER-DLQ_" + ledgerName }
@@ -116,6 +122,8 @@ func For(role Role, s Scope) (*Permissions, error) {
 		dlq     = ledger.SubjectRoot + "." + s.Ledger + ".dlq.>"
 		kv      = HeartbeatBucket(s.Ledger)
 		kvStr   = "KV_" + kv
+		swamp   = SwampBucket(s.Ledger)
+		swStr   = "KV_" + swamp
 		dlqStr  = DeadLetterStream(s.Ledger)
 		objStr  = "OBJ_" + s.ObjectBucket
 	)
@@ -125,7 +133,7 @@ func For(role Role, s Scope) (*Permissions, error) {
 	}
 	// Reading: stream info, gets, ordered and durable consumers, acks.
 	read := []string{"$JS.API.INFO"}
-	for _, st := range streams {
+	readOf := func(st string) {
 		read = append(read,
 			"$JS.API.STREAM.INFO."+st,
 			"$JS.API.STREAM.MSG.GET."+st,
@@ -141,6 +149,9 @@ func For(role Role, s Scope) (*Permissions, error) {
 			"$JS.ACK."+st+".>",
 			"$JS.FC."+st+".>",
 		)
+	}
+	for _, st := range streams {
+		readOf(st)
 	}
 	sub := SubjectPermission{Allow: []string{"_INBOX.>", all}}
 	// Never granted to host or tooling: changes to the ledger's stream.
@@ -161,7 +172,9 @@ func For(role Role, s Scope) (*Permissions, error) {
 	case RoleAdmin:
 		return nil, nil
 	case RoleHost:
-		pub := []string{commits, "$KV." + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr}
+		pub := []string{commits, "$KV." + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr,
+			"$KV." + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr}
+		readOf(swStr) // swamp's control plane may hold secrets: hosts only
 		if s.ObjectBucket != "" {
 			// Writing a blob: its chunks, then its metadata. The bucket refuses
 			// roll-ups and message deletes, and readers keep an object's first
@@ -181,7 +194,7 @@ func For(role Role, s Scope) (*Permissions, error) {
 	case RoleTooling:
 		pub := []string{dlq, "$JS.API.STREAM.CREATE." + dlqStr, "$JS.API.CONSUMER.RESET." + stream + ".>"}
 		deny := append([]string{commits, "$KV.>", "$O.>", "$JS.API.STREAM.CREATE." + stream,
-			"$JS.API.STREAM.CREATE." + kvStr, "$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
+			"$JS.API.STREAM.CREATE." + kvStr, "$JS.API.STREAM.CREATE." + swStr, "$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
 		deny = append(deny, noConsumerChanges[0])
 		return &Permissions{
 			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},

@@ -36,6 +36,10 @@ func TestFor(t *testing.T) {
 		{host, "$JS.API.DIRECT.GET.SYNCLEDGER_prod.>", true},
 		{host, "$JS.API.STREAM.PURGE.SYNCLEDGER_prod", false},
 		{host, "$JS.API.STREAM.CREATE.SYNCLEDGER_prod", false},
+		{host, "$KV.SYNCLEDGER_SWAMP_prod.>", true},
+		{host, "$JS.API.STREAM.CREATE.KV_SYNCLEDGER_SWAMP_prod", true},
+		{host, "$JS.API.DIRECT.GET.KV_SYNCLEDGER_SWAMP_prod.>", true},
+		{host, "$JS.API.CONSUMER.CREATE.KV_SYNCLEDGER_SWAMP_prod.>", true},
 		{tool, "syncledger.prod.p.>", false},
 		{tool, "syncledger.prod.dlq.>", true},
 		{tool, "$JS.API.CONSUMER.CREATE.SYNCLEDGER_prod.>", true},
@@ -49,6 +53,8 @@ func TestFor(t *testing.T) {
 		{tool, "$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>", false},
 		{tool, "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.>", true},
 		{tool, "$JS.API.CONSUMER.RESET.KV_SYNCLEDGER_HOSTS_prod.>", false},
+		{tool, "$KV.SYNCLEDGER_SWAMP_prod.>", false},
+		{tool, "$JS.API.DIRECT.GET.KV_SYNCLEDGER_SWAMP_prod.>", false},
 	} {
 		got := slices.Contains(tc.p.Publish.Allow, tc.subject)
 		if got != tc.want {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -512,14 +511,6 @@ func (im *importer) merge(ctx context.Context, c *copier, p string, st partition
 
 func sameFile(a, b ledger.Entry) bool {
 	return a.SHA256 == b.SHA256 && a.Size == b.Size && a.Mode == b.Mode
-}
-
-// Regenerated reports whether swamp rewrites the file at rel (a cache path)
-// on its own: evaluated definitions and workflows, and each data name's
-// latest marker. An import merge keeps the ledger's.
-func Regenerated(rel string) bool {
-	return strings.HasPrefix(rel, "definitions-evaluated/") || strings.HasPrefix(rel, "workflows-evaluated/") ||
-		strings.HasPrefix(rel, "data/") && path.Base(rel) == "latest"
 }
 
 // diff returns the entries that turn have into want, sorted by path.

@@ -51,7 +51,8 @@ type app struct {
 	logger *slog.Logger
 	level  slog.Level
 
-	abort *aborter // ends the running command (abortWith)
+	abort   *aborter  // ends the running command (abortWith)
+	refused *refusals // refusals the running operations watch for (watchRefusals)
 
 	envs []envBinding
 	// oneShotSync: the command is `syncledger sync`, whose run counts as one
@@ -79,7 +80,7 @@ type envBinding struct {
 // every secret in effect (secrets.go), to stderr.
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	sw := &scrubWriter{w: stderr}
-	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv, abort: &aborter{},
+	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv, abort: &aborter{}, refused: &refusals{},
 		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}}
 }
 

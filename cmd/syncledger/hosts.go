@@ -136,7 +136,13 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 	if err == nil {
 		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		err = heartbeat.Publish(bctx, nc, a.ledgerName, b)
+		// A user without the host role may not beat: that is a warning too.
+		bucket := heartbeat.Bucket(a.ledgerName)
+		bctx, done := a.watchRefusals(bctx, bucketSubjects(bucket), func(verb, subject string) error {
+			return fmt.Errorf("%w: the NATS server refused this user's %s to %q (the host role may)", ledger.ErrPermission, strings.ToLower(verb), subject)
+		})
+		defer done()
+		err = refused(bctx, heartbeat.Publish(bctx, nc, a.ledgerName, b))
 	}
 	if err != nil {
 		a.logger.Warn("heartbeat not recorded", "err", err)

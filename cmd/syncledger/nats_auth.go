@@ -171,6 +171,9 @@ func (a *app) natsAsyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
 	}
 	if errors.Is(err, nats.ErrPermissionViolation) {
 		a.logger.Debug("the NATS server refused an operation", "err", err)
+		if a.refusal(err.Error()) {
+			return // the operation it refused fails with it
+		}
 		a.abortWith(fmt.Errorf("%w: the NATS server refused an operation: %v", ledger.ErrPermission, err))
 		return
 	}

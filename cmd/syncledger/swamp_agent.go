@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -27,8 +32,13 @@ func newSwampAgentCmd(a *app) *cobra.Command {
 		Short: "Serve one swamp process's @syncledger/datastore extension (started by the extension)",
 		Long: `The @syncledger/datastore extension starts one agent per swamp command and
 talks to it in JSON lines on stdin/stdout (swamp/agent): syncs, commits,
-locks, the control-plane store. It ends when its stdin closes. Locks it
-still holds then expire after their TTL.
+locks, the control-plane store. It ends when its stdin closes (swamp exited
+or died), when its parent process dies, or at SIGTERM, and then releases the
+locks it still holds (a dead swamp's). SIGINT is swamp's to handle: swamp
+releases its locks through the agent, then exits. After a pull or a push it
+records the host's position in the ledger's heartbeats, as sync does. At
+swamp's exit it publishes what swamp wrote after its last push (the close
+request, over FIFOs its hello names), or at its own end if no close came.
 
 With --namespace NS, --ledger names the datastore's base ledger (its swamp
 bucket holds the locks, the control plane and the namespace registry), the
@@ -38,7 +48,8 @@ directory (.syncledger/foreign/NS).`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
+			ctx, stop := a.swampLife(cmd.Context())
+			defer stop()
 			dir, err := a.cacheDir() // --cache, else the cache around the working directory
 			if err != nil {
 				return err
@@ -50,8 +61,8 @@ directory (.syncledger/foreign/NS).`,
 					return err
 				}
 				cache = filepath.Join(cache, ns)
-				a.cache = cache
 			}
+			a.cache = cache
 			cfg := agent.Config{
 				Namespace: ns,
 				Version:   versionString(),
@@ -103,17 +114,84 @@ type swampPorts struct {
 	cache string
 }
 
-// SwampKV opens the base ledger's swamp bucket.
+// SwampKV opens the base ledger's swamp bucket. An operation on it the
+// server refuses fails at once with ledger.ErrPermission, naming the subject
+// and the role that grants it; the agent's other requests go on.
 func (p swampPorts) SwampKV(ctx context.Context) (jetstream.KeyValue, error) {
-	nc, err := p.Conn(ctx)
+	bucket := agent.Bucket(p.base)
+	match := bucketSubjects(bucket)
+	why := func(verb, subject string) error {
+		return fmt.Errorf("%w: the NATS server refused this user's %s to %q: swamp's locks and control plane (bucket %s) need the host role of ledger %s (syncledger serve --users gives a user role host; for another server, 'syncledger --ledger %s config permissions' prints the role)",
+			ledger.ErrPermission, strings.ToLower(verb), subject, bucket, p.base, p.base)
+	}
+	guard := func(ctx context.Context) (context.Context, func()) { return p.watchRefusals(ctx, match, why) }
+	kv, err := guarded(refusingKV{guard: guard}, ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		nc, err := p.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, err
+		}
+		return ljs.OpenKV(ctx, js, p.base, bucket, swampBucketDescription(p.base))
+	})
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
+	return refusingKV{KeyValue: kv, guard: guard}, nil
+}
+
+// Beat records the host's position in the heartbeats of the datastore's ledger.
+func (p swampPorts) Beat(ctx context.Context, hwm, head ledger.Seq) {
+	p.beat(ctx, "swamp", hwm, head)
+}
+
+// swampParentPoll is how often the agent checks that its parent lives.
+const swampParentPoll = time.Second
+
+// errSwampGone ends an agent whose parent died.
+var errSwampGone = errors.New("swamp is gone: the agent's parent process died")
+
+// swampLife is the swamp agent's lifetime: it ends at SIGTERM, when the
+// agent's parent (swamp) dies, or when a refused operation nobody watched
+// ends the command (abortWith) — not at SIGINT, which is swamp's to handle.
+// (Its stdin closing ends Serve too.) On Linux a dead parent's children are
+// adopted, which changes their parent pid; PR_SET_PDEATHSIG would fire on the
+// death of the parent's spawning thread rather than of swamp.
+func (a *app) swampLife(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	stopAbort := context.AfterFunc(parent, func() {
+		if cause := a.aborted(); cause != nil {
+			cancel(cause)
+		}
+	})
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	ppid := os.Getppid()
+	go func() {
+		t := time.NewTicker(swampParentPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-term:
+				cancel(errors.New("terminated (SIGTERM)"))
+				return
+			case <-t.C:
+				if os.Getppid() != ppid {
+					cancel(errSwampGone)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() {
+		stopAbort()
+		signal.Stop(term)
+		cancel(nil)
 	}
-	return ljs.OpenKV(ctx, js, p.base, agent.Bucket(p.base), swampBucketDescription(p.base))
 }
 
 // Foreign opens namespace ns's ledger in a cache of the cache's state

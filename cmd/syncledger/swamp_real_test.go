@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,12 +50,27 @@ type realSwamp struct {
 	dir      string
 	c        *shell
 	nats     string
+	srv      *jstest.Server // the NATS server (Kill, Restart)
 	template string
 	bin      string            // the syncledger binary the repos' extension runs
 	ns       map[string]string // repo → its datastore's namespace, if any
+	swampEnv []string          // more environment for swamp (and its agent)
 }
 
+// newRealSwamp is a world on a server of its own, without authorization, and
+// the ledger "swamp".
 func newRealSwamp(t *testing.T) *realSwamp {
+	t.Helper()
+	w := newRealSwampWorld(t)
+	srv, _ := jstest.RunServer(t)
+	w.srv = srv
+	w.start(srv.ClientURL())
+	w.c.ok("init", "--blobs", fileURL(filepath.Join(w.dir, "blobs")))
+	return w
+}
+
+// newRealSwampWorld is a world without a server yet (start).
+func newRealSwampWorld(t *testing.T) *realSwamp {
 	t.Helper()
 	bin := os.Getenv("SYNCLEDGER_TEST_SWAMP")
 	if bin == "" {
@@ -73,10 +90,7 @@ func newRealSwamp(t *testing.T) *realSwamp {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	srv, _ := jstest.RunServer(t)
-	w := &realSwamp{t: t, swamp: bin, dir: dir, nats: srv.ClientURL(), ns: map[string]string{}}
-	w.c = &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+w.nats, "SYNCLEDGER_LEDGER=swamp", "SYNCLEDGER_LOG_LEVEL=warn")}
-	w.c.ok("init", "--blobs", fileURL(filepath.Join(dir, "blobs")))
+	w := &realSwamp{t: t, swamp: bin, dir: dir, ns: map[string]string{}}
 	// The binary too must not be under /dev for Deno.
 	w.bin = filepath.Join(dir, "syncledger")
 	if out, err := exec.Command("cp", binPath, w.bin).CombinedOutput(); err != nil {
@@ -86,19 +100,32 @@ func newRealSwamp(t *testing.T) *realSwamp {
 	w.template = filepath.Join(dir, "template")
 	w.mustSwamp(w.template, "repo", "init", "--tool", "none")
 	for name, run := range swampModels {
-		w.mustSwamp(w.template, "model", "create", "command/shell", name)
-		p := filepath.Join(w.template, "models", "command", "shell", name+".yaml")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q, _ := json.Marshal(run) // a JSON string is a YAML double-quoted scalar
-		s := strings.Replace(string(b), "methods: {}", "methods:\n  execute:\n    arguments:\n      run: "+string(q)+"\n", 1)
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		w.model(name, run)
 	}
 	return w
+}
+
+// start points the world at the server url; syncledger runs with env.
+func (w *realSwamp) start(url string, env ...string) {
+	w.nats = url
+	w.c = &shell{t: w.t, env: cliEnv(append([]string{"SYNCLEDGER_NATS=" + w.nats, "SYNCLEDGER_LEDGER=swamp", "SYNCLEDGER_LOG_LEVEL=warn"}, env...)...)}
+}
+
+// model adds a command/shell model whose execute method runs run to the
+// template (before the repos that should have it are made).
+func (w *realSwamp) model(name, run string) {
+	w.t.Helper()
+	w.mustSwamp(w.template, "model", "create", "command/shell", name)
+	p := filepath.Join(w.template, "models", "command", "shell", name+".yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	q, _ := json.Marshal(run) // a JSON string is a YAML double-quoted scalar
+	s := strings.Replace(string(b), "methods: {}", "methods:\n  execute:\n    arguments:\n      run: "+string(q)+"\n", 1)
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // repo makes host name's swamp repo (its own HOME: its own swamp state) with
@@ -173,7 +200,7 @@ func (w *realSwamp) cmd(repo string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, w.swamp, args...)
 	cmd.Dir = repo
 	// TMPDIR too: swamp bundles extensions in it, and Deno refuses /dev/shm.
-	cmd.Env = append(cliEnv(), "HOME="+repo+".home", "NO_COLOR=1", "TMPDIR="+w.dir)
+	cmd.Env = append(cliEnv(w.swampEnv...), "HOME="+repo+".home", "NO_COLOR=1", "TMPDIR="+w.dir)
 	return cmd
 }
 
@@ -322,35 +349,12 @@ func TestSwampRealConcurrent(t *testing.T) {
 }
 
 // TestSwampRealLocks: the per-model lock makes a second host wait for the
-// first; a holder killed with kill -9 keeps the lock until its TTL runs out,
-// then the other host gets it.
+// first, and say who holds the lock and since when.
 func TestSwampRealLocks(t *testing.T) {
 	w := newRealSwamp(t)
 	a, b := w.repo("host-a"), w.repo("host-b")
-	nc := jstest.Connect(t, w.nats)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := ljs.OpenKV(t.Context(), js, "swamp", agent.Bucket("swamp"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	locks := agent.NewLocks(kv)
-	slowID := modelID(t, w.template, "slow")
-	key := "data/command/shell/" + slowID + "/.lock"
-	waitHeld := func(what string) *agent.LockInfo {
-		t.Helper()
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if info, err := locks.Inspect(t.Context(), key); err != nil {
-				t.Fatal(err)
-			} else if info != nil {
-				return info
-			}
-		}
-		t.Fatalf("%s: the per-model lock of slow was never taken", what)
-		return nil
-	}
+	locks := w.locks()
+	key := "data/command/shell/" + modelID(t, w.template, "slow") + "/.lock"
 
 	// Contention: b starts while a holds slow's lock, and finishes after a.
 	ca := w.cmd(a, "model", "method", "run", "slow", "execute")
@@ -359,7 +363,7 @@ func TestSwampRealLocks(t *testing.T) {
 	if err := ca.Start(); err != nil {
 		t.Fatal(err)
 	}
-	holder := waitHeld("contention")
+	holder := w.waitHeld(locks, key, "")
 	outB, code := w.run(b, "model", "method", "run", "slow", "execute")
 	if err := ca.Wait(); err != nil {
 		t.Fatalf("a's run: %v\n%s", err, outA.String())
@@ -372,40 +376,69 @@ func TestSwampRealLocks(t *testing.T) {
 		t.Fatalf("slow's result at version %d after a run on each host, want 2 (b waited for a's)", v["result"])
 	}
 
-	// kill -9: a's swamp dies holding the lock (its agent ends with it and stops
-	// renewing); the lock stays a's until its TTL, then b gets it.
-	ck := w.cmd(a, "model", "method", "run", "slow", "execute")
-	if err := ck.Start(); err != nil {
+	// While b waits for a lock, it says who holds it and since when.
+	me := agent.LockInfo{Holder: "test@here", Hostname: "here", PID: os.Getpid(), Nonce: "test"}
+	if err := locks.Acquire(t.Context(), key, me, time.Minute, 0, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	held := waitHeld("kill -9")
-	if err := ck.Process.Kill(); err != nil {
+	mine := w.waitHeld(locks, key, "")
+	cb := w.cmd(b, "model", "method", "run", "slow", "execute")
+	pr, pw := io.Pipe()
+	cb.Stdout, cb.Stderr = pw, pw
+	if err := cb.Start(); err != nil {
 		t.Fatal(err)
 	}
-	_ = ck.Wait()
-	killed := time.Now()
-	if info, _ := locks.Inspect(t.Context(), key); info == nil || info.Nonce != held.Nonce {
-		t.Fatalf("right after kill -9 the lock is %+v, want still a's (%s) until its TTL", info, held.Nonce)
-	}
-	// Watch the lock change hands while b runs.
-	taken := make(chan time.Duration, 1)
+	want := fmt.Sprintf("waiting for lock %s, held by test@here (host here, pid %d) since %s", key, me.PID, mine.HeldSince)
+	said := make(chan string, 1)
 	go func() {
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if info, err := locks.Inspect(context.Background(), key); err == nil && info != nil && info.Nonce != held.Nonce {
-				taken <- time.Since(killed)
-				return
+		var out strings.Builder
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), want) {
+				if err := locks.Release(context.Background(), key); err != nil {
+					t.Error(err)
+				}
 			}
 		}
-		taken <- -1
+		said <- out.String()
 	}()
-	w.mustSwamp(b, "model", "method", "run", "slow", "execute")
-	after := <-taken
-	t.Logf("b took slow's lock %v after a was killed (TTL 3s, renewed every 1s)", after)
-	// a renewed at most a third of the TTL before the kill: the lock cannot
-	// pass before two thirds of the TTL (2s) after it.
-	if after < 1500*time.Millisecond {
-		t.Fatalf("b took the lock %v after the kill, before a's TTL ran out", after)
+	err := cb.Wait()
+	pw.Close()
+	outB = <-said
+	_ = locks.Release(t.Context(), key) // if b never said it
+	if err != nil || !strings.Contains(outB, want) {
+		t.Fatalf("b's run while the test held slow's lock: %v; want it to say %q:\n%s", err, want, outB)
 	}
+}
+
+// locks are the locks of the world's swamp bucket.
+func (w *realSwamp) locks() *agent.Locks {
+	w.t.Helper()
+	nc := jstest.Connect(w.t, w.nats)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	kv, err := ljs.OpenKV(w.t.Context(), js, "swamp", agent.Bucket("swamp"), "")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return agent.NewLocks(kv, nil)
+}
+
+// waitHeld waits until key is held by a holder other than nonce's.
+func (w *realSwamp) waitHeld(locks *agent.Locks, key, nonce string) *agent.LockInfo {
+	w.t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if info, err := locks.Inspect(w.t.Context(), key); err != nil {
+			w.t.Fatal(err)
+		} else if info != nil && info.Nonce != nonce {
+			return info
+		}
+	}
+	w.t.Fatalf("%s was never taken", key)
+	return nil
 }
 
 // modelID reads a model's id from its definition in repo.
@@ -525,21 +558,39 @@ func TestSwampRealBadInput(t *testing.T) {
 // TestSwampRealConflict: a file changed by hand in a host's cache, which the
 // ledger then changes too, stops that host's next swamp command with a message
 // naming the file and the commands that settle it; after one of them, swamp
-// runs again.
+// runs again. A hand edit of a file swamp regenerates (a latest marker) is no
+// such conflict: the ledger's version is taken (issue 25).
 func TestSwampRealConflict(t *testing.T) {
 	w := newRealSwamp(t)
 	a, b := w.repo("host-a"), w.repo("host-b")
-	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
-	w.mustSwamp(b, "datastore", "sync")
-	latest := "data/command/shell/" + modelID(t, w.template, "vpc") + "/result/latest"
-	if err := os.WriteFile(filepath.Join(w.cache(b), latest), []byte("edited by hand\n"), 0o644); err != nil {
-		t.Fatal(err)
+	notes := "notes/team.txt" // a file of the datastore that swamp does not write
+	write := func(repo, rel, content string) {
+		t.Helper()
+		p := filepath.Join(w.cache(repo), filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+	write(a, notes, "first\n")
+	w.sl(a, "commit", "-m", "notes")
+	w.mustSwamp(b, "datastore", "sync")
+	latest := "data/command/shell/" + modelID(t, w.template, "vpc") + "/result/latest"
+	write(b, latest, "edited by hand\n")
+	write(b, notes, "edited by hand on b\n")
+	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
+	write(a, notes, "edited on a\n")
+	w.sl(a, "commit", "-m", "notes")
 	out, code := w.run(b, "model", "method", "run", "vpc", "execute")
 	theirs := regexp.MustCompile(`syncledger --nats \S+ --ledger swamp --cache \S+ resolve --theirs \S+`).FindString(out)
-	if code == 0 || !strings.Contains(out, latest) || theirs == "" {
-		t.Fatalf("b's run over a hand-edited %s: exit %d; want a failure naming it and its resolve commands:\n%s", latest, code, out)
+	if code == 0 || !strings.Contains(out, notes) || theirs == "" {
+		t.Fatalf("b's run over a hand-edited %s: exit %d; want a failure naming it and its resolve commands:\n%s", notes, code, out)
+	}
+	if strings.Contains(out, latest) {
+		t.Fatalf("b's run names the latest marker swamp regenerates as a conflict:\n%s", out)
 	}
 	t.Logf("swamp on b: %s", regexp.MustCompile(`syncledger: files changed here[^\n]*`).FindString(out))
 	args := strings.Fields(theirs)[1:]
@@ -547,6 +598,9 @@ func TestSwampRealConflict(t *testing.T) {
 		t.Fatalf("%s: exit %d\n%s%s", theirs, r.code, r.stdout, r.stderr)
 	}
 	w.mustSwamp(b, "model", "method", "run", "vpc", "execute")
+	if v := w.dataVersions(b, "vpc"); v["result"] != 3 {
+		t.Fatalf("b's vpc versions %v after three runs, want result at 3", v)
+	}
 	w.synced(a, b)
 }
 

@@ -29,7 +29,10 @@ func (w *realSwamp) checkout(name string) string {
 	w.t.Helper()
 	repo := filepath.Join(w.dir, name)
 	w.mustSwamp(repo, "repo", "init", "--tool", "none")
-	for _, f := range []string{".swamp.yaml", "models"} {
+	for _, f := range []string{".swamp.yaml", "models", "workflows"} {
+		if _, err := os.Stat(filepath.Join(w.template, f)); err != nil {
+			continue // no workflows
+		}
 		if out, err := exec.Command("cp", "-rT", filepath.Join(w.template, f), filepath.Join(repo, f)).CombinedOutput(); err != nil {
 			w.t.Fatalf("copy %s: %v %s", f, err, out)
 		}

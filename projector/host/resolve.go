@@ -84,6 +84,10 @@ type ResolveOptions struct {
 	// .syncledger/conflicts/<time>/.
 	Mine    bool
 	Message string // commit message for Mine
+	// Discard, without Mine, takes the ledger's version and keeps no copy of
+	// this host's: for files the caller writes again anyway (swamp's
+	// regenerated files, swamp/renumber.go).
+	Discard bool
 }
 
 // ResolveResult says what a resolve did.
@@ -150,8 +154,8 @@ func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, 
 	keep := filepath.Join(h.dir.StatePath(ConflictsDir), stamp)
 	var moved []string
 	for _, p := range paths {
-		if dirty[p].Deleted {
-			continue // a local deletion: no copy to keep
+		if dirty[p].Deleted || opt.Discard && !opt.Mine {
+			continue // a local deletion, or a copy not wanted
 		}
 		dst := filepath.Join(keep, filepath.FromSlash(p))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {

@@ -34,6 +34,9 @@ type Ports interface {
 	// content; ledger.ErrNotFound when that namespace has no ledger. The
 	// agent never commits from it.
 	Foreign(ctx context.Context, ns string) (*host.Host, error)
+	// Beat records this host's position in the ledger's heartbeats (package
+	// consumers/heartbeat), best effort: a failure is the port's to log.
+	Beat(ctx context.Context, hwm, head ledger.Seq)
 }
 
 // Config configures an Agent.
@@ -57,6 +60,8 @@ type Config struct {
 	// when it arrived (Unix ms) and how long it took
 	// ({"op":"pull","at":1796146563.1,"ms":2.1,"ok":true}); B10 uses it.
 	Trace io.Writer
+	// Clock times the locks (nil: the wall clock).
+	Clock Clock
 }
 
 // Agent serves one swamp process: the @syncledger/datastore extension starts
@@ -100,6 +105,14 @@ type Agent struct {
 
 	foreignMu sync.Mutex
 	foreign   map[string]*host.Host
+
+	beats beats
+
+	// Under hintMu: the markDirty paths no publish took yet, and whether
+	// swamp closed the agent (close).
+	unpushed map[string]bool
+	closed   bool
+	pipes    *closePipes // the close pipes (nil: none)
 }
 
 // New returns an agent for cfg.
@@ -110,13 +123,16 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{cfg: cfg}, nil
 }
 
-// Serve answers requests from r on w until r ends or ctx is done; requests
-// still running then are cancelled. Locks still held are not released: they
-// expire after their TTL, as they would had the process died (swamp releases
-// its locks itself when it ends normally).
+// Serve answers requests from r on w until r ends (swamp exited, or died:
+// its end of the pipe closed) or ctx is done (the agent's owner is gone).
+// Requests still running then are cancelled, and the locks this agent still
+// holds are released at once: swamp releases its locks itself when it ends
+// normally, so a lock held now is a dead swamp's. (Should the agent die too,
+// its locks expire after their TTL.)
 func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	// swamp awaits every call before it exits: a request still running when
 	// its input ends (swamp killed) is abandoned, a lock wait first.
+	end := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -145,10 +161,24 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		defer wg.Done()
 		a.open(ctx)
 	}()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
-	for sc.Scan() {
-		line := bytes.Clone(sc.Bytes()) // the scanner reuses its buffer
+	// The lines, read apart so that the end of ctx ends Serve while a read
+	// blocks.
+	lines := make(chan []byte)
+	var readErr error // set before lines closes
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+		for sc.Scan() {
+			select {
+			case lines <- bytes.Clone(sc.Bytes()): // the scanner reuses its buffer
+			case <-ctx.Done():
+				return
+			}
+		}
+		readErr = sc.Err()
+	}()
+	for line := range chanUntil(ctx, lines) {
 		var req Request
 		if err := json.Unmarshal(line, &req); err != nil {
 			reply(Response{Error: &Failure{Kind: "error", Message: "bad request: " + err.Error()}})
@@ -176,6 +206,9 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			if ok {
 				res, err = o.run(a, ctx, line)
 			}
+			if err != nil && ctx.Err() != nil && context.Cause(ctx) != context.Canceled {
+				err = context.Cause(ctx) // why the agent is ending: say that
+			}
 			resp := Response{ID: req.ID, Result: res}
 			if err != nil {
 				resp.Result, resp.Error = nil, a.describe(err)
@@ -184,24 +217,76 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			trace(req.Op, t0, err)
 		}()
 	}
+	stopped := ctx.Err() != nil
 	cancel()
 	wg.Wait()
 	a.hinted()
 	a.scanned()
+	if a.locks != nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(end), releaseTimeout)
+		_ = a.locks.ReleaseAll(rctx) // what fails expires after its TTL
+		rcancel()
+		a.locks.Close()
+	}
+	a.hintMu.Lock()
+	closed := a.closed
+	a.hintMu.Unlock()
+	if !closed {
+		// swamp ended without a close (an extension without close pipes, or
+		// swamp killed): what it wrote since its last push is published now,
+		// after its locks are free (a run of the same model meanwhile is
+		// renumbered past, as a push does).
+		_, _ = a.publishUnpushed(context.WithoutCancel(end))
+	}
+	if a.pipes != nil {
+		a.pipes.Close()
+	}
 	if a.watch != nil {
 		a.watch.Close()
 	}
-	if a.locks != nil {
-		a.locks.Close()
+	a.beats.wait()
+	if stopped {
+		return nil
 	}
-	return sc.Err()
+	return readErr
 }
 
-func (a *Agent) hello(_ context.Context, req HelloRequest) (HelloResult, error) {
+// releaseTimeout bounds the release of a gone swamp's locks.
+const releaseTimeout = 5 * time.Second
+
+// chanUntil yields what c yields until c closes or ctx is done.
+func chanUntil[T any](ctx context.Context, c <-chan T) func(func(T) bool) {
+	return func(yield func(T) bool) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case v, ok := <-c:
+				if !ok || !yield(v) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (a *Agent) hello(ctx context.Context, req HelloRequest) (HelloResult, error) {
 	if err := checkProtocol(req.Protocol, req.Repo, a.cfg.Version); err != nil {
 		return HelloResult{}, err
 	}
-	return HelloResult{Version: a.cfg.Version, Protocol: Protocol, Cache: a.cfg.Cache}, nil
+	res := HelloResult{Version: a.cfg.Version, Protocol: Protocol, Cache: a.cfg.Cache}
+	if p, err := openClosePipes(); err == nil {
+		a.hintMu.Lock()
+		if a.pipes == nil {
+			a.pipes = p
+			res.Close = p.dir
+			go a.serveClose(ctx, p)
+		} else {
+			p.Close()
+		}
+		a.hintMu.Unlock()
+	}
+	return res, nil
 }
 
 // checkProtocol accepts an extension that speaks this binary's protocol,
@@ -256,6 +341,8 @@ func (a *Agent) describe(err error) *Failure {
 		return &Failure{Kind: "conflict", Paths: le.Paths, Message: fmt.Sprintf(
 			"syncledger: files changed here, not pushed, that the ledger changed too: %s. Keep this host's version: %s; or the ledger's: %s",
 			strings.Join(le.Paths, ", "), a.command(cmds[1]), a.command(cmds[2]))}
+	case errors.Is(err, ledger.ErrPermission):
+		return &Failure{Kind: "permission", Message: "syncledger: " + err.Error()}
 	case errors.Is(err, ledger.ErrNotFound):
 		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with 'syncledger init', or fix \"ledger\" in the datastore config of .swamp.yaml)", err)}
 	}

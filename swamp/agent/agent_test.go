@@ -17,30 +17,42 @@ import (
 
 // agentClient talks to an Agent serving in this process, as the extension does.
 type agentClient struct {
-	t   *testing.T
-	in  *io.PipeWriter
-	out *bufio.Scanner
-	id  int64
+	t      *testing.T
+	in     *io.PipeWriter
+	out    *bufio.Scanner
+	id     int64
+	done   chan error         // Serve's return
+	cancel context.CancelFunc // Serve's context
 }
 
 func startAgent(t *testing.T, e *env, cache string, changed func(context.Context, []string) ([]string, func())) *agentClient {
 	t.Helper()
-	a, err := New(Config{Changed: changed, Version: "v-test", Cache: cache, Globals: "--cache " + cache,
-		Ports: ports{e: e, cache: cache}})
+	return serveAgent(t, Config{Changed: changed, Ports: ports{e: e, cache: cache}})
+}
+
+// serveAgent serves an agent of cfg (with the version, cache and globals of
+// every test) until the test ends.
+func serveAgent(t *testing.T, cfg Config) *agentClient {
+	t.Helper()
+	cfg.Version, cfg.Cache, cfg.Globals = "v-test", cfg.Ports.(ports).cache, "--cache "+cfg.Ports.(ports).cache
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(context.Background(), inR, outW); outW.Close() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &agentClient{t: t, in: inW, out: bufio.NewScanner(outR), done: make(chan error, 1), cancel: cancel}
+	go func() { c.done <- a.Serve(ctx, inR, outW); outW.Close() }()
 	t.Cleanup(func() {
 		inW.Close()
-		if err := <-done; err != nil {
+		if err := <-c.done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
+		c.done <- nil
+		cancel()
 	})
-	return &agentClient{t: t, in: inW, out: bufio.NewScanner(outR)}
+	return c
 }
 
 // call sends one request and returns the answer to it.
@@ -291,5 +303,79 @@ func TestAgentPushSplit(t *testing.T) {
 	}
 	if r := c.call(map[string]any{"op": "verify"}); r.Error != nil || r.Result.(map[string]any)["head"].(float64) != parts || r.Result.(map[string]any)["hwm"].(float64) != parts {
 		t.Fatalf("verify: %+v", r)
+	}
+}
+
+// TestAgentGone: when swamp is gone — its end of the pipe closed, or the
+// agent's context ended (its parent died) — the agent releases the locks it
+// holds at once, rather than leaving them to their TTL.
+func TestAgentGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, how := range []string{"input closed", "context ended"} {
+		t.Run(how, func(t *testing.T) {
+			p := ports{e: e, cache: t.TempDir()}
+			c := serveAgent(t, Config{Ports: p})
+			if r := c.call(map[string]any{"op": "hello", "version": "v-test", "protocol": Protocol}); r.Error != nil {
+				t.Fatalf("hello: %+v", r.Error)
+			}
+			key := "data/t/" + strings.ReplaceAll(how, " ", "-") + "/.lock"
+			holder := map[string]any{"holder": "me", "hostname": "h", "pid": 1, "nonce": "n1"}
+			if r := c.call(map[string]any{"op": "lock.acquire", "key": key, "holder": holder, "ttlMs": 600000}); r.Error != nil {
+				t.Fatalf("acquire: %+v", r.Error)
+			}
+			kv, err := p.SwampKV(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			locks := NewLocks(kv, nil)
+			if info, _ := locks.Inspect(t.Context(), key); info == nil {
+				t.Fatal("the lock is not held")
+			}
+			if how == "input closed" {
+				c.in.Close()
+			} else {
+				c.cancel()
+			}
+			if err := <-c.done; err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+			c.done <- nil
+			if info, err := locks.Inspect(t.Context(), key); info != nil || err != nil {
+				t.Fatalf("after the agent ended the lock is %+v, %v; want released", info, err)
+			}
+		})
+	}
+}
+
+// TestAgentBeats: a pull and a push that publishes send this host's position,
+// as sync does.
+func TestAgentBeats(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cache := t.TempDir()
+	beats := make(chan [2]ledger.Seq, 10)
+	c := serveAgent(t, Config{Ports: ports{e: e, cache: cache, beats: beats}})
+	if r := c.call(map[string]any{"op": "hello", "version": "v-test", "protocol": Protocol}); r.Error != nil {
+		t.Fatalf("hello: %+v", r.Error)
+	}
+	if r := c.call(map[string]any{"op": "pull"}); r.Error != nil {
+		t.Fatalf("pull: %+v", r.Error)
+	}
+	if b := <-beats; b != [2]ledger.Seq{0, 0} {
+		t.Fatalf("beat after the pull of an empty ledger: %v", b)
+	}
+	p := filepath.Join(cache, "data", "t", "m", "result", "latest")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.call(map[string]any{"op": "push"}); r.Error != nil {
+		t.Fatalf("push: %+v", r.Error)
+	}
+	if b := <-beats; b != [2]ledger.Seq{1, 1} {
+		t.Fatalf("beat after a push of one commit: %v, want hwm 1, head 1", b)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/syncledger/syncledger/projector/cachefs"
 	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
+	"github.com/syncledger/syncledger/swamp"
 )
 
 // The cache operations: pull, prepare, push, commit, hydrate, verify.
@@ -122,6 +123,7 @@ func (a *Agent) host(ctx context.Context) (*host.Host, error) {
 // are left for the push to meet.
 func (a *Agent) hint(ctx context.Context, next []string) {
 	a.hintMu.Lock()
+	a.noteHints(next)
 	paths := a.hintLast
 	a.hintLast = next
 	if paths == nil {
@@ -212,11 +214,28 @@ func cacheOp[T any](a *Agent, ctx context.Context, ns string, fn func(*host.Host
 // command locks, not those it reads (swamp-club#3193).
 func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (PullResult, error) {
-		res, err := h.Sync(ctx, host.SyncOptions{Lazy: req.MetadataOnly})
+		// This host's data versions that another host's runs took meanwhile
+		// (a push that did not reach the ledger) move past them, and are
+		// published at once, whatever model this command runs.
+		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly})
+		if err == nil && len(rn.Moved)+len(rn.Regenerated) > 0 {
+			var (
+				cr   host.CommitResult
+				more swamp.Renumbered
+			)
+			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: this host's runs, published after another host's"})
+			rn.Moved = append(rn.Moved, more.Moved...)
+			res.HWM = cr.HWM
+		}
 		if err == nil {
 			a.scanAfterPull(ctx)
+			a.beat(ctx, res.HWM, res.Head)
 		}
-		return PullResult{Files: res.Written + res.Deleted, HWM: res.HWM, Head: res.Head}, err
+		out := PullResult{Files: res.Written + res.Deleted + len(rn.Moved), HWM: res.HWM, Head: res.Head}
+		for _, m := range rn.Moved {
+			out.Renumbered = append(out.Renumbered, fmt.Sprintf("%s: version %d is now %d", m.Data, m.From, m.To))
+		}
+		return out, err
 	})
 }
 
@@ -266,15 +285,16 @@ func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushRe
 		} else {
 			changed, done = a.changed(ctx, hints)
 		}
-		res, err := h.Commit(ctx, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed})
+		taken := a.unpushedHints()
+		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed})
 		if err == nil {
 			done()
+			a.pushed(taken)
+			if len(res.Commits) > 0 {
+				a.beat(ctx, res.HWM, res.HWM)
+			}
 		}
-		ids := make([]string, len(res.Commits))
-		for i, c := range res.Commits {
-			ids[i] = c.Commit
-		}
-		return PushResult{Files: res.Written + res.Deleted, Commit: res.Commit, Commits: ids, HWM: res.HWM, Hints: len(hints)}, err
+		return pushResult(res, len(hints)), err
 	})
 }
 

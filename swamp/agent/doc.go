@@ -40,16 +40,59 @@
 //     DistributedLock (Locks); cp.*: its control-plane store (Control);
 //     ns.register, ns.list: namespace ownership — all on the base ledger's
 //     swamp bucket (Bucket).
+//   - close: at swamp's exit, publish what swamp wrote after its last push
+//     (Ending).
 //
 // Every answered error carries a kind: "conflict" (paths: files another host
 // changed too; the message names the commands that resolve it), "version",
-// "unreachable" (NATS), "no-ledger", or "error"; its message says what to do.
+// "unreachable" (NATS), "no-ledger", "permission" (the server refused this
+// user an operation: the message names the subject and the role that grants
+// it), or "error"; its message says what to do.
 //
 // # Ending
 //
-// The agent ends when its stdin closes (swamp exited or died). Requests still
-// running are cancelled; locks still held stop being renewed and expire after
-// their TTL (swamp releases its locks itself when it ends normally). A push
-// is the only way anything reaches the ledger: nothing is published from a
-// hint or at the agent's end.
+// At swamp's exit (Deno.exit dispatches "unload") the extension sends close
+// and waits for its answer: the agent publishes what swamp wrote since its
+// last push (the markDirty paths no push took, narrowed by its dirty set
+// where it keeps one; a workflow run's final state is written after its last
+// push), renumbering as a push does, within closeTimeout. As nothing
+// asynchronous runs in "unload", close goes over two FIFOs whose directory
+// the hello answer names ("close"), opened by the extension while swamp runs
+// and written and read synchronously at its exit; publish false (a push of
+// the command failed) publishes nothing. The extension turns a failed push or
+// close into a message and a non-zero exit.
+//
+// The agent ends when its stdin closes (swamp exited, or died: its end of
+// the pipe closes with it) or when its context ends (the command ends it
+// when swamp, its parent, dies, or at SIGTERM). Requests still running are
+// cancelled, and the locks it still holds are released at once: swamp
+// releases its locks itself when it ends normally, so a lock held then is a
+// dead swamp's. Should the agent die too (the host died as a whole), its
+// locks stop being renewed and expire after their TTL. With no close before
+// (no FIFOs, swamp killed), what swamp wrote since its last push is
+// published then, after the locks are released.
+//
+// # Runs published late
+//
+// A pull that finds this host's unpublished data versions taken in the ledger
+// by another host's runs (a push that could not reach it) moves them past the
+// ledger's and publishes them (swamp.SyncRenumbered, swamp.CommitRenumbered);
+// a push that meets them does the same.
+//
+// # Locks
+//
+// Locks (lock.go) live in the swamp bucket, one key a lock, taken by a
+// create-only put, renewed every TTL/3 by an update conditioned on the
+// holder's last revision, released by a delete conditioned on it; a lock
+// whose last write is older than its TTL is taken over the same way. Their
+// timing reads an injected Clock, and every wait honours its context. A
+// lock's value is swamp's LockInfo plus heldSince, so that a host waiting
+// for it can say who holds it and since when.
+//
+// # Heartbeats
+//
+// After a pull, and after a push that published, the agent records the
+// host's position (Ports.Beat: the heartbeat `sync` and `watch` record), in
+// the background and coalesced, so `syncledger hosts`, the dashboard and the
+// metrics show swamp hosts' real marks.
 package agent

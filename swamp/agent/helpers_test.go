@@ -53,6 +53,7 @@ func newEnv(t testing.TB) *env {
 type ports struct {
 	e     *env
 	cache string
+	beats chan [2]ledger.Seq // the beats sent (nil: dropped)
 }
 
 func (p ports) Host(context.Context) (*host.Host, error) {
@@ -71,4 +72,10 @@ func (p ports) SwampKV(ctx context.Context) (natsjs.KeyValue, error) {
 
 func (p ports) Foreign(context.Context, string) (*host.Host, error) {
 	return nil, ledger.ErrNotFound
+}
+
+func (p ports) Beat(_ context.Context, hwm, head ledger.Seq) {
+	if p.beats != nil {
+		p.beats <- [2]ledger.Seq{hwm, head}
+	}
 }

@@ -13,7 +13,7 @@ func (a *Agent) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	a.kvOnce.Do(func() {
 		a.kv, a.kvErr = a.cfg.Ports.SwampKV(ctx)
 		if a.kvErr == nil {
-			a.locks = NewLocks(a.kv)
+			a.locks = NewLocks(a.kv, a.cfg.Clock)
 		}
 	})
 	return a.kv, a.kvErr

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,7 +21,8 @@ const DefaultLockTTL = 30 * time.Second
 
 // LockInfo is swamp's LockInfo: who holds a lock. AcquiredAt is the time of
 // the holder's last renewal, so that swamp's "older than ttlMs is stale" rule
-// only ever fires on a holder that stopped renewing.
+// only ever fires on a holder that stopped renewing; HeldSince (not swamp's)
+// is when it took the lock.
 type LockInfo struct {
 	Holder     string `json:"holder"`
 	Hostname   string `json:"hostname"`
@@ -27,7 +30,29 @@ type LockInfo struct {
 	AcquiredAt string `json:"acquiredAt"`
 	TTLMs      int64  `json:"ttlMs"`
 	Nonce      string `json:"nonce,omitempty"`
+	HeldSince  string `json:"heldSince,omitempty"`
 }
+
+// String says who holds the lock and since when.
+func (i LockInfo) String() string {
+	since := i.HeldSince
+	if since == "" {
+		since = i.AcquiredAt
+	}
+	return fmt.Sprintf("%s (host %s, pid %d) since %s", i.Holder, i.Hostname, i.PID, since)
+}
+
+// Clock is the time locks are timed by: lock expiry and the times a holder
+// writes read Now; waits (polling a held lock, the renewal period) use After.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                         { return time.Now() }
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Locks are distributed locks on a JetStream KV bucket, one key per lock.
 //
@@ -38,29 +63,35 @@ type LockInfo struct {
 // another holder takes it over with an update conditioned on the expired
 // entry's revision. So a holder whose lock expired and was taken over can
 // neither renew nor release the new holder's lock: its revision is stale.
-// Expiry compares the server's timestamps with this machine's clock; hosts
+// Expiry compares the server's timestamps with the Clock (this machine's); hosts
 // whose clocks differ by a good part of the TTL see locks expire early or late.
 type Locks struct {
-	kv jetstream.KeyValue
+	kv    jetstream.KeyValue
+	clock Clock
 
 	mu   sync.Mutex
 	held map[string]*heldLock // by swamp lock key
 }
 
 type heldLock struct {
-	rev   uint64
-	info  LockInfo
-	stop  chan struct{}
-	done  chan struct{}
-	lost  bool
-	ttl   time.Duration
-	mu    sync.Mutex
-	owner *Locks
+	rev    uint64
+	info   LockInfo
+	ctx    context.Context // the renewals'; cancelled by halt
+	cancel context.CancelFunc
+	done   chan struct{}
+	lost   bool
+	ttl    time.Duration
+	mu     sync.Mutex
+	owner  *Locks
 }
 
-// NewLocks returns the locks of bucket kv.
-func NewLocks(kv jetstream.KeyValue) *Locks {
-	return &Locks{kv: kv, held: map[string]*heldLock{}}
+// NewLocks returns the locks of bucket kv, timed by clock (nil: the wall
+// clock).
+func NewLocks(kv jetstream.KeyValue, clock Clock) *Locks {
+	if clock == nil {
+		clock = wallClock{}
+	}
+	return &Locks{kv: kv, clock: clock, held: map[string]*heldLock{}}
 }
 
 // kvKey maps a swamp lock key (".datastore.lock", "data/t/id/.lock",
@@ -84,11 +115,12 @@ func (l *Locks) Acquire(ctx context.Context, key string, info LockInfo, ttl, ret
 		retry = 100 * time.Millisecond
 	}
 	info.TTLMs = ttl.Milliseconds()
-	deadline := time.Now().Add(maxWait)
+	deadline := l.clock.Now().Add(maxWait)
 	k := kvKey(key)
 	var last LockInfo
 	for {
-		info.AcquiredAt = time.Now().UTC().Format(time.RFC3339Nano)
+		info.AcquiredAt = l.clock.Now().UTC().Format(time.RFC3339Nano)
+		info.HeldSince = info.AcquiredAt
 		val, _ := json.Marshal(info)
 		rev, err := l.kv.Create(ctx, k, val)
 		if errors.Is(err, jetstream.ErrKeyExists) {
@@ -99,7 +131,7 @@ func (l *Locks) Acquire(ctx context.Context, key string, info LockInfo, ttl, ret
 				continue // released meanwhile
 			case err != nil:
 			default:
-				cur, expired := entryInfo(e)
+				cur, expired := l.entryInfo(e)
 				last = cur
 				if expired {
 					rev, err = l.kv.Update(ctx, k, val, e.Revision())
@@ -118,14 +150,14 @@ func (l *Locks) Acquire(ctx context.Context, key string, info LockInfo, ttl, ret
 		if !errors.Is(err, errHeld) {
 			return fmt.Errorf("lock %s: %w", key, err)
 		}
-		if !time.Now().Add(retry).Before(deadline) {
-			return fmt.Errorf("lock %s is held by %s (host %s, pid %d, renewed %s); waited %s: %w",
-				key, last.Holder, last.Hostname, last.PID, last.AcquiredAt, maxWait, ErrLockTimeout)
+		if !l.clock.Now().Add(retry).Before(deadline) {
+			return fmt.Errorf("lock %s is held by %s, renewed %s; waited %s: %w",
+				key, last, last.AcquiredAt, maxWait, ErrLockTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(retry):
+			return fmt.Errorf("lock %s: %w", key, context.Cause(ctx))
+		case <-l.clock.After(retry):
 		}
 	}
 }
@@ -134,16 +166,17 @@ var errHeld = errors.New("held")
 
 // entryInfo decodes a lock entry and says whether it expired: older than its
 // TTL by the server's timestamp of its last write.
-func entryInfo(e jetstream.KeyValueEntry) (LockInfo, bool) {
+func (l *Locks) entryInfo(e jetstream.KeyValueEntry) (LockInfo, bool) {
 	var info LockInfo
 	if json.Unmarshal(e.Value(), &info) != nil || info.TTLMs <= 0 {
 		return info, true // unreadable: nobody can renew it
 	}
-	return info, time.Since(e.Created()) > time.Duration(info.TTLMs)*time.Millisecond
+	return info, l.clock.Now().Sub(e.Created()) > time.Duration(info.TTLMs)*time.Millisecond
 }
 
 func (l *Locks) start(key, k string, rev uint64, info LockInfo, ttl time.Duration) {
-	h := &heldLock{rev: rev, info: info, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{}), owner: l}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &heldLock{rev: rev, info: info, ttl: ttl, ctx: ctx, cancel: cancel, done: make(chan struct{}), owner: l}
 	l.mu.Lock()
 	if old := l.held[key]; old != nil {
 		old.halt()
@@ -156,15 +189,13 @@ func (l *Locks) start(key, k string, rev uint64, info LockInfo, ttl time.Duratio
 // renew updates the entry every ttl/3 until halted or refused.
 func (h *heldLock) renew(k string) {
 	defer close(h.done)
-	t := time.NewTicker(h.ttl / 3)
-	defer t.Stop()
 	for {
 		select {
-		case <-h.stop:
+		case <-h.ctx.Done():
 			return
-		case <-t.C:
+		case <-h.owner.clock.After(h.ttl / 3):
 		}
-		if !h.renewOnce(k) {
+		if !h.renewOnce(h.ctx, k) {
 			return
 		}
 	}
@@ -174,16 +205,16 @@ func (h *heldLock) renew(k string) {
 // wrote, and says whether the lock is still held: a refused update means the
 // lock expired and another holder took it over (or it was force-released).
 // A failed request (the server unreachable) is tried again at the next tick.
-func (h *heldLock) renewOnce(k string) bool {
+func (h *heldLock) renewOnce(ctx context.Context, k string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lost {
 		return false
 	}
 	info := h.info
-	info.AcquiredAt = time.Now().UTC().Format(time.RFC3339Nano)
+	info.AcquiredAt = h.owner.clock.Now().UTC().Format(time.RFC3339Nano)
 	val, _ := json.Marshal(info)
-	ctx, cancel := context.WithTimeout(context.Background(), h.ttl/3)
+	ctx, cancel := context.WithTimeout(ctx, h.ttl/3)
 	defer cancel()
 	rev, err := h.owner.kv.Update(ctx, k, val, h.rev)
 	switch {
@@ -195,12 +226,9 @@ func (h *heldLock) renewOnce(k string) bool {
 	return !h.lost
 }
 
+// halt stops the renewals (one under way is cancelled) and waits for them.
 func (h *heldLock) halt() {
-	select {
-	case <-h.stop:
-	default:
-		close(h.stop)
-	}
+	h.cancel()
 	<-h.done
 }
 
@@ -235,7 +263,7 @@ func (l *Locks) Inspect(ctx context.Context, key string) (*LockInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect lock %s: %w", key, err)
 	}
-	info, expired := entryInfo(e)
+	info, expired := l.entryInfo(e)
 	if expired {
 		return nil, nil
 	}
@@ -253,7 +281,7 @@ func (l *Locks) ForceRelease(ctx context.Context, key, nonce string) (bool, erro
 	if err != nil {
 		return false, fmt.Errorf("force-release lock %s: %w", key, err)
 	}
-	info, _ := entryInfo(e)
+	info, _ := l.entryInfo(e)
 	if nonce == "" || info.Nonce != nonce {
 		return false, nil
 	}
@@ -265,6 +293,19 @@ func (l *Locks) ForceRelease(ctx context.Context, key, nonce string) (bool, erro
 		return false, fmt.Errorf("force-release lock %s: %w", key, err)
 	}
 	return true, nil
+}
+
+// ReleaseAll releases every lock this process holds (Release), for a holder
+// that is gone; a lock it cannot release expires after its TTL.
+func (l *Locks) ReleaseAll(ctx context.Context) error {
+	l.mu.Lock()
+	keys := slices.Collect(maps.Keys(l.held))
+	l.mu.Unlock()
+	var errs []error
+	for _, key := range keys {
+		errs = append(errs, l.Release(ctx, key))
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops renewing every held lock without releasing it: they expire after

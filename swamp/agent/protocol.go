@@ -34,6 +34,10 @@ type HelloResult struct {
 	Version  string `json:"version"`
 	Protocol int    `json:"protocol"`
 	Cache    string `json:"cache"`
+	// Close is the directory of the agent's close pipes, "in" and "out"
+	// (absent where it has none): at swamp's exit the extension writes a
+	// close request to in and reads its answer from out, synchronously.
+	Close string `json:"close,omitempty"`
 }
 
 // PullRequest is swamp's pullChanged: a full sync of the ledger.
@@ -47,6 +51,10 @@ type PullResult struct {
 	Files int        `json:"files"`
 	HWM   ledger.Seq `json:"hwm"`
 	Head  ledger.Seq `json:"head"`
+	// Renumbered says, one line each, which of this host's unpublished data
+	// versions the pull moved past another host's and published
+	// (swamp.SyncRenumbered); the extension prints them.
+	Renumbered []string `json:"renumbered,omitempty"`
 }
 
 // PushRequest is swamp's pushChanged (push), preparePush (prepare) and
@@ -192,7 +200,7 @@ type Response struct {
 // Failure is a failed request: Message says what to do; Paths names the files
 // concerned.
 type Failure struct {
-	Kind    string   `json:"kind" ts:"\"conflict\" | \"version\" | \"unreachable\" | \"no-ledger\" | \"error\""`
+	Kind    string   `json:"kind" ts:"\"conflict\" | \"version\" | \"unreachable\" | \"no-ledger\" | \"permission\" | \"error\""`
 	Message string   `json:"message"`
 	Paths   []string `json:"paths,omitempty"`
 }
@@ -239,6 +247,7 @@ var operations = []operation{
 	op("cp.putIfAbsent", (*Agent).controlPutIfAbsent),
 	op("ns.register", (*Agent).namespaceRegister),
 	op("ns.list", (*Agent).namespaceList),
+	op("close", (*Agent).close),
 }
 
 // byName indexes operations.

@@ -17,6 +17,7 @@ export type HelloResult = {
   version: string;
   protocol: number;
   cache: string;
+  close?: string;
 };
 export type HintRequest = {
   hints?: string[];
@@ -29,6 +30,7 @@ export type PullResult = {
   files: number;
   hwm: number;
   head: number;
+  renumbered?: string[];
 };
 export type PushRequest = {
   hints?: string[];
@@ -95,6 +97,7 @@ export type LockInfo = {
   acquiredAt: string;
   ttlMs: number;
   nonce?: string;
+  heldSince?: string;
 };
 export type LockForceReleaseRequest = {
   key: string;
@@ -115,12 +118,16 @@ export type NamespaceRegisterRequest = {
   repoId: string;
 };
 export type NamespaceListRequest = Record<never, never>;
+export type CloseRequest = {
+  hints?: string[];
+  publish: boolean;
+};
 export type Request = {
   id: number;
   op: string;
 };
 export type Failure = {
-  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "error";
+  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "permission" | "error";
   message: string;
   paths?: string[];
 };
@@ -151,6 +158,7 @@ export type Requests = {
   "cp.putIfAbsent": ControlPutRequest;
   "ns.register": NamespaceRegisterRequest;
   "ns.list": NamespaceListRequest;
+  "close": CloseRequest;
 };
 /** Each operation's result. */
 export type Results = {
@@ -174,6 +182,7 @@ export type Results = {
   "cp.putIfAbsent": boolean;
   "ns.register": boolean;
   "ns.list": string[];
+  "close": PushResult;
 };
 /** Requests that get no answer. */
 export type Notifications = {
@@ -262,6 +271,15 @@ export class Agent {
   private stderr = "";
   private dead?: Error;
   private up = false; // the agent accepted this extension's version
+  // The agent's close pipes (hello's "close"), opened while swamp runs: at
+  // swamp's exit, when nothing asynchronous runs any more, they are written
+  // and read synchronously (finish).
+  private closeIn?: Deno.FsFile;
+  private closeOut?: Deno.FsFile;
+  /** Why this command's changes are not published, if a push failed and none succeeded since. */
+  unpublished?: string;
+  /** The markDirty paths of this command that no push has published yet. */
+  readonly unpushed = new Set<string>();
 
   constructor(private cfg: Resolved) {}
 
@@ -316,12 +334,56 @@ export class Agent {
       for (const p of this.pending.values()) p.reject(this.dead);
       this.pending.clear();
     });
+    // At swamp's exit (Deno.exit dispatches "unload"), what swamp wrote after
+    // its last push is published before the process ends (finish).
+    addEventListener("unload", () => this.finish());
     const hello: { op: "hello" } & Requests["hello"] = { op: "hello", protocol: PROTOCOL, repo: this.cfg.repo };
-    return this.send(hello).then((r) => {
+    return this.send(hello).then(async (r) => {
       this.up = true;
+      const close = (r as HelloResult).close;
+      if (close) {
+        try {
+          this.closeIn = await Deno.open(`${close}/in`, { write: true });
+          this.closeOut = await Deno.open(`${close}/out`, { read: true });
+        } catch { /* no close pipes: the agent publishes when its input ends */ }
+      }
       return r;
     });
   }
+
+  /**
+   * Runs at swamp's exit, synchronously: asks the agent to publish what swamp
+   * wrote since its last push (hints: the markDirty paths not pushed) and
+   * waits for its answer. If this command's changes are not published (the
+   * ledger is unreachable, a push failed), it says so and what happens next,
+   * and makes a successful command exit non-zero.
+   */
+  finish(): void {
+    if (!this.child || this.finished) return;
+    this.finished = true;
+    let why = this.unpublished;
+    if (this.closeIn && this.closeOut && !this.dead) {
+      // A push of this command failed: the agent publishes nothing now (it
+      // would meet the same failure, while swamp waits), the next command does.
+      const req: { op: "close" } & Requests["close"] = { op: "close", hints: [...this.unpushed], publish: why === undefined };
+      try {
+        this.closeIn.writeSync(new TextEncoder().encode(JSON.stringify(req) + "\n"));
+        const line = readLineSync(this.closeOut);
+        const msg: Response = line ? JSON.parse(line) : { id: 0, error: { kind: "error", message: "the syncledger agent ended without answering" } };
+        if (req.publish && msg.error) why = msg.error.message;
+      } catch (e) {
+        if (req.publish) why = `the syncledger agent did not answer at swamp's exit: ${(e as Error).message}`;
+      }
+    }
+    if (why === undefined) return;
+    console.error(
+      `${TYPE}: this command's changes were not published to the ledger: ${why}\n` +
+        `${TYPE}: they stay in this host's cache (${this.cfg.cache}); the next swamp command publishes them ` +
+        `once the ledger answers (or run 'swamp datastore sync').`,
+    );
+    if (!Deno.exitCode) Deno.exitCode = 1;
+  }
+  private finished = false;
 
   private async readLines(stream: ReadableStream<Uint8Array>, fn: (line: string) => void) {
     const dec = new TextDecoder();
@@ -411,6 +473,20 @@ export class Agent {
   }
 }
 
+/** Reads one line from f, blocking; "" at its end. */
+function readLineSync(f: Deno.FsFile): string {
+  const buf = new Uint8Array(64 << 10);
+  let out = "";
+  const dec = new TextDecoder();
+  for (;;) {
+    const n = f.readSync(buf);
+    if (n === null) return out;
+    out += dec.decode(buf.subarray(0, n), { stream: true });
+    const i = out.indexOf("\n");
+    if (i >= 0) return out.slice(0, i);
+  }
+}
+
 const agents = new Map<string, Agent>();
 /** The one agent of this swamp process for cfg in repo. */
 function agentFor(cfg: Config, repo: string): Agent {
@@ -445,13 +521,36 @@ export class Lock {
   }
   async acquire(): Promise<void> {
     const hostname = Deno.hostname();
-    await this.agent.call({
+    const nonce = crypto.randomUUID();
+    const writing = this.agent.unpushed.size > 0;
+    const held = this.agent.call({
       op: "lock.acquire", key: this.key,
-      holder: { holder: `${Deno.env.get("USER") ?? "swamp"}@${hostname}`, hostname, pid: Deno.pid, nonce: crypto.randomUUID() },
+      holder: { holder: `${Deno.env.get("USER") ?? "swamp"}@${hostname}`, hostname, pid: Deno.pid, nonce },
       ttlMs: this.opts.ttlMs ?? this.cfg.lockTtlMs ?? 30000,
       retryMs: this.opts.retryIntervalMs ?? 100,
       maxWaitMs: this.opts.maxWaitMs ?? 60000,
     });
+    // Still waiting after a second: say who holds the lock, and since when.
+    const timer = setTimeout(() => {
+      this.agent.call({ op: "lock.inspect", key: this.key }).then((h) => {
+        if (h && h.nonce !== nonce) {
+          console.error(
+            `${TYPE}: waiting for lock ${this.key}, held by ${h.holder} (host ${h.hostname}, pid ${h.pid}) ` +
+              `since ${h.heldSince ?? h.acquiredAt}`,
+          );
+        }
+      }, () => {});
+    }, 1000);
+    try {
+      await held;
+    } catch (e) {
+      // A lock refused after swamp wrote (the global lock of its push): the
+      // push cannot happen, so this command's changes stay unpublished.
+      if (writing) this.agent.unpublished = (e as Error).message;
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
   }
   async release(): Promise<void> {
     await this.agent.call({ op: "lock.release", key: this.key });
@@ -481,6 +580,25 @@ export class SyncService {
   private hints = new Set<string>();
   constructor(private agent: Agent, private namespace: string) {}
 
+  /**
+   * Runs a push request: a failure is remembered for swamp's exit
+   * (Agent.finish); a published push clears it and the paths it took.
+   */
+  private async pushing<O extends "push" | "prepare" | "commit">(req: { op: O } & Requests[O]): Promise<Results[O]> {
+    const taken = [...this.agent.unpushed];
+    try {
+      const r = await this.agent.call(req);
+      if (req.op !== "prepare") {
+        this.agent.unpublished = undefined;
+        for (const p of taken) this.agent.unpushed.delete(p);
+      }
+      return r;
+    } catch (e) {
+      this.agent.unpublished = (e as Error).message;
+      throw e;
+    }
+  }
+
   capabilities() {
     // scopedSync false: swamp's per-model pull names only the models a command
     // locks, not those it reads; a full sync with nothing new is one request.
@@ -494,6 +612,9 @@ export class SyncService {
     const r = await this.agent.call({
       op: "pull", metadataOnly: !!opts?.metadataOnly, namespace: opts?.namespace ?? "",
     });
+    for (const line of r.renumbered ?? []) {
+      console.error(`${TYPE}: this host's run, published after another host's run of the same version: ${line}`);
+    }
     return r.files;
   }
   markDirty(opts: { relPath: string }): Promise<void> {
@@ -503,6 +624,7 @@ export class SyncService {
     // so the agent starts the upload and the fsyncs of the files below a path
     // at the next hint, while swamp carries on (swamp/agent/cache.go, "hint").
     this.hints.add(opts.relPath);
+    this.agent.unpushed.add(opts.relPath);
     if (opts.relPath) this.agent.notify({ op: "hint", hints: [opts.relPath] });
     return Promise.resolve();
   }
@@ -512,16 +634,16 @@ export class SyncService {
     return h;
   }
   async pushChanged(opts?: SyncOptions): Promise<number> {
-    const r = await this.agent.call({ op: "push", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
+    const r = await this.pushing({ op: "push", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   /** Uploads the changed content; publishes nothing (outside swamp's global lock). */
   async preparePush(opts?: SyncOptions): Promise<unknown> {
-    return await this.agent.call({ op: "prepare", hints: [...this.hints], namespace: opts?.namespace ?? "" });
+    return await this.pushing({ op: "prepare", hints: [...this.hints], namespace: opts?.namespace ?? "" });
   }
   /** Publishes the one commit (under swamp's global lock); nothing changed: nothing published. */
   async commitPush(_manifest: unknown, opts?: SyncOptions): Promise<number> {
-    const r = await this.agent.call({ op: "commit", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
+    const r = await this.pushing({ op: "commit", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   hydrateFile(relPath: string, _opts?: SyncOptions): Promise<boolean> {

@@ -130,10 +130,26 @@ Deno.test("markDirty waits for nothing; its paths go to the agent at once and wi
 
 Deno.test("an agent's error is the error swamp shows", opts, async () => {
   const f = fake("ok");
-  const sync = provider(f.bin).createSyncService("/repo", "/cache");
+  const p = provider(f.bin);
+  const sync = p.createSyncService("/repo", "/cache");
   await sync.markDirty({ relPath: "conflict" });
   const e = await rejects(sync.pushChanged(), "another host changed a/b") as Error & { kind: string; paths: string[] };
   assert(e.kind === "conflict" && e.paths[0] === "a/b", JSON.stringify(e));
+  // At swamp's exit (unload) a command whose push failed says that its changes
+  // are not published and what happens next, and exits non-zero.
+  const printed: string[] = [];
+  const print = console.error;
+  console.error = (...args: unknown[]) => printed.push(args.join(" "));
+  try {
+    p.agent.finish();
+  } finally {
+    console.error = print;
+  }
+  const code = Deno.exitCode;
+  Deno.exitCode = 0;
+  const out = printed.join("\n");
+  assert(code === 1, `exit code at swamp's exit ${code}, want 1`);
+  assert(out.includes("not published to the ledger: syncledger: another host changed a/b") && out.includes("the next swamp command publishes them"), out);
 });
 
 Deno.test("a missing binary says where and what to run, at the first call", opts, async () => {
