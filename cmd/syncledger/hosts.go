@@ -36,7 +36,8 @@ func newHostsCmd(a *app) *cobra.Command {
 		Use:   "hosts",
 		Short: "List the hosts of the ledger: HWM, how far behind, last seen",
 		Long: `Hosts lists every host that has synced the ledger, from the heartbeats sync,
-watch and exec record in the ledger's key-value bucket SYNCLEDGER_HOSTS_<ledger>:
+watch, exec and the swamp agent (after each swamp command's pull and push) record
+in the ledger's key-value bucket SYNCLEDGER_HOSTS_<ledger>:
 its high-water mark, how many seqs it is behind the ledger's last seq now, and
 when its last heartbeat arrived (server time). A watching host beats every 30 s
 while idle; a host that only runs sync is seen when it syncs (a cache does not
