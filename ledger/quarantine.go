@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -110,10 +109,3 @@ type RecordError struct {
 
 func (e *RecordError) Error() string { return e.Err.Error() }
 func (e *RecordError) Unwrap() error { return e.Err }
-
-// Quarantiner is a CommitLog that lists its quarantine notices, by quarantined
-// seq, as stored up to its last seq (jetstream.Log). Readers that take messages
-// from the server directly (consumers) use it to skip what the log would.
-type Quarantiner interface {
-	Quarantines(ctx context.Context) (map[Seq]Quarantine, error)
-}
