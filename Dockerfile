@@ -9,8 +9,8 @@ ARG VERSION=""
 # Two builds of one command: syncledger (every command; serve hands over to the
 # server build beside it) and syncledger-server (the same CLI with the embedded
 # nats-server linked in, which only serve needs: README, "Two binaries").
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger ./cmd/syncledger \
- && CGO_ENABLED=0 go build -trimpath -tags server -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger-server ./cmd/syncledger \
+RUN CGO_ENABLED=0 go build -trimpath -tags disable_grpc_modules,grpcnotrace -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger ./cmd/syncledger \
+ && CGO_ENABLED=0 go build -trimpath -tags server,disable_grpc_modules,grpcnotrace -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger-server ./cmd/syncledger \
  && mkdir -p /out/cache
 
 FROM debian:trixie-slim

@@ -24,6 +24,13 @@ import (
 // a no-op sync asks: connect, one STREAM.INFO, exit. The harness builds both
 // binaries (go build, so it runs from the source tree) into the scratch space.
 
+// ShippedTags are the build tags syncledger is built with for use (README,
+// Dockerfile): they leave out the parts of the GCS client's gRPC transport the
+// JSON API does not use (the storage client's disable_grpc_modules: xDS and
+// its Envoy protobufs; gRPC's grpcnotrace: x/net/trace), whose package inits
+// every command would otherwise pay at start (BENCHMARKS.md, B11).
+const ShippedTags = "disable_grpc_modules,grpcnotrace"
+
 // tools are the binaries B11 and B12 run.
 type tools struct {
 	syncledger, natsinfo string
@@ -44,7 +51,7 @@ func (r *runner) buildTools(ctx context.Context) (*tools, error) {
 		t.natsinfo:   "github.com/syncledger/syncledger/bench/cmd/natsinfo",
 	} {
 		t0 := time.Now()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", ShippedTags, "-o", out, pkg)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build %s (run the harness from the source tree): %v\n%s", pkg, err, b)
 		}

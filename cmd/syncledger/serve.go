@@ -36,6 +36,11 @@ func runsInServerBuild(root, c *cobra.Command) bool {
 		(c.Name() == "metrics" && p != nil && p.Name() == "consume" && p.Parent() == root)
 }
 
+// serverTags are the server build's build tags: server, and those the README
+// builds both binaries with (the GCS client's unused gRPC parts left out;
+// BENCHMARKS.md, B11).
+const serverTags = "server,disable_grpc_modules,grpcnotrace"
+
 // defaultListen is serve's --listen default (embedded.DefaultListen).
 const defaultListen = "127.0.0.1:4222"
 

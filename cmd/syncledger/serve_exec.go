@@ -110,9 +110,9 @@ func buildServer(ctx context.Context, a *app, how string) (string, error) {
 	// It is copied beside out and renamed over it: cp onto a server build
 	// another serve is running would fail (text file busy).
 	tmp := out + ".new"
-	args := []string{"run", "-exec", "cp", "-tags", "server", modulePath + "/cmd/syncledger", tmp}
+	args := []string{"run", "-exec", "cp", "-tags", serverTags, modulePath + "/cmd/syncledger", tmp}
 	if runtime.GOOS == "windows" {
-		args = []string{"build", "-tags", "server", "-o", tmp, modulePath + "/cmd/syncledger"}
+		args = []string{"build", "-tags", serverTags, "-o", tmp, modulePath + "/cmd/syncledger"}
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return "", fmt.Errorf("build %s: %w (%s)", serverBinary, err, how)
