@@ -320,3 +320,24 @@ func TestUnauthorizedRefused(t *testing.T) {
 		t.Errorf("DefaultRetryable(%v) = true, want false", err)
 	}
 }
+
+// TestClientMadeOnFirstUse checks that New looks for no credentials (a
+// command that opens the store but reads nothing pays nothing for them), and
+// that the first use reports a credential that cannot be found with the way
+// out.
+func TestClientMadeOnFirstUse(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
+	s, err := New(t.Context(), Config{Bucket: fakeBucket})
+	if err != nil {
+		t.Fatalf("New with an unreadable credential file = %v, want no error until first use", err)
+	}
+	defer s.Close()
+	_, err = s.StatObject(t.Context(), "k")
+	if err == nil || !strings.Contains(err.Error(), "missing.json") || !strings.Contains(err.Error(), "gcloud auth application-default login") {
+		t.Fatalf("first use = %v, want the credential file's error and the way out", err)
+	}
+	if _, err := s.StatObject(t.Context(), "k"); err == nil {
+		t.Fatal("second use succeeded")
+	}
+}

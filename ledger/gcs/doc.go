@@ -7,8 +7,10 @@
 //
 // # Credentials
 //
-// Unless Config supplies an HTTP client, New authorizes requests as the storage
-// client does: Application Default Credentials, found in this order —
+// Unless Config supplies an HTTP client, the store authorizes requests as the
+// storage client does. The client is made on the store's first use, not by
+// New, so a command that opens the store and reads nothing looks for no
+// credentials. Application Default Credentials are found in this order —
 // GOOGLE_APPLICATION_CREDENTIALS naming a credential file (a service account
 // key, an authorized user, an external_account file of workload identity
 // federation, or an impersonated_service_account file), gcloud's

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
@@ -47,19 +49,21 @@ type Config struct {
 
 // Store is a ledger.ObjectStore on a GCS bucket. It is safe for concurrent use.
 type Store struct {
-	client    *storage.Client
-	bucket    *storage.BucketHandle
-	name      string // the bucket's name
-	root      string // "" or the prefix with one trailing slash
+	// open makes the client on first use: finding Application Default
+	// Credentials reads files and may ask the metadata server, which a command
+	// that opens the store but reads nothing (a no-op sync) need not pay.
+	open      func() (*storage.BucketHandle, error)
+	client    atomic.Pointer[storage.Client] // set by open; nil before
+	name      string                         // the bucket's name
+	root      string                         // "" or the prefix with one trailing slash
 	chunkSize int
 }
 
 var _ ledger.ObjectStore = (*Store)(nil)
 
-// New validates cfg and returns the Store. It makes no request to the bucket: a
-// missing bucket or a credential GCS refuses shows on first use. Finding
-// Application Default Credentials may read a file or the environment, and
-// fails if there are none.
+// New validates cfg and returns the Store. It makes no request and looks for
+// no credentials: the client is made on the store's first use, where missing
+// credentials, a missing bucket or a credential GCS refuses show.
 func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		return nil, fmt.Errorf("new gcs store: Config.Bucket is empty: %w", ledger.ErrInvalid)
@@ -94,24 +98,46 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
+	s := &Store{name: cfg.Bucket, root: root, chunkSize: chunk}
 	// The client's token source refreshes with this context long after New
 	// returns.
-	client, err := storage.NewClient(context.WithoutCancel(ctx), opts...)
-	if err != nil {
-		return nil, fmt.Errorf("new gcs store: %w (Application Default Credentials: run `gcloud auth application-default login`, "+
-			"or set GOOGLE_APPLICATION_CREDENTIALS to a credential file)", err)
-	}
-	// One retry layer: the caller's ledger.NewRetryingStore, which every backend
-	// shares, bounds each attempt and replays puts. RetryNever alone would leave
-	// the chunks of a resumable upload retried (the upload code retries them
-	// unless given a retry function); a function that refuses every error turns
-	// off all of the client's retries.
-	client.SetRetry(storage.WithPolicy(storage.RetryAlways), storage.WithErrorFunc(func(error) bool { return false }))
-	return &Store{client: client, bucket: client.Bucket(cfg.Bucket), name: cfg.Bucket, root: root, chunkSize: chunk}, nil
+	bg := context.WithoutCancel(ctx)
+	s.open = sync.OnceValues(func() (*storage.BucketHandle, error) {
+		client, err := storage.NewClient(bg, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("gcs client: %w (Application Default Credentials: run `gcloud auth application-default login`, "+
+				"or set GOOGLE_APPLICATION_CREDENTIALS to a credential file)", err)
+		}
+		// One retry layer: the caller's ledger.NewRetryingStore, which every
+		// backend but S3 shares, bounds each attempt and replays puts.
+		// RetryNever alone would leave the chunks of a resumable upload retried
+		// (the upload code retries them unless given a retry function); a
+		// function that refuses every error turns off all of the client's
+		// retries.
+		client.SetRetry(storage.WithPolicy(storage.RetryAlways), storage.WithErrorFunc(func(error) bool { return false }))
+		s.client.Store(client)
+		return client.Bucket(cfg.Bucket), nil
+	})
+	return s, nil
 }
 
-// Close releases the client's connections.
-func (s *Store) Close() error { return s.client.Close() }
+// Close releases the client's connections, if it was made.
+func (s *Store) Close() error {
+	if c := s.client.Load(); c != nil {
+		return c.Close()
+	}
+	return nil
+}
+
+// object is the handle of the object named key, making the client first if
+// need be.
+func (s *Store) object(key string) (*storage.ObjectHandle, error) {
+	b, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	return b.Object(s.root + key), nil
+}
 
 // PreferPut implements ledger.PutPreferrer: an object up to 1 MiB, sent in one
 // request, is sent again rather than asked for first (one request, not two).
@@ -161,7 +187,11 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := s.bucket.Object(s.root + key).NewWriter(wctx)
+	o, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	w := o.NewWriter(wctx)
 	w.ChunkSize = s.chunkSize
 	w.ContentType = "application/octet-stream"
 	pr := backend.NewPutReader(ctx, r, size)
@@ -192,7 +222,11 @@ func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error
 	}
 	// The store writes no Content-Encoding, so GCS never transcodes a download
 	// and the CRC32C it reports is the bytes'.
-	rd, err := s.bucket.Object(s.root + key).NewReader(ctx)
+	o, err := s.object(key)
+	if err != nil {
+		return nil, fmt.Errorf("get object %q: %w", key, err)
+	}
+	rd, err := o.NewReader(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
 	}
@@ -224,7 +258,11 @@ func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	if err := ctx.Err(); err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
 	}
-	a, err := s.bucket.Object(s.root + key).Attrs(ctx)
+	o, err := s.object(key)
+	if err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+	}
+	a, err := o.Attrs(ctx)
 	if err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
 	}
@@ -239,7 +277,11 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete object %q: %w", key, err)
 	}
-	if err := s.bucket.Object(s.root + key).Delete(ctx); err != nil {
+	o, err := s.object(key)
+	if err != nil {
+		return fmt.Errorf("delete object %q: %w", key, err)
+	}
+	if err := o.Delete(ctx); err != nil {
 		if err := mapErr(ctx, err); !errors.Is(err, ledger.ErrNotFound) {
 			return fmt.Errorf("delete object %q: %w", key, err)
 		}
@@ -260,7 +302,11 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
 		return fmt.Errorf("list objects %q: %w", prefix, err)
 	}
-	it := s.bucket.Objects(ctx, q)
+	b, err := s.open()
+	if err != nil {
+		return fmt.Errorf("list objects %q: %w", prefix, err)
+	}
+	it := b.Objects(ctx, q)
 	for {
 		a, err := it.Next()
 		if err == iterator.Done {
@@ -284,7 +330,11 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 // versioning, or a locked retention policy. how says which, or what is
 // missing.
 func (s *Store) Protection(ctx context.Context) (protected bool, how string, err error) {
-	a, err := s.bucket.Attrs(ctx)
+	b, err := s.open()
+	if err != nil {
+		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.name, err)
+	}
+	a, err := b.Attrs(ctx)
 	if err != nil {
 		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.name, mapErr(ctx, err))
 	}
