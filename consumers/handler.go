@@ -14,7 +14,8 @@ import (
 // Handle returning nil acknowledges the commit (for a Flusher, once Flush has
 // returned nil). Returning an error makes the Runner call Handle again with the
 // same commit after a backoff, up to Config.MaxDeliver attempts; an error wrapping
-// ErrPermanent (see Permanent) skips the retries. A commit that fails every
+// ErrPermanent (see Permanent) skips the retries; one wrapping ErrStop (see
+// Stop) stops the Runner. A commit that fails every
 // attempt goes to the dead-letter subject and the Runner moves on.
 //
 // Delivery is at least once: after a crash, or a lost acknowledgement, Handle is
@@ -49,6 +50,21 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() []error {
 	return []error{e.err, ErrPermanent}
+}
+
+// ErrStop marks a handler error after which the consumer must not go on (the
+// audit consumer given a commit past a gap in the ledger's seqs, say): the
+// Runner neither retries the commit nor dead-letters it, acknowledges what was
+// handled before it, and returns the error. The commit is delivered again
+// when the consumer runs again.
+var ErrStop = errors.New("consumer stopped")
+
+// Stop wraps err so that errors.Is(err, ErrStop) holds.
+func Stop(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrStop, err)
 }
 
 // Permanent wraps err so that errors.Is(err, ErrPermanent) holds.

@@ -191,7 +191,8 @@ var errStopped = errors.New("stopped")
 // (up to DrainTimeout), flushes, acknowledges what was handled and returns nil.
 // It returns an error when it cannot go on: the consumer was deleted, the ledger
 // no longer holds the events at the consumer's position (wrapping
-// ledger.ErrTruncated), a dead letter could not be published, or Flush failed.
+// ledger.ErrTruncated), a dead letter could not be published, Flush failed,
+// or the handler stopped it (ErrStop).
 func (r *Runner) Run(ctx context.Context) error {
 	info, err := r.cfg.Log.Info(ctx)
 	if err != nil {
@@ -531,6 +532,12 @@ func (s *session) dispatch(g *group) error {
 		}
 		if s.hctx.Err() != nil {
 			return errStopped // shutting down: the commit is delivered again on restart
+		}
+		if errors.Is(err, ErrStop) {
+			if ferr := s.flush(); ferr != nil {
+				return ferr
+			}
+			return fmt.Errorf("consumer %q: seq %d: %w", r.cfg.Name, c.Seq, err)
 		}
 		if errors.Is(err, ErrPermanent) || attempt >= r.cfg.MaxDeliver {
 			return s.deadLetter(g.recs, g.msgs, c.Seq, err, attempt)

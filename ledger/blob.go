@@ -53,8 +53,8 @@ func PreferPut(objs ObjectStore, size int64) bool {
 // BlobStore is content-addressed storage of file content by SHA-256.
 type BlobStore interface {
 	// Put stores the content read from r under d. Put is idempotent: if the blob
-	// exists and was stored less than BlobRefreshAge ago it is not uploaded
-	// again (an older one is, to make it young for blob GC). If the content read
+	// exists, was stored less than BlobRefreshAge ago and reads back as d, it is
+	// not uploaded again (an older one is, to make it young for blob GC). If the content read
 	// does not hash to d the put fails with ErrChecksum and no blob is stored
 	// under d.
 	Put(ctx context.Context, d Digest, r io.Reader, size int64) error

@@ -22,6 +22,20 @@ func BlobKey(d Digest) string {
 	return BlobPrefix + h[:2] + "/" + h
 }
 
+// BlobKeyDigest returns the digest a blob key names (the inverse of BlobKey);
+// false for any other key.
+func BlobKeyDigest(key string) (Digest, bool) {
+	rest, ok := strings.CutPrefix(key, BlobPrefix)
+	if !ok || len(rest) != 3+2*len(Digest{}) || rest[2] != '/' {
+		return Digest{}, false
+	}
+	d, err := ParseDigest(rest[3:])
+	if err != nil || rest[:2] != rest[3:5] {
+		return Digest{}, false
+	}
+	return d, true
+}
+
 // NewBlobStore returns the content-addressed BlobStore over objs.
 func NewBlobStore(objs ObjectStore) BlobStore { return &blobStore{objs: objs} }
 
@@ -35,12 +49,26 @@ type blobStore struct{ objs ObjectStore }
 // BlobRefreshAge plus the longest commit (the CLI requires 2 h).
 const BlobRefreshAge = time.Hour
 
+// Put stores the blob unless it is present: stored less than BlobRefreshAge
+// ago, and holding content that hashes to d. A store's word that an object
+// exists is not enough: whoever may put objects may have stored other bytes
+// under a blob's key first (a squatter, knowing the digest of predictable
+// content), and taking the key as stored would publish a commit no host can
+// read. So presence is trusted only once the stored content reads back as d;
+// content that does not is stored again (a backend that cannot overwrite,
+// ledger/natsobj, stores a new version that readers prefer).
 func (s *blobStore) Put(ctx context.Context, d Digest, r io.Reader, size int64) error {
 	key := BlobKey(d)
 	if PreferPut(s.objs, size) {
-		// Storing it again is cheaper than asking.
+		// Storing it again is cheaper than asking (and replaces other bytes).
 	} else if info, err := s.objs.StatObject(ctx, key); err == nil && (size < 0 || info.Size == size) && time.Since(info.ModTime) < BlobRefreshAge {
-		return nil // content-addressed: present (and young) means done
+		err := s.readsAs(ctx, d)
+		if err == nil {
+			return nil // content-addressed: present, verified and young means done
+		}
+		if !errors.Is(err, ErrChecksum) && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("put blob %s: %w", d, err)
+		}
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("put blob %s: %w", d, err)
 	}
@@ -57,6 +85,17 @@ func (s *blobStore) Put(ctx context.Context, d Digest, r io.Reader, size int64) 
 		return fmt.Errorf("put blob %s: content not fully read: %w", d, ErrChecksum)
 	}
 	return nil
+}
+
+// readsAs reads the stored blob d to its end: nil if its content hashes to d.
+func (s *blobStore) readsAs(ctx context.Context, d Digest) error {
+	rc, err := s.Get(ctx, d)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = Copy(io.Discard, rc)
+	return err
 }
 
 func (s *blobStore) Get(ctx context.Context, d Digest) (io.ReadCloser, error) {

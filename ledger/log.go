@@ -98,6 +98,13 @@ type CommitLog interface {
 	// dropping safe (docs/design.md §6): the caller decides the bound from the
 	// newest complete snapshot, never from the log alone.
 	TruncateBefore(ctx context.Context, before Seq) (dropped uint64, err error)
+
+	// Attested, AttestSnapshot and AttestRetention keep the admin's word on the
+	// objects beside the blobs (see Attestations): only the admin role may
+	// attest; others get ErrPermission.
+	Attested(ctx context.Context) (Attestations, error)
+	AttestSnapshot(ctx context.Context, seq Seq, sum Digest) error
+	AttestRetention(ctx context.Context, before Seq) error
 }
 
 // CheckAppend checks that events form one commit a CommitLog of lineage uuid

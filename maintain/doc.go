@@ -9,8 +9,8 @@
 //
 // Retain drops the log's events older than the newest intact snapshot minus a
 // margin, never newer ones, keeping each partition's last event (so its chain can
-// still be extended; see ledger.CommitLog.TruncateBefore). The bound is then recorded at
-// snapshots/<uuid>/retention.json; snapshot.Floor combines it with the log's first seq:
+// still be extended; see ledger.CommitLog.TruncateBefore). The bound is then attested in
+// the log (ledger.Attestations); snapshot.Floor combines it with the log's first seq:
 // the lowest seq from which the log holds every event. A snapshot at N is usable
 // when N+1 ≥ Floor. A margin at least the snapshot interval keeps the previous
 // snapshot usable, so a corrupt newest snapshot does not stop a rebuild.

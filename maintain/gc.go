@@ -104,13 +104,16 @@ func GC(ctx context.Context, cfg snapshot.Config, opt GCOptions) (GCResult, erro
 	cutoff := opt.Now().Add(-opt.Grace)
 
 	// 2. The roots: usable snapshots, then the events from the floor.
-	b, floor, err := snapshot.Floor(ctx, cfg.Log, cfg.Objects, info.UUID)
+	b, floor, err := snapshot.Floor(ctx, cfg.Log)
 	if err != nil {
 		return res, fmt.Errorf("gc: %w", err)
 	}
 	res.Head, res.Floor = b.Last, floor
 	refs := map[ledger.Digest]bool{}
-	infos, err := snapshot.List(ctx, cfg.Objects, info.UUID)
+	// Only snapshots the log attests root anything (snapshot.Get refuses the
+	// others): a snapshot's word alone, which any role that writes blobs could
+	// have stored, never lets a blob go.
+	infos, err := snapshot.ListAttested(ctx, cfg.Log, cfg.Objects, info.UUID)
 	if err != nil {
 		return res, fmt.Errorf("gc: %w", err)
 	}
@@ -125,7 +128,7 @@ func GC(ctx context.Context, cfg snapshot.Config, opt GCOptions) (GCResult, erro
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
-			lg.Warn("snapshot does not read back", "key", si.Key, "err", err)
+			lg.Warn("snapshot not attested or does not read back", "key", si.Key, "err", err)
 			if si.ModTime.Before(cutoff) {
 				drop = append(drop, si)
 			}

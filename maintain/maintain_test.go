@@ -96,7 +96,7 @@ func TestTakeRetainGC(t *testing.T) {
 	if err != nil || rr.Before != 4 || rr.Dropped != 3 {
 		t.Fatalf("retain: %+v %v", rr, err)
 	}
-	if floor, err := snapshot.Retained(ctx, cfg.Objects, r1.Info.Ledger); err != nil || floor != 4 {
+	if _, floor, err := snapshot.Floor(ctx, cfg.Log); err != nil || floor != 4 {
 		t.Fatalf("retention bound %d %v", floor, err)
 	}
 	// v1 and v2 are now referenced by nothing a host can reach; v3 by snapshot 3.

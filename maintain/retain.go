@@ -2,7 +2,6 @@ package maintain
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,8 +23,8 @@ type RetainResult struct {
 // least the distance between two snapshots keeps the previous snapshot usable, so
 // a rebuild survives a corrupt newest one.
 //
-// The bound is recorded beside the snapshots after the log has dropped the
-// events (see snapshot.Retained), so a reader never trusts a bound the log has not reached.
+// The bound is attested in the log (ledger.Attestations) after the log has dropped
+// the events, so a reader never trusts a bound the log has not reached.
 func Retain(ctx context.Context, cfg snapshot.Config, margin uint64) (RetainResult, error) {
 	var res RetainResult
 	if err := cfg.Check(); err != nil {
@@ -35,11 +34,11 @@ func Retain(ctx context.Context, cfg snapshot.Config, margin uint64) (RetainResu
 	if err != nil {
 		return res, fmt.Errorf("retain: read ledger info: %w", err)
 	}
-	b, _, err := snapshot.Floor(ctx, cfg.Log, cfg.Objects, info.UUID)
+	b, _, err := snapshot.Floor(ctx, cfg.Log)
 	if err != nil {
 		return res, fmt.Errorf("retain: %w", err)
 	}
-	s, _, err := snapshot.Select(ctx, cfg.Objects, info.UUID, func(i snapshot.Info) bool { return i.Seq <= b.Last }, func(i snapshot.Info, err error) {
+	s, _, err := snapshot.Select(ctx, cfg.Log, cfg.Objects, info.UUID, func(i snapshot.Info) bool { return i.Seq <= b.Last }, func(i snapshot.Info, err error) {
 		cfg.Logs().Warn("skipping unreadable snapshot", "key", i.Key, "err", err)
 	})
 	if err != nil {
@@ -53,14 +52,8 @@ func Retain(ctx context.Context, cfg snapshot.Config, margin uint64) (RetainResu
 	if res.Dropped, err = cfg.Log.TruncateBefore(ctx, res.Before); err != nil {
 		return res, fmt.Errorf("retain: %w", err)
 	}
-	old, err := snapshot.Retained(ctx, cfg.Objects, info.UUID)
-	if err != nil && !errors.Is(err, ledger.ErrInvalid) {
+	if err := cfg.Log.AttestRetention(ctx, res.Before); err != nil {
 		return res, fmt.Errorf("retain: %w", err)
-	}
-	if res.Before > old {
-		if err := snapshot.PutRetained(ctx, cfg.Objects, info.UUID, res.Before); err != nil {
-			return res, fmt.Errorf("retain: %w", err)
-		}
 	}
 	cfg.Logs().Info("events dropped", "below", res.Before, "snapshot", s.Seq, "dropped", res.Dropped)
 	return res, nil

@@ -19,17 +19,20 @@
 //     $O.<bucket>.M.>), put its heartbeat (creating the heartbeat bucket if it is
 //     missing), and read everything through the JetStream API (stream info,
 //     direct and leader gets, ordered consumers). It cannot update, delete or
-//     purge any stream, nor delete a message: it cannot destroy or alter a
+//     purge any stream, nor delete a message, nor delete or reset a durable
+//     consumer: it cannot destroy or alter a
 //     commit or a stored blob (the streams refuse roll-ups, and readers of the
 //     object store keep an object's first metadata; see docs/ops.md, Threat
 //     model).
 //   - tooling: read-only monitoring and consumers (log, tail, hosts, consume,
 //     the dashboard, metrics): stream info, gets and consumers on the ledger's
 //     streams, acknowledgements, and its consumers' dead letters (publishing to
-//     syncledger.<ledger>.dlq.> and creating the dead-letter stream once). It
-//     cannot publish commits, write blobs or heartbeats, or create, update,
-//     delete or purge any other stream; the deny lists say so explicitly, so a
-//     wider allow added by hand cannot grant it.
+//     syncledger.<ledger>.dlq.> and creating the dead-letter stream once), and
+//     resetting the ledger's durable consumers to their ack floor (what a
+//     restarted consumer does). It cannot publish commits, write blobs or
+//     heartbeats, delete a consumer, or create, update, delete or purge any
+//     other stream; the deny lists say so explicitly, so a wider allow added by
+//     hand cannot grant it.
 //
 // Every role subscribes to _INBOX.> for JetStream API answers. On a server shared
 // with untrusted users, give each user its own inbox prefix instead (nats-server's
@@ -132,8 +135,6 @@ func For(role Role, s Scope) (*Permissions, error) {
 			"$JS.API.CONSUMER.CREATE."+st+".>",
 			"$JS.API.CONSUMER.DURABLE.CREATE."+st+".>",
 			"$JS.API.CONSUMER.INFO."+st+".>",
-			"$JS.API.CONSUMER.DELETE."+st+".>",
-			"$JS.API.CONSUMER.RESET."+st+".>",
 			"$JS.API.CONSUMER.MSG.NEXT."+st+".>",
 			"$JS.API.CONSUMER.NAMES."+st,
 			"$JS.API.CONSUMER.LIST."+st,
@@ -149,6 +150,13 @@ func For(role Role, s Scope) (*Permissions, error) {
 		"$JS.API.STREAM.MSG.DELETE.>",
 		"$JS.API.STREAM.PURGE." + stream,
 	}
+	// Never granted to host or tooling: deleting a durable consumer (a
+	// webhook's or the audit's), or moving one the host does not run. Deleting
+	// is the admin's (`consume delete`); the tooling role resets the ledger's
+	// consumers it runs to their ack floor when they start (consumers.Runner),
+	// and the audit consumer refuses to record past a gap a moved position
+	// leaves (consumers/audit).
+	noConsumerChanges := []string{"$JS.API.CONSUMER.DELETE.>", "$JS.API.CONSUMER.RESET.>"}
 	switch role {
 	case RoleAdmin:
 		return nil, nil
@@ -163,6 +171,7 @@ func For(role Role, s Scope) (*Permissions, error) {
 		// No purge of any stream: blobs are written once, and a host never
 		// removes anything.
 		deny := append([]string{"$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
+		deny = append(deny, noConsumerChanges...)
 		// Quarantine notices (readers skip the seq they name) are the admin's.
 		deny = append(deny, ledger.QuarantineSubject(s.Ledger))
 		return &Permissions{
@@ -170,9 +179,10 @@ func For(role Role, s Scope) (*Permissions, error) {
 			Subscribe: sub,
 		}, nil
 	case RoleTooling:
-		pub := []string{dlq, "$JS.API.STREAM.CREATE." + dlqStr}
+		pub := []string{dlq, "$JS.API.STREAM.CREATE." + dlqStr, "$JS.API.CONSUMER.RESET." + stream + ".>"}
 		deny := append([]string{commits, "$KV.>", "$O.>", "$JS.API.STREAM.CREATE." + stream,
 			"$JS.API.STREAM.CREATE." + kvStr, "$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
+		deny = append(deny, noConsumerChanges[0])
 		return &Permissions{
 			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},
 			Subscribe: sub,

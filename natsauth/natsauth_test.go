@@ -42,6 +42,13 @@ func TestFor(t *testing.T) {
 		{tool, "$O.syncledger-prod.>", false},
 		{tool, "$KV.SYNCLEDGER_HOSTS_prod.>", false},
 		{tool, "$JS.API.STREAM.CREATE.SYNCLEDGER-DLQ_prod", true},
+		// Durable consumers: deleting is the admin's; the tooling role resets
+		// the ledger's consumers it runs to their ack floor when they start.
+		{host, "$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>", false},
+		{host, "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.>", false},
+		{tool, "$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>", false},
+		{tool, "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.>", true},
+		{tool, "$JS.API.CONSUMER.RESET.KV_SYNCLEDGER_HOSTS_prod.>", false},
 	} {
 		got := slices.Contains(tc.p.Publish.Allow, tc.subject)
 		if got != tc.want {
@@ -53,7 +60,11 @@ func TestFor(t *testing.T) {
 			t.Errorf("tooling does not deny %q", d)
 		}
 	}
-	for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.UPDATE.>"} {
+	if !slices.Contains(tool.Publish.Deny, "$JS.API.CONSUMER.DELETE.>") {
+		t.Error("tooling does not deny deleting consumers")
+	}
+	for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.UPDATE.>",
+		"$JS.API.CONSUMER.DELETE.>", "$JS.API.CONSUMER.RESET.>"} {
 		if !slices.Contains(host.Publish.Deny, d) {
 			t.Errorf("host does not deny %q", d)
 		}

@@ -200,7 +200,7 @@ With --json, one JSON object per dead letter, holding the events as stored.`,
 func newConsumeDeleteCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete NAME",
-		Short: "Delete a consumer and its position (its dead letters stay)",
+		Short: "Delete a consumer and its position (its dead letters stay; the admin role)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()

@@ -11,7 +11,28 @@ import (
 
 	"github.com/syncledger/syncledger/consumers/audit"
 	"github.com/syncledger/syncledger/consumers/webhook"
+	"github.com/syncledger/syncledger/ledger"
 )
+
+// auditGapError is the audit consumer's refusal to record past a gap, with
+// the ways out: the admin moves the consumer back to the seq after the file's
+// last, or the operator accepts the gap.
+type auditGapError struct {
+	err        error
+	gap        *audit.GapError
+	name, file string
+}
+
+func (e *auditGapError) Error() string { return e.err.Error() }
+func (e *auditGapError) Unwrap() error { return e.err }
+func (e *auditGapError) Commands() []string {
+	return []string{
+		// An admin's delete, then the consumer again from the seq after the file's last.
+		fmt.Sprintf("syncledger consume delete %s && syncledger consume audit --name %s --file %s --start %d", e.name, e.name, e.file, e.gap.Last+1),
+		// Or the gap's commits left out knowingly.
+		fmt.Sprintf("syncledger consume audit --name %s --file %s --accept-gap-to %d", e.name, e.file, e.gap.Next),
+	}
+}
 
 func newConsumeAuditCmd(a *app) *cobra.Command {
 	var (
@@ -20,6 +41,7 @@ func newConsumeAuditCmd(a *app) *cobra.Command {
 		maxSize  string
 		maxFiles int
 		noSync   bool
+		gapTo    uint64
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -32,7 +54,13 @@ message, partitions, events, and every entry's path, sha256, size and mode — t
 Each commit is written to the file exactly once, in seq order, across crashes
 and restarts: on start the last line's seq is read back and commits at or below
 it are skipped. Lines are written before the commits are acknowledged, and
-fsynced unless --no-fsync. One process per file (FILE.lock).`,
+fsynced unless --no-fsync. One process per file (FILE.lock).
+
+A commit given after seqs the consumer was not given (its position moved:
+only the admin and the consumer's own restart may move it) is refused, naming
+the missed seqs: start the consumer again at the seq after the file's last
+(an admin's 'consume delete', then --start), or pass --accept-gap-to SEQ to
+leave those commits out knowingly (commits dead-lettered in an earlier run).`,
 		Example: `  syncledger consume audit --file /var/log/syncledger/audit.jsonl
   syncledger consume audit --file - --start new --model command/shell:vpc`,
 		Args: cobra.NoArgs,
@@ -48,21 +76,31 @@ fsynced unless --no-fsync. One process per file (FILE.lock).`,
 			} else {
 				cfg.Path = path
 			}
-			if _, err := a.Log(ctx); err != nil {
+			l, err := a.Log(ctx)
+			if err != nil {
 				return err
 			}
+			if cfg.Partitions, err = o.scope.keys(); err != nil {
+				return err
+			}
+			cfg.Log, cfg.AcceptGapTo = l, ledger.Seq(gapTo)
 			cfg.Blobs = consumeBlobs(ctx, a)
 			w, err := audit.Open(cfg)
 			if err != nil {
 				return err
 			}
 			defer w.Close()
-			return o.run(ctx, a, w)
+			err = o.run(ctx, a, w)
+			if ge := (*audit.GapError)(nil); errors.As(err, &ge) {
+				return &auditGapError{err: err, gap: ge, name: o.name, file: path}
+			}
+			return err
 		},
 	}
 	fs := cmd.Flags()
 	o.addFlags(fs, "audit", "all")
 	fs.StringVar(&path, "file", "-", "audit file; - for stdout")
+	fs.Uint64Var(&gapTo, "accept-gap-to", 0, "record past a gap in the seqs given if the commit after it is at or below this seq")
 	fs.StringVar(&maxSize, "max-size", "100MiB", "rotate the file before it exceeds this size (B, KiB, MiB, GiB); 0 never")
 	fs.IntVar(&maxFiles, "max-files", 0, "rotated files to keep; 0 keeps all")
 	fs.BoolVar(&noSync, "no-fsync", false, "do not fsync the file before acknowledging (exactly once across process crashes only, not power loss)")

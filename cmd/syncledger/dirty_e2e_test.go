@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,5 +122,42 @@ func TestDirtySetCLI(t *testing.T) {
 	c.ok("--cache", other, "--host", "other", "sync")
 	if diff := cmp.Diff(tree(t, local), tree(t, other)); diff != "" {
 		t.Fatalf("caches differ (-local +other):\n%s", diff)
+	}
+}
+
+// TestHardLinkEditCLI is issue 26 point 8 through the CLI: beside a running
+// watch, an edit made through a hard link from outside the cache raises no
+// event in it; the commit from the dirty set said "nothing to commit" while
+// status listed the file, and it was never published. Now the watch lists
+// every file with more than one link in its set, and the edit is committed.
+func TestHardLinkEditCLI(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, "hardlink")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	local, other, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	put(t, local, "m/a", "1")
+	put(t, local, "m/b", "1")
+	c.ok("--cache", local, "--host", "local", "commit")
+	if err := os.Link(filepath.Join(local, "m", "a"), filepath.Join(outside, "a")); err != nil {
+		t.Fatal(err)
+	}
+	w := startProc(t, c.env, "--cache", local, "--host", "local", "watch")
+	waitWatcher(t, local)
+	put(t, local, "m/b", "2")
+	c.ok("--cache", local, "--host", "local", "commit") // the full scan that makes the set trusted
+
+	if err := os.WriteFile(filepath.Join(outside, "a"), []byte("edited through the link"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run("--cache", local, "--host", "local", "--log-level", "debug", "commit")
+	if r.code != 0 || !strings.Contains(r.stderr, "checking the dirty set") || !strings.Contains(r.stdout, "m/a") {
+		t.Fatalf("commit from the dirty set after an edit through a hard link: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if code := w.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("watch exit %d; stderr:\n%s", code, w.stderr)
+	}
+	c.ok("--cache", other, "--host", "other", "sync")
+	if got := tree(t, other)["m/a"]; got != "edited through the link" {
+		t.Fatalf("other host's m/a = %q", got)
 	}
 }

@@ -21,7 +21,7 @@ const (
 	exitError    = 1 // any failure not listed below
 	exitUsage    = 2 // bad command line, flag value or environment variable
 	exitConflict = 3 // local changes meet remote ones: a commit's paths changed remotely, a sync would overwrite uncommitted files (ledger.ErrConflict)
-	exitRebuild  = 4 // the log no longer holds the events needed: rebuild from a snapshot (ledger.ErrTruncated)
+	exitRebuild  = 4 // rebuild: the log no longer holds the events needed (ledger.ErrTruncated), or the cache's state database is damaged (statedb.ErrCorrupt)
 
 	// exitSwampFindings: a swamp command ran but the job is not done: an import
 	// that left files out, a doctor that found an unhealthy cache (and did not
@@ -73,7 +73,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, ledger.ErrConflict):
 		return exitConflict
-	case errors.Is(err, ledger.ErrTruncated):
+	case errors.Is(err, ledger.ErrTruncated), errors.Is(err, statedb.ErrCorrupt):
 		return exitRebuild
 	default:
 		return exitError
@@ -148,6 +148,7 @@ func newErrorObject(err error) errorObject {
 // errorKind names the kind of failure, finer than the exit code: usage,
 // conflict (a commit's paths changed remotely too), local-changes (a sync or
 // rebuild would overwrite them), rebuild (the log no longer holds the events),
+// damaged-state (the cache's state database is damaged: rebuild),
 // lineage, permission, busy (another process holds the cache), not-found,
 // bad-message (a message of the ledger every reader stops at: see quarantine),
 // invalid (bad input), checksum, or error.
@@ -167,6 +168,8 @@ func errorKind(err error) string {
 		return "conflict"
 	case errors.Is(err, ledger.ErrTruncated):
 		return "rebuild"
+	case errors.Is(err, statedb.ErrCorrupt):
+		return "damaged-state"
 	case errors.Is(err, ledger.ErrLineage):
 		return "lineage"
 	case errors.Is(err, ledger.ErrPermission):
@@ -200,7 +203,7 @@ func errorCommands(err error) []string {
 		return []string{"syncledger rebuild"}
 	case errors.As(err, &re):
 		return []string{quarantineCommand(re)}
-	case errors.Is(err, ledger.ErrTruncated):
+	case errors.Is(err, ledger.ErrTruncated), errors.Is(err, statedb.ErrCorrupt):
 		return []string{"syncledger rebuild"}
 	case errors.Is(err, host.ErrLocalChanges):
 		return []string{"syncledger commit"}

@@ -159,7 +159,16 @@ func (n *natsAuth) options() ([]nats.Option, error) {
 // natsAsyncError logs the errors the server reports outside any request. A
 // refused publish or subscription is only reported this way; the request that
 // caused it then times out.
+//
+// One refusal is no reason to stop: deleting a consumer, which only the admin
+// may (natsauth), is what nats.go's ordered consumers and Follow send, best
+// effort, to clean up after themselves; the server drops the consumer once it
+// is idle anyway.
 func (a *app) natsAsyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"$JS.API.CONSUMER.DELETE.`) {
+		a.logger.Debug("the NATS server refused a consumer cleanup", "err", err)
+		return
+	}
 	if errors.Is(err, nats.ErrPermissionViolation) {
 		a.logger.Debug("the NATS server refused an operation", "err", err)
 		a.abortWith(fmt.Errorf("%w: the NATS server refused an operation: %v", ledger.ErrPermission, err))

@@ -35,6 +35,15 @@ synced nor what the snapshot holds) stops the rebuild before anything is written
 (exit 3): commit it or move it away. A sync whose high-water mark the ledger no
 longer holds events after rebuilds the same way on its own.
 
+A damaged state database (exit 4 from any command, error kind damaged-state)
+is set aside as .syncledger/state.db.damaged-<time> and the state started over
+from the ledger. With no index to tell a local edit from an older version of the
+ledger's, every file that differs from the ledger, and every file it does not
+hold, is moved to .syncledger/conflicts/<time>/ (the result lists them): copy
+back what should be published and commit it. If that rebuild stops, every
+command but rebuild (and sync, which finishes it) refuses the cache until it
+has run to its end.
+
 A progress bar is shown on a terminal, plain lines otherwise; --quiet silences it.`,
 		Example: `  syncledger rebuild
   syncledger rebuild --no-snapshot   # from the ledger's events alone`,
@@ -66,6 +75,7 @@ A progress bar is shown on a terminal, plain lines otherwise; --quiet silences i
 			}
 			fmt.Fprintf(a.stdout, "rebuilt from %s: %d files restored (%s), %d kept, %d removed; %d events replayed; hwm %d, head %d\n",
 				from, res.Restored, humanBytes(res.Bytes), res.Kept, res.Removed, res.Replay.Events, res.HWM, res.Head)
+			printRecovered(a, res)
 			return nil
 		},
 	}
@@ -74,6 +84,20 @@ A progress bar is shown on a terminal, plain lines otherwise; --quiet silences i
 	cmd.Flags().BoolVar(&o.quiet, "quiet", false, "no progress output")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	return cmd
+}
+
+// printRecovered says what a rebuild that started a damaged state over did
+// with the cache's files that differed from the ledger.
+func printRecovered(a *app, res host.RebuildResult) {
+	if res.Damaged != "" {
+		fmt.Fprintf(a.stdout, "the damaged state database is kept as %s\n", res.Damaged)
+	}
+	if len(res.KeptAside) > 0 {
+		fmt.Fprintf(a.stdout, "kept %d files that differ from the ledger (local edits, or versions the ledger has since replaced) under %s:\n",
+			len(res.KeptAside), res.KeptIn)
+		printPaths(a, res.KeptAside)
+		fmt.Fprintln(a.stdout, "copy back the ones to publish, then 'syncledger commit'")
+	}
 }
 
 // progress shows a long operation's host.Progress on stderr: a progress bar on a

@@ -15,6 +15,7 @@ import (
 
 type snapshotOpts struct {
 	full, list, follow, quiet, json bool
+	adopt                           bool
 	margin                          uint64
 	every                           uint64
 	interval, poll                  time.Duration
@@ -38,7 +39,15 @@ snapshot stays usable if the newest one goes bad.
 
 --follow keeps running and takes a snapshot whenever --every seqs were appended
 or --interval passed since the newest one (what a serve or watch process can
-run beside itself), until interrupted.`,
+run beside itself), until interrupted.
+
+Only the admin role may take snapshots: each is attested in the ledger's stream
+(the SHA-256 of its stored bytes), and hosts, rebuilds, replays and gc use a
+snapshot only if its bytes hash to what the stream attests. Whoever may write
+blobs may write under snapshots/ too; such a snapshot is listed as not
+attested and never used. --adopt, once after upgrading from a release that did
+not attest, attests the snapshots already stored that read back, and the
+retention bound recorded beside them (check --list first).`,
 		Example: `  syncledger snapshot
   syncledger snapshot --retain-margin 100000
   syncledger snapshot --follow --every 10000 --interval 1h --retain-margin 20000
@@ -58,6 +67,7 @@ run beside itself), until interrupted.`,
 	f.DurationVar(&o.poll, "poll", 10*time.Second, "with --follow: how often to read the ledger's head")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	f.BoolVar(&o.json, "json", false, "print the result as JSON")
+	f.BoolVar(&o.adopt, "adopt", false, "attest the snapshots a release before attestations stored (once, on upgrading; admin)")
 	return cmd
 }
 
@@ -92,6 +102,25 @@ func runSnapshot(cmd *cobra.Command, a *app, o snapshotOpts) error {
 	}
 	if o.list {
 		return listSnapshots(ctx, a, cfg, o.json)
+	}
+	if o.adopt {
+		res, err := snapshot.Adopt(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return a.printJSON(res)
+		}
+		for _, i := range res.Adopted {
+			fmt.Fprintf(a.stdout, "attested snapshot at seq %d (%s)\n", i.Seq, i.Key)
+		}
+		for _, k := range res.Skipped {
+			fmt.Fprintf(a.stdout, "not attested, does not read back: %s\n", k)
+		}
+		if res.Retained > 0 {
+			fmt.Fprintf(a.stdout, "attested retention bound: seq %d\n", res.Retained)
+		}
+		return nil
 	}
 	if o.follow {
 		rc := maintain.RunConfig{Config: cfg, Policy: maintain.Policy{Every: o.every, Interval: o.interval}, Poll: o.poll,
@@ -151,11 +180,11 @@ func listSnapshots(ctx context.Context, a *app, cfg snapshot.Config, asJSON bool
 	if err != nil {
 		return err
 	}
-	infos, err := snapshot.List(ctx, cfg.Objects, info.UUID)
+	infos, err := snapshot.ListAttested(ctx, cfg.Log, cfg.Objects, info.UUID)
 	if err != nil {
 		return err
 	}
-	b, floor, err := snapshot.Floor(ctx, cfg.Log, cfg.Objects, info.UUID)
+	b, floor, err := snapshot.Floor(ctx, cfg.Log)
 	if err != nil {
 		return err
 	}
@@ -175,7 +204,10 @@ func listSnapshots(ctx context.Context, a *app, cfg snapshot.Config, asJSON bool
 	fmt.Fprintln(w, "SEQ\tSIZE\tWRITTEN\tUSABLE\tKEY")
 	for _, si := range infos {
 		usable := "yes"
-		if si.Seq+1 < floor {
+		switch {
+		case !si.Attested:
+			usable = "no (not attested by the log: never used)"
+		case si.Seq+1 < floor:
 			usable = "no (events after it dropped)"
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", si.Seq, humanBytes(si.Size), si.ModTime.UTC().Format(time.RFC3339), usable, si.Key)

@@ -147,15 +147,13 @@ func (a *app) dashboard(ctx context.Context, poll ...time.Duration) (*ui.Dashboa
 	if len(poll) > 0 {
 		cfg.Poll = poll[0]
 	}
+	// After snapshot retention the log is complete only from its floor.
+	cfg.Floor = func(ctx context.Context) (ledger.Seq, error) {
+		_, floor, err := snapshot.Floor(ctx, l)
+		return floor, err
+	}
 	if b, err := a.Blobs(ctx); err == nil {
 		cfg.Blobs = b
-		if objs, err := a.Objects(ctx); err == nil {
-			// After snapshot retention the log is complete only from its floor.
-			cfg.Floor = func(ctx context.Context) (ledger.Seq, error) {
-				_, floor, err := snapshot.Floor(ctx, l, objs, l.UUID())
-				return floor, err
-			}
-		}
 	} else {
 		a.logger.Warn("the dashboard will not list the files of large commits: cannot open the blob store", "err", err)
 	}

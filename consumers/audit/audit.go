@@ -70,7 +70,38 @@ type Config struct {
 	// Blobs, when set, is read for the entries of commits kept in manifests;
 	// without it their manifests are listed as unresolved.
 	Blobs ledger.BlobStore
+	// Log, when set, is read to check that each commit given follows the last
+	// one written without a gap (see GapError). Partitions are the partitions
+	// the consumer filters on (none: all): events of others are no gap.
+	Log        ledger.CommitLog
+	Partitions []string
+	// AcceptGapTo lets a gap whose next commit is at or below this seq be
+	// recorded past (logged by the caller): the operator's decision to leave
+	// its commits out of the file (ones dead-lettered in an earlier run, say).
+	AcceptGapTo ledger.Seq
 }
+
+// GapError: the audit consumer was given a commit after seqs of the ledger it
+// was not given — its durable consumer was moved forward (a reset to a later
+// seq) or its filter widened away — or the seqs between could not be read.
+// Writing the commit would leave those commits out of the file for good, so
+// the Writer refuses (wrapped in consumers.Stop: the Runner stops) until the
+// consumer is started again at Last+1.
+type GapError struct {
+	Last   ledger.Seq   // the last seq written
+	Next   ledger.Seq   // the first seq of the commit given
+	Missed []ledger.Seq // seqs in between that hold events this consumer wants (at most 10)
+	Err    error        // the gap could not be read (the log no longer holds it, a bad message)
+}
+
+func (e *GapError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("audit: given seq %d after seq %d, and the seqs between cannot be checked: %v", e.Next, e.Last, e.Err)
+	}
+	return fmt.Sprintf("audit: given seq %d after seq %d, but seqs %v between hold commits it was not given (its consumer was moved): refusing to record past the gap", e.Next, e.Last, e.Missed)
+}
+
+func (e *GapError) Unwrap() error { return e.Err }
 
 // Writer is the audit handler. It is used by one Runner at a time.
 type Writer struct {
@@ -81,6 +112,7 @@ type Writer struct {
 	buf     bytes.Buffer
 	last    ledger.Seq // last seq buffered or written
 	flushed ledger.Seq // last seq written
+	given   ledger.Seq // last seq of a commit Handle took past the gap check (it may have failed since)
 }
 
 var (
@@ -240,6 +272,10 @@ func (w *Writer) Handle(ctx context.Context, c consumers.Commit) error {
 	if c.Seq <= w.last {
 		return nil
 	}
+	if err := w.checkGap(ctx, c); err != nil {
+		return consumers.Stop(err)
+	}
+	w.given = max(w.given, c.Seq)
 	s, err := consumers.Summarize(ctx, w.cfg.Ledger, c, w.cfg.Blobs)
 	if err != nil {
 		return err
@@ -253,6 +289,42 @@ func (w *Writer) Handle(ctx context.Context, c consumers.Commit) error {
 	w.last = c.Seq
 	return nil
 }
+
+// checkGap returns a *GapError when the log holds, between the last seq
+// written and c, an event of the consumer's partitions that is part of a
+// commit after the last one written. Quarantined seqs and notices are no gap;
+// nor is anything before the first line of an empty file, a commit given to
+// this Writer before (it failed, and the Runner dead-lettered it), or a gap
+// the Config accepts.
+func (w *Writer) checkGap(ctx context.Context, c consumers.Commit) error {
+	last := max(w.last, w.given)
+	from, to := last+1, c.Records[0].Seq-1
+	if w.cfg.Log == nil || w.last == 0 || to < from || to < w.cfg.AcceptGapTo {
+		return nil
+	}
+	g := &GapError{Last: last, Next: to + 1}
+	err := w.cfg.Log.Read(ctx, from, to, func(r ledger.Record) error {
+		if r.Skip == nil && r.CommitSeq() > last && (len(w.cfg.Partitions) == 0 || slices.Contains(w.cfg.Partitions, r.Event.Partition)) {
+			if g.Missed = append(g.Missed, r.Seq); len(g.Missed) == 10 {
+				return errGapFull
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errGapFull) {
+		if ctx.Err() != nil {
+			return err
+		}
+		g.Err = err
+		return g
+	}
+	if len(g.Missed) > 0 {
+		return g
+	}
+	return nil
+}
+
+var errGapFull = errors.New("enough missed seqs")
 
 // Flush writes the buffered lines in one write (rotating first if they would
 // take the file past MaxSize) and, with Sync, fsyncs. On error nothing buffered

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/consumers/audit"
@@ -244,5 +245,108 @@ func TestWithRunner(t *testing.T) {
 	runOnce(5)
 	if diff := cmp.Diff(want, readSeqs(t, path)); diff != "" {
 		t.Errorf("audit file (-want +got):\n%s", diff)
+	}
+}
+
+// TestRefusesGap: a credential that may reset the audit's durable consumer
+// (the tooling role, which its own restart needs) moves it past seq 2. The
+// audit does not record seq 3 after seq 1: it stops, naming seq 2 (on the
+// main of issue 26 the file read 1 3, silently). Both ways out converge: the
+// consumer started again at seq 2 records 2 and 3; accepting the gap records
+// 3. A quarantined seq is no gap.
+func TestRefusesGap(t *testing.T) {
+	l := consumertest.New(t, "gap")
+	ctx := consumertest.Ctx(t)
+	dir := t.TempDir()
+	run := func(path, name string, start consumers.Start, acceptTo ledger.Seq, until ledger.Seq) error {
+		t.Helper()
+		w, err := audit.Open(audit.Config{Ledger: l.Name, Path: path, Log: l.Log, AcceptGapTo: acceptTo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		r, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: name, Handler: w, Start: start})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- r.Run(rctx) }()
+		for {
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(5 * time.Millisecond):
+			}
+			if r.Stats().Seq >= until {
+				cancel()
+				return <-done
+			}
+		}
+	}
+	js, err := natsjs.New(l.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "audit.jsonl")
+	l.Commit(t, "a")
+	path2 := filepath.Join(dir, "audit2.jsonl")
+	for _, c := range [][2]string{{path, "audit"}, {path2, "audit2"}} {
+		if err := run(c[0], c[1], consumers.StartAll, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Commit(t, "a")
+	l.Commit(t, "a")
+	if _, err := js.ResetConsumerToSequence(ctx, ledger.StreamName(l.Name), "audit", 3); err != nil {
+		t.Fatal(err)
+	}
+	err = run(path, "audit", consumers.StartAll, 0, 3)
+	var ge *audit.GapError
+	if !errors.Is(err, consumers.ErrStop) || !errors.As(err, &ge) || ge.Last != 1 || ge.Next != 3 || !slices.Equal(ge.Missed, []ledger.Seq{2}) {
+		t.Fatalf("audit past a moved consumer = %v, want a GapError naming seq 2 after 1", err)
+	}
+	if got := readSeqs(t, path); !slices.Equal(got, []ledger.Seq{1}) {
+		t.Fatalf("audit file after the refusal = %v, want [1]", got)
+	}
+	// Way out 1: the admin deletes the consumer, and it starts again at 2.
+	if err := consumers.Delete(ctx, l.Conn, l.Name, "audit"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(path, "audit", consumers.StartAt(ge.Last+1), 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := readSeqs(t, path); !slices.Equal(got, []ledger.Seq{1, 2, 3}) {
+		t.Errorf("audit file after the consumer started again = %v, want [1 2 3]", got)
+	}
+	// Way out 2, on a second file and consumer: the gap accepted.
+	if _, err := js.ResetConsumerToSequence(ctx, ledger.StreamName(l.Name), "audit2", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(path2, "audit2", consumers.StartAll, 0, 3); !errors.As(err, &ge) {
+		t.Fatalf("second audit past a moved consumer = %v", err)
+	}
+	if err := run(path2, "audit2", consumers.StartAll, ge.Next, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := readSeqs(t, path2); !slices.Equal(got, []ledger.Seq{1, 3}) {
+		t.Errorf("audit file with the gap accepted = %v, want [1 3]", got)
+	}
+	// A quarantined seq is no gap: seq 4 quarantined, the consumer moved past
+	// it, the audit records 5 after 3.
+	l.Commit(t, "a")
+	if _, err := l.Log.Quarantine(ctx, ledger.Quarantine{Seq: 4, Reason: "test", By: "admin", At: time.Now()}, true); err != nil {
+		t.Fatal(err)
+	}
+	s := l.Commit(t, "b")
+	if _, err := js.ResetConsumerToSequence(ctx, ledger.StreamName(l.Name), "audit", uint64(s[0])); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(path, "audit", consumers.StartAll, 0, s[0]); err != nil {
+		t.Fatalf("audit past a quarantined seq: %v", err)
+	}
+	if got := readSeqs(t, path); !slices.Equal(got, []ledger.Seq{1, 2, 3, s[0]}) {
+		t.Errorf("audit file past a quarantined seq = %v, want [1 2 3 %d]", got, s[0])
 	}
 }

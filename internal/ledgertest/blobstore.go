@@ -35,6 +35,7 @@ func TestBlobStore(t *testing.T, newStore func(t *testing.T) ledger.ObjectStore)
 		{"Truncated", testBlobTruncated},
 		{"Extended", testBlobExtended},
 		{"PutRepairsWrongSize", testBlobPutRepairsWrongSize},
+		{"PutOverSquattedKey", testBlobPutOverSquattedKey},
 		{"List", testBlobList},
 		{"Delete", testBlobDelete},
 	}
@@ -275,6 +276,20 @@ func testBlobPutRepairsWrongSize(t *testing.T, ctx context.Context, objs *counti
 	put(t, ctx, objs, ledger.BlobKey(d), data[:5000])
 	putBlob(t, ctx, bs, data)
 	wantContent(t, "ReadBlob after repair", readBlob(t, ctx, bs, d), data)
+}
+
+// testBlobPutOverSquattedKey: other bytes of the same size stored under a
+// blob's key before its content (by whoever may put objects, knowing the
+// digest of predictable content) do not make Put take the blob as stored:
+// after Put, the blob reads as its content (issue 26).
+func testBlobPutOverSquattedKey(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+	for _, n := range []int{10, 300_000} {
+		data := randomBytes(uint64(40+n), n)
+		d := ledger.DigestOf(data)
+		put(t, ctx, objs, ledger.BlobKey(d), bytes.Repeat([]byte{'z'}, n))
+		putBlob(t, ctx, bs, data)
+		wantContent(t, "ReadBlob after a put over a squatted key", readBlob(t, ctx, bs, d), data)
+	}
 }
 
 func testBlobList(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {

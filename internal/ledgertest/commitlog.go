@@ -39,6 +39,7 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 		{"BadMessageAndQuarantine", testLogQuarantine},
 		{"ChainPastQuarantined", testLogChainPastQuarantined},
 		{"Truncate", testLogTruncate},
+		{"Attest", testLogAttest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -468,11 +468,12 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 	}
 	defer func() {
 		it.Stop()
-		// The server would drop the consumer after 5 min of inactivity; do it now.
+		// The server would drop the consumer after 5 min of inactivity; ask it
+		// to now. Only the admin role may delete consumers (natsauth), and a
+		// refusal has no answer: the request is sent without waiting for one.
 		if info := cons.CachedInfo(); info != nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.timeout)
-			defer cancel()
-			_ = l.js.DeleteConsumer(dctx, l.stream, info.Name)
+			_ = l.nc.Publish(apiPrefix+"CONSUMER.DELETE."+l.stream+"."+info.Name, nil)
+			_ = l.nc.Flush()
 		}
 	}()
 	next := from

@@ -38,6 +38,7 @@ type Log struct {
 	bySubj  map[string][]ledger.Seq // each subject's seqs, ascending (the per-subject index)
 	ids     map[string]ledger.Seq   // message id → seq
 	q       map[ledger.Seq]ledger.Quarantine
+	att     ledger.Attestations
 	grew    chan struct{} // closed and replaced when a message is stored
 }
 

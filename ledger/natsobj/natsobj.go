@@ -149,26 +149,117 @@ type meta struct {
 	seq uint64
 }
 
-// first returns the object's metadata: the first message on its metadata
-// subject that does not mark it deleted. Later messages on the subject (a copy
-// refreshing its time, or anything else) never change what it reads as.
-func (s *Store) first(ctx context.Context, key string) (meta, error) {
+// wantDigest returns the digest a blob key's content must have, as metadata
+// records it; false for a key that does not name its content.
+func wantDigest(key string) (string, bool) {
+	d, ok := ledger.BlobKeyDigest(key)
+	if !ok {
+		return "", false
+	}
+	return "SHA-256=" + base64.URLEncoding.EncodeToString(d[:]), true
+}
+
+// version decodes a metadata message of key: ok when it names key and a valid
+// chunk subject and does not mark the object deleted.
+func version(key string, data []byte) (jetstream.ObjectInfo, bool) {
+	var oi jetstream.ObjectInfo
+	if json.Unmarshal(data, &oi) != nil || oi.Deleted || oi.Name != key || !validID(oi.NUID) {
+		return oi, false
+	}
+	return oi, true
+}
+
+// versions returns the object's versions in the order stored: the metadata
+// messages version accepts, the first of each chunk subject; at most limit (0:
+// all).
+func (s *Store) versions(ctx context.Context, key string, limit int) ([]meta, error) {
 	subj := s.metaSubject(key)
-	for seq := uint64(1); ; {
+	var out []meta
+	for seq := uint64(1); limit == 0 || len(out) < limit; {
 		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return meta{}, ledger.ErrNotFound
+			break
 		}
 		if err != nil {
-			return meta{}, backend.CtxErr(ctx, err)
+			return nil, backend.CtxErr(ctx, err)
 		}
-		var mi meta
-		if err := json.Unmarshal(m.Data, &mi.ObjectInfo); err == nil && !mi.Deleted && mi.Name == key && validID(mi.NUID) {
-			mi.seq, mi.ModTime = m.Sequence, m.Time
-			return mi, nil
+		if oi, ok := version(key, m.Data); ok && !slices.ContainsFunc(out, func(v meta) bool { return v.NUID == oi.NUID }) {
+			oi.ModTime = m.Time
+			out = append(out, meta{ObjectInfo: oi, seq: m.Sequence})
 		}
 		seq = m.Sequence + 1
 	}
+	return out, nil
+}
+
+// first returns the object's first version (see versions).
+func (s *Store) first(ctx context.Context, key string) (meta, error) {
+	vs, err := s.versions(ctx, key, 1)
+	if err != nil {
+		return meta{}, err
+	}
+	if len(vs) == 0 {
+		return meta{}, ledger.ErrNotFound
+	}
+	return vs[0], nil
+}
+
+// pick returns the version of key readers read: its first version, unless
+// the key has others (a later message that is neither that version nor a copy
+// of it). Only a race of two first puts, or a user who may put storing
+// metadata that lies — chunks that do not hold what it records, stored under
+// a key before the content's honest put (a squatter) — makes others; then
+// pick reads each version's chunks in full and takes the first that holds
+// what it records (if none does, the first, and none is set: reading it
+// fails with ledger.ErrChecksum). Versions stored after one that holds never
+// change what the key reads as.
+func (s *Store) pick(ctx context.Context, key string) (m meta, none bool, err error) {
+	m, err = s.first(ctx, key)
+	if err != nil {
+		return meta{}, false, err
+	}
+	last, err := s.stream.GetLastMsgForSubject(ctx, s.metaSubject(key))
+	if err != nil {
+		return meta{}, false, backend.CtxErr(ctx, err)
+	}
+	if oi, ok := version(key, last.Data); last.Sequence == m.seq || ok && oi.NUID == m.NUID && oi.Digest == m.Digest && oi.Size == m.Size {
+		return m, false, nil
+	}
+	vs, err := s.versions(ctx, key, 0)
+	if err != nil || len(vs) == 1 {
+		return m, false, err
+	}
+	for _, v := range vs {
+		ok, err := s.holds(ctx, key, v)
+		if err != nil {
+			return meta{}, false, err
+		}
+		if ok {
+			return v, false, nil
+		}
+	}
+	return m, true, nil
+}
+
+// holds reads version v's chunks in full: true if they hold what v records,
+// and v records what the key names if it names its content (a blob key).
+func (s *Store) holds(ctx context.Context, key string, v meta) (bool, error) {
+	if want, ok := wantDigest(key); ok && v.Digest != want {
+		return false, nil
+	}
+	r, err := s.open(ctx, key, v)
+	if errors.Is(err, ledger.ErrChecksum) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	_, err = io.Copy(io.Discard, r)
+	if errors.Is(err, ledger.ErrChecksum) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // modTime is when the object was last stored: the time of the last metadata
@@ -213,8 +304,10 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 }
 
 func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader) error {
-	old, err := s.first(ctx, key)
-	if errors.Is(err, ledger.ErrNotFound) {
+	old, none, err := s.pick(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) || err == nil && none {
+		// Absent, or every stored version lies: a new version, which readers
+		// take as the first that holds what it records (pick).
 		return s.upload(ctx, key, pr)
 	}
 	if err != nil {
@@ -238,11 +331,28 @@ func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader) erro
 		return err
 	}
 	if digestOf(h) == old.Digest && uint64(n) == old.Size {
-		refresh := old.ObjectInfo
-		return s.publishMeta(ctx, key, &refresh)
+		// The same content, by the metadata's word: the stored chunks must say
+		// so too, else this is a squatted key and the content a new version.
+		ok, err := s.holds(ctx, key, old)
+		if err != nil {
+			return err
+		}
+		if ok {
+			refresh := old.ObjectInfo
+			return s.publishMeta(ctx, key, &refresh)
+		}
+		if _, err := spool.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n))
 	}
-	if err := s.purge(ctx, key, old); err != nil {
-		return fmt.Errorf("replace the stored version: %w", err)
+	if want, ok := wantDigest(key); !ok || old.Digest == want {
+		// Other content in place of what the key holds: only by purging it
+		// first (the admin's right). A blob key whose stored version records
+		// other content than the key names holds nothing yet: a new version.
+		if err := s.purge(ctx, key, old); err != nil {
+			return fmt.Errorf("replace the stored version: %w", err)
+		}
 	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return err
@@ -354,10 +464,19 @@ func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get object %q: %w", key, err)
 	}
-	m, err := s.first(ctx, key)
+	m, _, err := s.pick(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
 	}
+	r, err := s.open(ctx, key, m)
+	if err != nil {
+		return nil, fmt.Errorf("get object %q: %w", key, err)
+	}
+	return r, nil
+}
+
+// open returns a reader of version m's chunks.
+func (s *Store) open(ctx context.Context, key string, m meta) (*objectReader, error) {
 	r := &objectReader{key: key, ctx: ctx, info: m.ObjectInfo, h: sha256.New(), cancel: func() {}}
 	if m.Size == 0 {
 		return r, nil
@@ -374,7 +493,13 @@ func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error
 	}
 	if err != nil {
 		r.cancel()
-		return nil, fmt.Errorf("get object %q: %w", key, backend.CtxErr(ctx, err))
+		return nil, backend.CtxErr(ctx, err)
+	}
+	// Metadata naming more chunks than are stored (a lie) would make the read
+	// wait for chunks that never come: the consumer says how many there are.
+	if ci := cons.CachedInfo(); ci != nil && ci.NumPending < uint64(m.Chunks) {
+		r.Close()
+		return nil, fmt.Errorf("it names %d chunks, %d are stored: %w", m.Chunks, ci.NumPending, ledger.ErrChecksum)
 	}
 	return r, nil
 }
@@ -437,7 +562,7 @@ func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	if err := ctx.Err(); err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
 	}
-	m, err := s.first(ctx, key)
+	m, _, err := s.pick(ctx, key)
 	var mt time.Time
 	if err == nil {
 		mt, err = s.modTime(ctx, key, m)

@@ -555,7 +555,11 @@ func HashReader(r io.Reader) (ledger.Digest, int64, error) {
 
 // Skipped is a file the scan did not consider, and why. Ignored is set for a
 // path the ignore rules leave out (package ignore; a directory's Path ends in
-// "/"): not a problem, only listed on request.
+// "/"): not a problem, only listed on request. Any other Skipped is a path
+// that is not synced: a symlink or other special file, a directory the scan
+// cannot read (permissions, a path longer than the OS takes), a file it cannot
+// stat. Nothing at or below such a path was seen, so a caller must not take
+// the indexed files there for deletions (Unsynced).
 type Skipped struct {
 	Path    string
 	Reason  string
@@ -591,8 +595,10 @@ func (d *Dir) ScanWith(ign *ignore.Matcher, fn func(rel string, fi FileInfo) err
 // does not enter (ignored, internal, the state directory, a symlink or not a
 // directory), is not reported. A commit from a dirty set (package dirty) checks
 // its paths with it. Each file is reported once, however often paths name it.
-// Skipped paths below the given ones go to skip; the given paths and their
-// parents are not reported as skipped.
+// Skipped paths below the given ones go to skip; of the given paths' parents,
+// only one that is not synced (a symlink or other special file, or one that
+// cannot be read: what it holds was not seen) is reported as skipped, never
+// an ignored or absent one.
 // The ignore rules are ign (Ignore).
 func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
 	visit := d.visit(ign, fn, skip)
@@ -614,6 +620,13 @@ func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string,
 			default:
 				fi, err := os.Lstat(d.abs(dir))
 				ok = err == nil && fi.IsDir()
+				switch {
+				case ok, skip == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+				case err != nil:
+					skip(Skipped{Path: dir, Reason: "cannot be read: " + unwrapPath(err).Error()})
+				case !fi.Mode().IsRegular():
+					skip(Skipped{Path: dir, Reason: "not a regular file (" + fi.Mode().Type().String() + ")"})
+				}
 			}
 		}
 		enterable[dir] = ok
@@ -644,7 +657,10 @@ func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string,
 			continue
 		}
 		if err != nil {
-			return err
+			if skip != nil {
+				skip(Skipped{Path: rel, Reason: "cannot be read: " + unwrapPath(err).Error()})
+			}
+			continue
 		}
 		if fi.IsDir() {
 			done = append(done, rel)
@@ -656,16 +672,19 @@ func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string,
 	return nil
 }
 
-// visit is Scan's filepath.WalkDirFunc.
+// visit is Scan's filepath.WalkDirFunc. A path the walk cannot read (a
+// directory it cannot list, a file it cannot stat) is reported through skip
+// and left out, its subtree with it: one such path never stops the scan of
+// the others. Only the cache root itself failing is an error.
 func (d *Dir) visit(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error, skip func(Skipped)) fs.WalkDirFunc {
 	return func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
+		if p == d.root {
 			return err
 		}
-		if p == d.root {
-			return nil
-		}
 		rel := filepath.ToSlash(strings.TrimPrefix(p, d.root+string(filepath.Separator)))
+		if err != nil {
+			return d.unreadable(rel, e, err, skip)
+		}
 		if rel == ledger.StateDir {
 			return filepath.SkipDir
 		}
@@ -704,11 +723,54 @@ func (d *Dir) visit(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error,
 		}
 		fi, err := e.Info()
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while we walked
-			}
-			return err
+			return d.unreadable(rel, e, err, skip)
 		}
 		return fn(rel, FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())})
+	}
+}
+
+// unreadable is visit's answer to a path it cannot read (err): nothing if it
+// was removed while the walk went on, else a Skipped naming it, and the
+// directory's subtree left out.
+func (d *Dir) unreadable(rel string, e fs.DirEntry, err error, skip func(Skipped)) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed while we walked
+	}
+	if skip != nil {
+		skip(Skipped{Path: rel, Reason: "cannot be read: " + unwrapPath(err).Error()})
+	}
+	if e != nil && e.IsDir() {
+		return filepath.SkipDir
+	}
+	return nil
+}
+
+// unwrapPath drops an *fs.PathError's operation and path (the path can be
+// longer than any message should hold; the Skipped names it).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Unsynced reports whether path is at or below one of the not-synced paths
+// of a scan (Skipped, not Ignored; keys without a trailing "/"): a path the
+// scan did not see for that reason, which says nothing about whether it is
+// still there.
+func Unsynced(unsynced map[string]bool, path string) bool {
+	if len(unsynced) == 0 {
+		return false
+	}
+	for p := path; ; {
+		if unsynced[p] {
+			return true
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
 	}
 }

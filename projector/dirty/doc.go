@@ -43,7 +43,21 @@
 //   - the set holds at most MaxPaths paths.
 //
 // Otherwise the commit scans the whole cache and, if it succeeds, acks the scan
-// as full, which makes the set trusted again. A client that finds no watcher
+// as full, which makes the set trusted again (once the watcher has listed the
+// files with more than one link, below).
+//
+// # What no event reports
+//
+// A directory's watch hears of changes made through the names in it, nothing
+// else. A trusted snapshot therefore also lists, always, what could change
+// without an event: every file with more than one link (a hard link outside
+// the cache, or elsewhere in it, can change it: found when the set becomes
+// trusted, and by the events that make a name — a new one makes the set
+// untrusted until the next full scan, which learns its other names), and every
+// mount point inside the cache (another file system, a bind mount). What no
+// watch can see remains: a link made from outside the cache, after the set
+// became trusted, to a file that then had one link (link(2) reports only to a
+// watch of the file itself); the next full scan finds it. A client that finds no watcher
 // (no socket, or a socket nobody answers) scans the whole cache too. Hints (the
 // paths a caller says it changed: `commit --hint`, the swamp extension's
 // markDirty) only ever add paths to a trusted set: a hint is never the evidence

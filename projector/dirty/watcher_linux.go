@@ -70,6 +70,13 @@ type Watcher struct {
 	markers   map[string]chan uint64
 	nmarker   uint64
 	closed    bool
+	// linked: the files with more than one link (found when the set last
+	// became trusted, or by an event naming one since): another name can
+	// change them with no event here, so every snapshot lists them
+	// (unseen.go). linking is closed when the search for them that trust
+	// waits on is done; nil when none runs.
+	linked  map[string]bool
+	linking chan struct{}
 }
 
 // New sets up the inotify watches of the cache at cfg.Root (every directory but
@@ -350,8 +357,11 @@ func (w *Watcher) Snapshot(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	delete(w.markers, name)
+	if err == nil && w.linking != nil {
+		err = w.waitLinked(ctx)
+	}
+	defer w.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("dirty set barrier: %w", err)
 	}
@@ -360,11 +370,17 @@ func (w *Watcher) Snapshot(ctx context.Context) (*Snapshot, error) {
 		s.Reason = w.reason
 		return s, nil
 	}
-	s.Paths = make([]string, 0, len(w.paths))
+	s.Paths = make([]string, 0, len(w.paths)+len(w.linked))
 	for p := range w.paths {
 		s.Paths = append(s.Paths, p)
 	}
+	// What inotify cannot see change is always checked (unseen.go).
+	for p := range w.linked {
+		s.Paths = append(s.Paths, p)
+	}
+	s.Paths = append(s.Paths, w.mountsUnder()...)
 	slices.Sort(s.Paths)
+	s.Paths = slices.Compact(s.Paths)
 	return s, nil
 }
 
@@ -385,8 +401,10 @@ func (w *Watcher) Ack(epoch string, seq uint64, full bool, paths []string) {
 				delete(w.paths, p)
 			}
 		}
-		if !w.trusted && w.lostAt < seq && w.broken == "" {
-			w.trusted, w.reason = true, ""
+		if !w.trusted && w.lostAt < seq && w.broken == "" && w.linking == nil {
+			// Trusted once the files with several links are known (unseen.go).
+			w.linking = make(chan struct{})
+			go w.findLinked(seq, w.linking)
 		}
 		return
 	}
@@ -503,6 +521,9 @@ func (w *Watcher) event(wd int32, mask uint32, name string) {
 		return // a directory's mode or times: no file's content
 	}
 	w.mark(rel)
+	if !isDir && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
+		w.checkLinks(rel)
+	}
 	switch {
 	case isDir && mask&unix.IN_MOVED_TO != 0:
 		// Its files arrived without an event each.
@@ -539,6 +560,9 @@ func (w *Watcher) markTree(rel string) {
 		r, rerr := filepath.Rel(w.root, p)
 		if rerr == nil {
 			w.mark(filepath.ToSlash(r))
+			if !e.IsDir() {
+				w.checkLinks(filepath.ToSlash(r)) // made before its watch: no event of its own
+			}
 		}
 		return nil
 	})

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -438,4 +440,74 @@ func TestMaxDirs(t *testing.T) {
 	if s := snapshot(t, c); s.Trusted || !strings.Contains(s.Reason, "more than 3 directories") {
 		t.Fatalf("a cache past MaxDirs after a full scan's ack: %+v, want untrusted, naming the bound", s)
 	}
+}
+
+// TestUnseenAlwaysListed is issue 26 point 8: an edit made through a hard
+// link from outside the cache raises no inotify event in it, so a commit
+// from the dirty set said "nothing to commit" while status listed the file.
+// Now a file with more than one link is in every snapshot (found when the
+// set becomes trusted); a link made in the cache after that makes the set
+// untrusted (the file's other names are not known) until the next full scan,
+// which then lists every name; a mount point inside the cache is in every
+// snapshot too.
+func TestUnseenAlwaysListed(t *testing.T) {
+	t.Parallel()
+	root, outside := t.TempDir(), t.TempDir()
+	write(t, root, ".syncledger/x", "")
+	write(t, root, "m/linked", "1")
+	write(t, root, "m/plain", "1")
+	if err := os.Link(filepath.Join(root, "m/linked"), filepath.Join(outside, "link")); err != nil {
+		t.Fatal(err)
+	}
+	_, c := start(t, root, Config{})
+	s := snapshot(t, c)
+	if err := c.Ack(context.Background(), s, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The edit through the outside name: no event names m/linked.
+	if err := os.WriteFile(filepath.Join(outside, "link"), []byte("edited outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = snapshot(t, c)
+	wantPaths(t, s, "m/linked")
+	if slices.Contains(s.Paths, "m/plain") {
+		t.Fatalf("a file with one link is listed: %q", s.Paths)
+	}
+
+	// A second name made in the cache: its first name is not known.
+	if err := os.Link(filepath.Join(root, "m/plain"), filepath.Join(root, "n/second")); err == nil {
+		t.Fatal("link into a missing directory succeeded")
+	}
+	write(t, root, "n/.keep", "")
+	if err := os.Link(filepath.Join(root, "m/plain"), filepath.Join(root, "n/second")); err != nil {
+		t.Fatal(err)
+	}
+	if s = snapshot(t, c); s.Trusted || !strings.Contains(s.Reason, "n/second") {
+		t.Fatalf("after a link made in the cache: %+v, want untrusted naming n/second", s)
+	}
+	if err := c.Ack(context.Background(), s, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantPaths(t, snapshot(t, c), "m/linked", "m/plain", "n/second")
+}
+
+// TestMountPointListed: a file system mounted inside the cache (here a bind
+// mount) reports nothing to the watches of the directory it covers, so its
+// mount point is in every snapshot.
+func TestMountPointListed(t *testing.T) {
+	t.Parallel()
+	root, other := t.TempDir(), t.TempDir()
+	write(t, root, ".syncledger/x", "")
+	write(t, root, "mnt/covered", "")
+	_, c := start(t, root, Config{})
+	trust(t, c)
+	if err := unix.Mount(other, filepath.Join(root, "mnt"), "", unix.MS_BIND, ""); err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("bind mount needs root: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Join(root, "mnt"), unix.MNT_DETACH) })
+	write(t, other, "through-the-mount", "x")
+	wantPaths(t, snapshot(t, c), "mnt")
 }

@@ -143,6 +143,15 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 	// inspection checked — unless the removals changed them.
 	st := h.dir.NewStater()
 	disk, err := h.inspectReady(s, rd, st)
+	var lc *LocalChangesError
+	if errors.As(err, &lc) && h.keepDir != "" {
+		// A rebuild of a damaged state: no index tells a local edit from an
+		// older version of the ledger's. Each is kept aside (damage.go).
+		if err = h.keepAside(lc.Paths); err == nil {
+			st = h.dir.NewStater()
+			disk, err = h.inspectReady(s, rd, st)
+		}
+	}
 	if err != nil {
 		return err
 	}

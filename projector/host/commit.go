@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -76,6 +77,9 @@ type scanned struct {
 	changes []ledger.Entry              // sorted by path
 	infos   map[string]cachefs.FileInfo // what the scan saw of each changed file
 	ignored []string                    // paths the ignore rules leave out (directories end in /)
+	// unsynced: the paths the scan could not take (cachefs.Skipped, not
+	// ignored), each warned of: nothing at or below them is a change.
+	unsynced map[string]bool
 }
 
 // stage is what a scan does with each changed file while it holds it open,
@@ -100,13 +104,23 @@ type candidate struct {
 // scan compares the cache with the index: size, mtime and mode first, SHA-256 for
 // files that differ. A lazy file absent from the cache is not a deletion, nor is
 // an ignored one (package ignore): ignored paths are neither committed nor
-// deleted.
+// deleted. A path the scan cannot take — a symlink, a FIFO or other special
+// file, a directory it cannot read, a file it cannot open — is not synced: it
+// is warned of, and nothing at or below it is a change (issue 26: a directory
+// replaced by a symlink published the deletion of every file under it).
 //
 // changed, when not nil, limits the scan to those paths and their subtrees
 // (CommitOptions.Changed). put, when set, is called for each changed file
 // (stage), in parallel.
 func (h *Host) scan(s *session, keep func(partition string) bool, changed []string, put stage) (scanned, error) {
-	out := scanned{infos: map[string]cachefs.FileInfo{}}
+	out := scanned{infos: map[string]cachefs.FileInfo{}, unsynced: map[string]bool{}}
+	var mu sync.Mutex // guards out.unsynced against hashOne's goroutines
+	notSynced := func(path string, reason any) {
+		h.log.Warn("not synced", "path", path, "reason", reason)
+		mu.Lock()
+		out.unsynced[strings.TrimSuffix(path, "/")] = true
+		mu.Unlock()
+	}
 	ign, err := h.dir.Ignore()
 	if err != nil {
 		return out, err
@@ -133,7 +147,7 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 		}
 		if err := ledger.CheckPartitionToken(part); err != nil {
 			// No event can carry this partition: leave the file out, never the others.
-			h.log.Warn("not synced", "path", rel, "reason", err)
+			notSynced(rel, err)
 			return nil
 		}
 		seen[rel] = true
@@ -149,6 +163,11 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 		st.Walked(rel)
 		g.Go(func() (err error) {
 			c.found, err = h.hashOne(s, st, *c, put)
+			var ue *unreadableError
+			if errors.As(err, &ue) {
+				notSynced(c.rel, ue.err)
+				c.found, err = nil, nil
+			}
 			return err
 		})
 		return nil
@@ -157,7 +176,7 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 			out.ignored = append(out.ignored, sk.Path)
 			return
 		}
-		h.log.Warn("not synced", "path", sk.Path, "reason", sk.Reason)
+		notSynced(sk.Path, sk.Reason)
 	})
 	if gerr := g.Wait(); err == nil {
 		err = gerr
@@ -185,7 +204,7 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			return // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) {
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) && !cachefs.Unsynced(out.unsynced, p) {
 			gone = append(gone, p)
 		}
 	})
@@ -214,6 +233,9 @@ func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage) (
 	f, err := st.Open(c.rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &ledger.Entry{}, nil
+	}
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENAMETOOLONG) {
+		return nil, &unreadableError{err}
 	}
 	if err != nil {
 		return nil, err
@@ -267,6 +289,12 @@ func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage) (
 	}
 	return &e, nil
 }
+
+// unreadableError: hashOne cannot open a file the walk found (its
+// permissions): the scan leaves it out, not synced, instead of failing.
+type unreadableError struct{ err error }
+
+func (e *unreadableError) Error() string { return e.err.Error() }
 
 // pooledBody is the size of bodyBufs' buffers: files below it (most of a
 // swamp datastore's) are read into a pooled buffer, larger small files into

@@ -105,6 +105,9 @@ type Host struct {
 	db   *statedb.DB
 	held int
 	base func()
+	// keepDir, set while a Rebuild starts the state over after damage, is
+	// where it keeps the cache's files that differ from the ledger (damage.go).
+	keepDir string
 	// hwm is the last HWM this Host read or persisted, for readers on other
 	// goroutines (heartbeats), which must not touch db.
 	hwm atomic.Uint64
@@ -175,6 +178,10 @@ func Open(cfg Config) (*Host, error) {
 	}
 	h := &Host{cfg: cfg, dir: dir, log: lg}
 	release, err := h.acquire()
+	if errors.Is(err, statedb.ErrCorrupt) {
+		// Every operation fails with it but Rebuild, the way out (damage.go).
+		return h, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +341,11 @@ func (h *Host) load(ctx context.Context, lazy bool) (*session, error) {
 // interrupted applies left, is read whole.
 func (h *Host) loadLocal(lazy bool) (*session, error) {
 	s := &session{}
+	if keep, err := h.db.Recovering(); err != nil {
+		return nil, err
+	} else if keep != "" && h.keepDir == "" {
+		return nil, h.errRecovering()
+	}
 	var err error
 	if s.core, err = projector.New(dbStorage{h}, projector.Config{Lazy: lazy}); err != nil {
 		return nil, fmt.Errorf("load state: %w", err)

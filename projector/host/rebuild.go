@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -46,6 +47,14 @@ type RebuildResult struct {
 	Replay      SyncResult `json:"replay"`            // the events after the snapshot
 	HWM         ledger.Seq `json:"hwm"`
 	Head        ledger.Seq `json:"head"`
+	// Damaged is where the rebuild set aside the damaged state database it
+	// started over from (statedb.ErrCorrupt); empty when it was sound.
+	Damaged string `json:"damaged,omitempty"`
+	// KeptAside lists the files of the cache that differed from the ledger
+	// when a rebuild started the state over after damage, kept under
+	// KeptIn (a directory of the state directory) by their paths.
+	KeptAside []string `json:"keptAside,omitempty"`
+	KeptIn    string   `json:"keptIn,omitempty"`
 }
 
 // snapshots returns the object store holding snapshots; nil if there is none.
@@ -64,15 +73,17 @@ func (h *Host) newestSnapshot(ctx context.Context, uuid string) ledger.Seq {
 	if objs == nil || uuid == "" {
 		return 0
 	}
-	infos, err := snapshot.List(ctx, objs, uuid)
+	infos, err := snapshot.ListAttested(ctx, h.cfg.Log, objs, uuid)
 	if err != nil {
 		h.log.Warn("listing snapshots", "err", err)
 		return 0
 	}
-	if len(infos) == 0 {
-		return 0
+	for _, i := range infos {
+		if i.Attested {
+			return i.Seq
+		}
 	}
-	return infos[0].Seq
+	return 0
 }
 
 // Rebuild starts the cache over: it restores the newest usable snapshot (one
@@ -94,35 +105,46 @@ func (h *Host) newestSnapshot(ctx context.Context, uuid string) ledger.Seq {
 // written (each atomically, verified); running Rebuild again finishes it. A crash
 // during the replay leaves a cache at a commit boundary that the next sync
 // continues.
+//
+// A damaged state database (statedb.ErrCorrupt) is set aside and the state
+// started over: the files of the cache that differ from the ledger are kept
+// under .syncledger/conflicts/<time>/ (see damage.go).
 func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, error) {
+	var res RebuildResult
+	damaged, err := h.checkState()
+	if err != nil {
+		return res, err
+	}
+	res.Damaged = damaged
 	release, aerr := h.acquire()
 	if aerr != nil {
-		return RebuildResult{}, aerr
+		return res, aerr
 	}
 	defer release()
-	var res RebuildResult
+	keep, err := h.db.Recovering()
+	if err != nil {
+		return res, err
+	}
+	if keep != "" && h.keepDir == "" {
+		h.keepDir = h.dir.StatePath(filepath.FromSlash(keep))
+		res.KeptIn = filepath.ToSlash(filepath.Join(ledger.StateDir, keep))
+		defer func() { h.keepDir = "" }()
+	}
 	info, _, _, err := h.checkLineage(ctx)
 	if err != nil {
 		return res, fmt.Errorf("rebuild: %w (a rebuild never changes a cache's ledger: use an empty directory)", err)
 	}
 	objs := h.snapshots()
-	var b ledger.Bounds
-	floor := ledger.Seq(1)
-	if objs != nil {
-		b, floor, err = snapshot.Floor(ctx, h.cfg.Log, objs, info.UUID)
-	} else {
-		b, err = h.cfg.Log.Bounds(ctx)
-		floor = max(b.First, 1)
-	}
+	b, floor, err := snapshot.Floor(ctx, h.cfg.Log)
 	if err != nil {
 		return res, fmt.Errorf("rebuild: %w", err)
 	}
 	base := &snapshot.Snapshot{Ledger: info.UUID, Name: info.Name}
 	if !opt.NoSnapshot && objs != nil {
-		s, si, err := snapshot.Select(ctx, objs, info.UUID,
+		s, si, err := snapshot.Select(ctx, h.cfg.Log, objs, info.UUID,
 			func(i snapshot.Info) bool { return i.Seq+1 >= floor && i.Seq <= b.Last },
 			func(i snapshot.Info, err error) {
-				h.log.Warn("skipping snapshot that does not read back; trying an older one", "key", i.Key, "err", err)
+				h.log.Warn("skipping a snapshot that is not attested or does not read back; trying an older one", "key", i.Key, "err", err)
 				res.Skipped = append(res.Skipped, i.Key)
 			})
 		switch {
@@ -133,6 +155,12 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		}
 	}
 	if base.Seq == 0 && floor > 1 {
+		if len(res.Skipped) > 0 {
+			// Snapshots a release before attestations took are not attested
+			// until an admin adopts them.
+			return res, fmt.Errorf("rebuild: no usable snapshot (%d skipped: not attested, or not readable; an admin adopts those an older release took with `syncledger snapshot --adopt`): %w",
+				len(res.Skipped), &ledger.TruncatedError{From: 1, First: floor})
+		}
 		return res, fmt.Errorf("rebuild: no usable snapshot: %w", &ledger.TruncatedError{From: 1, First: floor})
 	}
 	h.log.Info("rebuilding cache", "cache", h.dir.Root(), "snapshot", res.SnapshotKey, "seq", base.Seq, "head", b.Last)
@@ -162,6 +190,11 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 	res.Replay.HWM = res.HWM
 	if err != nil {
 		return res, fmt.Errorf("rebuild: replay from seq %d: %w", base.Seq+1, err)
+	}
+	if h.keepDir != "" {
+		if res.KeptAside, err = h.finishRecovery(ctx, s); err != nil {
+			return res, fmt.Errorf("rebuild: %w", err)
+		}
 	}
 	h.log.Info("cache rebuilt", "snapshot", base.Seq, "events", res.Replay.Events, "hwm", res.HWM)
 	return res, nil

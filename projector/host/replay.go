@@ -83,14 +83,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("replay: read ledger info: %w", err)
 	}
-	var b ledger.Bounds
-	var floor ledger.Seq
-	if objs != nil {
-		b, floor, err = snapshot.Floor(ctx, cfg.Log, objs, info.UUID)
-	} else {
-		b, err = cfg.Log.Bounds(ctx)
-		floor = max(b.First, 1)
-	}
+	b, floor, err := snapshot.Floor(ctx, cfg.Log)
 	if err != nil {
 		return res, fmt.Errorf("replay: %w", err)
 	}
@@ -99,10 +92,10 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
 	}
 	var base *snapshot.Snapshot
 	if objs != nil {
-		s, si, err := snapshot.Select(ctx, objs, info.UUID,
+		s, si, err := snapshot.Select(ctx, cfg.Log, objs, info.UUID,
 			func(i snapshot.Info) bool { return i.Seq == cfg.To || i.Seq < cfg.To && i.Seq+1 >= floor },
 			func(i snapshot.Info, err error) {
-				lg.Warn("skipping snapshot that does not read back; trying an older one", "key", i.Key, "err", err)
+				lg.Warn("skipping a snapshot that is not attested or does not read back; trying an older one", "key", i.Key, "err", err)
 				res.Skipped = append(res.Skipped, i.Key)
 			})
 		switch {

@@ -162,6 +162,29 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
+// attestLog is a CommitLog that only attests (the store's tests read no event).
+type attestLog struct {
+	ledger.CommitLog
+	a ledger.Attestations
+}
+
+func newAttestLog() *attestLog {
+	return &attestLog{a: ledger.Attestations{Snapshots: map[ledger.Seq]ledger.Digest{}}}
+}
+
+func (l *attestLog) Info(context.Context) (ledger.Info, error) {
+	return ledger.Info{Name: "l", UUID: uuid}, nil
+}
+func (l *attestLog) Attested(context.Context) (ledger.Attestations, error) { return l.a, nil }
+func (l *attestLog) AttestSnapshot(_ context.Context, seq ledger.Seq, d ledger.Digest) error {
+	l.a.Snapshots[seq] = d
+	return nil
+}
+func (l *attestLog) AttestRetention(_ context.Context, before ledger.Seq) error {
+	l.a.Retained = max(l.a.Retained, before)
+	return nil
+}
+
 func TestStoreListSelect(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -169,9 +192,10 @@ func TestStoreListSelect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lg := newAttestLog()
 	var infos []Info
 	for _, n := range []int{3, 9, 12} {
-		info, err := Put(ctx, objs, sample(n))
+		info, err := Put(ctx, lg, objs, sample(n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,44 +205,109 @@ func TestStoreListSelect(t *testing.T) {
 	objs.PutObject(ctx, Prefix+uuid+"/notes.txt", strings.NewReader("x"), 1)
 	other := sample(2)
 	other.Ledger = "1b5bd3ad-6a1c-4f4e-9a36-5e8a0e4c2f10"
-	if _, err := Put(ctx, objs, other); err != nil {
+	if _, err := Put(ctx, lg, objs, other); err != nil {
 		t.Fatal(err)
 	}
-	got, err := List(ctx, objs, uuid)
+	got, err := ListAttested(ctx, lg, objs, uuid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[0].Seq != 120 || got[2].Seq != 30 {
+	if len(got) != 3 || got[0].Seq != 120 || got[2].Seq != 30 || !got[0].Attested || got[0].SHA256 != infos[2].SHA256 {
 		t.Fatalf("List: %+v", got)
 	}
 	// The newest is corrupt: Select skips it and reports it.
 	objs.PutObject(ctx, got[0].Key, strings.NewReader("garbage"), 7)
 	var skipped []string
-	s, info, err := Select(ctx, objs, uuid, nil, func(i Info, err error) { skipped = append(skipped, i.Key) })
+	s, info, err := Select(ctx, lg, objs, uuid, nil, func(i Info, err error) { skipped = append(skipped, i.Key) })
 	if err != nil || s.Seq != 90 || info.Seq != 90 || len(skipped) != 1 {
 		t.Fatalf("Select: %v seq %d, skipped %v", err, info.Seq, skipped)
 	}
 	// A usable filter, and nothing usable.
-	if s, _, err := Select(ctx, objs, uuid, func(i Info) bool { return i.Seq < 50 }, nil); err != nil || s.Seq != 30 {
+	if s, _, err := Select(ctx, lg, objs, uuid, func(i Info) bool { return i.Seq < 50 }, nil); err != nil || s.Seq != 30 {
 		t.Fatalf("Select below 50: %v", err)
 	}
-	if _, _, err := Select(ctx, objs, uuid, func(Info) bool { return false }, nil); !errors.Is(err, ledger.ErrNotFound) {
+	if _, _, err := Select(ctx, lg, objs, uuid, func(Info) bool { return false }, nil); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("Select none: %v", err)
 	}
-	// A snapshot stored under another seq's key is refused.
+	// A snapshot stored under another seq's key is refused, even attested.
 	b := encode(t, sample(3))
 	objs.PutObject(ctx, Key(uuid, 31), bytes.NewReader(b), int64(len(b)))
-	if _, err := Get(ctx, objs, Info{Key: Key(uuid, 31), Ledger: uuid, Seq: 31}); !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := Get(ctx, objs, Info{Key: Key(uuid, 31), Ledger: uuid, Seq: 31, Attested: true, SHA256: ledger.DigestOf(b)}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("Get of a misplaced snapshot: %v", err)
 	}
-	// The retention bound.
-	if r, err := Retained(ctx, objs, uuid); err != nil || r != 0 {
-		t.Fatalf("Retained before any: %d %v", r, err)
-	}
-	if err := PutRetained(ctx, objs, uuid, 77); err != nil {
+}
+
+// TestForgedSnapshotNeverUsed: whoever may write the object store (a host
+// credential) stores a well-formed snapshot, with a correct checksum, at a seq
+// the log attests nothing at, or in place of an attested one. Neither is read:
+// Select takes the newest attested snapshot whose bytes hash to what the log
+// attests.
+func TestForgedSnapshotNeverUsed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := Retained(ctx, objs, uuid); err != nil || r != 77 {
-		t.Fatalf("Retained: %d %v", r, err)
+	lg := newAttestLog()
+	if _, err := Put(ctx, lg, objs, sample(3)); err != nil {
+		t.Fatal(err)
+	}
+	// A newer snapshot nobody attested, holding fewer files.
+	forged := sample(9)
+	forged.Entries = forged.Entries[:1]
+	b := encode(t, forged)
+	objs.PutObject(ctx, Key(uuid, forged.Seq), bytes.NewReader(b), int64(len(b)))
+	var skipped []error
+	s, _, err := Select(ctx, lg, objs, uuid, nil, func(_ Info, err error) { skipped = append(skipped, err) })
+	if err != nil || s.Seq != 30 || len(skipped) != 1 || !errors.Is(skipped[0], ErrNotAttested) {
+		t.Fatalf("Select over a forged newest: %v, seq %v, skipped %v", err, s, skipped)
+	}
+	// The attested one replaced by other well-formed bytes of the same seq.
+	forged = sample(3)
+	forged.Entries = forged.Entries[1:]
+	b = encode(t, forged)
+	objs.PutObject(ctx, Key(uuid, 30), bytes.NewReader(b), int64(len(b)))
+	if _, _, err := Select(ctx, lg, objs, uuid, nil, nil); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("Select over a replaced snapshot: %v, want none usable", err)
+	}
+	infos, _ := ListAttested(ctx, lg, objs, uuid)
+	for _, i := range infos {
+		if _, err := Get(ctx, objs, i); !errors.Is(err, ErrNotAttested) {
+			t.Errorf("Get %s: %v, want ErrNotAttested", i.Key, err)
+		}
+	}
+}
+
+// TestAdopt: snapshots a release before attestations stored (and its
+// retention bound) are attested by Adopt, except one that does not read back;
+// Select then uses them.
+func TestAdopt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg := newAttestLog()
+	for _, n := range []int{3, 9} {
+		b := encode(t, sample(n))
+		objs.PutObject(ctx, Key(uuid, sample(n).Seq), bytes.NewReader(b), int64(len(b)))
+	}
+	objs.PutObject(ctx, Key(uuid, 200), strings.NewReader("garbage"), 7)
+	ret := []byte(`{"v":1,"ledger":"` + uuid + `","before":25}`)
+	objs.PutObject(ctx, retentionKey(uuid), bytes.NewReader(ret), int64(len(ret)))
+	if _, _, err := Select(ctx, lg, objs, uuid, nil, nil); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("Select before adopting: %v, want none usable", err)
+	}
+	res, err := Adopt(ctx, Config{Log: lg, Blobs: ledger.NewBlobStore(objs), Objects: objs})
+	if err != nil || len(res.Adopted) != 2 || len(res.Skipped) != 1 || res.Retained != 25 {
+		t.Fatalf("Adopt = %+v, %v", res, err)
+	}
+	if s, _, err := Select(ctx, lg, objs, uuid, nil, nil); err != nil || s.Seq != 90 {
+		t.Fatalf("Select after adopting: %v %v", s, err)
+	}
+	if lg.a.Retained != 25 {
+		t.Errorf("retention bound attested %d, want 25", lg.a.Retained)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +37,17 @@ type Info struct {
 	Seq     ledger.Seq `json:"seq"`
 	Size    int64      `json:"size"`
 	ModTime time.Time  `json:"modTime"`
+	// Attested: the log attests a snapshot at Seq (ledger.Attestations), whose
+	// stored bytes hash to SHA256. Only such a snapshot is read (Get).
+	Attested bool          `json:"attested"`
+	SHA256   ledger.Digest `json:"sha256,omitzero"`
 }
+
+// ErrNotAttested: a snapshot the log does not attest, or whose stored bytes
+// do not hash to what it attests. The blob store is no authority (any role
+// that writes blobs can write there; see ledger.Attestations): such a snapshot is
+// never used.
+var ErrNotAttested = errors.New("snapshot not attested by the log")
 
 // parseKey reads a snapshot key of ledger uuid; ok is false for other keys.
 func parseKey(uuid, key string) (ledger.Seq, bool) {
@@ -76,34 +85,81 @@ func List(ctx context.Context, objs ledger.ObjectStore, uuid string) ([]Info, er
 	return out, nil
 }
 
-// Put encodes s and stores it under Key(s.Ledger, s.Seq). Storing the same
-// snapshot twice stores the same bytes.
-func Put(ctx context.Context, objs ledger.ObjectStore, s *Snapshot) (Info, error) {
+// Attest marks the snapshots infos (as List returns them) the log attests,
+// with their digests.
+func Attest(ctx context.Context, log ledger.CommitLog, infos []Info) ([]Info, error) {
+	a, err := attested(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	for i := range infos {
+		infos[i].SHA256, infos[i].Attested = a.Snapshots[infos[i].Seq]
+	}
+	return infos, nil
+}
+
+// ListAttested is List followed by Attest.
+func ListAttested(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, uuid string) ([]Info, error) {
+	infos, err := List(ctx, objs, uuid)
+	if err != nil {
+		return nil, err
+	}
+	return Attest(ctx, log, infos)
+}
+
+func attested(ctx context.Context, log ledger.CommitLog) (ledger.Attestations, error) {
+	a, err := log.Attested(ctx)
+	if err != nil {
+		return a, fmt.Errorf("read the log's attestations: %w", err)
+	}
+	return a, nil
+}
+
+// Put encodes s, stores it under Key(s.Ledger, s.Seq) and has the log attest
+// it (only the admin role may: ledger.ErrPermission otherwise, and the stored
+// object is never used). Storing the same snapshot twice stores the same bytes.
+func Put(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, s *Snapshot) (Info, error) {
 	var buf bytes.Buffer
 	if err := Encode(&buf, s); err != nil {
 		return Info{}, err
 	}
+	sum := ledger.DigestOf(buf.Bytes())
 	key := Key(s.Ledger, s.Seq)
 	size := int64(buf.Len())
 	if err := objs.PutObject(ctx, key, &buf, size); err != nil {
 		return Info{}, fmt.Errorf("store snapshot %s: %w", key, err)
 	}
-	info := Info{Key: key, Ledger: s.Ledger, Seq: s.Seq, Size: size, ModTime: time.Now()}
+	info := Info{Key: key, Ledger: s.Ledger, Seq: s.Seq, Size: size, ModTime: time.Now(), Attested: true, SHA256: sum}
 	if oi, err := objs.StatObject(ctx, key); err == nil {
 		info.ModTime = oi.ModTime
+	}
+	if err := log.AttestSnapshot(ctx, s.Seq, sum); err != nil {
+		return Info{}, fmt.Errorf("store snapshot %s: %w", key, err)
 	}
 	return info, nil
 }
 
-// Get reads and verifies the snapshot info lists. Besides Decode's checks, the
-// snapshot must be of the ledger and seq its key names.
+// Get reads and verifies the snapshot info lists: the log must attest it
+// (info.Attested, see Attest) and its stored bytes hash to the attested
+// digest (else ErrNotAttested); besides Decode's checks, the snapshot must be
+// of the ledger and seq its key names.
 func Get(ctx context.Context, objs ledger.ObjectStore, info Info) (*Snapshot, error) {
+	if !info.Attested {
+		return nil, fmt.Errorf("read snapshot %s: the log attests no snapshot at seq %d: %w", info.Key, info.Seq, ErrNotAttested)
+	}
 	rc, err := objs.GetObject(ctx, info.Key)
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot %s: %w", info.Key, err)
 	}
 	defer rc.Close()
-	s, err := Decode(rc)
+	vr := ledger.NewVerifyingReader(rc, info.SHA256)
+	s, err := Decode(vr)
+	if err == nil {
+		_, err = io.Copy(io.Discard, vr) // to the end, where the digest is checked
+	}
+	if vr.Mismatch() {
+		return nil, fmt.Errorf("read snapshot %s: its stored bytes are not the ones the log attests: %w", info.Key, ErrNotAttested)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot %s: %w", info.Key, err)
 	}
@@ -122,11 +178,12 @@ func Delete(ctx context.Context, objs ledger.ObjectStore, info Info) error {
 }
 
 // Select returns the newest snapshot of ledger uuid that usable accepts (nil
-// accepts all) and that reads back intact. A snapshot that does not (corrupt,
-// truncated, unreadable) is reported to skipped (may be nil) and the next older
-// one is tried. No such snapshot: an error wrapping ledger.ErrNotFound.
-func Select(ctx context.Context, objs ledger.ObjectStore, uuid string, usable func(Info) bool, skipped func(Info, error)) (*Snapshot, Info, error) {
-	infos, err := List(ctx, objs, uuid)
+// accepts all), that the log attests and that reads back intact. A snapshot
+// that does not (not attested, corrupt, truncated, unreadable) is reported to
+// skipped (may be nil) and the next older one is tried. No such snapshot: an
+// error wrapping ledger.ErrNotFound.
+func Select(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, uuid string, usable func(Info) bool, skipped func(Info, error)) (*Snapshot, Info, error) {
+	infos, err := ListAttested(ctx, log, objs, uuid)
 	if err != nil {
 		return nil, Info{}, err
 	}
@@ -154,10 +211,10 @@ type wireRetention struct {
 	Before ledger.Seq `json:"before"`
 }
 
-// Retained returns the bound of the last retention run on ledger uuid: the log
-// may lack any event below it (0: no retention ran). Each partition's last
-// event may survive below it, so the log's first seq can be lower.
-func Retained(ctx context.Context, objs ledger.ObjectStore, uuid string) (ledger.Seq, error) {
+// legacyRetained reads the retention bound an older release recorded beside
+// the snapshots (snapshots/<uuid>/retention.json), for Adopt: the blob store
+// is no authority on it any more (ledger.Attestations).
+func legacyRetained(ctx context.Context, objs ledger.ObjectStore, uuid string) (ledger.Seq, error) {
 	rc, err := objs.GetObject(ctx, retentionKey(uuid))
 	if errors.Is(err, ledger.ErrNotFound) {
 		return 0, nil
@@ -177,28 +234,18 @@ func Retained(ctx context.Context, objs ledger.ObjectStore, uuid string) (ledger
 	return w.Before, nil
 }
 
-func PutRetained(ctx context.Context, objs ledger.ObjectStore, uuid string, before ledger.Seq) error {
-	b, err := json.Marshal(wireRetention{V: FormatVersion, Ledger: uuid, Before: before})
-	if err != nil {
-		return err
-	}
-	if err := objs.PutObject(ctx, retentionKey(uuid), bytes.NewReader(b), int64(len(b))); err != nil {
-		return fmt.Errorf("record retention bound of ledger %s: %w", uuid, err)
-	}
-	return nil
-}
-
 // Floor returns the lowest seq from which the log still holds every event: the
-// larger of its first seq and the retention bound. A snapshot at seq N is usable
-// for a rebuild when N+1 ≥ Floor (and N ≤ the log's last seq).
-func Floor(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, uuid string) (ledger.Bounds, ledger.Seq, error) {
+// larger of its first seq and the retention bound the log attests. A snapshot
+// at seq N is usable for a rebuild when N+1 ≥ Floor (and N ≤ the log's last
+// seq).
+func Floor(ctx context.Context, log ledger.CommitLog) (ledger.Bounds, ledger.Seq, error) {
 	b, err := log.Bounds(ctx)
 	if err != nil {
 		return b, 0, fmt.Errorf("read log bounds: %w", err)
 	}
-	r, err := Retained(ctx, objs, uuid)
+	a, err := attested(ctx, log)
 	if err != nil {
 		return b, 0, err
 	}
-	return b, max(b.First, r, 1), nil
+	return b, max(b.First, a.Retained, 1), nil
 }

@@ -70,7 +70,7 @@ func Take(ctx context.Context, cfg Config, opt TakeOptions) (TakeResult, error) 
 	if err != nil {
 		return res, fmt.Errorf("take snapshot: read ledger info: %w", err)
 	}
-	b, floor, err := Floor(ctx, cfg.Log, cfg.Objects, info.UUID)
+	b, floor, err := Floor(ctx, cfg.Log)
 	if err != nil {
 		return res, fmt.Errorf("take snapshot: %w", err)
 	}
@@ -80,7 +80,7 @@ func Take(ctx context.Context, cfg Config, opt TakeOptions) (TakeResult, error) 
 	}
 	var base *Snapshot
 	if !opt.Full {
-		s, si, err := Select(ctx, cfg.Objects, info.UUID, func(i Info) bool { return i.Seq+1 >= floor && i.Seq <= b.Last },
+		s, si, err := Select(ctx, cfg.Log, cfg.Objects, info.UUID, func(i Info) bool { return i.Seq+1 >= floor && i.Seq <= b.Last },
 			func(i Info, err error) {
 				res.Skipped = append(res.Skipped, i.Key)
 				cfg.Logs().Warn("skipping unreadable snapshot", "key", i.Key, "err", err)
@@ -111,7 +111,7 @@ func Take(ctx context.Context, cfg Config, opt TakeOptions) (TakeResult, error) 
 		res.UpToDate = true // only a partly stored commit since
 		return res, nil
 	}
-	if res.Info, err = Put(ctx, cfg.Objects, s); err != nil {
+	if res.Info, err = Put(ctx, cfg.Log, cfg.Objects, s); err != nil {
 		return res, fmt.Errorf("take snapshot: %w", err)
 	}
 	cfg.Logs().Info("snapshot written", "key", res.Info.Key, "seq", s.Seq, "files", len(s.Entries), "partitions", len(s.Marks))

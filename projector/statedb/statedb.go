@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,10 @@ var (
 	// way, to the snapshot at this seq; the transaction that installs the new
 	// state (Tx.Reset) clears it.
 	kRestoring = []byte("restoring")
+	// kRecovering: the state was started over because the previous database
+	// was damaged; the value is where the rebuild keeps the cache's files that
+	// differ from the ledger (SetRecovering).
+	kRecovering = []byte("recovering")
 )
 
 // Mark is the projector's mark of a partition.
@@ -103,7 +108,7 @@ func (e Entry) marshal() []byte {
 
 func unmarshalEntry(b []byte) (Entry, error) {
 	if len(b) != entryLen {
-		return Entry{}, fmt.Errorf("index entry of %d bytes, want %d: %w", len(b), entryLen, ledger.ErrInvalid)
+		return Entry{}, fmt.Errorf("index entry of %d bytes, want %d: %w (%w)", len(b), entryLen, ErrCorrupt, ledger.ErrInvalid)
 	}
 	var e Entry
 	copy(e.Digest[:], b)
@@ -139,6 +144,8 @@ type DB struct {
 	// rb caches rtx's buckets: a read transaction opens a bucket again at
 	// every lookup (bbolt caches them for write transactions only).
 	rb map[string]*bolt.Bucket
+	// bad is the damage a call met (damage.go): every later call fails with it.
+	bad error
 }
 
 // bucket returns the named bucket of the reads' transaction tx (inside view).
@@ -155,9 +162,13 @@ func (d *DB) bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
 }
 
 // view runs fn in the reads' transaction, beginning it if none is open.
-func (d *DB) view(fn func(*bolt.Tx) error) error {
+func (d *DB) view(fn func(*bolt.Tx) error) (err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.bad != nil {
+		return d.bad
+	}
+	defer d.damaged(debug.SetPanicOnFault(true), &err, true)
 	if d.rtx == nil {
 		tx, err := d.db.Begin(false)
 		if err != nil {
@@ -165,15 +176,28 @@ func (d *DB) view(fn func(*bolt.Tx) error) error {
 		}
 		d.rtx = tx
 	}
-	return fn(d.rtx)
+	err = fn(d.rtx)
+	if err != nil && errors.Is(err, ErrCorrupt) {
+		// A row that does not decode: damage bbolt did not see.
+		var ce *CorruptError
+		if !errors.As(err, &ce) {
+			err = &CorruptError{Path: d.db.Path(), Reason: err.Error()}
+		}
+		d.bad = err
+	}
+	return err
 }
 
 // update runs fn in a write transaction, after ending the reads' one: bbolt
 // grows the file's mapping only while no transaction reads it, and the reads
 // after the write must see it.
-func (d *DB) update(fn func(*bolt.Tx) error) error {
+func (d *DB) update(fn func(*bolt.Tx) error) (err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.bad != nil {
+		return d.bad
+	}
+	defer d.damaged(debug.SetPanicOnFault(true), &err, false) // bolt's Update rolls back on a panic
 	d.endRead()
 	return d.db.Update(fn)
 }
@@ -200,17 +224,18 @@ func Open(path string, wait time.Duration) (*DB, error) {
 	}
 	_, serr := os.Lstat(path)
 	created := errors.Is(serr, fs.ErrNotExist)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
+	db, err := openBolt(path, wait)
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open state %s: %w", path, ErrLocked)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open state %s: %w", path, err)
+		return nil, err
 	}
+	d := &DB{db: db}
 	// A state already set up needs no write transaction (which would fsync):
 	// processes that take the cache per operation open it often.
 	ready := false
-	err = db.View(func(tx *bolt.Tx) error {
+	err = d.view(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bMeta, bMarks, bIndex, bJournal} {
 			if tx.Bucket(b) == nil {
 				return nil
@@ -221,7 +246,7 @@ func Open(path string, wait time.Duration) (*DB, error) {
 		return err
 	})
 	if err == nil && !ready {
-		err = db.Update(setUp)
+		err = d.update(setUp)
 	}
 	if err == nil && created {
 		// bbolt fsyncs the file, not the directory entry that names it: without
@@ -229,10 +254,14 @@ func Open(path string, wait time.Duration) (*DB, error) {
 		err = syncDirs(filepath.Dir(path))
 	}
 	if err != nil {
-		db.Close()
+		d.Close()
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	return d, nil
 }
 
 // setUp creates the buckets and records the schema version (or checks it).
@@ -283,12 +312,29 @@ func syncDirs(dir string) error {
 	return nil
 }
 
-// Close closes the database.
-func (d *DB) Close() error {
+// Close closes the database. A damaged one is closed without waiting on
+// bbolt's locks, which a panicked rollback may hold: at worst its file stays
+// open (and locked) until the process exits.
+func (d *DB) Close() (err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.endRead()
-	return d.db.Close()
+	if d.bad == nil {
+		defer d.damaged(debug.SetPanicOnFault(true), &err, false)
+		d.endRead()
+		return d.db.Close()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = recover() }()
+		d.endRead()
+		_ = d.db.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+	return nil
 }
 
 func u64(v uint64) []byte {
@@ -342,7 +388,7 @@ func decodeMark(v []byte) (Mark, error) {
 		return Mark{}, nil
 	}
 	if len(v) != 16 {
-		return Mark{}, fmt.Errorf("mark of %d bytes: %w", len(v), ledger.ErrInvalid)
+		return Mark{}, fmt.Errorf("mark of %d bytes: %w (%w)", len(v), ErrCorrupt, ledger.ErrInvalid)
 	}
 	return Mark{ModelSeq: binary.BigEndian.Uint64(v), Seq: ledger.Seq(binary.BigEndian.Uint64(v[8:]))}, nil
 }
@@ -643,7 +689,7 @@ func (e JournalEntry) marshal() []byte {
 
 func unmarshalJournal(v []byte) (JournalEntry, error) {
 	if len(v) == 0 || (len(v)-1)%32 != 0 {
-		return JournalEntry{}, fmt.Errorf("journal entry of %d bytes: %w", len(v), ledger.ErrInvalid)
+		return JournalEntry{}, fmt.Errorf("journal entry of %d bytes: %w (%w)", len(v), ErrCorrupt, ledger.ErrInvalid)
 	}
 	e := JournalEntry{Removed: v[0] == 1}
 	for i := 1; i < len(v); i += 32 {

@@ -1,0 +1,270 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/consumers/heartbeat"
+	"github.com/syncledger/syncledger/embedded/embeddedtest"
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsobj"
+	"github.com/syncledger/syncledger/natsauth"
+	"github.com/syncledger/syncledger/projector/snapshot"
+	"github.com/syncledger/syncledger/swamp/agent"
+)
+
+// TestThreatModel is docs/ops.md's threat-model table, row by row, from the
+// attacker's side: each role (admin, host, tooling) tries each operation on
+// each resource — the stream and its commits, blobs in the object store,
+// snapshots, object metadata, durable consumers, the heartbeat and swamp
+// key-value buckets — and the server (or, where the server allows the write,
+// the readers) decides as the table says. TestNoRoleDestroysContent sends
+// every destructive message besides; the audit consumer's refusal past a moved
+// position is consumers/audit's TestRefusesGap.
+func TestThreatModel(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	const name, bucket = "threat", "syncledger-threat"
+	scope := natsauth.Scope{Ledger: name, ObjectBucket: bucket}
+	hostKey := embeddedtest.NewNkey(t)
+	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), User: "admin", Password: "admin-pw",
+		Users: []User{
+			{Nkey: hostKey.Public, Permissions: perms(t, natsauth.RoleHost, scope)},
+			{Name: "tool", Password: "tool-pw", Permissions: perms(t, natsauth.RoleTooling, scope)},
+		}})
+	hostNkey, err := nats.NkeyOptionFromSeed(writeSeed(t, hostKey.Seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := map[string]nats.Option{"admin": nats.UserInfo("admin", "admin-pw"), "host": hostNkey, "tooling": nats.UserInfo("tool", "tool-pw")}
+
+	// The admin makes the ledger, its bucket, a commit with its blob, an
+	// attested snapshot and a durable consumer.
+	admin := connectT(t, s, nil, login["admin"])
+	al, err := jetstream.Create(ctx, admin, jetstream.Config{Name: name, UUID: "0190b0a1-0000-4000-8000-000000000003", Blobs: "nats://" + bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aobjs, err := natsobj.New(ctx, natsobj.Config{Conn: admin, Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := []byte("the content of audit/one")
+	d, err := ledger.PutBytes(ctx, ledger.NewBlobStore(aobjs), content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := event(t, al.UUID(), "h1", "audit/one", ledger.Record{})
+	ev.Entries[0].SHA256, ev.Entries[0].Size = d, int64(len(content))
+	if _, err := al.Append(ctx, []ledger.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	scfg := snapshot.Config{Log: al, Blobs: ledger.NewBlobStore(aobjs), Objects: aobjs}
+	taken, err := snapshot.Take(ctx, scfg, snapshot.TakeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ajs, err := natsjs.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"audit", "webhook"} {
+		if _, err := ajs.CreateConsumer(ctx, ledger.StreamName(name), natsjs.ConsumerConfig{Durable: c, AckPolicy: natsjs.AckAllPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := heartbeat.Publish(ctx, admin, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ajs.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: agent.Bucket(name)}); err != nil {
+		t.Fatal(err)
+	}
+
+	type conn struct {
+		nc  *nats.Conn
+		v   *violations
+		log *jetstream.Log
+		obj *natsobj.Store
+	}
+	// Each row gets connections of its own: a refusal is reported on the
+	// connection, and one row's must not answer for another's.
+	open := func(role string) conn {
+		t.Helper()
+		v := newViolations()
+		nc := connectT(t, s, v, login[role])
+		l, err := jetstream.Open(ctx, nc, name, jetstream.WithTimeout(500*time.Millisecond), jetstream.WithRetry(1, 0))
+		if err != nil {
+			t.Fatalf("%s opens the ledger: %v", role, err)
+		}
+		o, err := natsobj.New(ctx, natsobj.Config{Conn: nc, Bucket: bucket})
+		if err != nil {
+			t.Fatalf("%s opens the bucket: %v", role, err)
+		}
+		return conn{nc, v, l, o}
+	}
+	// request sends a JetStream API request and returns the server's answer
+	// error, or the permissions violation it got instead.
+	request := func(c conn, subj string, body []byte) error {
+		t.Helper()
+		m, err := c.nc.Request(subj, body, 500*time.Millisecond)
+		if err != nil {
+			return c.v.wait(t, `"`+subj+`"`)
+		}
+		var resp struct {
+			Error *natsjs.APIError `json:"error"`
+		}
+		if json.Unmarshal(m.Data, &resp) == nil && resp.Error != nil {
+			return resp.Error
+		}
+		return nil
+	}
+	refused := func(err error) bool {
+		return errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, ledger.ErrPermission)
+	}
+	forged := func() []byte { // a well-formed snapshot that forgets audit/one, at a later seq
+		var b bytes.Buffer
+		if err := snapshot.Encode(&b, &snapshot.Snapshot{Ledger: al.UUID(), Name: name, Seq: 5}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}()
+
+	rows := []struct {
+		role, resource, action string
+		allowed                bool
+		try                    func(c conn) error
+	}{
+		{"host", "stream", "append a commit", true, func(c conn) error {
+			head, err := c.log.PartitionHead(ctx, "audit")
+			if err != nil {
+				return err
+			}
+			_, err = c.log.Append(ctx, []ledger.Event{event(t, c.log.UUID(), "h1", "audit/two", head)})
+			return err
+		}},
+		{"tooling", "stream", "append a commit", false, func(c conn) error {
+			_, err := c.log.Append(ctx, []ledger.Event{event(t, c.log.UUID(), "t", "data/x/y/z/w", ledger.Record{})})
+			return err
+		}},
+		{"host", "stream", "purge", false, func(c conn) error { return request(c, "$JS.API.STREAM.PURGE."+ledger.StreamName(name), nil) }},
+		{"tooling", "stream", "purge", false, func(c conn) error { return request(c, "$JS.API.STREAM.PURGE."+ledger.StreamName(name), nil) }},
+		{"host", "blobs", "put a blob", true, func(c conn) error {
+			_, err := ledger.PutBytes(ctx, ledger.NewBlobStore(c.obj), []byte("a host's blob"))
+			return err
+		}},
+		{"tooling", "blobs", "put a blob", false, func(c conn) error {
+			// A put's first step, a chunk (waiting out a put's acknowledgements takes 30 s).
+			if err := c.nc.Publish("$O."+bucket+".C.TOOL", []byte("x")); err != nil {
+				return err
+			}
+			return c.v.wait(t, `"$O.`+bucket+`.C.TOOL"`)
+		}},
+		{"host", "blobs", "purge the bucket", false, func(c conn) error { return request(c, "$JS.API.STREAM.PURGE."+natsobj.StreamName(bucket), nil) }},
+		{"admin", "snapshots", "attest a snapshot", true, func(c conn) error { return c.log.AttestSnapshot(ctx, taken.Info.Seq, taken.Info.SHA256) }},
+		{"host", "snapshots", "attest a forged snapshot", false, func(c conn) error {
+			if err := c.obj.PutObject(ctx, snapshot.Key(al.UUID(), 5), bytes.NewReader(forged), int64(len(forged))); err != nil {
+				t.Errorf("the host stores a snapshot object: %v", err) // allowed: an object like any other
+			}
+			return c.log.AttestSnapshot(ctx, 5, ledger.DigestOf(forged))
+		}},
+		{"tooling", "snapshots", "attest a forged snapshot", false, func(c conn) error { return c.log.AttestSnapshot(ctx, 5, ledger.DigestOf(forged)) }},
+		{"host", "snapshots", "raise the retention bound", false, func(c conn) error { return c.log.AttestRetention(ctx, 2) }},
+		{"host", "object metadata", "squat a blob key", true, func(c conn) error {
+			squat := []byte("predictable content")
+			key := ledger.BlobKey(ledger.DigestOf(squat))
+			oi := natsjs.ObjectInfo{ObjectMeta: natsjs.ObjectMeta{Name: key}, Bucket: bucket, NUID: "NONE", Size: uint64(len(squat)), Chunks: 1}
+			b, _ := json.Marshal(oi)
+			if err := c.nc.Publish("$O."+bucket+".M."+base64.URLEncoding.EncodeToString([]byte(key)), b); err != nil {
+				return err
+			}
+			return c.nc.Flush()
+		}},
+		{"admin", "consumers", "delete a durable consumer", true, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.DELETE."+ledger.StreamName(name)+".webhook", nil)
+		}},
+		{"host", "consumers", "delete a durable consumer", false, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.DELETE."+ledger.StreamName(name)+".audit", nil)
+		}},
+		{"host", "consumers", "reset a durable consumer", false, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.RESET."+ledger.StreamName(name)+".audit", []byte(`{"seq":2}`))
+		}},
+		{"tooling", "consumers", "delete a durable consumer", false, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.DELETE."+ledger.StreamName(name)+".audit", nil)
+		}},
+		{"tooling", "consumers", "reset a durable consumer", true, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.RESET."+ledger.StreamName(name)+".audit", nil)
+		}},
+		{"host", "heartbeats", "put its heartbeat", true, func(c conn) error {
+			return heartbeat.Publish(ctx, c.nc, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1})
+		}},
+		{"tooling", "heartbeats", "put a heartbeat", false, func(c conn) error {
+			if err := c.nc.Publish("$KV."+natsauth.HeartbeatBucket(name)+".t", []byte("{}")); err != nil {
+				return err
+			}
+			return c.v.wait(t, `"$KV.`+natsauth.HeartbeatBucket(name)+`.t"`)
+		}},
+		{"host", "heartbeats", "purge the bucket", false, func(c conn) error {
+			return request(c, "$JS.API.STREAM.PURGE.KV_"+natsauth.HeartbeatBucket(name), nil)
+		}},
+		{"tooling", "swamp locks", "take a lock", false, func(c conn) error {
+			if err := c.nc.Publish("$KV."+agent.Bucket(name)+".lock", []byte("{}")); err != nil {
+				return err
+			}
+			return c.v.wait(t, `"$KV.`+agent.Bucket(name)+`.lock"`)
+		}},
+		{"host", "swamp locks", "purge the bucket", false, func(c conn) error {
+			return request(c, "$JS.API.STREAM.PURGE.KV_"+agent.Bucket(name), nil)
+		}},
+	}
+	var wg sync.WaitGroup // a refusal waits out a request's timeout: the rows run at once
+	for _, r := range rows {
+		c := open(r.role)
+		wg.Go(func() {
+			err := r.try(c)
+			switch {
+			case r.allowed && err != nil:
+				t.Errorf("%s may %s (%s): %v", r.role, r.action, r.resource, err)
+			case !r.allowed && !refused(err):
+				t.Errorf("%s may not %s (%s): got %v, want a refusal", r.role, r.action, r.resource, err)
+			}
+		})
+	}
+	wg.Wait()
+
+	// What the allowed writes cannot do: the forged snapshot is never read
+	// (the newest attested one is), and the squatted key does not stop an
+	// honest put of its content, which every reader then reads.
+	host := open("host")
+	got, info, err := snapshot.Select(ctx, host.log, host.obj, al.UUID(), nil, nil)
+	if err != nil || info.Seq != taken.Info.Seq || len(got.Entries) != 1 {
+		t.Errorf("a host selects %v (%+v), want the attested snapshot at %d holding audit/one", err, info, taken.Info.Seq)
+	}
+	if _, floor, err := snapshot.Floor(ctx, host.log); err != nil || floor != 1 {
+		t.Errorf("floor after the host's attempts: %d %v, want 1", floor, err)
+	}
+	squat := []byte("predictable content")
+	sd, err := ledger.PutBytes(ctx, ledger.NewBlobStore(host.obj), squat)
+	if err != nil {
+		t.Fatalf("honest put over the squatted key: %v", err)
+	}
+	if b, err := ledger.ReadBlob(ctx, ledger.NewBlobStore(aobjs), sd); err != nil || !bytes.Equal(b, squat) {
+		t.Errorf("a reader of the squatted key after the honest put: %q %v", b, err)
+	}
+	// The host's attempts on the consumers left them as they were; the admin's
+	// delete went through.
+	if _, err := ajs.Consumer(ctx, ledger.StreamName(name), "audit"); err != nil {
+		t.Errorf("the audit consumer after the attempts: %v", err)
+	}
+	if _, err := ajs.Consumer(ctx, ledger.StreamName(name), "webhook"); !errors.Is(err, natsjs.ErrConsumerNotFound) {
+		t.Errorf("the webhook consumer after the admin's delete: %v", err)
+	}
+}

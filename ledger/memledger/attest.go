@@ -1,0 +1,55 @@
+package memledger
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Attested implements ledger.CommitLog.
+func (l *Log) Attested(ctx context.Context) (ledger.Attestations, error) {
+	if err := ctx.Err(); err != nil {
+		return ledger.Attestations{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return ledger.Attestations{Snapshots: maps.Clone(l.att.Snapshots), Retained: l.att.Retained}, nil
+}
+
+// AttestSnapshot implements ledger.CommitLog (an in-memory log has no roles:
+// it always may), keeping the newest ledger.MaxAttested.
+func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if seq == 0 || sum.IsZero() {
+		return fmt.Errorf("attest snapshot: seq %d, digest %s: %w", seq, sum, ledger.ErrInvalid)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.att.Snapshots == nil {
+		l.att.Snapshots = map[ledger.Seq]ledger.Digest{}
+	}
+	l.att.Snapshots[seq] = sum
+	for _, s := range slices.Sorted(maps.Keys(l.att.Snapshots)) {
+		if len(l.att.Snapshots) <= ledger.MaxAttested {
+			break
+		}
+		delete(l.att.Snapshots, s)
+	}
+	return nil
+}
+
+// AttestRetention implements ledger.CommitLog.
+func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.att.Retained = max(l.att.Retained, before)
+	return nil
+}
