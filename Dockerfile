@@ -8,9 +8,11 @@ COPY . .
 ARG VERSION=""
 # Two builds of one command: syncledger (every command; serve hands over to the
 # server build beside it) and syncledger-server (the same CLI with the embedded
-# nats-server linked in, which only serve needs: README, "Two binaries").
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger ./cmd/syncledger \
- && CGO_ENABLED=0 go build -trimpath -tags server -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger-server ./cmd/syncledger \
+# nats-server and the Prometheus client linked in, which only serve and consume
+# metrics need: README, "Two binaries"), both with the tags that leave out the GCS
+# client's unused gRPC parts (README; BENCHMARKS.md, B11).
+RUN CGO_ENABLED=0 go build -trimpath -tags disable_grpc_modules,grpcnotrace -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger ./cmd/syncledger \
+ && CGO_ENABLED=0 go build -trimpath -tags server,disable_grpc_modules,grpcnotrace -ldflags="-s -w -X main.version=${VERSION}" -o /out/syncledger-server ./cmd/syncledger \
  && mkdir -p /out/cache
 
 FROM debian:trixie-slim

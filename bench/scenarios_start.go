@@ -24,6 +24,13 @@ import (
 // a no-op sync asks: connect, one STREAM.INFO, exit. The harness builds both
 // binaries (go build, so it runs from the source tree) into the scratch space.
 
+// ShippedTags are the build tags syncledger is built with for use (README,
+// Dockerfile): they leave out the parts of the GCS client's gRPC transport the
+// JSON API does not use (the storage client's disable_grpc_modules: xDS and
+// its Envoy protobufs; gRPC's grpcnotrace: x/net/trace), whose package inits
+// every command would otherwise pay at start (BENCHMARKS.md, B11).
+const ShippedTags = "disable_grpc_modules,grpcnotrace"
+
 // tools are the binaries B11 and B12 run.
 type tools struct {
 	syncledger, natsinfo string
@@ -44,7 +51,7 @@ func (r *runner) buildTools(ctx context.Context) (*tools, error) {
 		t.natsinfo:   "github.com/syncledger/syncledger/bench/cmd/natsinfo",
 	} {
 		t0 := time.Now()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", ShippedTags, "-o", out, pkg)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build %s (run the harness from the source tree): %v\n%s", pkg, err, b)
 		}
@@ -201,12 +208,15 @@ func (r *runner) b11(ctx context.Context) error {
 	}
 	load += "–" + loadNote()[5:]
 	const baseline = "natsinfo: a nats.go program that connects, sends 1 STREAM.INFO, exits (whole process)"
+	// Targets: version, issue 17's; the no-op sync, issue 27's (which links the
+	// official S3 and GCS clients into every command).
 	for _, c := range []struct {
-		s    *series
-		name string
-	}{{&sVersion, "syncledger version (whole process)"}, {&sSync, "no-op syncledger sync (whole process)"}} {
+		s     *series
+		name  string
+		ratio float64
+	}{{&sVersion, "syncledger version (whole process)", 1.5}, {&sSync, "no-op syncledger sync (whole process)", 3}} {
 		row := latencyRow("B11", c.name, "1-file cache", c.s, &sBase, baseline)
-		row.check("≤ 1.5× baseline", row.Ratio <= 1.5)
+		row.check(fmt.Sprintf("≤ %g× baseline", c.ratio), row.Ratio <= c.ratio)
 		row.Note = fmt.Sprintf("%s; peak RSS %s, baseline's %s", load, fmtBytes(c.s.peak), fmtBytes(sBase.peak))
 		r.add(row)
 	}
@@ -217,7 +227,7 @@ func (r *runner) b11(ctx context.Context) error {
 		Median: float64(sSync.peak) / (1 << 20), Min: float64(sSync.peak) / (1 << 20), Max: float64(sSync.peak) / (1 << 20),
 		Baseline: "natsinfo's peak RSS", Base: float64(sBase.peak) / (1 << 20), RSSOf: "child", PeakRSS: sSync.peak, Note: load}
 	rss.Ratio = rss.Median / rss.Base
-	rss.check("≤ 20 MiB", rss.Median <= 20)
+	rss.check("≤ 30 MiB", rss.Median <= 30) // issue 27's (issue 17's was 20 MiB)
 	r.add(rss)
 	return nil
 }

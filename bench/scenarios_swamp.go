@@ -36,7 +36,7 @@ func (r *runner) b10(ctx context.Context) error {
 		r.closes = append(r.closes, func() { os.RemoveAll(dir) })
 	}
 	bin := filepath.Join(dir, "syncledger")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/syncledger/syncledger/cmd/syncledger").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "go", "build", "-tags", ShippedTags, "-o", bin, "github.com/syncledger/syncledger/cmd/syncledger").CombinedOutput(); err != nil {
 		return fmt.Errorf("build syncledger (run the harness in the source tree): %v\n%s", err, out)
 	}
 	ledgerName := r.e.name("b10")

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -14,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/consumers/audit"
-	"github.com/syncledger/syncledger/consumers/metrics"
 	"github.com/syncledger/syncledger/consumers/webhook"
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -188,74 +184,4 @@ deduplicate by Idempotency-Key.`,
 	a.bindEnv(fs, "secret", "SYNCLEDGER_WEBHOOK_SECRET")
 	_ = cmd.MarkFlagRequired("url")
 	return cmd
-}
-
-func newConsumeMetricsCmd(a *app) *cobra.Command {
-	var (
-		o             consumeOpts
-		listen        string
-		maxPartitions int
-	)
-	cmd := &cobra.Command{
-		Use:   "metrics",
-		Short: "Serve Prometheus metrics of the ledger, its consumers and its hosts",
-		Long: `Metrics counts the commits it consumes (commits, events per partition, bytes,
-files) and serves them at http://--listen/metrics with, read at each scrape, the
-ledger's head and first seq, every consumer's lag, ack floor and dead letters,
-and every host's HWM, lag behind the head and last heartbeat (from the hosts'
-heartbeat bucket; see syncledger hosts).`,
-		Example: `  syncledger consume metrics --listen 127.0.0.1:9464`,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			nc, err := a.Conn(ctx)
-			if err != nil {
-				return err
-			}
-			l, err := a.Log(ctx)
-			if err != nil {
-				return err
-			}
-			e, err := metrics.New(metrics.Config{Conn: nc, Log: l, Ledger: a.ledgerName, Blobs: consumeBlobs(ctx, a),
-				MaxPartitions: maxPartitions, Logger: a.logger})
-			if err != nil {
-				return err
-			}
-			return serveMetrics(ctx, a, &o, e, listen)
-		},
-	}
-	fs := cmd.Flags()
-	o.addFlags(fs, "metrics", "new")
-	fs.StringVar(&listen, "listen", "127.0.0.1:9464", "address of the metrics endpoint (port 0 picks one)")
-	fs.IntVar(&maxPartitions, "max-partitions", metrics.DefaultMaxPartitions, "distinct partition label values; more are counted as _other")
-	return cmd
-}
-
-// serveMetrics serves e's endpoint while the consumer runs.
-func serveMetrics(ctx context.Context, a *app, o *consumeOpts, e *metrics.Exporter, listen string) error {
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("metrics endpoint: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", e.HTTPHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(a.stdout, "metrics on http://%s/metrics\n", ln.Addr())
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- o.run(cctx, a, e) }()
-	select {
-	case err = <-runErr:
-	case err = <-served:
-		cancel()
-		<-runErr
-		err = fmt.Errorf("metrics endpoint: %w", err)
-	}
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer scancel()
-	_ = srv.Shutdown(sctx)
-	return err
 }

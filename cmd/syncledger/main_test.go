@@ -40,12 +40,14 @@ func TestMain(m *testing.M) {
 	// unlike go build it keeps the linked binary in the build cache, so an
 	// unchanged tree costs no link (a second or two each, the package's
 	// largest CPU cost). The two builds run at once.
-	cliTags, serverTags := "", "server"
+	// The tags the binaries are shipped with (serverTags: server, and the GCS
+	// client's unused gRPC parts left out).
+	cliTags, srvTags := strings.TrimPrefix(serverTags, "server,"), serverTags
 	if failpointsEnabled { // the crash tests need binaries that honour FailpointEnv
-		cliTags, serverTags = "failpoints", "server,failpoints"
+		cliTags, srvTags = cliTags+",failpoints", srvTags+",failpoints"
 	}
 	var g errgroup.Group
-	for _, b := range []struct{ out, tags string }{{binPath, cliTags}, {filepath.Join(dir, serverBinary), serverTags}} {
+	for _, b := range []struct{ out, tags string }{{binPath, cliTags}, {filepath.Join(dir, serverBinary), srvTags}} {
 		g.Go(func() error {
 			// serve runs in the server build, found beside the binary (serve_exec.go).
 			if out, err := exec.Command(goBin, "run", "-exec", "cp", "-tags", b.tags, ".", b.out).CombinedOutput(); err != nil {

@@ -27,6 +27,20 @@ func fileURL(dir string) string { return "file://" + filepath.ToSlash(dir) }
 // with serve's embedded nats-server linked in.
 const serverBinary = "syncledger-server"
 
+// runsInServerBuild reports whether c, a command under root, runs in the
+// server build: serve (nats-server) and consume metrics (the Prometheus client
+// library).
+func runsInServerBuild(root, c *cobra.Command) bool {
+	p := c.Parent()
+	return (c.Name() == "serve" && p == root) ||
+		(c.Name() == "metrics" && p != nil && p.Name() == "consume" && p.Parent() == root)
+}
+
+// serverTags are the server build's build tags: server, and those the README
+// builds both binaries with (the GCS client's unused gRPC parts left out;
+// BENCHMARKS.md, B11).
+const serverTags = "server,disable_grpc_modules,grpcnotrace"
+
 // defaultListen is serve's --listen default (embedded.DefaultListen).
 const defaultListen = "127.0.0.1:4222"
 

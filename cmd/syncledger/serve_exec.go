@@ -38,13 +38,24 @@ func runServe(ctx context.Context, a *app, _ *cobra.Command, _ serveConfig, _ *s
 	return execServer(bin, append([]string{bin}, os.Args[1:]...))
 }
 
+// runConsumeMetrics hands consume metrics to the server build, as runServe
+// does serve: the Prometheus client library it uses is linked only there (its
+// package inits would cost every other command's start-up; BENCHMARKS.md, B11).
+func runConsumeMetrics(ctx context.Context, a *app, _ *consumeOpts, _ string, _ int) error {
+	bin, err := findServer(ctx, a)
+	if err != nil {
+		return err
+	}
+	return execServer(bin, append([]string{bin}, os.Args[1:]...))
+}
+
 // serveHandOff execs the server build at once for a command line that runs
-// serve, before the flags, environment and configuration file are read: the
-// server build reads them itself (resolving them here too would warn twice).
-// Any other command line returns nil.
+// in it (serve, consume metrics), before the flags, environment and
+// configuration file are read: the server build reads them itself (resolving
+// them here too would warn twice). Any other command line returns nil.
 func serveHandOff(ctx context.Context, a *app, root *cobra.Command, args []string) error {
 	c, _, err := root.Find(args)
-	if err != nil || c.Name() != "serve" || c.Parent() != root {
+	if err != nil || !runsInServerBuild(root, c) {
 		return nil
 	}
 	bin, err := findServer(ctx, a)
@@ -72,7 +83,7 @@ func findServer(ctx context.Context, a *app) (string, error) {
 		filepath.Join(executableDir(), serverBinary), serverEnv)
 	bi, ok := debug.ReadBuildInfo()
 	if !ok || bi.Main.Path != modulePath || bi.Main.Version != "(devel)" {
-		return "", fmt.Errorf("serve runs in the server build of syncledger, %s, which is not beside this binary nor on PATH: %s", serverBinary, how)
+		return "", fmt.Errorf("serve and consume metrics run in the server build of syncledger, %s, which is not beside this binary nor on PATH: %s", serverBinary, how)
 	}
 	return buildServer(ctx, a, how)
 }
@@ -83,10 +94,10 @@ func buildServer(ctx context.Context, a *app, how string) (string, error) {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	mod := strings.TrimSpace(string(gomod))
 	if err != nil || mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("serve runs in the server build of syncledger, %s, not found, and the working directory is not in syncledger's source tree to build it: %s", serverBinary, how)
+		return "", fmt.Errorf("serve and consume metrics run in the server build of syncledger, %s, not found, and the working directory is not in syncledger's source tree to build it: %s", serverBinary, how)
 	}
 	if b, err := os.ReadFile(mod); err != nil || !bytes.HasPrefix(b, []byte("module "+modulePath+"\n")) {
-		return "", fmt.Errorf("serve runs in the server build of syncledger, %s, not found, and %s is not syncledger's module: %s", serverBinary, mod, how)
+		return "", fmt.Errorf("serve and consume metrics run in the server build of syncledger, %s, not found, and %s is not syncledger's module: %s", serverBinary, mod, how)
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -99,9 +110,9 @@ func buildServer(ctx context.Context, a *app, how string) (string, error) {
 	// It is copied beside out and renamed over it: cp onto a server build
 	// another serve is running would fail (text file busy).
 	tmp := out + ".new"
-	args := []string{"run", "-exec", "cp", "-tags", "server", modulePath + "/cmd/syncledger", tmp}
+	args := []string{"run", "-exec", "cp", "-tags", serverTags, modulePath + "/cmd/syncledger", tmp}
 	if runtime.GOOS == "windows" {
-		args = []string{"build", "-tags", "server", "-o", tmp, modulePath + "/cmd/syncledger"}
+		args = []string{"build", "-tags", serverTags, "-o", tmp, modulePath + "/cmd/syncledger"}
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return "", fmt.Errorf("build %s: %w (%s)", serverBinary, err, how)

@@ -27,27 +27,24 @@
 // at most Config.MaxPartitions values; further partitions are counted under
 // partition="_other".
 //
-// The endpoint speaks Prometheus' text exposition format (version 0.0.4),
-// written here directly: the Prometheus client library's package inits (and
-// protobuf's, which it pulls in) cost every syncledger command about 8% of its
-// start-up, and these few counters and gauges need none of it (issue 17).
+// The endpoint is the Prometheus client library's (promhttp): it speaks the
+// exposition formats a scraper asks for. The package is linked only into the
+// server build of syncledger (consume metrics runs there; see BENCHMARKS.md,
+// B11): the library's and protobuf's package inits would cost every other
+// command's start-up.
 package metrics
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
-	"math"
 	"net/http"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/consumers/heartbeat"
@@ -62,9 +59,6 @@ const (
 
 // OtherPartition is the partition label of partitions beyond MaxPartitions.
 const OtherPartition = "_other"
-
-// ContentType is the media type of the endpoint's answer.
-const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 // Config configures an Exporter.
 type Config struct {
@@ -85,13 +79,17 @@ type Config struct {
 type Exporter struct {
 	cfg Config
 	log *slog.Logger
+	reg *prometheus.Registry // the counters
 
-	mu             sync.Mutex // guards the counters
-	commits, bytes uint64
-	events         map[string]uint64 // per partition label value
-	written, dels  uint64            // file entries
-	lastSeq        ledger.Seq
-	lastAt         time.Time
+	commits, bytes  prometheus.Counter
+	events, files   *prometheus.CounterVec // by partition, by op
+	lastSeq, lastAt prometheus.Gauge
+
+	mu         sync.Mutex          // guards partitions
+	partitions map[string]struct{} // the partition label values in use
+
+	// The families read from the server at each scrape.
+	head, first, lag, ackFloor, dead, hwm, hostLag, seen, up *prometheus.Desc
 
 	hbMu sync.Mutex
 	hb   *heartbeat.Store
@@ -113,10 +111,41 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.ScrapeTimeout <= 0 {
 		cfg.ScrapeTimeout = DefaultScrapeTimeout
 	}
-	e := &Exporter{cfg: cfg, log: cfg.Logger, events: map[string]uint64{}}
+	e := &Exporter{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), partitions: map[string]struct{}{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
+	constant := prometheus.Labels{"ledger": cfg.Ledger}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: constant})
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: constant})
+	}
+	e.commits = counter("syncledger_commits_total", "Commits handled by this exporter.")
+	e.bytes = counter("syncledger_bytes_total", "Bytes of the files written by the commits handled.")
+	e.events = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "syncledger_events_total",
+		Help: "Events (commit parts) handled, per partition.", ConstLabels: constant}, []string{"partition"})
+	e.files = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "syncledger_files_total",
+		Help: "File entries of the commits handled, by operation.", ConstLabels: constant}, []string{"op"})
+	e.files.WithLabelValues("write")
+	e.files.WithLabelValues("delete")
+	e.lastSeq = gauge("syncledger_last_commit_seq", "Seq of the last commit handled.")
+	e.lastAt = gauge("syncledger_last_commit_timestamp_seconds", "Commit time of the last commit handled.")
+	e.reg.MustRegister(e.commits, e.bytes, e.events, e.files, e.lastSeq, e.lastAt)
+
+	desc := func(name, help string, label ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, label, constant)
+	}
+	e.head = desc("syncledger_stream_head_seq", "The ledger's last seq.")
+	e.first = desc("syncledger_stream_first_seq", "The ledger's first seq.")
+	e.lag = desc("syncledger_consumer_lag", "Events of the consumer's filter not yet acknowledged.", "consumer")
+	e.ackFloor = desc("syncledger_consumer_ack_floor_seq", "Seq up to which the consumer has acknowledged every event.", "consumer")
+	e.dead = desc("syncledger_consumer_dead_letters", "Messages on the consumer's dead-letter subject.", "consumer")
+	e.hwm = desc("syncledger_host_hwm_seq", "The host's high-water mark, from its heartbeat.", "host")
+	e.hostLag = desc("syncledger_host_lag", "The ledger's last seq minus the host's HWM.", "host")
+	e.seen = desc("syncledger_host_last_seen_timestamp_seconds", "When the server stored the host's last heartbeat.", "host")
+	e.up = desc("syncledger_collect_up", "1 if the scrape-time read of the source worked.", "source")
 	return e, nil
 }
 
@@ -129,119 +158,84 @@ func (e *Exporter) Handle(ctx context.Context, c consumers.Commit) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, p := range s.Partitions {
-		if _, ok := e.events[p]; !ok && len(e.events) >= e.cfg.MaxPartitions {
-			p = OtherPartition
+		if _, ok := e.partitions[p]; !ok {
+			if len(e.partitions) >= e.cfg.MaxPartitions {
+				p = OtherPartition
+			} else {
+				e.partitions[p] = struct{}{}
+			}
 		}
-		e.events[p]++
+		e.events.WithLabelValues(p).Inc()
 	}
-	e.commits++
-	e.bytes += uint64(s.Bytes)
-	e.written += uint64(s.Files)
-	e.dels += uint64(s.Deleted)
-	e.lastSeq, e.lastAt = s.Seq, s.At
+	e.commits.Inc()
+	e.bytes.Add(float64(s.Bytes))
+	e.files.WithLabelValues("write").Add(float64(s.Files))
+	e.files.WithLabelValues("delete").Add(float64(s.Deleted))
+	e.lastSeq.Set(float64(s.Seq))
+	e.lastAt.Set(float64(s.At.UnixNano()) / 1e9)
 	return nil
 }
 
-// HTTPHandler serves the metrics in Prometheus' text exposition format. The
-// positions are read from the server at each request; a read that fails is
-// reported by its syncledger_collect_up sample, the rest is served.
+// HTTPHandler serves the metrics: the counters, and the positions read from
+// the server for this request; a read that fails is reported by its
+// syncledger_collect_up sample, the rest is served.
 func (e *Exporter) HTTPHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", ContentType)
-		bw := bufio.NewWriter(w)
-		e.write(r.Context(), &text{w: bw, ledger: e.cfg.Ledger})
-		_ = bw.Flush()
+		now := prometheus.NewRegistry()
+		now.MustRegister(positions{e: e, ctx: r.Context()})
+		promhttp.HandlerFor(prometheus.Gatherers{e.reg, now}, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 	})
 }
 
-// write writes every family: the counters, then the positions read now.
-func (e *Exporter) write(ctx context.Context, t *text) {
-	e.mu.Lock()
-	commits, bytes, written, dels := e.commits, e.bytes, e.written, e.dels
-	events := maps.Clone(e.events)
-	lastSeq, lastAt := e.lastSeq, e.lastAt
-	e.mu.Unlock()
+// positions collects the families read from the server, under the context of
+// the scrape's request.
+type positions struct {
+	e   *Exporter
+	ctx context.Context
+}
 
-	t.family("syncledger_commits_total", "counter", "Commits handled by this exporter.")
-	t.uint("", "", commits)
-	t.family("syncledger_bytes_total", "counter", "Bytes of the files written by the commits handled.")
-	t.uint("", "", bytes)
-	if len(events) > 0 {
-		t.family("syncledger_events_total", "counter", "Events (commit parts) handled, per partition.")
-		for _, p := range slices.Sorted(maps.Keys(events)) {
-			t.uint("partition", p, events[p])
-		}
-	}
-	t.family("syncledger_files_total", "counter", "File entries of the commits handled, by operation.")
-	t.uint("op", "delete", dels)
-	t.uint("op", "write", written)
-	t.family("syncledger_last_commit_seq", "gauge", "Seq of the last commit handled.")
-	t.uint("", "", uint64(lastSeq))
-	t.family("syncledger_last_commit_timestamp_seconds", "gauge", "Commit time of the last commit handled.")
-	if lastAt.IsZero() {
-		t.float("", "", 0)
-	} else {
-		t.float("", "", float64(lastAt.UnixNano())/1e9)
-	}
+// Describe sends nothing: the collector is unchecked (its families depend on
+// what the server holds).
+func (positions) Describe(chan<- *prometheus.Desc) {}
 
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.ScrapeTimeout)
+func (p positions) Collect(ch chan<- prometheus.Metric) {
+	e := p.e
+	ctx, cancel := context.WithTimeout(p.ctx, e.cfg.ScrapeTimeout)
 	defer cancel()
-	up := map[string]bool{}
-	ok := func(source string, err error) bool {
+	gauge := func(d *prometheus.Desc, v float64, label ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label...)
+	}
+	up := func(source string, err error) bool {
+		v := 1.0
 		if err != nil {
 			e.log.Warn("metrics: read failed", "source", source, "err", err)
+			v = 0
 		}
-		up[source] = err == nil
+		gauge(e.up, v, source)
 		return err == nil
 	}
 	b, err := e.cfg.Log.Bounds(ctx)
-	if ok("stream", err) {
-		t.family("syncledger_stream_head_seq", "gauge", "The ledger's last seq.")
-		t.uint("", "", uint64(b.Last))
-		t.family("syncledger_stream_first_seq", "gauge", "The ledger's first seq.")
-		t.uint("", "", uint64(b.First))
+	if up("stream", err) {
+		gauge(e.head, float64(b.Last))
+		gauge(e.first, float64(b.First))
 	}
 	ps, err := consumers.Positions(ctx, e.cfg.Conn, e.cfg.Ledger)
-	if ok("consumers", err) && len(ps) > 0 {
-		slices.SortFunc(ps, func(a, b consumers.Position) int { return strings.Compare(a.Name, b.Name) })
-		t.family("syncledger_consumer_lag", "gauge", "Events of the consumer's filter not yet acknowledged.")
-		for _, p := range ps {
-			t.uint("consumer", p.Name, p.Lag)
-		}
-		t.family("syncledger_consumer_ack_floor_seq", "gauge", "Seq up to which the consumer has acknowledged every event.")
-		for _, p := range ps {
-			t.uint("consumer", p.Name, uint64(p.AckFloor))
-		}
-		t.family("syncledger_consumer_dead_letters", "gauge", "Messages on the consumer's dead-letter subject.")
-		for _, p := range ps {
-			t.uint("consumer", p.Name, p.DeadLetters)
+	if up("consumers", err) {
+		for _, c := range ps {
+			gauge(e.lag, float64(c.Lag), c.Name)
+			gauge(e.ackFloor, float64(c.AckFloor), c.Name)
+			gauge(e.dead, float64(c.DeadLetters), c.Name)
 		}
 	}
 	beats, err := e.beats(ctx)
-	if ok("hosts", err) && len(beats) > 0 {
-		slices.SortFunc(beats, func(a, b heartbeat.Beat) int { return strings.Compare(a.Host, b.Host) })
-		t.family("syncledger_host_hwm_seq", "gauge", "The host's high-water mark, from its heartbeat.")
+	if up("hosts", err) {
 		for _, h := range beats {
-			t.uint("host", h.Host, uint64(h.HWM))
-		}
-		if b.Last > 0 {
-			t.family("syncledger_host_lag", "gauge", "The ledger's last seq minus the host's HWM.")
-			for _, h := range beats {
-				t.uint("host", h.Host, uint64(max(b.Last, h.HWM)-h.HWM))
+			gauge(e.hwm, float64(h.HWM), h.Host)
+			if b.Last > 0 {
+				gauge(e.hostLag, float64(max(b.Last, h.HWM)-h.HWM), h.Host)
 			}
+			gauge(e.seen, float64(h.Seen.UnixNano())/1e9, h.Host)
 		}
-		t.family("syncledger_host_last_seen_timestamp_seconds", "gauge", "When the server stored the host's last heartbeat.")
-		for _, h := range beats {
-			t.float("host", h.Host, float64(h.Seen.UnixNano())/1e9)
-		}
-	}
-	t.family("syncledger_collect_up", "gauge", "1 if the scrape-time read of the source worked.")
-	for _, source := range []string{"consumers", "hosts", "stream"} {
-		v := uint64(0)
-		if up[source] {
-			v = 1
-		}
-		t.uint("source", source, v)
 	}
 }
 
@@ -256,62 +250,4 @@ func (e *Exporter) beats(ctx context.Context) ([]heartbeat.Beat, error) {
 		e.hb = s
 	}
 	return e.hb.List(ctx)
-}
-
-// text writes samples in the text exposition format: a family's HELP and TYPE
-// lines, then one line per sample, each with the constant ledger label and at
-// most one more (labels in name order, as the format's readers expect them).
-type text struct {
-	w      *bufio.Writer
-	ledger string
-	name   string // the family being written
-}
-
-func (t *text) family(name, typ, help string) {
-	t.name = name
-	fmt.Fprintf(t.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-}
-
-func (t *text) uint(label, value string, v uint64) {
-	t.sample(label, value, strconv.FormatUint(v, 10))
-}
-
-func (t *text) float(label, value string, v float64) {
-	switch {
-	case math.IsInf(v, 1):
-		t.sample(label, value, "+Inf")
-	case math.IsInf(v, -1):
-		t.sample(label, value, "-Inf")
-	case math.IsNaN(v):
-		t.sample(label, value, "NaN")
-	default:
-		t.sample(label, value, strconv.FormatFloat(v, 'g', -1, 64))
-	}
-}
-
-func (t *text) sample(label, value, v string) {
-	t.w.WriteString(t.name)
-	t.w.WriteByte('{')
-	if label != "" && label < "ledger" {
-		t.label(label, value)
-		t.w.WriteByte(',')
-	}
-	t.label("ledger", t.ledger)
-	if label != "" && label > "ledger" {
-		t.w.WriteByte(',')
-		t.label(label, value)
-	}
-	t.w.WriteString("} ")
-	t.w.WriteString(v)
-	t.w.WriteByte('\n')
-}
-
-// labelEscaper escapes a label value: backslash, double quote and line feed.
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-func (t *text) label(name, value string) {
-	t.w.WriteString(name)
-	t.w.WriteString(`="`)
-	labelEscaper.WriteString(t.w, value)
-	t.w.WriteByte('"')
 }

@@ -1,14 +1,11 @@
 package gcs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -102,65 +99,52 @@ func TestEmulatorHost(t *testing.T) {
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, newStore) })
 }
 
-// TestApplicationDefaultCredentials checks that a store New builds without an
-// HTTPClient authorizes its requests with Application Default Credentials: an
-// authorized_user key file (GOOGLE_APPLICATION_CREDENTIALS) whose token endpoint
-// is a local server.
-func TestApplicationDefaultCredentials(t *testing.T) {
-	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil || r.Form.Get("refresh_token") != "refresh-1" {
-			http.Error(w, "bad refresh request", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"access_token":"token-1","token_type":"Bearer","expires_in":3600}`)
-	}))
-	t.Cleanup(tokens.Close)
-	key := filepath.Join(t.TempDir(), "adc.json")
-	if err := os.WriteFile(key, []byte(`{"type":"authorized_user","client_id":"c","client_secret":"s",`+
-		`"refresh_token":"refresh-1","token_uri":"`+tokens.URL+`"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", key)
-	t.Setenv("STORAGE_EMULATOR_HOST", "")
+// cutBody is a transport that serves every download short by one byte and
+// without a Content-Length, so that the length cannot tell: only the CRC32C
+// GCS reports can.
+type cutBody struct{}
 
-	fake, err := url.Parse(startFake(t).URL())
+func (cutBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || req.URL.Query().Get("alt") != "media" || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	proxy := httputil.NewSingleHostReverseProxy(fake)
-	var unauthorized atomic.Int64
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer token-1" {
-			unauthorized.Add(1)
-			http.Error(w, `{"error":{"message":"no credentials"}}`, http.StatusUnauthorized)
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(api.Close)
+	resp.Body = io.NopCloser(bytes.NewReader(b[:len(b)-1]))
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
 
-	s, err := New(t.Context(), Config{Bucket: fakeBucket, Endpoint: api.URL})
+// TestCutDownloadRefused checks that a download that ends early, saying so,
+// is a read error: never silently fewer bytes.
+func TestCutDownloadRefused(t *testing.T) {
+	t.Parallel()
+	srv := startFake(t)
+	s, err := New(t.Context(), fakeConfig(srv, "cut"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if err := s.PutObject(ctx, "k", strings.NewReader("v"), 1); err != nil {
+	if err := s.PutObject(ctx, "k", strings.NewReader("content"), 7); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.StatObject(ctx, "k"); err != nil {
-		t.Fatal(err)
-	}
-	if n := unauthorized.Load(); n != 0 {
-		t.Fatalf("%d requests without the ADC token", n)
-	}
-
-	// Without the token the same server refuses, so the check above means something.
-	plain, err := New(ctx, Config{Bucket: fakeBucket, Endpoint: api.URL, HTTPClient: &http.Client{}})
+	cfg := fakeConfig(srv, "cut")
+	cfg.HTTPClient = &http.Client{Transport: cutBody{}}
+	cut, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plain.StatObject(ctx, "k"); err == nil || unauthorized.Load() != 1 {
-		t.Fatalf("stat without credentials = %v (%d refused), want HTTP 401", err, unauthorized.Load())
+	rc, err := cut.GetObject(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if b, err := io.ReadAll(rc); err == nil {
+		t.Fatalf("read %q without an error, want a checksum error", b)
 	}
 }
