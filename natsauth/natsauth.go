@@ -48,6 +48,7 @@ package natsauth
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -167,13 +168,24 @@ func For(role Role, s Scope) (*Permissions, error) {
 	// consumers it runs to their ack floor when they start (consumers.Runner),
 	// and the audit consumer refuses to record past a gap a moved position
 	// leaves (consumers/audit).
-	noConsumerChanges := []string{"$JS.API.CONSUMER.DELETE.>", "$JS.API.CONSUMER.RESET.>"}
+	// The key-value buckets hold no durable consumer of ours, only the
+	// ordered ones nats.go makes for a watch or a key listing, which it deletes
+	// when the watch stops (a refused delete waits out the request timeout):
+	// deleting those is allowed (kvDelete).
+	var noConsumerChanges []string
+	for _, st := range streams { // the ledger's, its dead letters', its object store's
+		if st == kvStr {
+			continue
+		}
+		noConsumerChanges = append(noConsumerChanges, "$JS.API.CONSUMER.DELETE."+st+".>", "$JS.API.CONSUMER.RESET."+st+".>")
+	}
+	kvDelete := func(st string) string { return "$JS.API.CONSUMER.DELETE." + st + ".>" }
 	switch role {
 	case RoleAdmin:
 		return nil, nil
 	case RoleHost:
 		pub := []string{commits, "$KV." + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr,
-			"$KV." + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr}
+			"$KV." + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr, kvDelete(kvStr), kvDelete(swStr)}
 		readOf(swStr) // swamp's control plane may hold secrets: hosts only
 		if s.ObjectBucket != "" {
 			// Writing a blob: its chunks, then its metadata. The bucket refuses
@@ -192,10 +204,14 @@ func For(role Role, s Scope) (*Permissions, error) {
 			Subscribe: sub,
 		}, nil
 	case RoleTooling:
-		pub := []string{dlq, "$JS.API.STREAM.CREATE." + dlqStr, "$JS.API.CONSUMER.RESET." + stream + ".>"}
+		pub := []string{dlq, "$JS.API.STREAM.CREATE." + dlqStr, "$JS.API.CONSUMER.RESET." + stream + ".>", kvDelete(kvStr)}
 		deny := append([]string{commits, "$KV.>", "$O.>", "$JS.API.STREAM.CREATE." + stream,
 			"$JS.API.STREAM.CREATE." + kvStr, "$JS.API.STREAM.CREATE." + swStr, "$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
-		deny = append(deny, noConsumerChanges[0])
+		for _, c := range noConsumerChanges {
+			if strings.HasPrefix(c, "$JS.API.CONSUMER.DELETE.") {
+				deny = append(deny, c)
+			}
+		}
 		return &Permissions{
 			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},
 			Subscribe: sub,

@@ -55,6 +55,13 @@ func TestFor(t *testing.T) {
 		{tool, "$JS.API.CONSUMER.RESET.KV_SYNCLEDGER_HOSTS_prod.>", false},
 		{tool, "$KV.SYNCLEDGER_SWAMP_prod.>", false},
 		{tool, "$JS.API.DIRECT.GET.KV_SYNCLEDGER_SWAMP_prod.>", false},
+		// A watch's or a key listing's ordered consumer on a key-value bucket
+		// is deleted by nats.go when it stops: allowed there (no durable
+		// consumer of ours lives in a bucket).
+		{host, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_HOSTS_prod.>", true},
+		{host, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_SWAMP_prod.>", true},
+		{tool, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_HOSTS_prod.>", true},
+		{tool, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_SWAMP_prod.>", false},
 	} {
 		got := slices.Contains(tc.p.Publish.Allow, tc.subject)
 		if got != tc.want {
@@ -66,11 +73,11 @@ func TestFor(t *testing.T) {
 			t.Errorf("tooling does not deny %q", d)
 		}
 	}
-	if !slices.Contains(tool.Publish.Deny, "$JS.API.CONSUMER.DELETE.>") {
-		t.Error("tooling does not deny deleting consumers")
+	if !slices.Contains(tool.Publish.Deny, "$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>") {
+		t.Error("tooling does not deny deleting the ledger's consumers")
 	}
 	for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.UPDATE.>",
-		"$JS.API.CONSUMER.DELETE.>", "$JS.API.CONSUMER.RESET.>"} {
+		"$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>", "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.>"} {
 		if !slices.Contains(host.Publish.Deny, d) {
 			t.Errorf("host does not deny %q", d)
 		}
