@@ -335,7 +335,12 @@ func (h *Host) fetchReady(ctx context.Context, st *cachefs.Stater, rd projector.
 		}
 		g.Go(func() error {
 			fi, err := fetch(gctx, h.cfg.Blobs, st, ch.Path, ch.New)
-			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum) {
+			switch {
+			case (errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum)) && ch.Seq == 0:
+				// A hydration (Fetch) of a row applied earlier: no event is
+				// read here, so no seq to blame (Fetch says what it means).
+				return &ContentGoneError{Paths: []string{ch.Path}, Err: err}
+			case errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum):
 				// The event at ch.Seq names content the blob store does not
 				// hold: a message an admin may quarantine.
 				return &ledger.RecordError{Seq: ch.Seq, Err: fmt.Errorf("seq %d: %w", ch.Seq, err), Decoded: true}
