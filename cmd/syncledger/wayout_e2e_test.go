@@ -32,7 +32,7 @@ func wayOuts(t *testing.T, stderr string) [][]string {
 }
 
 // shellSplit splits a command line as a POSIX shell does for the quoting the
-// CLI prints (words, '…' quotes and the '\” escape).
+// CLI prints: words, single quotes, and backslash escapes.
 func shellSplit(t *testing.T, s string) []string {
 	t.Helper()
 	var (
