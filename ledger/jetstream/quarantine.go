@@ -135,8 +135,8 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 		return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
 	}
 	q.V, q.Ledger = ledger.FormatVersion, l.uuid
-	data, err := ledger.EncodeQuarantine(q)
-	if err != nil {
+	q.Partition, q.ModelSeq, q.Prev = "", 0, 0 // read from the message below
+	if _, err := ledger.EncodeQuarantine(q); err != nil {
 		return fail(err)
 	}
 	b, err := l.bounds(ctx)
@@ -168,6 +168,18 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 	}
 	if prev, ok := l.quarantined()[q.Seq]; ok {
 		return fail(fmt.Errorf("already quarantined by %s at %s (%q): %w", prev.By, prev.At.Format(time.RFC3339), prev.Reason, ledger.ErrConflict))
+	}
+	// A well-formed event of this ledger on its partition's subject was a
+	// link of that partition's chain, which later events may name as their
+	// prev: the notice records it, so that every reader bridges it.
+	if ev, err := ledger.DecodeEvent(msgs[0].Data); err == nil && ev.Ledger == l.uuid && ev.Prev < q.Seq {
+		if p, err := ledger.PartitionFromSubject(l.name, msgs[0].Subject); err == nil && p == ev.Partition {
+			q.Partition, q.ModelSeq, q.Prev = ev.Partition, ev.ModelSeq, ev.Prev
+		}
+	}
+	data, err := ledger.EncodeQuarantine(q)
+	if err != nil {
+		return fail(err)
 	}
 	m := nats.NewMsg(ledger.QuarantineSubject(l.name))
 	m.Data = data

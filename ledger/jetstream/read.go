@@ -156,7 +156,17 @@ func (l *Log) decodeRecord(r *reader, m rawMsg) (ledger.Record, error) {
 	if ev.Ledger != l.uuid {
 		return ledger.Record{}, fmt.Errorf("ledger %q seq %d: event of ledger %s in the stream of ledger %s: %w", l.name, m.Seq, ev.Ledger, l.uuid, ledger.ErrLineage)
 	}
-	return ledger.Record{Seq: m.Seq, Event: ev}, nil
+	rec := ledger.Record{Seq: m.Seq, Event: ev}
+	if ev.Prev > 0 {
+		if r != nil {
+			rec.Bridge = ledger.BridgeOf(r.q, ev.Partition, ev.ModelSeq, ev.Prev)
+		} else {
+			l.q.mu.Lock()
+			rec.Bridge = ledger.BridgeOf(l.q.seqs, ev.Partition, ev.ModelSeq, ev.Prev)
+			l.q.mu.Unlock()
+		}
+	}
+	return rec, nil
 }
 
 // Read calls fn for every record with from ≤ seq ≤ to in seq order, reading the
@@ -423,7 +433,11 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 				next = m.Seq + 1
 				continue
 			}
-			switch p := r.Event.Prev; {
+			p := r.Event.Prev
+			if r.Bridge != nil {
+				p = r.Bridge.Prev // the quarantined events between are no link
+			}
+			switch {
 			case n == 0 && p >= from, n > 0 && p > prev:
 				// The partition event at seq p was not returned: purged since the
 				// read began (the first seq moved past it), or deleted inside.
@@ -483,6 +497,9 @@ func (l *Log) walkBack(ctx context.Context, subj string, from, end ledger.Seq) (
 		}
 		recs = append(recs, r)
 		s = r.Event.Prev
+		if r.Bridge != nil {
+			s = r.Bridge.Prev
+		}
 		if s == 0 {
 			break
 		}
