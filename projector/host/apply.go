@@ -213,6 +213,13 @@ func (h *Host) inspectReady(s *session, rd projector.Ready, st *cachefs.Stater) 
 		case oldOK || ds.matches(ch.New) || s.leftover(ch.Path, ds) || ds.ledgerLeft(ch):
 		case !ds.exists && (ch.Op != projector.OpWrite || rd.Reset):
 			// Absent where nothing must be, or a reset restoring it.
+		case rd.Reset && ch.Op == projector.OpWrite && ch.Old != nil && !ch.Old.Lazy && ch.Old.SameContent(*ch.New):
+			// A rebuild's restore of a file whose indexed version is the
+			// snapshot's: its local edit conflicts with nothing the ledger
+			// did. It stays, uncommitted, on top of the restored index, for a
+			// commit to publish (issue 26 point 6: refusing it here sent the
+			// host round a circle of ways out, commit → rebuild → commit).
+			disk[i].keep = true
 		default:
 			ignored, err := h.ignored(ch.Path)
 			if err != nil {

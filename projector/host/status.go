@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
@@ -273,18 +272,14 @@ func (e *ContentGoneError) Error() string {
 		e.Paths, e.Err)
 }
 
-// Commands returns the way out of a host behind the head: sync (lazily, as
-// it synced), then fetch the same paths again. At the head there is none a
+// Commands returns the way out of a host behind the head: a sync (lazily, as
+// it synced), after which the same fetch works. At the head there is none a
 // command can take on its own.
 func (e *ContentGoneError) Commands() []string {
 	if e.HWM >= e.Head {
 		return []string{}
 	}
-	q := make([]string, len(e.Paths))
-	for i, p := range e.Paths {
-		q[i] = shellQuote(p)
-	}
-	return []string{"syncledger sync --lazy", "syncledger fetch " + strings.Join(q, " ")}
+	return []string{"syncledger sync --lazy"}
 }
 
 func (e *ContentGoneError) Unwrap() error { return e.Err }
