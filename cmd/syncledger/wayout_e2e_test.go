@@ -221,10 +221,10 @@ func TestQuarantineExtendedPartitionCLI(t *testing.T) {
 func TestWayOutsConverge(t *testing.T) {
 	t.Parallel()
 	type state struct {
-		c        *shell
-		w, h     string // a writer's cache, and the cache in the error state
-		hw, hh   []string
-		edit     string // the path h edited (its content is h's)
+		c      *shell
+		w, h   string // a writer's cache, and the cache in the error state
+		hw, hh []string
+		edit   string // the path h edited (its content is h's)
 	}
 	// behind leaves h behind retention: the writer commits on, a snapshot
 	// drops every event before it.
