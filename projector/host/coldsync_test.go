@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,10 +21,13 @@ import (
 // point 11: 100,000 files through every blob store — nats:// (the default of
 // `init`), file://, gs:// (fake-gcs-server) and s3:// (the server at
 // SYNCLEDGER_TEST_S3_ENDPOINT, scripts/versitygw.sh: required, never skipped).
-// .ci/run sets it. ColdSyncFilesEnv overrides the number of files.
+// .ci/run sets it. ColdSyncFilesEnv overrides the number of files, and
+// ColdSyncStoresEnv the stores (comma-separated, of nats, file, gs, s3), for a
+// run by hand.
 const (
-	ColdSyncEnv      = "SYNCLEDGER_TEST_COLDSYNC"
-	ColdSyncFilesEnv = "SYNCLEDGER_TEST_COLDSYNC_FILES"
+	ColdSyncEnv       = "SYNCLEDGER_TEST_COLDSYNC"
+	ColdSyncFilesEnv  = "SYNCLEDGER_TEST_COLDSYNC_FILES"
+	ColdSyncStoresEnv = "SYNCLEDGER_TEST_COLDSYNC_STORES"
 )
 
 // TestColdSyncEveryStore commits files on one host, cold-syncs them on a second
@@ -43,6 +48,14 @@ func TestColdSyncEveryStore(t *testing.T) {
 			t.Fatalf("%s=%q: want a positive number", ColdSyncFilesEnv, v)
 		}
 		files = n
+	}
+	if v := os.Getenv(ColdSyncStoresEnv); v != "" {
+		stores = strings.Split(v, ",")
+		for _, st := range stores {
+			if !slices.Contains([]string{"nats", "file", "gs", "s3"}, st) {
+				t.Fatalf("%s=%q: %q is not one of nats, file, gs, s3", ColdSyncStoresEnv, v, st)
+			}
+		}
 	}
 	for _, store := range stores {
 		t.Run(store, func(t *testing.T) { coldSync(t, store, files) })
