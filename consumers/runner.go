@@ -412,12 +412,8 @@ func (s *session) skip(m jetstream.Msg, seq ledger.Seq, reload bool) bool {
 	if m.Subject() == ledger.QuarantineSubject(s.ledgerName) {
 		return true
 	}
-	q, ok := s.r.cfg.Log.(ledger.Quarantiner)
-	if !ok {
-		return false
-	}
 	if s.quarantined == nil || reload {
-		qs, err := q.Quarantines(s.hctx)
+		qs, err := s.r.cfg.Log.Quarantines(s.hctx)
 		if err != nil {
 			s.r.log.Warn("cannot read the quarantine notices", "err", err)
 			return false

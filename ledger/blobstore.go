@@ -185,3 +185,13 @@ func PutBytes(ctx context.Context, s BlobStore, b []byte) (Digest, error) {
 	d := DigestOf(b)
 	return d, s.Put(ctx, d, bytes.NewReader(b), int64(len(b)))
 }
+
+// ObjectsOf returns the ObjectStore under a BlobStore made by NewBlobStore, so
+// keyed objects (snapshots) can live beside the blobs in the same store. It
+// reports false for any other BlobStore.
+func ObjectsOf(b BlobStore) (ObjectStore, bool) {
+	if s, ok := b.(*blobStore); ok {
+		return s.objs, true
+	}
+	return nil, false
+}

@@ -38,6 +38,11 @@ var (
 	// ErrLagging: the replica that answered does not have events the log's
 	// leader holds; it catches up on its own, so retrying later helps.
 	ErrLagging = errors.New("replica behind the log")
+	// ErrOutcomeUnknown is wrapped by CommitLog.Append errors after which the
+	// commit may or may not be stored (the caller's context ended, or every
+	// attempt ended without a definite answer). Append the same events again to
+	// find out: it stores nothing twice and returns the stored seqs.
+	ErrOutcomeUnknown = errors.New("commit outcome unknown")
 )
 
 // ConflictError is returned (wrapped) when an append finds that a partition's chain

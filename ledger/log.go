@@ -1,6 +1,9 @@
 package ledger
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // MaxBatch is the most events (partitions) one commit may have: JetStream's atomic
 // batch limit. A commit touching more partitions is refused with ErrTooLarge;
@@ -73,4 +76,62 @@ type CommitLog interface {
 	// Follow calls fn for every record from seq from on, in order, waiting for new
 	// ones, until ctx is done (returning ctx.Err()) or fn returns an error.
 	Follow(ctx context.Context, from Seq, fn func(Record) error) error
+
+	// Quarantines returns every quarantine notice stored up to the log's last
+	// seq, by quarantined seq (an empty map if none). Readers that take messages
+	// from elsewhere (consumers) use it to skip what Read would.
+	Quarantines(ctx context.Context) (map[Seq]Quarantine, error)
+
+	// Quarantine stores a notice that the message at q.Seq is not an event any
+	// reader applies, and returns the notice's seq (see Quarantine, the type). It
+	// refuses (ErrInvalid) a seq the log does not hold, a quarantine notice, and a
+	// well-formed event unless force; (ErrConflict) a seq already quarantined.
+	// Only the admin role may quarantine; others get ErrPermission.
+	Quarantine(ctx context.Context, q Quarantine, force bool) (Seq, error)
+
+	// TruncateBefore drops the events with seq < before, except the last event of
+	// each partition: it is kept so the partition's chain can still be extended
+	// (the log's compare-and-append checks a new event's Prev against it; an
+	// emptied partition would accept a chain restarting at Prev 0). Afterwards a
+	// read from a seq below before fails with an error wrapping ErrTruncated. It
+	// returns how many events were dropped. It is idempotent. Only snapshots make
+	// dropping safe (docs/design.md §6): the caller decides the bound from the
+	// newest complete snapshot, never from the log alone.
+	TruncateBefore(ctx context.Context, before Seq) (dropped uint64, err error)
+}
+
+// CheckAppend checks that events form one commit a CommitLog of lineage uuid
+// may append: 1..MaxBatch events of one commit id, parts 1..k in order, each of
+// this lineage, no partition twice. Every CommitLog implementation checks an
+// Append this way before it stores anything.
+func CheckAppend(uuid string, events []Event) error {
+	k := len(events)
+	if k == 0 {
+		return fmt.Errorf("append: no events: %w", ErrInvalid)
+	}
+	id := events[0].Commit
+	if k > MaxBatch {
+		return fmt.Errorf("append commit %s: it touches %d partitions, more than the %d one atomic batch may hold (split the commit): %w", id, k, MaxBatch, ErrTooLarge)
+	}
+	seen := make(map[string]int, k)
+	for i, e := range events {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("append commit %s part %d: "+format+": %w", append([]any{id, i + 1}, append(args, ErrInvalid)...)...)
+		}
+		switch {
+		case e.Commit != id:
+			return bad("commit id %q differs from part 1's", e.Commit)
+		case e.Parts != k:
+			return bad("parts %d, but the commit has %d events", e.Parts, k)
+		case e.Part != i+1:
+			return bad("part %d out of order", e.Part)
+		case e.Ledger != uuid:
+			return fmt.Errorf("append commit %s part %d: event of ledger %s, log of ledger %s: %w", id, i+1, e.Ledger, uuid, ErrLineage)
+		}
+		if j, dup := seen[e.Partition]; dup {
+			return bad("partition %q already in part %d", e.Partition, j+1)
+		}
+		seen[e.Partition] = i
+	}
+	return nil
 }

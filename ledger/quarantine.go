@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -46,6 +45,22 @@ type Quarantine struct {
 
 // Linked reports whether q records the quarantined event's chain link.
 func (q Quarantine) Linked() bool { return q.Partition != "" }
+
+// WithLink returns q with the chain link of the message it quarantines, stored
+// on subject with body data in ledger name of lineage uuid, when that message is
+// a well-formed event on its own partition's subject; else q without one. Every
+// CommitLog's Quarantine records it this way.
+func WithLink(q Quarantine, name, uuid, subject string, data []byte) Quarantine {
+	q.Partition, q.ModelSeq, q.Prev = "", 0, 0
+	ev, err := DecodeEvent(data)
+	if err != nil || ev.Ledger != uuid || ev.Prev >= q.Seq {
+		return q
+	}
+	if p, err := PartitionFromSubject(name, subject); err == nil && p == ev.Partition {
+		q.Partition, q.ModelSeq, q.Prev = ev.Partition, ev.ModelSeq, ev.Prev
+	}
+	return q
+}
 
 // Skip marks a Record that no reader applies. Its Event is empty.
 type Skip struct {
@@ -126,10 +141,3 @@ type RecordError struct {
 
 func (e *RecordError) Error() string { return e.Err.Error() }
 func (e *RecordError) Unwrap() error { return e.Err }
-
-// Quarantiner is a CommitLog that lists its quarantine notices, by quarantined
-// seq, as stored up to its last seq (jetstream.Log). Readers that take messages
-// from the server directly (consumers) use it to skip what the log would.
-type Quarantiner interface {
-	Quarantines(ctx context.Context) (map[Seq]Quarantine, error)
-}

@@ -89,15 +89,37 @@ func DefaultRetryable(err error) bool {
 // already passed to fn (lexical order makes that exact); fn's own errors are
 // returned as they are, never retried.
 //
+// A store whose client retries its own requests (a RequestRetrier, such as
+// the S3 store on the AWS SDK's retryer) is not retried again: its client
+// makes up to p.Attempts attempts of each request (with its own backoff), each
+// operation is one call (bounded by p.AttemptTimeout, its client's retries
+// included), its put content is not kept, and only a get body that fails part
+// way is resumed, which no request retry covers. One retry layer, not two.
+//
 // NewBlobStore(NewRetryingStore(objs, p)) is a BlobStore with retries under
 // its verification, and ObjectsOf still returns the (retrying) object store.
 func NewRetryingStore(objs ObjectStore, p RetryPolicy) ObjectStore {
-	return &retryingStore{objs: objs, p: p.withDefaults()}
+	s := &retryingStore{objs: objs, p: p.withDefaults()}
+	s.ops = s.p.Attempts
+	if rr, ok := objs.(RequestRetrier); ok {
+		s.objs, s.ops = rr.RetryRequests(s.p.Attempts), 1
+	}
+	return s
+}
+
+// RequestRetrier is implemented by an ObjectStore whose client retries its
+// failed requests itself; NewRetryingStore does not retry them again.
+type RequestRetrier interface {
+	// RetryRequests returns the store with each request attempted up to
+	// attempts times by its client (unless the client's own configuration
+	// names the number).
+	RetryRequests(attempts int) ObjectStore
 }
 
 type retryingStore struct {
 	objs ObjectStore
 	p    RetryPolicy
+	ops  int // attempts of one operation: p.Attempts, or 1 for a RequestRetrier
 }
 
 // PreferPut forwards the wrapped store's PutPreferrer.
@@ -127,10 +149,12 @@ func (s *retryingStore) do(ctx context.Context, what string, op func(ctx context
 			return f.err
 		case ctx.Err() != nil || !s.p.Retryable(err):
 			if attempt > 1 {
-				return fmt.Errorf("%s: attempt %d of %d: %w", what, attempt, s.p.Attempts, err)
+				return fmt.Errorf("%s: attempt %d of %d: %w", what, attempt, s.ops, err)
 			}
 			return err
-		case attempt >= s.p.Attempts:
+		case s.ops == 1:
+			return err // the store's client retried
+		case attempt >= s.ops:
 			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt, err)
 		}
 		if serr := SleepCtx(ctx, wait+rand.N(wait/2+1)); serr != nil {
@@ -188,6 +212,9 @@ func (rr *replayReader) again() io.Reader {
 }
 
 func (s *retryingStore) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+	if s.ops == 1 {
+		return s.do(ctx, "put object "+key, func(ctx context.Context) error { return s.objs.PutObject(ctx, key, r, size) })
+	}
 	rr := &replayReader{r: r, max: s.p.MaxReplay}
 	var last error
 	return s.do(ctx, "put object "+key, func(ctx context.Context) error {
@@ -249,7 +276,7 @@ func (s *retryingStore) open(ctx context.Context, key string) (io.ReadCloser, er
 	var rc io.ReadCloser
 	p := s.p
 	p.AttemptTimeout = 0
-	err := (&retryingStore{objs: s.objs, p: p}).do(ctx, "get object "+key, func(ctx context.Context) error {
+	err := (&retryingStore{objs: s.objs, p: p, ops: s.ops}).do(ctx, "get object "+key, func(ctx context.Context) error {
 		octx, cancel := context.WithCancel(ctx)
 		var t *time.Timer
 		if s.p.AttemptTimeout > 0 {

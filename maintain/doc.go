@@ -9,7 +9,7 @@
 //
 // Retain drops the log's events older than the newest intact snapshot minus a
 // margin, never newer ones, keeping each partition's last event (so its chain can
-// still be extended; see ledger.Truncater). The bound is then recorded at
+// still be extended; see ledger.CommitLog.TruncateBefore). The bound is then recorded at
 // snapshots/<uuid>/retention.json; snapshot.Floor combines it with the log's first seq:
 // the lowest seq from which the log holds every event. A snapshot at N is usable
 // when N+1 ≥ Floor. A margin at least the snapshot interval keeps the previous

@@ -12,15 +12,13 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector/snapshot"
 )
 
 func newLedger(t *testing.T) (snapshot.Config, string) {
 	t.Helper()
-	_, nc := jstest.RunServer(t)
-	lg, err := jetstream.Create(context.Background(), nc, jetstream.Config{Name: "t", Blobs: "file:///unused"})
+	lg, err := memledger.New(ledger.Info{Name: "t", Blobs: "file:///unused"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

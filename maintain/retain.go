@@ -19,7 +19,7 @@ type RetainResult struct {
 
 // Retain drops the log's events older than the newest intact snapshot minus
 // margin seqs: events with seq ≤ N−margin, N the snapshot's seq, go, except each
-// partition's last event (see ledger.Truncater). Nothing newer than the snapshot
+// partition's last event (see ledger.CommitLog.TruncateBefore). Nothing newer than the snapshot
 // is ever dropped, and nothing is dropped without an intact snapshot. A margin at
 // least the distance between two snapshots keeps the previous snapshot usable, so
 // a rebuild survives a corrupt newest one.
@@ -30,10 +30,6 @@ func Retain(ctx context.Context, cfg snapshot.Config, margin uint64) (RetainResu
 	var res RetainResult
 	if err := cfg.Check(); err != nil {
 		return res, err
-	}
-	tr, ok := cfg.Log.(ledger.Truncater)
-	if !ok {
-		return res, fmt.Errorf("retain: the log cannot drop events (no ledger.Truncater): %w", ledger.ErrInvalid)
 	}
 	info, err := cfg.Log.Info(ctx)
 	if err != nil {
@@ -54,7 +50,7 @@ func Retain(ctx context.Context, cfg snapshot.Config, margin uint64) (RetainResu
 		return res, nil
 	}
 	res.Before = s.Seq + 1 - ledger.Seq(margin)
-	if res.Dropped, err = tr.TruncateBefore(ctx, res.Before); err != nil {
+	if res.Dropped, err = cfg.Log.TruncateBefore(ctx, res.Before); err != nil {
 		return res, fmt.Errorf("retain: %w", err)
 	}
 	old, err := snapshot.Retained(ctx, cfg.Objects, info.UUID)

@@ -16,7 +16,7 @@ import (
 //   - lost acks: an append is stored but its answer is lost (errLostAck);
 //   - snapshots at commit boundaries, and retention: events below the newest
 //     snapshot are purged, except each partition's last event
-//     (ledger.Truncater); a read that needs a purged event fails with
+//     (ledger.CommitLog.TruncateBefore); a read that needs a purged event fails with
 //     ledger.ErrTruncated, never a silent skip;
 //   - content first: entries' blobs are stored by upload, before the append;
 //     the I6 checker reads what was stored.

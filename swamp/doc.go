@@ -9,6 +9,11 @@
 //   - Doctor checks a swamp host's cache against its remote index and repairs
 //     the #3193 state in the sync-state sidecar.
 //
+// Setup installs the @syncledger/datastore extension (extension/syncledger.ts)
+// in a swamp repo, and NamespaceLedger names a namespace's ledger. The agent
+// that extension talks to, with its protocol, locks and control plane, is
+// package swamp/agent.
+//
 // # Reading a datastore
 //
 // ReadRemote reads what an unscoped swamp pull reads: _index/_meta.json v2 and

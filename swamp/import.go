@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -22,6 +23,12 @@ import (
 // ImportMessagePrefix begins the message of every commit Import publishes; with
 // the FingerprintTrailer line it is how a later run recognises its own commits.
 const ImportMessagePrefix = "swamp import"
+
+// MergeMessagePrefix begins the message of a commit by which Import merged
+// a source's changes into a partition hosts have committed to. It is no
+// import commit: a later run merges again rather than make the partition
+// the source's.
+const MergeMessagePrefix = ImportMessagePrefix + " merge"
 
 // FingerprintTrailer is the message line "Swamp-Import-Fingerprint: <hex>" of an
 // import commit that holds its partition's complete source file list: the
@@ -54,6 +61,10 @@ type ImportConfig struct {
 	// match its index entry's sha256 or size. Without it such a file is not
 	// imported (and reported).
 	AcceptMismatch bool
+	// KeepLedger keeps the ledger's file wherever hosts' commits and the
+	// source disagree; without it only files swamp regenerates are kept so,
+	// and another disagreement leaves its partition untouched (a Conflict).
+	KeepLedger bool
 	// Parallel bounds concurrent object copies; 0 means DefaultParallel.
 	Parallel int
 	// TempDir holds downloads while they are hashed; "" means os.TempDir().
@@ -72,7 +83,7 @@ type Action string
 const (
 	Committed Action = "committed" // an import commit was published
 	Unchanged Action = "unchanged" // the ledger already holds the partition's source files
-	Conflict  Action = "conflict"  // the ledger has other commits since the last import: not touched
+	Conflict  Action = "conflict"  // the source and hosts' commits since the last import changed a file each: not touched
 	Empty     Action = "empty"     // nothing importable (every file missing, mismatched or invalid)
 )
 
@@ -119,9 +130,14 @@ type ImportSummary struct {
 	Partitions int    `json:"partitions"` // partitions of the source
 	Committed  int    `json:"committed"`  // partitions committed by this run
 	Unchanged  int    `json:"unchanged"`  // partitions the ledger already held
-	// Conflicts are partitions with ledger commits since the last import whose
-	// source changed since: not touched.
-	Conflicts   []string         `json:"conflicts,omitempty"`
+	// Conflicts are partitions where hosts' commits and the source hold a file
+	// each at the same path (Collisions), other than one swamp regenerates:
+	// not touched.
+	Conflicts  []string `json:"conflicts,omitempty"`
+	Collisions []string `json:"collisions,omitempty"`
+	// KeptLedger are files the source holds too but hosts changed since: the
+	// ledger's are kept (files swamp regenerates, or KeepLedger).
+	KeptLedger  []string         `json:"keptLedger,omitempty"`
 	Files       int              `json:"files"` // source data files (not internal, valid paths)
 	Bytes       int64            `json:"bytes"`
 	Copied      int              `json:"copied"` // objects copied into the blob store by this run
@@ -264,9 +280,10 @@ func Fingerprint(es []index.Entry) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// IsImportCommit reports whether an event was published by Import.
+// IsImportCommit reports whether an event was published by Import as the
+// partition's import (not a merge into hosts' commits: MergeMessagePrefix).
 func IsImportCommit(ev ledger.Event) bool {
-	return strings.HasPrefix(ev.Message, ImportMessagePrefix)
+	return strings.HasPrefix(ev.Message, ImportMessagePrefix) && !strings.HasPrefix(ev.Message, MergeMessagePrefix)
 }
 
 // importFingerprint returns the fingerprint an import commit carries, "" if none.
@@ -377,25 +394,30 @@ func (im *importer) partition(ctx context.Context, p string, src []index.Entry) 
 			return pr, nil
 		}
 		if st.hasHead && !IsImportCommit(st.head.Event) {
-			// Hosts have committed since the last import: import nothing, and
-			// call it a conflict only if the source changed since that import.
-			unchanged := false
-			if st.atImport != nil {
-				desired, _, err := c.materialize(ctx, st.atImport)
-				if err != nil {
-					return pr, err
-				}
-				unchanged = len(diff(desired, st.atImport)) == 0
+			// Hosts have committed since the last import (or before any): the
+			// source's changes are merged in, the hosts' kept.
+			action, delta, err := im.merge(ctx, c, p, st)
+			if err != nil {
+				return pr, err
 			}
-			c.report()
 			pr.Copied, pr.CopiedBytes = c.copied, c.copiedBytes
-			if unchanged {
-				pr.Action = Unchanged
-				im.sum.Unchanged++
+			if action != Committed {
+				c.report()
+				pr.Action = action
 				return pr, nil
 			}
-			pr.Action = Conflict
-			im.sum.Conflicts = append(im.sum.Conflicts, p)
+			ic, err := im.publish(ctx, p, st, delta, "", false)
+			var ce *ledger.ConflictError
+			if errors.As(err, &ce) && attempt < maxAttempts {
+				continue
+			}
+			if err != nil {
+				return pr, err
+			}
+			c.report()
+			pr.Action, pr.Commit, pr.Seq, pr.Written, pr.Deleted = Committed, ic.Commit, ic.Seq, ic.Files, ic.Deleted
+			im.sum.Committed++
+			im.sum.Commits = append(im.sum.Commits, ic)
 			return pr, nil
 		}
 		desired, complete, err := c.materialize(ctx, st.files)
@@ -427,6 +449,77 @@ func (im *importer) partition(ctx context.Context, p string, src []index.Entry) 
 		im.sum.Commits = append(im.sum.Commits, ic)
 		return pr, nil
 	}
+}
+
+// merge works out what a partition hosts have committed to takes from the
+// source, file by file against the partition's last import (nothing, if none):
+// what only the source changed (added, rewritten, removed) is taken; what only
+// hosts changed is kept. A file both changed, to different content, stays the
+// ledger's if swamp regenerates it (Regenerated) or with KeepLedger; otherwise
+// the partition is a Conflict, untouched. Unchanged: nothing to take.
+func (im *importer) merge(ctx context.Context, c *copier, p string, st partitionState) (Action, []ledger.Entry, error) {
+	desired, _, err := c.materialize(ctx, st.files)
+	if err != nil {
+		return "", nil, err
+	}
+	var delta []ledger.Entry
+	var kept, clash []string
+	disagree := func(path string) {
+		if Regenerated(path) || im.cfg.KeepLedger {
+			kept = append(kept, path)
+		} else {
+			clash = append(clash, path)
+		}
+	}
+	// A three-way merge per file, the last import the base.
+	for _, path := range slices.Sorted(maps.Keys(desired)) {
+		w := desired[path]
+		a, imported := st.atImport[path]
+		if imported && sameFile(a, w) {
+			continue // not changed in the source since its import: the hosts' state wins
+		}
+		h, ok := st.files[path]
+		switch {
+		case !ok && !imported:
+			delta = append(delta, w)
+		case ok && sameFile(h, w):
+		case ok && imported && sameFile(h, a): // only the source changed it
+			delta = append(delta, w)
+		default: // both changed it (or hosts deleted it)
+			disagree(path)
+		}
+	}
+	for _, path := range slices.Sorted(maps.Keys(st.atImport)) {
+		if _, ok := desired[path]; ok {
+			continue
+		}
+		if h, ok := st.files[path]; ok && sameFile(h, st.atImport[path]) {
+			delta = append(delta, ledger.Entry{Path: path, Deleted: true}) // only the source removed it
+		}
+	}
+	if len(clash) > 0 {
+		im.sum.Conflicts = append(im.sum.Conflicts, p)
+		im.sum.Collisions = append(im.sum.Collisions, clash...)
+		return Conflict, nil, nil
+	}
+	im.sum.KeptLedger = append(im.sum.KeptLedger, kept...)
+	if len(delta) == 0 {
+		im.sum.Unchanged++
+		return Unchanged, nil, nil
+	}
+	return Committed, delta, nil
+}
+
+func sameFile(a, b ledger.Entry) bool {
+	return a.SHA256 == b.SHA256 && a.Size == b.Size && a.Mode == b.Mode
+}
+
+// Regenerated reports whether swamp rewrites the file at rel (a cache path)
+// on its own: evaluated definitions and workflows, and each data name's
+// latest marker. An import merge keeps the ledger's.
+func Regenerated(rel string) bool {
+	return strings.HasPrefix(rel, "definitions-evaluated/") || strings.HasPrefix(rel, "workflows-evaluated/") ||
+		strings.HasPrefix(rel, "data/") && path.Base(rel) == "latest"
 }
 
 // diff returns the entries that turn have into want, sorted by path.
@@ -461,7 +554,11 @@ func (im *importer) publish(ctx context.Context, p string, st partitionState, de
 		}
 	}
 	var msg strings.Builder
-	fmt.Fprintf(&msg, "%s of %s", ImportMessagePrefix, im.cfg.SourceName)
+	prefix := ImportMessagePrefix
+	if fp == "" {
+		prefix = MergeMessagePrefix
+	}
+	fmt.Fprintf(&msg, "%s of %s", prefix, im.cfg.SourceName)
 	if im.cfg.Namespace != "" {
 		fmt.Fprintf(&msg, " namespace %s", im.cfg.Namespace)
 	}
@@ -470,7 +567,7 @@ func (im *importer) publish(ctx context.Context, p string, st partitionState, de
 		fmt.Fprintf(&msg, " commitSeq %d", im.sum.CommitSeq)
 	}
 	fmt.Fprintf(&msg, "): %d written, %d deleted", ic.Files, ic.Deleted)
-	if complete {
+	if complete && fp != "" {
 		fmt.Fprintf(&msg, "\n\n%s%s", FingerprintTrailer, fp)
 	}
 	var mark projector.Mark

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -185,24 +186,60 @@ func TestImportDeltaAndConflict(t *testing.T) {
 	// workflows-evaluated lost its only file: a listing no longer has the
 	// partition at all, so the ledger keeps it (nothing to compare with).
 
-	// A host commits to audit; the source changes audit again: conflict.
+	// A host commits to audit; the source changes audit again: merged (the
+	// host's file kept, the source's change taken).
 	e.commit(t, map[string][]byte{"audit/host.jsonl": []byte("from a host\n")})
 	write("audit/2026-01-01.jsonl", "rewritten again\n")
 	sum, err = Import(testCtx(t), e.importConfig(src, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"audit"}, sum.Conflicts); diff != "" || sum.Complete() {
-		t.Fatalf("conflicts (-want +got):\n%s", diff)
+	if len(sum.Conflicts) != 0 || sum.Committed != 1 || !sum.Complete() {
+		t.Fatalf("merge into a host's commit: %+v", sum)
 	}
-	// Unchanged source after host commits is no conflict.
-	write("audit/2026-01-01.jsonl", "rewritten\n")
+	st = readLedger(t, e)
+	if got := st.files["audit/2026-01-01.jsonl"]; got.Size != int64(len("rewritten again\n")) || st.files["audit/host.jsonl"].Size == 0 {
+		t.Fatalf("after the merge: %+v", st.files)
+	}
+	// Run again: nothing to take.
+	if sum, err = Import(testCtx(t), e.importConfig(src, "")); err != nil || sum.Committed != 0 || len(sum.Conflicts) != 0 {
+		t.Fatalf("a second run after a merge: %+v, %v", sum, err)
+	}
+
+	// The host and the source both change one file: a conflict, untouched,
+	// unless the ledger's is kept (KeepLedger); a file swamp regenerates is
+	// the ledger's without asking.
+	e.commit(t, map[string][]byte{"audit/2026-01-01.jsonl": []byte("the host's\n"), "audit/host.jsonl": []byte("from a host, again\n")})
+	write("audit/2026-01-01.jsonl", "the source's\n")
+	write("audit/new.jsonl", "new in the source\n")
+	before := readLedger(t, e)
 	sum, err = Import(testCtx(t), e.importConfig(src, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sum.Conflicts) != 0 || sum.Committed != 0 {
-		t.Fatalf("after host commit, unchanged source: %+v", sum)
+	if diff := cmp.Diff([]string{"audit"}, sum.Conflicts); diff != "" || sum.Complete() || !slices.Equal(sum.Collisions, []string{"audit/2026-01-01.jsonl"}) {
+		t.Fatalf("conflicts (-want +got):\n%s\n%+v", diff, sum)
+	}
+	if diff := cmp.Diff(before.files, readLedger(t, e).files); diff != "" {
+		t.Fatalf("a conflict changed the partition:\n%s", diff)
+	}
+	cfg := e.importConfig(src, "")
+	cfg.KeepLedger = true
+	if sum, err = Import(testCtx(t), cfg); err != nil || !sum.Complete() || sum.Committed != 1 || !slices.Equal(sum.KeptLedger, []string{"audit/2026-01-01.jsonl"}) {
+		t.Fatalf("with KeepLedger: %+v, %v", sum, err)
+	}
+	st = readLedger(t, e)
+	if st.files["audit/2026-01-01.jsonl"].Size != int64(len("the host's\n")) || st.files["audit/new.jsonl"].Size == 0 {
+		t.Fatalf("with KeepLedger: %+v", st.files)
+	}
+	for _, tc := range []struct {
+		rel  string
+		want bool
+	}{{"definitions-evaluated/command/shell/vpc.yaml", true}, {"data/command/shell/id/result/latest", true},
+		{"data/command/shell/id/result/1/raw", false}, {"outputs/command/shell/execute/x.yaml", false}} {
+		if Regenerated(tc.rel) != tc.want {
+			t.Errorf("Regenerated(%s) = %v", tc.rel, !tc.want)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package swamp
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -50,11 +49,4 @@ func NamespaceBlobs(raw, ns string) (string, error) {
 		return "", fmt.Errorf("blob store URL %q: no namespace store for scheme %q: %w", raw, u.Scheme, ledger.ErrInvalid)
 	}
 	return u.String(), nil
-}
-
-// ForeignCatalog is one foreign namespace's catalog export, as swamp's
-// pullForeignCatalogs returns it: the rows of NS/.catalog-export.json.
-type ForeignCatalog struct {
-	Namespace string          `json:"namespace"`
-	Rows      json.RawMessage `json:"rows"`
 }

@@ -2,55 +2,80 @@ package swamp
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // ExtensionType is the datastore type the extension registers with swamp.
 const ExtensionType = "@syncledger/datastore"
 
 //go:embed extension/syncledger.ts
-var extensionSource string
+var extensionSource []byte
 
-// versionMark is replaced by the writing binary's version (WRITTEN_BY).
-const versionMark = `"__SYNCLEDGER_VERSION__"`
+// Extension returns the extension's source, as setup writes it into a repo:
+// the same bytes whichever binary writes it (it records no build), so every
+// host's checkout holds the same file and a new release of the binary runs
+// an extension an older one wrote, as long as they speak the same agent
+// protocol (the hello request).
+func Extension() []byte { return slices.Clone(extensionSource) }
 
-// Extension returns the extension's source as written for a binary of version.
-func Extension(version string) []byte {
-	v, _ := json.Marshal(version)
-	return []byte(strings.Replace(extensionSource, versionMark, string(v), 1))
-}
-
-// ExtensionConfig is the extension's config (the datastore's "config" in
-// .swamp.yaml; configSchema in extension/syncledger.ts).
+// ExtensionConfig is the datastore's "config" in .swamp.yaml (configSchema
+// in extension/syncledger.ts): what every host of the repo shares. It holds
+// nothing per host and no secret; see HostConfig.
 type ExtensionConfig struct {
-	Binary    string   `json:"binary" yaml:"binary"`
-	Cache     string   `json:"cache" yaml:"cache"`
-	NATS      string   `json:"nats" yaml:"nats"`
-	Ledger    string   `json:"ledger" yaml:"ledger"`
-	Namespace string   `json:"namespace,omitempty" yaml:"namespace,omitempty"` // the ledger is then the base (NamespaceLedger)
-	Host      string   `json:"host,omitempty" yaml:"host,omitempty"`
-	Flags     []string `json:"flags,omitempty" yaml:"flags,omitempty"`
-	LockTTLMs int64    `json:"lockTtlMs,omitempty" yaml:"lockTtlMs,omitempty"`
+	NATS      string `json:"nats,omitempty" yaml:"nats,omitempty"` // the server's URL, without credentials
+	Ledger    string `json:"ledger" yaml:"ledger"`
+	Namespace string `json:"namespace,omitempty" yaml:"namespace,omitempty"` // the ledger is then the base (NamespaceLedger)
+	LockTTLMs int64  `json:"lockTtlMs,omitempty" yaml:"lockTtlMs,omitempty"`
 }
 
-// movedDirs are the directories of a repo's .swamp/ that swamp's own datastore
-// setup moves into an extension's cache (reference §2); Install does the same.
-var movedDirs = []string{"definitions-evaluated", "workflows-evaluated", "data", "outputs", "workflow-runs", "audit"}
+// HostFile is where a host keeps its own settings for a repo's datastore
+// (HostConfig), relative to the repo: inside .swamp/, swamp's per-host
+// runtime directory, which swamp's .gitignore section leaves out of git (as
+// its vault keyfile, .swamp/secrets/keyfile).
+const HostFile = ".swamp/syncledger-host.json"
+
+// HostConfig is one host's settings for a repo's datastore, read by the
+// extension from HostFile: each key, where set, overrides the datastore
+// config's. Credentials are never here: the agent reads them as every
+// syncledger command does (SYNCLEDGER_NATS_* in the environment swamp runs
+// in, or the user's syncledger config file).
+type HostConfig struct {
+	Binary string   `json:"binary,omitempty"` // default: $SYNCLEDGER_BINARY, else syncledger on PATH
+	Cache  string   `json:"cache,omitempty"`  // default: REPO/.swamp/syncledger-cache
+	Host   string   `json:"host,omitempty"`   // default: as every command (SYNCLEDGER_HOST, the config file, the hostname)
+	NATS   string   `json:"nats,omitempty"`   // this host's way to the server, if not the repo's
+	Flags  []string `json:"flags,omitempty"`  // more global flags, e.g. --nats-creds FILE
+}
+
+// DefaultCache is a repo's syncledger cache when HostConfig names none.
+func DefaultCache(repo string) string { return filepath.Join(repo, ".swamp", "syncledger-cache") }
+
+// DatastoreDirs are the directories of a swamp datastore that an extension
+// datastore holds: what swamp's own extension setup moves into the cache
+// (reference §2). Others (secrets, bundles, telemetry, …) stay local.
+var DatastoreDirs = []string{"definitions-evaluated", "workflows-evaluated", "data", "outputs", "workflow-runs", "audit"}
 
 // Installed says what Install did.
 type Installed struct {
-	Extension string   `json:"extension"` // the file written
-	Config    string   `json:"config"`    // .swamp.yaml
-	Moved     []string `json:"moved,omitempty"`
+	Extension string `json:"extension"`          // the file written
+	Config    string `json:"config"`             // .swamp.yaml
+	HostFile  string `json:"hostFile,omitempty"` // HostFile, if this host has settings of its own
 }
 
 // CheckRepo checks that repo is a swamp repo (it has .swamp.yaml), without
@@ -62,30 +87,18 @@ func CheckRepo(repo string) error {
 	return nil
 }
 
-// Install writes the extension of version into repo, points the datastore of
-// repo's .swamp.yaml at it with cfg (what `swamp datastore setup extension`
-// writes; other keys are kept), and moves the repo's local datastore
-// directories into cfg.Cache where the cache has none yet.
-//
-// With a namespace, swamp names the datastore's files NS/…: the datastore
-// block gets namespace: NS and the moved directories go under CACHE/NS/.
-func Install(repo, version string, cfg ExtensionConfig, lazy bool, namespace string) (Installed, error) {
+// Install writes the extension into repo, points the datastore of repo's
+// .swamp.yaml at it with cfg (what `swamp datastore setup extension`
+// writes; other keys are kept) and writes host to HostFile (removes it when
+// host is empty), and removes swamp's data catalog of the old datastore.
+// The extension and the datastore block are the same on every host for the
+// same cfg and lazy.
+func Install(repo string, cfg ExtensionConfig, host HostConfig, lazy bool) (Installed, error) {
 	var out Installed
 	yml := filepath.Join(repo, ".swamp.yaml")
-	raw, err := os.ReadFile(yml)
+	doc, root, err := readMarker(repo)
 	if err != nil {
-		return out, fmt.Errorf("%s is not a swamp repo (no .swamp.yaml): run 'swamp repo init' there first", repo)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return out, fmt.Errorf("read %s: %w", yml, err)
-	}
-	if len(doc.Content) == 0 {
-		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode}}}
-	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return out, fmt.Errorf("read %s: not a mapping", yml)
+		return out, err
 	}
 	dir := "extensions/datastores"
 	if d := mapGet(root, "datastoresDir"); d != nil && d.Value != "" {
@@ -95,8 +108,8 @@ func Install(repo, version string, cfg ExtensionConfig, lazy bool, namespace str
 	if lazy {
 		ds["hydrationStrategy"] = "lazy"
 	}
-	if namespace != "" {
-		ds["namespace"] = namespace
+	if cfg.Namespace != "" {
+		ds["namespace"] = cfg.Namespace
 	}
 	var node yaml.Node
 	if err := node.Encode(ds); err != nil {
@@ -106,35 +119,65 @@ func Install(repo, version string, cfg ExtensionConfig, lazy bool, namespace str
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
+	if err := enc.Encode(doc); err != nil {
 		return out, err
 	}
-	newYAML := buf.Bytes()
 	out.Extension = filepath.Join(repo, dir, "syncledger.ts")
 	if err := os.MkdirAll(filepath.Dir(out.Extension), 0o755); err != nil {
 		return out, err
 	}
-	if err := writeFile(out.Extension, Extension(version)); err != nil {
+	if err := writeFile(out.Extension, Extension()); err != nil {
 		return out, err
 	}
-	for _, d := range movedDirs {
-		from, to := filepath.Join(repo, ".swamp", d), filepath.Join(cfg.Cache, namespace, d)
-		if _, err := os.Stat(from); err != nil {
-			continue
-		}
-		if _, err := os.Stat(to); !errors.Is(err, fs.ErrNotExist) {
-			continue // the cache has its own: keep the repo's where it is
-		}
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+	hf := filepath.Join(repo, HostFile)
+	if host.Binary == "" && host.Cache == "" && host.Host == "" && host.NATS == "" && len(host.Flags) == 0 {
+		if err := os.Remove(hf); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return out, err
 		}
-		if err := os.Rename(from, to); err != nil {
-			return out, fmt.Errorf("move %s into the cache: %w", from, err)
+	} else {
+		b, _ := json.MarshalIndent(host, "", "  ")
+		if err := os.MkdirAll(filepath.Dir(hf), 0o755); err != nil {
+			return out, err
 		}
-		out.Moved = append(out.Moved, d)
+		if err := writeFile(hf, append(b, '\n')); err != nil {
+			return out, err
+		}
+		out.HostFile = hf
 	}
 	out.Config = yml
-	return out, writeFile(yml, newYAML)
+	if err := writeFile(yml, buf.Bytes()); err != nil {
+		return out, err
+	}
+	// swamp's data catalog, a read model of the datastore's files, is the
+	// repo's own (.swamp/data/_catalog.db, never synced): the old datastore's
+	// rows would outlive the switch. swamp rebuilds it from the files at its
+	// next query when it is missing.
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(filepath.Join(repo, ".swamp", "data", "_catalog.db"+suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return out, fmt.Errorf("reset swamp's data catalog: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func readMarker(repo string) (*yaml.Node, *yaml.Node, error) {
+	yml := filepath.Join(repo, ".swamp.yaml")
+	raw, err := os.ReadFile(yml)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s is not a swamp repo (no .swamp.yaml): run 'swamp repo init' there first", repo)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", yml, err)
+	}
+	if len(doc.Content) == 0 {
+		doc = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode}}}
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, nil, fmt.Errorf("read %s: not a mapping", yml)
+	}
+	return &doc, root, nil
 }
 
 // RepoID returns the repoId of the swamp repo at repo (from .swamp.yaml).
@@ -154,16 +197,170 @@ func RepoID(repo string) (string, error) {
 
 // SetupCommand is swamp's own command that configures the same datastore (it
 // asks for a swamp-club login).
-func SetupCommand(cfg ExtensionConfig, lazy bool, namespace string) string {
+func SetupCommand(cfg ExtensionConfig, lazy bool) string {
 	j, _ := json.Marshal(cfg)
 	cmd := "swamp datastore setup extension " + ExtensionType + " --config '" + string(j) + "'"
 	if lazy {
 		cmd += " --hydration-strategy lazy"
 	}
-	if namespace != "" {
-		cmd += " --namespace " + namespace
+	if cfg.Namespace != "" {
+		cmd += " --namespace " + cfg.Namespace
 	}
 	return cmd
+}
+
+// Datastore is the datastore a repo's .swamp.yaml names (swamp's
+// resolveDatastoreConfig, without SWAMP_DATASTORE): where its data is.
+type Datastore struct {
+	Type      string // "filesystem" (also when .swamp.yaml names none), ExtensionType, @swamp/s3-datastore, …
+	Path      string // filesystem: the directory, absolute
+	Namespace string
+	// Source is the datastore as syncledger swamp import reads it: a file://,
+	// s3:// or gs:// URL; "" for ExtensionType.
+	Source string
+	// Dirs, for a filesystem datastore, limits an import to DatastoreDirs.
+	Dirs bool
+}
+
+// ReadDatastore reads the datastore block of repo's .swamp.yaml. A type
+// syncledger cannot read is an error naming it.
+func ReadDatastore(repo string) (Datastore, error) {
+	raw, err := os.ReadFile(filepath.Join(repo, ".swamp.yaml"))
+	if err != nil {
+		return Datastore{}, fmt.Errorf("%s is not a swamp repo (no .swamp.yaml): run 'swamp repo init' there first", repo)
+	}
+	var y struct {
+		Datastore *struct {
+			Type           string         `yaml:"type"`
+			Path           string         `yaml:"path"`
+			Namespace      string         `yaml:"namespace"`
+			Config         map[string]any `yaml:"config"`
+			Bucket         string         `yaml:"bucket"` // the legacy "s3" type's fields
+			Prefix         string         `yaml:"prefix"`
+			Region         string         `yaml:"region"`
+			Endpoint       string         `yaml:"endpoint"`
+			ForcePathStyle bool           `yaml:"forcePathStyle"`
+		} `yaml:"datastore"`
+	}
+	if err := yaml.Unmarshal(raw, &y); err != nil {
+		return Datastore{}, fmt.Errorf("read %s/.swamp.yaml: %w", repo, err)
+	}
+	d := y.Datastore
+	if d == nil {
+		p := filepath.Join(repo, ".swamp")
+		return Datastore{Type: "filesystem", Path: p, Source: fileURL(p), Dirs: true}, nil
+	}
+	out := Datastore{Type: d.Type, Namespace: d.Namespace}
+	str := func(k string) string { s, _ := d.Config[k].(string); return s }
+	switch d.Type {
+	case "filesystem":
+		p, err := expandEnv(d.Path)
+		if err != nil {
+			return out, fmt.Errorf("the filesystem datastore's path in %s/.swamp.yaml: %w", repo, err)
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(repo, p)
+		}
+		out.Path, out.Source, out.Dirs = filepath.Clean(p), fileURL(p), true
+	case ExtensionType:
+	case "s3":
+		out.Type = "@swamp/s3-datastore"
+		out.Source = s3URL(d.Bucket, d.Prefix, d.Region, d.Endpoint, d.ForcePathStyle)
+	case "@swamp/s3-datastore":
+		fps, _ := d.Config["forcePathStyle"].(bool)
+		out.Source = s3URL(str("bucket"), str("prefix"), str("region"), str("endpoint"), fps)
+	case "@swamp/gcs-datastore":
+		out.Source = (&url.URL{Scheme: "gs", Host: str("bucket"), Path: "/" + strings.Trim(str("prefix"), "/")}).String()
+	default:
+		return out, fmt.Errorf("the datastore of %s/.swamp.yaml is %s, which syncledger cannot read", repo, d.Type)
+	}
+	return out, nil
+}
+
+func fileURL(dir string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
+}
+
+func s3URL(bucket, prefix, region, endpoint string, pathStyle bool) string {
+	q := url.Values{}
+	if region != "" {
+		q.Set("region", region)
+	}
+	if endpoint != "" {
+		q.Set("endpoint", endpoint)
+	}
+	if pathStyle {
+		q.Set("path-style", "true")
+	}
+	u := url.URL{Scheme: "s3", Host: bucket, Path: "/" + strings.Trim(prefix, "/"), RawQuery: q.Encode()}
+	return u.String()
+}
+
+// envRef is swamp's pattern of a path's references (env_path.ts): ~ at the
+// start, ${VAR} and $VAR.
+var envRef = regexp.MustCompile(`^~(/|$)|\$\{([a-zA-Z_][a-zA-Z0-9_]*)\}|\$([a-zA-Z_][a-zA-Z0-9_]*)`)
+
+// expandEnv expands a filesystem datastore's path as swamp does: an unset
+// or empty variable is an error.
+func expandEnv(p string) (string, error) {
+	var err error
+	out := envRef.ReplaceAllStringFunc(p, func(m string) string {
+		sub := envRef.FindStringSubmatch(m)
+		name := sub[2] + sub[3]
+		if name == "" { // ~
+			name = "HOME"
+		}
+		v := os.Getenv(name)
+		if v == "" && err == nil {
+			err = fmt.Errorf("environment variable %q is not set or empty (referenced in %q)", name, p)
+		}
+		if sub[1] != "" || m == "~" {
+			return v + sub[1]
+		}
+		return v
+	})
+	return out, err
+}
+
+// OnlyDatastoreDirs returns objs seen as a filesystem datastore (keys under
+// prefix, "" or "NS/"): only files under DatastoreDirs are listed or read —
+// never swamp's local-only directories (secrets, bundles, …) or databases.
+func OnlyDatastoreDirs(objs ledger.ObjectStore, prefix string) ledger.ObjectStore {
+	return dirsStore{objs, prefix}
+}
+
+type dirsStore struct {
+	ledger.ObjectStore
+	prefix string
+}
+
+func (s dirsStore) ok(key string) bool {
+	rel, found := strings.CutPrefix(key, s.prefix)
+	dir, _, _ := strings.Cut(rel, "/")
+	return found && slices.Contains(DatastoreDirs, dir)
+}
+
+func (s dirsStore) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
+	if !s.ok(key) {
+		return nil, fmt.Errorf("%s: %w", key, ledger.ErrNotFound)
+	}
+	return s.ObjectStore.GetObject(ctx, key)
+}
+
+func (s dirsStore) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+	if !s.ok(key) {
+		return ledger.ObjectInfo{}, fmt.Errorf("%s: %w", key, ledger.ErrNotFound)
+	}
+	return s.ObjectStore.StatObject(ctx, key)
+}
+
+func (s dirsStore) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
+	return s.ObjectStore.ListObjects(ctx, prefix, func(o ledger.ObjectInfo) error {
+		if !s.ok(o.Key) {
+			return nil
+		}
+		return fn(o)
+	})
 }
 
 func mapGet(m *yaml.Node, key string) *yaml.Node {

@@ -13,19 +13,17 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/memledger"
 )
 
 type fixture struct {
 	t     *testing.T
-	log   *jetstream.Log
+	log   *memledger.Log
 	heads map[string]ledger.Record
 }
 
 func newFixture(t *testing.T) *fixture {
-	_, nc := jstest.RunServer(t)
-	l, err := jetstream.Create(t.Context(), nc, jetstream.Config{Name: "dash", Blobs: "file:///b"})
+	l, err := memledger.New(ledger.Info{Name: "dash", Blobs: "file:///b"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
-	"github.com/syncledger/syncledger/swamp"
+	"github.com/syncledger/syncledger/swamp/agent"
 )
 
 // The swamp agent opens the cache (Host → Log → Conn, Blobs), the swamp bucket
@@ -35,16 +35,16 @@ func TestAgentConcurrentOpens(t *testing.T) {
 	cache := t.TempDir()
 	put(t, cache, "models/a", "a")
 
-	reqs := []swamp.Request{
-		{ID: 1, Op: "hello", Version: versionString(), Protocol: swamp.Protocol},
-		{ID: 2, Op: "pull"},
-		{ID: 3, Op: "cp.list"},
-		{ID: 4, Op: "lock.inspect", Key: "k"},
-		{Op: "hint", Hints: []string{"models"}},
-		{Op: "hint", Hints: []string{"models"}}, // starts the work of the first: Blobs on a goroutine
-		{ID: 5, Op: "verify"},
-		{ID: 6, Op: "cp.list"},
-		{ID: 7, Op: "pull"},
+	reqs := []map[string]any{
+		{"id": 1, "op": "hello", "protocol": agent.Protocol},
+		{"id": 2, "op": "pull"},
+		{"id": 3, "op": "cp.list", "prefix": ""},
+		{"id": 4, "op": "lock.inspect", "key": "k"},
+		{"op": "hint", "hints": []string{"models"}},
+		{"op": "hint", "hints": []string{"models"}}, // starts the work of the first: Blobs on a goroutine
+		{"id": 5, "op": "verify"},
+		{"id": 6, "op": "cp.list", "prefix": ""},
+		{"id": 7, "op": "pull"},
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -72,10 +72,10 @@ func TestAgentConcurrentOpens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := map[int64]swamp.Response{}
+	got := map[int64]agent.Response{}
 	sc := bufio.NewScanner(outR)
 	for len(got) < 7 && sc.Scan() {
-		var r swamp.Response
+		var r agent.Response
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("response %q: %v", sc.Text(), err)
 		}

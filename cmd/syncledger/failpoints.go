@@ -18,8 +18,8 @@ const failpointsEnabled = true
 // it. Only a binary built with -tags failpoints reads it. Points: host.Failpoints.
 const FailpointEnv = "SYNCLEDGER_FAILPOINT"
 
-// setFailpoint arms cfg.Failpoint from FailpointEnv.
-func (a *app) setFailpoint(cfg *host.Config) error {
+// setFailpoint arms h's failpoint from FailpointEnv.
+func (a *app) setFailpoint(h *host.Host) error {
 	fp := a.getenv(FailpointEnv)
 	if fp == "" {
 		return nil
@@ -27,7 +27,7 @@ func (a *app) setFailpoint(cfg *host.Config) error {
 	if !slices.Contains(host.Failpoints, fp) {
 		return usagef("%s=%q: unknown failpoint; known: %v", FailpointEnv, fp, host.Failpoints)
 	}
-	cfg.Failpoint = func(name string) {
+	h.SetFailpoint(func(name string) {
 		if name == fp {
 			a.logger.Warn("failpoint reached: killing this process", "failpoint", name)
 			if p, err := os.FindProcess(os.Getpid()); err == nil {
@@ -35,6 +35,6 @@ func (a *app) setFailpoint(cfg *host.Config) error {
 			}
 			select {} // the signal is on its way
 		}
-	}
+	})
 	return nil
 }

@@ -9,4 +9,4 @@ import "github.com/syncledger/syncledger/projector/host"
 const failpointsEnabled = false
 
 // setFailpoint does nothing in a normal build.
-func (a *app) setFailpoint(*host.Config) error { return nil }
+func (a *app) setFailpoint(*host.Host) error { return nil }

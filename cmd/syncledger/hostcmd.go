@@ -161,15 +161,14 @@ func (a *app) openHost(ctx context.Context) (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := host.Config{Cache: a.cache, Host: a.host, Log: lg, Blobs: bl, Logger: a.logger}
-	if err := a.setFailpoint(&cfg); err != nil {
-		return nil, err
-	}
-	h, err := host.Open(cfg)
+	h, err := host.Open(host.Config{Cache: a.cache, Host: a.host, Log: lg, Blobs: bl, Logger: a.logger})
 	if err != nil {
 		return nil, fmt.Errorf("open cache %s: %w", a.cache, err)
 	}
 	a.onClose(func() { _ = h.Close() })
+	if err := a.setFailpoint(h); err != nil {
+		return nil, err
+	}
 	return h, nil
 }
 

@@ -12,10 +12,12 @@ func newSwampCmd(a *app) *cobra.Command {
 		Short: "Run swamp on the ledger (setup), or interoperate with swamp's S3/GCS datastores",
 		Long: `Tools for swamp hosts (docs/swamp.md):
 
-  setup    make a swamp repo's datastore this ledger: write the
-           @syncledger/datastore extension and configure .swamp.yaml
+  setup    make a swamp repo's datastore this ledger: import its current
+           datastore's data, write the @syncledger/datastore extension and
+           configure .swamp.yaml (the same on every host)
   import   read a swamp datastore (v2 shards, v1 monolith, or a plain listing)
-           and publish the ledger's first commits, one per partition
+           and publish the ledger's first commits, one per partition, or
+           merge it into partitions hosts already write
   doctor   check a swamp host's cache against its remote index, detect the
            swamp-club#3193 state, and optionally repair the sync-state sidecar
 

@@ -13,6 +13,7 @@ import (
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
+	"github.com/syncledger/syncledger/swamp/agent"
 )
 
 // TraceEnv names a file the swamp agent appends one line per request to (its
@@ -25,7 +26,7 @@ func newSwampAgentCmd(a *app) *cobra.Command {
 		Use:   "agent",
 		Short: "Serve one swamp process's @syncledger/datastore extension (started by the extension)",
 		Long: `The @syncledger/datastore extension starts one agent per swamp command and
-talks to it in JSON lines on stdin/stdout (swamp/agent.go): syncs, commits,
+talks to it in JSON lines on stdin/stdout (swamp/agent): syncs, commits,
 locks, the control-plane store. It ends when its stdin closes. Locks it
 still holds then expire after their TTL.
 
@@ -51,41 +52,19 @@ directory (.syncledger/foreign/NS).`,
 				cache = filepath.Join(cache, ns)
 				a.cache = cache
 			}
-			// Other namespaces' caches, in the state directory: never scanned.
-			// They open from a copy of the configuration taken now, before the
-			// agent's goroutines use a (with a connection of their own).
-			proto := a.sibling(base, "")
-			foreign := func(ctx context.Context, other string) (*host.Host, error) {
-				name, err := swamp.NamespaceLedger(base, other)
-				if err != nil {
-					return nil, err
-				}
-				return proto.sibling(name, filepath.Join(cache, ledger.StateDir, "foreign", other)).Host(ctx)
-			}
-			ag := &swamp.Agent{
+			cfg := agent.Config{
 				Namespace: ns,
-				Foreign:   foreign,
 				Version:   versionString(),
 				Cache:     cache,
 				Globals:   fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
-				Host:      func(ctx context.Context) (*host.Host, error) { return a.Host(ctx) },
-				Blobs:     func(ctx context.Context) (ledger.BlobStore, error) { return a.Blobs(ctx) },
+				// Other namespaces' caches open from a copy of the configuration
+				// taken now, before the agent's goroutines use a.
+				Ports: swampPorts{app: a, base: base, proto: a.sibling(base, ""), cache: cache},
 				// With a watch running on the cache, its dirty set and swamp's
 				// markDirty paths narrow the scan, as for commit --hint.
 				Changed: func(ctx context.Context, hints []string) ([]string, func()) {
 					snap, changed := a.dirtySet(ctx, cache, hints)
 					return changed, func() { a.ackDirty(ctx, cache, snap, changed, false) }
-				},
-				KV: func(ctx context.Context) (jetstream.KeyValue, error) {
-					nc, err := a.Conn(ctx)
-					if err != nil {
-						return nil, err
-					}
-					js, err := jetstream.New(nc)
-					if err != nil {
-						return nil, err
-					}
-					return ljs.OpenKV(ctx, js, base, swamp.Bucket(base), swampBucketDescription(base))
 				},
 			}
 			if tr := a.getenv(TraceEnv); tr != "" {
@@ -94,7 +73,11 @@ directory (.syncledger/foreign/NS).`,
 					return fmt.Errorf("%s: %w", TraceEnv, err)
 				}
 				defer f.Close()
-				ag.Trace = f
+				cfg.Trace = f
+			}
+			ag, err := agent.New(cfg)
+			if err != nil {
+				return err
 			}
 			return ag.Serve(ctx, cmd.InOrStdin(), a.stdout)
 		},
@@ -114,4 +97,35 @@ func (a *app) sibling(ledgerName, cache string) *app {
 	b.host = a.hostName()
 	b.res = &opened{nc: nc} // its own log and blobs; the process's end closes them
 	return &b
+}
+
+// swampPorts are the agent's ports (agent.Ports) on the app's ledger.
+type swampPorts struct {
+	*app
+	base  string // the base ledger: its swamp bucket, its namespaces' ledgers
+	proto *app   // the configuration other namespaces' caches open from
+	cache string
+}
+
+// SwampKV opens the base ledger's swamp bucket.
+func (p swampPorts) SwampKV(ctx context.Context) (jetstream.KeyValue, error) {
+	nc, err := p.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return ljs.OpenKV(ctx, js, p.base, agent.Bucket(p.base), swampBucketDescription(p.base))
+}
+
+// Foreign opens namespace ns's ledger in a cache of the cache's state
+// directory (.syncledger/foreign/NS), never scanned.
+func (p swampPorts) Foreign(ctx context.Context, ns string) (*host.Host, error) {
+	name, err := swamp.NamespaceLedger(p.base, ns)
+	if err != nil {
+		return nil, err
+	}
+	return p.proto.sibling(name, filepath.Join(p.cache, ledger.StateDir, "foreign", ns)).Host(ctx)
 }

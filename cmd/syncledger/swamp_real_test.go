@@ -21,6 +21,7 @@ import (
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 	"github.com/syncledger/syncledger/swamp"
+	"github.com/syncledger/syncledger/swamp/agent"
 )
 
 // The tests in this file drive the real swamp CLI (swamp-club/swamp under
@@ -104,14 +105,8 @@ func newRealSwamp(t *testing.T) *realSwamp {
 // the template's models, set up on the ledger by `syncledger swamp setup`.
 func (w *realSwamp) repo(name string, setupArgs ...string) string {
 	w.t.Helper()
-	repo := filepath.Join(w.dir, name)
-	w.mustSwamp(repo, "repo", "init", "--tool", "none")
 	// Hosts are checkouts of one repo: the same .swamp.yaml (repoId) and models.
-	for _, f := range []string{".swamp.yaml", "models"} {
-		if out, err := exec.Command("cp", "-rT", filepath.Join(w.template, f), filepath.Join(repo, f)).CombinedOutput(); err != nil {
-			w.t.Fatalf("copy %s: %v %s", f, err, out)
-		}
-	}
+	repo := w.checkout(name)
 	args := append([]string{"--host", name, "swamp", "setup", "--repo", repo, "--lock-ttl-ms", "3000", "--binary", w.bin}, setupArgs...)
 	w.c.ok(args...)
 	for i, a := range setupArgs {
@@ -337,14 +332,14 @@ func TestSwampRealLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := ljs.OpenKV(t.Context(), js, "swamp", swamp.Bucket("swamp"), "")
+	kv, err := ljs.OpenKV(t.Context(), js, "swamp", agent.Bucket("swamp"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	locks := swamp.NewLocks(kv)
+	locks := agent.NewLocks(kv)
 	slowID := modelID(t, w.template, "slow")
 	key := "data/command/shell/" + slowID + "/.lock"
-	waitHeld := func(what string) *swamp.LockInfo {
+	waitHeld := func(what string) *agent.LockInfo {
 		t.Helper()
 		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if info, err := locks.Inspect(t.Context(), key); err != nil {
@@ -467,32 +462,45 @@ func TestSwampRealBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hostFile := filepath.Join(repo, swamp.HostFile)
+	goodHost, err := os.ReadFile(hostFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	head := w.status(repo).Head
 	for _, tc := range []struct {
-		name     string
-		yaml, ts func(string) string
-		want     string
+		name           string
+		yaml, ts, host func(string) string
+		want           string
 	}{
-		{"unreachable NATS", func(s string) string { return strings.Replace(s, "nats: "+w.nats, "nats: nats://127.0.0.1:1", 1) }, nil, "cannot reach NATS"},
-		{"missing ledger", func(s string) string { return strings.Replace(s, "ledger: swamp", "ledger: nosuch", 1) }, nil, "syncledger init"},
-		{"missing binary", func(s string) string {
-			return strings.Replace(s, "binary: "+w.bin, "binary: /nonexistent/syncledger", 1)
-		}, nil, "/nonexistent/syncledger is not found"},
-		{"mismatched binary", nil, func(s string) string {
-			return regexp.MustCompile(`WRITTEN_BY = "[^"]*"`).ReplaceAllString(s, `WRITTEN_BY = "syncledger v0.0.1-old"`)
-		}, "run 'syncledger swamp setup"},
+		{"unreachable NATS", func(s string) string { return strings.Replace(s, "nats: "+w.nats, "nats: nats://127.0.0.1:1", 1) }, nil, nil, "cannot reach NATS"},
+		{"missing ledger", func(s string) string { return strings.Replace(s, "ledger: swamp", "ledger: nosuch", 1) }, nil, nil, "syncledger init"},
+		{"missing binary", nil, nil, func(s string) string {
+			return strings.Replace(s, w.bin, "/nonexistent/syncledger", 1)
+		}, "/nonexistent/syncledger is not found"},
+		{"bad host file", nil, nil, func(s string) string { return strings.Replace(s, `"binary"`, `"binry"`, 1) }, "syncledger-host.json"},
+		{"newer protocol", nil, func(s string) string {
+			return regexp.MustCompile(`PROTOCOL = \d+`).ReplaceAllString(s, `PROTOCOL = 99`)
+		}, nil, "install a newer syncledger"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			y, x := string(good), string(goodExt)
+			y, x, hf := string(good), string(goodExt), string(goodHost)
 			if tc.yaml != nil {
 				y = tc.yaml(y)
 			}
 			if tc.ts != nil {
 				x = tc.ts(x)
 			}
-			if y == string(good) && x == string(goodExt) {
+			if tc.host != nil {
+				hf = tc.host(hf)
+			}
+			if y == string(good) && x == string(goodExt) && hf == string(goodHost) {
 				t.Fatal("the test's edit changed nothing")
 			}
+			if err := os.WriteFile(hostFile, []byte(hf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			defer os.WriteFile(hostFile, goodHost, 0o644)
 			if err := os.WriteFile(yml, []byte(y), 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -2,47 +2,64 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
+	"github.com/syncledger/syncledger/swamp/agent"
 )
 
 func newSwampSetupCmd(a *app) *cobra.Command {
 	var (
-		repo, ns     string
-		lazy, asJSON bool
-		lockTTL      int64
-		binary       string
+		repo, ns                 string
+		lazy, asJSON, skipImport bool
+		lockTTL                  int64
+		binary                   string
 	)
 	cmd := &cobra.Command{
 		Use:   "setup --repo DIR [--lazy]",
-		Short: "Make a swamp repo's datastore this ledger: write the @syncledger/datastore extension and configure it",
+		Short: "Make a swamp repo's datastore this ledger: import its data, write the @syncledger/datastore extension and configure it",
 		Long: `Setup points a swamp repo (--repo, holding .swamp.yaml) at the ledger
 (--nats, --ledger, credentials as usual):
 
   1. checks that NATS answers and the ledger exists (nothing is written if not);
-  2. writes the @syncledger/datastore extension, embedded in this binary, to
+  2. imports the data of the repo's current datastore into the ledger, as
+     'syncledger swamp import --repo DIR' does: the local .swamp/ datastore,
+     a filesystem datastore anywhere (its data directories), an
+     @swamp/s3-datastore or @swamp/gcs-datastore (credentials from the
+     environment). If the import cannot finish, setup changes nothing in the
+     repo and prints the command to finish it; --skip-import leaves the data
+     where it is. The old datastore is not changed;
+  3. writes the @syncledger/datastore extension, embedded in this binary, to
      extensions/datastores/syncledger.ts (or the repo's datastoresDir);
-  3. writes the datastore block of .swamp.yaml — what swamp's own
+  4. writes the datastore block of .swamp.yaml — what swamp's own
      'swamp datastore setup extension' writes, without its swamp-club login —
-     naming this binary, the ledger and this host's cache (--cache; default
-     DIR/.swamp/syncledger-cache), other keys kept;
-  4. moves the repo's local datastore directories (.swamp/data, outputs, …)
-     into the cache, commits them, and syncs the cache (metadata only for
-     data/**/raw with --lazy, swamp's lazy hydration).
+     naming the server and the ledger, other keys kept;
+  5. syncs this host's cache (REPO/.swamp/syncledger-cache, or --cache; data/**/raw
+     as metadata only with --lazy, swamp's lazy hydration).
 
-NATS passwords and tokens are not written into .swamp.yaml: set them in the
-environment swamp runs in (SYNCLEDGER_NATS_TOKEN, …); files (--nats-creds,
---nats-nkey FILE, --nats-ca, --nats-cert, --nats-key) are referenced by path.
-A repo whose datastore is @swamp/s3-datastore or @swamp/gcs-datastore moves its
-data with 'syncledger swamp import' first (docs/swamp.md).`,
+The extension and the datastore block are the same on every host: commit them.
+What differs between hosts stays out of git, in REPO/.swamp/syncledger-host.json
+(.swamp/ is swamp's per-host directory): --binary, or this binary when
+'syncledger' on PATH is another; --cache; --host; --nats-creds, --nats-nkey
+FILE, --nats-ca, --nats-cert, --nats-key given on the command line. The
+extension runs 'syncledger' from PATH (or $SYNCLEDGER_BINARY) otherwise.
+
+Setup writes no NATS user, password or token anywhere: swamp's agent reads them
+as every syncledger command does, from SYNCLEDGER_NATS_USER/_PASSWORD/_TOKEN in
+the environment swamp runs in or from the user's configuration file
+(~/.config/syncledger/config.yaml). A NATS URL with a user or password, or
+--nats-user/--nats-password/--nats-token on the command line, is refused.`,
 		Example: `  syncledger swamp setup --repo ~/infra --namespace ci
   syncledger --nats nats://10.0.0.5:4222 --ledger infra swamp setup --repo ~/infra
   syncledger swamp setup --repo . --lazy --nats-creds ~/.config/syncledger/host.creds`,
@@ -56,23 +73,23 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 			if err := swamp.CheckRepo(repo); err != nil {
 				return usagef("%v", err)
 			}
-			if binary == "" {
-				exe, err := os.Executable()
-				if err != nil {
-					return fmt.Errorf("find this binary's path: %w (pass --binary)", err)
-				}
-				binary, _ = filepath.EvalSymlinks(exe)
+			cur, err := swamp.ReadDatastore(repo)
+			if err != nil && !skipImport {
+				return usagef("%v: move its data yourself, or run setup with --skip-import to leave it where it is", err)
 			}
-			binary, _ = filepath.Abs(binary)
-			cache := filepath.Join(repo, ".swamp", "syncledger-cache")
-			if f := lookupGlobal(a, "cache"); a.sources[f] != "" {
-				cache, _ = filepath.Abs(a.cache)
+			hc, err := a.swampHostConfig(binary)
+			if err != nil {
+				return err
 			}
 			// Bad input writes nothing: the server and the ledger first.
 			if _, err := a.Log(ctx); err != nil {
 				return err
 			}
-			cfg := swamp.ExtensionConfig{Binary: binary, Cache: cache, NATS: a.natsURL, Ledger: a.ledgerName, Namespace: ns, LockTTLMs: lockTTL}
+			cfg := swamp.ExtensionConfig{NATS: a.natsURL, Ledger: a.ledgerName, Namespace: ns, LockTTLMs: lockTTL}
+			cache := swamp.DefaultCache(repo)
+			if hc.Cache != "" {
+				cache = hc.Cache
+			}
 			hostCache := cache // the syncledger cache: the namespace's part of swamp's
 			if ns != "" {
 				if err := a.setupNamespace(ctx, repo, ns); err != nil {
@@ -80,29 +97,30 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 				}
 				hostCache = filepath.Join(cache, ns)
 			}
-			if f := lookupGlobal(a, "host"); a.sources[f] == "flag" {
-				cfg.Host = a.host
-			}
-			for _, p := range []struct{ name, val string }{
-				{"nats-creds", a.natsAuth.creds}, {"nats-nkey", a.natsAuth.nkey}, {"nats-ca", a.natsAuth.ca},
-				{"nats-cert", a.natsAuth.cert}, {"nats-key", a.natsAuth.key},
-			} {
-				if p.val == "" {
-					continue
+			var imported *swamp.ImportSummary
+			if !skipImport && cur.Source != "" {
+				sum, err := a.swampImport(ctx, cur.Source, cur.Namespace, cur.Dirs, swamp.ImportConfig{})
+				switch {
+				case err != nil && errors.Is(err, ledger.ErrNotFound) && sum.Files == 0 && cur.Dirs:
+					// A filesystem datastore without data: nothing to import.
+				case err != nil || !sum.Complete():
+					if sum.Partitions > 0 {
+						printImportSummary(a, sum)
+					}
+					if err == nil {
+						err = errors.New("some files were not imported (see the summary)")
+					}
+					return withExitCode(exitSwampFindings, fmt.Errorf("import the data of the repo's datastore (%s %s): %w\n"+
+						"Nothing in %s was changed. Finish the import with\n  %s\nthen run setup again; or run setup with --skip-import to leave that data where it is",
+						cur.Type, redactURL(cur.Source), err, repo, a.swampCommandLine("swamp import --repo "+host.ShellQuote(repo))))
+				default:
+					imported = &sum
 				}
-				if p.name == "nats-nkey" && isSeed(p.val) {
-					return usagef("--nats-nkey: give a file holding the seed, not the seed: .swamp.yaml is no place for it")
-				}
-				abs, _ := filepath.Abs(p.val)
-				cfg.Flags = append(cfg.Flags, "--"+p.name, abs)
-			}
-			if a.natsAuth.token != "" || a.natsAuth.password != "" || a.natsAuth.user != "" {
-				fmt.Fprintln(a.stderr, "note: NATS user, password and token are not written into .swamp.yaml; set SYNCLEDGER_NATS_USER/_PASSWORD/_TOKEN where swamp runs")
 			}
 			if err := os.MkdirAll(hostCache, 0o755); err != nil {
 				return err
 			}
-			inst, err := swamp.Install(repo, versionString(), cfg, lazy, ns)
+			inst, err := swamp.Install(repo, cfg, hc, lazy)
 			if err != nil {
 				return err
 			}
@@ -111,9 +129,9 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 			if err != nil {
 				return err
 			}
-			cres, err := h.Commit(ctx, host.CommitOptions{Message: "swamp setup: the repo's local datastore"})
+			cres, err := h.Commit(ctx, host.CommitOptions{Message: "swamp setup"})
 			if err != nil {
-				return fmt.Errorf("commit the repo's data moved into the cache: %w", err)
+				return fmt.Errorf("commit the cache's changes: %w", err)
 			}
 			a.noteSplit(cres)
 			sres, err := h.Sync(ctx, host.SyncOptions{Lazy: lazy})
@@ -121,26 +139,114 @@ data with 'syncledger swamp import' first (docs/swamp.md).`,
 				return fmt.Errorf("sync the cache: %w", err)
 			}
 			a.beat(ctx, "swamp setup", sres.HWM, sres.Head)
-			out := map[string]any{"repo": repo, "extension": inst.Extension, "config": inst.Config, "cache": hostCache, "ledger": a.ledgerName,
-				"moved": inst.Moved, "committed": cres.Written + cres.Deleted, "pulled": sres.Written + sres.Deleted,
-				"hwm": sres.HWM, "head": sres.Head, "swampCommand": swamp.SetupCommand(cfg, lazy, ns)}
+			out := map[string]any{"repo": repo, "extension": inst.Extension, "config": inst.Config, "hostFile": inst.HostFile,
+				"cache": hostCache, "ledger": a.ledgerName, "previous": cur.Type, "committed": cres.Written + cres.Deleted,
+				"pulled": sres.Written + sres.Deleted, "hwm": sres.HWM, "head": sres.Head, "swampCommand": swamp.SetupCommand(cfg, lazy)}
+			if imported != nil {
+				out["imported"] = imported
+			}
 			return a.report(asJSON, out, nil, func() {
-				fmt.Fprintf(a.stdout, "wrote %s\nset the datastore of %s to %s (cache %s, ledger %s)\n", inst.Extension, inst.Config, swamp.ExtensionType, hostCache, a.ledgerName)
-				if len(inst.Moved) > 0 {
-					fmt.Fprintf(a.stdout, "moved .swamp/%v into the cache; committed %d files\n", inst.Moved, cres.Written+cres.Deleted)
+				if imported != nil {
+					fmt.Fprintf(a.stdout, "imported the %s datastore %s: %d files, %d partitions committed, %d already in the ledger\n",
+						cur.Type, redactURL(cur.Source), imported.Files, imported.Committed, imported.Unchanged)
 				}
-				fmt.Fprintf(a.stdout, "synced: pulled %d files; hwm %d, head %d\n", sres.Written+sres.Deleted, sres.HWM, sres.Head)
-				fmt.Fprintf(a.stdout, "(swamp's own equivalent, which needs a swamp-club login:\n  %s)\n", swamp.SetupCommand(cfg, lazy, ns))
+				fmt.Fprintf(a.stdout, "wrote %s\nset the datastore of %s to %s (ledger %s): commit both, they are the same on every host\n", inst.Extension, inst.Config, swamp.ExtensionType, a.ledgerName)
+				if inst.HostFile != "" {
+					fmt.Fprintf(a.stdout, "wrote this host's settings to %s (not for git)\n", inst.HostFile)
+					if gitTracks(repo, inst.HostFile) {
+						fmt.Fprintf(a.stderr, "note: git does not ignore %s: add .swamp/ to the repo's .gitignore (as 'swamp repo init --include-gitignore' does); it holds this host's settings\n", inst.HostFile)
+					}
+				}
+				fmt.Fprintf(a.stdout, "synced the cache %s: pulled %d files; hwm %d, head %d\n", hostCache, sres.Written+sres.Deleted, sres.HWM, sres.Head)
+				fmt.Fprintf(a.stdout, "(swamp's own equivalent, which needs a swamp-club login:\n  %s)\n", swamp.SetupCommand(cfg, lazy))
 			})
 		},
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "the swamp repo (directory holding .swamp.yaml)")
 	cmd.Flags().StringVar(&ns, "namespace", "", "a namespace of the datastore: a ledger of its own, LEDGER_NS (created if absent, its blobs under the ledger's store's ns-NS/), read only by the other namespaces; the first repo to set a namespace up owns it")
 	cmd.Flags().BoolVar(&lazy, "lazy", false, "lazy hydration: data/**/raw content is fetched when swamp reads it")
+	cmd.Flags().BoolVar(&skipImport, "skip-import", false, "do not import the data of the repo's current datastore (it stays where it is)")
 	cmd.Flags().Int64Var(&lockTTL, "lock-ttl-ms", 0, "TTL of swamp's locks in ms (default 30000): a holder that dies loses its lock this long after its last renewal")
-	cmd.Flags().StringVar(&binary, "binary", "", "the syncledger binary the extension runs (default: this one)")
+	cmd.Flags().StringVar(&binary, "binary", "", "the syncledger binary the extension runs on this host (default: syncledger on PATH)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
+}
+
+// swampHostConfig is this host's settings for a repo's datastore
+// (swamp.HostFile): those setup was given on the command line, and this
+// binary if the one on PATH is another. It refuses a NATS user, password or
+// token that only the command line gives: setup writes them nowhere, and
+// swamp's agent would not have them.
+func (a *app) swampHostConfig(binary string) (swamp.HostConfig, error) {
+	var host swamp.HostConfig
+	if urlHasUser(a.natsURL) {
+		return host, usagef("--nats: setup writes the NATS URL into .swamp.yaml, which git tracks, and this one carries a user or password: "+
+			"give the URL without them, and the user and password to swamp's agent through SYNCLEDGER_NATS_USER and SYNCLEDGER_NATS_PASSWORD "+
+			"in the environment swamp runs in (or nats-user and nats-password in %s, chmod 600), then run setup again", a.userConfigPath())
+	}
+	for _, name := range []string{"nats-user", "nats-password", "nats-token"} {
+		if a.sources[lookupGlobal(a, name)] == "flag" {
+			return host, usagef("--%s: setup writes no NATS credentials, and swamp's agent does not see this command line: "+
+				"set SYNCLEDGER_%s in the environment swamp runs in (or %s in %s, chmod 600) and run setup again without --%s",
+				name, strings.ToUpper(strings.ReplaceAll(name, "-", "_")), name, a.userConfigPath(), name)
+		}
+	}
+	onPath := ""
+	if p, err := exec.LookPath("syncledger"); err == nil {
+		onPath, _ = filepath.EvalSymlinks(p)
+	}
+	if binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return host, fmt.Errorf("find this binary's path: %w (pass --binary)", err)
+		}
+		binary, _ = filepath.EvalSymlinks(exe)
+	}
+	binary, _ = filepath.Abs(binary)
+	if real, err := filepath.EvalSymlinks(binary); err != nil || real != onPath {
+		host.Binary = binary
+	}
+	if f := lookupGlobal(a, "cache"); a.sources[f] == "flag" {
+		host.Cache, _ = filepath.Abs(a.cache)
+	}
+	if f := lookupGlobal(a, "host"); a.sources[f] == "flag" {
+		host.Host = a.host
+	}
+	for _, p := range []struct{ name, val string }{
+		{"nats-creds", a.natsAuth.creds}, {"nats-nkey", a.natsAuth.nkey}, {"nats-ca", a.natsAuth.ca},
+		{"nats-cert", a.natsAuth.cert}, {"nats-key", a.natsAuth.key},
+	} {
+		if p.val == "" || a.sources[lookupGlobal(a, p.name)] != "flag" {
+			continue
+		}
+		if p.name == "nats-nkey" && isSeed(p.val) {
+			return host, usagef("--nats-nkey: give a file holding the seed, not the seed: setup writes no secret")
+		}
+		abs, _ := filepath.Abs(p.val)
+		host.Flags = append(host.Flags, "--"+p.name, abs)
+	}
+	return host, nil
+}
+
+// gitTracks reports whether repo is a git work tree that does not ignore
+// path (git check-ignore exits 1); no git, or no work tree, is false.
+func gitTracks(repo, path string) bool {
+	err := exec.Command("git", "-C", repo, "check-ignore", "-q", path).Run()
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == 1
+}
+
+// swampCommandLine is a syncledger command line on a's server and ledger.
+func (a *app) swampCommandLine(cmd string) string {
+	return fmt.Sprintf("syncledger --nats %s --ledger %s %s", host.ShellQuote(redactURL(a.natsURL)), a.ledgerName, cmd)
+}
+
+// userConfigPath is the user's syncledger configuration file, for messages.
+func (a *app) userConfigPath() string {
+	if p, _ := a.configPath(); p != "" {
+		return p
+	}
+	return "~/.config/syncledger/config.yaml"
 }
 
 // setupNamespace registers namespace ns for the repo in the base ledger's
@@ -185,7 +291,7 @@ func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 }
 
 // registerNamespace records that the repo owns namespace ns in the ledger's
-// swamp bucket (swamp.RegisterNamespace: the first repo wins).
+// swamp bucket (agent.RegisterNamespace: the first repo wins).
 func (a *app) registerNamespace(ctx context.Context, repo, ns string) error {
 	id, err := swamp.RepoID(repo)
 	if err != nil {
@@ -199,11 +305,11 @@ func (a *app) registerNamespace(ctx context.Context, repo, ns string) error {
 	if err != nil {
 		return err
 	}
-	kv, err := ljs.OpenKV(ctx, js, a.ledgerName, swamp.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
+	kv, err := ljs.OpenKV(ctx, js, a.ledgerName, agent.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
 	if err != nil {
 		return err
 	}
-	return swamp.RegisterNamespace(ctx, kv, ns, id)
+	return agent.RegisterNamespace(ctx, kv, ns, id)
 }
 
 func swampBucketDescription(ledgerName string) string {

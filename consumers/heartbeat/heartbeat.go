@@ -63,9 +63,13 @@ type Beat struct {
 
 // Store is a ledger's heartbeat bucket.
 type Store struct {
-	kv     jetstream.KeyValue
+	kv     ledger.KV
 	ledger string
 }
+
+// NewStore returns the heartbeats of ledgerName kept in kv (memledger.KV in
+// tests, the bucket Open opens in production).
+func NewStore(kv ledger.KV, ledgerName string) *Store { return &Store{kv: kv, ledger: ledgerName} }
 
 // Open opens the ledger's heartbeat bucket, creating it if missing. A ledger
 // that does not exist is an error wrapping ledger.ErrNotFound.
@@ -81,7 +85,7 @@ func Open(ctx context.Context, nc *nats.Conn, ledgerName string) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, err)
 	}
-	return &Store{kv: kv, ledger: ledgerName}, nil
+	return NewStore(ljs.NewKV(kv), ledgerName), nil
 }
 
 // Put records b as its host's latest beat.
@@ -115,34 +119,26 @@ func encode(b Beat) ([]byte, error) {
 
 // List returns every host's latest beat, sorted by host.
 func (s *Store) List(ctx context.Context) ([]Beat, error) {
-	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	es, err := s.kv.List(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("list heartbeats: %w", err)
 	}
-	defer func() { _ = w.Stop() }()
-	var out []Beat
-	for {
-		select {
-		case e := <-w.Updates():
-			if e == nil { // the end of the values held now
-				slices.SortFunc(out, func(a, b Beat) int { return strings.Compare(a.Host, b.Host) })
-				return out, nil
-			}
-			var b Beat
-			if err := json.Unmarshal(e.Value(), &b); err != nil {
-				return nil, fmt.Errorf("list heartbeats: key %s: %v: %w", e.Key(), err, ledger.ErrInvalid)
-			}
-			b.Seen = e.Created()
-			out = append(out, b)
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list heartbeats: %w", ctx.Err())
+	out := make([]Beat, 0, len(es))
+	for _, e := range es {
+		var b Beat
+		if err := json.Unmarshal(e.Value, &b); err != nil {
+			return nil, fmt.Errorf("list heartbeats: key %s: %v: %w", e.Key, err, ledger.ErrInvalid)
 		}
+		b.Seen = e.Created
+		out = append(out, b)
 	}
+	slices.SortFunc(out, func(a, b Beat) int { return strings.Compare(a.Host, b.Host) })
+	return out, nil
 }
 
 // Forget removes a host's beat (a host that is gone for good).
 func (s *Store) Forget(ctx context.Context, host string) error {
-	if err := s.kv.Delete(ctx, Key(host)); err != nil {
+	if err := s.kv.Delete(ctx, Key(host), 0); err != nil {
 		return fmt.Errorf("forget host %q: %w", host, err)
 	}
 	return nil

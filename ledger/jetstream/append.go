@@ -17,11 +17,9 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// ErrOutcomeUnknown is wrapped by Append errors after which the commit may or may
-// not be stored (the caller's context ended, or every attempt ended without a
-// definite answer). Append the same events again to find out: it stores nothing
-// twice and returns the stored seqs.
-var ErrOutcomeUnknown = errors.New("commit outcome unknown")
+// ErrOutcomeUnknown is ledger.ErrOutcomeUnknown, under the name callers of
+// this package have used.
+var ErrOutcomeUnknown = ledger.ErrOutcomeUnknown
 
 // errLostAck stands for an ack a test discarded (faults.loseAck).
 var errLostAck = errors.New("ack lost (test)")
@@ -65,35 +63,13 @@ func (l *Log) msg(c *commit, i int) *nats.Msg {
 
 // prepare validates events as one commit and encodes them.
 func (l *Log) prepare(events []ledger.Event) (*commit, error) {
-	k := len(events)
-	if k == 0 {
-		return nil, fmt.Errorf("append: no events: %w", ledger.ErrInvalid)
+	if err := ledger.CheckAppend(l.uuid, events); err != nil {
+		return nil, err
 	}
-	id := events[0].Commit
-	if k > ledger.MaxBatch {
-		return nil, fmt.Errorf("append commit %s: it touches %d partitions, more than the %d one atomic batch may hold (split the commit): %w", id, k, ledger.MaxBatch, ledger.ErrTooLarge)
-	}
+	k, id := len(events), events[0].Commit
 	c := &commit{id: id, events: events, subjects: make([]string, k), data: make([][]byte, k), expect: make([]ledger.Seq, k)}
-	seen := make(map[string]int, k)
 	maxData := int(l.nc.MaxPayload()) - headerReserve
 	for i, e := range events {
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("append commit %s part %d: "+format+": %w", append([]any{id, i + 1}, append(args, ledger.ErrInvalid)...)...)
-		}
-		switch {
-		case e.Commit != id:
-			return nil, bad("commit id %q differs from part 1's", e.Commit)
-		case e.Parts != k:
-			return nil, bad("parts %d, but the commit has %d events", e.Parts, k)
-		case e.Part != i+1:
-			return nil, bad("part %d out of order", e.Part)
-		case e.Ledger != l.uuid:
-			return nil, fmt.Errorf("append commit %s part %d: event of ledger %s, log of ledger %s: %w", id, i+1, e.Ledger, l.uuid, ledger.ErrLineage)
-		}
-		if j, dup := seen[e.Partition]; dup {
-			return nil, bad("partition %q already in part %d", e.Partition, j+1)
-		}
-		seen[e.Partition] = i
 		c.expect[i] = e.Prev
 		b, err := ledger.EncodeEvent(e)
 		if err != nil {

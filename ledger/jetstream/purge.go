@@ -13,8 +13,6 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-var _ ledger.Truncater = (*Log)(nil)
-
 // TruncateBefore drops the events with seq < before (retention, docs/design.md §6),
 // except the last event of every partition.
 //

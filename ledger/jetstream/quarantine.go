@@ -29,6 +29,7 @@ func (l *Log) loadQuarantines(ctx context.Context, upto ledger.Seq) error {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	subj := ledger.QuarantineSubject(l.name)
+	rd := &ledger.MessageReader{Name: l.name, UUID: l.uuid}
 	next := max(l.q.next, 1)
 	for next <= upto {
 		msgs, _, err := l.directBatch(ctx, msgGetRequest{Seq: uint64(next), NextFor: subj, Batch: directBatchSize, MaxBytes: directMaxBytes})
@@ -42,9 +43,7 @@ func (l *Log) loadQuarantines(ctx context.Context, upto ledger.Seq) error {
 			if m.Seq > upto {
 				break
 			}
-			// A notice that does not decode is no notice: readers stop at it
-			// (a RecordError), and it can be quarantined in turn.
-			if q, err := ledger.DecodeQuarantine(m.Data); err == nil && q.Ledger == l.uuid && q.Seq < m.Seq {
+			if q, ok := rd.NoticeOf(m.Seq, m.Subject, m.Data); ok {
 				if l.q.seqs == nil {
 					l.q.seqs = map[ledger.Seq]ledger.Quarantine{}
 				}
@@ -87,39 +86,6 @@ func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine
 		out = map[ledger.Seq]ledger.Quarantine{}
 	}
 	return out, nil
-}
-
-// skipped tells whether m is a quarantine notice or a quarantined message, and
-// returns its Skip. r's snapshot of the quarantined seqs is used when r is set.
-func (l *Log) skipped(r *reader, m rawMsg) (*ledger.Skip, bool, error) {
-	if m.Subject == ledger.QuarantineSubject(l.name) {
-		q, err := ledger.DecodeQuarantine(m.Data)
-		switch {
-		case err != nil:
-			return nil, false, fmt.Errorf("ledger %q seq %d (quarantine notice): %w", l.name, m.Seq, err)
-		case q.Ledger != l.uuid:
-			return nil, false, fmt.Errorf("ledger %q seq %d: quarantine notice of ledger %s: %w", l.name, m.Seq, q.Ledger, ledger.ErrLineage)
-		case q.Seq >= m.Seq:
-			return nil, false, fmt.Errorf("ledger %q seq %d: quarantine notice of a later seq %d: %w", l.name, m.Seq, q.Seq, ledger.ErrInvalid)
-		}
-		return &ledger.Skip{Notice: true, Quarantine: q}, true, nil
-	}
-	var (
-		q  ledger.Quarantine
-		ok bool
-	)
-	if r != nil {
-		q, ok = r.q[m.Seq]
-	} else {
-		l.q.mu.Lock()
-		q, ok = l.q.seqs[m.Seq]
-		l.q.mu.Unlock()
-	}
-	if !ok {
-		return nil, false, nil
-	}
-	p, _ := ledger.PartitionFromSubject(l.name, m.Subject) // "" if the subject names no partition
-	return &ledger.Skip{Partition: p, Quarantine: q}, true, nil
 }
 
 // Quarantine stores a notice that the message at q.Seq is not an event any
@@ -172,11 +138,7 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 	// A well-formed event of this ledger on its partition's subject was a
 	// link of that partition's chain, which later events may name as their
 	// prev: the notice records it, so that every reader bridges it.
-	if ev, err := ledger.DecodeEvent(msgs[0].Data); err == nil && ev.Ledger == l.uuid && ev.Prev < q.Seq {
-		if p, err := ledger.PartitionFromSubject(l.name, msgs[0].Subject); err == nil && p == ev.Partition {
-			q.Partition, q.ModelSeq, q.Prev = ev.Partition, ev.ModelSeq, ev.Prev
-		}
-	}
+	q = ledger.WithLink(q, l.name, l.uuid, msgs[0].Subject, msgs[0].Data)
 	data, err := ledger.EncodeQuarantine(q)
 	if err != nil {
 		return fail(err)

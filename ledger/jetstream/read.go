@@ -94,79 +94,16 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 	return *head, nil
 }
 
-// decode turns a stored message into a record, checking that its subject is a
-// partition subject of this ledger naming the event's partition, and that the
-// event belongs to this ledger's lineage.
+// decode turns a stored message into a record (ledger.MessageReader), with
+// the quarantined seqs loaded so far.
 func (l *Log) decode(m rawMsg) (ledger.Record, error) {
-	return l.decodeWith(nil, m)
+	return l.reader().Record(m.Seq, m.Subject, m.Data)
 }
 
-// reader is the state one long read keeps from record to record: an event
-// decoder sharing repeated strings, the partitions of the subjects seen, and
-// the quarantined seqs as the read began.
-type reader struct {
-	dec   ledger.Decoder
-	parts map[string]string // subject → partition
-	q     map[ledger.Seq]ledger.Quarantine
-}
-
-// decodeWith is decode sharing r's state (nil: none). A message it cannot take
-// as an event of this ledger is a *ledger.RecordError; a quarantined one, and a
-// quarantine notice, a record with Skip set.
-func (l *Log) decodeWith(r *reader, m rawMsg) (ledger.Record, error) {
-	rec, err := l.decodeRecord(r, m)
-	if err != nil {
-		return ledger.Record{}, &ledger.RecordError{Seq: m.Seq, Err: err}
-	}
-	return rec, nil
-}
-
-func (l *Log) decodeRecord(r *reader, m rawMsg) (ledger.Record, error) {
-	var (
-		p   string
-		ev  ledger.Event
-		err error
-		ok  bool
-	)
-	if skip, ok, err := l.skipped(r, m); ok || err != nil {
-		return ledger.Record{Seq: m.Seq, Skip: skip}, err
-	}
-	if r != nil {
-		p, ok = r.parts[m.Subject]
-	}
-	if !ok {
-		if p, err = ledger.PartitionFromSubject(l.name, m.Subject); err != nil {
-			return ledger.Record{}, fmt.Errorf("ledger %q seq %d: %w", l.name, m.Seq, err)
-		}
-		if r != nil && len(r.parts) < maxReaderParts {
-			r.parts[m.Subject] = p
-		}
-	}
-	if r != nil {
-		ev, err = r.dec.Decode(m.Data)
-	} else {
-		ev, err = ledger.DecodeEvent(m.Data)
-	}
-	if err != nil {
-		return ledger.Record{}, fmt.Errorf("ledger %q seq %d (subject %s): %w", l.name, m.Seq, m.Subject, err)
-	}
-	if ev.Partition != p {
-		return ledger.Record{}, fmt.Errorf("ledger %q seq %d: event of partition %q stored on the subject of partition %q: %w", l.name, m.Seq, ev.Partition, p, ledger.ErrInvalid)
-	}
-	if ev.Ledger != l.uuid {
-		return ledger.Record{}, fmt.Errorf("ledger %q seq %d: event of ledger %s in the stream of ledger %s: %w", l.name, m.Seq, ev.Ledger, l.uuid, ledger.ErrLineage)
-	}
-	rec := ledger.Record{Seq: m.Seq, Event: ev}
-	if ev.Prev > 0 {
-		if r != nil {
-			rec.Bridge = ledger.BridgeOf(r.q, ev.Partition, ev.ModelSeq, ev.Prev)
-		} else {
-			l.q.mu.Lock()
-			rec.Bridge = ledger.BridgeOf(l.q.seqs, ev.Partition, ev.ModelSeq, ev.Prev)
-			l.q.mu.Unlock()
-		}
-	}
-	return rec, nil
+// reader returns a ledger.MessageReader for one read, with the quarantined
+// seqs loaded so far.
+func (l *Log) reader() *ledger.MessageReader {
+	return &ledger.MessageReader{Name: l.name, UUID: l.uuid, Quarantined: l.quarantined()}
 }
 
 // Read calls fn for every record with from ≤ seq ≤ to in seq order, reading the
@@ -229,9 +166,6 @@ func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Reco
 	return nil
 }
 
-// maxReaderParts bounds a reader's subject table.
-const maxReaderParts = 1 << 14
-
 // readBatch is one batch of decoded records; err, if set, ends the read after
 // them.
 type readBatch struct {
@@ -256,7 +190,7 @@ func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<
 		return
 	}
 	defer bt.close()
-	rd := &reader{parts: map[string]string{}, q: l.quarantined()}
+	rd := l.reader()
 	next := from
 	req := func(from ledger.Seq) msgGetRequest {
 		return msgGetRequest{Seq: uint64(from), Batch: int(min(directBatchSize, uint64(end-from+1))), MaxBytes: directMaxBytes}
@@ -317,7 +251,7 @@ func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<
 				rb.err = fmt.Errorf("ledger %q read: %w", l.name, l.missing(ctx, next, m.Seq, time.Time{}))
 				break
 			}
-			r, err := l.decodeWith(rd, m)
+			r, err := rd.Record(m.Seq, m.Subject, m.Data)
 			if err != nil {
 				rb.err = err
 				break

@@ -10,9 +10,13 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
@@ -58,13 +62,13 @@ type Config struct {
 	// PartSize.
 	MultipartAbove int64
 	// PartSize is the size of each part of a multipart upload but the last (at
-	// least 5 MiB, S3's minimum); it is the memory a multipart put holds. 0 means
-	// DefaultPartSize.
+	// least 5 MiB, S3's minimum); a multipart put holds up to three parts in
+	// memory. 0 means DefaultPartSize.
 	PartSize int64
 }
 
 // Multipart defaults: a single PUT is capped at 5 GiB and needs its whole body
-// spooled; above 64 MiB a put streams in parts of 16 MiB, one in memory at a time.
+// spooled; above 64 MiB a put streams in parts of 16 MiB.
 const (
 	DefaultMultipartAbove = 64 << 20
 	DefaultPartSize       = 16 << 20
@@ -73,7 +77,10 @@ const (
 
 // Store is a ledger.ObjectStore on an S3 bucket. It is safe for concurrent use.
 type Store struct {
-	client         *client
+	client         *awss3.Client
+	uploads        *transfermanager.Client
+	aws            aws.Config // as loaded, for RetryRequests
+	cfg            Config
 	bucket         string
 	root           string // "" or the prefix with one trailing slash
 	tempDir        string
@@ -81,20 +88,23 @@ type Store struct {
 	partSize       int64
 }
 
-var _ ledger.ObjectStore = (*Store)(nil)
+var (
+	_ ledger.ObjectStore    = (*Store)(nil)
+	_ ledger.RequestRetrier = (*Store)(nil)
+)
 
-// New validates cfg, loads the SDK's default configuration and returns the Store.
-// It makes no request: a missing bucket or bad credentials show on first use.
+// New validates cfg, loads the AWS configuration and returns the Store. It
+// makes no request: a missing bucket or bad credentials show on first use.
 func New(ctx context.Context, cfg Config) (*Store, error) {
 	root, err := validate(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("new s3 store: %w", err)
 	}
-	client, err := newClient(ctx, cfg)
+	awsCfg, err := loadAWS(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("new s3 store: %w", err)
 	}
-	st := &Store{client: client, bucket: cfg.Bucket, root: root, tempDir: cfg.TempDir,
+	st := &Store{aws: awsCfg, cfg: cfg, bucket: cfg.Bucket, root: root, tempDir: cfg.TempDir,
 		multipartAbove: cfg.MultipartAbove, partSize: cfg.PartSize}
 	if st.partSize <= 0 {
 		st.partSize = DefaultPartSize
@@ -104,6 +114,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		st.multipartAbove = DefaultMultipartAbove
 	}
 	st.multipartAbove = max(st.multipartAbove, st.partSize)
+	st.connect(0)
 	return st, nil
 }
 
@@ -131,13 +142,14 @@ func validate(cfg Config) (root string, err error) {
 
 // mapErr maps S3's errors to the ledger sentinels and the context's error.
 func mapErr(ctx context.Context, err error) error {
-	var apiErr *apiError
+	var apiErr smithy.APIError
+	var respErr *awshttp.ResponseError
 	switch {
-	case errors.As(err, &apiErr) && apiErr.Code == "NoSuchBucket":
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket":
 		return err
-	case errors.As(err, &apiErr) && (apiErr.Code == "NoSuchKey" || apiErr.Code == "NotFound"):
+	case errors.As(err, &apiErr) && (apiErr.ErrorCode() == "NoSuchKey" || apiErr.ErrorCode() == "NotFound"):
 		return ledger.ErrNotFound
-	case errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound:
+	case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusNotFound:
 		return fmt.Errorf("%w (%v)", ledger.ErrNotFound, err)
 	}
 	return backend.CtxErr(ctx, err)
@@ -148,8 +160,9 @@ func mapErr(ctx context.Context, err error) error {
 // a PUT; the HEAD costs about as much as the PUT of a few KiB).
 func (s *Store) PreferPut(size int64) bool { return size >= 0 && size <= memSpoolLimit }
 
-// PutObject implements ledger.ObjectStore: it spools the content (see the package
-// doc), then sends one PUT.
+// PutObject implements ledger.ObjectStore: it spools the content and sends one
+// PUT, or above Config.MultipartAbove (and for an unknown size) streams it as a
+// multipart upload (see the package doc).
 func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return fmt.Errorf("put object: %w", err)
@@ -157,85 +170,50 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
+	pr := backend.NewPutReader(ctx, r, size)
 	if size < 0 || size > s.multipartAbove {
-		if err := s.putMultipart(ctx, s.root+key, backend.NewPutReader(ctx, r, size)); err != nil {
+		if err := s.putMultipart(ctx, s.root+key, pr, size); err != nil {
 			return fmt.Errorf("put object %q: %w", key, err)
 		}
 		return nil
 	}
-	body, n, cleanup, err := s.spool(backend.NewPutReader(ctx, r, size), size)
+	body, n, cleanup, err := s.spool(pr, size)
 	if err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
 	defer cleanup()
-	if err := s.client.putObject(ctx, s.root+key, body, n); err != nil {
+	_, err = s.client.PutObject(ctx, &awss3.PutObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(s.root + key),
+		Body: body, ContentLength: aws.Int64(n), ContentType: aws.String(contentType),
+	})
+	if err != nil {
 		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
 	}
 	return nil
 }
 
-// putMultipart sends pr as a multipart upload, one part of partSize in memory
-// at a time (a seekable body the SDK can sign, checksum and retry). The object
-// appears only when the upload is completed, which happens only after pr ended
-// without error at its declared size; on any failure the upload is aborted (and
-// a bucket lifecycle rule for incomplete uploads cleans up after an abort that
-// failed too).
-func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutReader) (err error) {
-	buf := make([]byte, s.partSize)
-	n, rerr := io.ReadFull(pr, buf)
-	if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-		return rerr
+const contentType = "application/octet-stream"
+
+// putMultipart sends pr through the SDK's transfer manager: a multipart
+// upload of parts of Config.PartSize, each a seekable body the SDK signs,
+// checksums and retries, or one PUT if all of it fits in one part. The
+// manager completes the upload only once pr returned io.EOF, which it does
+// only without error at the declared size (backend.PutReader); any failure,
+// the reader's included, aborts the upload.
+func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutReader, size int64) error {
+	in := &transfermanager.UploadObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(key), Body: pr, ContentType: aws.String(contentType),
 	}
-	if rerr != nil {
-		// All of it fits in one part (a put of unknown size): one PUT.
-		if err := pr.Done(); err != nil {
-			return err
-		}
-		return backend.CtxErr(ctx, s.client.putObject(ctx, key, bytes.NewReader(buf[:n]), int64(n)))
+	if size >= 0 {
+		in.ContentLength = aws.Int64(size)
 	}
-	up, err := s.client.createMultipartUpload(ctx, key)
-	if err != nil {
-		return fmt.Errorf("start multipart upload: %w", backend.CtxErr(ctx, err))
+	if _, err := s.uploads.UploadObject(ctx, in); err != nil {
+		if rerr := pr.Err(); rerr != nil {
+			return rerr // the content's own failure, not the upload's
+		}
+		return backend.CtxErr(ctx, err)
 	}
-	completed := false
-	defer func() {
-		if completed {
-			return
-		}
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if aerr := s.client.abortMultipartUpload(actx, key, up); aerr != nil {
-			err = fmt.Errorf("%w (and aborting the upload failed: %v)", err, aerr)
-		}
-	}()
-	var parts []completedPart
-	for num := 1; ; num++ {
-		if num > 1 {
-			n, rerr = io.ReadFull(pr, buf)
-			if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-				return rerr
-			}
-		}
-		last := rerr != nil
-		if n > 0 {
-			part, err := s.client.uploadPart(ctx, key, up, num, buf[:n])
-			if err != nil {
-				return fmt.Errorf("upload part %d: %w", num, backend.CtxErr(ctx, err))
-			}
-			parts = append(parts, part)
-		}
-		if last {
-			break
-		}
-	}
-	if err := pr.Done(); err != nil {
-		return err
-	}
-	if err := s.client.completeMultipartUpload(ctx, key, up, parts); err != nil {
-		return fmt.Errorf("complete multipart upload: %w", backend.CtxErr(ctx, err))
-	}
-	completed = true
-	return nil
+	return pr.Done()
 }
 
 // spool reads pr to EOF and returns its content as a seekable body of n bytes,
@@ -293,11 +271,11 @@ func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("get object %q: %w", key, err)
 	}
-	body, err := s.client.getObject(ctx, s.root+key)
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.root + key)})
 	if err != nil {
 		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
 	}
-	return body, nil
+	return out.Body, nil
 }
 
 // StatObject implements ledger.ObjectStore.
@@ -308,11 +286,11 @@ func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	if err := ctx.Err(); err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
 	}
-	size, mod, err := s.client.headObject(ctx, s.root+key)
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.root + key)})
 	if err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
 	}
-	return ledger.ObjectInfo{Key: key, Size: size, ModTime: mod}, nil
+	return ledger.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified)}, nil
 }
 
 // DeleteObject implements ledger.ObjectStore.
@@ -323,7 +301,8 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete object %q: %w", key, err)
 	}
-	if err := s.client.deleteObject(ctx, s.root+key); err != nil {
+	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.root + key)})
+	if err != nil {
 		if err := mapErr(ctx, err); !errors.Is(err, ledger.ErrNotFound) {
 			return fmt.Errorf("delete object %q: %w", key, err)
 		}
@@ -340,20 +319,23 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("list objects %q: %w", prefix, err)
 	}
-	var fnErr error
-	err := s.client.listObjects(ctx, s.root+prefix, func(obj listed) error {
-		key, ok := strings.CutPrefix(obj.Key, s.root)
-		if !ok || backend.ValidateKey(key) != nil {
-			return nil // not an object this store could have written
-		}
-		fnErr = fn(ledger.ObjectInfo{Key: key, Size: obj.Size, ModTime: obj.LastModified})
-		return fnErr
+	pages := awss3.NewListObjectsV2Paginator(s.client, &awss3.ListObjectsV2Input{
+		Bucket: aws.String(s.bucket), Prefix: aws.String(s.root + prefix),
 	})
-	if err != nil && err == fnErr {
-		return err
-	}
-	if err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, mapErr(ctx, err))
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list objects %q: %w", prefix, mapErr(ctx, err))
+		}
+		for _, obj := range page.Contents {
+			key, ok := strings.CutPrefix(aws.ToString(obj.Key), s.root)
+			if !ok || backend.ValidateKey(key) != nil {
+				continue // not an object this store could have written
+			}
+			if err := fn(ledger.ObjectInfo{Key: key, Size: aws.ToInt64(obj.Size), ModTime: aws.ToTime(obj.LastModified)}); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -362,15 +344,15 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 // lost to a delete or an overwrite by anyone holding write credentials: object
 // versioning enabled, or an object lock. how says which, or what is missing.
 func (s *Store) Protection(ctx context.Context) (protected bool, how string, err error) {
-	v, err := s.client.versioning(ctx)
+	v, err := s.client.GetBucketVersioning(ctx, &awss3.GetBucketVersioningInput{Bucket: aws.String(s.bucket)})
 	if err != nil {
 		return false, "", fmt.Errorf("read the versioning of bucket %q: %w", s.bucket, mapErr(ctx, err))
 	}
-	if v == "Enabled" {
+	if v.Status == types.BucketVersioningStatusEnabled {
 		return true, "versioning enabled", nil
 	}
-	lock, err := s.client.objectLock(ctx)
-	if err == nil && lock == "Enabled" {
+	lock, err := s.client.GetObjectLockConfiguration(ctx, &awss3.GetObjectLockConfigurationInput{Bucket: aws.String(s.bucket)})
+	if err == nil && lock.ObjectLockConfiguration != nil && lock.ObjectLockConfiguration.ObjectLockEnabled == types.ObjectLockEnabledEnabled {
 		return true, "object lock enabled", nil
 	}
 	return false, "neither versioning nor an object lock is enabled on bucket " + s.bucket, nil

@@ -14,7 +14,11 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
@@ -87,33 +91,31 @@ func TestRealS3(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if _, err := validate(cfg); err != nil {
+	st, err := New(ctx, cfg)
+	if err != nil {
 		t.Fatalf("SYNCLEDGER_TEST_S3_* configuration: %v", err)
 	}
-	client, err := newClient(ctx, cfg)
-	if err != nil {
-		t.Fatalf("S3 client for %s: %v", endpoint, err)
-	}
-	if err := ensureBucket(ctx, client, bucket); err != nil {
+	if err := ensureBucket(ctx, st.client, bucket); err != nil {
 		t.Fatalf("S3 server %s (SYNCLEDGER_TEST_S3_ENDPOINT) is not usable: %v", endpoint, err)
 	}
 	root := fmt.Sprintf("syncledger-test-%d", time.Now().UnixNano())
 	t.Cleanup(func() { deleteAll(t, cfg, root) })
 	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, root+"/objects")) })
 	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, root+"/blobs")) })
+	t.Run("Multipart", func(t *testing.T) { testMultipart(t, cfg, root+"/mp") })
 }
 
-func ensureBucket(ctx context.Context, c *client, bucket string) error {
-	_, err := c.call(ctx, request{method: http.MethodHead}, nil)
+func ensureBucket(ctx context.Context, c *awss3.Client, bucket string) error {
+	_, err := c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(bucket)})
 	if err == nil {
 		return nil
 	}
-	var ae *apiError
-	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusNotFound {
 		return fmt.Errorf("head bucket %q: %w", bucket, err)
 	}
-	_, err = c.call(ctx, request{method: http.MethodPut}, nil)
-	if err != nil && !(errors.As(err, &ae) && ae.Code == "BucketAlreadyOwnedByYou") {
+	_, err = c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)})
+	if owned := (*types.BucketAlreadyOwnedByYou)(nil); err != nil && !errors.As(err, &owned) {
 		return fmt.Errorf("create bucket %q: %w", bucket, err)
 	}
 	return nil
@@ -192,13 +194,17 @@ func TestMissingBucketIsNotNotFound(t *testing.T) {
 // place. The conformance suites pass with every put of unknown size multipart.
 func TestMultipart(t *testing.T) {
 	t.Parallel()
-	cfg := startFake(t)
+	testMultipart(t, startFake(t), "mp")
+}
+
+// testMultipart runs TestMultipart's checks in cfg's bucket below root.
+func testMultipart(t *testing.T, cfg Config, root string) {
 	cfg.MultipartAbove, cfg.PartSize = minPartSize, minPartSize
-	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, "mp-objects")) })
-	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, "mp-blobs")) })
+	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, storeMaker(cfg, root+"-objects")) })
+	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, storeMaker(cfg, root+"-blobs")) })
 
 	ctx := t.Context()
-	s := storeMaker(cfg, "mp")(t)
+	s := storeMaker(cfg, root)(t)
 	big := make([]byte, 2*minPartSize+12345)
 	for i := range big {
 		big[i] = byte(i * 7 / 3)

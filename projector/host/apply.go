@@ -133,7 +133,7 @@ func (h *Host) apply(ctx context.Context, s *session, rd projector.Ready, opt ap
 	}
 	s.core.Advance(rd)
 	h.hwm.Store(uint64(rd.HWM))
-	h.cfg.Failpoint("sync-after-persist")
+	h.fp.at("sync-after-persist")
 	sort.Strings(out.Paths)
 	return out, nil
 }
@@ -149,7 +149,7 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 	if err := h.journalReady(s, rd, disk); err != nil {
 		return err
 	}
-	h.cfg.Failpoint("sync-before-write")
+	h.fp.at("sync-before-write")
 	rows, err := h.rowsOf(rd, disk, opt.seen, out)
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 	if err := h.syncReady(rd, written, opt.flushed); err != nil {
 		return err
 	}
-	h.cfg.Failpoint("sync-after-write")
+	h.fp.at("sync-after-write")
 	return h.persistReady(s, rd, rows)
 }
 

@@ -408,7 +408,7 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions) (Commi
 			res.Nothing, res.HWM = len(res.Commits) == 0, s.core.HWM()
 			return res, nil
 		}
-		h.cfg.Failpoint("commit-after-scan")
+		h.fp.at("commit-after-scan")
 		bs := batches(sc.changes, h.cfg.CommitPartitions)
 		n := len(res.Commits) + len(bs)
 		var changes []ledger.Entry // the batch the chain moved under
@@ -531,12 +531,12 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 		}
 		wire[i] = w
 	}
-	h.cfg.Failpoint("commit-after-upload")
+	h.fp.at("commit-after-upload")
 	seqs, err := h.cfg.Log.Append(ctx, wire)
 	if err != nil {
 		return err
 	}
-	h.cfg.Failpoint("commit-after-append")
+	h.fp.at("commit-after-append")
 	if err := s.core.RecordOwn(events, seqs); err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
@@ -551,7 +551,7 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	if err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
-	h.cfg.Failpoint("commit-after-persist")
+	h.fp.at("commit-after-persist")
 	part := CommitPart{Commit: id, Seqs: seqs, Partitions: len(events)}
 	for _, e := range sc.changes {
 		res.Paths = append(res.Paths, e.Path)

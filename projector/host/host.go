@@ -84,22 +84,8 @@ type Config struct {
 	CommitPartitions int
 	// LockWait is how long to wait for another process holding the cache; 0 means 10s.
 	LockWait time.Duration
-	// Failpoint, when set, is called at named points (see Failpoints) so crash
-	// tests can stop the process there.
-	Failpoint func(name string)
 
 	local bool // OpenLocal: no ledger
-}
-
-// Failpoints lists the named points at which Config.Failpoint is called.
-var Failpoints = []string{
-	"sync-before-write",   // a Ready is staged, nothing written
-	"sync-after-write",    // a Ready's files are written, not persisted
-	"sync-after-persist",  // a Ready is persisted
-	"commit-after-scan",   // changes found, nothing uploaded
-	"commit-after-upload", // blobs stored, nothing published
-	"commit-after-append", // events in the log, not recorded locally
-	"commit-after-persist",
 }
 
 // Host is one cache bound to one ledger. Its operations are for one goroutine
@@ -112,6 +98,7 @@ type Host struct {
 	cfg Config
 	dir *cachefs.Dir
 	log *slog.Logger
+	fp  failpoints // empty unless built with -tags failpoints
 
 	// db is the state database, open only while the cache is held (see
 	// acquire); held counts the holds, base is Open's until Release.
@@ -177,9 +164,6 @@ func Open(cfg Config) (*Host, error) {
 	}
 	if cfg.LockWait <= 0 {
 		cfg.LockWait = 10 * time.Second
-	}
-	if cfg.Failpoint == nil {
-		cfg.Failpoint = func(string) {}
 	}
 	lg := cfg.Logger
 	if lg == nil {

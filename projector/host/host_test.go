@@ -21,13 +21,18 @@ import (
 	"github.com/syncledger/syncledger/ledger/file"
 	"github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/memledger"
 )
 
-// env is one ledger on an embedded server with a file blob store.
+// env is one ledger with a file blob store: on the in-memory twin
+// (newEnv), or on a nats-server process where the adapter is the subject
+// (newNATSEnv).
 type env struct {
 	t     *testing.T
-	nc    *nats.Conn
-	log   *jetstream.Log
+	nc    *nats.Conn     // newNATSEnv only
+	mem   *memledger.Log // newEnv only
+	log   ledger.CommitLog
+	uuid  string
 	objs  ledger.ObjectStore
 	blobs ledger.BlobStore
 	dir   string // the file object store's directory
@@ -48,18 +53,50 @@ func (e *env) corruptBlob(d ledger.Digest) {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	lg, err := memledger.New(ledger.Info{Name: "test", Blobs: "file:///unused"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return withBlobs(t, &env{t: t, mem: lg, log: lg, uuid: lg.UUID()})
+}
+
+// newNATSEnv is newEnv on a nats-server process, for the tests whose subject
+// is the JetStream adapter's behaviour under a host (its answers from opening,
+// a server that restarts).
+func newNATSEnv(t *testing.T) *env {
+	t.Helper()
 	_, nc := jstest.RunServer(t)
-	ctx := context.Background()
-	lg, err := jetstream.Create(ctx, nc, jetstream.Config{Name: "test", Blobs: "file:///unused"})
+	lg, err := jetstream.Create(context.Background(), nc, jetstream.Config{Name: "test", Blobs: "file:///unused"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	objs, err := file.New(file.Config{Dir: dir})
+	return withBlobs(t, &env{t: t, nc: nc, log: lg, uuid: lg.UUID()})
+}
+
+// hookedLog calls beforeAppend (if set) before each Append: a commit
+// stopped after its content is stored and before it is published.
+type hookedLog struct {
+	ledger.CommitLog
+	beforeAppend func()
+}
+
+func (l *hookedLog) Append(ctx context.Context, evs []ledger.Event) ([]ledger.Seq, error) {
+	if l.beforeAppend != nil {
+		l.beforeAppend()
+	}
+	return l.CommitLog.Append(ctx, evs)
+}
+
+// withBlobs gives e a file blob store in a new directory.
+func withBlobs(t *testing.T, e *env) *env {
+	t.Helper()
+	e.dir = t.TempDir()
+	objs, err := file.New(file.Config{Dir: e.dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs), dir: dir}
+	e.objs, e.blobs = objs, ledger.NewBlobStore(objs)
+	return e
 }
 
 func (e *env) host(name string) *Host {

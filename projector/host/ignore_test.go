@@ -125,7 +125,7 @@ func TestForcedNeverWritten(t *testing.T) {
 	}
 	var evs []ledger.Event
 	for part, ens := range byPart {
-		evs = append(evs, ledger.Event{V: ledger.FormatVersion, Ledger: e.log.UUID(), Commit: id, Host: "old", At: time.Now(),
+		evs = append(evs, ledger.Event{V: ledger.FormatVersion, Ledger: e.uuid, Commit: id, Host: "old", At: time.Now(),
 			Partition: part, ModelSeq: 1, Entries: ens})
 	}
 	for i := range evs {

@@ -1,3 +1,5 @@
+//go:build failpoints
+
 package host
 
 import (
@@ -64,7 +66,7 @@ func TestRebuildKeepsFilesOfInterruptedApply(t *testing.T) {
 
 	writeFile(t, writer, "audit/ghost", "boo")
 	mustCommit(t, writer, "create ghost")
-	victim.cfg.Failpoint = crashAt("sync-after-write")
+	victim.SetFailpoint(crashAt("sync-after-write"))
 	if !crashed(func() { _, _ = victim.Sync(ctx, SyncOptions{}) }) {
 		t.Fatal("the victim's sync did not reach sync-after-write")
 	}
@@ -123,7 +125,7 @@ func TestSyncAfterInterruptedApply(t *testing.T) {
 	mustSync(t, victim, SyncOptions{})
 	writeFile(t, writer, "audit/x", "v1")
 	mustCommit(t, writer, "v1")
-	victim.cfg.Failpoint = crashAt("sync-after-write")
+	victim.SetFailpoint(crashAt("sync-after-write"))
 	if !crashed(func() { _, _ = victim.Sync(ctx, SyncOptions{}) }) {
 		t.Fatal("the victim's sync did not reach sync-after-write")
 	}
@@ -166,7 +168,7 @@ func TestSyncFinishesInterruptedRebuild(t *testing.T) {
 	victimDir := t.TempDir()
 	victim := e.hostAt("victim", victimDir)
 	mustSync(t, victim, SyncOptions{})
-	victim.cfg.Failpoint = crashAt("sync-after-write")
+	victim.SetFailpoint(crashAt("sync-after-write"))
 	if !crashed(func() { _, _ = victim.Rebuild(ctx, RebuildOptions{}) }) {
 		t.Fatal("the victim's rebuild did not reach sync-after-write")
 	}

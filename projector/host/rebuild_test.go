@@ -439,12 +439,11 @@ func testGC(t *testing.T, e *env, dir string, w *workload, live *Host, want host
 	writeFile(t, writer, "data/t/m000/f/reverted", string(reusedContent))
 	inflight := ledger.DigestOf([]byte("in flight during gc"))
 	uploaded, release := make(chan struct{}), make(chan struct{})
-	writer.cfg.Failpoint = func(name string) {
-		if name == "commit-after-upload" {
-			close(uploaded)
-			<-release
-		}
-	}
+	plain := writer.cfg.Log
+	writer.cfg.Log = &hookedLog{CommitLog: plain, beforeAppend: func() { // its blobs are stored
+		close(uploaded)
+		<-release
+	}}
 	done := make(chan error)
 	go func() {
 		_, err := writer.Commit(ctx, CommitOptions{Message: "in flight"})
@@ -464,7 +463,7 @@ func testGC(t *testing.T, e *env, dir string, w *workload, live *Host, want host
 	if err := <-done; err != nil {
 		t.Fatalf("in-flight commit: %v", err)
 	}
-	writer.cfg.Failpoint = func(string) {}
+	writer.cfg.Log = plain
 	t.Logf("gc: %d blobs, %d referenced, %d young, %d deleted (%d bytes); snapshots deleted %v",
 		res.Blobs, res.Referenced, res.Young, len(res.Deleted), res.Bytes, res.DeletedSnapshots)
 	if len(res.Deleted) == 0 || res.Young != 2 || !slices.Equal(dry.Deleted, res.Deleted) {

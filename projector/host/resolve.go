@@ -261,15 +261,15 @@ func resolveCommands(paths []string) []string {
 	if len(paths) <= 4 {
 		q := make([]string, len(paths))
 		for i, p := range paths {
-			q[i] = shellQuote(p)
+			q[i] = ShellQuote(p)
 		}
 		args = strings.Join(q, " ")
 	}
 	return []string{"syncledger resolve --mine " + args, "syncledger resolve --theirs " + args}
 }
 
-// shellQuote quotes p for a POSIX shell when it needs it.
-func shellQuote(p string) string {
+// ShellQuote quotes p for a POSIX shell when it needs it.
+func ShellQuote(p string) string {
 	if p != "" && strings.IndexFunc(p, func(r rune) bool {
 		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == '@' || r == '+' ||
 			'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')

@@ -58,7 +58,7 @@ func TestSyncRefusesRewoundLog(t *testing.T) {
 // commits to the cache meanwhile, that answer is below the cache's HWM, and the
 // sync asks again instead of calling the log rewound.
 func TestSyncAfterAnotherProcessMovedHWM(t *testing.T) {
-	e := newEnv(t)
+	e := newNATSEnv(t)
 	ctx := context.Background()
 	w := e.host("writer")
 	writeFile(t, w, "a/1", "one")

@@ -83,13 +83,11 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	}
 	out.Snapshot = h.newestSnapshot(ctx, s.info.UUID) // rebuild.go
 	out.Quarantined = []ledger.Seq{}
-	if q, ok := h.cfg.Log.(ledger.Quarantiner); ok {
-		qs, err := q.Quarantines(ctx)
-		if err != nil {
-			return out, err
-		}
-		out.Quarantined = slices.Sorted(maps.Keys(qs))
+	qs, err := h.cfg.Log.Quarantines(ctx)
+	if err != nil {
+		return out, err
 	}
+	out.Quarantined = slices.Sorted(maps.Keys(qs))
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}

@@ -9,23 +9,8 @@
 import type { LockInfo, Provider } from "./syncledger.ts";
 
 const bin = Deno.env.get("SYNCLEDGER_BIN");
-// The extension as `syncledger swamp setup` writes it for this binary: its
-// WRITTEN_BY is the binary's version.
-const { datastore } = bin ? await written(bin) : await import("./syncledger.ts");
-
-async function written(bin: string) {
-  const out = await new Deno.Command(bin, { args: ["version"] }).output();
-  if (!out.success) throw new Error(`SYNCLEDGER_BIN=${bin}: 'version' failed: ${new TextDecoder().decode(out.stderr)}`);
-  const version = new TextDecoder().decode(out.stdout).trim();
-  const src = Deno.readTextFileSync(new URL("./syncledger.ts", import.meta.url));
-  const dir = Deno.makeTempDirSync({ prefix: "syncledger-ext-" });
-  Deno.writeTextFileSync(`${dir}/syncledger.ts`, src.replace(`"__SYNCLEDGER_VERSION__"`, JSON.stringify(version)));
-  try {
-    return await import(`file://${dir}/syncledger.ts`);
-  } finally {
-    Deno.removeSync(dir, { recursive: true });
-  }
-}
+// The extension as `syncledger swamp setup` writes it: this file, verbatim.
+const { datastore } = await import("./syncledger.ts");
 const opts = { ignore: !bin, sanitizeOps: false, sanitizeResources: false };
 const TTL = 1500;
 

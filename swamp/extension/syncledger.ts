@@ -2,27 +2,246 @@
 //
 // Written into a repo by `syncledger swamp setup` (docs/swamp.md). Every call
 // goes to one `syncledger swamp agent` process per swamp command, started on
-// first use, over JSON lines on its stdin/stdout (swamp/agent.go): the binary
+// first use, over JSON lines on its stdin/stdout (swamp/agent, the protocol below): the binary
 // keeps the one implementation of the ledger protocol and its crash safety.
 import { z } from "npm:zod@4";
 
-/** The syncledger version that wrote this file; the agent must be the same. */
-export const WRITTEN_BY = "__SYNCLEDGER_VERSION__";
-/** The agent protocol (swamp.Protocol in Go). */
+// BEGIN protocol: generated from swamp/agent/protocol.go by `go generate ./swamp/agent`; do not edit.
+/** The agent protocol (agent.Protocol in Go). */
 export const PROTOCOL = 1;
+export type HelloRequest = {
+  protocol: number;
+  repo?: string;
+};
+export type HelloResult = {
+  version: string;
+  protocol: number;
+  cache: string;
+};
+export type HintRequest = {
+  hints?: string[];
+};
+export type PullRequest = {
+  metadataOnly?: boolean;
+  namespace?: string;
+};
+export type PullResult = {
+  files: number;
+  hwm: number;
+  head: number;
+};
+export type PushRequest = {
+  hints?: string[];
+  namespace?: string;
+};
+export type PrepareResult = {
+  files: number;
+  bytes: number;
+};
+export type PushResult = {
+  files: number;
+  commit?: string;
+  commits?: string[];
+  hwm: number;
+  hints: number;
+};
+export type HydrateRequest = {
+  path: string;
+  namespace?: string;
+};
+export type VerifyRequest = {
+  namespace?: string;
+};
+export type VerifyResult = {
+  head: number;
+  hwm: number;
+  ledger: string;
+  uuid: string;
+  cache: string;
+  dirty: number;
+  files: number;
+};
+export type ForeignCatalogsRequest = {
+  namespaces: string[];
+};
+export type ForeignCatalog = {
+  namespace: string;
+  rows: Record<string, unknown>[];
+};
+export type ForeignContentRequest = {
+  namespace: string;
+  path: string;
+};
+export type LockHolder = {
+  holder: string;
+  hostname: string;
+  pid: number;
+  nonce?: string;
+};
+export type LockAcquireRequest = {
+  key: string;
+  holder: LockHolder;
+  ttlMs?: number;
+  retryMs?: number;
+  maxWaitMs?: number;
+};
+export type LockKeyRequest = {
+  key: string;
+};
+export type LockInfo = {
+  holder: string;
+  hostname: string;
+  pid: number;
+  acquiredAt: string;
+  ttlMs: number;
+  nonce?: string;
+};
+export type LockForceReleaseRequest = {
+  key: string;
+  nonce: string;
+};
+export type ControlPutRequest = {
+  key: string;
+  data: string | null;
+};
+export type ControlKeyRequest = {
+  key: string;
+};
+export type ControlListRequest = {
+  prefix: string;
+};
+export type NamespaceRegisterRequest = {
+  namespace: string;
+  repoId: string;
+};
+export type NamespaceListRequest = Record<never, never>;
+export type Request = {
+  id: number;
+  op: string;
+};
+export type Failure = {
+  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "error";
+  message: string;
+  paths?: string[];
+};
+export type Response = {
+  id: number;
+  result?: unknown;
+  error?: Failure | null;
+};
+/** Each operation's request, besides id and op. */
+export type Requests = {
+  "hello": HelloRequest;
+  "pull": PullRequest;
+  "prepare": PushRequest;
+  "push": PushRequest;
+  "commit": PushRequest;
+  "hydrate": HydrateRequest;
+  "verify": VerifyRequest;
+  "foreign.catalogs": ForeignCatalogsRequest;
+  "foreign.content": ForeignContentRequest;
+  "lock.acquire": LockAcquireRequest;
+  "lock.release": LockKeyRequest;
+  "lock.inspect": LockKeyRequest;
+  "lock.forceRelease": LockForceReleaseRequest;
+  "cp.put": ControlPutRequest;
+  "cp.get": ControlKeyRequest;
+  "cp.delete": ControlKeyRequest;
+  "cp.list": ControlListRequest;
+  "cp.putIfAbsent": ControlPutRequest;
+  "ns.register": NamespaceRegisterRequest;
+  "ns.list": NamespaceListRequest;
+};
+/** Each operation's result. */
+export type Results = {
+  "hello": HelloResult;
+  "pull": PullResult;
+  "prepare": PrepareResult;
+  "push": PushResult;
+  "commit": PushResult;
+  "hydrate": boolean;
+  "verify": VerifyResult;
+  "foreign.catalogs": ForeignCatalog[];
+  "foreign.content": string | null;
+  "lock.acquire": boolean;
+  "lock.release": boolean;
+  "lock.inspect": LockInfo | null;
+  "lock.forceRelease": boolean;
+  "cp.put": boolean;
+  "cp.get": string | null;
+  "cp.delete": boolean;
+  "cp.list": string[];
+  "cp.putIfAbsent": boolean;
+  "ns.register": boolean;
+  "ns.list": string[];
+};
+/** Requests that get no answer. */
+export type Notifications = {
+  "hint": HintRequest;
+};
+export type Op = keyof Requests;
+// END protocol
 const TYPE = "@syncledger/datastore";
 
-export const configSchema = z.object({
-  binary: z.string().describe("absolute path of the syncledger binary"),
-  cache: z.string().describe("this host's syncledger cache: swamp's datastore directory"),
-  nats: z.string().describe("NATS URL of the ledger's server"),
+/**
+ * Per-host settings: in HOST_FILE (setup writes it, git does not track it), or
+ * for SWAMP_DATASTORE's config; in .swamp.yaml only from older setups.
+ */
+const hostSchema = z.object({
+  binary: z.string().optional().describe("the syncledger binary (default: $SYNCLEDGER_BINARY, else syncledger on PATH)"),
+  cache: z.string().optional().describe("this host's syncledger cache (default: REPO/.swamp/syncledger-cache)"),
+  host: z.string().optional().describe("this host's id in commits (default: SYNCLEDGER_HOST, the config file, the hostname)"),
+  nats: z.string().optional().describe("NATS URL of the ledger's server, without credentials"),
+  flags: z.array(z.string()).optional().describe("more global syncledger flags, e.g. --nats-creds FILE"),
+});
+/** The datastore's config in .swamp.yaml: the same on every host, no secret in it. */
+export const configSchema = hostSchema.extend({
   ledger: z.string().describe("ledger name (with a namespace, the base ledger; the namespace's own is LEDGER_NS)"),
   namespace: z.string().optional().describe("the datastore's namespace, as in .swamp.yaml (syncledger swamp setup --namespace)"),
-  host: z.string().optional().describe("this host's id in commits (default: hostname)"),
-  flags: z.array(z.string()).optional().describe("more global syncledger flags, e.g. --nats-creds FILE"),
   lockTtlMs: z.number().int().positive().optional().describe("lock TTL (default 30000)"),
 });
 export type Config = z.infer<typeof configSchema>;
+/** A host's own settings for a repo (swamp.HostFile in Go), relative to the repo. */
+export const HOST_FILE = ".swamp/syncledger-host.json";
+
+/** What an agent runs with: the repo's config, then the host file's keys, then defaults. */
+export type Resolved = {
+  binary: string; cache: string; ledger: string; nats?: string; namespace?: string; host?: string;
+  flags: string[]; lockTtlMs?: number; repo: string;
+};
+
+/** Resolves cfg for the repo at repo: HOST_FILE's keys win, SYNCLEDGER_BINARY over both for the binary. */
+export function resolveConfig(cfg: Config, repo: string): Resolved {
+  const file = `${repo}/${HOST_FILE}`;
+  let h: z.infer<typeof hostSchema> = {};
+  let text: string | undefined;
+  try {
+    text = Deno.readTextFileSync(file);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw failure(`${TYPE}: read ${file}: ${(e as Error).message}`);
+  }
+  if (text !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (e) {
+      throw failure(`${TYPE}: ${file} is not JSON (${(e as Error).message}): fix it, or run 'syncledger swamp setup --repo ${repo}' to rewrite it`);
+    }
+    const r = hostSchema.strict().safeParse(parsed);
+    if (!r.success) {
+      throw failure(`${TYPE}: ${file}: ${r.error.message}: fix it, or run 'syncledger swamp setup --repo ${repo}' to rewrite it`);
+    }
+    h = r.data;
+  }
+  return {
+    binary: Deno.env.get("SYNCLEDGER_BINARY") || h.binary || cfg.binary || "syncledger",
+    cache: h.cache ?? cfg.cache ?? `${repo}/.swamp/syncledger-cache`,
+    nats: h.nats ?? cfg.nats,
+    host: h.host ?? cfg.host,
+    flags: [...(cfg.flags ?? []), ...(h.flags ?? [])],
+    ledger: cfg.ledger, namespace: cfg.namespace, lockTtlMs: cfg.lockTtlMs, repo,
+  };
+}
 
 /** An error as swamp should print it: its message, without a stack. */
 function failure(message: string): Error {
@@ -44,7 +263,12 @@ export class Agent {
   private dead?: Error;
   private up = false; // the agent accepted this extension's version
 
-  constructor(private cfg: Config) {}
+  constructor(private cfg: Resolved) {}
+
+  /** What this agent runs with. */
+  get config(): Resolved {
+    return this.cfg;
+  }
 
   /** The agent's process id, once started. */
   get pid(): number | undefined {
@@ -54,8 +278,8 @@ export class Agent {
   args(): string[] {
     const c = this.cfg;
     return [
-      "--nats", c.nats, "--ledger", c.ledger, "--cache", c.cache, "--log-level", "warn",
-      ...(c.host ? ["--host", c.host] : []), ...(c.flags ?? []), "swamp", "agent",
+      ...(c.nats ? ["--nats", c.nats] : []), "--ledger", c.ledger, "--cache", c.cache, "--log-level", "warn",
+      ...(c.host ? ["--host", c.host] : []), ...c.flags, "swamp", "agent",
       ...(c.namespace ? ["--namespace", c.namespace] : []),
     ];
   }
@@ -69,9 +293,11 @@ export class Agent {
       const why = e instanceof Deno.errors.NotFound
         ? "not found"
         : e instanceof Deno.errors.PermissionDenied ? "not executable" : String(e);
+      const where = this.cfg.binary.includes("/") ? "" : " on PATH";
       throw failure(
-        `${TYPE}: the syncledger binary ${this.cfg.binary} is ${why}: install syncledger there, ` +
-          `or run 'syncledger swamp setup --repo DIR' with the binary you have to rewrite "binary" in .swamp.yaml`,
+        `${TYPE}: the syncledger binary ${this.cfg.binary}${where} is ${why}: install syncledger${where || " there"}, ` +
+          `set SYNCLEDGER_BINARY, or run 'syncledger swamp setup --repo ${this.cfg.repo} --binary PATH' on this host ` +
+          `(it records the binary in ${HOST_FILE}, which git does not track)`,
       );
     }
     // Unreferenced while idle, so that the agent never keeps swamp from
@@ -90,7 +316,8 @@ export class Agent {
       for (const p of this.pending.values()) p.reject(this.dead);
       this.pending.clear();
     });
-    return this.send({ op: "hello", version: WRITTEN_BY, protocol: PROTOCOL }).then((r) => {
+    const hello: { op: "hello" } & Requests["hello"] = { op: "hello", protocol: PROTOCOL, repo: this.cfg.repo };
+    return this.send(hello).then((r) => {
       this.up = true;
       return r;
     });
@@ -117,7 +344,7 @@ export class Agent {
   }
 
   private answer(line: string) {
-    let msg: { id: number; result?: unknown; error?: { kind: string; message: string; paths?: string[] } };
+    let msg: Response;
     try {
       msg = JSON.parse(line);
     } catch {
@@ -170,27 +397,34 @@ export class Agent {
    * Sends a request that has no answer, if the agent is up; otherwise drops
    * it. It costs a pipe write: it never starts the agent nor waits for it.
    */
-  notify(req: Record<string, unknown>): void {
+  notify<O extends keyof Notifications>(req: { op: O } & Notifications[O]): void {
     if (!this.up || this.dead) return;
     const line = new TextEncoder().encode(JSON.stringify(req) + "\n");
     this.writer!.write(line).catch(() => {});
   }
 
   /** Sends req once the agent is up and has accepted this extension's version. */
-  async call<T>(req: Record<string, unknown>): Promise<T> {
+  async call<O extends Op>(req: { op: O } & Requests[O]): Promise<Results[O]> {
     this.warm();
     await this.ready;
-    return await this.send(req) as T;
+    return await this.send(req) as Results[O];
   }
 }
 
 const agents = new Map<string, Agent>();
-function agentFor(cfg: Config): Agent {
-  const key = JSON.stringify(cfg);
+/** The one agent of this swamp process for cfg in repo. */
+function agentFor(cfg: Config, repo: string): Agent {
+  const key = JSON.stringify([cfg, repo]);
   let a = agents.get(key);
-  if (!a) agents.set(key, a = new Agent(cfg));
+  if (!a) agents.set(key, a = new Agent(resolveConfig(cfg, repo)));
   return a;
 }
+/**
+ * The repo swamp last resolved a config for: swamp names it to
+ * resolveDatastorePath before anything else (even the verifier of
+ * `datastore status`, made without it, comes after).
+ */
+const repos = new Map<string, string>();
 
 function b64(data: Uint8Array): string {
   let s = "";
@@ -202,14 +436,11 @@ function unb64(s: string): Uint8Array {
 }
 
 type LockOptions = { lockKey?: string; ttlMs?: number; retryIntervalMs?: number; maxWaitMs?: number };
-export type LockInfo = {
-  holder: string; hostname: string; pid: number; acquiredAt: string; ttlMs: number; nonce?: string;
-};
 
-/** swamp's DistributedLock on the ledger's KV bucket (swamp/lock.go). */
+/** swamp's DistributedLock on the ledger's KV bucket (swamp/agent/lock.go). */
 export class Lock {
   private key: string;
-  constructor(private agent: Agent, private cfg: Config, private opts: LockOptions = {}) {
+  constructor(private agent: Agent, private cfg: Resolved, private opts: LockOptions = {}) {
     this.key = opts.lockKey ?? ".datastore.lock";
   }
   async acquire(): Promise<void> {
@@ -243,7 +474,7 @@ export class Lock {
 
 type SyncOptions = { signal?: AbortSignal; namespace?: string; metadataOnly?: boolean };
 /** A foreign namespace's catalog: the rows of its .catalog-export.json (swamp's CatalogExportEntry). */
-export type CatalogExportEntry = { namespace: string; rows: Record<string, unknown>[] };
+export type CatalogExportEntry = ForeignCatalog;
 
 /** swamp's DatastoreSyncService: every pull is a full sync of the ledger. */
 export class SyncService {
@@ -260,7 +491,7 @@ export class SyncService {
     // per-model pull (no metadataOnly) is a full sync that also fetches what
     // lazy pulls left out: the command may read any model's data, and swamp
     // does not ask hydrateFile for data read through expressions.
-    const r = await this.agent.call<{ files: number }>({
+    const r = await this.agent.call({
       op: "pull", metadataOnly: !!opts?.metadataOnly, namespace: opts?.namespace ?? "",
     });
     return r.files;
@@ -270,7 +501,7 @@ export class SyncService {
     // dirty set and these paths; without one it scans the whole cache. The
     // agent, if up, gets it at once: swamp calls this just before it writes,
     // so the agent starts the upload and the fsyncs of the files below a path
-    // at the next hint, while swamp carries on (swamp/agent.go, "hint").
+    // at the next hint, while swamp carries on (swamp/agent/cache.go, "hint").
     this.hints.add(opts.relPath);
     if (opts.relPath) this.agent.notify({ op: "hint", hints: [opts.relPath] });
     return Promise.resolve();
@@ -281,7 +512,7 @@ export class SyncService {
     return h;
   }
   async pushChanged(opts?: SyncOptions): Promise<number> {
-    const r = await this.agent.call<{ files: number }>({ op: "push", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
+    const r = await this.agent.call({ op: "push", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   /** Uploads the changed content; publishes nothing (outside swamp's global lock). */
@@ -290,7 +521,7 @@ export class SyncService {
   }
   /** Publishes the one commit (under swamp's global lock); nothing changed: nothing published. */
   async commitPush(_manifest: unknown, opts?: SyncOptions): Promise<number> {
-    const r = await this.agent.call<{ files: number }>({ op: "commit", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
+    const r = await this.agent.call({ op: "commit", hints: this.takeHints(), namespace: opts?.namespace ?? "" });
     return r.files;
   }
   hydrateFile(relPath: string, _opts?: SyncOptions): Promise<boolean> {
@@ -311,53 +542,67 @@ export class SyncService {
   }
   /** A file of another namespace's ledger (read only; relPath without the namespace), or null. */
   async fetchForeignContent(namespace: string, relPath: string, _signal?: AbortSignal): Promise<Uint8Array | null> {
-    const r = await this.agent.call<string | null>({ op: "foreign.content", namespace, path: relPath });
+    const r = await this.agent.call({ op: "foreign.content", namespace, path: relPath });
     return r === null ? null : unb64(r);
   }
   controlPlaneStore() {
     const a = this.agent;
     return {
-      put: (key: string, data: Uint8Array) => a.call<void>({ op: "cp.put", key, data: b64(data) }),
+      put: (key: string, data: Uint8Array) => a.call({ op: "cp.put", key, data: b64(data) }),
       get: async (key: string) => {
-        const r = await a.call<string | null>({ op: "cp.get", key });
+        const r = await a.call({ op: "cp.get", key });
         return r === null ? null : unb64(r);
       },
-      delete: (key: string) => a.call<void>({ op: "cp.delete", key }),
-      list: (prefix: string) => a.call<string[]>({ op: "cp.list", prefix }),
-      putIfAbsent: (key: string, data: Uint8Array) => a.call<boolean>({ op: "cp.putIfAbsent", key, data: b64(data) }),
+      delete: (key: string) => a.call({ op: "cp.delete", key }),
+      list: (prefix: string) => a.call({ op: "cp.list", prefix }),
+      putIfAbsent: (key: string, data: Uint8Array) => a.call({ op: "cp.putIfAbsent", key, data: b64(data) }),
     };
   }
 }
 
 export class Provider {
-  readonly agent: Agent;
+  private key: string;
   constructor(private cfg: Config) {
-    this.agent = agentFor(cfg);
-    // swamp makes a provider early in every command that uses the datastore.
-    this.agent.warm();
+    this.key = JSON.stringify(cfg);
+  }
+  /** The agent for repo (default: the repo swamp last resolved this config for, else the working directory). */
+  agentIn(repo?: string): Agent {
+    // swamp passes "." when it resolves SWAMP_DATASTORE without a repo dir.
+    if (repo && !repo.startsWith("/")) repo = repo === "." ? Deno.cwd() : `${Deno.cwd()}/${repo}`;
+    if (repo) repos.set(this.key, repo);
+    return agentFor(this.cfg, repo ?? repos.get(this.key) ?? Deno.cwd());
+  }
+  get agent(): Agent {
+    return this.agentIn();
   }
   resolveDatastorePath(repoDir: string) {
+    // swamp resolves the datastore early in every command that uses it: the
+    // agent starts now, and its start overlaps swamp's own work.
+    this.agentIn(repoDir).warm();
     return `${repoDir}/.swamp`;
   }
-  resolveCachePath(_repoDir: string) {
-    return this.cfg.cache;
+  resolveCachePath(repoDir: string) {
+    return this.agentIn(repoDir).config.cache;
   }
-  createSyncService(_repoDir: string, _cachePath: string) {
-    return new SyncService(this.agent, this.cfg.namespace ?? "");
+  createSyncService(repoDir: string, _cachePath: string) {
+    return new SyncService(this.agentIn(repoDir), this.cfg.namespace ?? "");
   }
-  createLock(_datastorePath: string, options?: LockOptions) {
-    return new Lock(this.agent, this.cfg, options);
+  createLock(datastorePath: string, options?: LockOptions) {
+    const a = this.agentIn(datastorePath.replace(/\/\.swamp\/?$/, ""));
+    return new Lock(a, a.config, options);
   }
   createVerifier() {
-    const a = this.agent, cfg = this.cfg;
+    const a = this.agent, cfg = a.config;
     return {
       async verify() {
         const t0 = performance.now();
         try {
-          const d = await a.call<{ head: number; hwm: number; ledger: string }>({ op: "verify", namespace: cfg.namespace ?? "" });
+          const d = await a.call({ op: "verify", namespace: cfg.namespace ?? "" });
+          const behind = d.head - d.hwm;
           return {
             healthy: true, latencyMs: Math.round(performance.now() - t0), datastoreType: TYPE, details: d,
-            message: `ledger ${d.ledger} at ${cfg.nats}: head ${d.head}, this host's hwm ${d.hwm}`,
+            message: `ledger ${d.ledger}${cfg.nats ? ` at ${cfg.nats}` : ""}: head ${d.head}, this host's mark ${d.hwm}, ` +
+              (behind > 0 ? `${behind} behind (the next swamp command that pulls, or 'swamp datastore sync', catches up)` : "up to date"),
           };
         } catch (e) {
           return {
@@ -368,11 +613,11 @@ export class Provider {
       },
     };
   }
-  async registerNamespace(_datastorePath: string, namespace: string, repoId: string) {
-    await this.agent.call({ op: "ns.register", namespace, repoId });
+  async registerNamespace(datastorePath: string, namespace: string, repoId: string) {
+    await this.agentIn(datastorePath.replace(/\/\.swamp\/?$/, "")).call({ op: "ns.register", namespace, repoId });
   }
-  listNamespaces(_datastorePath: string): Promise<string[]> {
-    return this.agent.call({ op: "ns.list" });
+  listNamespaces(datastorePath: string): Promise<string[]> {
+    return this.agentIn(datastorePath.replace(/\/\.swamp\/?$/, "")).call({ op: "ns.list" });
   }
 }
 

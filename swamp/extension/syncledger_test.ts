@@ -2,7 +2,7 @@
 // lock_test.ts runs its locks against real agents (SYNCLEDGER_BIN):
 //   deno test -A swamp/extension/
 // The real agent and the real swamp CLI: cmd/syncledger/swamp_real_test.go.
-import { datastore, PROTOCOL, WRITTEN_BY } from "./syncledger.ts";
+import { datastore, HOST_FILE, PROTOCOL } from "./syncledger.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 const opts = { sanitizeOps: false, sanitizeResources: false };
@@ -73,13 +73,42 @@ Deno.test("one agent per config: hello first, answers matched by id", opts, asyn
   // A second provider of the same config shares the agent.
   await datastore.createProvider({ ...cfg }).createSyncService("/repo", "/cache").pullChanged();
   const reqs = f.requests();
-  assert(reqs[0].op === "hello" && reqs[0].version === WRITTEN_BY && reqs[0].protocol === PROTOCOL, `first request ${JSON.stringify(reqs[0])}`);
+  assert(reqs[0].op === "hello" && reqs[0].version === undefined && reqs[0].protocol === PROTOCOL && reqs[0].repo === "/repo", `first request ${JSON.stringify(reqs[0])}`);
   assert(reqs.filter((r) => r.op === "hello").length === 1, "more than one agent for one config");
   const args = reqs[0].args.join(" ");
   assert(args.includes("--ledger shared") && args.includes("--host h1") && args.includes("--nats-creds /x.creds") && args.endsWith("swamp agent"), args);
   const acq = reqs.find((r) => r.op === "lock.acquire");
   assert(acq.key === "data/t/id/.lock" && acq.maxWaitMs === 5000 && acq.ttlMs === 30000 && acq.holder.nonce, JSON.stringify(acq));
   assert(reqs.find((r) => r.op === "pull").metadataOnly === true, "metadataOnly not passed");
+});
+
+Deno.test("per-host settings come from the host file, not the repo's config", opts, async () => {
+  const f = fake("ok");
+  const repo = Deno.makeTempDirSync();
+  Deno.mkdirSync(`${repo}/.swamp`);
+  Deno.writeTextFileSync(`${repo}/${HOST_FILE}`, JSON.stringify({ binary: f.bin, host: "h9", flags: ["--nats-creds", "/h9.creds"] }));
+  // The config every host shares: no binary, no cache.
+  const p = datastore.createProvider({ nats: "nats://127.0.0.1:1", ledger: `hf${n++}` });
+  assert(p.resolveDatastorePath(repo) === `${repo}/.swamp`, "datastore path");
+  assert(p.resolveCachePath(repo) === `${repo}/.swamp/syncledger-cache`, `default cache ${p.resolveCachePath(repo)}`);
+  await p.createSyncService(repo, `${repo}/.swamp/syncledger-cache`).pullChanged();
+  const args = f.requests()[0].args.join(" ");
+  assert(args.includes("--host h9") && args.includes("--nats-creds /h9.creds") && args.includes(`--cache ${repo}/.swamp/syncledger-cache`), args);
+  // A verifier made without the repo (swamp's datastore status) finds it.
+  const v = await datastore.createProvider({ nats: "nats://127.0.0.1:1", ledger: `hf${n - 1}` }).createVerifier().verify();
+  assert(f.requests().filter((r) => r.op === "hello").length === 1, "the verifier started a second agent");
+  assert(v.message.includes("unknown verify") || v.healthy, JSON.stringify(v));
+  // A host file that does not parse is named.
+  const bad = Deno.makeTempDirSync();
+  Deno.mkdirSync(`${bad}/.swamp`);
+  Deno.writeTextFileSync(`${bad}/${HOST_FILE}`, `{"binry": "x"}`);
+  let err = "";
+  try {
+    datastore.createProvider({ ledger: "x" }).resolveDatastorePath(bad);
+  } catch (e) {
+    err = (e as Error).message;
+  }
+  assert(err.includes(HOST_FILE) && err.includes("syncledger swamp setup"), err);
 });
 
 Deno.test("markDirty waits for nothing; its paths go to the agent at once and with the next push", opts, async () => {

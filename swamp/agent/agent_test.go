@@ -1,4 +1,4 @@
-package swamp
+package agent
 
 import (
 	"bufio"
@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/projector/host"
 )
 
 // agentClient talks to an Agent serving in this process, as the extension does.
@@ -28,20 +25,10 @@ type agentClient struct {
 
 func startAgent(t *testing.T, e *env, cache string, changed func(context.Context, []string) ([]string, func())) *agentClient {
 	t.Helper()
-	a := &Agent{
-		Changed: changed,
-		Version: "v-test", Cache: cache, Globals: "--cache " + cache,
-		Host: func(context.Context) (*host.Host, error) {
-			return host.Open(host.Config{Cache: cache, Host: "h", Log: e.log, Blobs: e.blobs})
-		},
-		Blobs: func(context.Context) (ledger.BlobStore, error) { return e.blobs, nil },
-		KV: func(ctx context.Context) (natsjs.KeyValue, error) {
-			js, err := natsjs.New(e.nc)
-			if err != nil {
-				return nil, err
-			}
-			return js.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: "agent"})
-		},
+	a, err := New(Config{Changed: changed, Version: "v-test", Cache: cache, Globals: "--cache " + cache,
+		Ports: ports{e: e, cache: cache}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -176,14 +163,22 @@ func TestAgent(t *testing.T) {
 		return nil, func() { acks++ } // no watch: scan the whole cache
 	})
 
-	if r := c.call(map[string]any{"op": "hello", "version": "v-old", "protocol": Protocol}); r.Error == nil || r.Error.Kind != "version" || !strings.Contains(r.Error.Message, "swamp setup") {
-		t.Fatalf("hello from another version: %+v", r)
+	// Any release's extension of this protocol is accepted (the extension
+	// records no build); another protocol says which command fixes it.
+	for _, tc := range []struct {
+		protocol int
+		want     string
+	}{
+		{Protocol + 1, "install a newer syncledger"},
+		{Protocol - 1, "run 'syncledger swamp setup --repo /r' with this binary"},
+	} {
+		r := c.call(map[string]any{"op": "hello", "protocol": tc.protocol, "repo": "/r"})
+		if r.Error == nil || r.Error.Kind != "version" || !strings.Contains(r.Error.Message, tc.want) {
+			t.Fatalf("hello in protocol %d: %+v; want a version error saying %q", tc.protocol, r, tc.want)
+		}
 	}
-	if r := c.call(map[string]any{"op": "hello", "version": "v-test", "protocol": Protocol + 1}); r.Error == nil || r.Error.Kind != "version" {
-		t.Fatalf("hello in another protocol: %+v", r)
-	}
-	if r := c.call(map[string]any{"op": "hello", "version": "v-test", "protocol": Protocol}); r.Error != nil {
-		t.Fatalf("hello: %+v", r.Error)
+	if r := c.call(map[string]any{"op": "hello", "version": "syncledger v0.0.1-old", "protocol": Protocol}); r.Error != nil {
+		t.Fatalf("hello from an older release's extension: %+v", r.Error)
 	}
 
 	// A push of nothing publishes nothing; a push of a file publishes one commit.

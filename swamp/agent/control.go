@@ -1,4 +1,4 @@
-package swamp
+package agent
 
 import (
 	"context"

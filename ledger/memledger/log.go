@@ -1,0 +1,244 @@
+package memledger
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Log is an in-memory ledger.CommitLog: the stream as JetStream keeps it (one
+// message per event on its partition's subject, gapless seqs from 1, the
+// per-subject compare-and-append, deduplication by message id, quarantine
+// notices on their reserved subject, truncation that keeps each partition's
+// head), decoded by ledger.MessageReader as the adapter's messages are.
+//
+// Knobs a test may turn: LoseAck (an append stored whose answer is lost) and
+// Publish (a raw message, as a credential that may publish on a subject could
+// store).
+type Log struct {
+	info ledger.Info
+	now  func() time.Time
+
+	// LoseAck, when set, is asked after every stored append; true makes that
+	// Append return an error wrapping ledger.ErrOutcomeUnknown although the
+	// events are stored (a lost acknowledgement). Appending the same events
+	// again returns their seqs, as the adapter's retry does.
+	LoseAck func() bool
+
+	mu      sync.Mutex
+	first   ledger.Seq
+	msgs    []msg                   // msgs[i] has seq first+i; a purged one has dropped set
+	subject map[string]ledger.Seq   // last seq of each subject (quarantined messages too)
+	bySubj  map[string][]ledger.Seq // each subject's seqs, ascending (the per-subject index)
+	ids     map[string]ledger.Seq   // message id → seq
+	q       map[ledger.Seq]ledger.Quarantine
+	grew    chan struct{} // closed and replaced when a message is stored
+}
+
+type msg struct {
+	subject string
+	data    []byte
+	dropped bool
+}
+
+var _ ledger.CommitLog = (*Log)(nil)
+
+// New returns an empty log of the ledger info describes (Name required; a
+// new lineage if UUID is empty; Format defaults to ledger.FormatVersion,
+// Replicas to 1). now is the clock of quarantine notices (time.Now if nil).
+func New(info ledger.Info, now func() time.Time) (*Log, error) {
+	if err := ledger.ValidateName(info.Name); err != nil {
+		return nil, err
+	}
+	if info.UUID == "" {
+		id, err := ledger.NewLineageID(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("memledger: new lineage: %w", err)
+		}
+		info.UUID = id
+	}
+	if info.Format == 0 {
+		info.Format = ledger.FormatVersion
+	}
+	info.Replicas = max(info.Replicas, 1)
+	if now == nil {
+		now = time.Now
+	}
+	return &Log{
+		info: info, now: now, first: 1,
+		subject: map[string]ledger.Seq{}, bySubj: map[string][]ledger.Seq{}, ids: map[string]ledger.Seq{}, q: map[ledger.Seq]ledger.Quarantine{},
+		grew: make(chan struct{}),
+	}, nil
+}
+
+// UUID returns the ledger's lineage.
+func (l *Log) UUID() string { return l.info.UUID }
+
+func (l *Log) last() ledger.Seq { return l.first + ledger.Seq(len(l.msgs)) - 1 }
+
+// at returns the message at seq; false if the log does not hold it.
+func (l *Log) at(seq ledger.Seq) (msg, bool) {
+	if seq < l.first || seq > l.last() {
+		return msg{}, false
+	}
+	m := l.msgs[seq-l.first]
+	return m, !m.dropped
+}
+
+// store appends messages with their ids; the caller holds mu.
+func (l *Log) store(subjects []string, data [][]byte, ids []string) []ledger.Seq {
+	seqs := make([]ledger.Seq, len(subjects))
+	for i := range subjects {
+		l.msgs = append(l.msgs, msg{subject: subjects[i], data: data[i]})
+		seqs[i] = l.last()
+		l.subject[subjects[i]] = seqs[i]
+		l.bySubj[subjects[i]] = append(l.bySubj[subjects[i]], seqs[i])
+		if ids[i] != "" {
+			l.ids[ids[i]] = seqs[i]
+		}
+	}
+	close(l.grew)
+	l.grew = make(chan struct{})
+	return seqs
+}
+
+func (l *Log) reader() *ledger.MessageReader {
+	return &ledger.MessageReader{Name: l.info.Name, UUID: l.info.UUID, Quarantined: maps.Clone(l.q)}
+}
+
+func (l *Log) fail(op string, err error) error {
+	return fmt.Errorf("ledger %q %s: %w", l.info.Name, op, err)
+}
+
+// Info returns the ledger's settings.
+func (l *Log) Info(ctx context.Context) (ledger.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return ledger.Info{}, l.fail("info", err)
+	}
+	return l.info, nil
+}
+
+// LastSeq returns the log's last seq.
+func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
+	b, err := l.Bounds(ctx)
+	return b.Last, err
+}
+
+// Bounds returns the first and last seq ({1, 0} when empty).
+func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
+	if err := ctx.Err(); err != nil {
+		return ledger.Bounds{}, l.fail("bounds", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first := l.first
+	for first <= l.last() && l.msgs[first-l.first].dropped {
+		first++
+	}
+	return ledger.Bounds{First: first, Last: l.last()}, nil
+}
+
+// PartitionLastSeq returns the seq of the partition subject's last message.
+func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, l.fail("partition last seq", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.subject[ledger.Subject(l.info.Name, partition)], nil
+}
+
+// PartitionHead returns the partition's last event; ErrNotFound if none.
+func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return ledger.Record{}, l.fail("partition head", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	subj := ledger.Subject(l.info.Name, partition)
+	rd := l.reader()
+	seqs := l.bySubj[subj]
+	for i := len(seqs) - 1; i >= 0; i-- {
+		seq := seqs[i]
+		m, ok := l.at(seq)
+		if !ok {
+			continue
+		}
+		r, err := rd.Record(seq, m.subject, m.data)
+		if err != nil || r.Skip == nil {
+			return r, err
+		}
+	}
+	return ledger.Record{}, l.fail(fmt.Sprintf("partition %q head", partition), fmt.Errorf("no events: %w", ledger.ErrNotFound))
+}
+
+// Append stores one commit's events atomically, each extending its
+// partition's chain; see ledger.CommitLog.
+func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
+	if err := ledger.CheckAppend(l.info.UUID, events); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, l.fail("append", err)
+	}
+	k := len(events)
+	subjects, data, ids := make([]string, k), make([][]byte, k), make([]string, k)
+	for i, e := range events {
+		b, err := ledger.EncodeEvent(e)
+		if err != nil {
+			return nil, fmt.Errorf("append commit %s part %d: %w", e.Commit, i+1, err)
+		}
+		subjects[i], data[i], ids[i] = ledger.Subject(l.info.Name, e.Partition), b, fmt.Sprintf("%s/%d", e.Commit, i+1)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s1, ok := l.ids[ids[0]]; ok { // a retry of a stored commit
+		seqs := make([]ledger.Seq, k)
+		for i := range seqs {
+			seqs[i] = s1 + ledger.Seq(i)
+		}
+		return seqs, nil
+	}
+	for i, e := range events {
+		if last := l.subject[subjects[i]]; last != e.Prev && !l.onlyQuarantinedAfter(subjects[i], e.Prev, last) {
+			return nil, &ledger.ConflictError{Partition: e.Partition, Expected: e.Prev, Actual: last}
+		}
+	}
+	seqs := l.store(subjects, data, ids)
+	if l.LoseAck != nil && l.LoseAck() {
+		return nil, fmt.Errorf("ledger %q append commit %s: the answer was lost: %w", l.info.Name, events[0].Commit, ledger.ErrOutcomeUnknown)
+	}
+	return seqs, nil
+}
+
+// onlyQuarantinedAfter reports whether subj holds, after prev and up to last,
+// only quarantined messages: they are no part of the chain, so an event whose
+// Prev is prev still extends it (the adapter's skipQuarantined).
+func (l *Log) onlyQuarantinedAfter(subj string, prev, last ledger.Seq) bool {
+	if last < prev {
+		return false
+	}
+	seqs := l.bySubj[subj]
+	i, _ := slices.BinarySearch(seqs, prev+1)
+	for _, seq := range seqs[i:] {
+		if _, q := l.q[seq]; !q && seq <= last {
+			return false
+		}
+	}
+	return true
+}
+
+// Publish stores a raw message on subject, unchecked — what a credential
+// allowed to publish there could store — and returns its seq. For tests of
+// readers that meet a bad message.
+func (l *Log) Publish(subject string, data []byte) ledger.Seq {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.store([]string{subject}, [][]byte{data}, []string{""})[0]
+}

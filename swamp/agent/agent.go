@@ -1,0 +1,267 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/dirty"
+	"github.com/syncledger/syncledger/projector/host"
+)
+
+// Ports are what the agent opens, each on first use: the datastore's cache
+// and ledger, its blob store, the swamp bucket, other namespaces' ledgers.
+type Ports interface {
+	// Host opens the datastore's cache on its ledger.
+	Host(ctx context.Context) (*host.Host, error)
+	// Blobs opens the ledger's blob store (verify checks it answers).
+	Blobs(ctx context.Context) (ledger.BlobStore, error)
+	// SwampKV opens the swamp bucket (Bucket) of the datastore's ledger (for
+	// a namespace, the base ledger's: see swamp.NamespaceLedger).
+	SwampKV(ctx context.Context) (jetstream.KeyValue, error)
+	// Foreign opens a read-only cache of another namespace's ledger (lazy:
+	// content is fetched on demand), for swamp's foreign catalogs and
+	// content; ledger.ErrNotFound when that namespace has no ledger. The
+	// agent never commits from it.
+	Foreign(ctx context.Context, ns string) (*host.Host, error)
+}
+
+// Config configures an Agent.
+type Config struct {
+	Version string // the binary's version; hello answers with it
+	Cache   string // for messages
+	// Globals are the global flags that point a syncledger command at this
+	// cache and ledger ("--nats URL --ledger NAME --cache DIR"), for the
+	// commands messages name.
+	Globals string
+	// Namespace is the datastore's namespace ("" none): the cache (Host) is
+	// its ledger's, and swamp's paths, NS/…, are the cache's paths under NS/.
+	Namespace string
+	Ports     Ports
+	// Changed, when set, returns the paths a commit may limit its scan to
+	// (host.CommitOptions.Changed: nil scans the whole cache) — a running
+	// watch's dirty set plus hints, swamp's markDirty paths — and done, to call
+	// after a commit that succeeded. Hints alone are never trusted.
+	Changed func(ctx context.Context, hints []string) (changed []string, done func())
+	// Trace, when set, receives one JSON line per answered request: its op,
+	// when it arrived (Unix ms) and how long it took
+	// ({"op":"pull","at":1796146563.1,"ms":2.1,"ok":true}); B10 uses it.
+	Trace io.Writer
+}
+
+// Agent serves one swamp process: the @syncledger/datastore extension starts
+// `syncledger swamp agent` once per swamp command and sends it requests, one
+// JSON object a line on stdin; each answer is one line on stdout carrying the
+// request's id (the protocol: doc.go, protocol.go). Requests run
+// concurrently (a lock wait does not hold up a sync); the cache operations
+// run one at a time.
+//
+// The agent connects to the ledger and opens the cache as soon as it starts,
+// while swamp is still busy with its own start, so that swamp's first calls
+// find them open; a failure there is reported by the first call that needs
+// them.
+type Agent struct {
+	cfg Config
+
+	hostMu sync.Mutex // one cache operation at a time
+	h      *host.Host
+	stored map[ledger.Digest]bool
+	// prepared is the last prepare's changed paths, for the commit right after
+	// it (nil: no prepare since the last commit).
+	prepared []string
+
+	kvOnce sync.Once
+	kv     jetstream.KeyValue
+	kvErr  error
+	locks  *Locks
+
+	hintMu    sync.Mutex
+	hintLast  []string      // the last hint's paths, not written yet when it came
+	hintDone  chan struct{} // closed once the work of the hints before it is done (nil: none)
+	hintSince time.Time     // a hint's work leaves out files older than this
+	baseDone  chan struct{} // closed once the scan after the last pull is done (nil: none)
+
+	// Under hostMu: the agent's own dirty set (nil: none), and the scan
+	// after the last pull: the changed paths it found, and the set's snapshot
+	// it followed (nil: no such scan, or it failed).
+	watch    *dirty.Watcher
+	base     []string
+	baseSnap *dirty.Snapshot
+
+	foreignMu sync.Mutex
+	foreign   map[string]*host.Host
+}
+
+// New returns an agent for cfg.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Ports == nil {
+		return nil, fmt.Errorf("swamp agent: no ports: %w", ledger.ErrInvalid)
+	}
+	return &Agent{cfg: cfg}, nil
+}
+
+// Serve answers requests from r on w until r ends or ctx is done; requests
+// still running then are cancelled. Locks still held are not released: they
+// expire after their TTL, as they would had the process died (swamp releases
+// its locks itself when it ends normally).
+func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	// swamp awaits every call before it exits: a request still running when
+	// its input ends (swamp killed) is abandoned, a lock wait first.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wmu sync.Mutex
+		wg  sync.WaitGroup
+		enc = json.NewEncoder(w)
+	)
+	reply := func(resp Response) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = enc.Encode(resp)
+	}
+	trace := func(op string, t0 time.Time, err error) {
+		if a.cfg.Trace != nil {
+			wmu.Lock()
+			fmt.Fprintf(a.cfg.Trace, "{\"op\":%q,\"at\":%.3f,\"ms\":%.3f,\"ok\":%v}\n", op, float64(t0.UnixMicro())/1000, float64(time.Since(t0))/float64(time.Millisecond), err == nil)
+			wmu.Unlock()
+		}
+	}
+	// The hints are swamp's writes of this command: older files are not theirs
+	// (a data directory holds every version), with some slack for the coarse
+	// clock of file times.
+	a.hintSince = time.Now().Add(-100 * time.Millisecond)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.open(ctx)
+	}()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	for sc.Scan() {
+		line := bytes.Clone(sc.Bytes()) // the scanner reuses its buffer
+		var req Request
+		if err := json.Unmarshal(line, &req); err != nil {
+			reply(Response{Error: &Failure{Kind: "error", Message: "bad request: " + err.Error()}})
+			continue
+		}
+		o, ok := byName[req.Op]
+		if ok && o.run == nil { // hint
+			// Taken here, before the next request is read: a push sent after
+			// it waits for its work.
+			var h HintRequest
+			if json.Unmarshal(line, &h) == nil {
+				a.hint(ctx, a.own(h.Hints))
+			}
+			trace(req.Op, time.Now(), nil)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			var (
+				res any
+				err = fmt.Errorf("unknown request %q", req.Op)
+			)
+			if ok {
+				res, err = o.run(a, ctx, line)
+			}
+			resp := Response{ID: req.ID, Result: res}
+			if err != nil {
+				resp.Result, resp.Error = nil, a.describe(err)
+			}
+			reply(resp)
+			trace(req.Op, t0, err)
+		}()
+	}
+	cancel()
+	wg.Wait()
+	a.hinted()
+	a.scanned()
+	if a.watch != nil {
+		a.watch.Close()
+	}
+	if a.locks != nil {
+		a.locks.Close()
+	}
+	return sc.Err()
+}
+
+func (a *Agent) hello(_ context.Context, req HelloRequest) (HelloResult, error) {
+	if err := checkProtocol(req.Protocol, req.Repo, a.cfg.Version); err != nil {
+		return HelloResult{}, err
+	}
+	return HelloResult{Version: a.cfg.Version, Protocol: Protocol, Cache: a.cfg.Cache}, nil
+}
+
+// checkProtocol accepts an extension that speaks this binary's protocol,
+// whatever release wrote it; otherwise it says which command fixes it.
+func checkProtocol(protocol int, repo, version string) error {
+	if repo == "" {
+		repo = "DIR"
+	}
+	switch {
+	case protocol == Protocol:
+		return nil
+	case protocol > Protocol:
+		return &versionError{fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, newer than this syncledger binary's (%s: protocol %d): "+
+			"install a newer syncledger on this host (one that speaks protocol %d); or, to take every host back to this binary's protocol, "+
+			"run 'syncledger swamp setup --repo %s' with this binary and commit the extension it writes", repo, protocol, version, Protocol, protocol, repo)}
+	default:
+		return &versionError{fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, older than this syncledger binary's (%s: protocol %d): "+
+			"run 'syncledger swamp setup --repo %s' with this binary to rewrite the extension, and commit it for the other hosts", repo, protocol, version, Protocol, repo)}
+	}
+}
+
+// command is a syncledger command line of the host package with Globals, to
+// be run from anywhere.
+func (a *Agent) command(cmd string) string {
+	rest, ok := strings.CutPrefix(cmd, "syncledger ")
+	if !ok || a.cfg.Globals == "" {
+		return cmd
+	}
+	return "syncledger " + a.cfg.Globals + " " + rest
+}
+
+type versionError struct{ msg string }
+
+func (e *versionError) Error() string { return e.msg }
+
+// describe turns err into the answer's error, with what to do about it.
+func (a *Agent) describe(err error) *Failure {
+	var (
+		ce *host.ConflictError
+		le *host.LocalChangesError
+		ve *versionError
+	)
+	switch {
+	case errors.As(err, &ve):
+		return &Failure{Kind: "version", Message: ve.msg}
+	case errors.As(err, &ce):
+		return &Failure{Kind: "conflict", Paths: ce.Paths, Message: fmt.Sprintf(
+			"syncledger: another host changed %s too; this host's files are kept, uncommitted. Keep this host's version: %s; or the other host's: %s",
+			strings.Join(ce.Paths, ", "), a.command(ce.Commands()[0]), a.command(ce.Commands()[1]))}
+	case errors.As(err, &le):
+		cmds := le.Commands()
+		return &Failure{Kind: "conflict", Paths: le.Paths, Message: fmt.Sprintf(
+			"syncledger: files changed here, not pushed, that the ledger changed too: %s. Keep this host's version: %s; or the ledger's: %s",
+			strings.Join(le.Paths, ", "), a.command(cmds[1]), a.command(cmds[2]))}
+	case errors.Is(err, ledger.ErrNotFound):
+		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with 'syncledger init', or fix \"ledger\" in the datastore config of .swamp.yaml)", err)}
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "no servers available") || strings.Contains(msg, "connection refused") || strings.Contains(msg, "connect to NATS") {
+		return &Failure{Kind: "unreachable", Message: "syncledger: cannot reach NATS: " + msg + " (the server is \"nats\" in the datastore config of .swamp.yaml)"}
+	}
+	return &Failure{Kind: "error", Message: "syncledger: " + msg}
+}

@@ -1,0 +1,361 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/cachefs"
+	"github.com/syncledger/syncledger/projector/dirty"
+	"github.com/syncledger/syncledger/projector/host"
+)
+
+// The cache operations: pull, prepare, push, commit, hydrate, verify.
+//
+// A "hint" (swamp's markDirty path, sent as swamp writes) gets no answer.
+// swamp sends it just before it writes there, so the next hint (or the push)
+// says that write is done: the agent then hashes the files below the previous
+// hint's path, uploads their content and fsyncs them in the background, while
+// swamp carries on, so that the push finds that work done. Nothing is
+// published or recorded from a hint: the push still scans the cache, uploads
+// what is not stored and fsyncs every file it commits (an fsync of a file
+// already synced costs little).
+//
+// The agent keeps a dirty set of the cache as `syncledger watch` does
+// (package dirty, inotify), for itself: after each pull it scans the cache
+// whole in the background, while swamp runs the command, and a push then
+// checks only the paths found changed there and those the set saw change
+// since (plus the hints). Where it has no set (not Linux, inotify limits), a
+// push scans the whole cache.
+
+// open connects to the ledger's bucket and opens the cache (Agent); errors
+// are left to the calls that need them.
+func (a *Agent) open(ctx context.Context) {
+	_, _ = a.bucket(ctx)
+	a.hostMu.Lock()
+	defer a.hostMu.Unlock()
+	h, err := a.host(ctx)
+	if err != nil {
+		return
+	}
+	root := h.Dir().Root()
+	if _, err := os.Stat(dirty.SocketPath(root)); err == nil {
+		return // a `syncledger watch` keeps the set (Changed)
+	}
+	if w, err := dirty.New(dirty.Config{Root: root, MaxDirs: maxWatchedDirs}); err == nil {
+		a.watch = w
+		go func() { _ = w.Watch(ctx) }()
+	}
+}
+
+// maxWatchedDirs bounds the inotify watches an agent takes (one a directory
+// of the cache, from the user's fs.inotify.max_user_watches): past it, pushes
+// scan the whole cache.
+const maxWatchedDirs = 20000
+
+// scanAfterPull starts the scan of the whole cache that follows a pull
+// (Agent), under hostMu.
+func (a *Agent) scanAfterPull(ctx context.Context) {
+	a.base, a.baseSnap = nil, nil
+	if a.watch == nil {
+		return
+	}
+	done := make(chan struct{})
+	a.hintMu.Lock()
+	prev := a.baseDone
+	a.baseDone = done
+	a.hintMu.Unlock()
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev // in order: the last pull's scan is the last to set base
+		}
+		a.hostMu.Lock()
+		defer a.hostMu.Unlock()
+		snap, err := a.watch.Snapshot(ctx)
+		if err != nil {
+			return
+		}
+		// Local changes found here are uploaded, as a prepare does.
+		res, err := a.h.Prepare(ctx, nil, nil)
+		if err != nil {
+			return
+		}
+		a.watch.Ack(snap.Epoch, snap.Seq, true, nil)
+		a.base, a.baseSnap = append([]string{}, res.Paths...), snap
+	}()
+}
+
+// scanned waits for the scan after the last pull, if one runs.
+func (a *Agent) scanned() {
+	a.hintMu.Lock()
+	done := a.baseDone
+	a.hintMu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// host returns the open cache, opening it if it is not (under hostMu).
+func (a *Agent) host(ctx context.Context) (*host.Host, error) {
+	if a.h == nil {
+		h, err := a.cfg.Ports.Host(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// Between operations the cache is free for other processes (another
+		// swamp command of this repo, a status).
+		h.Release()
+		a.h = h
+	}
+	return a.h, nil
+}
+
+// hint takes a markDirty hint (Agent) and starts the work of the one before
+// it: the content of the files at or below its paths that changed since the
+// agent started goes to the blob store, and the files are fsynced. Failures
+// are left for the push to meet.
+func (a *Agent) hint(ctx context.Context, next []string) {
+	a.hintMu.Lock()
+	paths := a.hintLast
+	a.hintLast = next
+	if paths == nil {
+		a.hintMu.Unlock()
+		return
+	}
+	prev, done := a.hintDone, make(chan struct{})
+	a.hintDone = done
+	a.hintMu.Unlock()
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev // one hint at a time, in order
+		}
+		a.hostMu.Lock()
+		h, err := a.host(ctx)
+		a.hostMu.Unlock()
+		if err != nil {
+			return
+		}
+		blobs, err := a.cfg.Ports.Blobs(ctx)
+		if err != nil {
+			return
+		}
+		dir := h.Dir()
+		ign, err := dir.Ignore()
+		if err != nil {
+			return
+		}
+		var files []string
+		_ = dir.ScanPaths(ign, paths, func(rel string, fi cachefs.FileInfo) error {
+			if fi.ModTime.After(a.hintSince) {
+				files = append(files, rel)
+			}
+			return nil
+		}, func(cachefs.Skipped) {})
+		var g errgroup.Group
+		g.SetLimit(8)
+		for _, rel := range files {
+			g.Go(func() error {
+				d, n, err := dir.Hash(rel)
+				if err != nil {
+					return nil
+				}
+				f, err := dir.Open(rel)
+				if err != nil {
+					return nil
+				}
+				defer f.Close()
+				_ = blobs.Put(ctx, d, f, n) // verified: a file rewritten meanwhile fails
+				return nil
+			})
+		}
+		_ = g.Wait()
+		_ = dir.Flush(files, nil, 8)
+	}()
+}
+
+// hinted waits until the work of the hints so far is done, and drops the last
+// one (its write is the push's to find).
+func (a *Agent) hinted() {
+	a.hintMu.Lock()
+	last := a.hintDone
+	a.hintLast = nil
+	a.hintMu.Unlock()
+	if last != nil {
+		<-last
+	}
+}
+
+// cacheOp runs fn on the open cache, one cache operation at a time, for a
+// request of the datastore's namespace ns.
+func cacheOp[T any](a *Agent, ctx context.Context, ns string, fn func(*host.Host) (T, error)) (T, error) {
+	var zero T
+	if ns != a.cfg.Namespace {
+		return zero, fmt.Errorf("swamp's datastore namespace is %q, but this datastore's syncledger config is for %q: run 'syncledger swamp setup --repo DIR --namespace %s' (it rewrites the config)", ns, a.cfg.Namespace, ns)
+	}
+	a.hostMu.Lock()
+	defer a.hostMu.Unlock()
+	h, err := a.host(ctx)
+	if err != nil {
+		return zero, err
+	}
+	return fn(h)
+}
+
+// pull is always a full sync: a per-model pull names only the models a
+// command locks, not those it reads (swamp-club#3193).
+func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
+	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (PullResult, error) {
+		res, err := h.Sync(ctx, host.SyncOptions{Lazy: req.MetadataOnly})
+		if err == nil {
+			a.scanAfterPull(ctx)
+		}
+		return PullResult{Files: res.Written + res.Deleted, HWM: res.HWM, Head: res.Head}, err
+	})
+}
+
+func (a *Agent) prepare(ctx context.Context, req PushRequest) (PrepareResult, error) {
+	a.hinted() // rather than doing the hints' work twice
+	a.scanned()
+	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (PrepareResult, error) {
+		changed, _ := a.changed(ctx, a.own(req.Hints))
+		res, err := h.Prepare(ctx, nil, changed)
+		if err != nil {
+			return PrepareResult{}, err
+		}
+		a.stored = res.Stored
+		a.prepared = append(make([]string, 0, len(res.Paths)), res.Paths...)
+		return PrepareResult{Files: res.Files, Bytes: res.Bytes}, nil
+	})
+}
+
+func (a *Agent) push(ctx context.Context, req PushRequest) (PushResult, error) {
+	return a.publish(ctx, "push", req)
+}
+
+func (a *Agent) commit(ctx context.Context, req PushRequest) (PushResult, error) {
+	return a.publish(ctx, "commit", req)
+}
+
+// publish is push and commit: one commit of what changed (more when it
+// touches more partitions than one commit holds).
+func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushResult, error) {
+	a.hinted() // rather than doing the hints' work twice
+	a.scanned()
+	hints := a.own(req.Hints)
+	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (PushResult, error) {
+		stored, prepared := a.stored, a.prepared
+		a.stored, a.prepared = nil, nil
+		var (
+			changed []string
+			done    = func() {}
+		)
+		if prepared != nil && op == "commit" {
+			// swamp's commitPush follows its preparePush with no write in
+			// between (it holds the model locks): the paths the prepare found
+			// are what changed, and the commit need not look further. (A file
+			// changed outside swamp meanwhile is committed by the next push.)
+			// No dirty set is acked for this narrower check.
+			changed = prepared
+		} else {
+			changed, done = a.changed(ctx, hints)
+		}
+		res, err := h.Commit(ctx, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed})
+		if err == nil {
+			done()
+		}
+		ids := make([]string, len(res.Commits))
+		for i, c := range res.Commits {
+			ids[i] = c.Commit
+		}
+		return PushResult{Files: res.Written + res.Deleted, Commit: res.Commit, Commits: ids, HWM: res.HWM, Hints: len(hints)}, err
+	})
+}
+
+// hydrate fetches one file a lazy pull left out, and says whether it wrote it.
+func (a *Agent) hydrate(ctx context.Context, req HydrateRequest) (bool, error) {
+	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (bool, error) {
+		paths := a.own([]string{req.Path})
+		if len(paths) == 0 {
+			return false, nil // not this datastore's path
+		}
+		res, err := h.Fetch(ctx, paths)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil && res.Written > 0, err
+	})
+}
+
+// verify checks that the stream answers, the lineage is this cache's and the
+// blob store answers.
+func (a *Agent) verify(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
+	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (VerifyResult, error) {
+		st, err := h.Status(ctx)
+		if err != nil {
+			return VerifyResult{}, err
+		}
+		bl, err := a.cfg.Ports.Blobs(ctx)
+		if err != nil {
+			return VerifyResult{}, err
+		}
+		if _, err := bl.Stat(ctx, ledger.DigestOf(nil)); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return VerifyResult{}, fmt.Errorf("blob store: %w", err)
+		}
+		return VerifyResult{Head: st.Head, HWM: st.HWM, Ledger: st.Ledger, UUID: st.UUID,
+			Cache: st.Cache, Dirty: len(st.Dirty), Files: st.Files}, nil
+	})
+}
+
+// own turns swamp's paths into the cache's: with a namespace, swamp's NS/…
+// are the cache's …; its paths elsewhere are not this datastore's.
+func (a *Agent) own(paths []string) []string {
+	if a.cfg.Namespace == "" || paths == nil {
+		return paths
+	}
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if rest, ok := strings.CutPrefix(p, a.cfg.Namespace+"/"); ok {
+			out = append(out, rest)
+		}
+	}
+	return out
+}
+
+// changed is Changed: the paths a push checks (nil: all) and what to call
+// once it committed them.
+//
+// Without it, or where it scans the whole cache, the agent's own dirty set
+// (Agent) gives the paths changed since the scan after the last pull
+// (without the hints: the set saw those writes), and done acks them to it;
+// with no such scan, nil (scan the whole cache). Under hostMu.
+func (a *Agent) changed(ctx context.Context, hints []string) ([]string, func()) {
+	scanAll := func() {}
+	if a.cfg.Changed != nil {
+		changed, done := a.cfg.Changed(ctx, hints)
+		if changed != nil {
+			return changed, done
+		}
+		scanAll = done // acks a full scan to a cache's watch, if one answered
+	}
+	if a.baseSnap == nil {
+		return nil, scanAll
+	}
+	snap, err := a.watch.Snapshot(ctx)
+	if err != nil || !snap.Trusted || snap.Epoch != a.baseSnap.Epoch {
+		return nil, scanAll
+	}
+	// The set saw swamp's writes too: the hints (data directories holding
+	// every version) would only add files to check.
+	changed := dirty.Merge(snap.Paths, a.base)
+	return changed, func() {
+		a.watch.Ack(snap.Epoch, snap.Seq, false, changed)
+		a.base = nil
+	}
+}

@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The operations on the swamp bucket: locks and the control plane.
+
+func (a *Agent) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	a.kvOnce.Do(func() {
+		a.kv, a.kvErr = a.cfg.Ports.SwampKV(ctx)
+		if a.kvErr == nil {
+			a.locks = NewLocks(a.kv)
+		}
+	})
+	return a.kv, a.kvErr
+}
+
+func (a *Agent) lockAcquire(ctx context.Context, req LockAcquireRequest) (bool, error) {
+	if _, err := a.bucket(ctx); err != nil {
+		return false, err
+	}
+	h := req.Holder
+	info := LockInfo{Holder: h.Holder, Hostname: h.Hostname, PID: h.PID, Nonce: h.Nonce}
+	if err := a.locks.Acquire(ctx, req.Key, info, ms(req.TTLMs), ms(req.RetryMs), ms(req.MaxWaitMs)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (a *Agent) lockRelease(ctx context.Context, req LockKeyRequest) (bool, error) {
+	if _, err := a.bucket(ctx); err != nil {
+		return false, err
+	}
+	return true, a.locks.Release(ctx, req.Key)
+}
+
+func (a *Agent) lockInspect(ctx context.Context, req LockKeyRequest) (*LockInfo, error) {
+	if _, err := a.bucket(ctx); err != nil {
+		return nil, err
+	}
+	return a.locks.Inspect(ctx, req.Key)
+}
+
+func (a *Agent) lockForceRelease(ctx context.Context, req LockForceReleaseRequest) (bool, error) {
+	if _, err := a.bucket(ctx); err != nil {
+		return false, err
+	}
+	return a.locks.ForceRelease(ctx, req.Key, req.Nonce)
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// control returns the control-plane store on the bucket.
+func (a *Agent) control(ctx context.Context) (Control, error) {
+	kv, err := a.bucket(ctx)
+	return Control{kv}, err
+}
+
+func (a *Agent) controlPut(ctx context.Context, req ControlPutRequest) (bool, error) {
+	c, err := a.control(ctx)
+	if err != nil {
+		return false, err
+	}
+	return true, c.Put(ctx, req.Key, req.Data)
+}
+
+func (a *Agent) controlGet(ctx context.Context, req ControlKeyRequest) ([]byte, error) {
+	c, err := a.control(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Get(ctx, req.Key)
+}
+
+func (a *Agent) controlDelete(ctx context.Context, req ControlKeyRequest) (bool, error) {
+	c, err := a.control(ctx)
+	if err != nil {
+		return false, err
+	}
+	return true, c.Delete(ctx, req.Key)
+}
+
+func (a *Agent) controlList(ctx context.Context, req ControlListRequest) ([]string, error) {
+	c, err := a.control(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.List(ctx, req.Prefix)
+}
+
+func (a *Agent) controlPutIfAbsent(ctx context.Context, req ControlPutRequest) (bool, error) {
+	c, err := a.control(ctx)
+	if err != nil {
+		return false, err
+	}
+	return c.PutIfAbsent(ctx, req.Key, req.Data)
+}
+
+func (a *Agent) namespaceRegister(ctx context.Context, req NamespaceRegisterRequest) (bool, error) {
+	kv, err := a.bucket(ctx)
+	if err != nil {
+		return false, err
+	}
+	return true, RegisterNamespace(ctx, kv, req.Namespace, req.RepoID)
+}
+
+func (a *Agent) namespaceList(ctx context.Context, _ NamespaceListRequest) ([]string, error) {
+	kv, err := a.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ListNamespaces(ctx, kv)
+}
