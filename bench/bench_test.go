@@ -76,7 +76,7 @@ func TestQuick(t *testing.T) {
 			t.Errorf("%s (%s): no baseline measurement", r.ID, r.Size)
 		}
 	}
-	for id, want := range map[string]int{"B1": 2, "B2": 1, "B3": 1, "B4": 1, "B5": 1, "B6": 1, "B7": 2, "B8": 1, "B9": 2, "B11": 3, "B12": 3, "B13": 2, "B14": 2} {
+	for id, want := range map[string]int{"B1": 2, "B2": 1, "B3": 1, "B4": 2, "B5": 1, "B6": 1, "B7": 2, "B8": 1, "B9": 2, "B11": 3, "B12": 3, "B13": 2, "B14": 2} {
 		if seen[id] != want {
 			t.Errorf("%s: %d rows, want %d", id, seen[id], want)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsobj"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -55,17 +56,43 @@ func (r *runner) dataset(ctx context.Context, n int) (*dataset, error) {
 	if d, ok := r.sets[n]; ok {
 		return d, nil
 	}
+	d, err := r.newDataset(ctx, n, "s3")
+	if err == nil {
+		r.sets[n] = d
+	}
+	return d, err
+}
+
+// natsDataset is the data set of n files with its blobs in the NATS object
+// store (nats://, the default of `syncledger init`) on the bench's server; B4's
+// nats:// row. It is not kept: each call seeds a new one.
+func (r *runner) natsDataset(ctx context.Context, n int) (*dataset, error) {
+	return r.newDataset(ctx, n, "nats")
+}
+
+// newDataset seeds a data set of n files, its blobs on S3 or (store "nats")
+// in a NATS object store bucket.
+func (r *runner) newDataset(ctx context.Context, n int, store string) (*dataset, error) {
 	t0 := time.Now()
 	nc, err := r.e.connect()
 	if err != nil {
 		return nil, err
 	}
 	r.closes = append(r.closes, nc.Close)
-	lg, err := r.e.createLedger(ctx, nc, fmt.Sprintf("d%d", n))
+	stem := fmt.Sprintf("d%d", n)
+	if store == "nats" {
+		stem = fmt.Sprintf("n%d", n)
+	}
+	lg, err := r.e.createLedger(ctx, nc, stem)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := r.e.s3Objects(ctx, fmt.Sprintf("d%d", n))
+	var objs ledger.ObjectStore
+	if store == "nats" {
+		objs, err = natsobj.New(ctx, natsobj.Config{Conn: nc, Bucket: r.e.name(stem)})
+	} else {
+		objs, err = r.e.s3Objects(ctx, stem)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +106,7 @@ func (r *runner) dataset(ctx context.Context, n int) (*dataset, error) {
 			d.digests[m] = append(d.digests[m], ledger.DigestOf(content(d.gen, m, f, d.l.Size)))
 		}
 	}
-	r.sets[n] = d
-	r.e.logf("bench: data set of %d files (%d models) on S3 seeded in %s", n, d.l.Models, time.Since(t0).Round(time.Millisecond))
+	r.e.logf("bench: data set of %d files (%d models) on %s seeded in %s", n, d.l.Models, store, time.Since(t0).Round(time.Millisecond))
 	return d, nil
 }
 

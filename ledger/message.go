@@ -61,7 +61,11 @@ func (r *MessageReader) record(seq Seq, subject string, data []byte) (Record, er
 	if ev.Ledger != r.UUID {
 		return Record{}, fmt.Errorf("ledger %q seq %d: event of ledger %s in the stream of ledger %s: %w", r.Name, seq, ev.Ledger, r.UUID, ErrLineage)
 	}
-	return Record{Seq: seq, Event: ev}, nil
+	rec := Record{Seq: seq, Event: ev}
+	if ev.Prev > 0 {
+		rec.Bridge = BridgeOf(r.Quarantined, ev.Partition, ev.ModelSeq, ev.Prev)
+	}
+	return rec, nil
 }
 
 // skipped tells whether the message is a quarantine notice or a quarantined

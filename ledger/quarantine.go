@@ -32,6 +32,34 @@ type Quarantine struct {
 	Reason string    `json:"reason"` // why, for people
 	By     string    `json:"by"`     // who: the admin's host id
 	At     time.Time `json:"at"`
+	// The quarantined message's place in its partition's chain, when it is
+	// a well-formed event (a quarantine with force): its partition, modelSeq
+	// and prev. A later event of the partition that names it as its prev
+	// follows it in every reader's chain as a link known skipped
+	// (Record.Bridge), so quarantining an event a commit already extended
+	// leaves that commit readable (issue 26 point 5). Empty otherwise.
+	Partition string `json:"partition,omitempty"`
+	ModelSeq  uint64 `json:"modelSeq,omitempty"`
+	Prev      Seq    `json:"prev,omitempty"`
+}
+
+// Linked reports whether q records the quarantined event's chain link.
+func (q Quarantine) Linked() bool { return q.Partition != "" }
+
+// WithLink returns q with the chain link of the message it quarantines, stored
+// on subject with body data in ledger name of lineage uuid, when that message is
+// a well-formed event on its own partition's subject; else q without one. Every
+// CommitLog's Quarantine records it this way.
+func WithLink(q Quarantine, name, uuid, subject string, data []byte) Quarantine {
+	q.Partition, q.ModelSeq, q.Prev = "", 0, 0
+	ev, err := DecodeEvent(data)
+	if err != nil || ev.Ledger != uuid || ev.Prev >= q.Seq {
+		return q
+	}
+	if p, err := PartitionFromSubject(name, subject); err == nil && p == ev.Partition {
+		q.Partition, q.ModelSeq, q.Prev = ev.Partition, ev.ModelSeq, ev.Prev
+	}
+	return q
 }
 
 // Skip marks a Record that no reader applies. Its Event is empty.
@@ -90,6 +118,10 @@ func validateQuarantine(q Quarantine) error {
 		return fmt.Errorf("by must be 1-%d bytes: %w", MaxHostLen, ErrInvalid)
 	case q.At.IsZero():
 		return fmt.Errorf("no time: %w", ErrInvalid)
+	case q.Partition == "" && (q.ModelSeq != 0 || q.Prev != 0):
+		return fmt.Errorf("a chain link without a partition: %w", ErrInvalid)
+	case q.Partition != "" && (q.ModelSeq == 0 || q.Prev >= q.Seq || (q.ModelSeq == 1) != (q.Prev == 0)):
+		return fmt.Errorf("chain link modelSeq %d, prev %d of seq %d: %w", q.ModelSeq, q.Prev, q.Seq, ErrInvalid)
 	}
 	return nil
 }

@@ -100,6 +100,38 @@ type Record struct {
 	// Skip is set, and Event empty, on a record no reader applies: a
 	// quarantined message or a quarantine notice (see Quarantine).
 	Skip *Skip
+	// Bridge is set on an event whose Prev is a quarantined event of its
+	// partition, a link every reader knows is skipped (Quarantine.Link): the
+	// event follows, in every reader's chain, the last event before the
+	// quarantined run.
+	Bridge *Bridge
+}
+
+// Bridge is where a partition's chain goes on past quarantined events (see
+// Record.Bridge): the seq and modelSeq of the last event before them.
+type Bridge struct {
+	Prev     Seq
+	ModelSeq uint64
+}
+
+// BridgeOf returns the Bridge of an event of partition with modelSeq and prev
+// given the quarantine notices by quarantined seq: nil unless prev is a
+// quarantined event of the partition whose notice records its link, and so on
+// back through a run of them, each one modelSeq below the next.
+func BridgeOf(qs map[Seq]Quarantine, partition string, modelSeq uint64, prev Seq) *Bridge {
+	p, ms := prev, modelSeq-1
+	for n := 0; ; n++ {
+		q, ok := qs[p]
+		switch {
+		case !ok && n == 0:
+			return nil
+		case !ok:
+			return &Bridge{Prev: p, ModelSeq: ms}
+		case !q.Linked() || q.Partition != partition || q.ModelSeq != ms || ms == 0:
+			return nil
+		}
+		p, ms = q.Prev, ms-1
+	}
 }
 
 // LastOfCommit reports whether r is the last part of its commit. A skipped

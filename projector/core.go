@@ -428,6 +428,19 @@ func (c *Core) classify(m Mode, rec ledger.Record) (Verdict, error) {
 		return diverged(fmt.Sprintf(", and seq %d is below the HWM %d", s, c.hwm))
 	case e.ModelSeq == mk.ModelSeq+1 && e.Prev == mk.Seq: // rule 2
 		return Apply, nil
+	}
+	if b := rec.Bridge; b != nil {
+		// e follows quarantined events of its partition, links every reader
+		// skips: rules 2 and 3 hold for the event before them.
+		switch {
+		case b.ModelSeq == mk.ModelSeq && b.Prev == mk.Seq: // rule 2
+			return Apply, nil
+		case b.ModelSeq > mk.ModelSeq && b.Prev > mk.Seq: // rule 3
+			return 0, &GapError{Partition: e.Partition, Mark: mk, Seq: s, ModelSeq: e.ModelSeq, From: mk.Seq + 1, To: b.Prev}
+		}
+		return diverged(fmt.Sprintf(", through quarantined seqs to modelSeq %d at seq %d", b.ModelSeq, b.Prev))
+	}
+	switch {
 	case e.ModelSeq > mk.ModelSeq+1 && e.Prev > mk.Seq: // rule 3
 		return 0, &GapError{Partition: e.Partition, Mark: mk, Seq: s, ModelSeq: e.ModelSeq, From: mk.Seq + 1, To: e.Prev}
 	default:
@@ -447,6 +460,9 @@ func validate(rec ledger.Record) error {
 	}
 	if rec.Seq == 0 || e.Prev >= rec.Seq {
 		return fmt.Errorf("prev %d not below seq %d: %w", e.Prev, rec.Seq, ledger.ErrInvalid)
+	}
+	if b := rec.Bridge; b != nil && (b.Prev >= e.Prev || b.ModelSeq >= e.ModelSeq-1) {
+		return fmt.Errorf("bridge to modelSeq %d at seq %d does not lie behind prev %d (modelSeq %d): %w", b.ModelSeq, b.Prev, e.Prev, e.ModelSeq, ledger.ErrInvalid)
 	}
 	return nil
 }

@@ -43,6 +43,11 @@
 //     another ledger (ledger.ErrLineage) or is malformed (ledger.ErrInvalid) is
 //     refused. The lineage is set only by AdoptLineage, from the log's Info.
 //
+// An event whose Prev is a quarantined event of its partition carries a
+// ledger.Bridge (the log computes it from the notices): rules 2 and 3 then
+// also hold for the event before the quarantined run, a link every reader
+// knows is skipped. A quarantined record itself (ledger.Skip) applies nothing.
+//
 // A file and a directory of one name (two hosts committed "foo" and "foo/bar"
 // to different partitions at once) follow one rule that depends on the index
 // alone: the directory wins. The file is shadowed — its row stays, the cache

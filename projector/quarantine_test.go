@@ -93,3 +93,48 @@ func TestPartsErrorNamesCulprit(t *testing.T) {
 		t.Fatalf("skip of an applied seq = %v, want ErrAppliedQuarantined", err)
 	}
 }
+
+// A quarantined event that a commit already extended (issue 26 point 5): the
+// next event names it as its prev. With the Bridge the log computes from the
+// notice's link (ledger.BridgeOf) it applies after the event before the
+// quarantined one; without, it is a gap the log can never fill. A bridge that
+// does not lie behind the event's prev is malformed; one that leads elsewhere
+// than the mark is a divergence; one beyond the mark is a gap up to it.
+func TestBridgedQuarantine(t *testing.T) {
+	next := rec("a", 7, 4, 6, "a4") // prev: seq 6, modelSeq 3, quarantined
+	bridged := func(prev ledger.Seq, ms uint64) ledger.Record {
+		r := next
+		r.Bridge = &ledger.Bridge{Prev: prev, ModelSeq: ms}
+		return r
+	}
+	c := newCore(t, baseState(), Config{})
+	var gap *GapError
+	if _, err := c.Classify(Full, next); !errors.As(err, &gap) || gap.To != 6 {
+		t.Fatalf("unbridged: %v, want a gap to seq 6", err)
+	}
+	if v, err := c.Step(Full, quarantined(6, "a", false)); err != nil || v != Skip {
+		t.Fatalf("quarantined seq 6: %v, %v", v, err)
+	}
+	if v, err := c.Step(Full, bridged(5, 2)); err != nil || v != Apply {
+		t.Fatalf("bridged: %v, %v; want Apply", v, err)
+	}
+	rd := c.mustReady()
+	if rd.HWM != 7 || rd.Marks["data--m--a"] != (Mark{4, 7}) {
+		t.Fatalf("Ready = %+v", rd)
+	}
+
+	c = newCore(t, baseState(), Config{})
+	if _, err := c.Classify(Full, bridged(6, 3)); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("a bridge at prev itself: %v, want ErrInvalid", err)
+	}
+	if _, err := c.Classify(Full, bridged(4, 2)); !errors.Is(err, ErrDiverged) {
+		t.Fatalf("a bridge to another seq than the mark's: %v, want ErrDiverged", err)
+	}
+	st := baseState()
+	st.Marks["data--m--a"] = Mark{1, 2}
+	st.HWM = 2
+	c = newCore(t, st, Config{})
+	if _, err := c.Classify(Full, bridged(5, 2)); !errors.As(err, &gap) || gap.From != 3 || gap.To != 5 {
+		t.Fatalf("a bridge beyond the mark: %v, want a gap from 3 to 5", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,10 +64,25 @@ type app struct {
 	completeTree func()
 	started      bool // the command's flags and args were accepted; errors from here on are not usage errors
 
-	nc     *nats.Conn
-	log    *jetstream.Log
-	blobs  ledger.BlobStore
+	res *opened
+}
+
+// opened is what an app opened, each on first use, and what to close when the
+// command ends. The swamp agent calls Conn, Log, Blobs and Host from several
+// goroutines at once (issue 26 point 12), so every field is under a lock. The
+// open locks are taken in the order Blobs, Log, Conn (each may call the next);
+// mu is taken last, and never held while opening.
+type opened struct {
+	blobsMu sync.Mutex
+	blobs   ledger.BlobStore
+	logMu   sync.Mutex
+	log     *jetstream.Log
+	connMu  sync.Mutex
+	nc      *nats.Conn
+
+	mu     sync.Mutex
 	closes []func()
+	host   string // app.host once Host resolved it, for Conn (see hostName)
 }
 
 // envBinding lets an environment variable stand in for a flag not given on the
@@ -81,7 +97,7 @@ type envBinding struct {
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	sw := &scrubWriter{w: stderr}
 	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv, abort: &aborter{}, refused: &refusals{},
-		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}}
+		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}, res: &opened{}}
 }
 
 // bindEnv makes the named flag of fs fall back to the environment variables envs
@@ -202,22 +218,48 @@ func (a *app) newLogger(level slog.Level) *slog.Logger {
 }
 
 // onClose registers fn to run when the command ends (in reverse order).
-func (a *app) onClose(fn func()) { a.closes = append(a.closes, fn) }
+func (a *app) onClose(fn func()) {
+	a.res.mu.Lock()
+	defer a.res.mu.Unlock()
+	a.res.closes = append(a.res.closes, fn)
+}
 
 func (a *app) close() {
-	for i := len(a.closes) - 1; i >= 0; i-- {
-		a.closes[i]()
+	a.res.mu.Lock()
+	closes := a.res.closes
+	a.res.closes = nil
+	a.res.mu.Unlock()
+	for i := len(closes) - 1; i >= 0; i-- {
+		closes[i]()
 	}
-	a.closes = nil
+}
+
+// setHost sets the host id once Host resolved it; hostName reads it from any
+// goroutine (a.host itself belongs to the goroutine that runs Host).
+func (a *app) setHost(id string) {
+	a.res.mu.Lock()
+	defer a.res.mu.Unlock()
+	a.host, a.res.host = id, id
+}
+
+func (a *app) hostName() string {
+	a.res.mu.Lock()
+	defer a.res.mu.Unlock()
+	if a.res.host != "" {
+		return a.res.host
+	}
+	return a.host
 }
 
 // Conn returns the connection to NATS (--nats), connecting on first use.
 func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
-	if a.nc != nil {
-		return a.nc, nil
+	a.res.connMu.Lock()
+	defer a.res.connMu.Unlock()
+	if a.res.nc != nil {
+		return a.res.nc, nil
 	}
 	opts := []nats.Option{
-		nats.Name("syncledger " + a.host),
+		nats.Name("syncledger " + a.hostName()),
 		nats.Timeout(5 * time.Second),
 		nats.RetryOnFailedConnect(false),
 		nats.ErrorHandler(a.natsAsyncError),
@@ -233,7 +275,7 @@ func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
 	if err != nil {
 		return nil, &unreachableError{fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))}
 	}
-	a.nc = nc
+	a.res.nc = nc
 	a.onClose(nc.Close)
 	return nc, nil
 }
@@ -247,8 +289,10 @@ func (e *unreachableError) Unwrap() error { return e.err }
 // Log opens the ledger's log (--ledger) on first use. A ledger that does not exist
 // is an error that says how to create it.
 func (a *app) Log(ctx context.Context) (*jetstream.Log, error) {
-	if a.log != nil {
-		return a.log, nil
+	a.res.logMu.Lock()
+	defer a.res.logMu.Unlock()
+	if a.res.log != nil {
+		return a.res.log, nil
 	}
 	nc, err := a.Conn(ctx)
 	if err != nil {
@@ -262,7 +306,7 @@ func (a *app) Log(ctx context.Context) (*jetstream.Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (NATS at %s)", err, redactURL(a.natsURL))
 	}
-	a.log = l
+	a.res.log = l
 	return l, nil
 }
 
@@ -288,8 +332,10 @@ func (a *app) BlobsURL(ctx context.Context) (string, error) {
 
 // Blobs opens the ledger's blob store on first use (see BlobsURL).
 func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
-	if a.blobs != nil {
-		return a.blobs, nil
+	a.res.blobsMu.Lock()
+	defer a.res.blobsMu.Unlock()
+	if a.res.blobs != nil {
+		return a.res.blobs, nil
 	}
 	raw, err := a.BlobsURL(ctx)
 	if err != nil {
@@ -299,8 +345,8 @@ func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.blobs = ledger.NewBlobStore(objs)
-	return a.blobs, nil
+	a.res.blobs = ledger.NewBlobStore(objs)
+	return a.res.blobs, nil
 }
 
 // openObjects opens the object store at raw, with bounded retries; a nats://

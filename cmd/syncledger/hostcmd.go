@@ -119,7 +119,8 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 	}
 	given := !a.hostDefault
 	if !given {
-		a.host, a.hostDefault = id, false
+		a.setHost(id)
+		a.hostDefault = false
 	}
 	storeID := !stored // a new cache keeps --host if given, else the new id
 	h, err := a.openHost(ctx)
@@ -133,7 +134,7 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 		return nil, err
 	}
 	if id != a.host && !given {
-		a.host = id
+		a.setHost(id)
 		_ = h.Close()
 		return a.openHost(ctx)
 	}

@@ -109,6 +109,8 @@ func createLedger(ctx context.Context, a *app, cfg jetstream.Config) (info ledge
 	if info, err = l.Info(ctx); err != nil {
 		return info, false, fmt.Errorf("read ledger %q settings: %w", cfg.Name, err)
 	}
-	a.log = l
+	a.res.logMu.Lock()
+	a.res.log = l
+	a.res.logMu.Unlock()
 	return info, created, nil
 }

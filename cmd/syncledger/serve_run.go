@@ -74,7 +74,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 	}
 	defer nc.Close()
 	// Commands run inside serve use the embedded server, not --nats.
-	a.nc, a.natsURL = nc, srv.ClientURL()
+	a.res.nc, a.natsURL = nc, srv.ClientURL()
 	defer a.close()
 
 	blobsURL := a.blobsURL

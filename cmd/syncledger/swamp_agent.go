@@ -90,7 +90,7 @@ directory (.syncledger/foreign/NS).`,
 			if err != nil {
 				return err
 			}
-			return ag.Serve(ctx, os.Stdin, a.stdout)
+			return ag.Serve(ctx, cmd.InOrStdin(), a.stdout)
 		},
 	}
 	cmd.Flags().StringVar(&ns, "namespace", "", "the datastore's namespace (see above)")
@@ -100,9 +100,13 @@ directory (.syncledger/foreign/NS).`,
 // sibling is a's configuration for another ledger and cache on the same
 // NATS connection (with that ledger's own blob store).
 func (a *app) sibling(ledgerName, cache string) *app {
+	a.res.connMu.Lock()
+	nc := a.res.nc
+	a.res.connMu.Unlock()
 	b := *a
 	b.ledgerName, b.cache, b.blobsURL = ledgerName, cache, ""
-	b.log, b.blobs, b.closes = nil, nil, nil // its own; the process's end closes them
+	b.host = a.hostName()
+	b.res = &opened{nc: nc} // its own log and blobs; the process's end closes them
 	return &b
 }
 

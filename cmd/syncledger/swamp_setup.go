@@ -277,7 +277,8 @@ func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 	if err != nil {
 		return err
 	}
-	a.ledgerName, a.blobsURL, a.log, a.blobs = name, "", nil, nil
+	a.ledgerName, a.blobsURL = name, ""
+	a.res = &opened{nc: a.res.nc, closes: a.res.closes, host: a.res.host} // the namespace's own log and blobs
 	nsInfo, created, err := createLedger(ctx, a, ljs.Config{Name: name, Blobs: blobsURL, Replicas: info.Replicas})
 	if err != nil {
 		return err

@@ -38,6 +38,7 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 		{"Follow", testLogFollow},
 		{"BadMessageAndQuarantine", testLogQuarantine},
 		{"ChainPastQuarantined", testLogChainPastQuarantined},
+		{"ChainThroughQuarantinedEvent", testLogChainThroughQuarantinedEvent},
 		{"Truncate", testLogTruncate},
 		{"Attest", testLogAttest},
 	}
@@ -404,6 +405,39 @@ func testLogChainPastQuarantined(t *testing.T, ctx context.Context, f LogFixture
 		t.Fatal(err)
 	}
 	wantSeqs(t, "ReadPartition(a) past a quarantined message", logSeqs(rs), 1, seqs[0])
+}
+
+// A well-formed event quarantined (with force) after a later event of its
+// partition named it as its prev stays a link every reader knows is skipped
+// (issue 26 point 5): the notice records it, the later event carries a Bridge
+// to the event before it, and ReadPartition reads past it.
+func testLogChainThroughQuarantinedEvent(t *testing.T, ctx context.Context, f LogFixture) {
+	l := f.Log
+	logAppend(t, ctx, l, "a") // seq 1
+	logAppend(t, ctx, l, "a") // seq 2: quarantined below
+	logAppend(t, ctx, l, "a") // seq 3: prev 2
+	if _, err := l.Quarantine(ctx, quarantine(2), true); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := l.Quarantines(ctx)
+	if q := qs[2]; err != nil || q.Partition != "a" || q.ModelSeq != 2 || q.Prev != 1 {
+		t.Fatalf("the notice of seq 2 = %+v, %v; want its link: partition a, modelSeq 2, prev 1", q, err)
+	}
+	rs := logRead(t, ctx, l, 1, 3)
+	if b := rs[2].Bridge; b == nil || b.Prev != 1 || b.ModelSeq != 1 {
+		t.Fatalf("seq 3's bridge = %+v, want modelSeq 1 at seq 1", b)
+	}
+	for _, from := range []ledger.Seq{1, 2} {
+		var got []ledger.Record
+		if err := l.ReadPartition(ctx, "a", from, func(r ledger.Record) error { got = append(got, r); return nil }); err != nil {
+			t.Fatalf("ReadPartition(a, %d) through a quarantined event = %v", from, err)
+		}
+		want := []ledger.Seq{1, 3}
+		if from == 2 {
+			want = want[1:]
+		}
+		wantSeqs(t, fmt.Sprintf("ReadPartition(a, %d)", from), logSeqs(got), want...)
+	}
 }
 
 func testLogTruncate(t *testing.T, ctx context.Context, f LogFixture) {

@@ -101,8 +101,8 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 		return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
 	}
 	q.V, q.Ledger = ledger.FormatVersion, l.uuid
-	data, err := ledger.EncodeQuarantine(q)
-	if err != nil {
+	q.Partition, q.ModelSeq, q.Prev = "", 0, 0 // read from the message below
+	if _, err := ledger.EncodeQuarantine(q); err != nil {
 		return fail(err)
 	}
 	b, err := l.bounds(ctx)
@@ -134,6 +134,14 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 	}
 	if prev, ok := l.quarantined()[q.Seq]; ok {
 		return fail(fmt.Errorf("already quarantined by %s at %s (%q): %w", prev.By, prev.At.Format(time.RFC3339), prev.Reason, ledger.ErrConflict))
+	}
+	// A well-formed event of this ledger on its partition's subject was a
+	// link of that partition's chain, which later events may name as their
+	// prev: the notice records it, so that every reader bridges it.
+	q = ledger.WithLink(q, l.name, l.uuid, msgs[0].Subject, msgs[0].Data)
+	data, err := ledger.EncodeQuarantine(q)
+	if err != nil {
+		return fail(err)
 	}
 	m := nats.NewMsg(ledger.QuarantineSubject(l.name))
 	m.Data = data

@@ -367,7 +367,11 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 				next = m.Seq + 1
 				continue
 			}
-			switch p := r.Event.Prev; {
+			p := r.Event.Prev
+			if r.Bridge != nil {
+				p = r.Bridge.Prev // the quarantined events between are no link
+			}
+			switch {
 			case n == 0 && p >= from, n > 0 && p > prev:
 				// The partition event at seq p was not returned: purged since the
 				// read began (the first seq moved past it), or deleted inside.
@@ -427,6 +431,9 @@ func (l *Log) walkBack(ctx context.Context, subj string, from, end ledger.Seq) (
 		}
 		recs = append(recs, r)
 		s = r.Event.Prev
+		if r.Bridge != nil {
+			s = r.Bridge.Prev
+		}
 		if s == 0 {
 			break
 		}

@@ -101,7 +101,11 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 		if r.Skip != nil {
 			continue // a quarantined message is part of no chain
 		}
-		switch p := r.Event.Prev; {
+		p := r.Event.Prev
+		if r.Bridge != nil {
+			p = r.Bridge.Prev // the quarantined events between are no link
+		}
+		switch {
 		case n == 0 && p >= from, n > 0 && p > prev:
 			return l.fail(op, fmt.Errorf("seq %d follows seq %d, which the log no longer holds: %w", seq, p, &ledger.TruncatedError{From: p, First: p + 1}))
 		case n > 0 && p < prev:
@@ -167,8 +171,8 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 		q.At = l.now()
 	}
 	q.At = q.At.UTC()
-	data, err := ledger.EncodeQuarantine(q)
-	if err != nil {
+	q.Partition, q.ModelSeq, q.Prev = "", 0, 0 // read from the message below
+	if _, err := ledger.EncodeQuarantine(q); err != nil {
 		return fail(err)
 	}
 	l.mu.Lock()
@@ -192,6 +196,11 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 	}
 	if prev, ok := l.q[q.Seq]; ok {
 		return fail(fmt.Errorf("already quarantined by %s at %s (%q): %w", prev.By, prev.At.Format(time.RFC3339), prev.Reason, ledger.ErrConflict))
+	}
+	q = ledger.WithLink(q, l.info.Name, l.info.UUID, m.subject, m.data)
+	data, err := ledger.EncodeQuarantine(q)
+	if err != nil {
+		return fail(err)
 	}
 	seq := l.store([]string{ledger.QuarantineSubject(l.info.Name)}, [][]byte{data}, []string{fmt.Sprintf("quarantine/%d", q.Seq)})[0]
 	l.q[q.Seq] = q

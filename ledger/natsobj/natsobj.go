@@ -30,6 +30,9 @@ const DefaultReadTimeout = 10 * time.Minute
 // default).
 const chunkSize = 128 << 10
 
+// chunkTimeout bounds the request for one chunk (nats.go's default API timeout).
+const chunkTimeout = 5 * time.Second
+
 // Config configures a Store.
 type Config struct {
 	// Conn is the NATS connection (required). It stays the caller's to close.
@@ -481,36 +484,29 @@ func (s *Store) open(ctx context.Context, key string, m meta) (*objectReader, er
 	if m.Size == 0 {
 		return r, nil
 	}
-	rctx := ctx
+	r.stream, r.subj = s.stream, s.chunkSubject(m.NUID)
+	r.rctx = ctx
 	if _, ok := ctx.Deadline(); !ok {
-		rctx, r.cancel = context.WithTimeout(ctx, s.readTimeout)
-	}
-	cons, err := s.js.OrderedConsumer(rctx, StreamName(s.bucket), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{s.chunkSubject(m.NUID)},
-	})
-	if err == nil {
-		r.msgs, err = cons.Messages()
-	}
-	if err != nil {
-		r.cancel()
-		return nil, backend.CtxErr(ctx, err)
-	}
-	// Metadata naming more chunks than are stored (a lie) would make the read
-	// wait for chunks that never come: the consumer says how many there are.
-	if ci := cons.CachedInfo(); ci != nil && ci.NumPending < uint64(m.Chunks) {
-		r.Close()
-		return nil, fmt.Errorf("it names %d chunks, %d are stored: %w", m.Chunks, ci.NumPending, ledger.ErrChecksum)
+		r.rctx, r.cancel = context.WithTimeout(ctx, s.readTimeout)
 	}
 	return r, nil
 }
 
 // objectReader reads an object's chunks, in order, and checks its size and
-// SHA-256 at the end.
+// SHA-256 at the end. Each chunk is one get of the next message on the
+// object's chunk subject (a direct get on a bucket that allows them, as New
+// makes it): no consumer per object. A consumer per read (nats.go's object
+// store, and this package before) hit the server's cap of 1,000 consumers per
+// stream once a cold sync or a hydration read more than about 1,000 objects
+// (issue 26 point 11).
 type objectReader struct {
 	key    string
-	ctx    context.Context
+	ctx    context.Context // the caller's, for its error
+	rctx   context.Context // ctx, bounded by the store's read timeout if it has no deadline
 	info   jetstream.ObjectInfo
-	msgs   jetstream.MessagesContext
+	stream jetstream.Stream
+	subj   string // the chunk subject
+	next   uint64 // the stream seq the next chunk is at or after
 	h      hash.Hash
 	chunks uint32
 	n      uint64
@@ -532,11 +528,23 @@ func (r *objectReader) Read(p []byte) (int, error) {
 			}
 			return 0, io.EOF
 		}
-		m, err := r.msgs.Next()
+		// A request whose answer was lost (a dropped connection) ends at its
+		// own timeout, a transient error the retrying store resumes after.
+		gctx, cancel := context.WithTimeout(r.rctx, chunkTimeout)
+		m, err := r.stream.GetMsg(gctx, max(r.next, 1), jetstream.WithGetMsgSubject(r.subj))
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			// Fewer chunks than the metadata says: purged, or never all stored.
+			return 0, fmt.Errorf("read object %q: chunk %d of %d is missing: %w", r.key, r.chunks+1, r.info.Chunks, ledger.ErrChecksum)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("read object %q: %w", r.key, backend.CtxErr(r.ctx, err))
 		}
-		r.buf = m.Data()
+		if m.Subject != r.subj || m.Sequence < r.next {
+			return 0, fmt.Errorf("read object %q: asked for the next chunk from seq %d, got seq %d on %s: %w", r.key, r.next, m.Sequence, m.Subject, ledger.ErrInvalid)
+		}
+		r.next = m.Sequence + 1
+		r.buf = m.Data
 		r.chunks++
 		r.n += uint64(len(r.buf))
 		r.h.Write(r.buf)
@@ -547,9 +555,6 @@ func (r *objectReader) Read(p []byte) (int, error) {
 }
 
 func (r *objectReader) Close() error {
-	if r.msgs != nil {
-		r.msgs.Stop()
-	}
 	r.cancel()
 	return nil
 }

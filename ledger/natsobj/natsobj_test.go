@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
@@ -226,5 +227,63 @@ func TestHarden(t *testing.T) {
 	rc.Close()
 	if string(b) != "old" {
 		t.Fatalf("legacy object reads %q", b)
+	}
+}
+
+// TestManyReads reads 1,100 objects one after another, and 200 at once: more
+// than nats-server's default cap of 1,000 consumers per stream. Each read
+// opened an ordered consumer before (issue 26 point 11), and the 1,001st
+// failed with "maximum consumers limit reached"; reads now take no consumer.
+func TestManyReads(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	nc := startServer(t)
+	s, err := New(ctx, Config{Conn: nc, Bucket: "many"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1100
+	key := func(i int) string { return fmt.Sprintf("o/%04d", i) }
+	var g errgroup.Group
+	g.SetLimit(32)
+	for i := range n {
+		g.Go(func() error {
+			body := strings.Repeat(key(i), 1+i%3)
+			return s.PutObject(ctx, key(i), strings.NewReader(body), int64(len(body)))
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(i int) error {
+		r, err := s.GetObject(ctx, key(i))
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		b, err := io.ReadAll(r)
+		if want := strings.Repeat(key(i), 1+i%3); err == nil && string(b) != want {
+			err = fmt.Errorf("%s reads %q, want %q", key(i), b, want)
+		}
+		return err
+	}
+	for i := range n {
+		if err := read(i); err != nil {
+			t.Fatalf("read %d of %d: %v", i+1, n, err)
+		}
+	}
+	g.SetLimit(200)
+	for i := range n {
+		g.Go(func() error { return read(i) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Consumers != 0 {
+		t.Errorf("%d consumers left on the bucket's stream after the reads", info.State.Consumers)
 	}
 }

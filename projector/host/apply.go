@@ -222,6 +222,13 @@ func (h *Host) inspectReady(s *session, rd projector.Ready, st *cachefs.Stater) 
 		case oldOK || ds.matches(ch.New) || s.leftover(ch.Path, ds) || ds.ledgerLeft(ch):
 		case !ds.exists && (ch.Op != projector.OpWrite || rd.Reset):
 			// Absent where nothing must be, or a reset restoring it.
+		case rd.Reset && ch.Op == projector.OpWrite && ch.Old != nil && !ch.Old.Lazy && ch.Old.SameContent(*ch.New):
+			// A rebuild's restore of a file whose indexed version is the
+			// snapshot's: its local edit conflicts with nothing the ledger
+			// did. It stays, uncommitted, on top of the restored index, for a
+			// commit to publish (issue 26 point 6: refusing it here sent the
+			// host round a circle of ways out, commit → rebuild → commit).
+			disk[i].keep = true
 		default:
 			ignored, err := h.ignored(ch.Path)
 			if err != nil {
@@ -344,7 +351,12 @@ func (h *Host) fetchReady(ctx context.Context, st *cachefs.Stater, rd projector.
 		}
 		g.Go(func() error {
 			fi, err := fetch(gctx, h.cfg.Blobs, st, ch.Path, ch.New)
-			if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum) {
+			switch {
+			case (errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum)) && ch.Seq == 0:
+				// A hydration (Fetch) of a row applied earlier: no event is
+				// read here, so no seq to blame (Fetch says what it means).
+				return &ContentGoneError{Paths: []string{ch.Path}, Err: err}
+			case errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum):
 				// The event at ch.Seq names content the blob store does not
 				// hold: a message an admin may quarantine.
 				return &ledger.RecordError{Seq: ch.Seq, Err: fmt.Errorf("seq %d: %w", ch.Seq, err), Decoded: true}

@@ -96,10 +96,12 @@ func (h *Host) newestSnapshot(ctx context.Context, uuid string) ledger.Seq {
 // keeping those that already match, removing indexed files the snapshot does not
 // hold — and then replaces the whole persisted state (index, marks, HWM) in one
 // transaction: a rebuild starts a new state (I3), so marks and HWM may move
-// back. Local changes are never lost: a file whose content is neither what the
-// index last recorded nor what the snapshot holds stops the rebuild before
-// anything is written (*LocalChangesError); files the ledger does not know are
-// left alone, and a missing file is simply restored.
+// back. Local changes are never lost: a locally edited file whose indexed
+// version is the snapshot's (an edit that conflicts with nothing) is left as
+// it is, an uncommitted change on top of the restored index for a commit to
+// publish; one whose indexed version the snapshot replaced stops the rebuild
+// before anything is written (*LocalChangesError); files the ledger does not
+// know are left alone, and a missing file is simply restored.
 //
 // A crash during the restore leaves the old state and whatever files were
 // written (each atomically, verified); running Rebuild again finishes it. A crash

@@ -237,8 +237,50 @@ func (h *Host) Fetch(ctx context.Context, paths []string) (SyncResult, error) {
 	res := SyncResult{HWM: s.core.HWM()}
 	r := &run{h: h, s: s, res: &res}
 	err = r.flush(ctx)
+	var gone *ContentGoneError
+	if errors.As(err, &gone) {
+		gone.Paths, gone.HWM = paths, res.HWM // the way out fetches what was asked
+		if gone.Head, err = h.cfg.Log.LastSeq(ctx); err != nil {
+			return res, fmt.Errorf("%w (and reading the log's last seq: %w)", gone, err)
+		}
+		return res, gone
+	}
 	return res, err
 }
+
+// ContentGoneError: a fetch (Host.Fetch) found the content of lazily synced
+// files missing from the blob store. A host behind the log's head may index
+// versions that later commits replaced, and gc deletes those once retention
+// has dropped the events that wrote them (issue 26 point 10): a sync brings the
+// current versions, whose content the store keeps, and the fetch then works.
+// At the head, the current version's content is lost: the commit that wrote it
+// is a message an admin may quarantine (syncledger log names it).
+type ContentGoneError struct {
+	Paths     []string   // the paths asked for (Err names the one found missing)
+	HWM, Head ledger.Seq // this host's HWM and the log's last seq when it failed
+	Err       error      // the blob store's answer
+}
+
+func (e *ContentGoneError) Error() string {
+	if e.HWM < e.Head {
+		return fmt.Sprintf("fetch %q: its content is no longer in the blob store (%v): this cache indexes the version of seq %d or before, the ledger is at seq %d, and gc deletes the versions later commits replaced: sync, then fetch again",
+			e.Paths, e.Err, e.HWM, e.Head)
+	}
+	return fmt.Sprintf("fetch %q: the ledger's current version is not in the blob store (%v): its content was lost; an admin may quarantine the commit that wrote it (see syncledger log), or a host holding the file may commit it again",
+		e.Paths, e.Err)
+}
+
+// Commands returns the way out of a host behind the head: a sync (lazily, as
+// it synced), after which the same fetch works. At the head there is none a
+// command can take on its own.
+func (e *ContentGoneError) Commands() []string {
+	if e.HWM >= e.Head {
+		return []string{}
+	}
+	return []string{"syncledger sync --lazy"}
+}
+
+func (e *ContentGoneError) Unwrap() error { return e.Err }
 
 // Watch keeps the cache current: it syncs, then follows the log from HWM+1,
 // applying each commit as soon as its last part arrives, until ctx is done. It
