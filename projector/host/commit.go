@@ -546,21 +546,9 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	if err := h.syncCommitted(sc); err != nil {
 		return err
 	}
-	wire := make([]ledger.Event, len(events))
-	for i, ev := range events {
-		w, manifest, err := ledger.Externalize(ev)
-		if err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		if manifest != nil {
-			if _, err := ledger.PutBytes(ctx, h.cfg.Blobs, manifest); err != nil {
-				return fmt.Errorf("commit: store manifest of %q: %w", ev.Partition, err)
-			}
-		}
-		wire[i] = w
-	}
-	h.fp.at("commit-after-upload")
-	seqs, err := h.cfg.Log.Append(ctx, wire)
+	// The content is stored (the scan's stage) and the files are durable:
+	// publish, the manifests first.
+	seqs, err := ledger.Publish(ctx, h.fp.log(h.cfg.Log), h.cfg.Blobs, events)
 	if err != nil {
 		return err
 	}
