@@ -204,7 +204,7 @@ func (h *Host) inspectReady(s *session, rd projector.Ready, st *cachefs.Stater) 
 			disk[i].keep = true
 			continue
 		}
-		row, hasRow, err := h.db.Get(ch.Path)
+		row, hasRow, err := h.rows.Get(ch.Path)
 		if err != nil {
 			return nil, fmt.Errorf("apply %s: %w", ch.Path, err)
 		}
@@ -289,7 +289,7 @@ func (h *Host) rowsOf(rd projector.Ready, disk []diskState, seen map[string]cach
 		if ch.New != nil {
 			rows[i] = statedb.Entry{Digest: ch.New.SHA256, Size: ch.New.Size, Mode: ch.New.Mode, Lazy: ch.New.Lazy, Seq: ch.Seq}
 			if ch.Seq == 0 && !rd.Reset {
-				old, _, err := h.db.Get(ch.Path) // Hydrate: the event that wrote it
+				old, _, err := h.rows.Get(ch.Path) // Hydrate: the event that wrote it
 				if err != nil {
 					return nil, err
 				}

@@ -103,6 +103,7 @@ type Host struct {
 	// db is the state database, open only while the cache is held (see
 	// acquire); held counts the holds, base is Open's until Release.
 	db   *statedb.DB
+	rows stateRows // db's rows, read (see stateRows); nil when db is
 	held int
 	base func()
 	// keepDir, set while a Rebuild starts the state over after damage, is
@@ -128,6 +129,7 @@ func (h *Host) acquire() (release func(), err error) {
 		if h.db, err = statedb.Open(h.dir.StatePath("state.db"), h.cfg.LockWait); err != nil {
 			return nil, err
 		}
+		h.rows = h.db
 		// Only the lock holder writes, so temp files seen now are a crashed run's.
 		h.dir.RemoveTemp()
 	}
@@ -137,7 +139,7 @@ func (h *Host) acquire() (release func(), err error) {
 			if err := h.db.Close(); err != nil {
 				h.log.Warn("closing the state database", "err", err)
 			}
-			h.db = nil
+			h.db, h.rows = nil, nil
 		}
 	}, nil
 }
@@ -247,6 +249,19 @@ type session struct {
 	info    ledger.Info
 }
 
+// stateRows is how a Host reads the rows of its state database (index
+// entries and marks), the reads whose cost may grow with the index: the core
+// through projector.Storage (dbStorage), the shell through the lookups below.
+// It is the database held (*statedb.DB); a test wraps it to count the rows
+// an operation reads.
+type stateRows interface {
+	projector.Storage
+	Get(path string) (statedb.Entry, bool, error)
+	ForEachPrefix(prefix string, fn func(path string, e statedb.Entry) (bool, error)) error
+	ForEach(fn func(path string, e statedb.Entry) error) error
+	Load() (statedb.State, error)
+}
+
 // dbStorage is the core's projector.Storage: the state database this Host
 // holds at the time of each read (a watch's session outlives one hold of the
 // cache, and each hold opens the database again).
@@ -254,11 +269,11 @@ type dbStorage struct{ h *Host }
 
 var errNotHeld = errors.New("the state database is read while the cache is not held: a bug of this process")
 
-func (s dbStorage) db() (*statedb.DB, error) {
-	if s.h.db == nil {
+func (s dbStorage) db() (stateRows, error) {
+	if s.h.rows == nil {
 		return nil, errNotHeld
 	}
-	return s.h.db, nil
+	return s.h.rows, nil
 }
 
 func (s dbStorage) HardState() (string, ledger.Seq, error) {

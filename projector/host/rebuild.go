@@ -256,7 +256,7 @@ func (h *Host) restore(ctx context.Context, s *session, snap *snapshot.Snapshot,
 	var stray []string
 	for p := range s.journal {
 		if _, ok := to.Files[p]; !ok {
-			_, indexed, err := h.db.Get(p)
+			_, indexed, err := h.rows.Get(p)
 			if err != nil {
 				return err
 			}

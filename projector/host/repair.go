@@ -44,7 +44,7 @@ func (h *Host) Repair(ctx context.Context) (VerifyResult, error) {
 // repair restores path if its row vouches for size, mtime and mode (see Repair);
 // false means a local edit, left alone.
 func (h *Host) repair(ctx context.Context, path string) (bool, error) {
-	row, ok, err := h.db.Get(path)
+	row, ok, err := h.rows.Get(path)
 	if err != nil || !ok || row.Lazy {
 		return false, err
 	}

@@ -98,7 +98,7 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 			return nil
 		}
 		seen[rel] = true
-		row, ok, err := h.db.Get(rel)
+		row, ok, err := h.rows.Get(rel)
 		if err != nil {
 			return err
 		}
@@ -282,7 +282,7 @@ func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)
 		roots = append(roots, c)
 	}
 	if changed == nil {
-		return h.db.ForEachPrefix("", each)
+		return h.rows.ForEachPrefix("", each)
 	}
 	// Drop the paths under another one: their rows are that one's.
 	set := make(map[string]bool, len(roots))
@@ -300,14 +300,14 @@ func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)
 	slices.Sort(roots)
 	roots = slices.Compact(roots)
 	for _, r := range roots {
-		row, ok, err := h.db.Get(r)
+		row, ok, err := h.rows.Get(r)
 		if err != nil {
 			return err
 		}
 		if ok {
 			fn(r, row)
 		}
-		if err := h.db.ForEachPrefix(r+"/", each); err != nil {
+		if err := h.rows.ForEachPrefix(r+"/", each); err != nil {
 			return err
 		}
 	}

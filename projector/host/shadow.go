@@ -135,7 +135,7 @@ func removes(rd projector.Ready, path string) bool {
 // without loading a core.
 func (h *Host) shadowedRows() (map[string]bool, error) {
 	var paths []string
-	if err := h.db.ForEach(func(p string, _ statedb.Entry) error { paths = append(paths, p); return nil }); err != nil {
+	if err := h.rows.ForEach(func(p string, _ statedb.Entry) error { paths = append(paths, p); return nil }); err != nil {
 		return nil, err
 	}
 	out := map[string]bool{}

@@ -72,7 +72,7 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("read log bounds: %w", err)
 	}
-	st, err := h.db.Load()
+	st, err := h.rows.Load()
 	if err != nil {
 		return Status{}, err
 	}
@@ -140,7 +140,7 @@ func (h *Host) localStatus() (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st, err := h.db.Load()
+	st, err := h.rows.Load()
 	if err != nil {
 		return Status{}, err
 	}
@@ -189,7 +189,7 @@ func (h *Host) verify(ctx context.Context) (VerifyResult, error) {
 	if err != nil {
 		return out, err
 	}
-	err = h.db.ForEach(func(path string, e statedb.Entry) error {
+	err = h.rows.ForEach(func(path string, e statedb.Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -265,7 +265,7 @@ func needsRebuild(err error) error {
 
 func (h *Host) hydrateAll(ctx context.Context, s *session, res *SyncResult) error {
 	var lazy []string
-	err := h.db.ForEachPrefix("", func(p string, e statedb.Entry) (bool, error) {
+	err := h.rows.ForEachPrefix("", func(p string, e statedb.Entry) (bool, error) {
 		if e.Lazy {
 			lazy = append(lazy, p)
 		}
@@ -313,7 +313,7 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	var todo []string
 	for i, p := range parts {
 		last := lasts[i]
-		mk, err := h.db.Mark(p)
+		mk, err := h.rows.Mark(p)
 		if err != nil {
 			return res, err
 		}

@@ -82,11 +82,7 @@ func (d *DB) LazyCount() (n uint64, err error) {
 // Mark reads one partition's mark (zero if none).
 func (d *DB) Mark(partition string) (m Mark, err error) {
 	err = d.view(func(tx *bolt.Tx) error {
-		v := d.bucket(tx, bMarks).Get([]byte(partition))
-		if v != nil {
-			d.rows.Add(1)
-		}
-		m, err = decodeMark(v)
+		m, err = decodeMark(d.bucket(tx, bMarks).Get([]byte(partition)))
 		return err
 	})
 	return m, err
@@ -113,7 +109,6 @@ func (d *DB) Load() (State, error) {
 			if err != nil {
 				return fmt.Errorf("partition %q: %w", k, err)
 			}
-			d.rows.Add(1)
 			st.Marks[string(k)] = mk
 			return nil
 		})
@@ -143,7 +138,6 @@ func (d *DB) Marks(fn func(partition string, m Mark) bool) error {
 			if err != nil {
 				return fmt.Errorf("partition %q: %w", k, err)
 			}
-			d.rows.Add(1)
 			if !fn(string(k), mk) {
 				return nil
 			}
@@ -193,7 +187,6 @@ func (d *DB) ForEachPrefix(prefix string, fn func(path string, e Entry) (bool, e
 			if err != nil {
 				return fmt.Errorf("index %q: %w", k, err)
 			}
-			d.rows.Add(1)
 			if more, err := fn(string(k), e); err != nil || !more {
 				return err
 			}
@@ -218,7 +211,6 @@ func (d *DB) Get(path string) (e Entry, ok bool, err error) {
 		if v == nil {
 			return nil
 		}
-		d.rows.Add(1)
 		ok = true
 		e, err = unmarshalEntry(v)
 		return err
@@ -234,7 +226,6 @@ func (d *DB) ForEach(fn func(path string, e Entry) error) error {
 			if err != nil {
 				return fmt.Errorf("index %q: %w", k, err)
 			}
-			d.rows.Add(1)
 			return fn(string(k), e)
 		})
 	})

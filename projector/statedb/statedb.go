@@ -28,7 +28,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -87,10 +86,9 @@ type State struct {
 // transaction. A read's callback (ForEach, ForEachPrefix, Files, Marks) must
 // not call the DB, nor may an Update's fn.
 type DB struct {
-	db   *bolt.DB
-	rows atomic.Uint64 // index entries and marks decoded (RowsRead)
-	mu   sync.Mutex    // guards rtx and rb, held for each read and write
-	rtx  *bolt.Tx      // the reads' transaction; nil until the next read
+	db  *bolt.DB
+	mu  sync.Mutex // guards rtx and rb, held for each read and write
+	rtx *bolt.Tx   // the reads' transaction; nil until the next read
 	// rb caches rtx's buckets: a read transaction opens a bucket again at
 	// every lookup (bbolt caches them for write transactions only).
 	rb map[string]*bolt.Bucket
@@ -160,11 +158,6 @@ func (d *DB) endRead() {
 		clear(d.rb)
 	}
 }
-
-// RowsRead returns how many index entries and marks the reads of d have
-// decoded since Open: what tests check to see that an operation's reads
-// follow the change, not the size of the index.
-func (d *DB) RowsRead() uint64 { return d.rows.Load() }
 
 // Open opens (creating) the database at path, waiting at most wait for another
 // process's lock.
