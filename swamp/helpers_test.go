@@ -17,12 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/swamp/index"
 )
@@ -36,32 +33,29 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// env is a ledger on an embedded nats-server with a file blob store.
+// env is a ledger on the in-memory log (ledger/memledger) with a file blob
+// store: the log is not these tests' subject (TestImportKilledAndRerun, whose
+// processes share a ledger, runs a nats-server).
 type env struct {
-	nc    *nats.Conn
-	log   *jetstream.Log
+	log interface {
+		ledger.CommitLog
+		UUID() string
+	}
 	blobs ledger.BlobStore
 	dir   string // the blob store's directory
 }
 
 var ledgerN atomic.Int64
 
+// newEnv creates a new ledger.
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	_, nc := jstest.RunServer(t)
-	return newLedgerOn(t, nc)
-}
-
-// newLedgerOn creates another ledger on the same server.
-func newLedgerOn(t testing.TB, nc *nats.Conn) *env {
-	t.Helper()
 	dir := t.TempDir()
-	name := fmt.Sprintf("swamp%d", ledgerN.Add(1))
-	l, err := jetstream.Create(testCtx(t), nc, jetstream.Config{Name: name, Blobs: "file://" + dir})
+	l, err := memledger.New(ledger.Info{Name: fmt.Sprintf("swamp%d", ledgerN.Add(1)), Blobs: "file://" + dir}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{nc: nc, log: l, blobs: ledger.NewBlobStore(fileStore(t, dir)), dir: dir}
+	return &env{log: l, blobs: ledger.NewBlobStore(fileStore(t, dir)), dir: dir}
 }
 
 func fileStore(t testing.TB, dir string) *file.Store {

@@ -17,7 +17,6 @@ import (
 
 func TestImportFixtures(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
 	tests := []struct {
 		fixture    string
 		ns         string
@@ -38,7 +37,7 @@ func TestImportFixtures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
-			e := newLedgerOn(t, e.nc)
+			e := newEnv(t)
 			src := fileStore(t, fixture(t, tt.fixture))
 			var progress []ImportProgress
 			cfg := e.importConfig(src, tt.ns)

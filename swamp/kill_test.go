@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/jetstream"
@@ -32,14 +33,14 @@ func TestImportKilledAndRerun(t *testing.T) {
 	}
 	t.Parallel()
 	srv, nc := jstest.RunServer(t)
-	killed := newLedgerOn(t, nc)
-	whole := newLedgerOn(t, nc)
+	killed := newNATSLedger(t, nc)
+	whole := newNATSLedger(t, nc)
 	src := fixture(t, "v2")
 	const half = 4 // the 5th partition in key order, data--command--shell--consumer-1, has two objects
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestImportChild$")
 	cmd.Env = append(os.Environ(), "SWAMP_IMPORT_CHILD=1", "SWAMP_NATS="+srv.ClientURL(),
-		"SWAMP_LEDGER="+killed.log.Name(), "SWAMP_BLOBS="+killed.dir, "SWAMP_SRC="+src,
+		"SWAMP_LEDGER="+killed.name, "SWAMP_BLOBS="+killed.dir, "SWAMP_SRC="+src,
 		fmt.Sprintf("SWAMP_STALL_AFTER=%d", half))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -70,7 +71,7 @@ func TestImportKilledAndRerun(t *testing.T) {
 	if want := []string{"done 1", "done 2", "done 3", "done 4", "stalled"}; !slices.Equal(lines, want) {
 		t.Fatalf("child printed %q, want %q", lines, want)
 	}
-	mid := readLedger(t, killed)
+	mid := readLedger(t, killed.env)
 	if n := len(mid.commits); n != half {
 		t.Fatalf("killed after %d partitions, ledger has %d", half, n)
 	}
@@ -97,7 +98,7 @@ func TestImportKilledAndRerun(t *testing.T) {
 	if _, err := Import(testCtx(t), whole.importConfig(srcStore, "")); err != nil {
 		t.Fatal(err)
 	}
-	a, b := readLedger(t, killed), readLedger(t, whole)
+	a, b := readLedger(t, killed.env), readLedger(t, whole.env)
 	wantOneCommitEach(t, a)
 	if diff := cmp.Diff(entryDigests(b.files), entryDigests(a.files)); diff != "" {
 		t.Fatalf("killed+rerun vs uninterrupted (-whole +killed):\n%s", diff)
@@ -158,4 +159,21 @@ func (s *stallStore) GetObject(ctx context.Context, key string) (io.ReadCloser, 
 		return nil, fmt.Errorf("not killed within %v", testTimeout)
 	}
 	return s.ObjectStore.GetObject(ctx, key)
+}
+
+// natsLedger is an env whose ledger is on a nats-server, which processes share.
+type natsLedger struct {
+	*env
+	name string
+}
+
+func newNATSLedger(t testing.TB, nc *nats.Conn) natsLedger {
+	t.Helper()
+	dir := t.TempDir()
+	name := fmt.Sprintf("swamp%d", ledgerN.Add(1))
+	l, err := jetstream.Create(testCtx(t), nc, jetstream.Config{Name: name, Blobs: "file://" + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return natsLedger{env: &env{log: l, blobs: ledger.NewBlobStore(fileStore(t, dir)), dir: dir}, name: name}
 }

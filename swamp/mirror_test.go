@@ -113,7 +113,6 @@ func wantTree(t testing.TB, name string) map[string]string {
 // reads that back with an unscoped swamp v2 pull: the original tree.
 func TestMirrorRoundTrip(t *testing.T) {
 	t.Parallel()
-	base := newEnv(t)
 	targets := []struct {
 		name    string
 		backend func(testing.TB) backend
@@ -129,7 +128,7 @@ func TestMirrorRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
-			e := newLedgerOn(t, base.nc)
+			e := newEnv(t)
 			be := tt.backend(t)
 			src := be(t, "swamp/source")
 			upload(t, fixture(t, tt.fixture), src)
@@ -249,7 +248,7 @@ func TestMirrorRefusesForeignTargets(t *testing.T) {
 	if _, err := m.Step(ctx); err != nil {
 		t.Fatal(err)
 	}
-	other := newLedgerOn(t, e.nc)
+	other := newEnv(t)
 	m, _ = NewMirror(MirrorConfig{Log: other.log, Blobs: other.blobs, Target: target})
 	if _, err := m.Step(ctx); !errors.Is(err, ledger.ErrLineage) {
 		t.Fatalf("other ledger: %v", err)
