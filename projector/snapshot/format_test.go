@@ -13,6 +13,7 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector"
 )
 
@@ -162,27 +163,15 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
-// attestLog is a CommitLog that only attests (the store's tests read no event).
-type attestLog struct {
-	ledger.CommitLog
-	a ledger.Attestations
-}
-
-func newAttestLog() *attestLog {
-	return &attestLog{a: ledger.Attestations{Snapshots: map[ledger.Seq]ledger.Digest{}}}
-}
-
-func (l *attestLog) Info(context.Context) (ledger.Info, error) {
-	return ledger.Info{Name: "l", UUID: uuid}, nil
-}
-func (l *attestLog) Attested(context.Context) (ledger.Attestations, error) { return l.a, nil }
-func (l *attestLog) AttestSnapshot(_ context.Context, seq ledger.Seq, d ledger.Digest) error {
-	l.a.Snapshots[seq] = d
-	return nil
-}
-func (l *attestLog) AttestRetention(_ context.Context, before ledger.Seq) error {
-	l.a.Retained = max(l.a.Retained, before)
-	return nil
+// newAttestLog is a ledger of uuid on the in-memory log: the store's tests
+// read no event, only its attestations.
+func newAttestLog(t *testing.T) *memledger.Log {
+	t.Helper()
+	l, err := memledger.New(ledger.Info{Name: "l", UUID: uuid}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 func TestStoreListSelect(t *testing.T) {
@@ -192,7 +181,7 @@ func TestStoreListSelect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg := newAttestLog()
+	lg := newAttestLog(t)
 	var infos []Info
 	for _, n := range []int{3, 9, 12} {
 		info, err := Put(ctx, lg, objs, sample(n))
@@ -249,7 +238,7 @@ func TestForgedSnapshotNeverUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg := newAttestLog()
+	lg := newAttestLog(t)
 	if _, err := Put(ctx, lg, objs, sample(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +278,7 @@ func TestAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg := newAttestLog()
+	lg := newAttestLog(t)
 	for _, n := range []int{3, 9} {
 		b := encode(t, sample(n))
 		objs.PutObject(ctx, Key(uuid, sample(n).Seq), bytes.NewReader(b), int64(len(b)))
@@ -307,7 +296,7 @@ func TestAdopt(t *testing.T) {
 	if s, _, err := Select(ctx, lg, objs, uuid, nil, nil); err != nil || s.Seq != 90 {
 		t.Fatalf("Select after adopting: %v %v", s, err)
 	}
-	if lg.a.Retained != 25 {
-		t.Errorf("retention bound attested %d, want 25", lg.a.Retained)
+	if a, err := lg.Attested(ctx); err != nil || a.Retained != 25 {
+		t.Errorf("retention bound attested %d, %v; want 25", a.Retained, err)
 	}
 }
