@@ -17,7 +17,8 @@
 //
 // The core reads the state database through projector.Storage (dbStorage): the
 // marks and index rows a step needs, never the whole index, and the shell reads
-// the rows' local facts (mtime, seq) the same way. So a sync applying N events,
+// the rows' local facts (mtime, seq) the same way; both read the rows through
+// one small interface (stateRows), which a test wraps to count them. So a sync applying N events,
 // and a commit of a dirty set of N paths, cost O(N) rows whatever the size of
 // the cache; a full scan streams the index in path order.
 //
@@ -49,7 +50,8 @@
 // then not published is garbage blob GC collects. Only then are the directories
 // on the changed paths synced and the events published (ledger.Publish, the one
 // content-first publish: manifests stored, then the atomic append). On a chain conflict
-// it reads the partitions' new events; if none of them changes a path this host
+// it reads the partitions' new events (partitionTails, the one catch-up read of a
+// partition, which Conflicts and resolve use too); if none of them changes a path this host
 // changed, it applies them and retries, else it stops with a *ConflictError naming
 // the paths, keeping the local files (still dirty). A change of more than
 // ledger.MaxBatch partitions (Config.CommitPartitions) is published as

@@ -1,21 +1,3 @@
-// Package statedb persists a host's projector state and the index of its cache in
-// one bbolt database inside the cache (.syncledger/state.db).
-//
-// Everything the projector learns is written in one transaction per Ready: the
-// index entries of the files written or deleted, the partition marks and the HWM.
-// Files are made durable (fsynced, with their directories) before the
-// transaction that records them commits, so the state is never ahead of the
-// files, even after a power cut; a crash between the two leaves files the state
-// does not yet claim, and the next sync re-applies them (rule 1 does not skip them
-// because their marks were not persisted).
-//
-// The projector's core reads the state through the DB's projector.Storage
-// methods (HardState, Mark, Marks, File, Under, Files), lookups in one read
-// transaction that lasts until the next write: a row at a time, never the
-// whole index for a step.
-//
-// bbolt holds an exclusive file lock while the database is open: a second process
-// on the same cache gets ErrLocked instead of interleaving writes.
 package statedb
 
 import (
