@@ -142,18 +142,9 @@ func seedLedger(ctx context.Context, lg *ljs.Log, objs ledger.ObjectStore, l lay
 			for f := range l.PerModel {
 				ev.Entries = append(ev.Entries, ledger.Entry{Path: filePath(m, f), SHA256: digests[m][f], Size: int64(l.Size), Mode: 0o644})
 			}
-			w, manifest, err := ledger.Externalize(ev)
-			if err != nil {
-				return err
-			}
-			if manifest != nil {
-				if _, err := ledger.PutBytes(ctx, blobs, manifest); err != nil {
-					return err
-				}
-			}
-			events[i] = w
+			events[i] = ev
 		}
-		if _, err := lg.Append(ctx, events); err != nil {
+		if _, err := ledger.Publish(ctx, lg, blobs, events); err != nil {
 			return fmt.Errorf("seed commit: %w", err)
 		}
 	}
