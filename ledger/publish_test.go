@@ -66,7 +66,9 @@ func publishEvents(t *testing.T, log *memledger.Log) []ledger.Event {
 	return []ledger.Event{big, small}
 }
 
-func newPublishLedger(t *testing.T) (*memledger.Log, ledger.ObjectStore) {
+// newPublishLedger returns an empty log, a blob store over a file store, and
+// that file store.
+func newPublishLedger(t *testing.T) (*memledger.Log, ledger.BlobStore, ledger.ObjectStore) {
 	t.Helper()
 	log, err := memledger.New(ledger.Info{Name: "pub"}, nil)
 	if err != nil {
@@ -76,7 +78,7 @@ func newPublishLedger(t *testing.T) (*memledger.Log, ledger.ObjectStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return log, objs
+	return log, ledger.NewBlobStore(objs), objs
 }
 
 // Publish stores a manifest before the append that names it, and the events
@@ -84,8 +86,7 @@ func newPublishLedger(t *testing.T) (*memledger.Log, ledger.ObjectStore) {
 func TestPublishManifestFirst(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	log, objs := newPublishLedger(t)
-	blobs := ledger.NewBlobStore(objs)
+	log, blobs, _ := newPublishLedger(t)
 	events := publishEvents(t, log)
 	cl := &manifestChecking{CommitLog: log, t: t, blobs: blobs}
 	seqs, err := ledger.Publish(ctx, cl, blobs, events)
@@ -122,7 +123,7 @@ func TestPublishManifestFirst(t *testing.T) {
 func TestPublishManifestFailure(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	log, objs := newPublishLedger(t)
+	log, _, objs := newPublishLedger(t)
 	blobs := ledger.NewBlobStore(failingPuts{objs})
 	cl := &manifestChecking{CommitLog: log, t: t, blobs: blobs}
 	if _, err := ledger.Publish(ctx, cl, blobs, publishEvents(t, log)); !errors.Is(err, errPut) {
@@ -143,8 +144,7 @@ func TestPublishManifestFailure(t *testing.T) {
 func TestPublishAppendOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	log, objs := newPublishLedger(t)
-	blobs := ledger.NewBlobStore(objs)
+	log, blobs, _ := newPublishLedger(t)
 	events := publishEvents(t, log)
 
 	lost := true
