@@ -392,10 +392,14 @@ func (im *importer) partition(ctx context.Context, p string, src []index.Entry) 
 			im.sum.Unchanged++
 			return pr, nil
 		}
+		// The commit: a merge's (no fingerprint: hosts' commits stay the
+		// partition's) or the import's.
+		var delta []ledger.Entry
+		commitFP, complete := fp, false
 		if st.hasHead && !IsImportCommit(st.head.Event) {
 			// Hosts have committed since the last import (or before any): the
 			// source's changes are merged in, the hosts' kept.
-			action, delta, err := im.merge(ctx, c, p, st)
+			action, merged, err := im.merge(ctx, c, p, st)
 			if err != nil {
 				return pr, err
 			}
@@ -405,36 +409,25 @@ func (im *importer) partition(ctx context.Context, p string, src []index.Entry) 
 				pr.Action = action
 				return pr, nil
 			}
-			ic, err := im.publish(ctx, p, st, delta, "", false)
-			var ce *ledger.ConflictError
-			if errors.As(err, &ce) && attempt < maxAttempts {
-				continue
-			}
+			delta, commitFP = merged, ""
+		} else {
+			desired, all, err := c.materialize(ctx, st.files)
 			if err != nil {
 				return pr, err
 			}
-			c.report()
-			pr.Action, pr.Commit, pr.Seq, pr.Written, pr.Deleted = Committed, ic.Commit, ic.Seq, ic.Files, ic.Deleted
-			im.sum.Committed++
-			im.sum.Commits = append(im.sum.Commits, ic)
-			return pr, nil
-		}
-		desired, complete, err := c.materialize(ctx, st.files)
-		if err != nil {
-			return pr, err
-		}
-		pr.Copied, pr.CopiedBytes = c.copied, c.copiedBytes
-		delta := diff(desired, st.files)
-		if len(delta) == 0 {
-			pr.Action = Unchanged
-			if len(desired) == 0 {
-				pr.Action = Empty
+			pr.Copied, pr.CopiedBytes = c.copied, c.copiedBytes
+			delta, complete = diff(desired, st.files), all
+			if len(delta) == 0 {
+				pr.Action = Unchanged
+				if len(desired) == 0 {
+					pr.Action = Empty
+				}
+				im.sum.Unchanged++
+				c.report()
+				return pr, nil
 			}
-			im.sum.Unchanged++
-			c.report()
-			return pr, nil
 		}
-		ic, err := im.publish(ctx, p, st, delta, fp, complete)
+		ic, err := im.publish(ctx, p, st, delta, commitFP, complete)
 		var ce *ledger.ConflictError
 		if errors.As(err, &ce) && attempt < maxAttempts {
 			continue // another writer extended the partition: look again
