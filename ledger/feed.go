@@ -21,9 +21,12 @@ type Feed interface {
 	// must be c's (ErrInvalid otherwise: a filter is fixed when the consumer is
 	// created; see FilterError). Delivery starts at the first message the
 	// consumer has not acknowledged, in seq order (messages a crashed
-	// subscription held are delivered first, not after their ack wait). If the
-	// log no longer holds that message (truncated past it), or a new consumer's
-	// Start.Seq, the error is a *TruncatedError.
+	// subscription held are delivered first, not after their ack wait). A
+	// truncation of the log past a consumer's position moves the position to
+	// the first message the log holds (as a JetStream purge moves a consumer's
+	// ack floor): the dropped messages are never delivered, and a reader that
+	// must see every seq checks for gaps itself (consumers/audit does). A new
+	// consumer whose Start.Seq the log no longer holds is a *TruncatedError.
 	Subscribe(ctx context.Context, c FeedConsumer) (Subscription, error)
 
 	// Positions returns the consumers Subscribe made, sorted by name.

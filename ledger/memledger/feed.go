@@ -115,16 +115,20 @@ func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Sub
 				k.subjects[ledger.Subject(f.log.info.Name, p)] = true
 			}
 		}
-		k.c.Partitions = slices.Clone(c.Partitions)
+		k.c.Partitions = slices.Clip(slices.Clone(c.Partitions))
+		if len(c.Partitions) == 0 {
+			k.c.Partitions = nil
+		}
 		f.cons[c.Name] = k
 	} else if err := ledger.FilterError(c.Name, k.c.Partitions, c.Partitions); err != nil {
 		return nil, err
 	}
-	// The reset to the ack floor.
-	k.next, k.unacked = k.ackFloor+1, map[ledger.Seq]*delivery{}
-	if k.next < b.First && b.First <= b.Last {
-		return nil, f.fail("subscribe "+c.Name, &ledger.TruncatedError{From: k.next, First: b.First})
+	// A truncation past the position moves it (JetStream's purge does), then
+	// the reset to the ack floor.
+	if k.ackFloor+1 < b.First && b.First <= b.Last {
+		k.ackFloor = b.First - 1
 	}
+	k.next, k.unacked = k.ackFloor+1, map[ledger.Seq]*delivery{}
 	return &sub{f: f, k: k, epoch: f.epoch, closed: make(chan struct{})}, nil
 }
 
