@@ -17,8 +17,9 @@ import (
 // reset to the ack floor when a subscription starts, redelivery after the ack
 // wait by the feed's clock) and the dead letters beside them.
 //
-// Knob: Disconnect ends every open subscription at once, as a process's
-// connection dying does (its acknowledgements are lost with it).
+// Knobs: Disconnect ends every open subscription at once, as a process's
+// connection dying does (its acknowledgements are lost with it); Reset moves
+// a consumer, as a credential allowed to reset it can.
 type Feed struct {
 	log *Log
 	now func() time.Time
@@ -72,6 +73,19 @@ func (f *Feed) Disconnect() {
 	defer f.mu.Unlock()
 	f.epoch++
 	f.wakeAll()
+}
+
+// Reset moves consumer name so that its next subscription starts at seq (its
+// ack floor becomes seq-1), as JetStream's reset to a sequence does.
+func (f *Feed) Reset(name string, seq ledger.Seq) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k, ok := f.cons[name]
+	if !ok || seq == 0 {
+		return f.fail("reset consumer "+name, ledger.ErrNotFound)
+	}
+	k.ackFloor, k.next, k.unacked = seq-1, seq, map[ledger.Seq]*delivery{}
+	return nil
 }
 
 func (f *Feed) wakeAll() {
