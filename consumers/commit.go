@@ -56,3 +56,18 @@ func (c Commit) Partitions() []string {
 	}
 	return out
 }
+
+// Group adds r to g (the one grouper, ledger.Commits) and returns the commits
+// r completes, for readers of a log that are not durable consumers (tail, the
+// dashboard): filtered, a read may start inside a commit.
+func Group(g *ledger.Commits, r ledger.Record) ([]Commit, error) {
+	var out []Commit
+	err := g.Add(r, func(recs []ledger.Record) error {
+		c, err := NewCommit(recs)
+		if err == nil {
+			out = append(out, c)
+		}
+		return err
+	})
+	return out, err
+}
