@@ -198,8 +198,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	})
 	defer func() {
 		stop()
-		wg.Wait()
 		_ = sub.Close()
+		wg.Wait()
 	}()
 
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
