@@ -57,15 +57,20 @@ func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, 
 	if !ledger.IsToken(consumer, 64) {
 		return f.fail(op, fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
 	}
-	info, err := f.streamInfo(ctx)
-	if err == nil {
-		err = f.ensureDeadLetters(ctx, info.Config.Replicas)
-	}
-	if err != nil {
-		return f.fail(op, err)
+	f.mu.Lock()
+	exists := f.dlqExists
+	f.mu.Unlock()
+	if !exists { // the replicas of a stream to create are the ledger's
+		info, err := f.streamInfo(ctx)
+		if err == nil {
+			err = f.ensureDeadLetters(ctx, info.Config.Replicas)
+		}
+		if err != nil {
+			return f.fail(op, err)
+		}
 	}
 	subj := DeadLetterSubject(f.l.name, consumer)
-	_, err = f.l.js.Publish(ctx, subj, body,
+	_, err := f.l.js.Publish(ctx, subj, body,
 		jetstream.WithMsgID(consumer+"/"+strconv.FormatUint(uint64(seq), 10)),
 		jetstream.WithExpectStream(DeadLetterStream(f.l.name)))
 	if err != nil {
