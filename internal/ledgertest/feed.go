@@ -34,6 +34,7 @@ func TestFeed(t *testing.T, newFeed func(t *testing.T) FeedFixture) {
 		{"CrashRedeliversHeldFirst", testFeedCrash},
 		{"AckWaitRedelivers", testFeedAckWait},
 		{"Filter", testFeedFilter},
+		{"QuarantineNotices", testFeedNotices},
 		{"Start", testFeedStart},
 		{"Truncated", testFeedTruncated},
 		{"DeadLetters", testFeedDeadLetters},
@@ -229,6 +230,38 @@ func testFeedFilter(t *testing.T, ctx context.Context, f FeedFixture) {
 	if _, err := f.Feed.Subscribe(ctx, feedConsumer("f")); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("Subscribe without the filter = %v, want ErrInvalid", err)
 	}
+}
+
+// An unfiltered consumer receives every message, quarantine notices
+// included; a filtered one its partitions' messages, quarantined ones too
+// (readers skip them by the notices), and no notice.
+func testFeedNotices(t *testing.T, ctx context.Context, f FeedFixture) {
+	c1 := logAppend(t, ctx, f.Log, "a")
+	logAppend(t, ctx, f.Log, "b")
+	notice, err := f.Log.Quarantine(ctx, quarantine(c1[0]), true)
+	if err != nil {
+		t.Fatalf("Quarantine: %v", err)
+	}
+	info, err := f.Log.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := subscribe(t, ctx, f.Feed, feedConsumer("all"))
+	var subjects []string
+	for range 3 {
+		m, err := all.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subjects = append(subjects, m.Subject)
+	}
+	want := []string{ledger.Subject(info.Name, "a"), ledger.Subject(info.Name, "b"), ledger.QuarantineSubject(info.Name)}
+	if !slices.Equal(subjects, want) {
+		t.Errorf("unfiltered: subjects %q, want %q (notice at seq %d)", subjects, want, notice)
+	}
+	filtered := subscribe(t, ctx, f.Feed, feedConsumer("a", "a"))
+	wantSeqs(t, "filtered", next(t, ctx, filtered, 1), c1[0])
+	wantNothing(t, ctx, filtered)
 }
 
 // A new consumer starts where Start says; an existing one keeps its place.
