@@ -57,51 +57,17 @@ func (c Commit) Partitions() []string {
 	return out
 }
 
-// Assembler groups records read in seq order (from CommitLog.Read or Follow, say)
-// into commits. Its zero value is ready to use. It is the grouping the Runner
-// does for its handler, for readers that are not durable consumers.
-type Assembler struct {
-	recs []ledger.Record
-}
-
-// Add adds the next record and returns the commits it completes: none while a
-// commit still has parts to come, one when r is its commit's last part. If r
-// belongs to another commit than the open one (the stream was filtered, or
-// started inside a commit), the open commit is returned first, incomplete.
-func (a *Assembler) Add(r ledger.Record) ([]Commit, error) {
-	if r.Skip != nil { // a quarantined seq or a quarantine notice: part of no commit
-		return nil, nil
-	}
+// Group adds r to g (the one grouper, ledger.Commits) and returns the commits
+// r completes, for readers of a log that are not durable consumers (tail, the
+// dashboard): filtered, a read may start inside a commit.
+func Group(g *ledger.Commits, r ledger.Record) ([]Commit, error) {
 	var out []Commit
-	if len(a.recs) > 0 && (a.recs[0].Event.Commit != r.Event.Commit || r.Seq <= a.recs[len(a.recs)-1].Seq) {
-		c, err := a.take()
-		if err != nil {
-			return nil, err
+	err := g.Add(r, func(recs []ledger.Record) error {
+		c, err := NewCommit(recs)
+		if err == nil {
+			out = append(out, c)
 		}
-		out = append(out, c)
-	}
-	a.recs = append(a.recs, r)
-	if r.CommitSeq() <= r.Seq {
-		c, err := a.take()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-// Pending returns the open commit, incomplete, and forgets it; false if none.
-func (a *Assembler) Pending() (Commit, bool) {
-	if len(a.recs) == 0 {
-		return Commit{}, false
-	}
-	c, err := a.take()
-	return c, err == nil
-}
-
-func (a *Assembler) take() (Commit, error) {
-	recs := a.recs
-	a.recs = nil
-	return NewCommit(recs)
+		return err
+	})
+	return out, err
 }

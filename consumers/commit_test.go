@@ -26,51 +26,6 @@ func rec(id string, seq ledger.Seq, part, parts int) ledger.Record {
 	}}
 }
 
-func TestAssembler(t *testing.T) {
-	t.Parallel()
-	type out struct {
-		Seq      ledger.Seq
-		Parts    []string
-		Complete bool
-	}
-	for _, tc := range []struct {
-		name string
-		in   []ledger.Record
-		want []out
-		open bool
-	}{
-		{"single parts", []ledger.Record{rec("c1", 1, 1, 1), rec("c2", 2, 1, 1)},
-			[]out{{1, []string{"a"}, true}, {2, []string{"a"}, true}}, false},
-		{"multi part", []ledger.Record{rec("c1", 1, 1, 3), rec("c1", 2, 2, 3), rec("c1", 3, 3, 3)},
-			[]out{{3, []string{"a", "b", "c"}, true}}, false},
-		{"filtered: a later part missing", []ledger.Record{rec("c1", 1, 1, 3), rec("c2", 4, 1, 1)},
-			[]out{{3, []string{"a"}, false}, {4, []string{"a"}, true}}, false},
-		{"started inside a commit", []ledger.Record{rec("c1", 2, 2, 3), rec("c1", 3, 3, 3)},
-			[]out{{3, []string{"b", "c"}, false}}, false},
-		{"open at the end", []ledger.Record{rec("c1", 1, 1, 2)}, nil, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var a consumers.Assembler
-			var got []out
-			for _, r := range tc.in {
-				cs, err := a.Add(r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, c := range cs {
-					got = append(got, out{c.Seq, c.Partitions(), c.Complete()})
-				}
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("commits (-want +got):\n%s", diff)
-			}
-			if _, open := a.Pending(); open != tc.open {
-				t.Errorf("pending = %v, want %v", open, tc.open)
-			}
-		})
-	}
-}
-
 func TestNewCommitRejectsMixedRecords(t *testing.T) {
 	t.Parallel()
 	for _, recs := range [][]ledger.Record{

@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/syncledger/syncledger/consumers"
-	"github.com/syncledger/syncledger/embedded"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/memledger"
 )
 
 // A Go program embeds a consumer by implementing Handler (here with
@@ -19,27 +17,19 @@ import (
 // sees each commit once it is whole, in seq order; returning nil acknowledges
 // it, an error makes the Runner retry it and eventually dead-letter it.
 func ExampleHandler() {
-	// A throwaway server and ledger with two commits; a real program connects
-	// to the ledger's NATS server and opens the ledger with jetstream.Open.
-	dir, _ := os.MkdirTemp("", "example")
-	defer os.RemoveAll(dir)
-	srv, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", DataDir: dir})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
+	// An in-memory ledger with two commits; a real program connects to the
+	// ledger's NATS server and opens its ports with jetstream.Open and
+	// jetstream.NewFeed.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	log, _ := jetstream.Create(ctx, nc, jetstream.Config{Name: "demo"})
+	log, _ := memledger.New(ledger.Info{Name: "demo"}, nil)
+	feed := memledger.NewFeed(log, nil)
 	commitTo(ctx, log, "audit")
 	commitTo(ctx, log, "audit", "telemetry")
 
 	runCtx, stop := context.WithCancel(ctx)
 	r, err := consumers.New(consumers.Config{
-		Conn: nc,
+		Feed: feed,
 		Log:  log,
 		Name: "printer",
 		Handler: consumers.HandlerFunc(func(ctx context.Context, c consumers.Commit) error {
@@ -66,7 +56,7 @@ func ExampleHandler() {
 
 // commitTo appends a commit writing one file in each of the partitions (a
 // projector host does this with content in a blob store).
-func commitTo(ctx context.Context, log *jetstream.Log, partitions ...string) {
+func commitTo(ctx context.Context, log *memledger.Log, partitions ...string) {
 	id, _ := ledger.NewCommitID(rand.Reader)
 	var evs []ledger.Event
 	for i, p := range partitions {

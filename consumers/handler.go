@@ -107,6 +107,17 @@ func ParseStart(s string) (Start, error) {
 	return StartAt(ledger.Seq(n)), nil
 }
 
+// feed returns s as the Feed port takes it.
+func (s Start) feed() ledger.FeedStart {
+	switch s.kind {
+	case 1:
+		return ledger.FeedStart{New: true}
+	case 2:
+		return ledger.FeedStart{Seq: s.seq}
+	}
+	return ledger.FeedStart{}
+}
+
 func (s Start) String() string {
 	switch s.kind {
 	case 1:

@@ -16,7 +16,6 @@ import (
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 )
 
 // recorder is a handler that records the commits it handled, and fails as fail
@@ -64,8 +63,8 @@ func (h *recorder) callsOf(s ledger.Seq) int {
 // and returns Run's error.
 func run(t *testing.T, l *consumertest.Ledger, cfg consumers.Config) (*consumers.Runner, func() error) {
 	t.Helper()
-	if cfg.Conn == nil {
-		cfg.Conn = l.Conn
+	if cfg.Feed == nil {
+		cfg.Feed = l.Feed
 	}
 	if cfg.Log == nil {
 		cfg.Log = l.Log
@@ -134,7 +133,7 @@ func TestFailTwiceThenSucceedIsProcessedOnce(t *testing.T) {
 	if st.Handled != 3 || st.Retries != 2 || st.DeadLetters != 0 {
 		t.Errorf("stats = %+v, want 3 handled, 2 retries, 0 dead letters", st)
 	}
-	ps, err := consumers.Positions(consumertest.Ctx(t), l.Conn, l.Name)
+	ps, err := consumers.Positions(consumertest.Ctx(t), l.Feed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,10 +145,6 @@ func TestFailTwiceThenSucceedIsProcessedOnce(t *testing.T) {
 func TestAlwaysFailingGoesToDeadLetterAndConsumerMovesOn(t *testing.T) {
 	t.Parallel()
 	l := consumertest.New(t, "t")
-	dlq, err := l.Conn.SubscribeSync(consumers.DeadLetterSubject(l.Name, "test"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	c1, c2, c3 := l.Commit(t, "a"), l.Commit(t, "a", "b", "c"), l.Commit(t, "c")
 	h := &recorder{fail: func(c consumers.Commit, call int) error {
 		if c.Seq == c2[2] {
@@ -169,14 +164,15 @@ func TestAlwaysFailingGoesToDeadLetterAndConsumerMovesOn(t *testing.T) {
 		t.Errorf("calls for the poison commit = %d, want MaxDeliver = 3", got)
 	}
 
-	m, err := dlq.NextMsg(5 * time.Second)
-	if err != nil {
-		t.Fatalf("no message on the dead-letter subject: %v", err)
+	var read []consumers.DeadLetter
+	err := consumers.ReadDeadLetters(consumertest.Ctx(t), l.Feed, "test", func(d consumers.DeadLetter) error {
+		read = append(read, d)
+		return nil
+	})
+	if err != nil || len(read) != 1 || read[0].Seq != c2[2] {
+		t.Fatalf("ReadDeadLetters = %+v, %v; want the one dead letter", read, err)
 	}
-	var dl consumers.DeadLetter
-	if err := json.Unmarshal(m.Data, &dl); err != nil {
-		t.Fatal(err)
-	}
+	dl := read[0]
 	if dl.Seq != c2[2] || dl.Attempts != 3 || dl.Error != "poison" || len(dl.Events) != 3 || dl.Consumer != "test" {
 		t.Errorf("dead letter = %+v", dl)
 	}
@@ -186,16 +182,10 @@ func TestAlwaysFailingGoesToDeadLetterAndConsumerMovesOn(t *testing.T) {
 			t.Errorf("dead letter event %d: seq %d, part %d, err %v; want seq %d", i, e.Seq, ev.Part, err, c2[i])
 		}
 	}
-
-	var read []consumers.DeadLetter
-	err = consumers.ReadDeadLetters(consumertest.Ctx(t), l.Conn, l.Name, "test", func(d consumers.DeadLetter) error {
-		read = append(read, d)
-		return nil
-	})
-	if err != nil || len(read) != 1 || read[0].Seq != c2[2] {
-		t.Errorf("ReadDeadLetters = %+v, %v; want the one dead letter", read, err)
+	if all, err := json.Marshal(dl); err != nil || dl.Stored == 0 || dl.Received.IsZero() {
+		t.Errorf("dead letter as stored: %s, %v; want its stored seq and time", all, err)
 	}
-	ps, err := consumers.Positions(consumertest.Ctx(t), l.Conn, l.Name)
+	ps, err := consumers.Positions(consumertest.Ctx(t), l.Feed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +269,7 @@ func TestFilteredConsumerGetsItsPartsOfEachCommit(t *testing.T) {
 		t.Errorf("filtered commits (-want +got):\n%s", diff)
 	}
 	// A different filter under the same name is refused.
-	r2, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: "test", Handler: h, Partitions: []string{"a"}})
+	r2, err := consumers.New(consumers.Config{Feed: l.Feed, Log: l.Log, Name: "test", Handler: h, Partitions: []string{"a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +302,8 @@ func TestRestartDoesNotRedeliverAcknowledged(t *testing.T) {
 	}
 }
 
-// TestCrashRedeliversHeldCommitsFirst kills a run's connection while its
-// handler holds a commit (later ones prefetched and unacknowledged): the next run
+// TestCrashRedeliversHeldCommitsFirst cuts a run's subscription (its process
+// dies) while its handler holds a commit (later ones prefetched and unacknowledged): the next run
 // must start with that commit, not with the later ones.
 func TestCrashRedeliversHeldCommitsFirst(t *testing.T) {
 	t.Parallel()
@@ -322,7 +312,6 @@ func TestCrashRedeliversHeldCommitsFirst(t *testing.T) {
 	for range 20 {
 		all = append(all, commitSeqs(l.Commit(t, "a"))...)
 	}
-	nc1 := jstest.Connect(t, l.URL())
 	blocked := make(chan struct{})
 	h1 := &recorder{fail: func(c consumers.Commit, call int) error {
 		if c.Seq == all[5] {
@@ -331,21 +320,21 @@ func TestCrashRedeliversHeldCommitsFirst(t *testing.T) {
 		}
 		return nil
 	}}
-	r1, err := consumers.New(consumers.Config{Conn: nc1, Log: l.Log, Name: "test", Handler: h1, AckWait: time.Minute})
+	r1, err := consumers.New(consumers.Config{Feed: l.Feed, Log: l.Log, Name: "test", Handler: h1, AckWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = r1.Run(context.Background()) }()
 	<-blocked
-	// The acknowledgements of the five commits handled before it are
-	// asynchronous publishes: wait until the server has them all, or a crash
-	// now may lose some and redeliver those commits too (at-least-once allows
-	// it; this test is about the held ones).
+	// The acknowledgements of the five commits handled before it may be
+	// asynchronous (on a server they are): wait until the feed has them all,
+	// or a crash now may lose some and redeliver those commits too
+	// (at-least-once allows it; this test is about the held ones).
 	consumertest.Wait(t, 10*time.Second, "the first five commits acknowledged", func() bool {
-		ps, _ := consumers.Positions(consumertest.Ctx(t), l.Conn, l.Name)
+		ps, _ := consumers.Positions(consumertest.Ctx(t), l.Feed)
 		return len(ps) == 1 && ps[0].AckFloor >= all[4]
 	})
-	nc1.Close() // the crash: its 15 prefetched commits stay unacknowledged
+	l.Mem.Disconnect() // the crash: its 15 prefetched commits stay unacknowledged
 
 	h2 := &recorder{}
 	r2, stop := run(t, l, consumers.Config{Handler: h2})
@@ -367,7 +356,7 @@ func TestStartPositions(t *testing.T) {
 		{consumers.StartNew, nil},
 	} {
 		t.Run(tc.start.String(), func(t *testing.T) {
-			t.Parallel() // each on its own server
+			t.Parallel() // each on its own ledger
 			l := consumertest.New(t, "t")
 			l.Commit(t, "a")
 			l.Commit(t, "a")
@@ -376,7 +365,7 @@ func TestStartPositions(t *testing.T) {
 			r, stop := run(t, l, consumers.Config{Handler: h, Name: name, Start: tc.start})
 			// The consumer exists once the Runner pulls: then a new commit is after "new".
 			consumertest.Wait(t, 10*time.Second, "consumer attached", func() bool {
-				ps, _ := consumers.Positions(consumertest.Ctx(t), l.Conn, l.Name)
+				ps, _ := consumers.Positions(consumertest.Ctx(t), l.Feed)
 				for _, p := range ps {
 					if p.Name == name && p.Waiting > 0 {
 						return true
@@ -408,7 +397,7 @@ func TestGracefulShutdownFinishesTheHandlerCall(t *testing.T) {
 		}
 		return nil
 	}}
-	r, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: "test", Handler: h})
+	r, err := consumers.New(consumers.Config{Feed: l.Feed, Log: l.Log, Name: "test", Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +461,7 @@ func TestFlushFailureStopsAndRedelivers(t *testing.T) {
 		all = append(all, commitSeqs(l.Commit(t, "a"))...)
 	}
 	f := &flushing{failNext: true}
-	r, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: "test", Handler: f})
+	r, err := consumers.New(consumers.Config{Feed: l.Feed, Log: l.Log, Name: "test", Handler: f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,12 +481,13 @@ func TestConfigValidation(t *testing.T) {
 	l := consumertest.New(t, "t")
 	h := &recorder{}
 	for _, cfg := range []consumers.Config{
-		{Conn: l.Conn, Log: l.Log, Name: "bad.name", Handler: h},
-		{Conn: l.Conn, Log: l.Log, Name: "", Handler: h},
-		{Conn: l.Conn, Log: l.Log, Name: "x"},
+		{Feed: l.Feed, Log: l.Log, Name: "bad.name", Handler: h},
+		{Feed: l.Feed, Log: l.Log, Name: "", Handler: h},
+		{Feed: l.Feed, Log: l.Log, Name: "x"},
 		{Log: l.Log, Name: "x", Handler: h},
-		{Conn: l.Conn, Log: l.Log, Name: "x", Handler: h, MaxDeliver: -1},
-		{Conn: l.Conn, Log: l.Log, Name: "x", Handler: h, Partitions: []string{""}},
+		{Feed: l.Feed, Name: "x", Handler: h},
+		{Feed: l.Feed, Log: l.Log, Name: "x", Handler: h, MaxDeliver: -1},
+		{Feed: l.Feed, Log: l.Log, Name: "x", Handler: h, Partitions: []string{""}},
 	} {
 		if _, err := consumers.New(cfg); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("New(%+v) = %v, want ErrInvalid", cfg, err)

@@ -2,14 +2,7 @@ package consumers
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -27,100 +20,37 @@ type Position struct {
 	AckPending  int        `json:"ackPending"`  // delivered, not yet acknowledged
 	Lag         uint64     `json:"lag"`         // pending + ackPending
 	Redelivered int        `json:"redelivered"` // delivered more than once, not yet acknowledged
-	DeadLetters uint64     `json:"deadLetters"` // messages on its dead-letter subject
+	DeadLetters uint64     `json:"deadLetters"` // its dead letters
 	Head        ledger.Seq `json:"head"`        // the ledger's last seq
-	Waiting     int        `json:"waiting"`     // pull requests waiting: > 0 while a Runner is attached
+	Waiting     int        `json:"waiting"`     // > 0 while a Runner is attached
 }
 
-// Positions returns the positions of the ledger's consumers made by Runners,
+// Positions returns the positions of the feed's consumers made by Runners,
 // sorted by name.
-func Positions(ctx context.Context, nc *nats.Conn, ledgerName string) ([]Position, error) {
-	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(DefaultTimeout))
-	if err != nil {
-		return nil, err
-	}
-	st, err := js.Stream(ctx, ledger.StreamName(ledgerName))
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("consumer positions: ledger %q: %w", ledgerName, ledger.ErrNotFound)
-	}
+func Positions(ctx context.Context, feed ledger.Feed) ([]Position, error) {
+	ps, err := feed.Positions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("consumer positions: %w", err)
-	}
-	head := ledger.Seq(st.CachedInfo().State.LastSeq)
-	dead, err := deadLetterCounts(ctx, js, ledgerName)
-	if err != nil {
-		return nil, err
 	}
 	var out []Position
-	lister := st.ListConsumers(ctx)
-	for ci := range lister.Info() {
-		c := ci.Config
-		if c.Metadata[metaConsumer] != ci.Name {
-			continue // not a Runner's (an ordered consumer of a reader, say)
-		}
-		p := Position{
-			Name: ci.Name, Start: c.Metadata[metaStart],
-			AckFloor: ledger.Seq(ci.AckFloor.Stream), Delivered: ledger.Seq(ci.Delivered.Stream),
-			Pending: ci.NumPending, AckPending: ci.NumAckPending, Redelivered: ci.NumRedelivered,
-			Lag: ci.NumPending + uint64(ci.NumAckPending), DeadLetters: dead[ci.Name], Head: head,
-			Waiting: ci.NumWaiting,
-		}
-		_ = json.Unmarshal([]byte(c.Metadata[metaPartitions]), &p.Partitions)
-		out = append(out, p)
-	}
-	if err := lister.Err(); err != nil {
-		return nil, fmt.Errorf("consumer positions: %w", err)
-	}
-	slices.SortFunc(out, func(a, b Position) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
-// deadLetterCounts returns the number of dead letters per consumer.
-func deadLetterCounts(ctx context.Context, js jetstream.JetStream, ledgerName string) (map[string]uint64, error) {
-	out := map[string]uint64{}
-	st, err := js.Stream(ctx, DeadLetterStream(ledgerName))
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return out, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dead letters: %w", err)
-	}
-	if st.CachedInfo().State.Msgs == 0 {
-		return out, nil
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(DeadLetterSubject(ledgerName, ">")))
-	if err != nil {
-		return nil, fmt.Errorf("dead letters: %w", err)
-	}
-	prefix := DeadLetterSubject(ledgerName, "")
-	for subj, n := range info.State.Subjects {
-		out[strings.TrimPrefix(subj, prefix)] = n
+	for _, p := range ps {
+		out = append(out, Position{
+			Name: p.Name, Partitions: p.Partitions, Start: p.Start,
+			AckFloor: p.AckFloor, Delivered: p.Delivered, Pending: p.Pending, AckPending: p.AckPending,
+			Lag: p.Pending + uint64(p.AckPending), Redelivered: p.Redelivered, DeadLetters: p.DeadLetters,
+			Head: p.Head, Waiting: p.Waiting,
+		})
 	}
 	return out, nil
 }
 
 // Delete deletes a Runner's durable consumer (its position); its dead letters
 // stay. A consumer that does not exist is an error wrapping ledger.ErrNotFound.
-func Delete(ctx context.Context, nc *nats.Conn, ledgerName, name string) error {
+func Delete(ctx context.Context, feed ledger.Feed, name string) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(DefaultTimeout))
-	if err != nil {
-		return err
-	}
-	stream := ledger.StreamName(ledgerName)
-	c, err := js.Consumer(ctx, stream, name)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("delete consumer %q of ledger %q: %w", name, ledgerName, ledger.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("delete consumer %q: %w", name, err)
-	}
-	if c.CachedInfo().Config.Metadata[metaConsumer] != name {
-		return fmt.Errorf("delete consumer %q: not made by syncledger consume: %w", name, ledger.ErrInvalid)
-	}
-	if err := js.DeleteConsumer(ctx, stream, name); err != nil {
+	if err := feed.Delete(ctx, name); err != nil {
 		return fmt.Errorf("delete consumer %q: %w", name, err)
 	}
 	return nil

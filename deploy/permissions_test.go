@@ -8,8 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/syncledger/syncledger/consumers"
-	"github.com/syncledger/syncledger/consumers/heartbeat"
+	"github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/natsauth"
 	"github.com/syncledger/syncledger/swamp/agent"
 )
@@ -99,15 +98,10 @@ func TestPermissionsFileLoads(t *testing.T) {
 	s.Shutdown()
 }
 
-// TestPermissionNames: the names natsauth grants are the ones the consumers use.
+// TestPermissionNames: the swamp bucket natsauth grants (ledger/jetstream's
+// name) is the one swamp/agent opens.
 func TestPermissionNames(t *testing.T) {
-	if natsauth.HeartbeatBucket("x") != heartbeat.Bucket("x") {
-		t.Errorf("heartbeat bucket: natsauth %q, heartbeat %q", natsauth.HeartbeatBucket("x"), heartbeat.Bucket("x"))
-	}
-	if natsauth.SwampBucket("x") != agent.Bucket("x") {
-		t.Errorf("swamp bucket: natsauth %q, swamp/agent %q", natsauth.SwampBucket("x"), agent.Bucket("x"))
-	}
-	if natsauth.DeadLetterStream("x") != consumers.DeadLetterStream("x") {
-		t.Errorf("dead-letter stream: natsauth %q, consumers %q", natsauth.DeadLetterStream("x"), consumers.DeadLetterStream("x"))
+	if jetstream.SwampBucket("x") != agent.Bucket("x") {
+		t.Errorf("swamp bucket: ledger/jetstream %q, swamp/agent %q", jetstream.SwampBucket("x"), agent.Bucket("x"))
 	}
 }

@@ -137,7 +137,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	if err != nil || len(seqs) != 1 || seqs[0] != 1 {
 		t.Fatalf("host append: %v %v", seqs, err)
 	}
-	if err := heartbeat.Publish(ctx, hc, "perm", heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
+	if err := putBeat(ctx, hc, "perm", heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
 		t.Fatalf("host heartbeat: %v", err)
 	}
 
@@ -156,7 +156,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	if err != nil || head.Seq != 1 {
 		t.Fatalf("tooling partition head: %+v %v", head, err)
 	}
-	hb, err := heartbeat.Open(ctx, tc, "perm")
+	hb, err := openBeats(ctx, tc, "perm")
 	if err != nil {
 		t.Fatalf("tooling opens the heartbeats: %v", err)
 	}
@@ -171,7 +171,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	// second connection of the same user.
 	toolV2 := newViolations()
 	tc2 := connect(toolV2, nats.UserInfo("grafana", "tooling-pw"))
-	hb2, err := heartbeat.Open(ctx, tc2, "perm")
+	hb2, err := openBeats(ctx, tc2, "perm")
 	if err != nil {
 		t.Fatalf("tooling opens the heartbeats: %v", err)
 	}
@@ -235,4 +235,26 @@ func writeSeed(t *testing.T, seed string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// putBeat records b in the ledger's heartbeat bucket on nc, as a host's sync
+// does (one publish, or the bucket opened first).
+func putBeat(ctx context.Context, nc *nats.Conn, ledgerName string, b heartbeat.Beat) error {
+	kv, err := jetstream.HeartbeatKV(nc, ledgerName)
+	if err != nil {
+		return err
+	}
+	return heartbeat.NewStore(kv).Put(ctx, b)
+}
+
+// openBeats opens the ledger's heartbeat bucket on nc, as `hosts` does.
+func openBeats(ctx context.Context, nc *nats.Conn, ledgerName string) (*heartbeat.Store, error) {
+	kv, err := jetstream.HeartbeatKV(nc, ledgerName)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := kv.Open(ctx); err != nil {
+		return nil, err
+	}
+	return heartbeat.NewStore(kv), nil
 }

@@ -92,7 +92,7 @@ func TestNoRoleDestroysContent(t *testing.T) {
 		}
 		prev = ledger.Record{Seq: seqs[0], Event: ledger.Event{ModelSeq: uint64(i + 1)}}
 	}
-	if err := heartbeat.Publish(ctx, hc, name, heartbeat.Beat{Host: "h1", HWM: 3, Head: 3}); err != nil {
+	if err := putBeat(ctx, hc, name, heartbeat.Beat{Host: "h1", HWM: 3, Head: 3}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -100,7 +100,7 @@ func TestNoRoleDestroysContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams := []string{ledger.StreamName(name), natsobj.StreamName(bucket), "KV_" + natsauth.HeartbeatBucket(name), natsauth.DeadLetterStream(name)}
+	streams := []string{ledger.StreamName(name), natsobj.StreamName(bucket), jetstream.KVStream(jetstream.HeartbeatBucket(name)), jetstream.DeadLetterStream(name)}
 	type snapshot struct {
 		config string
 		msgs   map[uint64]string // seq → subject and data

@@ -82,7 +82,7 @@ func TestThreatModel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := heartbeat.Publish(ctx, admin, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
+	if err := putBeat(ctx, admin, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ajs.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: agent.Bucket(name)}); err != nil {
@@ -204,16 +204,16 @@ func TestThreatModel(t *testing.T) {
 			return request(c, "$JS.API.CONSUMER.RESET."+ledger.StreamName(name)+".audit", nil)
 		}},
 		{"host", "heartbeats", "put its heartbeat", true, func(c conn) error {
-			return heartbeat.Publish(ctx, c.nc, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1})
+			return putBeat(ctx, c.nc, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1})
 		}},
 		{"tooling", "heartbeats", "put a heartbeat", false, func(c conn) error {
-			if err := c.nc.Publish("$KV."+natsauth.HeartbeatBucket(name)+".t", []byte("{}")); err != nil {
+			if err := c.nc.Publish("$KV."+jetstream.HeartbeatBucket(name)+".t", []byte("{}")); err != nil {
 				return err
 			}
-			return c.v.wait(t, `"$KV.`+natsauth.HeartbeatBucket(name)+`.t"`)
+			return c.v.wait(t, `"$KV.`+jetstream.HeartbeatBucket(name)+`.t"`)
 		}},
 		{"host", "heartbeats", "purge the bucket", false, func(c conn) error {
-			return request(c, "$JS.API.STREAM.PURGE.KV_"+natsauth.HeartbeatBucket(name), nil)
+			return request(c, "$JS.API.STREAM.PURGE.KV_"+jetstream.HeartbeatBucket(name), nil)
 		}},
 		{"tooling", "swamp locks", "take a lock", false, func(c conn) error {
 			if err := c.nc.Publish("$KV."+agent.Bucket(name)+".lock", []byte("{}")); err != nil {

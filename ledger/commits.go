@@ -36,28 +36,49 @@ func Follows(a, b PartOf) bool {
 	return b == PartOf{a.Commit, a.Part + 1, a.Parts}
 }
 
-// Commits groups the records of a full read of the log (every seq, in order)
-// into commits. Its zero value is ready for a read that starts at a commit
-// boundary (the first record is a part 1).
+// Commits groups records read in seq order into commits: the one grouper of
+// every reader (full reads, consumers, tail, log, the dashboard). Its zero value
+// is in strict mode, ready for a full read of the log that starts at a commit
+// boundary (the first record is a part 1); with Filtered set it takes some of
+// the log's records.
 type Commits struct {
+	// Filtered takes records of some of the log's seqs, in seq order (a
+	// partition filter's, or a read that starts inside a commit); the
+	// contiguity rule is not checked. A commit is handed out when the last of
+	// its parts the reader receives arrives (Until), or, cut short, when a
+	// record of another commit, an earlier seq or a skipped record comes
+	// first. A skipped record is part of no commit: it is not handed out.
+	Filtered bool
+	// Until, in filtered mode, returns the seq of the last part of r's commit
+	// the reader will receive, for r the first record received of a commit
+	// with parts after it; nil means the commit's last part (CommitSeq).
+	Until func(r Record) (Seq, error)
+
 	recs []Record
 	last Record // the record added last; Seq 0 before the first
+	want Seq    // filtered: the open commit is complete at this seq
 }
 
-// Add takes the next record. When r completes its commit, Add returns the
-// commit's records (a new slice, the caller's to keep); before that, nil. A
-// record that breaks the contiguity rule (not the part that must come next, or
-// not at the seq after the last one) is refused with an error wrapping
-// ErrInvalid, and the Commits is left as it was; seqs missing between two
-// commits (events retention dropped) are a *TruncatedError.
-func (c *Commits) Add(r Record) ([]Record, error) {
+// Add takes the next record and calls fn with each commit it completes: the
+// commit's records, a new slice, fn's to keep (strict: when r is its commit's
+// last part; filtered: see Filtered). Errors from fn and Until are returned as
+// they are. In strict mode, a record that breaks the contiguity rule (not the
+// part that must come next, or not at the seq after the last one) is refused
+// with an error wrapping ErrInvalid, and the Commits is left as it was; seqs
+// missing between two commits (events retention dropped) are a
+// *TruncatedError; a skipped record (ledger.Skip) ends the commit it cuts
+// short, with it.
+func (c *Commits) Add(r Record, fn func([]Record) error) error {
+	if c.Filtered {
+		return c.addFiltered(r, fn)
+	}
 	prev := c.last
 	if prev.Seq != 0 && r.Seq != prev.Seq+1 {
 		if r.Seq > prev.Seq+1 && prev.LastOfCommit() {
 			// Whole commits missing between two: retention dropped them.
-			return nil, &TruncatedError{From: prev.Seq + 1, First: r.Seq}
+			return &TruncatedError{From: prev.Seq + 1, First: r.Seq}
 		}
-		return nil, fmt.Errorf("seq %d (part %d/%d of commit %s) follows seq %d: %w",
+		return fmt.Errorf("seq %d (part %d/%d of commit %s) follows seq %d: %w",
 			r.Seq, r.Event.Part, r.Event.Parts, r.Event.Commit, prev.Seq, ErrInvalid)
 	}
 	// A skipped record (ledger.Skip) ends the commit it cuts short, and the
@@ -69,22 +90,55 @@ func (c *Commits) Add(r Record) ([]Record, error) {
 			from = prev.Part()
 		}
 		if !Follows(from, r.Part()) {
-			return nil, fmt.Errorf("seq %d (part %d/%d of commit %s) follows part %d/%d of commit %s: %w",
+			return fmt.Errorf("seq %d (part %d/%d of commit %s) follows part %d/%d of commit %s: %w",
 				r.Seq, r.Event.Part, r.Event.Parts, r.Event.Commit, from.Part, from.Parts, from.Commit, ErrInvalid)
 		}
 	}
 	c.last = r
 	c.recs = append(c.recs, r)
 	if !r.LastOfCommit() {
-		return nil, nil
+		return nil
 	}
-	out := c.recs
-	c.recs = nil
-	return out, nil
+	return c.take(fn)
 }
 
-// Pending returns the parts read of a commit not yet complete (the log's
-// reader may see the first parts of an atomic batch before the last is stored).
+func (c *Commits) addFiltered(r Record, fn func([]Record) error) error {
+	if len(c.recs) > 0 && (r.Skip != nil || r.Event.Commit != c.recs[0].Event.Commit || r.Seq <= c.last.Seq) {
+		if err := c.take(fn); err != nil {
+			return err
+		}
+	}
+	c.last = r
+	if r.Skip != nil {
+		return nil
+	}
+	if len(c.recs) == 0 {
+		c.want = r.CommitSeq()
+		if c.Until != nil && r.Seq < c.want {
+			want, err := c.Until(r)
+			if err != nil {
+				return err
+			}
+			c.want = want
+		}
+	}
+	c.recs = append(c.recs, r)
+	if r.Seq < c.want {
+		return nil
+	}
+	return c.take(fn)
+}
+
+// take hands out the open commit.
+func (c *Commits) take(fn func([]Record) error) error {
+	out := c.recs
+	c.recs = nil
+	return fn(out)
+}
+
+// Pending returns the records held of a commit not yet complete (the log's
+// reader may see the first parts of an atomic batch before the last is
+// stored; a filtered read may end inside a commit).
 func (c *Commits) Pending() []Record { return c.recs }
 
 // ReadCommits reads the log from seq from to seq to (0: its last seq now), as
@@ -94,11 +148,5 @@ func (c *Commits) Pending() []Record { return c.recs }
 // read and are returned as they are.
 func ReadCommits(ctx context.Context, log CommitLog, from, to Seq, fn func([]Record) error) error {
 	var c Commits
-	return log.Read(ctx, from, to, func(r Record) error {
-		recs, err := c.Add(r)
-		if err != nil || recs == nil {
-			return err
-		}
-		return fn(recs)
-	})
+	return log.Read(ctx, from, to, func(r Record) error { return c.Add(r, fn) })
 }

@@ -2,8 +2,26 @@ package ledger
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
+
+// addOne adds r and returns the one commit it completes, if any.
+func addOne(c *Commits, r Record) ([]Record, error) {
+	var got []Record
+	n := 0
+	err := c.Add(r, func(recs []Record) error {
+		got = recs
+		n++
+		return nil
+	})
+	if n > 1 {
+		return nil, fmt.Errorf("%d commits completed by one record in strict mode", n)
+	}
+	return got, err
+}
 
 func part(seq Seq, commit string, part, parts int) Record {
 	return Record{Seq: seq, Event: Event{Commit: commit, Part: part, Parts: parts}}
@@ -30,7 +48,7 @@ func TestCommits(t *testing.T) {
 		{part(7, "d", 1, 1), 0, ErrTruncated}, // seqs 5, 6 missing
 		{part(5, "d", 1, 2), 0, nil},
 	} {
-		got, err := c.Add(tc.r)
+		got, err := addOne(&c, tc.r)
 		if !errors.Is(err, tc.err) || tc.err == nil && err != nil || len(got) != tc.want {
 			t.Fatalf("Add(seq %d, part %d/%d of %s) = %d records, %v; want %d, %v",
 				tc.r.Seq, tc.r.Event.Part, tc.r.Event.Parts, tc.r.Event.Commit, len(got), err, tc.want, tc.err)
@@ -82,9 +100,73 @@ func TestCommitsSkip(t *testing.T) {
 		{part(5, "b", 2, 2), 1},
 	}
 	for _, s := range steps {
-		got, err := c.Add(s.r)
+		got, err := addOne(&c, s.r)
 		if err != nil || len(got) != s.want {
 			t.Fatalf("Add(seq %d) = %d records, %v; want %d", s.r.Seq, len(got), err, s.want)
 		}
+	}
+}
+
+// In filtered mode a commit is handed out at the last part the reader gets
+// (Until), or cut short by a record of another commit, an earlier seq or a
+// skipped record; skipped records are handed out in no commit.
+func TestCommitsFiltered(t *testing.T) {
+	t.Parallel()
+	type out struct {
+		Seqs     []Seq
+		Complete bool
+	}
+	skip := Record{Seq: 9, Skip: &Skip{Partition: "p"}}
+	for _, tc := range []struct {
+		name  string
+		until func(Record) (Seq, error)
+		in    []Record
+		want  []out
+		open  int
+	}{
+		{"single parts", nil, []Record{part(1, "c1", 1, 1), part(2, "c2", 1, 1)},
+			[]out{{[]Seq{1}, true}, {[]Seq{2}, true}}, 0},
+		{"multi part", nil, []Record{part(1, "c1", 1, 3), part(2, "c1", 2, 3), part(3, "c1", 3, 3)},
+			[]out{{[]Seq{1, 2, 3}, true}}, 0},
+		{"a later part filtered out", nil, []Record{part(1, "c1", 1, 3), part(4, "c2", 1, 1)},
+			[]out{{[]Seq{1}, false}, {[]Seq{4}, true}}, 0},
+		{"until the last part received", func(Record) (Seq, error) { return 2, nil },
+			[]Record{part(1, "c1", 1, 3), part(2, "c1", 2, 3)}, []out{{[]Seq{1, 2}, false}}, 0},
+		{"started inside a commit", nil, []Record{part(2, "c1", 2, 3), part(3, "c1", 3, 3)},
+			[]out{{[]Seq{2, 3}, false}}, 0},
+		{"delivered again", nil, []Record{part(1, "c1", 1, 2), part(1, "c1", 1, 2)},
+			[]out{{[]Seq{1}, false}}, 1},
+		{"a skipped record cuts the open commit", nil, []Record{part(8, "c1", 1, 3), skip, part(10, "c1", 3, 3)},
+			[]out{{[]Seq{8}, false}, {[]Seq{10}, false}}, 0},
+		{"open at the end", nil, []Record{part(1, "c1", 1, 2)}, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Commits{Filtered: true, Until: tc.until}
+			var got []out
+			for _, r := range tc.in {
+				err := c.Add(r, func(recs []Record) error {
+					var seqs []Seq
+					for _, r := range recs {
+						seqs = append(seqs, r.Seq)
+					}
+					got = append(got, out{seqs, len(recs) == recs[0].Event.Parts})
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("commits (-want +got):\n%s", diff)
+			}
+			if n := len(c.Pending()); n != tc.open {
+				t.Errorf("pending = %d records, want %d", n, tc.open)
+			}
+		})
+	}
+	// Until's error is Add's.
+	c := Commits{Filtered: true, Until: func(Record) (Seq, error) { return 0, ErrTruncated }}
+	if err := c.Add(part(1, "c1", 1, 2), func([]Record) error { return nil }); !errors.Is(err, ErrTruncated) {
+		t.Errorf("Add with a failing Until = %v", err)
 	}
 }

@@ -1,9 +1,12 @@
 // Package ledger holds syncledger's domain: the types of a commit and its events,
 // swamp's partition-key function, subject-token escaping, the strict event codec,
 // path validation, and the ports the rest of the system is built on: CommitLog
-// (the ordered, chained event stream, its quarantine notices and retention), KV
-// (revision-checked side buckets on the server's clock) and BlobStore
-// (content-addressed file content) over ObjectStore. Every implementation of a
+// (the ordered, chained event stream, its quarantine notices and retention), Feed
+// (durable, filtered, acknowledged delivery of the log to named consumers, with a
+// dead letter), KV (revision-checked side buckets on the server's clock) and
+// BlobStore (content-addressed file content) over ObjectStore. Commits is the one
+// commit grouper every reader uses: strict for a full read of the log, filtered
+// for a partition filter's or a feed's. Every implementation of a
 // port passes its conformance suite (internal/ledgertest) — the NATS adapters
 // (ledger/jetstream, ledger/natsobj) and the in-memory twin (ledger/memledger)
 // alike — and decodes stored messages with the one MessageReader. It imports

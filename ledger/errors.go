@@ -72,3 +72,6 @@ func (e *TruncatedError) Error() string {
 }
 
 func (e *TruncatedError) Unwrap() error { return ErrTruncated }
+
+// ErrClosed is what a closed Subscription's Next returns.
+var ErrClosed = errors.New("closed")

@@ -51,6 +51,7 @@ import (
 	"strings"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream"
 )
 
 // Role names a permission template.
@@ -96,18 +97,6 @@ type Scope struct {
 	ObjectBucket string
 }
 
-// HeartbeatBucket is the key-value bucket of a ledger's host heartbeats
-// (consumers/heartbeat.Bucket).
-func HeartbeatBucket(ledgerName string) string { return "SYNCLEDGER_HOSTS_" + ledgerName }
-
-// SwampBucket is the key-value bucket of a ledger's swamp locks and control
-// plane (swamp/agent.Bucket).
-func SwampBucket(ledgerName string) string { return "SYNCLEDGER_SWAMP_" + ledgerName }
-
-// DeadLetterStream is the stream of a ledger's consumers' dead letters
-// (consumers.DeadLetterStream).
-func DeadLetterStream(ledgerName string) string { return "SYNCLEDGER-DLQ_" + ledgerName }
-
 // For returns role's permissions in scope; nil for admin (no restriction).
 func For(role Role, s Scope) (*Permissions, error) {
 	if err := ledger.ValidateName(s.Ledger); err != nil {
@@ -117,15 +106,15 @@ func For(role Role, s Scope) (*Permissions, error) {
 		return nil, fmt.Errorf("permissions: object store bucket %q: want letters, digits, '-' and '_': %w", s.ObjectBucket, ledger.ErrInvalid)
 	}
 	var (
-		stream  = ledger.StreamName(s.Ledger)
+		stream  = jetstream.StreamName(s.Ledger)
 		commits = ledger.SubjectPrefix(s.Ledger) + ">"
 		all     = ledger.SubjectRoot + "." + s.Ledger + ".>"
-		dlq     = ledger.SubjectRoot + "." + s.Ledger + ".dlq.>"
-		kv      = HeartbeatBucket(s.Ledger)
-		kvStr   = "KV_" + kv
-		swamp   = SwampBucket(s.Ledger)
-		swStr   = "KV_" + swamp
-		dlqStr  = DeadLetterStream(s.Ledger)
+		dlq     = jetstream.DeadLetterSubject(s.Ledger, ">")
+		kv      = jetstream.HeartbeatBucket(s.Ledger)
+		kvStr   = jetstream.KVStream(kv)
+		swamp   = jetstream.SwampBucket(s.Ledger)
+		swStr   = jetstream.KVStream(swamp)
+		dlqStr  = jetstream.DeadLetterStream(s.Ledger)
 		objStr  = "OBJ_" + s.ObjectBucket
 	)
 	streams := []string{stream, kvStr, dlqStr}
@@ -184,8 +173,8 @@ func For(role Role, s Scope) (*Permissions, error) {
 	case RoleAdmin:
 		return nil, nil
 	case RoleHost:
-		pub := []string{commits, "$KV." + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr,
-			"$KV." + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr, kvDelete(kvStr), kvDelete(swStr)}
+		pub := []string{commits, jetstream.KVSubjectPrefix + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr,
+			jetstream.KVSubjectPrefix + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr, kvDelete(kvStr), kvDelete(swStr)}
 		readOf(swStr) // swamp's control plane may hold secrets: hosts only
 		if s.ObjectBucket != "" {
 			// Writing a blob: its chunks, then its metadata. The bucket refuses

@@ -280,9 +280,9 @@ func (d *Dashboard) follow(ctx context.Context) {
 	for ctx.Err() == nil {
 		from, err := d.start(ctx)
 		if err == nil {
-			var asm consumers.Assembler
+			g := ledger.Commits{Filtered: true}
 			err = d.cfg.Log.Follow(ctx, from, func(r ledger.Record) error {
-				cs, err := asm.Add(r)
+				cs, err := consumers.Group(&g, r)
 				if err != nil {
 					return err
 				}

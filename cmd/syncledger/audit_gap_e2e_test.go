@@ -20,7 +20,7 @@ import (
 // first, followed as printed, ends with every commit in the file once.
 func TestAuditGapCLI(t *testing.T) {
 	t.Parallel()
-	l := consumertest.New(t, "default")
+	l := newServerLedger(t, "default")
 	env := consumeEnv(l)
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	l.Commit(t, "a")

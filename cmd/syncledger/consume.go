@@ -14,6 +14,7 @@ import (
 
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream"
 )
 
 func newConsumeCmd(a *app) *cobra.Command {
@@ -79,7 +80,7 @@ func (o *consumeOpts) run(ctx context.Context, a *app, h consumers.Handler) erro
 	if o.maxDeliver < 1 {
 		return usagef("--max-deliver %d: want at least 1", o.maxDeliver)
 	}
-	nc, err := a.Conn(ctx)
+	feed, err := a.Feed(ctx)
 	if err != nil {
 		return err
 	}
@@ -88,7 +89,7 @@ func (o *consumeOpts) run(ctx context.Context, a *app, h consumers.Handler) erro
 		return err
 	}
 	r, err := consumers.New(consumers.Config{
-		Conn: nc, Log: l, Name: o.name, Partitions: keys, Start: start, Handler: h,
+		Feed: feed, Log: l, Name: o.name, Partitions: keys, Start: start, Handler: h,
 		MaxDeliver: o.maxDeliver, BackOff: o.backoff, Logger: a.logger,
 	})
 	if err != nil {
@@ -102,6 +103,16 @@ func (o *consumeOpts) run(ctx context.Context, a *app, h consumers.Handler) erro
 		return fmt.Errorf("consume %s: %w", o.name, err)
 	}
 	return nil
+}
+
+// Feed opens the ledger's feed (the consumers' delivery and dead letters) on
+// the command's connection.
+func (a *app) Feed(ctx context.Context) (ledger.Feed, error) {
+	nc, err := a.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return jetstream.NewFeed(nc, a.ledgerName)
 }
 
 // consumeBlobs opens the ledger's blob store to read manifests; without one,
@@ -127,11 +138,11 @@ acknowledged (LAG), those delivered more than once and not yet acknowledged
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			nc, err := a.Conn(ctx)
+			feed, err := a.Feed(ctx)
 			if err != nil {
 				return err
 			}
-			ps, err := consumers.Positions(ctx, nc, a.ledgerName)
+			ps, err := consumers.Positions(ctx, feed)
 			if err != nil {
 				return err
 			}
@@ -179,12 +190,12 @@ With --json, one JSON object per dead letter, holding the events as stored.`,
 					return &usageError{err}
 				}
 			}
-			nc, err := a.Conn(ctx)
+			feed, err := a.Feed(ctx)
 			if err != nil {
 				return err
 			}
 			enc := json.NewEncoder(a.stdout)
-			return consumers.ReadDeadLetters(ctx, nc, a.ledgerName, name, func(d consumers.DeadLetter) error {
+			return consumers.ReadDeadLetters(ctx, feed, name, func(d consumers.DeadLetter) error {
 				if asJSON {
 					return enc.Encode(d)
 				}
@@ -207,11 +218,11 @@ func newConsumeDeleteCmd(a *app) *cobra.Command {
 			if err := consumers.ValidateName(args[0]); err != nil {
 				return &usageError{err}
 			}
-			nc, err := a.Conn(ctx)
+			feed, err := a.Feed(ctx)
 			if err != nil {
 				return err
 			}
-			if err := consumers.Delete(ctx, nc, a.ledgerName, args[0]); err != nil {
+			if err := consumers.Delete(ctx, feed, args[0]); err != nil {
 				if errors.Is(err, ledger.ErrNotFound) {
 					return fmt.Errorf("%w (see syncledger consume status)", err)
 				}

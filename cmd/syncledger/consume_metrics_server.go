@@ -19,7 +19,11 @@ var _ = [1]struct{}{}[defaultMaxPartitions-metrics.DefaultMaxPartitions]
 // runConsumeMetrics is consume metrics: the consumer counting commits, and its
 // endpoint.
 func runConsumeMetrics(ctx context.Context, a *app, o *consumeOpts, listen string, maxPartitions int) error {
-	nc, err := a.Conn(ctx)
+	feed, err := a.Feed(ctx)
+	if err != nil {
+		return err
+	}
+	hb, err := a.Heartbeats(ctx)
 	if err != nil {
 		return err
 	}
@@ -27,7 +31,7 @@ func runConsumeMetrics(ctx context.Context, a *app, o *consumeOpts, listen strin
 	if err != nil {
 		return err
 	}
-	e, err := metrics.New(metrics.Config{Conn: nc, Log: l, Ledger: a.ledgerName, Blobs: consumeBlobs(ctx, a),
+	e, err := metrics.New(metrics.Config{Feed: feed, Heartbeats: hb, Log: l, Ledger: a.ledgerName, Blobs: consumeBlobs(ctx, a),
 		MaxPartitions: maxPartitions, Logger: a.logger})
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -26,11 +27,43 @@ import (
 	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
+// serverLedger is a consumertest ledger on a nats-server of its own: the
+// command's tests run the binary against it.
+type serverLedger struct {
+	*consumertest.Ledger
+	Server *jstest.Server
+	Conn   *nats.Conn
+}
+
+// newServerLedger starts a server and creates the ledger name on it.
+func newServerLedger(t *testing.T, name string) *serverLedger {
+	t.Helper()
+	s, nc := jstest.RunServer(t)
+	log, err := jetstream.Create(consumertest.Ctx(t), nc, jetstream.Config{Name: name, Blobs: "file://" + t.TempDir()})
+	if err != nil {
+		t.Fatalf("create ledger: %v", err)
+	}
+	feed, err := jetstream.NewFeed(nc, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := jetstream.HeartbeatKV(nc, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &serverLedger{Ledger: consumertest.On(log, feed, kv, name, log.UUID()), Server: s, Conn: nc}
+}
+
+// URL returns the server's client URL.
+func (l *serverLedger) URL() string { return l.Server.ClientURL() }
+
 // consumeEnv points the binary at l.
-func consumeEnv(l *consumertest.Ledger) []string {
+func consumeEnv(l *serverLedger) []string {
 	return cliEnv("SYNCLEDGER_NATS="+l.URL(), "SYNCLEDGER_LEDGER="+l.Name, "SYNCLEDGER_LOG_LEVEL=warn", "SYNCLEDGER_HOST=test")
 }
 
@@ -64,7 +97,7 @@ func auditSeqs(t *testing.T, path string) []ledger.Seq {
 // commit exactly once, in seq order.
 func TestConsumeAuditSurvivesKill9(t *testing.T) {
 	t.Parallel()
-	l := consumertest.New(t, "default")
+	l := newServerLedger(t, "default")
 	env := consumeEnv(l)
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	const commits = 600
@@ -129,7 +162,7 @@ func TestConsumeAuditSurvivesKill9(t *testing.T) {
 
 func TestConsumeMetricsAndDeadLettersCLI(t *testing.T) {
 	t.Parallel()
-	l := consumertest.New(t, "default")
+	l := newServerLedger(t, "default")
 	env := consumeEnv(l)
 	l.Commit(t, "a", "b")
 	l.Commit(t, "b")
@@ -192,7 +225,7 @@ func TestConsumeMetricsAndDeadLettersCLI(t *testing.T) {
 
 func TestHostsCLI(t *testing.T) {
 	t.Parallel()
-	l := consumertest.New(t, "default")
+	l := newServerLedger(t, "default")
 	env := consumeEnv(l)
 	ctx := consumertest.Ctx(t)
 	if r := cli(t, env, "hosts"); r.code != 0 || !strings.Contains(r.stdout, "no host") {
@@ -203,10 +236,10 @@ func TestHostsCLI(t *testing.T) {
 		seqs = append(seqs, l.Commit(t, "a")...)
 	}
 	// Two hosts, as sync and watch record them: one at the head, one 3 behind.
-	if err := heartbeat.Publish(ctx, l.Conn, l.Name, heartbeat.Beat{Host: "web-1", HWM: seqs[4], Head: seqs[4], Command: "watch", Version: "v1"}); err != nil {
+	if err := heartbeat.NewStore(l.KV).Put(ctx, heartbeat.Beat{Host: "web-1", HWM: seqs[4], Head: seqs[4], Command: "watch", Version: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := heartbeat.Publish(ctx, l.Conn, l.Name, heartbeat.Beat{Host: "web-2", HWM: seqs[1], Head: seqs[2], Command: "sync"}); err != nil {
+	if err := heartbeat.NewStore(l.KV).Put(ctx, heartbeat.Beat{Host: "web-2", HWM: seqs[1], Head: seqs[2], Command: "sync"}); err != nil {
 		t.Fatal(err)
 	}
 	r := cli(t, env, "hosts", "--json")
@@ -246,7 +279,7 @@ func TestHostsCLI(t *testing.T) {
 
 func TestTailCLI(t *testing.T) {
 	t.Parallel()
-	l := consumertest.New(t, "default")
+	l := newServerLedger(t, "default")
 	env := consumeEnv(l)
 	model := ledger.PartitionKeysForModel("command/shell", "vpc")
 	c1 := l.Commit(t, "a", model[0])
@@ -291,7 +324,7 @@ func listenLoopback(t *testing.T) net.Listener {
 // (app.beatReporter) make, in-process.
 func TestHeartbeatHelpers(t *testing.T) {
 	t.Parallel()
-	l := consumertest.New(t, "default")
+	l := newServerLedger(t, "default")
 	ctx := consumertest.Ctx(t)
 	a := newApp(io.Discard, io.Discard, func(string) string { return "" })
 	defer a.close()
@@ -305,10 +338,7 @@ func TestHeartbeatHelpers(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Commit(t, "b") // another host's commit: w1 is 1 behind
-	s, err := heartbeat.Open(ctx, l.Conn, l.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := heartbeat.NewStore(l.KV)
 	beatOf := func(host string) heartbeat.Beat {
 		bs, err := s.List(ctx)
 		if err != nil {

@@ -47,10 +47,6 @@ repeat an unchanged beat within 10 s).
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			nc, err := a.Conn(ctx)
-			if err != nil {
-				return err
-			}
 			l, err := a.Log(ctx)
 			if err != nil {
 				return err
@@ -59,11 +55,11 @@ repeat an unchanged beat within 10 s).
 			if err != nil {
 				return err
 			}
-			s, err := heartbeat.Open(ctx, nc, a.ledgerName)
+			kv, err := a.Heartbeats(ctx)
 			if err != nil {
 				return err
 			}
-			beats, err := s.List(ctx)
+			beats, err := heartbeat.NewStore(kv).List(ctx)
 			if err != nil {
 				return err
 			}
@@ -104,15 +100,11 @@ repeat an unchanged beat within 10 s).
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			nc, err := a.Conn(ctx)
+			kv, err := a.Heartbeats(ctx)
 			if err != nil {
 				return err
 			}
-			s, err := heartbeat.Open(ctx, nc, a.ledgerName)
-			if err != nil {
-				return err
-			}
-			return s.Forget(ctx, args[0])
+			return heartbeat.NewStore(kv).Forget(ctx, args[0])
 		},
 	})
 	return cmd
@@ -133,17 +125,17 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 	if a.cache != "" && last.recent(a.cache) {
 		return
 	}
-	nc, err := a.Conn(ctx)
+	kv, err := a.Heartbeats(ctx)
 	if err == nil {
 		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		// A user without the host role may not beat: that is a warning too.
-		bucket := heartbeat.Bucket(a.ledgerName)
+		bucket := jetstream.HeartbeatBucket(a.ledgerName)
 		bctx, done := a.watchRefusals(bctx, bucketSubjects(bucket), func(verb, subject string) error {
 			return fmt.Errorf("%w: the NATS server refused this user's %s to %q (the host role may)", ledger.ErrPermission, strings.ToLower(verb), subject)
 		})
 		defer done()
-		err = refused(bctx, heartbeat.Publish(bctx, nc, a.ledgerName, b))
+		err = refused(bctx, heartbeat.NewStore(kv).Put(bctx, b))
 	}
 	if err != nil {
 		a.logger.Warn("heartbeat not recorded", "err", err)
@@ -152,6 +144,16 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 	if a.cache != "" {
 		last.store(a.cache)
 	}
+}
+
+// Heartbeats returns the ledger's heartbeat bucket on the command's
+// connection, opened on first use (a beat before that is one publish).
+func (a *app) Heartbeats(ctx context.Context) (*jetstream.BucketKV, error) {
+	nc, err := a.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return jetstream.HeartbeatKV(nc, a.ledgerName)
 }
 
 // beatQuiet is how long a cache does not repeat an unchanged heartbeat.
@@ -215,7 +217,7 @@ func (b lastBeat) store(cache string) {
 // when the command ends. On failure it logs a warning and returns nil, whose
 // methods do nothing.
 func (a *app) beatReporter(ctx context.Context, command string, h *host.Host) *heartbeat.Reporter {
-	nc, err := a.Conn(ctx)
+	kv, err := a.Heartbeats(ctx)
 	var l *jetstream.Log
 	if err == nil {
 		l, err = a.Log(ctx)
@@ -223,7 +225,7 @@ func (a *app) beatReporter(ctx context.Context, command string, h *host.Host) *h
 	var rep *heartbeat.Reporter
 	if err == nil {
 		rep, err = heartbeat.NewReporter(ctx, heartbeat.ReporterConfig{
-			Conn: nc, Ledger: a.ledgerName, Logger: a.logger,
+			KV: kv, Logger: a.logger,
 			Beat: heartbeat.Beat{Host: a.host, Version: shortVersion(), Command: command},
 			Position: func(ctx context.Context) (ledger.Seq, ledger.Seq, error) {
 				head, err := l.LastSeq(ctx)

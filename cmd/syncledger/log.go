@@ -108,7 +108,7 @@ func runLog(ctx context.Context, a *app, o logOpts) error {
 	case from < b.First:
 		return fmt.Errorf("log: %w", &ledger.TruncatedError{From: from, First: b.First})
 	}
-	p := &logPrinter{a: a, ctx: ctx, json: o.json}
+	p := &logPrinter{a: a, ctx: ctx, json: o.json, commits: ledger.Commits{Filtered: true}}
 	if keys != nil {
 		p.filter = make(map[string]bool, len(keys))
 		for _, k := range keys {
@@ -151,75 +151,45 @@ func runLog(ctx context.Context, a *app, o logOpts) error {
 }
 
 // logPrinter prints records as they are read: each event as a JSON line, or one
-// line per commit, grouping a commit's consecutive events.
+// line per commit, grouped by the one grouper (ledger.Commits, filtered: a
+// partition filter's read holds some parts of a commit only).
 type logPrinter struct {
-	a      *app
-	ctx    context.Context
-	json   bool
-	filter map[string]bool // nil: every partition
-
-	cur *commitGroup
+	a       *app
+	ctx     context.Context
+	json    bool
+	filter  map[string]bool // nil: every partition
+	commits ledger.Commits
 
 	blobs     ledger.BlobStore
 	blobsErr  error
 	blobsOpen bool
 }
 
-type commitGroup struct {
-	seq        ledger.Seq // of the last event seen
-	ev         ledger.Event
-	partitions []string
-	files      int
-	unknown    bool // a manifest could not be read: files is a lower bound
-}
-
 func (p *logPrinter) add(r ledger.Record) error {
+	if !p.json {
+		if err := p.commits.Add(r, p.print); err != nil {
+			return err
+		}
+	}
 	if r.Skip != nil {
 		return p.skipped(r)
 	}
-	if p.filter != nil && !p.filter[r.Event.Partition] {
-		if p.cur != nil && (p.cur.ev.Commit != r.Event.Commit || r.LastOfCommit()) {
-			return p.flush()
-		}
+	if !p.json || p.filter != nil && !p.filter[r.Event.Partition] {
 		return nil
 	}
-	if p.json {
-		b, err := ledger.EncodeEvent(r.Event)
-		if err != nil {
-			return fmt.Errorf("seq %d: %w", r.Seq, err)
-		}
-		line, err := json.Marshal(struct {
-			Seq   ledger.Seq      `json:"seq"`
-			Event json.RawMessage `json:"event"`
-		}{r.Seq, b})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(p.a.stdout, "%s\n", line)
+	b, err := ledger.EncodeEvent(r.Event)
+	if err != nil {
+		return fmt.Errorf("seq %d: %w", r.Seq, err)
+	}
+	line, err := json.Marshal(struct {
+		Seq   ledger.Seq      `json:"seq"`
+		Event json.RawMessage `json:"event"`
+	}{r.Seq, b})
+	if err != nil {
 		return err
 	}
-	if p.cur != nil && p.cur.ev.Commit != r.Event.Commit {
-		if err := p.flush(); err != nil {
-			return err
-		}
-	}
-	if p.cur == nil {
-		p.cur = &commitGroup{ev: r.Event}
-	}
-	g := p.cur
-	g.seq = r.Seq
-	g.partitions = append(g.partitions, r.Event.Partition)
-	if r.Event.Manifest.IsZero() {
-		g.files += len(r.Event.Entries)
-	} else if n, ok := p.manifestLen(r.Event); ok {
-		g.files += n
-	} else {
-		g.unknown = true
-	}
-	if r.LastOfCommit() {
-		return p.flush()
-	}
-	return nil
+	_, err = fmt.Fprintf(p.a.stdout, "%s\n", line)
+	return err
 }
 
 // skipped prints a quarantined message or a quarantine notice: one line (one
@@ -228,9 +198,6 @@ func (p *logPrinter) skipped(r ledger.Record) error {
 	sk := r.Skip
 	if p.filter != nil && (sk.Notice || !p.filter[sk.Partition]) {
 		return nil
-	}
-	if err := p.flush(); err != nil {
-		return err
 	}
 	q := sk.Quarantine
 	if p.json {
@@ -278,28 +245,56 @@ func (p *logPrinter) manifestLen(e ledger.Event) (int, bool) {
 	return 0, false
 }
 
-// flush prints the pending commit line.
+// flush prints the commit a read ended inside of.
 func (p *logPrinter) flush() error {
-	g := p.cur
-	if g == nil {
+	if recs := p.commits.Pending(); len(recs) > 0 {
+		return p.print(recs)
+	}
+	return nil
+}
+
+// print prints one line for a commit's records that pass the filter.
+func (p *logPrinter) print(recs []ledger.Record) error {
+	var partitions []string
+	var last ledger.Record
+	files, unknown := 0, false
+	for _, r := range recs {
+		e := r.Event
+		if p.filter != nil && !p.filter[e.Partition] {
+			continue
+		}
+		if partitions == nil {
+			last = r
+		}
+		last.Seq = r.Seq
+		partitions = append(partitions, e.Partition)
+		if e.Manifest.IsZero() {
+			files += len(e.Entries)
+		} else if n, ok := p.manifestLen(e); ok {
+			files += n
+		} else {
+			unknown = true
+		}
+	}
+	if partitions == nil {
 		return nil
 	}
-	p.cur = nil
-	parts := strings.Join(g.partitions, ",")
-	if len(g.partitions) < g.ev.Parts {
-		parts += fmt.Sprintf(" (%d of %d)", len(g.partitions), g.ev.Parts)
+	ev := last.Event // the first printed part's event, at the last printed part's seq
+	parts := strings.Join(partitions, ",")
+	if len(partitions) < ev.Parts {
+		parts += fmt.Sprintf(" (%d of %d)", len(partitions), ev.Parts)
 	}
-	files := strconv.Itoa(g.files)
-	if g.unknown {
-		files += "+?"
+	n := strconv.Itoa(files)
+	if unknown {
+		n += "+?"
 	}
-	files += " files"
-	if files == "1 files" {
-		files = "1 file"
+	n += " files"
+	if n == "1 files" {
+		n = "1 file"
 	}
-	line := fmt.Sprintf("%6d  %s  %s  %s  %s  %s", g.seq, g.ev.At.UTC().Format(time.RFC3339), oneLine(g.ev.Host), g.ev.Commit, parts, files)
-	if g.ev.Message != "" {
-		line += "  " + oneLine(g.ev.Message)
+	line := fmt.Sprintf("%6d  %s  %s  %s  %s  %s", last.Seq, ev.At.UTC().Format(time.RFC3339), oneLine(ev.Host), ev.Commit, parts, n)
+	if ev.Message != "" {
+		line += "  " + oneLine(ev.Message)
 	}
 	_, err := fmt.Fprintln(p.a.stdout, line)
 	return err

@@ -69,7 +69,7 @@ func runTail(ctx context.Context, a *app, keys []string, from ledger.Seq, asJSON
 		}
 	}
 	var (
-		asm       consumers.Assembler
+		g         = ledger.Commits{Filtered: true}
 		blobs     ledger.BlobStore
 		blobsOpen bool
 		enc       = json.NewEncoder(a.stdout)
@@ -108,7 +108,7 @@ func runTail(ctx context.Context, a *app, keys []string, from ledger.Seq, asJSON
 		return printTailLine(a, s)
 	}
 	err = l.Follow(ctx, from, func(r ledger.Record) error {
-		cs, err := asm.Add(r)
+		cs, err := consumers.Group(&g, r)
 		if err != nil {
 			return err
 		}

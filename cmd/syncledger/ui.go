@@ -107,6 +107,10 @@ func (a *app) dashboard(ctx context.Context, poll ...time.Duration) (*ui.Dashboa
 	if err != nil {
 		return nil, err
 	}
+	kv, err := a.Heartbeats(ctx)
+	if err != nil {
+		return nil, err
+	}
 	l, err := a.Log(ctx)
 	if err != nil {
 		return nil, err
@@ -126,12 +130,11 @@ func (a *app) dashboard(ctx context.Context, poll ...time.Duration) (*ui.Dashboa
 			if openErr != nil && time.Since(openErrAt) < time.Minute {
 				return nil, openErr
 			}
-			s, err := heartbeat.Open(ctx, nc, a.ledgerName)
-			if err != nil {
+			if _, err := kv.Open(ctx); err != nil {
 				openErr, openErrAt = err, time.Now()
 				return nil, err
 			}
-			hb = s
+			hb = heartbeat.NewStore(kv)
 		}
 		beats, err := hb.List(ctx)
 		if err != nil {

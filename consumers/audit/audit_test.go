@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/consumers/audit"
@@ -228,7 +227,7 @@ func TestWithRunner(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Close()
-		r, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: "audit", Handler: w})
+		r, err := consumers.New(consumers.Config{Feed: l.Feed, Log: l.Log, Name: "audit", Handler: w})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +264,7 @@ func TestRefusesGap(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Close()
-		r, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: name, Handler: w, Start: start})
+		r, err := consumers.New(consumers.Config{Feed: l.Feed, Log: l.Log, Name: name, Handler: w, Start: start})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,10 +284,6 @@ func TestRefusesGap(t *testing.T) {
 			}
 		}
 	}
-	js, err := natsjs.New(l.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, "audit.jsonl")
 	l.Commit(t, "a")
 	path2 := filepath.Join(dir, "audit2.jsonl")
@@ -299,10 +294,10 @@ func TestRefusesGap(t *testing.T) {
 	}
 	l.Commit(t, "a")
 	l.Commit(t, "a")
-	if _, err := js.ResetConsumerToSequence(ctx, ledger.StreamName(l.Name), "audit", 3); err != nil {
+	if err := l.Mem.Reset("audit", 3); err != nil {
 		t.Fatal(err)
 	}
-	err = run(path, "audit", consumers.StartAll, 0, 3)
+	err := run(path, "audit", consumers.StartAll, 0, 3)
 	var ge *audit.GapError
 	if !errors.Is(err, consumers.ErrStop) || !errors.As(err, &ge) || ge.Last != 1 || ge.Next != 3 || !slices.Equal(ge.Missed, []ledger.Seq{2}) {
 		t.Fatalf("audit past a moved consumer = %v, want a GapError naming seq 2 after 1", err)
@@ -311,7 +306,7 @@ func TestRefusesGap(t *testing.T) {
 		t.Fatalf("audit file after the refusal = %v, want [1]", got)
 	}
 	// Way out 1: the admin deletes the consumer, and it starts again at 2.
-	if err := consumers.Delete(ctx, l.Conn, l.Name, "audit"); err != nil {
+	if err := consumers.Delete(ctx, l.Feed, "audit"); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(path, "audit", consumers.StartAt(ge.Last+1), 0, 3); err != nil {
@@ -321,7 +316,7 @@ func TestRefusesGap(t *testing.T) {
 		t.Errorf("audit file after the consumer started again = %v, want [1 2 3]", got)
 	}
 	// Way out 2, on a second file and consumer: the gap accepted.
-	if _, err := js.ResetConsumerToSequence(ctx, ledger.StreamName(l.Name), "audit2", 3); err != nil {
+	if err := l.Mem.Reset("audit2", 3); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(path2, "audit2", consumers.StartAll, 0, 3); !errors.As(err, &ge) {
@@ -340,7 +335,7 @@ func TestRefusesGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := l.Commit(t, "b")
-	if _, err := js.ResetConsumerToSequence(ctx, ledger.StreamName(l.Name), "audit", uint64(s[0])); err != nil {
+	if err := l.Mem.Reset("audit", s[0]); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(path, "audit", consumers.StartAll, 0, s[0]); err != nil {

@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/consumers/audit"
 	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/ledger"
+	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 )
 
 // benchLedger is one ledger preloaded with benchCommits commits (a third of them
@@ -22,6 +25,7 @@ import (
 var (
 	benchOnce   sync.Once
 	benchL      *consumertest.Ledger
+	benchNC     *nats.Conn
 	benchEvents int
 	benchLast   ledger.Seq
 )
@@ -30,7 +34,18 @@ const benchCommits = 10000
 
 func loadBench(b *testing.B) {
 	benchOnce.Do(func() {
-		benchL = consumertest.New(b, "bench")
+		// On a real server: the bench measures what production runs.
+		_, nc := jstest.RunServer(b)
+		ctx := context.Background()
+		log, err := ljs.Create(ctx, nc, ljs.Config{Name: "bench", Blobs: "file://" + b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		feed, err := ljs.NewFeed(nc, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchNC, benchL = nc, consumertest.On(log, feed, nil, "bench", log.UUID())
 		// Writers on disjoint partitions append concurrently (no chain conflicts).
 		const writers = 8
 		var mu sync.Mutex
@@ -72,7 +87,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 		b.ReportMetric(float64(benchCommits)/time.Since(start).Seconds(), "commits/s")
 	}
 	b.Run("raw", func(b *testing.B) {
-		js, err := jetstream.New(l.Conn)
+		js, err := jetstream.New(benchNC)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -111,7 +126,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 		for range b.N {
 			n++
 			h := mk(b)
-			r, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: fmt.Sprintf("r%d", n), Handler: h})
+			r, err := consumers.New(consumers.Config{Feed: l.Feed, Log: l.Log, Name: fmt.Sprintf("r%d", n), Handler: h})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,6 +1,8 @@
-// Package consumertest gives the consumers' tests a ledger on an embedded
-// nats-server and a writer that appends commits to it without reading the chain
-// heads back (it is their only writer).
+// Package consumertest gives the consumers' tests an in-memory ledger (log,
+// feed and heartbeat bucket from ledger/memledger) and a writer that appends
+// commits to a log without reading the chain heads back (it is its only
+// writer). Tests that need a real server build the ledger on the adapter and
+// hand it to On.
 package consumertest
 
 import (
@@ -12,11 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/memledger"
 )
 
 // Timeout bounds a test's context.
@@ -30,31 +29,40 @@ func Ctx(t testing.TB) context.Context {
 	return ctx
 }
 
-// Ledger is a ledger named Name on a server of its own.
+// Ledger is a ledger named Name: its log, its feed and its heartbeat bucket.
 type Ledger struct {
-	Server *jstest.Server
-	Conn   *nats.Conn
-	Log    *jetstream.Log
-	Name   string
-	Host   string // host id of the commits
+	Log  ledger.CommitLog
+	Feed ledger.Feed
+	KV   ledger.KV // the heartbeats' bucket
+	Name string
+	UUID string
+	Host string // host id of the commits
+
+	// Mem is the in-memory feed of a ledger New made (nil from On), for its
+	// knobs (Disconnect).
+	Mem *memledger.Feed
 
 	mu    sync.Mutex
 	heads map[string]ledger.Record // partition → its last event (Seq, ModelSeq)
 }
 
-// New starts a server and creates the ledger name on it.
+// New returns an empty in-memory ledger named name.
 func New(t testing.TB, name string) *Ledger {
 	t.Helper()
-	s, nc := jstest.RunServer(t)
-	l, err := jetstream.Create(Ctx(t), nc, jetstream.Config{Name: name, Blobs: "file://" + t.TempDir()})
+	log, err := memledger.New(ledger.Info{Name: name, Blobs: "file://" + t.TempDir()}, nil)
 	if err != nil {
 		t.Fatalf("create ledger: %v", err)
 	}
-	return &Ledger{Server: s, Conn: nc, Log: l, Name: name, Host: "host-a", heads: map[string]ledger.Record{}}
+	feed := memledger.NewFeed(log, nil)
+	l := On(log, feed, memledger.NewKV(nil), name, log.UUID())
+	l.Mem = feed
+	return l
 }
 
-// URL returns the server's client URL.
-func (l *Ledger) URL() string { return l.Server.ClientURL() }
+// On returns the writer of an empty ledger opened elsewhere (a real server's).
+func On(log ledger.CommitLog, feed ledger.Feed, kv ledger.KV, name, uuid string) *Ledger {
+	return &Ledger{Log: log, Feed: feed, KV: kv, Name: name, UUID: uuid, Host: "host-a", heads: map[string]ledger.Record{}}
+}
 
 // PathIn returns the i-th datastore path of a partition: "a--b--c--d" keys are
 // data-style paths ("a/b/c/d/file-i"), other keys are single-directory paths.
@@ -84,7 +92,7 @@ func (l *Ledger) Events(t testing.TB, size int64, partitions ...string) []ledger
 			t.Fatalf("consumertest: partition %q: path %q is in partition %q", p, path, k)
 		}
 		evs[i] = ledger.Event{
-			V: ledger.FormatVersion, Ledger: l.Log.UUID(), Commit: id, Host: l.Host, At: at,
+			V: ledger.FormatVersion, Ledger: l.UUID, Commit: id, Host: l.Host, At: at,
 			Message: "commit " + strings.Join(partitions, ","), Partition: p,
 			ModelSeq: h.Event.ModelSeq + 1, Prev: h.Seq, Parts: len(partitions), Part: i + 1,
 			Entries: []ledger.Entry{{Path: path, SHA256: ledger.DigestOf([]byte(path)), Size: size, Mode: 0o644}},

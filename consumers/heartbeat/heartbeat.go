@@ -1,10 +1,11 @@
-// Package heartbeat records each projector host's position in a JetStream
-// key-value bucket of its ledger, so operators (`syncledger hosts`) and the
+// Package heartbeat records each projector host's position in a key-value
+// bucket of its ledger (a ledger.KV), so operators (`syncledger hosts`) and the
 // metrics consumer can see every host's HWM and how far behind it is.
 //
-// The bucket of ledger <name> is SYNCLEDGER_HOSTS_<name>, created on first use
-// with one value per key and the ledger stream's replicas. A host's key is its
-// host id escaped to the bucket's key alphabet (Key); its value is a Beat as JSON:
+// On NATS the bucket of ledger <name> is SYNCLEDGER_HOSTS_<name>
+// (jetstream.HeartbeatKV), created on first use with one value per key and the
+// ledger stream's replicas. A host's key is its host id escaped to the
+// bucket's key alphabet (Key); its value is a Beat as JSON:
 //
 //	{"host":"web-1","hwm":120,"head":124,"time":"2026-…Z","version":"…","command":"watch"}
 //
@@ -14,8 +15,8 @@
 // on the host's clock, and compute how far behind a host is against the log's
 // current last seq, not against head.
 //
-// Publishing is cheap (one key-value put) and best effort: a host whose beat
-// fails still syncs. A sync publishes once (the CLI skips a beat its cache
+// Publishing is cheap (one key-value put; one publish on NATS, see
+// jetstream.BucketKV) and best effort: a host whose beat fails still syncs. A sync publishes once (the CLI skips a beat its cache
 // already sent, unchanged, less than 10 s ago); a long-running watch uses a
 // Reporter, which publishes after each applied commit (coalesced) and every
 // Interval while idle, so "last seen" stays fresh.
@@ -24,7 +25,6 @@ package heartbeat
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -32,18 +32,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 )
 
-// DefaultTimeout bounds each request when the caller's context has none.
+// DefaultTimeout bounds each beat a Reporter publishes.
 const DefaultTimeout = 5 * time.Second
-
-// Bucket returns the key-value bucket of a ledger's heartbeats.
-func Bucket(ledgerName string) string { return "SYNCLEDGER_HOSTS_" + ledgerName }
 
 // Key returns a host's key in the bucket: ledger.EscapeToken with "=" for its
 // "~" (which keys may not hold), so every host id has its own key.
@@ -62,31 +55,11 @@ type Beat struct {
 }
 
 // Store is a ledger's heartbeat bucket.
-type Store struct {
-	kv     ledger.KV
-	ledger string
-}
+type Store struct{ kv ledger.KV }
 
-// NewStore returns the heartbeats of ledgerName kept in kv (memledger.KV in
-// tests, the bucket Open opens in production).
-func NewStore(kv ledger.KV, ledgerName string) *Store { return &Store{kv: kv, ledger: ledgerName} }
-
-// Open opens the ledger's heartbeat bucket, creating it if missing. A ledger
-// that does not exist is an error wrapping ledger.ErrNotFound.
-func Open(ctx context.Context, nc *nats.Conn, ledgerName string) (*Store, error) {
-	if err := ledger.ValidateName(ledgerName); err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(DefaultTimeout))
-	if err != nil {
-		return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, err)
-	}
-	kv, err := ljs.OpenKV(ctx, js, ledgerName, Bucket(ledgerName), "syncledger host heartbeats of ledger "+ledgerName)
-	if err != nil {
-		return nil, fmt.Errorf("open heartbeats of ledger %q: %w", ledgerName, err)
-	}
-	return NewStore(ljs.NewKV(kv), ledgerName), nil
-}
+// NewStore returns the heartbeats kept in kv (memledger.KV in tests,
+// jetstream.HeartbeatKV in production).
+func NewStore(kv ledger.KV) *Store { return &Store{kv: kv} }
 
 // Put records b as its host's latest beat.
 func (s *Store) Put(ctx context.Context, b Beat) error {
@@ -144,47 +117,13 @@ func (s *Store) Forget(ctx context.Context, host string) error {
 	return nil
 }
 
-// Publish records one beat in the ledger's bucket, for a command that publishes
-// once (sync): one acknowledged publish to the beat's key-value subject, which is
-// what a put sends. Only when no bucket answers (the ledger's first beat) does it
-// Open, creating the bucket, and Put: a short command pays one round trip, not
-// the bucket lookup as well.
-func Publish(ctx context.Context, nc *nats.Conn, ledgerName string, b Beat) error {
-	if err := ledger.ValidateName(ledgerName); err != nil {
-		return err
-	}
-	v, err := encode(b)
-	if err != nil {
-		return err
-	}
-	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(DefaultTimeout))
-	if err != nil {
-		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
-	}
-	// No retry on no responders (the client's default waits 2 × 250 ms): no
-	// answer means no bucket yet, or a blip, and both take the Open and Put
-	// below, whose put retries on its own.
-	_, err = js.Publish(ctx, "$KV."+Bucket(ledgerName)+"."+Key(b.Host), v, jetstream.WithRetryAttempts(0))
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("put heartbeat of %q: %w", b.Host, err)
-	}
-	s, err := Open(ctx, nc, ledgerName)
-	if err != nil {
-		return err
-	}
-	return s.Put(ctx, b)
-}
-
 // DefaultInterval is how often a Reporter publishes while nothing changes.
 const DefaultInterval = 30 * time.Second
 
 // ReporterConfig configures a Reporter.
 type ReporterConfig struct {
-	Conn   *nats.Conn
-	Ledger string // ledger name
+	// KV is the ledger's heartbeat bucket.
+	KV ledger.KV
 	// Beat is the first beat; Update changes its HWM and Head.
 	Beat Beat
 	// Position, when set, is asked for the HWM and the log's last seq before each
@@ -218,11 +157,8 @@ type Reporter struct {
 // NewReporter starts a Reporter, which publishes cfg.Beat at once. ctx bounds
 // the Reporter's life (as Close does).
 func NewReporter(ctx context.Context, cfg ReporterConfig) (*Reporter, error) {
-	if cfg.Conn == nil {
-		return nil, fmt.Errorf("new heartbeat reporter: nil connection: %w", ledger.ErrInvalid)
-	}
-	if err := ledger.ValidateName(cfg.Ledger); err != nil {
-		return nil, err
+	if cfg.KV == nil {
+		return nil, fmt.Errorf("new heartbeat reporter: no bucket: %w", ledger.ErrInvalid)
 	}
 	if cfg.Beat.Host == "" {
 		return nil, fmt.Errorf("new heartbeat reporter: no host id: %w", ledger.ErrInvalid)
@@ -233,7 +169,7 @@ func NewReporter(ctx context.Context, cfg ReporterConfig) (*Reporter, error) {
 	if cfg.MinGap <= 0 {
 		cfg.MinGap = DefaultMinGap
 	}
-	r := &Reporter{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), done: make(chan struct{}), beat: cfg.Beat}
+	r := &Reporter{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), done: make(chan struct{}), beat: cfg.Beat, store: NewStore(cfg.KV)}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -297,14 +233,6 @@ const DefaultMinGap = 200 * time.Millisecond
 func (r *Reporter) publish(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
-	if r.store == nil {
-		s, err := Open(ctx, r.cfg.Conn, r.cfg.Ledger)
-		if err != nil {
-			r.log.Warn("heartbeat not published", "err", err)
-			return
-		}
-		r.store = s
-	}
 	if r.cfg.Position != nil {
 		hwm, head, err := r.cfg.Position(ctx)
 		if err != nil {

@@ -16,10 +16,7 @@ func TestPutAndList(t *testing.T) {
 	t.Parallel()
 	l := consumertest.New(t, "hb")
 	ctx := consumertest.Ctx(t)
-	s, err := heartbeat.Open(ctx, l.Conn, l.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := heartbeat.NewStore(l.KV)
 	before := time.Now().Add(-time.Second)
 	for _, b := range []heartbeat.Beat{
 		{Host: "web-2.example.com", HWM: 7, Head: 9, Version: "v1", Command: "sync"},
@@ -52,9 +49,6 @@ func TestPutAndList(t *testing.T) {
 	if err := s.Put(ctx, heartbeat.Beat{}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("Put without host = %v", err)
 	}
-	if _, err := heartbeat.Open(ctx, l.Conn, "nosuch"); !errors.Is(err, ledger.ErrNotFound) {
-		t.Errorf("Open of a missing ledger = %v, want ErrNotFound", err)
-	}
 }
 
 func TestKeysAreDistinctAndValid(t *testing.T) {
@@ -79,16 +73,13 @@ func TestReporter(t *testing.T) {
 	l := consumertest.New(t, "hb")
 	ctx := consumertest.Ctx(t)
 	r, err := heartbeat.NewReporter(ctx, heartbeat.ReporterConfig{
-		Conn: l.Conn, Ledger: l.Name, Beat: heartbeat.Beat{Host: "w", Command: "watch"}, Interval: time.Hour,
+		KV: l.KV, Beat: heartbeat.Beat{Host: "w", Command: "watch"}, Interval: time.Hour,
 		MinGap: 10 * time.Millisecond, // not 200 ms: the test waits for the beat after the first
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := heartbeat.Open(ctx, l.Conn, l.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := heartbeat.NewStore(l.KV)
 	hwmOf := func() ledger.Seq {
 		bs, err := s.List(ctx)
 		if err != nil || len(bs) != 1 {
@@ -118,7 +109,7 @@ func TestReporterPosition(t *testing.T) {
 	var hwm atomic.Uint64
 	hwm.Store(7)
 	r, err := heartbeat.NewReporter(ctx, heartbeat.ReporterConfig{
-		Conn: l.Conn, Ledger: l.Name, Beat: heartbeat.Beat{Host: "w"}, Interval: 20 * time.Millisecond, MinGap: 10 * time.Millisecond,
+		KV: l.KV, Beat: heartbeat.Beat{Host: "w"}, Interval: 20 * time.Millisecond, MinGap: 10 * time.Millisecond,
 		Position: func(context.Context) (ledger.Seq, ledger.Seq, error) {
 			return ledger.Seq(hwm.Load()), 9, nil
 		},
@@ -127,10 +118,7 @@ func TestReporterPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	s, err := heartbeat.Open(ctx, l.Conn, l.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := heartbeat.NewStore(l.KV)
 	at := func(want ledger.Seq) func() bool {
 		return func() bool {
 			bs, _ := s.List(ctx)
@@ -142,36 +130,11 @@ func TestReporterPosition(t *testing.T) {
 	consumertest.Wait(t, 5*time.Second, "hwm 12 from Position", at(12))
 }
 
-// TestPublish checks both ways Publish records a beat: the ledger's first beat
-// creates the bucket, later ones are one publish to the key's subject.
-func TestPublish(t *testing.T) {
+// TestPutChecks: a beat without a host is refused.
+func TestPutChecks(t *testing.T) {
 	t.Parallel()
 	l := consumertest.New(t, "hbpub")
-	ctx := consumertest.Ctx(t)
-	for _, b := range []heartbeat.Beat{
-		{Host: "web-1", HWM: 3, Head: 4, Command: "sync"}, // no bucket yet
-		{Host: "web-1", HWM: 4, Head: 4, Command: "sync"}, // the fast path
-		{Host: "web 2", HWM: 1, Head: 4, Command: "sync"},
-	} {
-		if err := heartbeat.Publish(ctx, l.Conn, l.Name, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := heartbeat.Open(ctx, l.Conn, l.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || got[0].Host != "web 2" || got[1].Host != "web-1" || got[1].HWM != 4 {
-		t.Fatalf("List = %+v", got)
-	}
-	if err := heartbeat.Publish(ctx, l.Conn, "nosuch", heartbeat.Beat{Host: "h"}); !errors.Is(err, ledger.ErrNotFound) {
-		t.Errorf("Publish to a missing ledger = %v, want ErrNotFound", err)
-	}
-	if err := heartbeat.Publish(ctx, l.Conn, l.Name, heartbeat.Beat{}); !errors.Is(err, ledger.ErrInvalid) {
-		t.Errorf("Publish without host = %v, want ErrInvalid", err)
+	if err := heartbeat.NewStore(l.KV).Put(consumertest.Ctx(t), heartbeat.Beat{}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("Put without host = %v, want ErrInvalid", err)
 	}
 }

@@ -12,7 +12,7 @@
 //	syncledger_last_commit_seq                    seq of the last commit handled
 //	syncledger_last_commit_timestamp_seconds      its commit time
 //
-// Read from the server at each scrape:
+// Read from the ports at each scrape (the log, the feed, the heartbeats):
 //
 //	syncledger_stream_head_seq, syncledger_stream_first_seq   the ledger's bounds
 //	syncledger_consumer_lag{consumer}             events not yet acknowledged
@@ -42,7 +42,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -62,9 +61,11 @@ const OtherPartition = "_other"
 
 // Config configures an Exporter.
 type Config struct {
-	Conn   *nats.Conn
-	Log    ledger.CommitLog
-	Ledger string // ledger name
+	Log  ledger.CommitLog
+	Feed ledger.Feed // the consumers' positions
+	// Heartbeats is the ledger's heartbeat bucket (see consumers/heartbeat).
+	Heartbeats ledger.KV
+	Ledger     string // ledger name
 	// Blobs, when set, is read for the sizes of commits kept in manifests.
 	Blobs ledger.BlobStore
 	// MaxPartitions bounds the partition label's values; 0 means DefaultMaxPartitions.
@@ -91,16 +92,15 @@ type Exporter struct {
 	// The families read from the server at each scrape.
 	head, first, lag, ackFloor, dead, hwm, hostLag, seen, up *prometheus.Desc
 
-	hbMu sync.Mutex
-	hb   *heartbeat.Store
+	hb *heartbeat.Store
 }
 
 var _ consumers.Handler = (*Exporter)(nil)
 
 // New validates cfg and returns an Exporter.
 func New(cfg Config) (*Exporter, error) {
-	if cfg.Conn == nil || cfg.Log == nil {
-		return nil, fmt.Errorf("new metrics: a connection and a log are required: %w", ledger.ErrInvalid)
+	if cfg.Log == nil || cfg.Feed == nil || cfg.Heartbeats == nil {
+		return nil, fmt.Errorf("new metrics: a log, a feed and a heartbeat bucket are required: %w", ledger.ErrInvalid)
 	}
 	if err := ledger.ValidateName(cfg.Ledger); err != nil {
 		return nil, err
@@ -111,7 +111,7 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.ScrapeTimeout <= 0 {
 		cfg.ScrapeTimeout = DefaultScrapeTimeout
 	}
-	e := &Exporter{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), partitions: map[string]struct{}{}}
+	e := &Exporter{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), partitions: map[string]struct{}{}, hb: heartbeat.NewStore(cfg.Heartbeats)}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -219,7 +219,7 @@ func (p positions) Collect(ch chan<- prometheus.Metric) {
 		gauge(e.head, float64(b.Last))
 		gauge(e.first, float64(b.First))
 	}
-	ps, err := consumers.Positions(ctx, e.cfg.Conn, e.cfg.Ledger)
+	ps, err := consumers.Positions(ctx, e.cfg.Feed)
 	if up("consumers", err) {
 		for _, c := range ps {
 			gauge(e.lag, float64(c.Lag), c.Name)
@@ -227,7 +227,7 @@ func (p positions) Collect(ch chan<- prometheus.Metric) {
 			gauge(e.dead, float64(c.DeadLetters), c.Name)
 		}
 	}
-	beats, err := e.beats(ctx)
+	beats, err := e.hb.List(ctx)
 	if up("hosts", err) {
 		for _, h := range beats {
 			gauge(e.hwm, float64(h.HWM), h.Host)
@@ -237,17 +237,4 @@ func (p positions) Collect(ch chan<- prometheus.Metric) {
 			gauge(e.seen, float64(h.Seen.UnixNano())/1e9, h.Host)
 		}
 	}
-}
-
-func (e *Exporter) beats(ctx context.Context) ([]heartbeat.Beat, error) {
-	e.hbMu.Lock()
-	defer e.hbMu.Unlock()
-	if e.hb == nil {
-		s, err := heartbeat.Open(ctx, e.cfg.Conn, e.cfg.Ledger)
-		if err != nil {
-			return nil, err
-		}
-		e.hb = s
-	}
-	return e.hb.List(ctx)
 }

@@ -76,7 +76,7 @@ func TestScrape(t *testing.T) {
 	l.Append(t, l.Events(t, 1, "d"))        // 5: beyond MaxPartitions
 
 	// Another consumer, started at seq 3 and stopped at seq 5.
-	other, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: "slow",
+	other, err := consumers.New(consumers.Config{Feed: l.Feed, Log: l.Log, Name: "slow",
 		Handler: consumers.HandlerFunc(func(context.Context, consumers.Commit) error { return nil }), Start: consumers.StartAt(3)})
 	if err != nil {
 		t.Fatal(err)
@@ -89,20 +89,17 @@ func TestScrape(t *testing.T) {
 	<-odone
 	l.Append(t, l.Events(t, 1, "a")) // 6: the slow consumer's lag is 1
 
-	hb, err := heartbeat.Open(ctx, l.Conn, l.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hb := heartbeat.NewStore(l.KV)
 	hb.Put(ctx, heartbeat.Beat{Host: "h1", HWM: 6, Head: 6})
 	hb.Put(ctx, heartbeat.Beat{Host: "h2", HWM: 2, Head: 4})
 	odd := "h\"3\\\n" // a label value the text format escapes
 	hb.Put(ctx, heartbeat.Beat{Host: odd, HWM: 1, Head: 1})
 
-	e, err := metrics.New(metrics.Config{Conn: l.Conn, Log: l.Log, Ledger: l.Name, MaxPartitions: 3})
+	e, err := metrics.New(metrics.Config{Feed: l.Feed, Heartbeats: l.KV, Log: l.Log, Ledger: l.Name, MaxPartitions: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := consumers.New(consumers.Config{Conn: l.Conn, Log: l.Log, Name: "metrics", Handler: e})
+	r, err := consumers.New(consumers.Config{Feed: l.Feed, Log: l.Log, Name: "metrics", Handler: e})
 	if err != nil {
 		t.Fatal(err)
 	}

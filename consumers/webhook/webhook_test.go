@@ -91,7 +91,7 @@ func start(t *testing.T, l *consumertest.Ledger, url string) (*consumers.Runner,
 		t.Fatal(err)
 	}
 	r, err := consumers.New(consumers.Config{
-		Conn: l.Conn, Log: l.Log, Name: "webhook", Handler: h,
+		Feed: l.Feed, Log: l.Log, Name: "webhook", Handler: h,
 		MaxDeliver: 4, BackOff: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond},
 	})
 	if err != nil {
@@ -149,7 +149,7 @@ func TestWebhookDelivery(t *testing.T) {
 		t.Errorf("stats = %+v, want 3 handled, 1 dead letter, 3 retries", st)
 	}
 	var dead []consumers.DeadLetter
-	err := consumers.ReadDeadLetters(consumertest.Ctx(t), l.Conn, l.Name, "webhook", func(d consumers.DeadLetter) error {
+	err := consumers.ReadDeadLetters(consumertest.Ctx(t), l.Feed, "webhook", func(d consumers.DeadLetter) error {
 		dead = append(dead, d)
 		return nil
 	})

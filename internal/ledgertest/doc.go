@@ -1,5 +1,7 @@
-// Package ledgertest holds the conformance suites every storage backend runs from
-// its own tests: TestObjectStore for a ledger.ObjectStore, and TestBlobStore for the
+// Package ledgertest holds the conformance suites every implementation of a port
+// runs from its own tests (the NATS adapters and ledger/memledger alike):
+// TestCommitLog, TestFeed and TestKV for the log, its feed and the side buckets;
+// TestObjectStore for a ledger.ObjectStore, and TestBlobStore for the
 // content-addressed ledger.BlobStore that ledger.NewBlobStore builds on it.
 //
 // A backend's test calls both with a constructor that returns a new, empty store on

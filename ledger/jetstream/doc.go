@@ -1,7 +1,12 @@
 // Package jetstream is the ledger.CommitLog on NATS JetStream: one stream per
 // ledger, one message per (commit, partition), the per-partition chain enforced
-// by the server at write time. It is the only package of the module, besides the
-// object-store blob backend and the embedded server, that imports nats.go.
+// by the server at write time; and beside it the ledger's other ports on NATS:
+// the Feed (durable pull consumers of the stream, the dead-letter stream) and
+// the side buckets as ledger.KV (KV, BucketKV: the heartbeats'). Every name a
+// ledger keeps on a server is in names.go, which natsauth grants. It is the
+// only package of the module, besides the object-store blob backend, the
+// embedded server and natsauth (the names), that imports nats.go for the
+// ports.
 //
 // # Stream layout
 //

@@ -1,6 +1,7 @@
-// Package memledger is the in-memory twin of the ledger's ports, for tests: a
-// ledger.KV whose clock the test holds (NewKV), and — as the ports redesign
-// (issue 28) goes on — the commit log, the feed and the object store. Each
+// Package memledger is the in-memory twin of the ledger's ports, for tests: the
+// commit log (Log), its feed (Feed: durable consumers, acknowledgement, ack
+// waits on the feed's clock, dead letters; knobs Disconnect and Reset) and a
+// ledger.KV whose clock the test holds (NewKV). Each
 // type passes the same conformance suite (internal/ledgertest) as its NATS
 // adapter in ledger/jetstream, so a test on the twin tests what production
 // runs; a real server stays only where the adapter itself is the subject.
