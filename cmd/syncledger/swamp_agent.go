@@ -121,7 +121,7 @@ type swampPorts struct {
 // SwampKV opens the base ledger's swamp bucket. An operation on it the
 // server refuses fails at once with ledger.ErrPermission, naming the subject
 // and the role that grants it; the agent's other requests go on.
-func (p swampPorts) SwampKV(ctx context.Context) (jetstream.KeyValue, error) {
+func (p swampPorts) SwampKV(ctx context.Context) (ledger.KV, error) {
 	bucket := agent.Bucket(p.base)
 	match := bucketSubjects(bucket)
 	why := func(verb, subject string) error {
@@ -143,7 +143,7 @@ func (p swampPorts) SwampKV(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return refusingKV{KeyValue: kv, guard: guard}, nil
+	return refusingKV{KV: ljs.NewKV(kv), guard: guard}, nil
 }
 
 // Beat records the host's position in the heartbeats of the datastore's ledger.

@@ -424,7 +424,7 @@ func (w *realSwamp) locks() *agent.Locks {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return agent.NewLocks(kv, nil)
+	return agent.NewLocks(w.t.Context(), ljs.NewKV(kv), nil)
 }
 
 // waitHeld waits until key is held by a holder other than nonce's.

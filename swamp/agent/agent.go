@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
@@ -28,7 +26,7 @@ type Ports interface {
 	Blobs(ctx context.Context) (ledger.BlobStore, error)
 	// SwampKV opens the swamp bucket (Bucket) of the datastore's ledger (for
 	// a namespace, the base ledger's: see swamp.NamespaceLedger).
-	SwampKV(ctx context.Context) (jetstream.KeyValue, error)
+	SwampKV(ctx context.Context) (ledger.KV, error)
 	// Foreign opens a read-only cache of another namespace's ledger (lazy:
 	// content is fetched on demand), for swamp's foreign catalogs and
 	// content; ledger.ErrNotFound when that namespace has no ledger. The
@@ -85,8 +83,9 @@ type Agent struct {
 	// it (nil: no prepare since the last commit).
 	prepared []string
 
+	life   context.Context // Serve's: the agent's
 	kvOnce sync.Once
-	kv     jetstream.KeyValue
+	kv     ledger.KV
 	kvErr  error
 	locks  *Locks
 
@@ -135,6 +134,7 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	end := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.life = ctx
 	var (
 		wmu sync.Mutex
 		wg  sync.WaitGroup

@@ -34,7 +34,8 @@ func startAgent(t *testing.T, e *env, cache string, changed func(context.Context
 // every test) until the test ends.
 func serveAgent(t *testing.T, cfg Config) *agentClient {
 	t.Helper()
-	cfg.Version, cfg.Cache, cfg.Globals = "v-test", cfg.Ports.(ports).cache, "--cache "+cfg.Ports.(ports).cache
+	p := cfg.Ports.(ports)
+	cfg.Version, cfg.Cache, cfg.Globals, cfg.Clock = "v-test", p.cache, "--cache "+p.cache, p.e.clock
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -324,11 +325,7 @@ func TestAgentGone(t *testing.T) {
 			if r := c.call(map[string]any{"op": "lock.acquire", "key": key, "holder": holder, "ttlMs": 600000}); r.Error != nil {
 				t.Fatalf("acquire: %+v", r.Error)
 			}
-			kv, err := p.SwampKV(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			locks := NewLocks(kv, nil)
+			locks := NewLocks(t.Context(), e.kv, e.clock)
 			if info, _ := locks.Inspect(t.Context(), key); info == nil {
 				t.Fatal("the lock is not held")
 			}
