@@ -21,10 +21,6 @@ import (
 	"github.com/syncledger/syncledger/swamp/agent"
 )
 
-// TraceEnv names a file the swamp agent appends one line per request to (its
-// op and duration): the B10 benchmark reads it. Unset in normal use.
-const TraceEnv = "SYNCLEDGER_SWAMP_TRACE"
-
 func newSwampAgentCmd(a *app) *cobra.Command {
 	var ns string
 	cmd := &cobra.Command{
@@ -77,14 +73,6 @@ directory (.syncledger/foreign/NS).`,
 					snap, changed := a.dirtySet(ctx, cache, hints)
 					return changed, func() { a.ackDirty(ctx, cache, snap, changed, false) }
 				},
-			}
-			if tr := a.getenv(TraceEnv); tr != "" {
-				f, err := os.OpenFile(tr, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-				if err != nil {
-					return fmt.Errorf("%s: %w", TraceEnv, err)
-				}
-				defer f.Close()
-				cfg.Trace = f
 			}
 			ag, err := agent.New(cfg)
 			if err != nil {

@@ -54,10 +54,6 @@ type Config struct {
 	// watch's dirty set plus hints, swamp's markDirty paths — and done, to call
 	// after a commit that succeeded. Hints alone are never trusted.
 	Changed func(ctx context.Context, hints []string) (changed []string, done func())
-	// Trace, when set, receives one JSON line per answered request: its op,
-	// when it arrived (Unix ms) and how long it took
-	// ({"op":"pull","at":1796146563.1,"ms":2.1,"ok":true}); B10 uses it.
-	Trace io.Writer
 	// Clock times the locks (nil: the wall clock).
 	Clock Clock
 }
@@ -145,13 +141,6 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		defer wmu.Unlock()
 		_ = enc.Encode(resp)
 	}
-	trace := func(op string, t0 time.Time, err error) {
-		if a.cfg.Trace != nil {
-			wmu.Lock()
-			fmt.Fprintf(a.cfg.Trace, "{\"op\":%q,\"at\":%.3f,\"ms\":%.3f,\"ok\":%v}\n", op, float64(t0.UnixMicro())/1000, float64(time.Since(t0))/float64(time.Millisecond), err == nil)
-			wmu.Unlock()
-		}
-	}
 	// The hints are swamp's writes of this command: older files are not theirs
 	// (a data directory holds every version), with some slack for the coarse
 	// clock of file times.
@@ -192,13 +181,11 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			if json.Unmarshal(line, &h) == nil {
 				a.hint(ctx, a.own(h.Hints))
 			}
-			trace(req.Op, time.Now(), nil)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t0 := time.Now()
 			var (
 				res any
 				err = fmt.Errorf("unknown request %q", req.Op)
@@ -214,7 +201,6 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 				resp.Result, resp.Error = nil, a.describe(err)
 			}
 			reply(resp)
-			trace(req.Op, t0, err)
 		}()
 	}
 	stopped := ctx.Err() != nil
