@@ -63,16 +63,11 @@ directory (.syncledger/foreign/NS).`,
 				Namespace: ns,
 				Version:   versionString(),
 				Cache:     cache,
-				Globals:   fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
 				// Other namespaces' caches open from a copy of the configuration
 				// taken now, before the agent's goroutines use a.
-				Ports: swampPorts{app: a, base: base, proto: a.sibling(base, ""), cache: cache},
-				// With a watch running on the cache, its dirty set and swamp's
-				// markDirty paths narrow the scan, as for commit --hint.
-				Changed: func(ctx context.Context, hints []string) ([]string, func()) {
-					snap, changed := a.dirtySet(ctx, cache, hints)
-					return changed, func() { a.ackDirty(ctx, cache, snap, changed, false) }
-				},
+				Ports:   swampPorts{app: a, base: base, proto: a.sibling(base, ""), cache: cache},
+				WaysOut: swampWaysOut{globals: fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache)},
+				Logger:  a.logger,
 			}
 			ag, err := agent.New(cfg)
 			if err != nil {
@@ -83,6 +78,25 @@ directory (.syncledger/foreign/NS).`,
 	}
 	cmd.Flags().StringVar(&ns, "namespace", "", "the datastore's namespace (see above)")
 	return cmd
+}
+
+// swampWaysOut are the ways out the agent's answers name (agent.WaysOut):
+// the CLI's own command lines (errorCommands), with the global flags that
+// point them at the agent's cache and ledger from anywhere.
+type swampWaysOut struct{ globals string }
+
+func (w swampWaysOut) Resolve(paths []string) (mine, theirs string) {
+	c := errorCommands(&host.ConflictError{Paths: paths}) // resolve --mine, then --theirs
+	return w.command(c[0]), w.command(c[1])
+}
+
+// command is the command line cmd ("syncledger …") with the globals.
+func (w swampWaysOut) command(cmd string) string {
+	rest, ok := strings.CutPrefix(cmd, "syncledger ")
+	if !ok {
+		return cmd
+	}
+	return "syncledger " + w.globals + " " + rest
 }
 
 // sibling is a's configuration for another ledger and cache on the same

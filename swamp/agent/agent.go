@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -37,25 +38,56 @@ type Ports interface {
 	Beat(ctx context.Context, hwm, head ledger.Seq)
 }
 
+// Watch is the cache's running `syncledger watch`, asked as a commit asks it
+// (package dirty). Hints alone are never trusted.
+type Watch interface {
+	// ForCommit returns the paths a commit of the cache at root may limit its
+	// scan to (host.CommitOptions.Changed) — the watch's dirty set plus hints,
+	// swamp's markDirty paths — and the snapshot to acknowledge after it; nil
+	// paths: scan the whole cache (no watch runs, or it cannot vouch).
+	ForCommit(ctx context.Context, root string, hints []string) (*dirty.Snapshot, []string, error)
+	// AckCommit tells the watch what a commit that succeeded covered.
+	AckCommit(ctx context.Context, root string, snap *dirty.Snapshot, changed []string) error
+}
+
+// DirtyWatch is Watch on package dirty: a `syncledger watch` of the cache,
+// over its socket.
+type DirtyWatch struct{}
+
+func (DirtyWatch) ForCommit(ctx context.Context, root string, hints []string) (*dirty.Snapshot, []string, error) {
+	snap, changed, _, err := dirty.ForCommit(ctx, root, hints)
+	return snap, changed, err
+}
+
+func (DirtyWatch) AckCommit(ctx context.Context, root string, snap *dirty.Snapshot, changed []string) error {
+	return dirty.AckCommit(ctx, root, snap, changed, false)
+}
+
+// WaysOut builds the command lines the agent's answers tell swamp's user to
+// run, each pointed at this cache and ledger: the command decides their text
+// (the CLI's ways out), the agent only where they go in its messages.
+type WaysOut interface {
+	// Resolve returns the commands that settle a conflict over paths either
+	// way: keep this host's version on top (mine), or take the ledger's
+	// (theirs).
+	Resolve(paths []string) (mine, theirs string)
+}
+
 // Config configures an Agent.
 type Config struct {
 	Version string // the binary's version; hello answers with it
 	Cache   string // for messages
-	// Globals are the global flags that point a syncledger command at this
-	// cache and ledger ("--nats URL --ledger NAME --cache DIR"), for the
-	// commands messages name.
-	Globals string
 	// Namespace is the datastore's namespace ("" none): the cache (Host) is
 	// its ledger's, and swamp's paths, NS/…, are the cache's paths under NS/.
 	Namespace string
 	Ports     Ports
-	// Changed, when set, returns the paths a commit may limit its scan to
-	// (host.CommitOptions.Changed: nil scans the whole cache) — a running
-	// watch's dirty set plus hints, swamp's markDirty paths — and done, to call
-	// after a commit that succeeded. Hints alone are never trusted.
-	Changed func(ctx context.Context, hints []string) (changed []string, done func())
+	WaysOut   WaysOut // required
+	// Watch is the cache's `syncledger watch`, if one runs (nil: DirtyWatch).
+	Watch Watch
 	// Clock times the locks (nil: the wall clock).
 	Clock Clock
+	// Logger receives the agent's warnings (nil: discarded).
+	Logger *slog.Logger
 }
 
 // Agent serves one swamp process: the @syncledger/datastore extension starts
@@ -112,8 +144,14 @@ type Agent struct {
 
 // New returns an agent for cfg.
 func New(cfg Config) (*Agent, error) {
-	if cfg.Ports == nil {
-		return nil, fmt.Errorf("swamp agent: no ports: %w", ledger.ErrInvalid)
+	if cfg.Ports == nil || cfg.WaysOut == nil {
+		return nil, fmt.Errorf("swamp agent: no ports or ways out: %w", ledger.ErrInvalid)
+	}
+	if cfg.Watch == nil {
+		cfg.Watch = DirtyWatch{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Agent{cfg: cfg}, nil
 }
@@ -294,16 +332,6 @@ func checkProtocol(protocol int, repo, version string) error {
 	}
 }
 
-// command is a syncledger command line of the host package with Globals, to
-// be run from anywhere.
-func (a *Agent) command(cmd string) string {
-	rest, ok := strings.CutPrefix(cmd, "syncledger ")
-	if !ok || a.cfg.Globals == "" {
-		return cmd
-	}
-	return "syncledger " + a.cfg.Globals + " " + rest
-}
-
 type versionError struct{ msg string }
 
 func (e *versionError) Error() string { return e.msg }
@@ -319,14 +347,15 @@ func (a *Agent) describe(err error) *Failure {
 	case errors.As(err, &ve):
 		return &Failure{Kind: "version", Message: ve.msg}
 	case errors.As(err, &ce):
+		mine, theirs := a.cfg.WaysOut.Resolve(ce.Paths)
 		return &Failure{Kind: "conflict", Paths: ce.Paths, Message: fmt.Sprintf(
 			"syncledger: another host changed %s too; this host's files are kept, uncommitted. Keep this host's version: %s; or the other host's: %s",
-			strings.Join(ce.Paths, ", "), a.command(ce.Commands()[0]), a.command(ce.Commands()[1]))}
+			strings.Join(ce.Paths, ", "), mine, theirs)}
 	case errors.As(err, &le):
-		cmds := le.Commands()
+		mine, theirs := a.cfg.WaysOut.Resolve(le.Paths)
 		return &Failure{Kind: "conflict", Paths: le.Paths, Message: fmt.Sprintf(
 			"syncledger: files changed here, not pushed, that the ledger changed too: %s. Keep this host's version: %s; or the ledger's: %s",
-			strings.Join(le.Paths, ", "), a.command(cmds[1]), a.command(cmds[2]))}
+			strings.Join(le.Paths, ", "), mine, theirs)}
 	case errors.Is(err, ledger.ErrPermission):
 		return &Failure{Kind: "permission", Message: "syncledger: " + err.Error()}
 	case errors.Is(err, ledger.ErrNotFound):

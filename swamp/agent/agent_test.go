@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/dirty"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 // agentClient talks to an Agent serving in this process, as the extension does.
@@ -25,17 +27,17 @@ type agentClient struct {
 	cancel context.CancelFunc // Serve's context
 }
 
-func startAgent(t *testing.T, e *env, cache string, changed func(context.Context, []string) ([]string, func())) *agentClient {
+func startAgent(t *testing.T, e *env, cache string, watch Watch) *agentClient {
 	t.Helper()
-	return serveAgent(t, Config{Changed: changed, Ports: ports{e: e, cache: cache}})
+	return serveAgent(t, Config{Watch: watch, Ports: ports{e: e, cache: cache}})
 }
 
-// serveAgent serves an agent of cfg (with the version, cache and globals of
-// every test) until the test ends.
+// serveAgent serves an agent of cfg (with the version, cache, ways out and
+// clock of every test) until the test ends.
 func serveAgent(t *testing.T, cfg Config) *agentClient {
 	t.Helper()
 	p := cfg.Ports.(ports)
-	cfg.Version, cfg.Cache, cfg.Globals, cfg.Clock = "v-test", p.cache, "--cache "+p.cache, p.e.clock
+	cfg.Version, cfg.Cache, cfg.WaysOut, cfg.Clock = "v-test", p.cache, waysOut{}, p.e.clock
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +84,30 @@ func (c *agentClient) notify(req map[string]any) {
 	if _, err := c.in.Write(append(b, '\n')); err != nil {
 		c.t.Fatal(err)
 	}
+}
+
+// waysOut are the tests' ways out: the resolve commands, named.
+type waysOut struct{}
+
+func (waysOut) Resolve(paths []string) (mine, theirs string) {
+	return "resolve --mine " + strings.Join(paths, " "), "resolve --theirs " + strings.Join(paths, " ")
+}
+
+// countingWatch is a watch that answers "scan the whole cache" (no dirty
+// set to trust), recording the hints it was given and the acks.
+type countingWatch struct {
+	hints [][]string
+	acks  int
+}
+
+func (w *countingWatch) ForCommit(_ context.Context, _ string, hints []string) (*dirty.Snapshot, []string, error) {
+	w.hints = append(w.hints, hints)
+	return &dirty.Snapshot{}, nil, nil
+}
+
+func (w *countingWatch) AckCommit(context.Context, string, *dirty.Snapshot, []string) error {
+	w.acks++
+	return nil
 }
 
 // TestAgentHint: the next hint starts the upload of the content below a
@@ -169,12 +195,8 @@ func TestAgent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cache := t.TempDir()
-	var hints [][]string
-	acks := 0
-	c := startAgent(t, e, cache, func(_ context.Context, h []string) ([]string, func()) {
-		hints = append(hints, h)
-		return nil, func() { acks++ } // no watch: scan the whole cache
-	})
+	w := &countingWatch{}
+	c := startAgent(t, e, cache, w)
 
 	// Any release's extension of this protocol is accepted (the extension
 	// records no build); another protocol says which command fixes it.
@@ -217,8 +239,8 @@ func TestAgent(t *testing.T) {
 	}
 	// The commit after a prepare checks the prepare's paths only: it asks no
 	// dirty set, and acks none for that narrower check.
-	if len(hints) != 2 || acks != 1 {
-		t.Fatalf("hints passed on %q, %d acks; want the push's and the prepare's, an ack for the push only", hints, acks)
+	if len(w.hints) != 2 || w.acks != 1 {
+		t.Fatalf("hints passed on %q, %d acks; want the push's and the prepare's, an ack for the push only", w.hints, w.acks)
 	}
 	// A file written between a prepare and its commit (not swamp's way) waits
 	// for the next push.
@@ -374,5 +396,31 @@ func TestAgentBeats(t *testing.T) {
 	}
 	if b := <-beats; b != [2]ledger.Seq{1, 1} {
 		t.Fatalf("beat after a push of one commit: %v, want hwm 1, head 1", b)
+	}
+}
+
+// TestDescribeConflicts: a conflict's answer names the ways out the
+// command built (WaysOut), each where its meaning goes, never picked from a
+// list by position.
+func TestDescribeConflicts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, err := New(Config{Ports: ports{e: e}, WaysOut: waysOut{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("push: %w", &host.ConflictError{Paths: []string{"a", "b"}}),
+			"syncledger: another host changed a, b too; this host's files are kept, uncommitted. Keep this host's version: resolve --mine a b; or the other host's: resolve --theirs a b"},
+		{fmt.Errorf("pull: %w", &host.LocalChangesError{Paths: []string{"c"}}),
+			"syncledger: files changed here, not pushed, that the ledger changed too: c. Keep this host's version: resolve --mine c; or the ledger's: resolve --theirs c"},
+	} {
+		f := a.describe(tc.err)
+		if f.Kind != "conflict" || f.Message != tc.want {
+			t.Errorf("describe(%v) = %+v, want kind conflict, message\n%s", tc.err, f, tc.want)
+		}
 	}
 }
