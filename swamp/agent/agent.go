@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
@@ -104,7 +106,7 @@ type Config struct {
 type Agent struct {
 	cfg Config
 
-	hostMu sync.Mutex // one cache operation at a time
+	hostMu *semaphore.Weighted // one cache operation at a time (lockHost)
 	h      *host.Host
 	stored map[ledger.Digest]bool
 	// prepared is the last prepare's changed paths, for the commit right after
@@ -153,8 +155,19 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{cfg: cfg}, nil
+	return &Agent{cfg: cfg, hostMu: semaphore.NewWeighted(1)}, nil
 }
+
+// lockHost takes the cache for one operation, waiting while another runs,
+// until ctx ends; unlockHost gives it back.
+func (a *Agent) lockHost(ctx context.Context) error {
+	if err := a.hostMu.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("wait for this cache's other operation: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+func (a *Agent) unlockHost() { a.hostMu.Release(1) }
 
 // Serve answers requests from r on w until r ends (swamp exited, or died:
 // its end of the pipe closed) or ctx is done (the agent's owner is gone).

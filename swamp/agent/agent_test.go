@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -422,5 +423,38 @@ func TestDescribeConflicts(t *testing.T) {
 		if f.Kind != "conflict" || f.Message != tc.want {
 			t.Errorf("describe(%v) = %+v, want kind conflict, message\n%s", tc.err, f, tc.want)
 		}
+	}
+}
+
+// TestCacheWaitEndsWithContext: a request waiting for the cache while
+// another operation holds it gives up when its context ends.
+func TestCacheWaitEndsWithContext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, err := New(Config{Ports: ports{e: e, cache: t.TempDir()}, WaysOut: waysOut{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.lockHost(t.Context()); err != nil { // another operation runs
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan error, 1)
+	go func() {
+		_, err := a.verify(ctx, VerifyRequest{})
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("verify returned while the cache was held: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("verify after its context ended: %v, want context.Canceled", err)
+	}
+	a.unlockHost()
+	if _, err := a.verify(t.Context(), VerifyRequest{}); err != nil {
+		t.Fatalf("verify with the cache free: %v", err)
 	}
 }

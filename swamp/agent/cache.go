@@ -38,8 +38,10 @@ import (
 // are left to the calls that need them.
 func (a *Agent) open(ctx context.Context) {
 	_, _ = a.bucket(ctx)
-	a.hostMu.Lock()
-	defer a.hostMu.Unlock()
+	if a.lockHost(ctx) != nil {
+		return
+	}
+	defer a.unlockHost()
 	h, err := a.host(ctx)
 	if err != nil {
 		return
@@ -76,8 +78,10 @@ func (a *Agent) scanAfterPull(ctx context.Context) {
 		if prev != nil {
 			<-prev // in order: the last pull's scan is the last to set base
 		}
-		a.hostMu.Lock()
-		defer a.hostMu.Unlock()
+		if a.lockHost(ctx) != nil {
+			return
+		}
+		defer a.unlockHost()
 		snap, err := a.watch.Snapshot(ctx)
 		if err != nil {
 			return
@@ -138,9 +142,11 @@ func (a *Agent) hint(ctx context.Context, next []string) {
 		if prev != nil {
 			<-prev // one hint at a time, in order
 		}
-		a.hostMu.Lock()
+		if a.lockHost(ctx) != nil {
+			return
+		}
 		h, err := a.host(ctx)
-		a.hostMu.Unlock()
+		a.unlockHost()
 		if err != nil {
 			return
 		}
@@ -201,8 +207,10 @@ func cacheOp[T any](a *Agent, ctx context.Context, ns string, fn func(*host.Host
 	if ns != a.cfg.Namespace {
 		return zero, fmt.Errorf("swamp's datastore namespace is %q, but this datastore's syncledger config is for %q: run 'syncledger swamp setup --repo DIR --namespace %s' (it rewrites the config)", ns, a.cfg.Namespace, ns)
 	}
-	a.hostMu.Lock()
-	defer a.hostMu.Unlock()
+	if err := a.lockHost(ctx); err != nil {
+		return zero, err
+	}
+	defer a.unlockHost()
 	h, err := a.host(ctx)
 	if err != nil {
 		return zero, err
