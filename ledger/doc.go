@@ -2,8 +2,10 @@
 // swamp's partition-key function, subject-token escaping, the strict event codec,
 // path validation, and the ports the rest of the system is built on: CommitLog
 // (the ordered, chained event stream, its quarantine notices and retention), KV
-// (revision-checked side buckets on the server's clock) and BlobStore
-// (content-addressed file content) over ObjectStore. Every implementation of a
+// (revision-checked side buckets on the server's clock: heartbeats, swamp's
+// locks and control plane) and BlobStore (content-addressed file content)
+// over ObjectStore, which it names (BlobStore.Objects: snapshots live there
+// beside the blobs). Every implementation of a
 // port passes its conformance suite (internal/ledgertest) — the NATS adapters
 // (ledger/jetstream, ledger/natsobj) and the in-memory twin (ledger/memledger)
 // alike — and decodes stored messages with the one MessageReader. It imports
