@@ -90,6 +90,19 @@ func (w swampWaysOut) Resolve(paths []string) (mine, theirs string) {
 	return w.command(c[0]), w.command(c[1])
 }
 
+// Setup is the command line of setup, as the agent's messages have always
+// named it (docs/swamp.md): without the globals.
+func (swampWaysOut) Setup(repo, ns string) string {
+	cmd := "syncledger swamp setup --repo " + host.ShellQuote(repo)
+	if ns != "" {
+		cmd += " --namespace " + host.ShellQuote(ns)
+	}
+	return cmd
+}
+
+// Init is the command line that creates a ledger (errorNote's).
+func (swampWaysOut) Init() string { return "syncledger init" }
+
 // command is the command line cmd ("syncledger …") with the globals.
 func (w swampWaysOut) command(cmd string) string {
 	rest, ok := strings.CutPrefix(cmd, "syncledger ")

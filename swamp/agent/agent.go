@@ -73,6 +73,11 @@ type WaysOut interface {
 	// way: keep this host's version on top (mine), or take the ledger's
 	// (theirs).
 	Resolve(paths []string) (mine, theirs string)
+	// Setup returns the command that (re)writes the datastore config and the
+	// extension of the swamp repo at repo, for namespace ns ("" none).
+	Setup(repo, ns string) string
+	// Init returns the command that creates the ledger.
+	Init() string
 }
 
 // Config configures an Agent.
@@ -327,38 +332,59 @@ func (a *Agent) hello(ctx context.Context, req HelloRequest) (HelloResult, error
 }
 
 // checkProtocol accepts an extension that speaks this binary's protocol,
-// whatever release wrote it; otherwise it says which command fixes it.
+// whatever release wrote it; otherwise a ProtocolError.
 func checkProtocol(protocol int, repo, version string) error {
 	if repo == "" {
 		repo = "DIR"
 	}
-	switch {
-	case protocol == Protocol:
+	if protocol == Protocol {
 		return nil
-	case protocol > Protocol:
-		return &versionError{fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, newer than this syncledger binary's (%s: protocol %d): "+
-			"install a newer syncledger on this host (one that speaks protocol %d); or, to take every host back to this binary's protocol, "+
-			"run 'syncledger swamp setup --repo %s' with this binary and commit the extension it writes", repo, protocol, version, Protocol, protocol, repo)}
-	default:
-		return &versionError{fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, older than this syncledger binary's (%s: protocol %d): "+
-			"run 'syncledger swamp setup --repo %s' with this binary to rewrite the extension, and commit it for the other hosts", repo, protocol, version, Protocol, repo)}
 	}
+	return &ProtocolError{Extension: protocol, Repo: repo, Version: version}
 }
 
-type versionError struct{ msg string }
+// ProtocolError: the extension in Repo speaks agent protocol Extension, not
+// this binary's (Protocol; Version is the binary's).
+type ProtocolError struct {
+	Extension int
+	Repo      string
+	Version   string
+}
 
-func (e *versionError) Error() string { return e.msg }
+func (e *ProtocolError) Error() string {
+	rel := "older"
+	if e.Extension > Protocol {
+		rel = "newer"
+	}
+	return fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, %s than this syncledger binary's (%s: protocol %d)",
+		e.Repo, e.Extension, rel, e.Version, Protocol)
+}
+
+// NamespaceError: swamp's datastore namespace (Swamp) is not the one this
+// datastore's syncledger config is for (Config).
+type NamespaceError struct{ Swamp, Config string }
+
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("swamp's datastore namespace is %q, but this datastore's syncledger config is for %q", e.Swamp, e.Config)
+}
 
 // describe turns err into the answer's error, with what to do about it.
 func (a *Agent) describe(err error) *Failure {
 	var (
 		ce *host.ConflictError
 		le *host.LocalChangesError
-		ve *versionError
+		pe *ProtocolError
+		ne *NamespaceError
 	)
 	switch {
-	case errors.As(err, &ve):
-		return &Failure{Kind: "version", Message: ve.msg}
+	case errors.As(err, &pe) && pe.Extension > Protocol:
+		return &Failure{Kind: "version", Message: fmt.Sprintf("%v: install a newer syncledger on this host (one that speaks protocol %d); or, to take every host back to this binary's protocol, "+
+			"run '%s' with this binary and commit the extension it writes", pe, pe.Extension, a.cfg.WaysOut.Setup(pe.Repo, ""))}
+	case errors.As(err, &pe):
+		return &Failure{Kind: "version", Message: fmt.Sprintf("%v: run '%s' with this binary to rewrite the extension, and commit it for the other hosts",
+			pe, a.cfg.WaysOut.Setup(pe.Repo, ""))}
+	case errors.As(err, &ne):
+		return &Failure{Kind: "error", Message: fmt.Sprintf("syncledger: %v: run '%s' (it rewrites the config)", err, a.cfg.WaysOut.Setup("DIR", ne.Swamp))}
 	case errors.As(err, &ce):
 		mine, theirs := a.cfg.WaysOut.Resolve(ce.Paths)
 		return &Failure{Kind: "conflict", Paths: ce.Paths, Message: fmt.Sprintf(
@@ -372,7 +398,7 @@ func (a *Agent) describe(err error) *Failure {
 	case errors.Is(err, ledger.ErrPermission):
 		return &Failure{Kind: "permission", Message: "syncledger: " + err.Error()}
 	case errors.Is(err, ledger.ErrNotFound):
-		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with 'syncledger init', or fix \"ledger\" in the datastore config of .swamp.yaml)", err)}
+		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with '%s', or fix \"ledger\" in the datastore config of .swamp.yaml)", err, a.cfg.WaysOut.Init())}
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "no servers available") || strings.Contains(msg, "connection refused") || strings.Contains(msg, "connect to NATS") {

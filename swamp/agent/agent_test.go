@@ -94,6 +94,12 @@ func (waysOut) Resolve(paths []string) (mine, theirs string) {
 	return "resolve --mine " + strings.Join(paths, " "), "resolve --theirs " + strings.Join(paths, " ")
 }
 
+func (waysOut) Setup(repo, ns string) string {
+	return strings.TrimSpace("syncledger swamp setup --repo " + repo + " " + ns)
+}
+
+func (waysOut) Init() string { return "syncledger init" }
+
 // countingWatch is a watch that answers "scan the whole cache" (no dirty
 // set to trust), recording the hints it was given and the acks.
 type countingWatch struct {
@@ -400,10 +406,10 @@ func TestAgentBeats(t *testing.T) {
 	}
 }
 
-// TestDescribeConflicts: a conflict's answer names the ways out the
-// command built (WaysOut), each where its meaning goes, never picked from a
-// list by position.
-func TestDescribeConflicts(t *testing.T) {
+// TestDescribe: an answer's error names the ways out the command built
+// (WaysOut), each where its meaning goes, never picked from a list by
+// position; the texts are docs/swamp.md's.
+func TestDescribe(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	a, err := New(Config{Ports: ports{e: e}, WaysOut: waysOut{}})
@@ -411,17 +417,26 @@ func TestDescribeConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		err  error
-		want string
+		err        error
+		kind, want string
 	}{
-		{fmt.Errorf("push: %w", &host.ConflictError{Paths: []string{"a", "b"}}),
+		{fmt.Errorf("push: %w", &host.ConflictError{Paths: []string{"a", "b"}}), "conflict",
 			"syncledger: another host changed a, b too; this host's files are kept, uncommitted. Keep this host's version: resolve --mine a b; or the other host's: resolve --theirs a b"},
-		{fmt.Errorf("pull: %w", &host.LocalChangesError{Paths: []string{"c"}}),
+		{fmt.Errorf("pull: %w", &host.LocalChangesError{Paths: []string{"c"}}), "conflict",
 			"syncledger: files changed here, not pushed, that the ledger changed too: c. Keep this host's version: resolve --mine c; or the ledger's: resolve --theirs c"},
+		{checkProtocol(Protocol+1, "/r", "v9"), "version", fmt.Sprintf("the @syncledger/datastore extension in /r speaks agent protocol %d, newer than this syncledger binary's (v9: protocol %d): "+
+			"install a newer syncledger on this host (one that speaks protocol %d); or, to take every host back to this binary's protocol, "+
+			"run 'syncledger swamp setup --repo /r' with this binary and commit the extension it writes", Protocol+1, Protocol, Protocol+1)},
+		{checkProtocol(Protocol-1, "/r", "v9"), "version", fmt.Sprintf("the @syncledger/datastore extension in /r speaks agent protocol %d, older than this syncledger binary's (v9: protocol %d): "+
+			"run 'syncledger swamp setup --repo /r' with this binary to rewrite the extension, and commit it for the other hosts", Protocol-1, Protocol)},
+		{&NamespaceError{Swamp: "ci", Config: ""}, "error",
+			`syncledger: swamp's datastore namespace is "ci", but this datastore's syncledger config is for "": run 'syncledger swamp setup --repo DIR ci' (it rewrites the config)`},
+		{fmt.Errorf("open: ledger %q: %w", "x", ledger.ErrNotFound), "no-ledger",
+			`syncledger: open: ledger "x": not found (create the ledger with 'syncledger init', or fix "ledger" in the datastore config of .swamp.yaml)`},
 	} {
 		f := a.describe(tc.err)
-		if f.Kind != "conflict" || f.Message != tc.want {
-			t.Errorf("describe(%v) = %+v, want kind conflict, message\n%s", tc.err, f, tc.want)
+		if f.Kind != tc.kind || f.Message != tc.want {
+			t.Errorf("describe(%v) = %+v, want kind %s, message\n%s", tc.err, f, tc.kind, tc.want)
 		}
 	}
 }

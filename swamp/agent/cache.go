@@ -205,7 +205,7 @@ func (a *Agent) hinted() {
 func cacheOp[T any](a *Agent, ctx context.Context, ns string, fn func(*host.Host) (T, error)) (T, error) {
 	var zero T
 	if ns != a.cfg.Namespace {
-		return zero, fmt.Errorf("swamp's datastore namespace is %q, but this datastore's syncledger config is for %q: run 'syncledger swamp setup --repo DIR --namespace %s' (it rewrites the config)", ns, a.cfg.Namespace, ns)
+		return zero, &NamespaceError{Swamp: ns, Config: a.cfg.Namespace}
 	}
 	if err := a.lockHost(ctx); err != nil {
 		return zero, err
