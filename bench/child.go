@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/embedded"
+	"github.com/syncledger/syncledger/internal/agenttrace"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
@@ -73,7 +74,13 @@ const (
 // environment says so (see Config.Self), and reports whether it did. A binary
 // that embeds the harness calls it first thing: the syncledger CLI from its
 // bench command, the bench package's tests from TestMain.
+//
+// It also runs this process as B10's agent tracer (package agenttrace) when
+// the environment says so, and then exits with the agent's exit code.
 func Child(ctx context.Context) (bool, error) {
+	if ran, code := agenttrace.Main(); ran {
+		os.Exit(code)
+	}
 	raw := os.Getenv(childEnv)
 	if raw == "" {
 		return false, nil

@@ -82,7 +82,8 @@
 //	   set up by `syncledger swamp setup`; baseline: the same command in a repo
 //	   on swamp's filesystem datastore, interleaved (and, to tell swamp's part
 //	   from ours, on a datastore extension that does nothing; the agent's own
-//	   request times come from its SYNCLEDGER_SWAMP_TRACE). Needs the real swamp CLI
+//	   request times come from commands traced after the measured ones, by
+//	   the harness between swamp and the agent: internal/agenttrace). Needs the real swamp CLI
 //	   (--swamp, or SYNCLEDGER_TEST_SWAMP); a full run without it leaves B10 out
 //	   and says so.
 //	B13 (issue 17, target 4) a cold commit of 100,000 files of 256 B over 200

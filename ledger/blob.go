@@ -68,4 +68,7 @@ type BlobStore interface {
 	Delete(ctx context.Context, d Digest) error
 	// List calls fn for every stored blob with its digest.
 	List(ctx context.Context, fn func(Digest, ObjectInfo) error) error
+	// Objects returns the object store the blobs live in: keyed objects
+	// (snapshots) live there beside them.
+	Objects() ObjectStore
 }

@@ -114,6 +114,8 @@ func (s *blobStore) Stat(ctx context.Context, d Digest) (ObjectInfo, error) {
 	return info, nil
 }
 
+func (s *blobStore) Objects() ObjectStore { return s.objs }
+
 func (s *blobStore) Delete(ctx context.Context, d Digest) error {
 	if err := s.objs.DeleteObject(ctx, BlobKey(d)); err != nil {
 		return fmt.Errorf("delete blob %s: %w", d, err)
@@ -223,14 +225,4 @@ func ReadBlob(ctx context.Context, s BlobStore, d Digest) ([]byte, error) {
 func PutBytes(ctx context.Context, s BlobStore, b []byte) (Digest, error) {
 	d := DigestOf(b)
 	return d, s.Put(ctx, d, bytes.NewReader(b), int64(len(b)))
-}
-
-// ObjectsOf returns the ObjectStore under a BlobStore made by NewBlobStore, so
-// keyed objects (snapshots) can live beside the blobs in the same store. It
-// reports false for any other BlobStore.
-func ObjectsOf(b BlobStore) (ObjectStore, bool) {
-	if s, ok := b.(*blobStore); ok {
-		return s.objs, true
-	}
-	return nil, false
 }

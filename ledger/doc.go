@@ -4,7 +4,8 @@
 // (the ordered, chained event stream, its quarantine notices and retention), Feed
 // (durable, filtered, acknowledged delivery of the log to named consumers, with a
 // dead letter), KV (revision-checked side buckets on the server's clock) and
-// BlobStore (content-addressed file content) over ObjectStore. Commits is the one
+// BlobStore (content-addressed file content) over ObjectStore, which it
+// names (BlobStore.Objects: snapshots live there beside the blobs). Commits is the one
 // commit grouper every reader uses: strict for a full read of the log, filtered
 // for a partition filter's or a feed's. Every implementation of a
 // port passes its conformance suite (internal/ledgertest) — the NATS adapters

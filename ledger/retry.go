@@ -97,7 +97,7 @@ func DefaultRetryable(err error) bool {
 // way is resumed, which no request retry covers. One retry layer, not two.
 //
 // NewBlobStore(NewRetryingStore(objs, p)) is a BlobStore with retries under
-// its verification, and ObjectsOf still returns the (retrying) object store.
+// its verification, and its Objects returns the (retrying) object store.
 func NewRetryingStore(objs ObjectStore, p RetryPolicy) ObjectStore {
 	s := &retryingStore{objs: objs, p: p.withDefaults()}
 	s.ops = s.p.Attempts

@@ -174,10 +174,10 @@ func TestRetryingStore(t *testing.T) {
 			t.Fatalf("err = %v, want fn's error as is", err)
 		}
 	})
-	t.Run("ObjectsOf sees the retrying store", func(t *testing.T) {
+	t.Run("Objects is the retrying store", func(t *testing.T) {
 		rs := ledger.NewRetryingStore(newScripted(t, nil, nil), quick)
-		if got, ok := ledger.ObjectsOf(ledger.NewBlobStore(rs)); !ok || got != rs {
-			t.Fatal("ObjectsOf does not return the retrying store")
+		if got := ledger.NewBlobStore(rs).Objects(); got != rs {
+			t.Fatal("the blob store's Objects is not the retrying store")
 		}
 	})
 }

@@ -12,7 +12,8 @@
 // Setup installs the @syncledger/datastore extension (extension/syncledger.ts)
 // in a swamp repo, and NamespaceLedger names a namespace's ledger. The agent
 // that extension talks to, with its protocol, locks and control plane, is
-// package swamp/agent.
+// package swamp/agent; it holds swamp's locks and control plane on the
+// ledger.KV port, and neither package imports a NATS client.
 //
 // # Reading a datastore
 //

@@ -17,6 +17,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/blobs"
 	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsobj"
 )
 
 // DefaultNATS is the NATS URL used when neither --nats, SYNCLEDGER_NATS nor
@@ -369,7 +370,7 @@ func (a *app) openStore(ctx context.Context, raw string) (ledger.ObjectStore, er
 		if err != nil {
 			return nil, err
 		}
-		opts.NATS = nc
+		opts.NATS = natsobj.Opener(nc)
 	}
 	objs, err := blobs.Open(ctx, raw, opts)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/syncledger/syncledger/internal/agenttrace"
 	"github.com/syncledger/syncledger/internal/testmain"
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -23,6 +24,9 @@ import (
 var binPath string
 
 func TestMain(m *testing.M) {
+	if ran, code := agenttrace.Main(); ran { // between swamp and an agent (swamp_real_test.go)
+		os.Exit(code)
+	}
 	testmain.Setup()
 	// The end-to-end tests wait on the CLI processes they run, not the CPU.
 	testmain.Parallel(8)

@@ -216,12 +216,5 @@ func (a *app) Objects(ctx context.Context) (ledger.ObjectStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if objs, ok := ledger.ObjectsOf(bl); ok {
-		return objs, nil
-	}
-	raw, err := a.BlobsURL(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return a.openObjects(ctx, raw)
+	return bl.Objects(), nil
 }

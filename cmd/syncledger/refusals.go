@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"sync"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // refusals routes the server's refusals of this connection's operations
@@ -74,7 +74,7 @@ func (a *app) refusal(msg string) bool {
 // refusingKV is a key-value bucket whose operations fail with the server's
 // refusal of their subjects (watchRefusals) rather than wait for a timeout.
 type refusingKV struct {
-	jetstream.KeyValue
+	ledger.KV
 	guard func(context.Context) (context.Context, func())
 }
 
@@ -102,27 +102,27 @@ func guarded[T any](k refusingKV, ctx context.Context, op func(context.Context) 
 	return v, refused(ctx, err)
 }
 
-func (k refusingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	return guarded(k, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return k.KeyValue.Get(ctx, key) })
+func (k refusingKV) Get(ctx context.Context, key string) (ledger.KVEntry, error) {
+	return guarded(k, ctx, func(ctx context.Context) (ledger.KVEntry, error) { return k.KV.Get(ctx, key) })
 }
 
 func (k refusingKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	return guarded(k, ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Put(ctx, key, value) })
+	return guarded(k, ctx, func(ctx context.Context) (uint64, error) { return k.KV.Put(ctx, key, value) })
 }
 
-func (k refusingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	return guarded(k, ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
+func (k refusingKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	return guarded(k, ctx, func(ctx context.Context) (uint64, error) { return k.KV.Create(ctx, key, value) })
 }
 
-func (k refusingKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
-	return guarded(k, ctx, func(ctx context.Context) (uint64, error) { return k.KeyValue.Update(ctx, key, value, rev) })
+func (k refusingKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	return guarded(k, ctx, func(ctx context.Context) (uint64, error) { return k.KV.Update(ctx, key, value, last) })
 }
 
-func (k refusingKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	_, err := guarded(k, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, k.KeyValue.Delete(ctx, key, opts...) })
+func (k refusingKV) Delete(ctx context.Context, key string, last uint64) error {
+	_, err := guarded(k, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, k.KV.Delete(ctx, key, last) })
 	return err
 }
 
-func (k refusingKV) ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error) {
-	return guarded(k, ctx, func(ctx context.Context) (jetstream.KeyLister, error) { return k.KeyValue.ListKeys(ctx, opts...) })
+func (k refusingKV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
+	return guarded(k, ctx, func(ctx context.Context) ([]ledger.KVEntry, error) { return k.KV.List(ctx, prefix) })
 }

@@ -21,10 +21,6 @@ import (
 	"github.com/syncledger/syncledger/swamp/agent"
 )
 
-// TraceEnv names a file the swamp agent appends one line per request to (its
-// op and duration): the B10 benchmark reads it. Unset in normal use.
-const TraceEnv = "SYNCLEDGER_SWAMP_TRACE"
-
 func newSwampAgentCmd(a *app) *cobra.Command {
 	var ns string
 	cmd := &cobra.Command{
@@ -67,24 +63,11 @@ directory (.syncledger/foreign/NS).`,
 				Namespace: ns,
 				Version:   versionString(),
 				Cache:     cache,
-				Globals:   fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache),
 				// Other namespaces' caches open from a copy of the configuration
 				// taken now, before the agent's goroutines use a.
-				Ports: swampPorts{app: a, base: base, proto: a.sibling(base, ""), cache: cache},
-				// With a watch running on the cache, its dirty set and swamp's
-				// markDirty paths narrow the scan, as for commit --hint.
-				Changed: func(ctx context.Context, hints []string) ([]string, func()) {
-					snap, changed := a.dirtySet(ctx, cache, hints)
-					return changed, func() { a.ackDirty(ctx, cache, snap, changed, false) }
-				},
-			}
-			if tr := a.getenv(TraceEnv); tr != "" {
-				f, err := os.OpenFile(tr, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-				if err != nil {
-					return fmt.Errorf("%s: %w", TraceEnv, err)
-				}
-				defer f.Close()
-				cfg.Trace = f
+				Ports:   swampPorts{app: a, base: base, proto: a.sibling(base, ""), cache: cache},
+				WaysOut: swampWaysOut{globals: fmt.Sprintf("--nats %s --ledger %s --cache %s", redactURL(a.natsURL), a.ledgerName, cache)},
+				Logger:  a.logger,
 			}
 			ag, err := agent.New(cfg)
 			if err != nil {
@@ -95,6 +78,38 @@ directory (.syncledger/foreign/NS).`,
 	}
 	cmd.Flags().StringVar(&ns, "namespace", "", "the datastore's namespace (see above)")
 	return cmd
+}
+
+// swampWaysOut are the ways out the agent's answers name (agent.WaysOut):
+// the CLI's own command lines (errorCommands), with the global flags that
+// point them at the agent's cache and ledger from anywhere.
+type swampWaysOut struct{ globals string }
+
+func (w swampWaysOut) Resolve(paths []string) (mine, theirs string) {
+	c := errorCommands(&host.ConflictError{Paths: paths}) // resolve --mine, then --theirs
+	return w.command(c[0]), w.command(c[1])
+}
+
+// Setup is the command line of setup, as the agent's messages have always
+// named it (docs/swamp.md): without the globals.
+func (swampWaysOut) Setup(repo, ns string) string {
+	cmd := "syncledger swamp setup --repo " + host.ShellQuote(repo)
+	if ns != "" {
+		cmd += " --namespace " + host.ShellQuote(ns)
+	}
+	return cmd
+}
+
+// Init is the command line that creates a ledger (errorNote's).
+func (swampWaysOut) Init() string { return "syncledger init" }
+
+// command is the command line cmd ("syncledger …") with the globals.
+func (w swampWaysOut) command(cmd string) string {
+	rest, ok := strings.CutPrefix(cmd, "syncledger ")
+	if !ok {
+		return cmd
+	}
+	return "syncledger " + w.globals + " " + rest
 }
 
 // sibling is a's configuration for another ledger and cache on the same
@@ -121,7 +136,7 @@ type swampPorts struct {
 // SwampKV opens the base ledger's swamp bucket. An operation on it the
 // server refuses fails at once with ledger.ErrPermission, naming the subject
 // and the role that grants it; the agent's other requests go on.
-func (p swampPorts) SwampKV(ctx context.Context) (jetstream.KeyValue, error) {
+func (p swampPorts) SwampKV(ctx context.Context) (ledger.KV, error) {
 	bucket := agent.Bucket(p.base)
 	match := bucketSubjects(bucket)
 	why := func(verb, subject string) error {
@@ -143,7 +158,7 @@ func (p swampPorts) SwampKV(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return refusingKV{KeyValue: kv, guard: guard}, nil
+	return refusingKV{KV: ljs.NewKV(kv), guard: guard}, nil
 }
 
 // Beat records the host's position in the heartbeats of the datastore's ledger.

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/syncledger/syncledger/internal/agenttrace"
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
 	"github.com/syncledger/syncledger/swamp"
@@ -424,7 +425,7 @@ func (w *realSwamp) locks() *agent.Locks {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return agent.NewLocks(kv, nil)
+	return agent.NewLocks(w.t.Context(), ljs.NewKV(kv), nil)
 }
 
 // waitHeld waits until key is held by a holder other than nonce's.
@@ -662,10 +663,15 @@ func TestSwampRealNamespace(t *testing.T) {
 	}
 	t.Logf("prod pulled %d catalog rows of namespace ci", pulled.Pulled[0].Rows)
 	// ci's vpc result, whose content prod does not hold: fetched from ci's
-	// ledger (the agent's trace shows the request).
+	// ledger (the agent's requests, traced from outside it by this test
+	// binary between swamp and the agent, show the request).
 	trace := filepath.Join(w.dir, "prod-trace.jsonl")
 	q := w.cmd(prod, "data", "query", `modelName == "vpc" && name == "result"`, "--json")
-	q.Env = append(q.Env, TraceEnv+"="+trace)
+	self, err := agenttrace.Self(w.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Env = append(q.Env, agenttrace.Env(self, w.bin, trace)...)
 	qout, err := q.CombinedOutput()
 	if err != nil || !strings.Contains(string(qout), "vpc-0abc123") {
 		t.Fatalf("prod's query of ci's vpc result (%v) lacks its content:\n%s", err, qout)

@@ -24,6 +24,7 @@ func TestKV(t *testing.T, newKV func(t *testing.T) ledger.KV) {
 		{"CreateOnce", testKVCreateOnce},
 		{"CreateAfterDelete", testKVCreateAfterDelete},
 		{"UpdateChecksRevision", testKVUpdate},
+		{"CreatedIsLastWrite", testKVCreatedIsLastWrite},
 		{"DeleteChecksRevision", testKVDelete},
 		{"DeleteMissing", testKVDeleteMissing},
 		{"List", testKVList},
@@ -129,6 +130,26 @@ func testKVUpdate(t *testing.T, ctx context.Context, kv ledger.KV) {
 	}
 	_, err = kv.Update(ctx, "k", []byte("v3"), r2)
 	wantKVErr(t, "Update of a deleted key", err, ledger.ErrConflict)
+}
+
+// testKVCreatedIsLastWrite: an entry's time is its last write's, by the
+// bucket's clock — what swamp's lock expiry reads (a renewal is an Update).
+func testKVCreatedIsLastWrite(t *testing.T, ctx context.Context, kv ledger.KV) {
+	r1, err := kv.Create(ctx, "k", []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1 := kvGet(t, ctx, kv, "k")
+	if _, err := kv.Update(ctx, "k", []byte("v2"), r1); err != nil {
+		t.Fatal(err)
+	}
+	e2 := kvGet(t, ctx, kv, "k")
+	if !e2.Created.After(e1.Created) {
+		t.Fatalf("after an Update the entry's time is %v, not after its Create's %v", e2.Created, e1.Created)
+	}
+	if l, err := kv.List(ctx, "k"); err != nil || len(l) != 1 || !l[0].Created.Equal(e2.Created) {
+		t.Fatalf("List = %+v, %v; want the entry at %v", l, err, e2.Created)
+	}
 }
 
 func testKVDelete(t *testing.T, ctx context.Context, kv ledger.KV) {

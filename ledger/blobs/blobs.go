@@ -9,13 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
 	"github.com/syncledger/syncledger/ledger/gcs"
-	"github.com/syncledger/syncledger/ledger/natsobj"
 	"github.com/syncledger/syncledger/ledger/s3"
 )
 
@@ -50,8 +47,10 @@ type Spec struct {
 
 // Options carries what a URL cannot: live connections.
 type Options struct {
-	// NATS is the connection a nats:// store uses; required for nats:// URLs.
-	NATS *nats.Conn
+	// NATS opens a nats:// store, the bucket of its URL (with its replicas
+	// when it creates it), on a connection the caller holds:
+	// natsobj.Opener(conn). Required for nats:// URLs.
+	NATS func(ctx context.Context, bucket string, replicas int) (ledger.ObjectStore, error)
 }
 
 func invalid(raw, format string, args ...any) error {
@@ -237,10 +236,7 @@ func OpenSpec(ctx context.Context, spec Spec, opts Options) (ledger.ObjectStore,
 		if opts.NATS == nil {
 			return nil, fmt.Errorf("nats://%s: Options.NATS is nil (a nats:// store needs a connection): %w", spec.Bucket, ledger.ErrInvalid)
 		}
-		var s *natsobj.Store
-		if s, err = natsobj.New(ctx, natsobj.Config{Conn: opts.NATS, Bucket: spec.Bucket, Replicas: spec.Replicas}); err == nil {
-			objs = s
-		}
+		objs, err = opts.NATS(ctx, spec.Bucket, spec.Replicas)
 	default:
 		return nil, fmt.Errorf("unknown blob store scheme %q: %w (%s)", spec.Scheme, ledger.ErrInvalid, Forms)
 	}

@@ -2,7 +2,9 @@ package blobs
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"net/url"
@@ -17,6 +19,7 @@ import (
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsobj"
 )
 
 func TestParseURL(t *testing.T) {
@@ -186,8 +189,18 @@ func TestOpenNATS(t *testing.T) {
 	if _, err := Open(t.Context(), "nats://blobs", Options{}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("Open(nats://…) without a connection = %v, want ErrInvalid", err)
 	}
+	// The opener gets the URL's bucket and replicas; its error is Open's.
+	refused := errors.New("refused")
+	var got string
+	_, err := Open(t.Context(), "nats://other?replicas=3", Options{NATS: func(_ context.Context, bucket string, replicas int) (ledger.ObjectStore, error) {
+		got = fmt.Sprint(bucket, " ", replicas)
+		return nil, refused
+	}})
+	if !errors.Is(err, refused) || got != "other 3" {
+		t.Errorf("Open(nats://other?replicas=3) = %v, opener given %q; want the opener's error, given other 3", err, got)
+	}
 	_, nc := jstest.RunServer(t)
-	objs, err := Open(t.Context(), "nats://blobs", Options{NATS: nc})
+	objs, err := Open(t.Context(), "nats://blobs", Options{NATS: natsobj.Opener(nc)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@
 // the network or the filesystem, so the syntax is testable on its own. Open parses
 // and then constructs the backend. Credentials never come from the URL: S3 uses the
 // AWS SDK's default chain, GCS Application Default Credentials (or
-// STORAGE_EMULATOR_HOST), and nats:// the connection passed in Options.
+// STORAGE_EMULATOR_HOST), and nats:// the connection the caller holds, opened
+// through Options.NATS (natsobj.Opener): this package imports no NATS client.
 //
 // Every malformed URL fails with an error wrapping ledger.ErrInvalid that lists the
 // accepted forms.

@@ -15,6 +15,7 @@ import (
 	"github.com/syncledger/syncledger/ledger/blobs"
 	"github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsobj"
 )
 
 // ColdSyncEnv asks TestColdSyncEveryStore for the acceptance size of issue 26
@@ -99,7 +100,7 @@ func coldSync(t *testing.T, store string, files int) {
 		}
 		url = fmt.Sprintf("s3://%s/coldsync-%d?endpoint=%s&region=%s&path-style=true", bucket, time.Now().UnixNano(), endpoint, region)
 	}
-	objs, err := blobs.Open(ctx, url, blobs.Options{NATS: nc})
+	objs, err := blobs.Open(ctx, url, blobs.Options{NATS: natsobj.Opener(nc)})
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}

@@ -64,7 +64,7 @@ type Config struct {
 	Log   ledger.CommitLog // the ledger's log
 	Blobs ledger.BlobStore // the ledger's blob store
 	// Snapshots is the object store holding the ledger's snapshots (rebuild,
-	// status); nil means the store under Blobs (ledger.ObjectsOf), if any.
+	// status); nil means the store under Blobs (BlobStore.Objects).
 	Snapshots ledger.ObjectStore
 	// Logger receives progress and warnings; nil discards.
 	Logger *slog.Logger

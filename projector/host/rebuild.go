@@ -62,8 +62,10 @@ func (h *Host) snapshots() ledger.ObjectStore {
 	if h.cfg.Snapshots != nil {
 		return h.cfg.Snapshots
 	}
-	objs, _ := ledger.ObjectsOf(h.cfg.Blobs)
-	return objs
+	if h.cfg.Blobs == nil { // OpenLocal
+		return nil
+	}
+	return h.cfg.Blobs.Objects()
 }
 
 // newestSnapshot returns the seq of the newest snapshot listed (0 if none, or

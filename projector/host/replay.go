@@ -24,7 +24,7 @@ type ReplayConfig struct {
 	Log   ledger.CommitLog
 	Blobs ledger.BlobStore
 	// Snapshots is the object store holding snapshots; nil means the store under
-	// Blobs (ledger.ObjectsOf), if any.
+	// Blobs (BlobStore.Objects).
 	Snapshots ledger.ObjectStore
 	// Into is the directory to write the files into; it must not exist or be empty.
 	Into string
@@ -73,8 +73,8 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	objs := cfg.Snapshots
-	if objs == nil {
-		objs, _ = ledger.ObjectsOf(cfg.Blobs)
+	if objs == nil && cfg.Blobs != nil {
+		objs = cfg.Blobs.Objects()
 	}
 	if err := emptyDir(cfg.Into); err != nil {
 		return res, fmt.Errorf("replay: %w", err)

@@ -8,11 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/dirty"
@@ -28,7 +29,7 @@ type Ports interface {
 	Blobs(ctx context.Context) (ledger.BlobStore, error)
 	// SwampKV opens the swamp bucket (Bucket) of the datastore's ledger (for
 	// a namespace, the base ledger's: see swamp.NamespaceLedger).
-	SwampKV(ctx context.Context) (jetstream.KeyValue, error)
+	SwampKV(ctx context.Context) (ledger.KV, error)
 	// Foreign opens a read-only cache of another namespace's ledger (lazy:
 	// content is fetched on demand), for swamp's foreign catalogs and
 	// content; ledger.ErrNotFound when that namespace has no ledger. The
@@ -39,29 +40,61 @@ type Ports interface {
 	Beat(ctx context.Context, hwm, head ledger.Seq)
 }
 
+// Watch is the cache's running `syncledger watch`, asked as a commit asks it
+// (package dirty). Hints alone are never trusted.
+type Watch interface {
+	// ForCommit returns the paths a commit of the cache at root may limit its
+	// scan to (host.CommitOptions.Changed) — the watch's dirty set plus hints,
+	// swamp's markDirty paths — and the snapshot to acknowledge after it; nil
+	// paths: scan the whole cache (no watch runs, or it cannot vouch).
+	ForCommit(ctx context.Context, root string, hints []string) (*dirty.Snapshot, []string, error)
+	// AckCommit tells the watch what a commit that succeeded covered.
+	AckCommit(ctx context.Context, root string, snap *dirty.Snapshot, changed []string) error
+}
+
+// DirtyWatch is Watch on package dirty: a `syncledger watch` of the cache,
+// over its socket.
+type DirtyWatch struct{}
+
+func (DirtyWatch) ForCommit(ctx context.Context, root string, hints []string) (*dirty.Snapshot, []string, error) {
+	snap, changed, _, err := dirty.ForCommit(ctx, root, hints)
+	return snap, changed, err
+}
+
+func (DirtyWatch) AckCommit(ctx context.Context, root string, snap *dirty.Snapshot, changed []string) error {
+	return dirty.AckCommit(ctx, root, snap, changed, false)
+}
+
+// WaysOut builds the command lines the agent's answers tell swamp's user to
+// run, each pointed at this cache and ledger: the command decides their text
+// (the CLI's ways out), the agent only where they go in its messages.
+type WaysOut interface {
+	// Resolve returns the commands that settle a conflict over paths either
+	// way: keep this host's version on top (mine), or take the ledger's
+	// (theirs).
+	Resolve(paths []string) (mine, theirs string)
+	// Setup returns the command that (re)writes the datastore config and the
+	// extension of the swamp repo at repo, for namespace ns ("" none).
+	Setup(repo, ns string) string
+	// Init returns the command that creates the ledger.
+	Init() string
+}
+
 // Config configures an Agent.
 type Config struct {
 	Version string // the binary's version; hello answers with it
 	Cache   string // for messages
-	// Globals are the global flags that point a syncledger command at this
-	// cache and ledger ("--nats URL --ledger NAME --cache DIR"), for the
-	// commands messages name.
-	Globals string
 	// Namespace is the datastore's namespace ("" none): the cache (Host) is
 	// its ledger's, and swamp's paths, NS/…, are the cache's paths under NS/.
 	Namespace string
 	Ports     Ports
-	// Changed, when set, returns the paths a commit may limit its scan to
-	// (host.CommitOptions.Changed: nil scans the whole cache) — a running
-	// watch's dirty set plus hints, swamp's markDirty paths — and done, to call
-	// after a commit that succeeded. Hints alone are never trusted.
-	Changed func(ctx context.Context, hints []string) (changed []string, done func())
-	// Trace, when set, receives one JSON line per answered request: its op,
-	// when it arrived (Unix ms) and how long it took
-	// ({"op":"pull","at":1796146563.1,"ms":2.1,"ok":true}); B10 uses it.
-	Trace io.Writer
+	WaysOut   WaysOut // required
+	// Watch is the cache's `syncledger watch`, if one runs (nil: DirtyWatch).
+	Watch Watch
 	// Clock times the locks (nil: the wall clock).
 	Clock Clock
+	// Logger receives the agent's warnings (nil: discarded).
+	Logger *slog.Logger
 }
 
 // Agent serves one swamp process: the @syncledger/datastore extension starts
@@ -78,15 +111,16 @@ type Config struct {
 type Agent struct {
 	cfg Config
 
-	hostMu sync.Mutex // one cache operation at a time
+	hostMu *semaphore.Weighted // one cache operation at a time (lockHost)
 	h      *host.Host
 	stored map[ledger.Digest]bool
 	// prepared is the last prepare's changed paths, for the commit right after
 	// it (nil: no prepare since the last commit).
 	prepared []string
 
+	life   context.Context // Serve's: the agent's
 	kvOnce sync.Once
-	kv     jetstream.KeyValue
+	kv     ledger.KV
 	kvErr  error
 	locks  *Locks
 
@@ -117,11 +151,28 @@ type Agent struct {
 
 // New returns an agent for cfg.
 func New(cfg Config) (*Agent, error) {
-	if cfg.Ports == nil {
-		return nil, fmt.Errorf("swamp agent: no ports: %w", ledger.ErrInvalid)
+	if cfg.Ports == nil || cfg.WaysOut == nil {
+		return nil, fmt.Errorf("swamp agent: no ports or ways out: %w", ledger.ErrInvalid)
 	}
-	return &Agent{cfg: cfg}, nil
+	if cfg.Watch == nil {
+		cfg.Watch = DirtyWatch{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{cfg: cfg, hostMu: semaphore.NewWeighted(1)}, nil
 }
+
+// lockHost takes the cache for one operation, waiting while another runs,
+// until ctx ends; unlockHost gives it back.
+func (a *Agent) lockHost(ctx context.Context) error {
+	if err := a.hostMu.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("wait for this cache's other operation: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+func (a *Agent) unlockHost() { a.hostMu.Release(1) }
 
 // Serve answers requests from r on w until r ends (swamp exited, or died:
 // its end of the pipe closed) or ctx is done (the agent's owner is gone).
@@ -135,6 +186,7 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	end := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.life = ctx
 	var (
 		wmu sync.Mutex
 		wg  sync.WaitGroup
@@ -144,13 +196,6 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		wmu.Lock()
 		defer wmu.Unlock()
 		_ = enc.Encode(resp)
-	}
-	trace := func(op string, t0 time.Time, err error) {
-		if a.cfg.Trace != nil {
-			wmu.Lock()
-			fmt.Fprintf(a.cfg.Trace, "{\"op\":%q,\"at\":%.3f,\"ms\":%.3f,\"ok\":%v}\n", op, float64(t0.UnixMicro())/1000, float64(time.Since(t0))/float64(time.Millisecond), err == nil)
-			wmu.Unlock()
-		}
 	}
 	// The hints are swamp's writes of this command: older files are not theirs
 	// (a data directory holds every version), with some slack for the coarse
@@ -192,13 +237,11 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			if json.Unmarshal(line, &h) == nil {
 				a.hint(ctx, a.own(h.Hints))
 			}
-			trace(req.Op, time.Now(), nil)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t0 := time.Now()
 			var (
 				res any
 				err = fmt.Errorf("unknown request %q", req.Op)
@@ -214,7 +257,6 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 				resp.Result, resp.Error = nil, a.describe(err)
 			}
 			reply(resp)
-			trace(req.Op, t0, err)
 		}()
 	}
 	stopped := ctx.Err() != nil
@@ -290,61 +332,73 @@ func (a *Agent) hello(ctx context.Context, req HelloRequest) (HelloResult, error
 }
 
 // checkProtocol accepts an extension that speaks this binary's protocol,
-// whatever release wrote it; otherwise it says which command fixes it.
+// whatever release wrote it; otherwise a ProtocolError.
 func checkProtocol(protocol int, repo, version string) error {
 	if repo == "" {
 		repo = "DIR"
 	}
-	switch {
-	case protocol == Protocol:
+	if protocol == Protocol {
 		return nil
-	case protocol > Protocol:
-		return &versionError{fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, newer than this syncledger binary's (%s: protocol %d): "+
-			"install a newer syncledger on this host (one that speaks protocol %d); or, to take every host back to this binary's protocol, "+
-			"run 'syncledger swamp setup --repo %s' with this binary and commit the extension it writes", repo, protocol, version, Protocol, protocol, repo)}
-	default:
-		return &versionError{fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, older than this syncledger binary's (%s: protocol %d): "+
-			"run 'syncledger swamp setup --repo %s' with this binary to rewrite the extension, and commit it for the other hosts", repo, protocol, version, Protocol, repo)}
 	}
+	return &ProtocolError{Extension: protocol, Repo: repo, Version: version}
 }
 
-// command is a syncledger command line of the host package with Globals, to
-// be run from anywhere.
-func (a *Agent) command(cmd string) string {
-	rest, ok := strings.CutPrefix(cmd, "syncledger ")
-	if !ok || a.cfg.Globals == "" {
-		return cmd
-	}
-	return "syncledger " + a.cfg.Globals + " " + rest
+// ProtocolError: the extension in Repo speaks agent protocol Extension, not
+// this binary's (Protocol; Version is the binary's).
+type ProtocolError struct {
+	Extension int
+	Repo      string
+	Version   string
 }
 
-type versionError struct{ msg string }
+func (e *ProtocolError) Error() string {
+	rel := "older"
+	if e.Extension > Protocol {
+		rel = "newer"
+	}
+	return fmt.Sprintf("the @syncledger/datastore extension in %s speaks agent protocol %d, %s than this syncledger binary's (%s: protocol %d)",
+		e.Repo, e.Extension, rel, e.Version, Protocol)
+}
 
-func (e *versionError) Error() string { return e.msg }
+// NamespaceError: swamp's datastore namespace (Swamp) is not the one this
+// datastore's syncledger config is for (Config).
+type NamespaceError struct{ Swamp, Config string }
+
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("swamp's datastore namespace is %q, but this datastore's syncledger config is for %q", e.Swamp, e.Config)
+}
 
 // describe turns err into the answer's error, with what to do about it.
 func (a *Agent) describe(err error) *Failure {
 	var (
 		ce *host.ConflictError
 		le *host.LocalChangesError
-		ve *versionError
+		pe *ProtocolError
+		ne *NamespaceError
 	)
 	switch {
-	case errors.As(err, &ve):
-		return &Failure{Kind: "version", Message: ve.msg}
+	case errors.As(err, &pe) && pe.Extension > Protocol:
+		return &Failure{Kind: "version", Message: fmt.Sprintf("%v: install a newer syncledger on this host (one that speaks protocol %d); or, to take every host back to this binary's protocol, "+
+			"run '%s' with this binary and commit the extension it writes", pe, pe.Extension, a.cfg.WaysOut.Setup(pe.Repo, ""))}
+	case errors.As(err, &pe):
+		return &Failure{Kind: "version", Message: fmt.Sprintf("%v: run '%s' with this binary to rewrite the extension, and commit it for the other hosts",
+			pe, a.cfg.WaysOut.Setup(pe.Repo, ""))}
+	case errors.As(err, &ne):
+		return &Failure{Kind: "error", Message: fmt.Sprintf("syncledger: %v: run '%s' (it rewrites the config)", err, a.cfg.WaysOut.Setup("DIR", ne.Swamp))}
 	case errors.As(err, &ce):
+		mine, theirs := a.cfg.WaysOut.Resolve(ce.Paths)
 		return &Failure{Kind: "conflict", Paths: ce.Paths, Message: fmt.Sprintf(
 			"syncledger: another host changed %s too; this host's files are kept, uncommitted. Keep this host's version: %s; or the other host's: %s",
-			strings.Join(ce.Paths, ", "), a.command(ce.Commands()[0]), a.command(ce.Commands()[1]))}
+			strings.Join(ce.Paths, ", "), mine, theirs)}
 	case errors.As(err, &le):
-		cmds := le.Commands()
+		mine, theirs := a.cfg.WaysOut.Resolve(le.Paths)
 		return &Failure{Kind: "conflict", Paths: le.Paths, Message: fmt.Sprintf(
 			"syncledger: files changed here, not pushed, that the ledger changed too: %s. Keep this host's version: %s; or the ledger's: %s",
-			strings.Join(le.Paths, ", "), a.command(cmds[1]), a.command(cmds[2]))}
+			strings.Join(le.Paths, ", "), mine, theirs)}
 	case errors.Is(err, ledger.ErrPermission):
 		return &Failure{Kind: "permission", Message: "syncledger: " + err.Error()}
 	case errors.Is(err, ledger.ErrNotFound):
-		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with 'syncledger init', or fix \"ledger\" in the datastore config of .swamp.yaml)", err)}
+		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with '%s', or fix \"ledger\" in the datastore config of .swamp.yaml)", err, a.cfg.WaysOut.Init())}
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "no servers available") || strings.Contains(msg, "connection refused") || strings.Contains(msg, "connect to NATS") {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/dirty"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 // agentClient talks to an Agent serving in this process, as the extension does.
@@ -25,16 +28,17 @@ type agentClient struct {
 	cancel context.CancelFunc // Serve's context
 }
 
-func startAgent(t *testing.T, e *env, cache string, changed func(context.Context, []string) ([]string, func())) *agentClient {
+func startAgent(t *testing.T, e *env, cache string, watch Watch) *agentClient {
 	t.Helper()
-	return serveAgent(t, Config{Changed: changed, Ports: ports{e: e, cache: cache}})
+	return serveAgent(t, Config{Watch: watch, Ports: ports{e: e, cache: cache}})
 }
 
-// serveAgent serves an agent of cfg (with the version, cache and globals of
-// every test) until the test ends.
+// serveAgent serves an agent of cfg (with the version, cache, ways out and
+// clock of every test) until the test ends.
 func serveAgent(t *testing.T, cfg Config) *agentClient {
 	t.Helper()
-	cfg.Version, cfg.Cache, cfg.Globals = "v-test", cfg.Ports.(ports).cache, "--cache "+cfg.Ports.(ports).cache
+	p := cfg.Ports.(ports)
+	cfg.Version, cfg.Cache, cfg.WaysOut, cfg.Clock = "v-test", p.cache, waysOut{}, p.e.clock
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +85,36 @@ func (c *agentClient) notify(req map[string]any) {
 	if _, err := c.in.Write(append(b, '\n')); err != nil {
 		c.t.Fatal(err)
 	}
+}
+
+// waysOut are the tests' ways out: the resolve commands, named.
+type waysOut struct{}
+
+func (waysOut) Resolve(paths []string) (mine, theirs string) {
+	return "resolve --mine " + strings.Join(paths, " "), "resolve --theirs " + strings.Join(paths, " ")
+}
+
+func (waysOut) Setup(repo, ns string) string {
+	return strings.TrimSpace("syncledger swamp setup --repo " + repo + " " + ns)
+}
+
+func (waysOut) Init() string { return "syncledger init" }
+
+// countingWatch is a watch that answers "scan the whole cache" (no dirty
+// set to trust), recording the hints it was given and the acks.
+type countingWatch struct {
+	hints [][]string
+	acks  int
+}
+
+func (w *countingWatch) ForCommit(_ context.Context, _ string, hints []string) (*dirty.Snapshot, []string, error) {
+	w.hints = append(w.hints, hints)
+	return &dirty.Snapshot{}, nil, nil
+}
+
+func (w *countingWatch) AckCommit(context.Context, string, *dirty.Snapshot, []string) error {
+	w.acks++
+	return nil
 }
 
 // TestAgentHint: the next hint starts the upload of the content below a
@@ -168,12 +202,8 @@ func TestAgent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cache := t.TempDir()
-	var hints [][]string
-	acks := 0
-	c := startAgent(t, e, cache, func(_ context.Context, h []string) ([]string, func()) {
-		hints = append(hints, h)
-		return nil, func() { acks++ } // no watch: scan the whole cache
-	})
+	w := &countingWatch{}
+	c := startAgent(t, e, cache, w)
 
 	// Any release's extension of this protocol is accepted (the extension
 	// records no build); another protocol says which command fixes it.
@@ -216,8 +246,8 @@ func TestAgent(t *testing.T) {
 	}
 	// The commit after a prepare checks the prepare's paths only: it asks no
 	// dirty set, and acks none for that narrower check.
-	if len(hints) != 2 || acks != 1 {
-		t.Fatalf("hints passed on %q, %d acks; want the push's and the prepare's, an ack for the push only", hints, acks)
+	if len(w.hints) != 2 || w.acks != 1 {
+		t.Fatalf("hints passed on %q, %d acks; want the push's and the prepare's, an ack for the push only", w.hints, w.acks)
 	}
 	// A file written between a prepare and its commit (not swamp's way) waits
 	// for the next push.
@@ -324,11 +354,7 @@ func TestAgentGone(t *testing.T) {
 			if r := c.call(map[string]any{"op": "lock.acquire", "key": key, "holder": holder, "ttlMs": 600000}); r.Error != nil {
 				t.Fatalf("acquire: %+v", r.Error)
 			}
-			kv, err := p.SwampKV(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			locks := NewLocks(kv, nil)
+			locks := NewLocks(t.Context(), e.kv, e.clock)
 			if info, _ := locks.Inspect(t.Context(), key); info == nil {
 				t.Fatal("the lock is not held")
 			}
@@ -377,5 +403,73 @@ func TestAgentBeats(t *testing.T) {
 	}
 	if b := <-beats; b != [2]ledger.Seq{1, 1} {
 		t.Fatalf("beat after a push of one commit: %v, want hwm 1, head 1", b)
+	}
+}
+
+// TestDescribe: an answer's error names the ways out the command built
+// (WaysOut), each where its meaning goes, never picked from a list by
+// position; the texts are docs/swamp.md's.
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, err := New(Config{Ports: ports{e: e}, WaysOut: waysOut{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		err        error
+		kind, want string
+	}{
+		{fmt.Errorf("push: %w", &host.ConflictError{Paths: []string{"a", "b"}}), "conflict",
+			"syncledger: another host changed a, b too; this host's files are kept, uncommitted. Keep this host's version: resolve --mine a b; or the other host's: resolve --theirs a b"},
+		{fmt.Errorf("pull: %w", &host.LocalChangesError{Paths: []string{"c"}}), "conflict",
+			"syncledger: files changed here, not pushed, that the ledger changed too: c. Keep this host's version: resolve --mine c; or the ledger's: resolve --theirs c"},
+		{checkProtocol(Protocol+1, "/r", "v9"), "version", fmt.Sprintf("the @syncledger/datastore extension in /r speaks agent protocol %d, newer than this syncledger binary's (v9: protocol %d): "+
+			"install a newer syncledger on this host (one that speaks protocol %d); or, to take every host back to this binary's protocol, "+
+			"run 'syncledger swamp setup --repo /r' with this binary and commit the extension it writes", Protocol+1, Protocol, Protocol+1)},
+		{checkProtocol(Protocol-1, "/r", "v9"), "version", fmt.Sprintf("the @syncledger/datastore extension in /r speaks agent protocol %d, older than this syncledger binary's (v9: protocol %d): "+
+			"run 'syncledger swamp setup --repo /r' with this binary to rewrite the extension, and commit it for the other hosts", Protocol-1, Protocol)},
+		{&NamespaceError{Swamp: "ci", Config: ""}, "error",
+			`syncledger: swamp's datastore namespace is "ci", but this datastore's syncledger config is for "": run 'syncledger swamp setup --repo DIR ci' (it rewrites the config)`},
+		{fmt.Errorf("open: ledger %q: %w", "x", ledger.ErrNotFound), "no-ledger",
+			`syncledger: open: ledger "x": not found (create the ledger with 'syncledger init', or fix "ledger" in the datastore config of .swamp.yaml)`},
+	} {
+		f := a.describe(tc.err)
+		if f.Kind != tc.kind || f.Message != tc.want {
+			t.Errorf("describe(%v) = %+v, want kind %s, message\n%s", tc.err, f, tc.kind, tc.want)
+		}
+	}
+}
+
+// TestCacheWaitEndsWithContext: a request waiting for the cache while
+// another operation holds it gives up when its context ends.
+func TestCacheWaitEndsWithContext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, err := New(Config{Ports: ports{e: e, cache: t.TempDir()}, WaysOut: waysOut{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.lockHost(t.Context()); err != nil { // another operation runs
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan error, 1)
+	go func() {
+		_, err := a.verify(ctx, VerifyRequest{})
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("verify returned while the cache was held: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("verify after its context ended: %v, want context.Canceled", err)
+	}
+	a.unlockHost()
+	if _, err := a.verify(t.Context(), VerifyRequest{}); err != nil {
+		t.Fatalf("verify with the cache free: %v", err)
 	}
 }

@@ -38,15 +38,17 @@ import (
 // are left to the calls that need them.
 func (a *Agent) open(ctx context.Context) {
 	_, _ = a.bucket(ctx)
-	a.hostMu.Lock()
-	defer a.hostMu.Unlock()
+	if a.lockHost(ctx) != nil {
+		return
+	}
+	defer a.unlockHost()
 	h, err := a.host(ctx)
 	if err != nil {
 		return
 	}
 	root := h.Dir().Root()
 	if _, err := os.Stat(dirty.SocketPath(root)); err == nil {
-		return // a `syncledger watch` keeps the set (Changed)
+		return // a `syncledger watch` keeps the set (Config.Watch)
 	}
 	if w, err := dirty.New(dirty.Config{Root: root, MaxDirs: maxWatchedDirs}); err == nil {
 		a.watch = w
@@ -76,8 +78,10 @@ func (a *Agent) scanAfterPull(ctx context.Context) {
 		if prev != nil {
 			<-prev // in order: the last pull's scan is the last to set base
 		}
-		a.hostMu.Lock()
-		defer a.hostMu.Unlock()
+		if a.lockHost(ctx) != nil {
+			return
+		}
+		defer a.unlockHost()
 		snap, err := a.watch.Snapshot(ctx)
 		if err != nil {
 			return
@@ -138,9 +142,11 @@ func (a *Agent) hint(ctx context.Context, next []string) {
 		if prev != nil {
 			<-prev // one hint at a time, in order
 		}
-		a.hostMu.Lock()
+		if a.lockHost(ctx) != nil {
+			return
+		}
 		h, err := a.host(ctx)
-		a.hostMu.Unlock()
+		a.unlockHost()
 		if err != nil {
 			return
 		}
@@ -199,10 +205,12 @@ func (a *Agent) hinted() {
 func cacheOp[T any](a *Agent, ctx context.Context, ns string, fn func(*host.Host) (T, error)) (T, error) {
 	var zero T
 	if ns != a.cfg.Namespace {
-		return zero, fmt.Errorf("swamp's datastore namespace is %q, but this datastore's syncledger config is for %q: run 'syncledger swamp setup --repo DIR --namespace %s' (it rewrites the config)", ns, a.cfg.Namespace, ns)
+		return zero, &NamespaceError{Swamp: ns, Config: a.cfg.Namespace}
 	}
-	a.hostMu.Lock()
-	defer a.hostMu.Unlock()
+	if err := a.lockHost(ctx); err != nil {
+		return zero, err
+	}
+	defer a.unlockHost()
 	h, err := a.host(ctx)
 	if err != nil {
 		return zero, err
@@ -348,34 +356,40 @@ func (a *Agent) own(paths []string) []string {
 	return out
 }
 
-// changed is Changed: the paths a push checks (nil: all) and what to call
-// once it committed them.
+// changed returns the paths a push checks (nil: all) and what to call once
+// it committed them: a running watch's (Config.Watch) dirty set and hints.
 //
-// Without it, or where it scans the whole cache, the agent's own dirty set
-// (Agent) gives the paths changed since the scan after the last pull
-// (without the hints: the set saw those writes), and done acks them to it;
-// with no such scan, nil (scan the whole cache). Under hostMu.
+// Where no watch narrows it, the agent's own dirty set (Agent) gives the
+// paths changed since the scan after the last pull (without the hints: the
+// set saw those writes), and done acks them to it; with no such scan, nil
+// (scan the whole cache). Under hostMu, the cache open.
 func (a *Agent) changed(ctx context.Context, hints []string) ([]string, func()) {
-	scanAll := func() {}
-	if a.cfg.Changed != nil {
-		changed, done := a.cfg.Changed(ctx, hints)
-		if changed != nil {
-			return changed, done
+	root := a.h.Dir().Root()
+	snap, changed, err := a.cfg.Watch.ForCommit(ctx, root, hints)
+	if err != nil {
+		a.cfg.Logger.Warn("scanning the cache: the watch's dirty set is unavailable", "err", err)
+	}
+	// Acks a full scan too, to a watch that answered.
+	scanAll := func() {
+		if err := a.cfg.Watch.AckCommit(ctx, root, snap, changed); err != nil {
+			a.cfg.Logger.Warn("the watch did not take the commit's ack (the next commit checks these paths again)", "err", err)
 		}
-		scanAll = done // acks a full scan to a cache's watch, if one answered
+	}
+	if changed != nil {
+		return changed, scanAll
 	}
 	if a.baseSnap == nil {
 		return nil, scanAll
 	}
-	snap, err := a.watch.Snapshot(ctx)
-	if err != nil || !snap.Trusted || snap.Epoch != a.baseSnap.Epoch {
+	own, err := a.watch.Snapshot(ctx)
+	if err != nil || !own.Trusted || own.Epoch != a.baseSnap.Epoch {
 		return nil, scanAll
 	}
 	// The set saw swamp's writes too: the hints (data directories holding
 	// every version) would only add files to check.
-	changed := dirty.Merge(snap.Paths, a.base)
-	return changed, func() {
-		a.watch.Ack(snap.Epoch, snap.Seq, false, changed)
+	ownChanged := dirty.Merge(own.Paths, a.base)
+	return ownChanged, func() {
+		a.watch.Ack(own.Epoch, own.Seq, false, ownChanged)
 		a.base = nil
 	}
 }

@@ -21,7 +21,7 @@ func TestAgentEndPublishes(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			cache := t.TempDir()
-			a, err := New(Config{Version: "v-test", Cache: cache, Ports: ports{e: e, cache: cache}})
+			a, err := New(Config{Version: "v-test", Cache: cache, Ports: ports{e: e, cache: cache}, WaysOut: waysOut{}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // Bucket is the KV bucket holding a ledger's swamp state beside the ledger:
@@ -18,7 +18,10 @@ import (
 func Bucket(ledgerName string) string { return "SYNCLEDGER_SWAMP_" + ledgerName }
 
 // Control is swamp's control-plane store (controlPlaneStore) on the bucket.
-type Control struct{ kv jetstream.KeyValue }
+type Control struct{ kv ledger.KV }
+
+// NewControl returns the control-plane store on bucket kv.
+func NewControl(kv ledger.KV) Control { return Control{kv} }
 
 func cpKey(key string) string { return "c." + base64.RawURLEncoding.EncodeToString([]byte(key)) }
 
@@ -31,28 +34,24 @@ func (c Control) Put(ctx context.Context, key string, data []byte) error {
 // Get returns key's data, or nil when there is none.
 func (c Control) Get(ctx context.Context, key string) ([]byte, error) {
 	e, err := c.kv.Get(ctx, cpKey(key))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return e.Value(), nil
+	return e.Value, nil
 }
 
 // Delete removes key; removing a missing key is not an error.
 func (c Control) Delete(ctx context.Context, key string) error {
-	err := c.kv.Delete(ctx, cpKey(key))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	return err
+	return c.kv.Delete(ctx, cpKey(key), 0)
 }
 
 // PutIfAbsent stores data under key unless key holds data, and says whether it did.
 func (c Control) PutIfAbsent(ctx context.Context, key string, data []byte) (bool, error) {
 	_, err := c.kv.Create(ctx, cpKey(key), data)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if errors.Is(err, ledger.ErrConflict) {
 		return false, nil
 	}
 	return err == nil, err
@@ -64,19 +63,15 @@ func (c Control) List(ctx context.Context, prefix string) ([]string, error) {
 }
 
 // listKeys returns the decoded keys under kvPrefix whose decoded form starts
-// with prefix, sorted.
-func listKeys(ctx context.Context, kv jetstream.KeyValue, kvPrefix, prefix string) ([]string, error) {
-	lister, err := kv.ListKeys(ctx)
+// with prefix, sorted (base64url keeps no order: sorted after decoding).
+func listKeys(ctx context.Context, kv ledger.KV, kvPrefix, prefix string) ([]string, error) {
+	entries, err := kv.List(ctx, kvPrefix)
 	if err != nil {
 		return nil, err
 	}
 	out := []string{}
-	for k := range lister.Keys() {
-		enc, ok := strings.CutPrefix(k, kvPrefix)
-		if !ok {
-			continue
-		}
-		b, err := base64.RawURLEncoding.DecodeString(enc)
+	for _, e := range entries {
+		b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(e.Key, kvPrefix))
 		if err != nil || !strings.HasPrefix(string(b), prefix) {
 			continue
 		}
@@ -88,23 +83,23 @@ func listKeys(ctx context.Context, kv jetstream.KeyValue, kvPrefix, prefix strin
 
 // RegisterNamespace records that repoID owns namespace ns; the first repo to
 // register a namespace owns it, and another repo's registration is refused.
-func RegisterNamespace(ctx context.Context, kv jetstream.KeyValue, ns, repoID string) error {
+func RegisterNamespace(ctx context.Context, kv ledger.KV, ns, repoID string) error {
 	k := "n." + base64.RawURLEncoding.EncodeToString([]byte(ns))
 	_, err := kv.Create(ctx, k, []byte(repoID))
-	if !errors.Is(err, jetstream.ErrKeyExists) {
+	if !errors.Is(err, ledger.ErrConflict) {
 		return err
 	}
 	e, err := kv.Get(ctx, k)
 	if err != nil {
 		return err
 	}
-	if owner := string(e.Value()); owner != repoID {
+	if owner := string(e.Value); owner != repoID {
 		return fmt.Errorf("namespace %q belongs to repo %s, not %s: pick another namespace", ns, owner, repoID)
 	}
 	return nil
 }
 
 // ListNamespaces returns the registered namespaces, sorted.
-func ListNamespaces(ctx context.Context, kv jetstream.KeyValue) ([]string, error) {
+func ListNamespaces(ctx context.Context, kv ledger.KV) ([]string, error) {
 	return listKeys(ctx, kv, "n.", "")
 }

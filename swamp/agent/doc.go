@@ -44,7 +44,8 @@
 //     (Ending).
 //
 // Every answered error carries a kind: "conflict" (paths: files another host
-// changed too; the message names the commands that resolve it), "version",
+// changed too; the message names the commands that resolve it, WaysOut),
+// "version",
 // "unreachable" (NATS), "no-ledger", "permission" (the server refused this
 // user an operation: the message names the subject and the role that grants
 // it), or "error"; its message says what to do.
@@ -81,13 +82,27 @@
 //
 // # Locks
 //
-// Locks (lock.go) live in the swamp bucket, one key a lock, taken by a
-// create-only put, renewed every TTL/3 by an update conditioned on the
-// holder's last revision, released by a delete conditioned on it; a lock
-// whose last write is older than its TTL is taken over the same way. Their
-// timing reads an injected Clock, and every wait honours its context. A
-// lock's value is swamp's LockInfo plus heldSince, so that a host waiting
-// for it can say who holds it and since when.
+// Locks (lock.go) live in the swamp bucket (Ports.SwampKV: a ledger.KV, the
+// JetStream adapter in the product, memledger.KV in tests), one key a lock,
+// taken by a create-only put, renewed every TTL/3 by an update conditioned
+// on the holder's last revision, released by a delete conditioned on it; a
+// lock whose last write (the bucket's time of it) is older than its TTL is
+// taken over the same way. Their timing reads an injected Clock (the tests
+// move one clock for the holders and the bucket, and sleep for nothing);
+// renewals run under the agent's context, and every wait — for a lock, or
+// for the cache while another request's operation runs — honours its
+// context. A lock's value is swamp's LockInfo plus heldSince, so that a host
+// waiting for it can say who holds it and since when.
+//
+// # Ports
+//
+// The command hands the agent what it needs, opened on first use (Ports:
+// the cache, the blob store, the swamp bucket, other namespaces' caches,
+// heartbeats), the cache's running watch (Watch: package dirty by default),
+// and the ways out its answers name (WaysOut: the CLI's command lines, so
+// their text is decided in one place; the agent places them by meaning,
+// never by position in a list). The agent keeps no trace of its own: B10
+// and the tests time its requests from outside (internal/agenttrace).
 //
 // # Heartbeats
 //

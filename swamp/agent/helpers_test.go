@@ -3,17 +3,14 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -24,10 +21,12 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// env is a ledger on a nats-server with a file blob store.
+// env is an in-memory ledger (memledger) with a file blob store and a swamp
+// bucket, all on one test clock.
 type env struct {
-	nc    *nats.Conn
-	log   *jetstream.Log
+	clock *fakeClock
+	log   *memledger.Log
+	kv    *memledger.KV
 	blobs ledger.BlobStore
 }
 
@@ -35,10 +34,9 @@ var ledgerN atomic.Int64
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	_, nc := jstest.RunServer(t)
+	clock := newFakeClock()
 	dir := t.TempDir()
-	name := fmt.Sprintf("agent%d", ledgerN.Add(1))
-	l, err := jetstream.Create(testCtx(t), nc, jetstream.Config{Name: name, Blobs: "file://" + dir})
+	l, err := memledger.New(ledger.Info{Name: fmt.Sprintf("agent%d", ledgerN.Add(1)), Blobs: "file://" + dir}, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +44,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{nc: nc, log: l, blobs: ledger.NewBlobStore(s)}
+	return &env{clock: clock, log: l, kv: memledger.NewKV(clock.Now), blobs: ledger.NewBlobStore(s)}
 }
 
 // ports are the agent's ports on e, with the cache cache.
@@ -62,13 +60,7 @@ func (p ports) Host(context.Context) (*host.Host, error) {
 
 func (p ports) Blobs(context.Context) (ledger.BlobStore, error) { return p.e.blobs, nil }
 
-func (p ports) SwampKV(ctx context.Context) (natsjs.KeyValue, error) {
-	js, err := natsjs.New(p.e.nc)
-	if err != nil {
-		return nil, err
-	}
-	return js.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: "agent"})
-}
+func (p ports) SwampKV(context.Context) (ledger.KV, error) { return p.e.kv, nil }
 
 func (p ports) Foreign(context.Context, string) (*host.Host, error) {
 	return nil, ledger.ErrNotFound
@@ -77,5 +69,86 @@ func (p ports) Foreign(context.Context, string) (*host.Host, error) {
 func (p ports) Beat(_ context.Context, hwm, head ledger.Seq) {
 	if p.beats != nil {
 		p.beats <- [2]ledger.Seq{hwm, head}
+	}
+}
+
+// fakeClock is a Clock the test moves (Advance); the bucket's clock too, so
+// that a lock's age is what the test made it. An After fires once the clock
+// reaches its time.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []waiter
+	changed chan struct{} // closed and replaced when a waiter comes
+}
+
+type waiter struct {
+	at time.Time
+	c  chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 12, 3, 20, 0, 0, 0, time.UTC), changed: make(chan struct{})}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, waiter{c.now.Add(d), ch})
+	close(c.changed)
+	c.changed = make(chan struct{})
+	return ch
+}
+
+// Advance moves the clock by d and fires the Afters due by then.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.now) {
+			kept = append(kept, w)
+		} else {
+			w.c <- c.now
+		}
+	}
+	c.waiters = kept
+}
+
+// Waiting returns once n Afters wait until at: what a holder's renewal, or a
+// lock's next try, waits for once its work is done.
+func (c *fakeClock) Waiting(t *testing.T, at time.Time, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second) // a hang, not a timing
+	for {
+		c.mu.Lock()
+		got := 0
+		for _, w := range c.waiters {
+			if w.at.Equal(at) {
+				got++
+			}
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%d waits on the clock until %v, want %d", got, at, n)
+		}
 	}
 }

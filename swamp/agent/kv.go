@@ -4,16 +4,18 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // The operations on the swamp bucket: locks and the control plane.
 
-func (a *Agent) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+// bucket opens the swamp bucket on first use; its locks are renewed for as
+// long as the agent serves (Serve's context).
+func (a *Agent) bucket(ctx context.Context) (ledger.KV, error) {
 	a.kvOnce.Do(func() {
 		a.kv, a.kvErr = a.cfg.Ports.SwampKV(ctx)
 		if a.kvErr == nil {
-			a.locks = NewLocks(a.kv, a.cfg.Clock)
+			a.locks = NewLocks(a.life, a.kv, a.cfg.Clock)
 		}
 	})
 	return a.kv, a.kvErr

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // DefaultLockTTL is a lock's time to live when swamp gives none: a holder that
@@ -54,7 +54,7 @@ type wallClock struct{}
 func (wallClock) Now() time.Time                         { return time.Now() }
 func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// Locks are distributed locks on a JetStream KV bucket, one key per lock.
+// Locks are distributed locks on a ledger.KV bucket, one key per lock.
 //
 // A lock is taken with a create-only put (it fails when the key holds a live
 // lock), renewed by an update conditioned on the revision the holder last wrote,
@@ -63,10 +63,13 @@ func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // another holder takes it over with an update conditioned on the expired
 // entry's revision. So a holder whose lock expired and was taken over can
 // neither renew nor release the new holder's lock: its revision is stale.
-// Expiry compares the server's timestamps with the Clock (this machine's); hosts
-// whose clocks differ by a good part of the TTL see locks expire early or late.
+// Expiry compares the bucket's timestamps (the server's clock) with the Clock
+// (this machine's); hosts whose clocks differ by a good part of the TTL see
+// locks expire early or late. Every time the locks read is the Clock's: a
+// test moves it, with the bucket's (memledger.KV), and sleeps for nothing.
 type Locks struct {
-	kv    jetstream.KeyValue
+	life  context.Context // the renewals'
+	kv    ledger.KV
 	clock Clock
 
 	mu   sync.Mutex
@@ -76,7 +79,7 @@ type Locks struct {
 type heldLock struct {
 	rev    uint64
 	info   LockInfo
-	ctx    context.Context // the renewals'; cancelled by halt
+	ctx    context.Context // the renewals', under the Locks' life; cancelled by halt
 	cancel context.CancelFunc
 	done   chan struct{}
 	lost   bool
@@ -86,12 +89,13 @@ type heldLock struct {
 }
 
 // NewLocks returns the locks of bucket kv, timed by clock (nil: the wall
-// clock).
-func NewLocks(kv jetstream.KeyValue, clock Clock) *Locks {
+// clock). ctx is their life: the locks taken are renewed until it ends (the
+// agent's end), then they expire after their TTL unless released.
+func NewLocks(ctx context.Context, kv ledger.KV, clock Clock) *Locks {
 	if clock == nil {
 		clock = wallClock{}
 	}
-	return &Locks{kv: kv, clock: clock, held: map[string]*heldLock{}}
+	return &Locks{life: ctx, kv: kv, clock: clock, held: map[string]*heldLock{}}
 }
 
 // kvKey maps a swamp lock key (".datastore.lock", "data/t/id/.lock",
@@ -123,19 +127,19 @@ func (l *Locks) Acquire(ctx context.Context, key string, info LockInfo, ttl, ret
 		info.HeldSince = info.AcquiredAt
 		val, _ := json.Marshal(info)
 		rev, err := l.kv.Create(ctx, k, val)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			var e jetstream.KeyValueEntry
+		if errors.Is(err, ledger.ErrConflict) {
+			var e ledger.KVEntry
 			e, err = l.kv.Get(ctx, k)
 			switch {
-			case errors.Is(err, jetstream.ErrKeyNotFound):
+			case errors.Is(err, ledger.ErrNotFound):
 				continue // released meanwhile
 			case err != nil:
 			default:
 				cur, expired := l.entryInfo(e)
 				last = cur
 				if expired {
-					rev, err = l.kv.Update(ctx, k, val, e.Revision())
-					if errors.Is(err, jetstream.ErrKeyExists) {
+					rev, err = l.kv.Update(ctx, k, val, e.Revision)
+					if errors.Is(err, ledger.ErrConflict) {
 						err = errHeld
 					}
 				} else {
@@ -166,16 +170,16 @@ var errHeld = errors.New("held")
 
 // entryInfo decodes a lock entry and says whether it expired: older than its
 // TTL by the server's timestamp of its last write.
-func (l *Locks) entryInfo(e jetstream.KeyValueEntry) (LockInfo, bool) {
+func (l *Locks) entryInfo(e ledger.KVEntry) (LockInfo, bool) {
 	var info LockInfo
-	if json.Unmarshal(e.Value(), &info) != nil || info.TTLMs <= 0 {
+	if json.Unmarshal(e.Value, &info) != nil || info.TTLMs <= 0 {
 		return info, true // unreadable: nobody can renew it
 	}
-	return info, l.clock.Now().Sub(e.Created()) > time.Duration(info.TTLMs)*time.Millisecond
+	return info, l.clock.Now().Sub(e.Created) > time.Duration(info.TTLMs)*time.Millisecond
 }
 
 func (l *Locks) start(key, k string, rev uint64, info LockInfo, ttl time.Duration) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(l.life)
 	h := &heldLock{rev: rev, info: info, ttl: ttl, ctx: ctx, cancel: cancel, done: make(chan struct{}), owner: l}
 	l.mu.Lock()
 	if old := l.held[key]; old != nil {
@@ -204,7 +208,9 @@ func (h *heldLock) renew(k string) {
 // renewOnce updates the entry, conditioned on the revision this holder last
 // wrote, and says whether the lock is still held: a refused update means the
 // lock expired and another holder took it over (or it was force-released).
-// A failed request (the server unreachable) is tried again at the next tick.
+// A failed request (the server unreachable) is tried again at the next tick;
+// one request waits at most a period (a bound on the transport, on the wall
+// clock: it decides nothing about the lock).
 func (h *heldLock) renewOnce(ctx context.Context, k string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -220,7 +226,7 @@ func (h *heldLock) renewOnce(ctx context.Context, k string) bool {
 	switch {
 	case err == nil:
 		h.rev = rev
-	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound):
+	case errors.Is(err, ledger.ErrConflict), errors.Is(err, ledger.ErrNotFound):
 		h.lost = true
 	}
 	return !h.lost
@@ -247,8 +253,8 @@ func (l *Locks) Release(ctx context.Context, key string) error {
 	if h.lost {
 		return nil
 	}
-	err := l.kv.Delete(ctx, kvKey(key), jetstream.LastRevision(h.rev))
-	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	err := l.kv.Delete(ctx, kvKey(key), h.rev)
+	if err != nil && !errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("release lock %s: %w", key, err)
 	}
 	return nil
@@ -257,7 +263,7 @@ func (l *Locks) Release(ctx context.Context, key string) error {
 // Inspect returns the live holder of key, or nil when it is free or expired.
 func (l *Locks) Inspect(ctx context.Context, key string) (*LockInfo, error) {
 	e, err := l.kv.Get(ctx, kvKey(key))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -275,7 +281,7 @@ func (l *Locks) Inspect(ctx context.Context, key string) (*LockInfo, error) {
 // read and the delete, is refused.
 func (l *Locks) ForceRelease(ctx context.Context, key, nonce string) (bool, error) {
 	e, err := l.kv.Get(ctx, kvKey(key))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
@@ -285,8 +291,8 @@ func (l *Locks) ForceRelease(ctx context.Context, key, nonce string) (bool, erro
 	if nonce == "" || info.Nonce != nonce {
 		return false, nil
 	}
-	err = l.kv.Delete(ctx, kvKey(key), jetstream.LastRevision(e.Revision()))
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	err = l.kv.Delete(ctx, kvKey(key), e.Revision)
+	if errors.Is(err, ledger.ErrConflict) {
 		return false, nil
 	}
 	if err != nil {

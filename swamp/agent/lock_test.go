@@ -4,102 +4,30 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/memledger"
 )
 
-func testBucket(t *testing.T) jetstream.KeyValue {
-	t.Helper()
-	_, nc := jstest.RunServer(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "locks", History: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kv
+// testBucket is a swamp bucket on clock, the holders' clock too.
+func testBucket() (*memledger.KV, *fakeClock) {
+	c := newFakeClock()
+	return memledger.NewKV(c.Now), c
 }
 
 func holder(name string) LockInfo {
 	return LockInfo{Holder: name, Hostname: name + "-host", PID: 1, Nonce: "nonce-" + name}
 }
 
-// fakeClock is a Clock the test moves: Now stands still until Set; the
-// channels of After fire at Fire, whatever their duration.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []chan time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.waiters = append(c.waiters, ch)
-	return ch
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-// Waiting returns once n Afters wait.
-func (c *fakeClock) Waiting(t *testing.T, n int) {
+func revision(t *testing.T, kv ledger.KV, key string) ledger.KVEntry {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		c.mu.Lock()
-		w := len(c.waiters)
-		c.mu.Unlock()
-		if w >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waits on the clock, want %d", w, n)
-		}
+	e, err := kv.Get(t.Context(), kvKey(key))
+	if err != nil {
+		t.Fatalf("lock %s: %v", key, err)
 	}
-}
-
-// Fire fires every After waiting, once n of them wait.
-func (c *fakeClock) Fire(t *testing.T, n int) {
-	t.Helper()
-	c.Waiting(t, n)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, ch := range c.waiters {
-		ch <- c.now
-	}
-	c.waiters = nil
-}
-
-// revisionAfter waits until key's entry is newer than rev and returns it.
-func revisionAfter(t *testing.T, kv jetstream.KeyValue, key string, rev uint64) jetstream.KeyValueEntry {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if e, err := kv.Get(t.Context(), kvKey(key)); err == nil && e.Revision() > rev {
-			return e
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lock %s not renewed past revision %d", key, rev)
-		}
-	}
+	return e
 }
 
 // Two holders contend for one lock: the second waits, is told who holds it
@@ -107,45 +35,55 @@ func revisionAfter(t *testing.T, kv jetstream.KeyValue, key string, rev uint64) 
 // gives up when its context ends.
 func TestLockContention(t *testing.T) {
 	t.Parallel()
-	kv := testBucket(t)
+	kv, clock := testBucket()
 	ctx := t.Context()
-	ca, cb := newFakeClock(), newFakeClock()
-	a, b := NewLocks(kv, ca), NewLocks(kv, cb)
+	a, b := NewLocks(ctx, kv, clock), NewLocks(ctx, kv, clock)
 	defer a.Close()
 	defer b.Close()
-	const key, retry, ttl = "data/command/shell/vpc/.lock", 100 * time.Millisecond, 10 * time.Second
+	const key, retry, ttl = "data/command/shell/vpc/.lock", 100 * time.Millisecond, 9 * time.Second
 	if err := a.Acquire(ctx, key, holder("a"), ttl, retry, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	since := ca.Now().UTC().Format(time.RFC3339Nano)
+	t0 := clock.Now()
+	since := t0.Format(time.RFC3339Nano)
 	err := b.Acquire(ctx, key, holder("b"), ttl, retry, retry)
 	if !errors.Is(err, ErrLockTimeout) || !strings.Contains(err.Error(), "held by a (host a-host, pid 1) since "+since) {
 		t.Fatalf("second acquire: %v, want a timeout naming holder a, its host, pid and since when", err)
 	}
 	info, err := b.Inspect(ctx, key)
-	if err != nil || info == nil || info.Holder != "a" || info.Nonce != "nonce-a" || info.TTLMs != 10000 || info.HeldSince != since {
+	if err != nil || info == nil || info.Holder != "a" || info.Nonce != "nonce-a" || info.TTLMs != 9000 || info.HeldSince != since {
 		t.Fatalf("inspect = %+v, %v; want holder a, since %s", info, err, since)
 	}
-	// b waits while a holds it (a's renewal keeps HeldSince), and gets it at
-	// its first look after a released.
-	ca.Fire(t, 1) // a's renewal
-	revisionAfter(t, kv, key, 1)
+	// a renews every ttl/3, keeping HeldSince.
+	clock.Waiting(t, t0.Add(ttl/3), 1)
+	rev := revision(t, kv, key).Revision
+	clock.Advance(ttl / 3)
+	clock.Waiting(t, t0.Add(2*ttl/3), 1)
+	if e := revision(t, kv, key); e.Revision <= rev || !e.Created.Equal(t0.Add(ttl/3)) {
+		t.Fatalf("after a's renewal period the lock is %+v, want renewed at %v", e, t0.Add(ttl/3))
+	}
+	// b waits while a holds it, trying every retry, and gets it at its first
+	// try after a released.
 	got := make(chan error, 1)
 	go func() { got <- b.Acquire(ctx, key, holder("b"), ttl, retry, time.Hour) }()
-	cb.Fire(t, 1)
-	cb.Fire(t, 1)
-	select {
-	case err := <-got:
-		t.Fatalf("b acquired while a held the lock: %v", err)
-	default:
+	for i := range 3 {
+		next := clock.Now().Add(retry)
+		clock.Waiting(t, next, 1)
+		select {
+		case err := <-got:
+			t.Fatalf("b acquired while a held the lock (try %d): %v", i, err)
+		default:
+		}
+		clock.Advance(retry)
 	}
 	if info, _ := b.Inspect(ctx, key); info == nil || info.HeldSince != since {
 		t.Fatalf("inspect after a's renewal = %+v, want since %s", info, since)
 	}
+	clock.Waiting(t, clock.Now().Add(retry), 1)
 	if err := a.Release(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	cb.Fire(t, 1)
+	clock.Advance(retry)
 	if err := <-got; err != nil {
 		t.Fatalf("b after a released: %v", err)
 	}
@@ -155,7 +93,7 @@ func TestLockContention(t *testing.T) {
 	// a waits for b, and stops waiting when its context ends.
 	actx, cancel := context.WithCancel(ctx)
 	go func() { got <- a.Acquire(actx, key, holder("a"), ttl, retry, time.Hour) }()
-	ca.Waiting(t, 1)
+	clock.Waiting(t, clock.Now().Add(retry), 1)
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a's wait after its context ended: %v", err)
@@ -163,46 +101,54 @@ func TestLockContention(t *testing.T) {
 }
 
 // A holder that renews keeps its lock past the TTL; one that stops renewing
-// (killed) loses it TTL after its last renewal, and once another holder has
-// taken it over, the old one can neither renew nor release it (fencing by
-// revision). The two cases run at once, on two locks of one holder; expiry
-// is judged by b's clock against the server's time of each lock's last write.
+// (killed) loses it just after TTL since its last renewal, not before, and
+// once another holder has taken it over, the old one can neither renew nor
+// release it (fencing by revision). The two cases run at once, on two locks
+// of one holder.
 func TestLockExpiryAndFencing(t *testing.T) {
 	t.Parallel()
-	kv := testBucket(t)
+	kv, clock := testBucket()
 	ctx := t.Context()
-	ca, cb := newFakeClock(), newFakeClock()
-	a, b := NewLocks(kv, ca), NewLocks(kv, cb)
+	a, b := NewLocks(ctx, kv, clock), NewLocks(ctx, kv, clock)
 	defer a.Close()
 	defer b.Close()
-	const alive, dies, ttl = ".datastore.lock", "data/command/shell/vpc/.lock", 10 * time.Second
+	const alive, dies, ttl = ".datastore.lock", "data/command/shell/vpc/.lock", 9 * time.Second
 	for _, key := range []string{alive, dies} {
 		if err := a.Acquire(ctx, key, holder("a"), ttl, time.Millisecond, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
+	period := func() {
+		t.Helper()
+		clock.Waiting(t, clock.Now().Add(ttl/3), 1)
+		clock.Advance(ttl / 3)
+	}
 	// a renews both, then "dies" for one: its renewal stops, nothing is
-	// released; it renews the other once more.
-	ca.Fire(t, 2)
-	revisionAfter(t, kv, alive, 2)
-	last := revisionAfter(t, kv, dies, 2) // a's last renewal of dies
+	// released; it goes on renewing the other.
+	clock.Waiting(t, clock.Now().Add(ttl/3), 2)
+	clock.Advance(ttl / 3)
 	a.mu.Lock()
 	ha := a.held[dies]
 	a.mu.Unlock()
+	clock.Waiting(t, clock.Now().Add(ttl/3), 2)
 	ha.halt()
-	ca.Fire(t, 1)
-	renewed := revisionAfter(t, kv, alive, max(last.Revision(), 3))
-	gap := renewed.Created().Sub(last.Created())
-	if gap <= 0 {
-		t.Fatalf("alive renewed at %v, not after dies' last renewal at %v", renewed.Created(), last.Created())
+	last := revision(t, kv, dies) // a's last renewal of dies
+	if !last.Created.Equal(clock.Now()) {
+		t.Fatalf("dies last written at %v, want renewed at %v", last.Created, clock.Now())
 	}
-	// Just short of the TTL after dies' last renewal, b cannot take it.
-	cb.Set(last.Created().Add(ttl - gap/2))
+	for range 3 {
+		period()
+	}
+	// At exactly the TTL after dies' last renewal, b cannot take it.
+	if now := clock.Now(); !now.Equal(last.Created.Add(ttl)) {
+		t.Fatalf("clock at %v, want %v", now, last.Created.Add(ttl))
+	}
 	if err := b.Acquire(ctx, dies, holder("b"), ttl, time.Millisecond, 0); !errors.Is(err, ErrLockTimeout) {
-		t.Fatalf("b before a's TTL ran out: %v, want a timeout", err)
+		t.Fatalf("b at a's TTL: %v, want a timeout", err)
 	}
 	// Past it, b takes dies, but not alive (renewed since).
-	cb.Set(last.Created().Add(ttl + gap/2))
+	clock.Waiting(t, clock.Now().Add(ttl/3), 1) // alive's renewal done
+	clock.Advance(time.Millisecond)
 	if err := b.Acquire(ctx, alive, holder("b"), ttl, time.Millisecond, 0); !errors.Is(err, ErrLockTimeout) {
 		t.Fatalf("b took a renewed lock: %v", err)
 	}
@@ -215,7 +161,7 @@ func TestLockExpiryAndFencing(t *testing.T) {
 	if err := a.Release(ctx, dies); err != nil {
 		t.Fatal(err)
 	}
-	c := NewLocks(kv, nil)
+	c := NewLocks(ctx, kv, clock)
 	if info, _ := c.Inspect(ctx, dies); info == nil || info.Holder != "b" {
 		t.Fatalf("after a's release: inspect = %+v, want b still holding", info)
 	}
@@ -224,12 +170,42 @@ func TestLockExpiryAndFencing(t *testing.T) {
 	}
 }
 
+// The renewals run under the Locks' context: once it ends (the agent's end)
+// nothing renews, and the lock expires TTL after its last renewal.
+func TestLockRenewalsEndWithTheirContext(t *testing.T) {
+	t.Parallel()
+	kv, clock := testBucket()
+	ctx := t.Context()
+	life, end := context.WithCancel(ctx)
+	a, b := NewLocks(life, kv, clock), NewLocks(ctx, kv, clock)
+	defer b.Close()
+	const key, ttl = ".datastore.lock", 9 * time.Second
+	if err := a.Acquire(ctx, key, holder("a"), ttl, time.Millisecond, 0); err != nil {
+		t.Fatal(err)
+	}
+	clock.Waiting(t, clock.Now().Add(ttl/3), 1)
+	end()
+	a.mu.Lock()
+	done := a.held[key].done
+	a.mu.Unlock()
+	<-done // the renewals stopped
+	rev := revision(t, kv, key).Revision
+	clock.Advance(ttl)
+	if e := revision(t, kv, key); e.Revision != rev {
+		t.Fatalf("renewed after the locks' context ended: %+v", e)
+	}
+	clock.Advance(time.Millisecond)
+	if err := b.Acquire(ctx, key, holder("b"), ttl, time.Millisecond, 0); err != nil {
+		t.Fatalf("b after a's TTL: %v", err)
+	}
+}
+
 // ReleaseAll gives back every lock held, and only those.
 func TestLockReleaseAll(t *testing.T) {
 	t.Parallel()
-	kv := testBucket(t)
+	kv, clock := testBucket()
 	ctx := t.Context()
-	a, b := NewLocks(kv, nil), NewLocks(kv, nil)
+	a, b := NewLocks(ctx, kv, clock), NewLocks(ctx, kv, clock)
 	defer b.Close()
 	for _, key := range []string{".datastore.lock", "data/t/m/.lock"} {
 		if err := a.Acquire(ctx, key, holder("a"), time.Minute, time.Millisecond, time.Second); err != nil {
@@ -253,9 +229,9 @@ func TestLockReleaseAll(t *testing.T) {
 // forceRelease deletes the lock only with its holder's nonce.
 func TestLockForceReleaseNonce(t *testing.T) {
 	t.Parallel()
-	kv := testBucket(t)
+	kv, clock := testBucket()
 	ctx := t.Context()
-	a, b := NewLocks(kv, nil), NewLocks(kv, nil)
+	a, b := NewLocks(ctx, kv, clock), NewLocks(ctx, kv, clock)
 	defer a.Close()
 	const key = ".locks/ci.lock"
 	if err := a.Acquire(ctx, key, holder("a"), 10*time.Second, 20*time.Millisecond, time.Second); err != nil {
@@ -298,9 +274,9 @@ func TestLockForceReleaseNonce(t *testing.T) {
 // The control-plane store and namespace registrations on the bucket.
 func TestControlPlane(t *testing.T) {
 	t.Parallel()
-	kv := testBucket(t)
-	ctx := context.Background()
-	c := Control{kv}
+	kv, _ := testBucket()
+	ctx := t.Context()
+	c := NewControl(kv)
 	if v, err := c.Get(ctx, "vault/a"); v != nil || err != nil {
 		t.Fatalf("get missing = %q, %v", v, err)
 	}
@@ -322,6 +298,9 @@ func TestControlPlane(t *testing.T) {
 	if err := c.Delete(ctx, "vault/a"); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Delete(ctx, "vault/a"); err != nil {
+		t.Fatalf("deleting a missing key: %v", err)
+	}
 	if l, _ := c.List(ctx, ""); len(l) != 1 || l[0] != "tokens/x" {
 		t.Fatalf("list after delete = %q", l)
 	}
@@ -336,5 +315,8 @@ func TestControlPlane(t *testing.T) {
 	}
 	if ns, _ := ListNamespaces(ctx, kv); len(ns) != 1 || ns[0] != "ci" {
 		t.Fatalf("namespaces = %q", ns)
+	}
+	if l, _ := c.List(ctx, ""); len(l) != 1 {
+		t.Fatalf("the control plane lists a namespace registration: %q", l)
 	}
 }
