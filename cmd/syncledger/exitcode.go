@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -213,7 +212,7 @@ func errorCommands(err error) []string {
 
 // printErrorJSON writes err's error object as one line.
 func printErrorJSON(w io.Writer, err error) {
-	_ = json.NewEncoder(w).Encode(errorReport{newErrorObject(err)})
+	_ = writeJSON(w, errorReport{newErrorObject(err)})
 }
 
 // wantsJSON reports whether the command line asked for --json: the executed

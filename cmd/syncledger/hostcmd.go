@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -220,13 +219,6 @@ func (s scope) keys() ([]string, error) {
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys), nil
-}
-
-// printJSON writes v as one indented JSON document to stdout.
-func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // scopedHost resolves the scope's partition keys and opens this host's cache.

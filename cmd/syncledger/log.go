@@ -188,15 +188,10 @@ func (p *logPrinter) add(r ledger.Record) error {
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", r.Seq, err)
 		}
-		line, err := json.Marshal(struct {
+		return p.a.printJSON(struct {
 			Seq   ledger.Seq      `json:"seq"`
 			Event json.RawMessage `json:"event"`
 		}{r.Seq, b})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(p.a.stdout, "%s\n", line)
-		return err
 	}
 	if p.cur != nil && p.cur.ev.Commit != r.Event.Commit {
 		if err := p.flush(); err != nil {
@@ -238,12 +233,7 @@ func (p *logPrinter) skipped(r ledger.Record) error {
 		if sk.Notice {
 			key = "quarantine"
 		}
-		line, err := json.Marshal(map[string]any{"seq": r.Seq, key: q})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(p.a.stdout, "%s\n", line)
-		return err
+		return p.a.printJSON(map[string]any{"seq": r.Seq, key: q})
 	}
 	var line string
 	if sk.Notice {
