@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 	}
 	if err != nil && !silent(err) {
+		err = withNote(err)
 		fmt.Fprintf(stderr, "syncledger: %v\n", err)
 		for _, c := range errorCommands(err) {
 			fmt.Fprintf(stderr, "  way out: %s\n", c)

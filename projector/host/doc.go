@@ -66,4 +66,14 @@
 // advances the state's generation (statedb.DB.Gen); Watch, which keeps a
 // session (its core's staged knowledge) between commits, opens a new one when
 // another process moved the state.
+//
+// # Errors
+//
+// The errors say what went wrong and carry what a caller needs to say what to
+// do next — *ConflictError and *LocalChangesError the paths, *ContentGoneError
+// whether the host was behind, *NoSnapshotError the snapshots it skipped,
+// ErrNoChange — and name no command line: the CLI alone turns them into its
+// commands (cmd/syncledger/wayout.go). The Commands methods of the two
+// conflict errors remain only for the swamp agent until it takes its ways out
+// from the command.
 package host

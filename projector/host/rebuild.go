@@ -157,13 +157,9 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		}
 	}
 	if base.Seq == 0 && floor > 1 {
-		if len(res.Skipped) > 0 {
-			// Snapshots a release before attestations took are not attested
-			// until an admin adopts them.
-			return res, fmt.Errorf("rebuild: no usable snapshot (%d skipped: not attested, or not readable; an admin adopts those an older release took with `syncledger snapshot --adopt`): %w",
-				len(res.Skipped), &ledger.TruncatedError{From: 1, First: floor})
-		}
-		return res, fmt.Errorf("rebuild: no usable snapshot: %w", &ledger.TruncatedError{From: 1, First: floor})
+		// Snapshots a release before attestations took are not attested
+		// until an admin adopts them.
+		return res, fmt.Errorf("rebuild: %w", &NoSnapshotError{Skipped: res.Skipped, Err: &ledger.TruncatedError{From: 1, First: floor}})
 	}
 	h.log.Info("rebuilding cache", "cache", h.dir.Root(), "snapshot", res.SnapshotKey, "seq", base.Seq, "head", b.Last)
 	s, err := h.load(ctx, opt.Lazy)
