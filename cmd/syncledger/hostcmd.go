@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -31,88 +29,22 @@ func (a *app) cacheDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find the cache: %w", err)
 	}
-	if dir, ok := findCache(wd); ok {
+	if dir, ok := host.FindCache(wd); ok {
 		a.cache = dir
 		return dir, nil
 	}
 	return "", usagef("not in a syncledger cache (no %s/ in %s or any parent): pass --cache DIR (or set SYNCLEDGER_CACHE) to use or make the cache DIR", ledger.StateDir, wd)
 }
 
-// findCache walks up from dir to the nearest directory holding a state directory.
-func findCache(dir string) (string, bool) {
-	for {
-		if fi, err := os.Stat(filepath.Join(dir, ledger.StateDir)); err == nil && fi.IsDir() {
-			return dir, true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
-}
-
-// hostIDFile, in a cache's state directory, holds the cache's host id.
-const hostIDFile = "host-id"
-
-// cacheHostID returns the host id the cache at dir keeps, or a new one (stored
-// false) for a cache that has none: the machine's hostname and a random suffix,
-// so that two caches on one machine are two hosts in `hosts` and the dashboard.
-func cacheHostID(dir string) (id string, stored bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, ledger.StateDir, hostIDFile))
-	if err == nil {
-		if id := strings.TrimSpace(string(b)); id != "" {
-			return id, true, nil
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", false, fmt.Errorf("read the cache's host id: %w", err)
-	}
-	name, err := os.Hostname()
-	if err != nil || name == "" {
-		name = "host"
-	}
-	var suffix [3]byte
-	if _, err := rand.Read(suffix[:]); err != nil {
-		return "", false, err
-	}
-	return fmt.Sprintf("%.240s-%x", name, suffix), false, nil
-}
-
-// storeHostID records id as the cache's host id unless another process recorded
-// one first, and returns the one recorded.
-func storeHostID(dir, id string) (string, error) {
-	p := filepath.Join(dir, ledger.StateDir, hostIDFile)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		got, _, err := cacheHostID(dir)
-		return got, err
-	}
-	if err != nil {
-		return "", fmt.Errorf("store the cache's host id: %w", err)
-	}
-	_, err = f.WriteString(id + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(p)
-		return "", fmt.Errorf("store the cache's host id: %w", err)
-	}
-	return id, nil
-}
-
 // Host opens this host's cache (cacheDir) bound to the ledger, on first use.
-// Without --host, the host id is the cache's own (cacheHostID). A cache records
+// Without --host, the host id is the cache's own (host.CacheHostID). A cache records
 // its id when it is first opened: --host if given then, else a new one.
 func (a *app) Host(ctx context.Context) (*host.Host, error) {
 	dir, err := a.cacheDir()
 	if err != nil {
 		return nil, err
 	}
-	id, stored, err := cacheHostID(dir)
+	id, stored, err := host.CacheHostID(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +60,7 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 	}
 	// The cache is held from here: a new cache's id is recorded now, once it
 	// opened. Another process that opened it first may have recorded its own.
-	id, err = storeHostID(dir, a.host)
+	id, err = host.StoreHostID(dir, a.host)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
 	"github.com/syncledger/syncledger/swamp/agent"
@@ -74,8 +75,8 @@ directory (.syncledger/foreign/NS).`,
 				// With a watch running on the cache, its dirty set and swamp's
 				// markDirty paths narrow the scan, as for commit --hint.
 				Changed: func(ctx context.Context, hints []string) ([]string, func()) {
-					snap, changed := a.dirtySet(ctx, cache, hints)
-					return changed, func() { a.ackDirty(ctx, cache, snap, changed, false) }
+					round := dirty.Begin(ctx, cache, hints, a.logger)
+					return round.Changed, func() { round.Ack(ctx, false) }
 				},
 			}
 			if tr := a.getenv(TraceEnv); tr != "" {

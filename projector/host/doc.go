@@ -55,6 +55,16 @@
 // consecutive commits of at most that many partitions, in partition order,
 // each atomic and recorded before the next; one that stops between them leaves the rest dirty for the next commit.
 //
+// # A cache's identity and stack
+//
+// FindCache finds the cache around a directory (the nearest with a state
+// directory, as git finds its repository). A cache keeps its own host id in
+// .syncledger/host-id (CacheHostID makes one from the hostname and a random
+// suffix; StoreHostID records it once, the first process to store one wins),
+// so two caches on one machine are two hosts. BlobStack is the blob store a
+// host runs on over an object store (the retrying store under the
+// content-addressed layer); the CLI and the bench both open hosts on it.
+//
 // # Sharing a cache between processes
 //
 // The state database's file lock is the cache's lock: one operation at a time
