@@ -36,40 +36,23 @@ func (a *app) cacheDir() (string, error) {
 	return "", usagef("not in a syncledger cache (no %s/ in %s or any parent): pass --cache DIR (or set SYNCLEDGER_CACHE) to use or make the cache DIR", ledger.StateDir, wd)
 }
 
-// Host opens this host's cache (cacheDir) bound to the ledger, on first use.
-// Without --host, the host id is the cache's own (host.CacheHostID). A cache records
-// its id when it is first opened: --host if given then, else a new one.
+// Host opens this host's cache (cacheDir) bound to the ledger, on first use,
+// under its host id (host.OpenAs): --host if given, else the cache's own.
 func (a *app) Host(ctx context.Context) (*host.Host, error) {
 	dir, err := a.cacheDir()
 	if err != nil {
 		return nil, err
 	}
-	id, stored, err := host.CacheHostID(dir)
-	if err != nil {
-		return nil, err
+	given := ""
+	if !a.hostDefault {
+		given = a.host
 	}
-	given := !a.hostDefault
-	if !given {
+	a.hostDefault = false
+	h, _, err := host.OpenAs(dir, given, func(id string) (*host.Host, error) {
 		a.setHost(id)
-		a.hostDefault = false
-	}
-	storeID := !stored // a new cache keeps --host if given, else the new id
-	h, err := a.openHost(ctx)
-	if err != nil || !storeID {
-		return h, err
-	}
-	// The cache is held from here: a new cache's id is recorded now, once it
-	// opened. Another process that opened it first may have recorded its own.
-	id, err = host.StoreHostID(dir, a.host)
-	if err != nil {
-		return nil, err
-	}
-	if id != a.host && !given {
-		a.setHost(id)
-		_ = h.Close()
 		return a.openHost(ctx)
-	}
-	return h, nil
+	})
+	return h, err
 }
 
 // LocalHost opens the cache without its ledger (host.OpenLocal), for status

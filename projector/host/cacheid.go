@@ -80,3 +80,36 @@ func StoreHostID(dir, id string) (string, error) {
 	}
 	return id, nil
 }
+
+// OpenAs opens the cache at dir with open (which binds it to the ledger) under
+// its host id: given (--host) if not empty, else the cache's own
+// (CacheHostID). A cache records its id when it is first opened — given if
+// set, else the new one — and when another process recorded one first, a
+// cache opened under a new id is opened again under the recorded one. It
+// returns the host and the id it was opened as.
+func OpenAs(dir, given string, open func(id string) (*Host, error)) (*Host, string, error) {
+	id, stored, err := CacheHostID(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if given != "" {
+		id = given
+	}
+	h, err := open(id)
+	if err != nil || stored {
+		return h, id, err
+	}
+	// The cache is held from here: a new cache's id is recorded now, once it
+	// opened. Another process that opened it first may have recorded its own.
+	rec, err := StoreHostID(dir, id)
+	if err != nil {
+		_ = h.Close()
+		return nil, "", err
+	}
+	if rec != id && given == "" {
+		_ = h.Close()
+		h, err = open(rec)
+		return h, rec, err
+	}
+	return h, id, nil
+}
