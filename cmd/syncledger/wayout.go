@@ -46,8 +46,8 @@ func errorCommands(err error) []string {
 		// whose content the store keeps; the same fetch then works.
 		return []string{"syncledger sync --lazy"}
 	case errors.As(err, &ns):
-		if len(ns.Skipped) == 0 {
-			return []string{} // a rebuild again would fail the same way
+		if len(ns.Unattested) == 0 {
+			return []string{} // a rebuild again would fail the same way; adopting attests nothing
 		}
 		return []string{"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}
 	case errors.As(err, &c):
@@ -75,7 +75,7 @@ func errorNote(err error) string {
 	case errors.Is(err, host.ErrNoChange):
 		return "'syncledger status' lists conflicts"
 	case errors.Is(err, ledger.ErrRewound):
-		return "if the ledger was rewound on purpose: syncledger rebuild"
+		return "syncledger rebuild"
 	case errors.As(err, &cg) && !cg.Behind():
 		return "see syncledger log"
 	}

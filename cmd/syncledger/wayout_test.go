@@ -32,7 +32,8 @@ func TestWayOutTable(t *testing.T) {
 			"syncledger commit", "syncledger resolve --mine --all", "syncledger resolve --theirs --all"}, ""},
 		{"content gone, behind", &host.ContentGoneError{Paths: []string{"x"}, HWM: 3, Head: 5, Err: ledger.ErrNotFound}, []string{"syncledger sync --lazy"}, ""},
 		{"content gone, at the head", &host.ContentGoneError{Paths: []string{"x"}, HWM: 5, Head: 5, Err: ledger.ErrNotFound}, []string{}, "see syncledger log"},
-		{"no snapshot, some unattested", &host.NoSnapshotError{Skipped: []string{"s1"}, Err: truncated}, []string{
+		{"no snapshot, one unreadable", &host.NoSnapshotError{Skipped: []string{"s1"}, Err: truncated}, []string{}, ""},
+		{"no snapshot, one unattested", &host.NoSnapshotError{Skipped: []string{"s1", "s2"}, Unattested: []string{"s2"}, Err: truncated}, []string{
 			"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}, ""},
 		{"no snapshot at all", &host.NoSnapshotError{Err: truncated}, []string{}, ""},
 		{"truncated", truncated, []string{"syncledger rebuild"}, ""},
@@ -42,7 +43,7 @@ func TestWayOutTable(t *testing.T) {
 			"syncledger quarantine 7 --force --reason '…'   (admin; if the message at seq 7 is bad: every reader then skips it)"}, ""},
 		{"no ledger", fmt.Errorf("open ledger %q: %w", "x", ledger.ErrNoLedger), []string{}, "create it with `syncledger init`"},
 		{"resolve of no change", fmt.Errorf("resolve x: %w", host.ErrNoChange), []string{}, "'syncledger status' lists conflicts"},
-		{"rewound", fmt.Errorf("sync: %w", ledger.ErrRewound), []string{}, "if the ledger was rewound on purpose: syncledger rebuild"},
+		{"rewound", fmt.Errorf("sync: %w", ledger.ErrRewound), []string{}, "syncledger rebuild"},
 		{"plain", errors.New("boom"), []string{}, ""},
 	} {
 		err := fmt.Errorf("%s: %w", "cmd", tc.err)

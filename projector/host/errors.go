@@ -16,11 +16,13 @@ var ErrNoChange = fmt.Errorf("no uncommitted change there: %w", ledger.ErrNotFou
 
 // NoSnapshotError: a rebuild found no usable snapshot while the log no longer
 // holds its first events. Skipped lists the snapshots it passed over (not
-// attested, or not readable): those an older release took become usable once
-// an admin adopts them. It wraps the log's *ledger.TruncatedError.
+// attested, or not readable), Unattested those of them not attested: the ones
+// an older release took, usable once an admin adopts them (if they read
+// back). It wraps the log's *ledger.TruncatedError.
 type NoSnapshotError struct {
-	Skipped []string
-	Err     *ledger.TruncatedError
+	Skipped    []string
+	Unattested []string
+	Err        *ledger.TruncatedError
 }
 
 func (e *NoSnapshotError) Error() string {
