@@ -174,7 +174,7 @@ func lazySync(ctx context.Context, lg ledger.CommitLog, sp childSpec) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	h, err := host.Open(host.Config{Cache: sp.Cache, Host: "replay", Log: lg, Blobs: ledger.NewBlobStore(objs)})
+	h, err := host.Open(host.Config{Cache: sp.Cache, Host: "replay", Log: lg, Blobs: host.BlobStack(objs)})
 	if err != nil {
 		return 0, err
 	}

@@ -96,7 +96,7 @@ func (r *runner) newDataset(ctx context.Context, n int, store string) (*dataset,
 	if err != nil {
 		return nil, err
 	}
-	d := &dataset{l: layoutOf(n, r.sz.fileSize), gen: n, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs)}
+	d := &dataset{l: layoutOf(n, r.sz.fileSize), gen: n, nc: nc, log: lg, objs: objs, blobs: host.BlobStack(objs)}
 	if err := seedLedger(ctx, lg, objs, d.l, d.gen); err != nil {
 		return nil, err
 	}

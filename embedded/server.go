@@ -115,16 +115,11 @@ func (cfg *Config) validate() (host string, port int, err error) {
 	if err := cfg.validateAuth(); err != nil {
 		return "", 0, err
 	}
-	if !IsLoopback(host) && !cfg.authenticated() {
+	if !loopback.Host(host) && !cfg.authenticated() {
 		return "", 0, fmt.Errorf("%w on %s: not a loopback address, and no token, user and password, users or verified client certificates are set", ErrInsecure, cfg.Listen)
 	}
 	return host, port, nil
 }
-
-// IsLoopback reports whether host (an IP literal or name, as in a listen address)
-// is certainly a loopback address: a loopback IP or "localhost". Any other name is
-// treated as reachable from the network.
-func IsLoopback(host string) bool { return loopback.Host(host) }
 
 // Start validates cfg, locks the data directory and starts the server with
 // JetStream. It returns once the server accepts clients, or an error after which

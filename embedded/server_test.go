@@ -216,19 +216,6 @@ func TestListenRefusals(t *testing.T) {
 
 func mustErr(_ *Server, err error) error { return err }
 
-func TestIsLoopback(t *testing.T) {
-	t.Parallel()
-	for host, want := range map[string]bool{
-		"127.0.0.1": true, "127.1.2.3": true, "::1": true, "localhost": true,
-		"": false, "0.0.0.0": false, "::": false, "10.0.0.1": false, "example.com": false,
-		"localhost.example.com": false,
-	} {
-		if got := IsLoopback(host); got != want {
-			t.Errorf("IsLoopback(%q) = %v, want %v", host, got, want)
-		}
-	}
-}
-
 func TestPortInUseFailsFast(t *testing.T) {
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -14,6 +14,9 @@ var (
 	ErrUnknownVersion = errors.New("unknown format version")
 	// ErrNotFound: the object, blob, ledger or partition does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrNoLedger: the ledger asked for does not exist (it was never created,
+	// or its name is wrong). It wraps ErrNotFound.
+	ErrNoLedger = fmt.Errorf("no such ledger: %w", ErrNotFound)
 	// ErrChecksum: content read or written does not match its SHA-256.
 	ErrChecksum = errors.New("checksum mismatch")
 	// ErrConflict: an append did not extend a partition's chain (another host extended

@@ -4,10 +4,10 @@ import (
 	"embed"
 	"encoding/json"
 	"io/fs"
-	"net"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/syncledger/syncledger/internal/loopback"
 )
 
 //go:embed assets
@@ -45,7 +45,7 @@ func (d *Dashboard) Handler(o HandlerOptions) http.Handler {
 // secure adds the security headers and refuses foreign Host headers.
 func secure(o HandlerOptions, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !o.Public && !loopbackHost(r.Host) {
+		if !o.Public && !loopback.Host(r.Host) {
 			http.Error(w, "this dashboard answers only on a loopback address (serve it with --ui-public to change that)", http.StatusMisdirectedRequest)
 			return
 		}
@@ -56,20 +56,6 @@ func secure(o HandlerOptions, next http.Handler) http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		next.ServeHTTP(w, r)
 	})
-}
-
-// loopbackHost reports whether a Host header names this machine's loopback.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // events streams the state as server-sent events: at once, then after every

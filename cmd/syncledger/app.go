@@ -18,6 +18,7 @@ import (
 	"github.com/syncledger/syncledger/ledger/blobs"
 	"github.com/syncledger/syncledger/ledger/jetstream"
 	"github.com/syncledger/syncledger/ledger/natsobj"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 // DefaultNATS is the NATS URL used when neither --nats, SYNCLEDGER_NATS nor
@@ -342,11 +343,11 @@ func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := a.openObjects(ctx, raw)
+	objs, err := a.openStore(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	a.res.blobs = ledger.NewBlobStore(objs)
+	a.res.blobs = host.BlobStack(objs)
 	return a.res.blobs, nil
 }
 

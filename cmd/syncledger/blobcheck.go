@@ -100,6 +100,9 @@ func (a *app) protectBlobs(ctx context.Context, raw string) {
 	case err != nil:
 		a.logger.Warn("could not check whether the blob store protects stored blobs", "blobs", redactURL(raw), "err", err)
 	case !protected:
+		if _, ok := objs.(hardener); ok {
+			how += ": " + unprotectedNote
+		}
 		a.logger.Warn("the blob store does not protect stored blobs: anyone with its write credentials can delete or overwrite them; see docs/ops.md, Threat model, for the bucket policy",
 			"blobs", redactURL(raw), "why", how)
 	default:

@@ -235,7 +235,8 @@ func TestServeInitLog(t *testing.T) {
 			t.Fatalf("%v on an empty ledger: %+v", args, r)
 		}
 	}
-	if r := cli(t, env, "--ledger", "missing", "log"); r.code != 1 || !strings.Contains(r.stderr, "syncledger: open ledger \"missing\"") {
+	if r := cli(t, env, "--ledger", "missing", "log"); r.code != 1 || !strings.Contains(r.stderr, "syncledger: open ledger \"missing\"") ||
+		!strings.Contains(r.stderr, "create it with `syncledger init`") {
 		t.Errorf("log of a missing ledger: %+v", r)
 	}
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -71,10 +70,10 @@ func runCommit(ctx context.Context, a *app, o commitOpts) error {
 	if err != nil {
 		return err
 	}
-	snap, changed := a.dirtySet(ctx, h.Dir().Root(), hints)
-	res, err := h.Commit(ctx, host.CommitOptions{Message: o.message, Partitions: parts, Changed: changed})
+	round := dirty.Begin(ctx, h.Dir().Root(), hints, a.logger)
+	res, err := h.Commit(ctx, host.CommitOptions{Message: o.message, Partitions: parts, Changed: round.Changed})
 	if err == nil {
-		a.ackDirty(ctx, h.Dir().Root(), snap, changed, len(parts) > 0)
+		round.Ack(ctx, len(parts) > 0)
 		a.beat(ctx, "commit", res.HWM, res.HWM)
 		a.noteSplit(res)
 	}
@@ -83,38 +82,6 @@ func runCommit(ctx context.Context, a *app, o commitOpts) error {
 			printCommit(a, res)
 		}
 	})
-}
-
-// dirtySet asks the cache's watcher for the paths a commit must check
-// (dirty.ForCommit) and logs why the commit scans the whole cache when it must.
-func (a *app) dirtySet(ctx context.Context, root string, hints []string) (*dirty.Snapshot, []string) {
-	snap, changed, why, err := dirty.ForCommit(ctx, root, hints)
-	switch {
-	case err != nil:
-		a.logger.Warn("scanning the cache: "+why, "err", err)
-	case changed == nil:
-		a.logger.Debug("scanning the cache", "reason", why)
-	case len(changed) == 0:
-		a.logger.Debug("checking the dirty set: nothing changed since the last full scan")
-	default:
-		a.logger.Debug("checking the dirty set", "paths", len(changed), "hints", len(hints))
-	}
-	return snap, changed
-}
-
-// ackDirty acknowledges a successful commit to the watcher (dirty.AckCommit).
-func (a *app) ackDirty(ctx context.Context, root string, snap *dirty.Snapshot, changed []string, scoped bool) {
-	if err := dirty.AckCommit(ctx, root, snap, changed, scoped); err != nil {
-		a.logger.Warn("the watch did not take the commit's ack (the next commit checks these paths again)", "err", err)
-	}
-}
-
-// untrustDirty tells the cache's watcher, if one runs, that its dirty set cannot
-// vouch for the cache until the next full scan.
-func (a *app) untrustDirty(ctx context.Context, root, reason string) {
-	if err := dirty.NewClient(root).Untrust(ctx, reason); err != nil && !errors.Is(err, dirty.ErrNoWatcher) {
-		a.logger.Warn("could not tell the watch its dirty set is stale; stop and start it before the next commit", "err", err)
-	}
 }
 
 // hintPaths makes --hint paths relative to the cache root (slash-separated).

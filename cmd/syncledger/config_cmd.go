@@ -16,6 +16,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/blobs"
 	"github.com/syncledger/syncledger/natsauth"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 func newConfigCmd(a *app) *cobra.Command {
@@ -127,7 +128,7 @@ func (a *app) showCache(out []setting) {
 	dir, found := a.cache, false
 	if dir == "" {
 		if wd, err := os.Getwd(); err == nil {
-			dir, found = findCache(wd)
+			dir, found = host.FindCache(wd)
 		}
 	}
 	for i := range out {
@@ -140,8 +141,8 @@ func (a *app) showCache(out []setting) {
 			if !a.hostDefault || dir == "" {
 				continue
 			}
-			if id, stored, err := cacheHostID(dir); err == nil && stored {
-				out[i].Value, out[i].Source = id, "cache ("+filepath.Join(ledger.StateDir, hostIDFile)+")"
+			if id, stored, err := host.CacheHostID(dir); err == nil && stored {
+				out[i].Value, out[i].Source = id, "cache ("+filepath.Join(ledger.StateDir, host.HostIDFile)+")"
 			} else if err == nil {
 				out[i].Source = "default (the cache has no id yet: its first command records one, the hostname and a random suffix)"
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -150,7 +149,7 @@ acknowledged (LAG), those delivered more than once and not yet acknowledged
 				if ps == nil {
 					ps = []consumers.Position{}
 				}
-				return json.NewEncoder(a.stdout).Encode(ps)
+				return a.printJSON(ps)
 			}
 			if len(ps) == 0 {
 				_, err := fmt.Fprintf(a.stdout, "ledger %s has no consumers\n", a.ledgerName)
@@ -194,10 +193,9 @@ With --json, one JSON object per dead letter, holding the events as stored.`,
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(a.stdout)
 			return consumers.ReadDeadLetters(ctx, feed, name, func(d consumers.DeadLetter) error {
 				if asJSON {
-					return enc.Encode(d)
+					return a.printJSON(d)
 				}
 				_, err := fmt.Fprintf(a.stdout, "%6d  %s  %s  %s  %d attempts  %s\n", d.Seq, d.At.Format(time.RFC3339), d.Consumer, d.Commit, d.Attempts, oneLine(d.Error))
 				return err

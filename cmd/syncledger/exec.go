@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -82,12 +83,12 @@ func runExec(ctx context.Context, a *app, o scope, commitOnFailure bool, argv []
 	}
 	// Commit even when ctx was cancelled by a signal: the command's writes are kept.
 	bg := context.WithoutCancel(ctx)
-	snap, changed := a.dirtySet(bg, h.Dir().Root(), nil)
-	cres, err := h.Commit(bg, host.CommitOptions{Message: msg, Changed: changed})
+	round := dirty.Begin(bg, h.Dir().Root(), nil, a.logger)
+	cres, err := h.Commit(bg, host.CommitOptions{Message: msg, Changed: round.Changed})
 	if err != nil {
 		return fmt.Errorf("commit after %s (exit %d): %w", argv[0], code, err)
 	}
-	a.ackDirty(bg, h.Dir().Root(), snap, changed, false)
+	round.Ack(bg, false)
 	a.noteSplit(cres)
 	if !cres.Nothing {
 		a.logger.Info("committed", "commit", cres.Commit, "commits", len(cres.Commits), "files", cres.Written, "deleted", cres.Deleted, "seqs", cres.Seqs)

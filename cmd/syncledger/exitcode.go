@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
@@ -103,10 +101,6 @@ type errorObject struct {
 	Detail   map[string]any `json:"detail,omitempty"`
 }
 
-// commander is an error that names the commands leading out of it (printed on
-// stderr after the message, and in the --json error object).
-type commander interface{ Commands() []string }
-
 // pather is an error about particular files.
 type pather interface{ ErrorPaths() []string }
 
@@ -189,31 +183,9 @@ func errorKind(err error) string {
 	}
 }
 
-// errorCommands returns the command lines that lead out of err ([] if none).
-func errorCommands(err error) []string {
-	var (
-		c  commander
-		re *ledger.RecordError
-	)
-	if errors.As(err, &c) {
-		return c.Commands()
-	}
-	switch {
-	case errors.Is(err, projector.ErrAppliedQuarantined):
-		return []string{"syncledger rebuild"}
-	case errors.As(err, &re):
-		return []string{quarantineCommand(re)}
-	case errors.Is(err, ledger.ErrTruncated), errors.Is(err, statedb.ErrCorrupt):
-		return []string{"syncledger rebuild"}
-	case errors.Is(err, host.ErrLocalChanges):
-		return []string{"syncledger commit"}
-	}
-	return []string{}
-}
-
 // printErrorJSON writes err's error object as one line.
 func printErrorJSON(w io.Writer, err error) {
-	_ = json.NewEncoder(w).Encode(errorReport{newErrorObject(err)})
+	_ = writeJSON(w, errorReport{newErrorObject(err)})
 }
 
 // wantsJSON reports whether the command line asked for --json: the executed

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -32,113 +29,30 @@ func (a *app) cacheDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find the cache: %w", err)
 	}
-	if dir, ok := findCache(wd); ok {
+	if dir, ok := host.FindCache(wd); ok {
 		a.cache = dir
 		return dir, nil
 	}
 	return "", usagef("not in a syncledger cache (no %s/ in %s or any parent): pass --cache DIR (or set SYNCLEDGER_CACHE) to use or make the cache DIR", ledger.StateDir, wd)
 }
 
-// findCache walks up from dir to the nearest directory holding a state directory.
-func findCache(dir string) (string, bool) {
-	for {
-		if fi, err := os.Stat(filepath.Join(dir, ledger.StateDir)); err == nil && fi.IsDir() {
-			return dir, true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
-}
-
-// hostIDFile, in a cache's state directory, holds the cache's host id.
-const hostIDFile = "host-id"
-
-// cacheHostID returns the host id the cache at dir keeps, or a new one (stored
-// false) for a cache that has none: the machine's hostname and a random suffix,
-// so that two caches on one machine are two hosts in `hosts` and the dashboard.
-func cacheHostID(dir string) (id string, stored bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, ledger.StateDir, hostIDFile))
-	if err == nil {
-		if id := strings.TrimSpace(string(b)); id != "" {
-			return id, true, nil
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", false, fmt.Errorf("read the cache's host id: %w", err)
-	}
-	name, err := os.Hostname()
-	if err != nil || name == "" {
-		name = "host"
-	}
-	var suffix [3]byte
-	if _, err := rand.Read(suffix[:]); err != nil {
-		return "", false, err
-	}
-	return fmt.Sprintf("%.240s-%x", name, suffix), false, nil
-}
-
-// storeHostID records id as the cache's host id unless another process recorded
-// one first, and returns the one recorded.
-func storeHostID(dir, id string) (string, error) {
-	p := filepath.Join(dir, ledger.StateDir, hostIDFile)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		got, _, err := cacheHostID(dir)
-		return got, err
-	}
-	if err != nil {
-		return "", fmt.Errorf("store the cache's host id: %w", err)
-	}
-	_, err = f.WriteString(id + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(p)
-		return "", fmt.Errorf("store the cache's host id: %w", err)
-	}
-	return id, nil
-}
-
-// Host opens this host's cache (cacheDir) bound to the ledger, on first use.
-// Without --host, the host id is the cache's own (cacheHostID). A cache records
-// its id when it is first opened: --host if given then, else a new one.
+// Host opens this host's cache (cacheDir) bound to the ledger, on first use,
+// under its host id (host.OpenAs): --host if given, else the cache's own.
 func (a *app) Host(ctx context.Context) (*host.Host, error) {
 	dir, err := a.cacheDir()
 	if err != nil {
 		return nil, err
 	}
-	id, stored, err := cacheHostID(dir)
-	if err != nil {
-		return nil, err
+	given := ""
+	if !a.hostDefault {
+		given = a.host
 	}
-	given := !a.hostDefault
-	if !given {
+	a.hostDefault = false
+	h, _, err := host.OpenAs(dir, given, func(id string) (*host.Host, error) {
 		a.setHost(id)
-		a.hostDefault = false
-	}
-	storeID := !stored // a new cache keeps --host if given, else the new id
-	h, err := a.openHost(ctx)
-	if err != nil || !storeID {
-		return h, err
-	}
-	// The cache is held from here: a new cache's id is recorded now, once it
-	// opened. Another process that opened it first may have recorded its own.
-	id, err = storeHostID(dir, a.host)
-	if err != nil {
-		return nil, err
-	}
-	if id != a.host && !given {
-		a.setHost(id)
-		_ = h.Close()
 		return a.openHost(ctx)
-	}
-	return h, nil
+	})
+	return h, err
 }
 
 // LocalHost opens the cache without its ledger (host.OpenLocal), for status
@@ -220,13 +134,6 @@ func (s scope) keys() ([]string, error) {
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys), nil
-}
-
-// printJSON writes v as one indented JSON document to stdout.
-func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // scopedHost resolves the scope's partition keys and opens this host's cache.

@@ -72,7 +72,7 @@ repeat an unchanged beat within 10 s).
 				}
 			}
 			if asJSON {
-				return json.NewEncoder(a.stdout).Encode(struct {
+				return a.printJSON(struct {
 					Ledger string     `json:"ledger"`
 					Head   ledger.Seq `json:"head"`
 					Hosts  []hostRow  `json:"hosts"`

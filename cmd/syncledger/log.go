@@ -181,15 +181,10 @@ func (p *logPrinter) add(r ledger.Record) error {
 	if err != nil {
 		return fmt.Errorf("seq %d: %w", r.Seq, err)
 	}
-	line, err := json.Marshal(struct {
+	return p.a.printJSON(struct {
 		Seq   ledger.Seq      `json:"seq"`
 		Event json.RawMessage `json:"event"`
 	}{r.Seq, b})
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(p.a.stdout, "%s\n", line)
-	return err
 }
 
 // skipped prints a quarantined message or a quarantine notice: one line (one
@@ -205,12 +200,7 @@ func (p *logPrinter) skipped(r ledger.Record) error {
 		if sk.Notice {
 			key = "quarantine"
 		}
-		line, err := json.Marshal(map[string]any{"seq": r.Seq, key: q})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(p.a.stdout, "%s\n", line)
-		return err
+		return p.a.printJSON(map[string]any{"seq": r.Seq, key: q})
 	}
 	var line string
 	if sk.Notice {

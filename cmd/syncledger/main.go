@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 	}
 	if err != nil && !silent(err) {
+		err = withNote(err)
 		fmt.Fprintf(stderr, "syncledger: %v\n", err)
 		for _, c := range errorCommands(err) {
 			fmt.Fprintf(stderr, "  way out: %s\n", c)
@@ -154,6 +155,9 @@ Each host keeps a cache directory and a high-water mark that only moves once eve
 earlier commit is applied to its files.
 
 Global flags fall back to environment variables, listed with each flag.
+--json output is JSON Lines: one compact JSON value per line (one line for a
+result, one per item for log, tail, watch and consume dead-letters; pipe it to
+jq . to indent it).
 Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild,
 5 ran but not done (swamp import, swamp doctor); exec passes its command's code.`,
 		Version:           "set by the version template", // versionString, read only when printed

@@ -117,13 +117,3 @@ func runQuarantineList(ctx context.Context, a *app, asJSON bool) error {
 	}
 	return nil
 }
-
-// quarantineCommand is the command line that quarantines the message of a
-// reader stuck there.
-func quarantineCommand(re *ledger.RecordError) string {
-	force := ""
-	if re.Decoded {
-		force = "--force "
-	}
-	return fmt.Sprintf("syncledger quarantine %d %s--reason '…'   (admin; if the message at seq %d is bad: every reader then skips it)", re.Seq, force, re.Seq)
-}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -58,11 +59,11 @@ A progress bar is shown on a terminal, plain lines otherwise; --quiet silences i
 			// keeps: a running watch's dirty set cannot vouch for the cache
 			// until the next full scan (told before, in case this process dies
 			// midway, and after, so that no scan of the old index counts).
-			a.untrustDirty(ctx, h.Dir().Root(), "the cache was rebuilt")
+			dirty.Untrust(ctx, h.Dir().Root(), "the cache was rebuilt", a.logger)
 			pr := a.newProgress("rebuild", o.quiet)
 			res, err := h.Rebuild(ctx, host.RebuildOptions{NoSnapshot: o.noSnapshot, Lazy: o.lazy, Progress: pr.update})
 			pr.done()
-			a.untrustDirty(ctx, h.Dir().Root(), "the cache was rebuilt")
+			dirty.Untrust(ctx, h.Dir().Root(), "the cache was rebuilt", a.logger)
 			if err != nil {
 				return err
 			}

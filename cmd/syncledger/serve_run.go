@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -113,7 +112,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 
 	if o.json {
 		// One line, so that a supervisor can read it as soon as it is printed.
-		err = json.NewEncoder(a.stdout).Encode(serveInfo{URL: srv.ClientURL(), Data: srv.DataDir(), PID: os.Getpid(), Ledger: info.Name,
+		err = a.printJSON(serveInfo{URL: srv.ClientURL(), Data: srv.DataDir(), PID: os.Getpid(), Ledger: info.Name,
 			UUID: info.UUID, Blobs: redactURL(info.Blobs), UI: uiURL, TLS: cfg.TLS.CertFile != "",
 			Auth: authKind(cfg)})
 		if err != nil {

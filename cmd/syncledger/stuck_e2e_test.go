@@ -274,7 +274,7 @@ func TestResolveCLI(t *testing.T) {
 	if r := c.run(append(hb, "resolve", "--theirs")...); r.code != 2 {
 		t.Fatalf("resolve without paths: exit %d, want 2", r.code)
 	}
-	if r := c.run(append(hb, "resolve", "--theirs", "p/shared")...); r.code != 1 || !strings.Contains(r.stderr, "no uncommitted change") {
+	if r := c.run(append(hb, "resolve", "--theirs", "p/shared")...); r.code != 1 || !strings.Contains(r.stderr, "no uncommitted change") || !strings.Contains(r.stderr, "'syncledger status' lists conflicts") {
 		t.Fatalf("resolve of a clean path: exit %d, want 1 saying so\n%s", r.code, r.stderr)
 	}
 	if out := c.ok(append(hb, "resolve", "--theirs", "--all")...); !strings.Contains(out, "no conflicts") {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -69,7 +68,7 @@ Stop swamp on the host while repairing.`,
 				return err
 			}
 			if asJSON {
-				if err := json.NewEncoder(a.stdout).Encode(rep); err != nil {
+				if err := a.printJSON(rep); err != nil {
 					return err
 				}
 			} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -101,7 +100,7 @@ The ledger must exist: create it with "syncledger init" first.`,
 				return err
 			}
 			if asJSON {
-				if err := json.NewEncoder(a.stdout).Encode(sum); err != nil {
+				if err := a.printJSON(sum); err != nil {
 					return err
 				}
 			} else {

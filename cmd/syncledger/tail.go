@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -72,7 +71,6 @@ func runTail(ctx context.Context, a *app, keys []string, from ledger.Seq, asJSON
 		g         = ledger.Commits{Filtered: true}
 		blobs     ledger.BlobStore
 		blobsOpen bool
-		enc       = json.NewEncoder(a.stdout)
 	)
 	show := func(c consumers.Commit) error {
 		if filter != nil {
@@ -103,7 +101,7 @@ func runTail(ctx context.Context, a *app, keys []string, from ledger.Seq, asJSON
 			}
 		}
 		if asJSON {
-			return enc.Encode(s)
+			return a.printJSON(s)
 		}
 		return printTailLine(a, s)
 	}

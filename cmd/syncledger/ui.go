@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -64,7 +63,7 @@ SIGINT or SIGTERM stops it.`,
 				return err
 			}
 			if asJSON {
-				err = json.NewEncoder(a.stdout).Encode(struct { // one line
+				err = a.printJSON(struct {
 					URL string `json:"url"`
 				}{url})
 			} else {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +31,7 @@ paths instead of scanning the whole cache (see syncledger commit --help).`,
 			if err != nil {
 				return err
 			}
-			defer a.runDirtyWatcher(ctx, h.Dir().Root())()
+			defer dirty.Start(ctx, h.Dir().Root(), a.logger)()
 			rep := a.beatReporter(ctx, "watch", h)
 			a.logger.Info("watching", "ledger", a.ledgerName, "cache", h.Dir().Root())
 			return h.Watch(ctx, host.SyncOptions{Lazy: lazy}, func(r host.SyncResult) {
@@ -51,33 +48,6 @@ paths instead of scanning the whole cache (see syncledger commit --help).`,
 	cmd.Flags().BoolVar(&lazy, "lazy", false, "lazy hydration: apply data/**/raw files as metadata only")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each applied commit as JSON")
 	return cmd
-}
-
-// runDirtyWatcher starts the cache's dirty-set watcher (package dirty) and
-// returns the function that stops it. Without one (not Linux, another watch
-// runs, no inotify) commits scan the cache, as they always may: it only logs why.
-func (a *app) runDirtyWatcher(ctx context.Context, root string) (stop func()) {
-	w, err := dirty.New(dirty.Config{Root: root, Logger: a.logger})
-	if err != nil {
-		level := slog.LevelWarn
-		if errors.Is(err, dirty.ErrUnsupported) {
-			level = slog.LevelDebug
-		}
-		a.logger.Log(ctx, level, "no dirty set: commits scan the whole cache", "err", err)
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(ctx); err != nil {
-			a.logger.Warn("no dirty set: commits scan the whole cache", "err", err)
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }
 
 func newVerifyCmd(a *app) *cobra.Command {

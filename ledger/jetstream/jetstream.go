@@ -289,7 +289,7 @@ func Open(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log
 	var st streamConfig
 	err = l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &st)
 	if code, ok := apiCode(err); ok && code == codeStreamNotFound {
-		return nil, fmt.Errorf("open ledger %q: stream %s does not exist (create it with `syncledger init`): %w", name, l.stream, ledger.ErrNotFound)
+		return nil, fmt.Errorf("open ledger %q: stream %s does not exist: %w", name, l.stream, ledger.ErrNoLedger)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)

@@ -22,8 +22,8 @@ func TestCreateOpen(t *testing.T) {
 	ctx := testCtx(t)
 	const uuid = "6f1c2a4e-8a3b-4c5d-9e7f-0a1b2c3d4e5f"
 
-	if _, err := Open(ctx, nc, "ledger1"); !errors.Is(err, ledger.ErrNotFound) || !strings.Contains(err.Error(), "syncledger init") {
-		t.Fatalf("Open(missing) = %v, want ErrNotFound with a hint to run syncledger init", err)
+	if _, err := Open(ctx, nc, "ledger1"); !errors.Is(err, ledger.ErrNoLedger) || !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("Open(missing) = %v, want ErrNoLedger (the CLI's way out names syncledger init)", err)
 	}
 
 	l, err := Create(ctx, nc, Config{Name: "ledger1", UUID: uuid, Blobs: "s3://bucket/prefix", MaxAge: 0})

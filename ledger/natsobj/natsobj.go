@@ -686,5 +686,5 @@ func (s *Store) Protection(ctx context.Context) (protected bool, how string, err
 	if !info.Config.AllowRollup && info.Config.DenyDelete {
 		return true, "written once (no roll-ups, no message deletes)", nil
 	}
-	return false, "bucket " + s.bucket + " allows roll-ups or message deletes: run 'syncledger init' as an admin to fix it", nil
+	return false, "bucket " + s.bucket + " allows roll-ups or message deletes", nil
 }

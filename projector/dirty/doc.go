@@ -62,4 +62,12 @@
 // paths a caller says it changed: `commit --hint`, the swamp extension's
 // markDirty) only ever add paths to a trusted set: a hint is never the evidence
 // that a file did not change.
+//
+// # The committer's side
+//
+// Every committer (commit, exec, the swamp agent) runs one Round: Begin asks
+// for the set (hints added) before the commit, Ack tells the watcher what the
+// commit covered once it succeeded (nothing for a commit scoped to
+// partitions). A rebuild, which replaces the index without the files, calls
+// Untrust. Start runs a watcher beside a long-running command (watch).
 package dirty

@@ -58,6 +58,16 @@
 // consecutive commits of at most that many partitions, in partition order,
 // each atomic and recorded before the next; one that stops between them leaves the rest dirty for the next commit.
 //
+// # A cache's identity and stack
+//
+// FindCache finds the cache around a directory (the nearest with a state
+// directory, as git finds its repository). A cache keeps its own host id in
+// .syncledger/host-id (CacheHostID makes one from the hostname and a random
+// suffix; StoreHostID records it once, the first process to store one wins),
+// so two caches on one machine are two hosts. BlobStack is the blob store a
+// host runs on over an object store (the retrying store under the
+// content-addressed layer); the CLI and the bench both open hosts on it.
+//
 // # Sharing a cache between processes
 //
 // The state database's file lock is the cache's lock: one operation at a time
@@ -69,4 +79,14 @@
 // advances the state's generation (statedb.DB.Gen); Watch, which keeps a
 // session (its core's staged knowledge) between commits, opens a new one when
 // another process moved the state.
+//
+// # Errors
+//
+// The errors say what went wrong and carry what a caller needs to say what to
+// do next — *ConflictError and *LocalChangesError the paths, *ContentGoneError
+// whether the host was behind, *NoSnapshotError the snapshots it skipped,
+// ErrNoChange — and name no command line: the CLI alone turns them into its
+// commands (cmd/syncledger/wayout.go). The Commands methods of the two
+// conflict errors remain only for the swamp agent until it takes its ways out
+// from the command.
 package host

@@ -144,12 +144,16 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		return res, fmt.Errorf("rebuild: %w", err)
 	}
 	base := &snapshot.Snapshot{Ledger: info.UUID, Name: info.Name}
+	var unattested []string
 	if !opt.NoSnapshot && objs != nil {
 		s, si, err := snapshot.Select(ctx, h.cfg.Log, objs, info.UUID,
 			func(i snapshot.Info) bool { return i.Seq+1 >= floor && i.Seq <= b.Last },
 			func(i snapshot.Info, err error) {
 				h.log.Warn("skipping a snapshot that is not attested or does not read back; trying an older one", "key", i.Key, "err", err)
 				res.Skipped = append(res.Skipped, i.Key)
+				if !i.Attested {
+					unattested = append(unattested, i.Key)
+				}
 			})
 		switch {
 		case err == nil:
@@ -159,13 +163,9 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		}
 	}
 	if base.Seq == 0 && floor > 1 {
-		if len(res.Skipped) > 0 {
-			// Snapshots a release before attestations took are not attested
-			// until an admin adopts them.
-			return res, fmt.Errorf("rebuild: no usable snapshot (%d skipped: not attested, or not readable; an admin adopts those an older release took with `syncledger snapshot --adopt`): %w",
-				len(res.Skipped), &ledger.TruncatedError{From: 1, First: floor})
-		}
-		return res, fmt.Errorf("rebuild: no usable snapshot: %w", &ledger.TruncatedError{From: 1, First: floor})
+		// Snapshots a release before attestations took are not attested
+		// until an admin adopts them.
+		return res, fmt.Errorf("rebuild: %w", &NoSnapshotError{Skipped: res.Skipped, Unattested: unattested, Err: &ledger.TruncatedError{From: 1, First: floor}})
 	}
 	h.log.Info("rebuilding cache", "cache", h.dir.Root(), "snapshot", res.SnapshotKey, "seq", base.Seq, "head", b.Last)
 	s, err := h.load(ctx, opt.Lazy)

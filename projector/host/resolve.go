@@ -116,7 +116,7 @@ func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, 
 	paths = slices.Compact(paths)
 	for _, p := range paths {
 		if _, ok := dirty[p]; !ok {
-			return res, fmt.Errorf("resolve %s: no uncommitted change there ('syncledger status' lists conflicts): %w", p, ledger.ErrNotFound)
+			return res, fmt.Errorf("resolve %s: %w", p, ErrNoChange)
 		}
 	}
 	res.Paths = paths
@@ -226,15 +226,13 @@ func (h *Host) restoreIndexed(ctx context.Context, path string, f projector.File
 	return err
 }
 
-// resolveHint is the way out a conflict error names: both resolve command lines.
-func resolveHint(paths []string) string {
-	c := resolveCommands(paths)
-	return fmt.Sprintf("keep this host's version on top with '%s', or take the ledger's with '%s' (this host's copy is kept under %s/%s/)",
-		c[0], c[1], ledger.StateDir, ConflictsDir)
-}
+// resolveHint is what a conflict error says to do: settle it either way.
+const resolveHint = "keep this host's version on top (resolve mine), or take the ledger's (resolve theirs: this host's copy is kept under " +
+	ledger.StateDir + "/" + ConflictsDir + "/)"
 
 // resolveCommands returns the resolve command lines for paths: --mine, then
-// --theirs (--all for more than four paths).
+// --theirs (--all for more than four paths), for the Commands methods the
+// swamp agent still reads.
 func resolveCommands(paths []string) []string {
 	args := "--all"
 	if len(paths) <= 4 {

@@ -254,7 +254,7 @@ func (h *Host) Fetch(ctx context.Context, paths []string) (SyncResult, error) {
 // has dropped the events that wrote them (issue 26 point 10): a sync brings the
 // current versions, whose content the store keeps, and the fetch then works.
 // At the head, the current version's content is lost: the commit that wrote it
-// is a message an admin may quarantine (syncledger log names it).
+// is a message an admin may quarantine (the ledger's log names it).
 type ContentGoneError struct {
 	Paths     []string   // the paths asked for (Err names the one found missing)
 	HWM, Head ledger.Seq // this host's HWM and the log's last seq when it failed
@@ -266,19 +266,14 @@ func (e *ContentGoneError) Error() string {
 		return fmt.Sprintf("fetch %q: its content is no longer in the blob store (%v): this cache indexes the version of seq %d or before, the ledger is at seq %d, and gc deletes the versions later commits replaced: sync, then fetch again",
 			e.Paths, e.Err, e.HWM, e.Head)
 	}
-	return fmt.Sprintf("fetch %q: the ledger's current version is not in the blob store (%v): its content was lost; an admin may quarantine the commit that wrote it (see syncledger log), or a host holding the file may commit it again",
+	return fmt.Sprintf("fetch %q: the ledger's current version is not in the blob store (%v): its content was lost; an admin may quarantine the commit that wrote it, or a host holding the file may commit it again",
 		e.Paths, e.Err)
 }
 
-// Commands returns the way out of a host behind the head: a sync (lazily, as
-// it synced), after which the same fetch works. At the head there is none a
-// command can take on its own.
-func (e *ContentGoneError) Commands() []string {
-	if e.HWM >= e.Head {
-		return []string{}
-	}
-	return []string{"syncledger sync --lazy"}
-}
+// Behind reports whether the host was behind the head: a sync then brings
+// the current versions, whose content the store keeps, and the same fetch
+// works. At the head the content is lost.
+func (e *ContentGoneError) Behind() bool { return e.HWM < e.Head }
 
 func (e *ContentGoneError) Unwrap() error { return e.Err }
 

@@ -358,5 +358,5 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 
 // rewound is the error of a log that ends below what this cache applied.
 func rewound(what string) error {
-	return fmt.Errorf("%s: %w: the server lost events this cache applied (restored from an older backup, or replaced); restore the server's data, or, if the ledger was rewound on purpose, rebuild this cache (syncledger rebuild)", what, ledger.ErrRewound)
+	return fmt.Errorf("%s: %w: the server lost events this cache applied (restored from an older backup, or replaced); restore the server's data, or, if the ledger was rewound on purpose, rebuild this cache", what, ledger.ErrRewound)
 }

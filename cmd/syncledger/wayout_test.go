@@ -1,0 +1,63 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector"
+	"github.com/syncledger/syncledger/projector/host"
+	"github.com/syncledger/syncledger/projector/statedb"
+)
+
+// TestWayOutTable: the libraries' typed errors, wrapped as commands wrap them,
+// get their command lines and notes here (wayout.go), and the libraries'
+// messages name no command line of their own.
+func TestWayOutTable(t *testing.T) {
+	t.Parallel()
+	truncated := &ledger.TruncatedError{From: 1, First: 10}
+	five := []string{"a/1", "a/2", "a/3", "a/4", "a/5"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+		note string
+	}{
+		{"commit conflict", &host.ConflictError{Paths: []string{"p/shared", "p/it's"}}, []string{
+			`syncledger resolve --mine p/shared 'p/it'\''s'`, `syncledger resolve --theirs p/shared 'p/it'\''s'`}, ""},
+		{"local changes", &host.LocalChangesError{Paths: five}, []string{
+			"syncledger commit", "syncledger resolve --mine --all", "syncledger resolve --theirs --all"}, ""},
+		{"content gone, behind", &host.ContentGoneError{Paths: []string{"x"}, HWM: 3, Head: 5, Err: ledger.ErrNotFound}, []string{"syncledger sync --lazy"}, ""},
+		{"content gone, at the head", &host.ContentGoneError{Paths: []string{"x"}, HWM: 5, Head: 5, Err: ledger.ErrNotFound}, []string{}, "see syncledger log"},
+		{"no snapshot, one unreadable", &host.NoSnapshotError{Skipped: []string{"s1"}, Err: truncated}, []string{}, ""},
+		{"no snapshot, one unattested", &host.NoSnapshotError{Skipped: []string{"s1", "s2"}, Unattested: []string{"s2"}, Err: truncated}, []string{
+			"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}, ""},
+		{"no snapshot at all", &host.NoSnapshotError{Err: truncated}, []string{}, ""},
+		{"truncated", truncated, []string{"syncledger rebuild"}, ""},
+		{"damaged state", statedb.ErrCorrupt, []string{"syncledger rebuild"}, ""},
+		{"applied quarantined", projector.ErrAppliedQuarantined, []string{"syncledger rebuild"}, ""},
+		{"bad message", &ledger.RecordError{Seq: 7, Decoded: true, Err: ledger.ErrInvalid}, []string{
+			"syncledger quarantine 7 --force --reason '…'   (admin; if the message at seq 7 is bad: every reader then skips it)"}, ""},
+		{"no ledger", fmt.Errorf("open ledger %q: %w", "x", ledger.ErrNoLedger), []string{}, "create it with `syncledger init`"},
+		{"resolve of no change", fmt.Errorf("resolve x: %w", host.ErrNoChange), []string{}, "'syncledger status' lists conflicts"},
+		{"rewound", fmt.Errorf("sync: %w", ledger.ErrRewound), []string{}, "syncledger rebuild"},
+		{"plain", errors.New("boom"), []string{}, ""},
+	} {
+		err := fmt.Errorf("%s: %w", "cmd", tc.err)
+		if got := errorCommands(err); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: commands %q, want %q", tc.name, got, tc.want)
+		}
+		if got := errorNote(err); got != tc.note {
+			t.Errorf("%s: note %q, want %q", tc.name, got, tc.note)
+		}
+		if got := withNote(err); exitCode(got) != exitCode(err) || !strings.HasSuffix(got.Error(), tc.note+")") && tc.note != "" {
+			t.Errorf("%s: withNote %v (exit %d, want %d)", tc.name, got, exitCode(got), exitCode(err))
+		}
+		if strings.Contains(tc.err.Error(), "syncledger ") {
+			t.Errorf("%s: the library's message names a command line: %s", tc.name, tc.err)
+		}
+	}
+}
