@@ -68,4 +68,7 @@ type BlobStore interface {
 	Delete(ctx context.Context, d Digest) error
 	// List calls fn for every stored blob with its digest.
 	List(ctx context.Context, fn func(Digest, ObjectInfo) error) error
+	// Batch returns a batch of puts made durable together, at its Flush
+	// (BlobBatch): a bulk commit's blobs, before anything names them.
+	Batch() BlobBatch
 }

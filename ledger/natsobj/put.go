@@ -33,18 +33,22 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
-	if err := s.put(ctx, key, backend.NewPutReader(ctx, r, size)); err != nil {
+	if err := s.put(ctx, key, backend.NewPutReader(ctx, r, size), s.publishMeta); err != nil {
 		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
 	}
 	return nil
 }
 
-func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader) error {
+// publisher stores an object's metadata message, which makes it visible:
+// Store.publishMeta, or a batch's, which leaves the acknowledgement to Flush.
+type publisher func(ctx context.Context, key string, info *jetstream.ObjectInfo) error
+
+func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader, pub publisher) error {
 	old, none, err := s.pick(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) || err == nil && none {
 		// Absent, or every stored version lies: a new version, which readers
 		// take as the first that holds what it records (pick).
-		return s.upload(ctx, key, pr)
+		return s.upload(ctx, key, pr, pub)
 	}
 	if err != nil {
 		return err
@@ -75,12 +79,12 @@ func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader) erro
 		}
 		if ok {
 			refresh := old.ObjectInfo
-			return s.publishMeta(ctx, key, &refresh)
+			return pub(ctx, key, &refresh)
 		}
 		if _, err := spool.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n))
+		return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n), pub)
 	}
 	if want, ok := wantDigest(key); !ok || old.Digest == want {
 		// Other content in place of what the key holds: only by purging it
@@ -93,13 +97,13 @@ func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader) erro
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n))
+	return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n), pub)
 }
 
 // upload sends pr's content as chunks on a new subject, then its metadata.
 // Nothing is visible until the metadata is stored; a failed upload leaves its
 // chunks behind, unreferenced.
-func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader) error {
+func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader, pub publisher) error {
 	id := nuid.Next()
 	subj := s.chunkSubject(id)
 	h := sha256.New()
@@ -155,18 +159,27 @@ func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader) e
 		ObjectMeta: jetstream.ObjectMeta{Name: key, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}},
 		Bucket:     s.bucket, NUID: id, Size: total, Chunks: uint32((total + chunkSize - 1) / chunkSize), Digest: digestOf(h),
 	}
-	return s.publishMeta(ctx, key, info)
+	return pub(ctx, key, info)
 }
 
 // publishMeta stores info as a metadata message of key: never a roll-up.
 func (s *Store) publishMeta(ctx context.Context, key string, info *jetstream.ObjectInfo) error {
-	info.ModTime = time.Now().UTC()
-	b, err := json.Marshal(info)
+	m, err := s.metaMsg(key, info)
 	if err != nil {
 		return err
 	}
-	_, err = s.js.PublishMsg(ctx, &nats.Msg{Subject: s.metaSubject(key), Data: b})
+	_, err = s.js.PublishMsg(ctx, m)
 	return err
+}
+
+// metaMsg is info's metadata message of key, stamped now.
+func (s *Store) metaMsg(key string, info *jetstream.ObjectInfo) (*nats.Msg, error) {
+	info.ModTime = time.Now().UTC()
+	b, err := json.Marshal(info)
+	if err != nil {
+		return nil, err
+	}
+	return &nats.Msg{Subject: s.metaSubject(key), Data: b}, nil
 }
 
 // purge removes every version of key: its metadata subject and the chunks of
