@@ -62,7 +62,9 @@ func testBlobBatchOverSquattedKey(t *testing.T, ctx context.Context, objs *count
 		if err := b.Put(ctx, d, bytes.NewReader(data), int64(n)); err != nil {
 			t.Fatalf("batch Put over a squatted key = %v", err)
 		}
-		defer func() { wantContent(t, "ReadBlob after a batch put over a squatted key", readBlob(t, ctx, bs, d), data) }()
+		defer func() {
+			wantContent(t, "ReadBlob after a batch put over a squatted key", readBlob(t, ctx, bs, d), data)
+		}()
 	}
 	if err := b.Flush(ctx); err != nil {
 		t.Fatalf("Flush = %v", err)
