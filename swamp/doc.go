@@ -31,8 +31,9 @@
 // blob store under their SHA-256 (downloaded once, hashed, compared with the
 // entry's sha256 and size where present, then stored) and publishes a
 // single-partition commit built with projector.CommitEvents on the marks the
-// log reports (PartitionHead), the manifest stored first when the entries do
-// not fit inline (ledger.Externalize), appended with the log's chain check.
+// log reports (PartitionHead), and publishes it through ledger.Publish, the
+// one content-first publish a host's commit uses too: the manifest stored first
+// when the entries do not fit inline, then appended with the log's chain check.
 //
 // Idempotence does not depend on commit ids: an import commit's message starts
 // with "swamp import" and, when it holds the partition's complete source file

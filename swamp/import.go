@@ -530,6 +530,9 @@ func diff(want, have map[string]ledger.Entry) []ledger.Entry {
 	return out
 }
 
+// publish builds the partition's commit of delta on st's head and publishes
+// it (ledger.Publish): every object delta names is in the blob store already
+// (copier.materialize, or the ledger's own content).
 func (im *importer) publish(ctx context.Context, p string, st partitionState, delta []ledger.Entry, fp string, complete bool) (ImportedCommit, error) {
 	now := im.cfg.Now()
 	id, err := ledger.NewCommitID(im.cfg.Rand)
@@ -573,16 +576,7 @@ func (im *importer) publish(ctx context.Context, p string, st partitionState, de
 	if len(events) != 1 || events[0].Partition != p {
 		return ic, fmt.Errorf("import commit of %q built %d events: %w", p, len(events), ledger.ErrInvalid)
 	}
-	ev, manifest, err := ledger.Externalize(events[0])
-	if err != nil {
-		return ic, err
-	}
-	if manifest != nil {
-		if _, err := ledger.PutBytes(ctx, im.cfg.Blobs, manifest); err != nil {
-			return ic, fmt.Errorf("store manifest: %w", err)
-		}
-	}
-	seqs, err := im.cfg.Log.Append(ctx, []ledger.Event{ev})
+	seqs, err := ledger.Publish(ctx, im.cfg.Log, im.cfg.Blobs, events)
 	if err != nil {
 		return ic, err
 	}

@@ -47,7 +47,8 @@
 // file changed between the reads fails the commit with ErrChecksum before the
 // upload completes: nothing is published). A blob stored for a commit that is
 // then not published is garbage blob GC collects. Only then are the directories
-// on the changed paths synced and the events appended. On a chain conflict
+// on the changed paths synced and the events published (ledger.Publish, the one
+// content-first publish: manifests stored, then the atomic append). On a chain conflict
 // it reads the partitions' new events; if none of them changes a path this host
 // changed, it applies them and retries, else it stops with a *ConflictError naming
 // the paths, keeping the local files (still dirty). A change of more than

@@ -2,6 +2,12 @@
 
 package host
 
+import (
+	"context"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
 // Failpoints lists the named points at which a Host built with -tags
 // failpoints calls the function SetFailpoint gave it, so crash tests can stop
 // the process there (as etcd's gofail does). A normal build has none of this.
@@ -21,6 +27,22 @@ func (f *failpoints) at(name string) {
 	if f.fn != nil {
 		f.fn(name)
 	}
+}
+
+// log returns l with "commit-after-upload" at the start of each Append: after
+// ledger.Publish stored the manifests, before it appends.
+func (f *failpoints) log(l ledger.CommitLog) ledger.CommitLog {
+	return failpointLog{CommitLog: l, f: f}
+}
+
+type failpointLog struct {
+	ledger.CommitLog
+	f *failpoints
+}
+
+func (l failpointLog) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
+	l.f.at("commit-after-upload")
+	return l.CommitLog.Append(ctx, events)
 }
 
 // SetFailpoint makes h call fn at each of Failpoints (nil: none). Only in a

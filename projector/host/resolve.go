@@ -23,34 +23,9 @@ const ConflictsDir = "conflicts"
 // the ledger has changed to something else since this host last read their
 // partitions: what neither a commit nor a sync can settle alone.
 func (h *Host) conflicts(ctx context.Context, s *session, dirty []ledger.Entry) ([]string, error) {
-	parts := map[string]bool{}
-	for _, e := range dirty {
-		parts[ledger.PartitionKey(e.Path)] = true
-	}
-	r := &run{h: h, s: s, res: &SyncResult{}}
-	var recs []ledger.Record
-	for _, p := range slices.Sorted(maps.Keys(parts)) {
-		mk, err := s.core.Mark(p)
-		if err != nil {
-			return nil, err
-		}
-		last, err := h.cfg.Log.PartitionLastSeq(ctx, p)
-		if err != nil {
-			return nil, fmt.Errorf("read last seq of partition %q: %w", p, err)
-		}
-		if last <= mk.Seq {
-			continue
-		}
-		err = h.cfg.Log.ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
-			if err := r.resolve(ctx, &rec); err != nil {
-				return err
-			}
-			recs = append(recs, rec)
-			return nil
-		})
-		if err != nil {
-			return nil, needsRebuild(fmt.Errorf("read partition %q: %w", p, err))
-		}
+	recs, err := h.partitionTails(ctx, &run{h: h, s: s, res: &SyncResult{}}, dirty)
+	if err != nil {
+		return nil, err
 	}
 	return append([]string{}, projector.Conflicts(dirty, recs)...), nil
 }

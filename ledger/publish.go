@@ -1,0 +1,39 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+)
+
+// Publish is the one content-first publish of a commit (package doc,
+// "Content first"): it stores in blobs the manifest of each event whose
+// entries are too large to inline (Externalize), and only then appends the
+// events to log, atomically (CommitLog.Append). Every writer of commits — a
+// host's commit, swamp import — publishes through it.
+//
+// The caller stores first every blob an entry names (BlobStore.Put, which is
+// durable when it returns) and makes durable whatever else the events vouch
+// for (a host fsyncs its committed files): nothing in the log may name
+// content that is not durable. A blob stored for a commit that is then not
+// published (an error, a crash, a conflict) is garbage that blob GC collects.
+//
+// Append's errors are returned as they are: a *ConflictError (nothing stored:
+// catch up and build the commit again), or an error wrapping
+// ErrOutcomeUnknown, after which the commit may be stored; publishing the
+// same events again stores nothing twice and returns their seqs.
+func Publish(ctx context.Context, log CommitLog, blobs BlobStore, events []Event) ([]Seq, error) {
+	wire := make([]Event, len(events))
+	for i, ev := range events {
+		w, manifest, err := Externalize(ev)
+		if err != nil {
+			return nil, fmt.Errorf("publish commit %s: %w", ev.Commit, err)
+		}
+		if manifest != nil {
+			if _, err := PutBytes(ctx, blobs, manifest); err != nil {
+				return nil, fmt.Errorf("publish commit %s: store manifest of %q: %w", ev.Commit, ev.Partition, err)
+			}
+		}
+		wire[i] = w
+	}
+	return log.Append(ctx, wire)
+}

@@ -1,0 +1,322 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/cachefs"
+	"github.com/syncledger/syncledger/projector/statedb"
+)
+
+// scanned is the result of comparing the cache with the index.
+type scanned struct {
+	changes []ledger.Entry              // sorted by path
+	infos   map[string]cachefs.FileInfo // what the scan saw of each changed file
+	ignored []string                    // paths the ignore rules leave out (directories end in /)
+	// unsynced: the paths the scan could not take (cachefs.Skipped, not
+	// ignored), each warned of: nothing at or below them is a change.
+	unsynced map[string]bool
+}
+
+// stage is what a scan does with each changed file while it holds it open,
+// its content read once: body is the content when the file is small enough
+// to read whole (smallFile), else nil and f is to be read again from its start.
+type stage func(e ledger.Entry, f *os.File, body []byte) error
+
+// smallFile is the size up to which the scan reads a file whole, hashing and
+// staging it from memory (one read of the file); at most cfg.Parallel such
+// buffers are in use at once.
+const smallFile = 1 << 20
+
+// candidate is a file the walk found that the index does not vouch for.
+type candidate struct {
+	rel   string
+	fi    cachefs.FileInfo
+	row   statedb.Entry
+	ok    bool          // row is the path's index row
+	found *ledger.Entry // hashOne's answer
+}
+
+// scan compares the cache with the index: size, mtime and mode first, SHA-256 for
+// files that differ. A lazy file absent from the cache is not a deletion, nor is
+// an ignored one (package ignore): ignored paths are neither committed nor
+// deleted. A path the scan cannot take — a symlink, a FIFO or other special
+// file, a directory it cannot read, a file it cannot open — is not synced: it
+// is warned of, and nothing at or below it is a change (issue 26: a directory
+// replaced by a symlink published the deletion of every file under it).
+//
+// changed, when not nil, limits the scan to those paths and their subtrees
+// (CommitOptions.Changed). put, when set, is called for each changed file
+// (stage), in parallel.
+func (h *Host) scan(s *session, keep func(partition string) bool, changed []string, put stage) (scanned, error) {
+	out := scanned{infos: map[string]cachefs.FileInfo{}, unsynced: map[string]bool{}}
+	var mu sync.Mutex // guards out.unsynced against hashOne's goroutines
+	notSynced := func(path string, reason any) {
+		h.log.Warn("not synced", "path", path, "reason", reason)
+		mu.Lock()
+		out.unsynced[strings.TrimSuffix(path, "/")] = true
+		mu.Unlock()
+	}
+	ign, err := h.dir.Ignore()
+	if err != nil {
+		return out, err
+	}
+	walk := func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
+		return h.dir.ScanWith(ign, fn, skip)
+	}
+	if changed != nil {
+		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
+			return h.dir.ScanPaths(ign, changed, fn, skip)
+		}
+	}
+	// The files the index does not vouch for are hashed (and staged) while the
+	// walk goes on, h.cfg.Parallel at a time.
+	seen := map[string]bool{}
+	var cands []*candidate
+	st := h.dir.NewStater()
+	var g errgroup.Group
+	g.SetLimit(h.cfg.Parallel)
+	err = walk(func(rel string, fi cachefs.FileInfo) error {
+		part := ledger.PartitionKey(rel)
+		if !keep(part) {
+			return nil
+		}
+		if err := ledger.CheckPartitionToken(part); err != nil {
+			// No event can carry this partition: leave the file out, never the others.
+			notSynced(rel, err)
+			return nil
+		}
+		seen[rel] = true
+		row, ok, err := h.db.Get(rel)
+		if err != nil {
+			return err
+		}
+		if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
+			return nil
+		}
+		c := &candidate{rel: rel, fi: fi, row: row, ok: ok}
+		cands = append(cands, c)
+		st.Walked(rel)
+		g.Go(func() (err error) {
+			c.found, err = h.hashOne(s, st, *c, put)
+			var ue *unreadableError
+			if errors.As(err, &ue) {
+				notSynced(c.rel, ue.err)
+				c.found, err = nil, nil
+			}
+			return err
+		})
+		return nil
+	}, func(sk cachefs.Skipped) {
+		if sk.Ignored {
+			out.ignored = append(out.ignored, sk.Path)
+			return
+		}
+		notSynced(sk.Path, sk.Reason)
+	})
+	if gerr := g.Wait(); err == nil {
+		err = gerr
+	}
+	if err != nil {
+		return out, fmt.Errorf("scan cache: %w", err)
+	}
+	for _, c := range cands {
+		switch e := c.found; {
+		case e == nil:
+		case e.Path == "":
+			delete(seen, c.rel) // removed while we walked
+		default:
+			fi := c.fi
+			fi.Size = e.Size
+			out.infos[c.rel] = fi
+			out.changes = append(out.changes, *e)
+		}
+	}
+	// The indexed paths the scan covers and did not see are deletions. A
+	// shadowed file absent from the cache is not a deletion: a directory of
+	// its name holds other paths (projector.OpShadow).
+	var gone []string
+	err = h.indexed(changed, func(p string, row statedb.Entry) {
+		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
+			return // removed by an interrupted apply, not by this host's user
+		}
+		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) && !cachefs.Unsynced(out.unsynced, p) {
+			gone = append(gone, p)
+		}
+	})
+	if err != nil {
+		return out, fmt.Errorf("scan cache: %w", err)
+	}
+	for _, p := range gone {
+		shadowed, err := s.core.Shadowed(p)
+		if err != nil {
+			return out, fmt.Errorf("scan cache: %w", err)
+		}
+		if !shadowed {
+			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
+		}
+	}
+	sort.Slice(out.changes, func(i, j int) bool { return out.changes[i].Path < out.changes[j].Path })
+	return out, nil
+}
+
+// hashOne hashes one candidate, reading the file once: whole into a pooled
+// buffer when it is small, streamed otherwise. It returns the entry of its
+// change: nil when its content is the index's (touched) or an interrupted
+// apply's, an entry with an empty Path when the file is gone. put, when set,
+// stages a changed file while it is open.
+func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage) (*ledger.Entry, error) {
+	f, err := st.Open(c.rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &ledger.Entry{}, nil
+	}
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENAMETOOLONG) {
+		return nil, &unreadableError{err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var body []byte
+	var d ledger.Digest
+	var n int64
+	if c.fi.Size < smallFile {
+		var buf []byte
+		if c.fi.Size < pooledBody {
+			bp := bodyBufs.Get().(*[]byte)
+			defer bodyBufs.Put(bp)
+			buf = *bp
+		} else {
+			buf = make([]byte, c.fi.Size+pooledBody) // room to find it grew
+		}
+		body, err = readSmall(f, buf)
+		if errors.Is(err, errNotSmall) {
+			body = nil
+		} else if err != nil {
+			return nil, fmt.Errorf("hash %s: %w", c.rel, err)
+		} else {
+			d, n = ledger.DigestOf(body), int64(len(body))
+		}
+	}
+	if body == nil {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("hash %s: %w", c.rel, err)
+		}
+		if d, n, err = cachefs.HashReader(f); err != nil {
+			return nil, fmt.Errorf("hash %s: %w", c.rel, err)
+		}
+	}
+	if c.ok && c.row.Digest == d && c.row.Size == n && c.row.Mode == c.fi.Mode {
+		return nil, nil // touched, same content
+	}
+	if j, jok := s.journal[c.rel]; jok && j.Matches(true, d) {
+		return nil, nil // left by an interrupted apply: the ledger's content, not ours
+	}
+	e := ledger.Entry{Path: c.rel, SHA256: d, Size: n, Mode: c.fi.Mode}
+	if put != nil {
+		if body == nil {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("read %s: %w", c.rel, err)
+			}
+		}
+		if err := put(e, f, body); err != nil {
+			return nil, err
+		}
+	}
+	return &e, nil
+}
+
+// unreadableError: hashOne cannot open a file the walk found (its
+// permissions): the scan leaves it out, not synced, instead of failing.
+type unreadableError struct{ err error }
+
+func (e *unreadableError) Error() string { return e.err.Error() }
+
+// pooledBody is the size of bodyBufs' buffers: files below it (most of a
+// swamp datastore's) are read into a pooled buffer, larger small files into
+// one of their own.
+const pooledBody = 64 << 10
+
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, pooledBody); return &b }}
+
+// errNotSmall: the file holds more than the buffer (it grew since the walk).
+var errNotSmall = errors.New("not a small file")
+
+// readSmall reads f to its end into buf, or fails with errNotSmall if it
+// does not fit.
+func readSmall(f *os.File, buf []byte) ([]byte, error) {
+	n, err := io.ReadFull(f, buf)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return buf[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	return nil, errNotSmall // full: there may be more
+}
+
+// indexed calls fn for each index row at or under the paths of changed (a
+// path stands for itself and its subtree; nil or "" or "." for the whole
+// index), once each: what a scan limited to changed covers, read from the
+// database without the rows it does not cover.
+func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)) error {
+	each := func(p string, row statedb.Entry) (bool, error) { fn(p, row); return true, nil }
+	roots := make([]string, 0, len(changed))
+	for _, c := range changed {
+		c = strings.Trim(c, "/")
+		if c == "" || c == "." {
+			changed = nil
+			break
+		}
+		roots = append(roots, c)
+	}
+	if changed == nil {
+		return h.db.ForEachPrefix("", each)
+	}
+	// Drop the paths under another one: their rows are that one's.
+	set := make(map[string]bool, len(roots))
+	for _, r := range roots {
+		set[r] = true
+	}
+	roots = slices.DeleteFunc(roots, func(r string) bool {
+		for i := strings.LastIndexByte(r, '/'); i > 0; i = strings.LastIndexByte(r[:i], '/') {
+			if set[r[:i]] {
+				return true
+			}
+		}
+		return false
+	})
+	slices.Sort(roots)
+	roots = slices.Compact(roots)
+	for _, r := range roots {
+		row, ok, err := h.db.Get(r)
+		if err != nil {
+			return err
+		}
+		if ok {
+			fn(r, row)
+		}
+		if err := h.db.ForEachPrefix(r+"/", each); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func partitionFilter(parts []string) func(string) bool {
+	if len(parts) == 0 {
+		return func(string) bool { return true }
+	}
+	return func(p string) bool { return slices.Contains(parts, p) }
+}

@@ -1,0 +1,92 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// commitStage is a commit's stage of each changed file, done while the scan
+// holds it open: its content is made durable (fsync: the ledger must never
+// hold content this cache could lose, see syncCommitted) and stored in the
+// blob store, unless stored says a Prepare stored it. A blob stored for a
+// commit that is then not published is garbage that blob GC collects.
+func (h *Host) commitStage(ctx context.Context, stored map[ledger.Digest]bool) stage {
+	return func(e ledger.Entry, f *os.File, body []byte) error {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("commit: sync %s: %w", e.Path, err)
+		}
+		if stored[e.SHA256] {
+			return nil
+		}
+		return h.putContent(ctx, e, f, body)
+	}
+}
+
+// prepareStage stores each changed file's content (Prepare): durability is
+// the Commit's to ensure.
+func (h *Host) prepareStage(ctx context.Context) stage {
+	return func(e ledger.Entry, f *os.File, body []byte) error { return h.putContent(ctx, e, f, body) }
+}
+
+// putContent stores e's content: body when the scan read it whole, else f,
+// read again from its start and verified against e's digest while it is
+// sent (a file changed since it was hashed fails with ErrChecksum: nothing is
+// published).
+func (h *Host) putContent(ctx context.Context, e ledger.Entry, f *os.File, body []byte) error {
+	var r io.Reader = f
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	if err := h.cfg.Blobs.Put(ctx, e.SHA256, r, e.Size); err != nil {
+		if errors.Is(err, ledger.ErrChecksum) {
+			return fmt.Errorf("upload %s: the file changed while committing; commit again: %w", e.Path, err)
+		}
+		return fmt.Errorf("upload %s: %w", e.Path, err)
+	}
+	return nil
+}
+
+// PrepareResult says what a Prepare uploaded.
+type PrepareResult struct {
+	Files  int                    `json:"files"` // changed paths found (deletions included)
+	Bytes  int64                  `json:"bytes"`
+	Paths  []string               `json:"paths,omitempty"`
+	Stored map[ledger.Digest]bool `json:"-"` // for CommitOptions.Stored
+}
+
+// Prepare is the first half of a two-phase commit: it scans the cache like
+// Commit and uploads the changed content, publishing nothing. A Commit right
+// after it, given the result's Stored, then only appends the events — the
+// short step a caller runs under a global lock (swamp's commitPush).
+//
+// changed is CommitOptions.Changed: nil scans the whole cache.
+func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (PrepareResult, error) {
+	release, aerr := h.acquire()
+	if aerr != nil {
+		return PrepareResult{}, aerr
+	}
+	defer release()
+	s, err := h.load(ctx, false)
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	sc, err := h.scan(s, partitionFilter(partitions), changed, h.prepareStage(ctx))
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	res := PrepareResult{Files: len(sc.changes), Stored: map[ledger.Digest]bool{}}
+	for _, e := range sc.changes {
+		res.Paths = append(res.Paths, e.Path)
+		if !e.Deleted {
+			res.Bytes += e.Size
+			res.Stored[e.SHA256] = true
+		}
+	}
+	return res, nil
+}
