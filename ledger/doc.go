@@ -24,7 +24,8 @@
 //
 // Content first: every blob an event references, and the manifest holding entries
 // too large to inline, is stored in the BlobStore before the event is published, so
-// no event ever references a missing blob.
+// no event ever references a missing blob. A bulk writer stores them in a BlobBatch,
+// which PublishBatch flushes — every blob durable — before it appends.
 //
 // Sequence numbers: a Seq is a stream sequence, gapless in the stream; the commit's
 // seq is the seq of its last event. The stream may drop events only below the oldest

@@ -25,8 +25,9 @@ var _ ledger.Batcher = (*Store)(nil)
 // file as PutObject does, and Flush fsyncs each directory the batch's puts
 // renamed into, once — one directory fsync per directory touched instead of
 // one per object. StatObject answers an absent key from one listing of its
-// directory (read on the batch's first question about it) with no syscall of
-// its own; a key the listing holds is stat'ed.
+// directory (read on the batch's second question about it: a batch of one
+// object stats it) with no syscall of its own; a key the listing holds is
+// stat'ed.
 func (s *Store) NewBatch() ledger.ObjectBatch {
 	return &batch{s: s, dirs: map[string]bool{}, lists: map[string]*listing{}}
 }
@@ -39,10 +40,16 @@ type batch struct {
 	done  bool
 }
 
+// listAfter is how many questions about one directory a batch answers with
+// a stat each before it lists the directory: a commit of one file stats its
+// blob, a bulk commit lists each fan-out directory once.
+const listAfter = 2
+
 // listing is the names of one directory, read once, with those the batch
 // put there since.
 type listing struct {
 	mu    sync.Mutex
+	asked int
 	read  bool
 	names map[string]bool
 	err   error
@@ -110,11 +117,11 @@ func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	}
 	b.mu.Unlock()
 	l.mu.Lock()
-	if !l.read {
+	if l.asked++; !l.read && l.asked >= listAfter {
 		l.names, l.err = readNames(dir)
 		l.read = true
 	}
-	absent := l.err == nil && !l.names[name]
+	absent := l.read && l.err == nil && !l.names[name]
 	l.mu.Unlock()
 	if absent {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, ledger.ErrNotFound)

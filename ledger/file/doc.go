@@ -24,7 +24,8 @@
 // batch renamed into, not one per object. Until Flush returns an object may
 // vanish in a power cut, never come back in part (TestPowerLossFileBatch). Its
 // StatObject lists a key's directory once and answers a key the listing lacks as
-// absent without a syscall; a listed key is stat'ed.
+// absent without a syscall (from its second question about the directory: a
+// batch of one object stats it); a listed key is stat'ed.
 //
 // # Limits
 //
