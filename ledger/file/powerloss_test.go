@@ -31,14 +31,8 @@ func TestPowerLossFileStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		for key, want := range acked {
-			rc, err := s.GetObject(ctx, key)
-			if err != nil {
-				t.Fatalf("cut %d: object %s, stored before an earlier cut: %v", cut, key, err)
-			}
-			got, _ := io.ReadAll(rc)
-			rc.Close()
-			if !bytes.Equal(got, want) {
-				t.Fatalf("cut %d: object %s holds %d bytes, want %d", cut, key, len(got), len(want))
+			if err := holds(ctx, s, key, want); err != nil {
+				t.Fatalf("cut %d: object stored before an earlier cut: %v", cut, err)
 			}
 		}
 		for i := range 5 {
@@ -77,29 +71,16 @@ func TestPowerLossFileBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		for key, want := range flushed {
-			rc, err := s.GetObject(ctx, key)
-			if err != nil {
-				t.Fatalf("cut %d: object %s, of a batch flushed before an earlier cut: %v", cut, key, err)
-			}
-			got, _ := io.ReadAll(rc)
-			rc.Close()
-			if !bytes.Equal(got, want) {
-				t.Fatalf("cut %d: object %s holds %d bytes, want %d", cut, key, len(got), len(want))
+			if err := holds(ctx, s, key, want); err != nil {
+				t.Fatalf("cut %d: object of a batch flushed before an earlier cut: %v", cut, err)
 			}
 		}
 		for key, want := range unflushed {
-			rc, err := s.GetObject(ctx, key)
+			err := holds(ctx, s, key, want)
 			if errors.Is(err, ledger.ErrNotFound) {
 				lost++
-				continue
-			}
-			if err != nil {
-				t.Fatalf("cut %d: object %s of a batch cut before its Flush: %v", cut, key, err)
-			}
-			got, _ := io.ReadAll(rc)
-			rc.Close()
-			if !bytes.Equal(got, want) {
-				t.Fatalf("cut %d: object %s of a batch cut before its Flush holds %d bytes, want %d or none", cut, key, len(got), len(want))
+			} else if err != nil {
+				t.Fatalf("cut %d: object of a batch cut before its Flush, there but not whole: %v", cut, err)
 			}
 		}
 		clear(unflushed)
@@ -137,4 +118,21 @@ func TestPowerLossFileBatch(t *testing.T) {
 		t.Fatalf("no object of an unflushed batch was lost in 10 cuts: the cuts dropped nothing")
 	}
 	t.Logf("%d flushed objects survived 10 cuts; %d objects of unflushed batches lost, none in part", len(flushed), lost)
+}
+
+// holds reports whether the object key reads back as want.
+func holds(ctx context.Context, s *Store, key string, want []byte) error {
+	rc, err := s.GetObject(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("object %s holds %d bytes, want %d", key, len(got), len(want))
+	}
+	return nil
 }
