@@ -2,6 +2,7 @@ package natsobj
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -18,10 +19,12 @@ var _ ledger.Batcher = (*Store)(nil)
 // their acknowledgements, as PutObject does — an object's metadata never
 // names chunks the stream has not stored — then publishes its metadata
 // without waiting; Flush waits for every metadata acknowledgement at once. A
-// put of a small object is one round trip instead of two. The batch's
-// StatObject of a key it put waits for that key's acknowledgement first.
+// put of a small object is one round trip instead of two, and a put of a blob
+// key the batch's StatObject just found absent does not ask again (BlobBatch
+// asks first). The batch's StatObject of a key it put waits for that key's
+// acknowledgement first.
 func (s *Store) NewBatch() ledger.ObjectBatch {
-	return &batch{s: s, pending: map[string]*ack{}}
+	return &batch{s: s, pending: map[string]*ack{}, absent: map[string]bool{}}
 }
 
 type batch struct {
@@ -29,6 +32,7 @@ type batch struct {
 	mu      sync.Mutex
 	pending map[string]*ack // key → its last metadata publish
 	acks    []*ack
+	absent  map[string]bool // keys the batch's StatObject found absent
 	done    bool
 }
 
@@ -66,7 +70,22 @@ func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
-	if err := b.s.put(ctx, key, backend.NewPutReader(ctx, r, size), b.publishMeta); err != nil {
+	b.mu.Lock()
+	absent := b.absent[key]
+	delete(b.absent, key)
+	b.mu.Unlock()
+	pr := backend.NewPutReader(ctx, r, size)
+	var err error
+	if _, blob := wantDigest(key); absent && blob {
+		// A blob key just found absent: a new version without asking again.
+		// Whoever stored the key meanwhile made it a key of two versions, and
+		// readers take the first that holds the content the key names
+		// (pick): any honest one is this content.
+		err = b.s.upload(ctx, key, pr, b.publishMeta)
+	} else {
+		err = b.s.put(ctx, key, pr, b.publishMeta)
+	}
+	if err != nil {
 		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
 	}
 	return nil
@@ -103,7 +122,13 @@ func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 			return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
 		}
 	}
-	return b.s.StatObject(ctx, key)
+	info, err := b.s.StatObject(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		b.mu.Lock()
+		b.absent[key] = true
+		b.mu.Unlock()
+	}
+	return info, err
 }
 
 // Flush waits for the acknowledgement of every metadata message the batch
