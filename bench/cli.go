@@ -28,7 +28,7 @@ a small size in seconds (a smoke test, not figures to compare).
 
 Examples:
   go run ./bench/cmd/bench --quick
-  go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md   # the full table
+  go run ./bench/cmd/bench --wait-load 1.5 --append docs/bench-history.md   # the full table
   go run ./bench/cmd/bench --only B3 --cpuprofile b3.out            # profile one scenario
 
 Flags:
@@ -70,7 +70,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 	fs.Float64Var(&cfg.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: don't wait)")
 	fs.DurationVar(&cfg.WaitMax, "wait-max", 20*time.Minute, "longest wait for --wait-load; then run anyway, and the report says so")
 	fs.StringVar(&cfg.Swamp, "swamp", "", "the swamp CLI for B10 (default $SYNCLEDGER_TEST_SWAMP; ../shared/tools/swamp/install.sh prints it); without it a full run leaves B10 out")
-	fs.StringVar(&appendTo, "append", "", "also append the report to this file (e.g. BENCHMARKS.md)")
+	fs.StringVar(&appendTo, "append", "", "also append the report to this file (e.g. docs/bench-history.md)")
 	fs.StringVar(&cpuprofile, "cpuprofile", "", "write the harness process's CPU profile (the client side) to this file, and each B9 replay child's to this file.<mode>")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {

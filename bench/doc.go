@@ -3,7 +3,7 @@
 // from watch's dirty set and a sync of 1 event on a large index, against natsinfo, a minimal nats.go client; B13–B14: bulk and large files), each measured against the raw JetStream (and S3) requests it needs, measured in
 // the same run. One command reproduces the whole table:
 //
-//	go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md
+//	go run ./bench/cmd/bench --wait-load 1.5 --append docs/bench-history.md
 //
 // --quick runs every scenario at a small size in seconds (TestQuick runs it, so
 // the harness cannot rot); --only B3 runs one scenario; --cpuprofile writes the

@@ -181,7 +181,7 @@ func (r Row) oneLine() string {
 	return s
 }
 
-// Markdown writes the report as a BENCHMARKS.md section.
+// Markdown writes the report as a section of docs/bench-history.md.
 func (rep *Report) Markdown(w io.Writer) {
 	kind := "full run"
 	if len(rep.Only) > 0 {

@@ -58,6 +58,9 @@ type BlobStore interface {
 	// does not hash to d the put fails with ErrChecksum and no blob is stored
 	// under d.
 	Put(ctx context.Context, d Digest, r io.Reader, size int64) error
+	// Batch returns a batch of puts made durable together, at its Flush
+	// (BlobBatch): a bulk commit's blobs, before anything names them.
+	Batch() BlobBatch
 	// Get opens the blob. The reader verifies the content: a read that reaches the
 	// end of content not matching d fails with ErrChecksum instead of io.EOF, so a
 	// caller that reads to EOF never accepts wrong content. ErrNotFound if absent.

@@ -58,10 +58,23 @@ const BlobRefreshAge = time.Hour
 // content that does not is stored again (a backend that cannot overwrite,
 // ledger/natsobj, stores a new version that readers prefer).
 func (s *blobStore) Put(ctx context.Context, d Digest, r io.Reader, size int64) error {
+	return s.put(ctx, s.objs, d, r, size)
+}
+
+// Batch returns a batch of puts made durable together (BlobBatch).
+func (s *blobStore) Batch() BlobBatch { return &blobBatch{s: s, objs: NewObjectBatch(s.objs)} }
+
+// putter is where a put goes: the store, or a batch of it.
+type putter interface {
+	PutObject(ctx context.Context, key string, r io.Reader, size int64) error
+	StatObject(ctx context.Context, key string) (ObjectInfo, error)
+}
+
+func (s *blobStore) put(ctx context.Context, objs putter, d Digest, r io.Reader, size int64) error {
 	key := BlobKey(d)
 	if PreferPut(s.objs, size) {
 		// Storing it again is cheaper than asking (and replaces other bytes).
-	} else if info, err := s.objs.StatObject(ctx, key); err == nil && (size < 0 || info.Size == size) && time.Since(info.ModTime) < BlobRefreshAge {
+	} else if info, err := objs.StatObject(ctx, key); err == nil && (size < 0 || info.Size == size) && time.Since(info.ModTime) < BlobRefreshAge {
 		err := s.readsAs(ctx, d)
 		if err == nil {
 			return nil // content-addressed: present, verified and young means done
@@ -73,7 +86,7 @@ func (s *blobStore) Put(ctx context.Context, d Digest, r io.Reader, size int64) 
 		return fmt.Errorf("put blob %s: %w", d, err)
 	}
 	vr := NewVerifyingReader(r, d)
-	if err := s.objs.PutObject(ctx, key, vr, size); err != nil {
+	if err := objs.PutObject(ctx, key, vr, size); err != nil {
 		if vr.Mismatch() {
 			return fmt.Errorf("put blob %s: %w", d, ErrChecksum)
 		}

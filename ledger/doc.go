@@ -29,7 +29,9 @@
 // Content first: every blob an event references, and the manifest holding entries
 // too large to inline, is stored in the BlobStore before the event is published, so
 // no event ever references a missing blob. Publish is the one way to publish a
-// commit so: the caller stores the content, Publish the manifests, then appends.
+// commit so: the caller stores the content, Publish the manifests, then appends;
+// a bulk writer stores them in a BlobBatch, which PublishBatch flushes — every
+// blob durable — before it appends.
 //
 // Sequence numbers: a Seq is a stream sequence, gapless in the stream; the commit's
 // seq is the seq of its last event. The stream may drop events only below the oldest

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 )
@@ -12,9 +13,9 @@ import (
 // host's commit, swamp import — publishes through it.
 //
 // The caller stores first every blob an entry names (BlobStore.Put, which is
-// durable when it returns) and makes durable whatever else the events vouch
-// for (a host fsyncs its committed files): nothing in the log may name
-// content that is not durable. A blob stored for a commit that is then not
+// durable when it returns, or a batch's Put: PublishBatch flushes the batch)
+// and makes durable whatever else the events vouch for (a host fsyncs its
+// committed files): nothing in the log may name content that is not durable. A blob stored for a commit that is then not
 // published (an error, a crash, a conflict) is garbage that blob GC collects.
 //
 // Append's errors are returned as they are: a *ConflictError (nothing stored:
@@ -22,6 +23,16 @@ import (
 // ErrOutcomeUnknown, after which the commit may be stored; publishing the
 // same events again stores nothing twice and returns their seqs.
 func Publish(ctx context.Context, log CommitLog, blobs BlobStore, events []Event) ([]Seq, error) {
+	return PublishBatch(ctx, log, blobs.Batch(), events)
+}
+
+// PublishBatch is Publish whose manifests go into b, the batch the caller
+// stored the commit's content in (BlobBatch): b is flushed — the content and
+// the manifests made durable together — before the events are appended, so
+// nothing in the log names a blob a power cut could lose. b is done with
+// after it: a caller publishing several commits from one batch passes it to
+// the first and a new one (BlobStore.Batch) to each next.
+func PublishBatch(ctx context.Context, log CommitLog, b BlobBatch, events []Event) ([]Seq, error) {
 	wire := make([]Event, len(events))
 	for i, ev := range events {
 		w, manifest, err := Externalize(ev)
@@ -29,11 +40,17 @@ func Publish(ctx context.Context, log CommitLog, blobs BlobStore, events []Event
 			return nil, fmt.Errorf("publish commit %s: %w", ev.Commit, err)
 		}
 		if manifest != nil {
-			if _, err := PutBytes(ctx, blobs, manifest); err != nil {
+			if err := b.Put(ctx, DigestOf(manifest), bytes.NewReader(manifest), int64(len(manifest))); err != nil {
 				return nil, fmt.Errorf("publish commit %s: store manifest of %q: %w", ev.Commit, ev.Partition, err)
 			}
 		}
 		wire[i] = w
+	}
+	if err := b.Flush(ctx); err != nil {
+		if len(events) > 0 {
+			return nil, fmt.Errorf("publish commit %s: make its content durable: %w", events[0].Commit, err)
+		}
+		return nil, fmt.Errorf("publish commit: make its content durable: %w", err)
 	}
 	return log.Append(ctx, wire)
 }

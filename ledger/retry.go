@@ -212,8 +212,12 @@ func (rr *replayReader) again() io.Reader {
 }
 
 func (s *retryingStore) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+	return s.put(ctx, s.objs, key, r, size)
+}
+
+func (s *retryingStore) put(ctx context.Context, objs putter, key string, r io.Reader, size int64) error {
 	if s.ops == 1 {
-		return s.do(ctx, "put object "+key, func(ctx context.Context) error { return s.objs.PutObject(ctx, key, r, size) })
+		return s.do(ctx, "put object "+key, func(ctx context.Context) error { return objs.PutObject(ctx, key, r, size) })
 	}
 	rr := &replayReader{r: r, max: s.p.MaxReplay}
 	var last error
@@ -225,7 +229,7 @@ func (s *retryingStore) PutObject(ctx context.Context, key string, r io.Reader, 
 			}
 			body = rr.again()
 		}
-		last = s.objs.PutObject(ctx, key, body, size)
+		last = objs.PutObject(ctx, key, body, size)
 		if last != nil && rr.err != nil && rr.err != io.EOF {
 			return final{last} // the content's own reader failed: not transient
 		}
@@ -234,14 +238,41 @@ func (s *retryingStore) PutObject(ctx context.Context, key string, r io.Reader, 
 }
 
 func (s *retryingStore) StatObject(ctx context.Context, key string) (ObjectInfo, error) {
+	return s.stat(ctx, s.objs, key)
+}
+
+func (s *retryingStore) stat(ctx context.Context, objs putter, key string) (ObjectInfo, error) {
 	var info ObjectInfo
 	err := s.do(ctx, "stat object "+key, func(ctx context.Context) error {
 		var err error
-		info, err = s.objs.StatObject(ctx, key)
+		info, err = objs.StatObject(ctx, key)
 		return err
 	})
 	return info, err
 }
+
+// NewBatch forwards the wrapped store's batch (Batcher), its puts and stats
+// retried as the store's are. Its Flush is not retried: a failed fsync, or an
+// acknowledgement lost, leaves the batch's durability unknown, which only
+// putting its objects again settles.
+func (s *retryingStore) NewBatch() ObjectBatch {
+	return &retryingBatch{s: s, b: NewObjectBatch(s.objs)}
+}
+
+type retryingBatch struct {
+	s *retryingStore
+	b ObjectBatch
+}
+
+func (rb *retryingBatch) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+	return rb.s.put(ctx, rb.b, key, r, size)
+}
+
+func (rb *retryingBatch) StatObject(ctx context.Context, key string) (ObjectInfo, error) {
+	return rb.s.stat(ctx, rb.b, key)
+}
+
+func (rb *retryingBatch) Flush(ctx context.Context) error { return rb.b.Flush(ctx) }
 
 func (s *retryingStore) DeleteObject(ctx context.Context, key string) error {
 	return s.do(ctx, "delete object "+key, func(ctx context.Context) error {

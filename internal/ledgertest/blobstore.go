@@ -36,6 +36,9 @@ func TestBlobStore(t *testing.T, newStore func(t *testing.T) ledger.ObjectStore)
 		{"Extended", testBlobExtended},
 		{"PutRepairsWrongSize", testBlobPutRepairsWrongSize},
 		{"PutOverSquattedKey", testBlobPutOverSquattedKey},
+		{"Batch", testBlobBatch},
+		{"BatchOverSquattedKey", testBlobBatchOverSquattedKey},
+		{"BatchMismatch", testBlobBatchMismatch},
 		{"List", testBlobList},
 		{"Delete", testBlobDelete},
 	}

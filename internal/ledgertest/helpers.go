@@ -200,3 +200,29 @@ func (c *countingStore) PutObject(ctx context.Context, key string, r io.Reader, 
 	c.puts.Add(1)
 	return c.ObjectStore.PutObject(ctx, key, r, size)
 }
+
+// NewBatch forwards the wrapped store's batch, counted and aged as the store
+// is.
+func (c *countingStore) NewBatch() ledger.ObjectBatch {
+	return &countingBatch{c: c, b: ledger.NewObjectBatch(c.ObjectStore)}
+}
+
+type countingBatch struct {
+	c *countingStore
+	b ledger.ObjectBatch
+}
+
+func (cb *countingBatch) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+	cb.c.puts.Add(1)
+	return cb.b.PutObject(ctx, key, r, size)
+}
+
+func (cb *countingBatch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+	info, err := cb.b.StatObject(ctx, key)
+	if err == nil {
+		info.ModTime = info.ModTime.Add(-time.Duration(cb.c.age.Load()))
+	}
+	return info, err
+}
+
+func (cb *countingBatch) Flush(ctx context.Context) error { return cb.b.Flush(ctx) }

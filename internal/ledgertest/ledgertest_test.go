@@ -48,6 +48,9 @@ func (m *memStore) PutObject(ctx context.Context, key string, r io.Reader, size 
 	return nil
 }
 
+// NewBatch: a put is as durable as memory gets when it returns.
+func (m *memStore) NewBatch() ledger.ObjectBatch { return ledger.DurableEach(m) }
+
 func (m *memStore) get(ctx context.Context, verb, key string) (memObject, error) {
 	if err := backend.ValidateKey(key); err != nil {
 		return memObject{}, fmt.Errorf("%s object: %w", verb, err)

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -39,6 +43,12 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) ledger.ObjectStor
 		{"ListStopsOnError", testListStopsOnError},
 		{"CancelledContext", testCancelledContext},
 		{"CancelDuringPut", testCancelDuringPut},
+		{"Batch", testBatch},
+		{"BatchStat", testBatchStat},
+		{"BatchFailedPut", testBatchFailedPut},
+	}
+	if _, ok := newStore(t).(ledger.Batcher); !ok {
+		t.Errorf("the store does not implement ledger.Batcher: every ObjectStore batches its durable puts (ledger.DurableEach if each put is durable on return)")
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -408,4 +418,123 @@ func testCancelDuringPut(t *testing.T, ctx context.Context, s ledger.ObjectStore
 		}
 		wantAbsent(t, ctx, s, "cancel/during")
 	}
+}
+
+// testBatch: objects put through a batch, several at once and across
+// directories, read back whole through the batch's stat and, after Flush,
+// through the store; none of them is listed in part.
+func testBatch(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+	b := ledger.NewObjectBatch(s)
+	want := map[string][]byte{}
+	for i := range 24 {
+		n := []int{0, 1, 300, 200 << 10}[i%4] // a zero-length object; one of several chunks
+		want[fmt.Sprintf("batch/d%d/o%02d", i%3, i)] = randomBytes(uint64(100+i), n)
+	}
+	var g errgroup.Group
+	for key, data := range want {
+		g.Go(func() error {
+			if err := b.PutObject(ctx, key, bytes.NewReader(data), int64(len(data))); err != nil {
+				return err
+			}
+			info, err := b.StatObject(ctx, key)
+			if err != nil {
+				return fmt.Errorf("batch StatObject(%q) after its put = %w", key, err)
+			}
+			if info.Size != int64(len(data)) {
+				return fmt.Errorf("batch StatObject(%q) after its put = size %d, want %d", key, info.Size, len(data))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush = %v", err)
+	}
+	for key, data := range want {
+		wantContent(t, "GetObject("+key+") after Flush", get(t, ctx, s, key), data)
+	}
+	if got, want := keys(list(t, ctx, s, "batch/")), slices.Sorted(maps.Keys(want)); !slices.Equal(got, want) {
+		t.Errorf("ListObjects(batch/) after Flush = %q, want %q", got, want)
+	}
+	// A flushed batch is done with: the next group takes a new one.
+	b2 := ledger.NewObjectBatch(s)
+	put2 := []byte("second batch")
+	if err := b2.PutObject(ctx, "batch/d0/o00", bytes.NewReader(put2), int64(len(put2))); err != nil {
+		t.Fatalf("PutObject in a second batch = %v", err)
+	}
+	if err := b2.Flush(ctx); err != nil {
+		t.Fatalf("second Flush = %v", err)
+	}
+	wantContent(t, "GetObject after an overwrite in a second batch", get(t, ctx, s, "batch/d0/o00"), put2)
+}
+
+// testBatchStat: the batch's stat says absent for a key never stored and
+// present, with its size, for one stored before the batch; an object stored
+// beside the batch after it first looked may be reported either way, but a
+// put of it through the batch still leaves the batch's content.
+func testBatchStat(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+	put(t, ctx, s, "stat/before", []byte("before"))
+	b := ledger.NewObjectBatch(s)
+	if _, err := b.StatObject(ctx, "stat/absent"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("batch StatObject(absent) = %v, want ErrNotFound", err)
+	}
+	if _, err := b.StatObject(ctx, "never/stored/here"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("batch StatObject(absent, in a directory never made) = %v, want ErrNotFound", err)
+	}
+	info, err := b.StatObject(ctx, "stat/before")
+	if err != nil || info.Size != 6 || info.Key != "stat/before" {
+		t.Errorf("batch StatObject(stored before) = %+v, %v, want key stat/before, size 6", info, err)
+	}
+	put(t, ctx, s, "stat/beside", []byte("beside"))
+	if info, err := b.StatObject(ctx, "stat/beside"); err == nil && info.Size != 6 {
+		t.Errorf("batch StatObject(stored beside) = size %d, want 6 or ErrNotFound", info.Size)
+	} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("batch StatObject(stored beside) = %v, want it or ErrNotFound", err)
+	}
+	if err := b.PutObject(ctx, "stat/beside", strings.NewReader("mine"), 4); err != nil {
+		t.Fatalf("batch PutObject over an object stored beside = %v", err)
+	}
+	if _, err := b.StatObject(ctx, "stat/invalid/../key"); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("batch StatObject(invalid key) = %v, want ErrInvalid", err)
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush = %v", err)
+	}
+	wantContent(t, "GetObject after the batch's put", get(t, ctx, s, "stat/beside"), []byte("mine"))
+	wantAbsent(t, ctx, s, "stat/absent")
+}
+
+// testBatchFailedPut: a put through a batch that fails (its reader, its size,
+// an invalid key, a cancelled context) leaves nothing, or the previous object,
+// after Flush; the batch's other objects are stored.
+func testBatchFailedPut(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+	old := randomBytes(11, 1000)
+	put(t, ctx, s, "bfail/kept", old)
+	b := ledger.NewObjectBatch(s)
+	if err := b.PutObject(ctx, "bfail/kept", &failingReader{good: randomBytes(12, 300<<10), err: errBoom}, -1); !errors.Is(err, errBoom) {
+		t.Errorf("batch PutObject with a failing reader = %v, want the reader's error", err)
+	}
+	if err := b.PutObject(ctx, "bfail/short", onlyReader{bytes.NewReader(randomBytes(13, 5))}, 10); err == nil {
+		t.Error("batch PutObject(5 bytes, size 10) = nil, want an error")
+	}
+	if err := b.PutObject(ctx, "bfail/../up", strings.NewReader("x"), 1); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("batch PutObject(invalid key) = %v, want ErrInvalid", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := b.PutObject(cctx, "bfail/cancelled", strings.NewReader("x"), 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("batch PutObject(cancelled ctx) = %v, want context.Canceled", err)
+	}
+	if err := b.PutObject(ctx, "bfail/good", strings.NewReader("good"), 4); err != nil {
+		t.Fatalf("batch PutObject = %v", err)
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush = %v", err)
+	}
+	wantContent(t, "GetObject after a failed put over it", get(t, ctx, s, "bfail/kept"), old)
+	wantAbsent(t, ctx, s, "bfail/short")
+	wantAbsent(t, ctx, s, "bfail/cancelled")
+	wantContent(t, "GetObject of the batch's good put", get(t, ctx, s, "bfail/good"), []byte("good"))
 }

@@ -19,6 +19,14 @@
 // DeleteObject fsyncs the directory it removed the file from. Empty directories are
 // left in place (removing them would race with a concurrent put into them).
 //
+// A batch (NewBatch, ledger.ObjectBatch) writes, fsyncs and renames each file as
+// PutObject does, and leaves the directory fsyncs to Flush: one per directory the
+// batch renamed into, not one per object. Until Flush returns an object may
+// vanish in a power cut, never come back in part (TestPowerLossFileBatch). Its
+// StatObject lists a key's directory once and answers a key the listing lacks as
+// absent without a syscall (from its second question about the directory: a
+// batch of one object stats it); a listed key is stat'ed.
+//
 // # Limits
 //
 // A filesystem cannot hold both a file "a" and a directory "a": storing key "a"

@@ -89,26 +89,33 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
-	if err := s.put(ctx, key, r, size); err != nil {
+	dir, err := s.write(ctx, key, r, size)
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
 	return nil
 }
 
-func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) (err error) {
+// write stores the object under its key, its content fsynced before the
+// rename (a name never points at content a power cut could lose), and returns
+// the directory whose fsync makes the name durable.
+func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64) (dir string, err error) {
 	path := s.path(key)
-	dir := filepath.Dir(path)
+	dir = filepath.Dir(path)
 	// Most puts go to a directory that exists (a blob store has 256): try
 	// first, create the directories only when it is missing.
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := mkdirAll(dir); err != nil {
-			return err
+			return "", err
 		}
 		f, err = os.CreateTemp(dir, tmpPrefix+"*")
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer func() {
 		if err != nil {
@@ -119,26 +126,26 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) (e
 	pr := backend.NewPutReader(ctx, r, size)
 	if _, err := ledger.Copy(f, pr); err != nil {
 		if rerr := pr.Err(); rerr != nil {
-			return rerr
+			return "", rerr
 		}
-		return err
+		return "", err
 	}
 	if err := pr.Done(); err != nil {
-		return err
+		return "", err
 	}
 	if err := f.Sync(); err != nil {
-		return err
+		return "", err
 	}
 	if err := f.Close(); err != nil {
-		return err
+		return "", err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return "", err
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
-		return err
+		return "", err
 	}
-	return syncDir(dir)
+	return dir, nil
 }
 
 // mkdirAll creates dir and its missing parents, fsyncing each new directory's

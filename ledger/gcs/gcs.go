@@ -143,6 +143,15 @@ func (s *Store) object(key string) (*storage.ObjectHandle, error) {
 // request, is sent again rather than asked for first (one request, not two).
 func (s *Store) PreferPut(size int64) bool { return size >= 0 && size <= 1<<20 }
 
+// NewBatch implements ledger.Batcher. GCS acknowledges a put once the object
+// is stored durably, so the natural batch is the puts as they are, as many at
+// once as the caller runs (a commit: its Parallel); Flush has nothing left to
+// wait for. A small object skips the existence check (PreferPut): presence
+// costs no request.
+func (s *Store) NewBatch() ledger.ObjectBatch { return ledger.DurableEach(s) }
+
+var _ ledger.Batcher = (*Store)(nil)
+
 // statusError carries a GCS answer's status to ledger.DefaultRetryable.
 type statusError struct{ err *googleapi.Error }
 

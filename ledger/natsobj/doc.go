@@ -36,10 +36,17 @@
 // step. Chunks are published asynchronously, at most 64 awaiting their
 // acknowledgement.
 //
+// A batch (NewBatch, ledger.ObjectBatch) puts the same way, chunks awaited
+// before the metadata is published — an object's metadata never names chunks
+// the stream has not acknowledged — but leaves the metadata's acknowledgement
+// to Flush, which awaits all of them at once: a small object's put is one
+// round trip, not two.
+//
 // # Reads
 //
-// A GetObject's reader is bound to a context for its whole life (chunks stream
-// through an ordered consumer). If the caller's context has no deadline,
+// A GetObject's reader is bound to a context for its whole life (each chunk is
+// a direct get of the next message on the object's chunk subject: no consumer
+// per read). If the caller's context has no deadline,
 // Config.ReadTimeout (default DefaultReadTimeout) bounds the read. The object's
 // size and SHA-256 are checked at the end of the read; a mismatch is reported as
 // ledger.ErrChecksum.

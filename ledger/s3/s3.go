@@ -160,6 +160,15 @@ func mapErr(ctx context.Context, err error) error {
 // a PUT; the HEAD costs about as much as the PUT of a few KiB).
 func (s *Store) PreferPut(size int64) bool { return size >= 0 && size <= memSpoolLimit }
 
+// NewBatch implements ledger.Batcher. S3 acknowledges a put once the object
+// is stored durably, so the natural batch is the puts as they are, as many at
+// once as the caller runs (a commit: its Parallel); Flush has nothing left to
+// wait for. A small object skips the existence check (PreferPut): presence
+// costs no request.
+func (s *Store) NewBatch() ledger.ObjectBatch { return ledger.DurableEach(s) }
+
+var _ ledger.Batcher = (*Store)(nil)
+
 // PutObject implements ledger.ObjectStore: it spools the content and sends one
 // PUT, or above Config.MultipartAbove (and for an unknown size) streams it as a
 // multipart upload (see the package doc).

@@ -108,10 +108,10 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions) (CommitResult, error) {
 	keep := partitionFilter(opt.Partitions)
 	var res CommitResult
-	put := h.commitStage(ctx, opt.Stored)
 	for attempt := 1; ; attempt++ {
 		res.Attempts++
-		sc, err := h.scan(s, keep, opt.Changed, put)
+		content := h.cfg.Blobs.Batch() // flushed by the first publish
+		sc, err := h.scan(s, keep, opt.Changed, h.commitStage(ctx, opt.Stored, content))
 		if err != nil {
 			return res, err
 		}
@@ -131,7 +131,8 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions) (Commi
 			if n > 1 {
 				msg = PartMessage(opt.Message, len(res.Commits)+1, n)
 			}
-			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, &res)
+			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, content, &res)
+			content = h.cfg.Blobs.Batch() // the next commit's manifests
 			var ce *ledger.ConflictError
 			if errors.As(err, &ce) {
 				if attempt >= opt.MaxAttempts {
@@ -216,9 +217,9 @@ func (e *PartialCommitError) Error() string {
 
 func (e *PartialCommitError) Unwrap() error { return e.Err }
 
-// publish uploads the changed content, appends the events of one commit and
-// records them, adding the commit to res.
-func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, res *CommitResult) error {
+// publish makes one commit durable — its files, then the blobs of content,
+// its batch — appends its events and records them, adding the commit to res.
+func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content ledger.BlobBatch, res *CommitResult) error {
 	now := h.cfg.Now()
 	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
@@ -232,9 +233,9 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	if err := h.syncCommitted(sc); err != nil {
 		return err
 	}
-	// The content is stored (the scan's stage) and the files are durable:
-	// publish, the manifests first.
-	seqs, err := ledger.Publish(ctx, h.fp.log(h.cfg.Log), h.cfg.Blobs, events)
+	// The content is stored (the scan's stage, in content) and the files are
+	// durable: publish, the batch flushed and the manifests stored first.
+	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.cfg.Log), content, events)
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,11 @@ import (
 // commitStage is a commit's stage of each changed file, done while the scan
 // holds it open: its content is made durable (fsync: the ledger must never
 // hold content this cache could lose, see syncCommitted) and stored in the
-// blob store, unless stored says a Prepare stored it. A blob stored for a
-// commit that is then not published is garbage that blob GC collects.
-func (h *Host) commitStage(ctx context.Context, stored map[ledger.Digest]bool) stage {
+// scan's blob batch, unless stored says a Prepare stored it. The batch is
+// flushed — every blob durable — before anything is published
+// (ledger.PublishBatch). A blob stored for a commit that is then not
+// published is garbage that blob GC collects.
+func (h *Host) commitStage(ctx context.Context, stored map[ledger.Digest]bool, b ledger.BlobBatch) stage {
 	return func(e ledger.Entry, f *os.File, body []byte) error {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("commit: sync %s: %w", e.Path, err)
@@ -24,26 +26,26 @@ func (h *Host) commitStage(ctx context.Context, stored map[ledger.Digest]bool) s
 		if stored[e.SHA256] {
 			return nil
 		}
-		return h.putContent(ctx, e, f, body)
+		return putContent(ctx, b, e, f, body)
 	}
 }
 
-// prepareStage stores each changed file's content (Prepare): durability is
-// the Commit's to ensure.
-func (h *Host) prepareStage(ctx context.Context) stage {
-	return func(e ledger.Entry, f *os.File, body []byte) error { return h.putContent(ctx, e, f, body) }
+// prepareStage stores each changed file's content in b (Prepare flushes it):
+// the files' durability is the Commit's to ensure.
+func prepareStage(ctx context.Context, b ledger.BlobBatch) stage {
+	return func(e ledger.Entry, f *os.File, body []byte) error { return putContent(ctx, b, e, f, body) }
 }
 
 // putContent stores e's content: body when the scan read it whole, else f,
 // read again from its start and verified against e's digest while it is
 // sent (a file changed since it was hashed fails with ErrChecksum: nothing is
 // published).
-func (h *Host) putContent(ctx context.Context, e ledger.Entry, f *os.File, body []byte) error {
+func putContent(ctx context.Context, b ledger.BlobBatch, e ledger.Entry, f *os.File, body []byte) error {
 	var r io.Reader = f
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
-	if err := h.cfg.Blobs.Put(ctx, e.SHA256, r, e.Size); err != nil {
+	if err := b.Put(ctx, e.SHA256, r, e.Size); err != nil {
 		if errors.Is(err, ledger.ErrChecksum) {
 			return fmt.Errorf("upload %s: the file changed while committing; commit again: %w", e.Path, err)
 		}
@@ -76,7 +78,11 @@ func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (Prepa
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	sc, err := h.scan(s, partitionFilter(partitions), changed, h.prepareStage(ctx))
+	b := h.cfg.Blobs.Batch()
+	sc, err := h.scan(s, partitionFilter(partitions), changed, prepareStage(ctx, b))
+	if err == nil {
+		err = b.Flush(ctx) // what Stored names is durable
+	}
 	if err != nil {
 		return PrepareResult{}, err
 	}

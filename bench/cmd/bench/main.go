@@ -2,7 +2,7 @@
 // not link the harness; run it from the repository root:
 //
 //	go run ./bench/cmd/bench --quick
-//	go run ./bench/cmd/bench --wait-load 1.5 --append BENCHMARKS.md
+//	go run ./bench/cmd/bench --wait-load 1.5 --append docs/bench-history.md
 package main
 
 import (

@@ -1,0 +1,175 @@
+package file
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// flushParallel is how many directory fsyncs a Flush runs at once: on a disk,
+// concurrent fsyncs share the journal's commits.
+const flushParallel = 16
+
+var _ ledger.Batcher = (*Store)(nil)
+
+// NewBatch implements ledger.Batcher: each put writes, fsyncs and renames its
+// file as PutObject does, and Flush fsyncs each directory the batch's puts
+// renamed into, once — one directory fsync per directory touched instead of
+// one per object. StatObject answers an absent key from one listing of its
+// directory (read on the batch's second question about it: a batch of one
+// object stats it) with no syscall of its own; a key the listing holds is
+// stat'ed.
+func (s *Store) NewBatch() ledger.ObjectBatch {
+	return &batch{s: s, dirs: map[string]bool{}, lists: map[string]*listing{}}
+}
+
+type batch struct {
+	s     *Store
+	mu    sync.Mutex
+	dirs  map[string]bool     // directories renamed into, to fsync at Flush
+	lists map[string]*listing // directory → the names it held when first asked
+	done  bool
+}
+
+// listAfter is how many questions about one directory a batch answers with
+// a stat each before it lists the directory: a commit of one file stats its
+// blob, a bulk commit lists each fan-out directory once.
+const listAfter = 2
+
+// listing is the names of one directory, read once, with those the batch
+// put there since.
+type listing struct {
+	mu    sync.Mutex
+	asked int
+	read  bool
+	names map[string]bool
+	err   error
+}
+
+func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("put object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put object %q: %w", key, err)
+	}
+	if b.flushed() {
+		return fmt.Errorf("put object %q: %w", key, errFlushed)
+	}
+	dir, err := b.s.write(ctx, key, r, size)
+	if err != nil {
+		return fmt.Errorf("put object %q: %w", key, err)
+	}
+	b.mu.Lock()
+	done, l := b.done, b.lists[dir]
+	b.dirs[dir] = true
+	b.mu.Unlock()
+	if done {
+		// Flush ran meanwhile and may not have synced dir.
+		return fmt.Errorf("put object %q: %w", key, errFlushed)
+	}
+	if l != nil {
+		l.mu.Lock()
+		if l.names != nil {
+			l.names[filepath.Base(filepath.FromSlash(key))] = true
+		}
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+var errFlushed = fmt.Errorf("the batch was flushed: %w", ledger.ErrInvalid)
+
+func (b *batch) flushed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.done
+}
+
+// StatObject: a key its directory's listing lacks is absent (ErrNotFound),
+// which costs nothing after the listing; others are the store's StatObject.
+// A listing is a hint that may be stale, never proof: an object stored since
+// is stored again (identical content under its own address), and one
+// removed since is found absent by the stat.
+func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+	if err := checkKey(key); err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+	}
+	path := b.s.path(key)
+	dir, name := filepath.Dir(path), filepath.Base(path)
+	b.mu.Lock()
+	l := b.lists[dir]
+	if l == nil {
+		l = &listing{}
+		b.lists[dir] = l
+	}
+	b.mu.Unlock()
+	l.mu.Lock()
+	if l.asked++; !l.read && l.asked >= listAfter {
+		l.names, l.err = readNames(dir)
+		l.read = true
+	}
+	absent := l.read && l.err == nil && !l.names[name]
+	l.mu.Unlock()
+	if absent {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, ledger.ErrNotFound)
+	}
+	return b.s.StatObject(ctx, key)
+}
+
+// readNames lists dir's names; a missing directory holds none.
+func readNames(dir string) (map[string]bool, error) {
+	f, err := os.Open(dir)
+	if notFound(err) {
+		return map[string]bool{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m, nil
+}
+
+// Flush fsyncs every directory the batch renamed into, each once: from then
+// on every object it put survives a power cut (each file's content was
+// fsynced before its rename, each new directory into its parent).
+func (b *batch) Flush(ctx context.Context) error {
+	b.mu.Lock()
+	b.done = true
+	dirs := slices.Sorted(maps.Keys(b.dirs))
+	b.mu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(flushParallel)
+	for _, d := range dirs {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			return syncDir(d)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("flush batch: %w", err)
+	}
+	return nil
+}
