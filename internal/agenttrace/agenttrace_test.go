@@ -10,13 +10,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/syncledger/syncledger/internal/testmain"
 )
 
 // TestMain is also the fake agent the tests trace: it answers each request
 // with an id, an error for op "bad", and ignores the rest.
 func TestMain(m *testing.M) {
 	if os.Getenv("AGENTTRACE_FAKE_AGENT") == "" {
-		os.Exit(m.Run())
+		testmain.Main(m)
 	}
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
