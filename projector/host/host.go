@@ -35,12 +35,6 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("%v: %q (local files kept, still uncommitted): %s", ErrCommitConflict, e.Paths, resolveHint)
 }
 
-// Commands returns the command lines that settle the conflict.
-//
-// Deprecated: the swamp agent's (swamp/agent describe) until it takes its
-// ways out from the command; the CLI builds its own (cmd/syncledger/wayout.go).
-func (e *ConflictError) Commands() []string { return resolveCommands(e.Paths) }
-
 func (e *ConflictError) Unwrap() error { return ErrCommitConflict }
 
 // LocalChangesError names the locally changed files a sync refused to overwrite.
@@ -50,15 +44,6 @@ type LocalChangesError struct {
 
 func (e *LocalChangesError) Error() string {
 	return fmt.Sprintf("%v: %q (nothing was overwritten): commit them first, or %s", ErrLocalChanges, e.Paths, resolveHint)
-}
-
-// Commands returns the command lines that lead out: commit, or settle the
-// conflict either way.
-//
-// Deprecated: the swamp agent's (swamp/agent describe) until it takes its
-// ways out from the command; the CLI builds its own (cmd/syncledger/wayout.go).
-func (e *LocalChangesError) Commands() []string {
-	return append([]string{"syncledger commit"}, resolveCommands(e.Paths)...)
 }
 
 func (e *LocalChangesError) Unwrap() error { return ErrLocalChanges }

@@ -230,21 +230,6 @@ func (h *Host) restoreIndexed(ctx context.Context, path string, f projector.File
 const resolveHint = "keep this host's version on top (resolve mine), or take the ledger's (resolve theirs: this host's copy is kept under " +
 	ledger.StateDir + "/" + ConflictsDir + "/)"
 
-// resolveCommands returns the resolve command lines for paths: --mine, then
-// --theirs (--all for more than four paths), for the Commands methods the
-// swamp agent still reads.
-func resolveCommands(paths []string) []string {
-	args := "--all"
-	if len(paths) <= 4 {
-		q := make([]string, len(paths))
-		for i, p := range paths {
-			q[i] = ShellQuote(p)
-		}
-		args = strings.Join(q, " ")
-	}
-	return []string{"syncledger resolve --mine " + args, "syncledger resolve --theirs " + args}
-}
-
 // ShellQuote quotes p for a POSIX shell when it needs it.
 func ShellQuote(p string) string {
 	if p != "" && strings.IndexFunc(p, func(r rune) bool {
