@@ -70,7 +70,7 @@ type CommitPart struct {
 // published and recorded, and the rest of the changes uncommitted in the cache:
 // the next Commit publishes them; the result lists the commits published.
 func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
-	release, aerr := h.acquire()
+	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return CommitResult{}, aerr
 	}

@@ -111,13 +111,14 @@ type Host struct {
 func (h *Host) HWM() ledger.Seq { return ledger.Seq(h.hwm.Load()) }
 
 // acquire takes the cache for one operation: it opens the state database,
-// which locks the cache against other processes (waiting up to LockWait; then
-// statedb.ErrLocked), unless this Host holds it already. release gives it back.
+// which locks the cache against other processes (waiting up to LockWait, then
+// statedb.ErrLocked, or until ctx ends), unless this Host holds it already.
+// release gives it back.
 // Between operations a Host holds no lock, so other syncledger processes can
 // use the cache — a commit or a status while watch runs.
-func (h *Host) acquire() (release func(), err error) {
+func (h *Host) acquire(ctx context.Context) (release func(), err error) {
 	if h.held == 0 {
-		if h.db, err = statedb.Open(h.dir.StatePath("state.db"), h.cfg.LockWait); err != nil {
+		if h.db, err = statedb.OpenContext(ctx, h.dir.StatePath("state.db"), h.cfg.LockWait); err != nil {
 			return nil, err
 		}
 		h.rows = h.db
@@ -170,7 +171,7 @@ func Open(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg, dir: dir, log: lg}
-	release, err := h.acquire()
+	release, err := h.acquire(context.Background())
 	if errors.Is(err, statedb.ErrCorrupt) {
 		// Every operation fails with it but Rebuild, the way out (damage.go).
 		return h, nil
@@ -222,7 +223,7 @@ func (h *Host) Dir() *cachefs.Dir { return h.dir }
 // View calls fn with the state database while holding the cache (read access
 // for status and tests).
 func (h *Host) View(fn func(*statedb.DB) error) error {
-	release, err := h.acquire()
+	release, err := h.acquire(context.Background())
 	if err != nil {
 		return err
 	}

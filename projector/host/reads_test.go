@@ -40,7 +40,7 @@ func TestReadsFollowTheChange(t *testing.T) {
 		}
 		count := func(op func()) uint64 {
 			// Hold the cache so that op's holds share this one's rows.
-			release, err := b.acquire()
+			release, err := b.acquire(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}

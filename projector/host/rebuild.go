@@ -120,7 +120,7 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		return res, err
 	}
 	res.Damaged = damaged
-	release, aerr := h.acquire()
+	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return res, aerr
 	}

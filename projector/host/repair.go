@@ -16,7 +16,7 @@ import (
 // row takes the new mtime; it moves from Altered to Restored. Missing files and
 // local edits stay reported: commit them, or take the ledger's version.
 func (h *Host) Repair(ctx context.Context) (VerifyResult, error) {
-	release, aerr := h.acquire()
+	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return VerifyResult{}, aerr
 	}

@@ -32,7 +32,7 @@ func (h *Host) conflicts(ctx context.Context, s *session, dirty []ledger.Entry) 
 
 // Conflicts returns the cache's conflicts (see Status.Conflicts).
 func (h *Host) Conflicts(ctx context.Context) ([]string, error) {
-	release, err := h.acquire()
+	release, err := h.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ type ResolveResult struct {
 // All): the sync stops at any other.
 func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, error) {
 	var res ResolveResult
-	release, err := h.acquire()
+	release, err := h.acquire(ctx)
 	if err != nil {
 		return res, err
 	}

@@ -56,7 +56,7 @@ type Status struct {
 // Status reports the HWM against the log's head, the marks, and the uncommitted
 // local changes.
 func (h *Host) Status(ctx context.Context) (Status, error) {
-	release, aerr := h.acquire()
+	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return Status{}, aerr
 	}
@@ -170,7 +170,7 @@ func (v VerifyResult) OK() bool { return len(v.Missing) == 0 && len(v.Altered) =
 // Verify hashes every indexed (non-lazy, not ignored) file and compares it with
 // the index.
 func (h *Host) Verify(ctx context.Context) (VerifyResult, error) {
-	release, aerr := h.acquire()
+	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return VerifyResult{}, aerr
 	}
@@ -221,7 +221,7 @@ func (h *Host) verify(ctx context.Context) (VerifyResult, error) {
 // Fetch hydrates lazy files (content on demand). Paths not in the index fail with
 // ledger.ErrNotFound; paths already present are left alone.
 func (h *Host) Fetch(ctx context.Context, paths []string) (SyncResult, error) {
-	release, aerr := h.acquire()
+	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return SyncResult{}, aerr
 	}
@@ -376,7 +376,7 @@ func (w *watcher) hold(ctx context.Context) error {
 // lock takes the cache, waiting as long as another process keeps it.
 func (w *watcher) lock(ctx context.Context) error {
 	for {
-		release, err := w.h.acquire()
+		release, err := w.h.acquire(ctx)
 		if err == nil {
 			w.release = release
 			break

@@ -60,7 +60,7 @@ var errStop = errors.New("stop")
 // Sync brings the cache up to date with the log (full) or with some partitions
 // (scoped).
 func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
-	release, aerr := h.acquire()
+	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return SyncResult{}, aerr
 	}

@@ -69,7 +69,7 @@ type PrepareResult struct {
 //
 // changed is CommitOptions.Changed: nil scans the whole cache.
 func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (PrepareResult, error) {
-	release, aerr := h.acquire()
+	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return PrepareResult{}, aerr
 	}

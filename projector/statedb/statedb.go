@@ -1,6 +1,7 @@
 package statedb
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -144,12 +145,22 @@ func (d *DB) endRead() {
 // Open opens (creating) the database at path, waiting at most wait for another
 // process's lock.
 func Open(path string, wait time.Duration) (*DB, error) {
+	return OpenContext(context.Background(), path, wait)
+}
+
+// lockPoll is how long one attempt at the lock waits before OpenContext looks
+// at its context again.
+const lockPoll = 100 * time.Millisecond
+
+// OpenContext is Open that stops waiting for another process's lock when ctx
+// ends (with ctx's error), as well as after wait.
+func OpenContext(ctx context.Context, path string, wait time.Duration) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
 	_, serr := os.Lstat(path)
 	created := errors.Is(serr, fs.ErrNotExist)
-	db, err := openBolt(path, wait)
+	db, err := openBoltContext(ctx, path, wait)
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open state %s: %w", path, ErrLocked)
 	}
@@ -273,4 +284,26 @@ func getU64(b *bolt.Bucket, k []byte) uint64 {
 		return binary.BigEndian.Uint64(v)
 	}
 	return 0
+}
+
+// openBoltContext waits for the lock in attempts of at most lockPoll (bbolt
+// polls flock within each), so a cancelled ctx stops the wait within lockPoll.
+// A wait of 0 waits as long as ctx lasts (bbolt's Timeout 0).
+func openBoltContext(ctx context.Context, path string, wait time.Duration) (*bolt.DB, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("open state %s: waiting for the lock: %w", path, context.Cause(ctx))
+		}
+		step := lockPoll
+		if wait > 0 {
+			if step = min(time.Until(deadline), lockPoll); step <= 0 {
+				return nil, bolt.ErrTimeout
+			}
+		}
+		db, err := openBolt(path, step)
+		if !errors.Is(err, bolt.ErrTimeout) {
+			return db, err
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package statedb
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -92,6 +93,40 @@ func TestBusy(t *testing.T) {
 	defer db.Close()
 	if _, err := Open(path, 50*time.Millisecond); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}
+
+// TestBusyContext: a wait for another holder's lock ends with its context,
+// not after the whole wait, and goes on across attempts until the holder
+// lets go.
+func TestBusyContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*lockPoll)
+	defer cancel()
+	start := time.Now()
+	if _, err := OpenContext(ctx, path, time.Hour); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrLocked) {
+		t.Fatalf("open with an ended context: %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Fatalf("the wait took %v: it ignored its context", d)
+	}
+	// The holder lets go after several attempts: the waiter gets the lock.
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(3 * lockPoll)
+		released <- db.Close()
+	}()
+	db2, err := OpenContext(t.Context(), path, time.Hour)
+	if err != nil {
+		t.Fatalf("open after the holder let go: %v", err)
+	}
+	db2.Close()
+	if err := <-released; err != nil {
+		t.Fatal(err)
 	}
 }
 
