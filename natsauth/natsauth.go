@@ -52,6 +52,7 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsobj"
 )
 
 // Role names a permission template.
@@ -115,7 +116,7 @@ func For(role Role, s Scope) (*Permissions, error) {
 		swamp   = jetstream.SwampBucket(s.Ledger)
 		swStr   = jetstream.KVStream(swamp)
 		dlqStr  = jetstream.DeadLetterStream(s.Ledger)
-		objStr  = "OBJ_" + s.ObjectBucket
+		objStr  = natsobj.StreamName(s.ObjectBucket)
 	)
 	streams := []string{stream, kvStr, dlqStr}
 	if s.ObjectBucket != "" {
@@ -180,7 +181,7 @@ func For(role Role, s Scope) (*Permissions, error) {
 			// Writing a blob: its chunks, then its metadata. The bucket refuses
 			// roll-ups and message deletes, and readers keep an object's first
 			// metadata (ledger/natsobj), so these cannot alter a stored blob.
-			pub = append(pub, "$O."+s.ObjectBucket+".C.>", "$O."+s.ObjectBucket+".M.>")
+			pub = append(pub, natsobj.ChunkSubjects(s.ObjectBucket), natsobj.MetaSubjects(s.ObjectBucket))
 		}
 		// No purge of any stream: blobs are written once, and a host never
 		// removes anything.

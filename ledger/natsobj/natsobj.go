@@ -57,6 +57,12 @@ var _ ledger.ObjectStore = (*Store)(nil)
 // StreamName returns the name of the stream behind bucket.
 func StreamName(bucket string) string { return "OBJ_" + bucket }
 
+// ChunkSubjects is the subject filter of a bucket's chunks ($O.<bucket>.C.>).
+func ChunkSubjects(bucket string) string { return "$O." + bucket + ".C.>" }
+
+// MetaSubjects is the subject filter of a bucket's metadata ($O.<bucket>.M.>).
+func MetaSubjects(bucket string) string { return "$O." + bucket + ".M.>" }
+
 // StreamConfig is the configuration of the stream New creates for bucket: the
 // object store's layout (chunks on $O.<bucket>.C.<nuid>, metadata on
 // $O.<bucket>.M.<name>), without roll-ups and message deletes, so that a user
@@ -66,7 +72,7 @@ func StreamConfig(bucket string, replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        StreamName(bucket),
 		Description: "syncledger objects (write once: no roll-ups, no message deletes)",
-		Subjects:    []string{"$O." + bucket + ".C.>", "$O." + bucket + ".M.>"},
+		Subjects:    []string{ChunkSubjects(bucket), MetaSubjects(bucket)},
 		MaxBytes:    -1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
@@ -212,7 +218,7 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 
 func (s *Store) list(ctx context.Context, prefix string) ([]ledger.ObjectInfo, error) {
 	cons, err := s.js.OrderedConsumer(ctx, StreamName(s.bucket), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"$O." + s.bucket + ".M.>"},
+		FilterSubjects: []string{MetaSubjects(s.bucket)},
 	})
 	if err != nil {
 		return nil, err
