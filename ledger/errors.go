@@ -46,6 +46,11 @@ var (
 	// attempt ended without a definite answer). Append the same events again to
 	// find out: it stores nothing twice and returns the stored seqs.
 	ErrOutcomeUnknown = errors.New("commit outcome unknown")
+	// ErrUnreachable: the server could not be reached — no connection could be
+	// made, or the connection was down while the operation waited for its
+	// answer. Trying again once the server is back helps; a write that fails so
+	// may still have been stored (an Append says so with ErrOutcomeUnknown too).
+	ErrUnreachable = errors.New("server unreachable")
 )
 
 // ConflictError is returned (wrapped) when an append finds that a partition's chain

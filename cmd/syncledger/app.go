@@ -288,6 +288,10 @@ type unreachableError struct{ err error }
 func (e *unreachableError) Error() string { return e.err.Error() }
 func (e *unreachableError) Unwrap() error { return e.err }
 
+// Is makes errors.Is(err, ledger.ErrUnreachable) hold: the libraries' callers
+// (the swamp agent) tell an unreachable server by it, not by the text.
+func (e *unreachableError) Is(target error) bool { return target == ledger.ErrUnreachable }
+
 // Log opens the ledger's log (--ledger) on first use. A ledger that does not exist
 // is an error that says how to create it.
 func (a *app) Log(ctx context.Context) (*jetstream.Log, error) {

@@ -144,7 +144,7 @@ func (p swampPorts) SwampKV(ctx context.Context) (ledger.KV, error) {
 			ledger.ErrPermission, strings.ToLower(verb), subject, bucket, p.base, p.base)
 	}
 	guard := func(ctx context.Context) (context.Context, func()) { return p.watchRefusals(ctx, match, why) }
-	kv, err := guarded(refusingKV{guard: guard}, ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := guarded(refusingKV{guard: guard}, ctx, func(ctx context.Context) (*ljs.KV, error) {
 		nc, err := p.Conn(ctx)
 		if err != nil {
 			return nil, err
@@ -153,12 +153,16 @@ func (p swampPorts) SwampKV(ctx context.Context) (ledger.KV, error) {
 		if err != nil {
 			return nil, err
 		}
-		return ljs.OpenKV(ctx, js, p.base, bucket, swampBucketDescription(p.base))
+		kv, err := ljs.OpenKV(ctx, js, p.base, bucket, swampBucketDescription(p.base))
+		if err != nil {
+			return nil, err
+		}
+		return ljs.NewKV(nc, kv), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return refusingKV{KV: ljs.NewKV(kv), guard: guard}, nil
+	return refusingKV{KV: kv, guard: guard}, nil
 }
 
 // Beat records the host's position in the heartbeats of the datastore's ledger.

@@ -94,6 +94,9 @@ func TestSwampRealServerKilled(t *testing.T) {
 	if !strings.Contains(outA.String(), "not published") || !strings.Contains(outA.String(), "next swamp command") {
 		t.Fatalf("a's failed push does not say its data was not published and what happens next:\n%s", outA.String())
 	}
+	if !strings.Contains(outA.String(), "cannot reach NATS") {
+		t.Fatalf("a's failed push does not say the server could not be reached (ledger.ErrUnreachable):\n%s", outA.String())
+	}
 	w.srv.Restart()
 
 	w.mustSwamp(b, "model", "method", "run", "who", "execute")

@@ -425,7 +425,7 @@ func (w *realSwamp) locks() *agent.Locks {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return agent.NewLocks(w.t.Context(), ljs.NewKV(kv), nil)
+	return agent.NewLocks(w.t.Context(), ljs.NewKV(nc, kv), nil)
 }
 
 // waitHeld waits until key is held by a holder other than nonce's.

@@ -309,7 +309,7 @@ func (a *app) registerNamespace(ctx context.Context, repo, ns string) error {
 	if err != nil {
 		return err
 	}
-	return agent.RegisterNamespace(ctx, ljs.NewKV(kv), ns, id)
+	return agent.RegisterNamespace(ctx, ljs.NewKV(nc, kv), ns, id)
 }
 
 func swampBucketDescription(ledgerName string) string {

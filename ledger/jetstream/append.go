@@ -135,7 +135,7 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 			return nil, fmt.Errorf("append %v: %w", c, perr)
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("append %v: %w: %w (retry Append with the same events)", c, ErrOutcomeUnknown, context.Cause(ctx))
+			return nil, fmt.Errorf("append %v: %w: %w (retry Append with the same events)", c, ErrOutcomeUnknown, unreachable(l.nc, context.Cause(ctx)))
 		}
 		final := refused(err)
 		ambiguous = ambiguous || !final
@@ -164,7 +164,7 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 			return nil, fmt.Errorf("append %v: %w", c, l.refusal(err))
 		}
 		if attempt >= l.opts.attempts {
-			return nil, fmt.Errorf("append %v: %d attempts: %w: %w (retry Append with the same events)", c, attempt, ErrOutcomeUnknown, lastErr)
+			return nil, fmt.Errorf("append %v: %d attempts: %w: %w (retry Append with the same events)", c, attempt, ErrOutcomeUnknown, unreachable(l.nc, lastErr))
 		}
 		if err := ledger.SleepCtx(ctx, wait+rand.N(wait/2+1)); err != nil {
 			return nil, fmt.Errorf("append %v: %w: %w; last attempt: %w (retry Append with the same events)", c, ErrOutcomeUnknown, err, lastErr)

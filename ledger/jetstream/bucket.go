@@ -54,7 +54,7 @@ func (b *BucketKV) Open(ctx context.Context) (*KV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s of ledger %q: %w", b.bucket, b.ledger, err)
 	}
-	b.kv = NewKV(kv)
+	b.kv = NewKV(b.js.Conn(), kv)
 	return b.kv, nil
 }
 
@@ -77,7 +77,7 @@ func (b *BucketKV) Put(ctx context.Context, key string, value []byte) (uint64, e
 		return ack.Sequence, nil
 	}
 	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
-		return 0, mapKVErr("put", key, err)
+		return 0, (&KV{nc: b.js.Conn()}).mapErr("put", key, err)
 	}
 	kv, err := b.Open(ctx)
 	if err != nil {

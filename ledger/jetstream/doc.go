@@ -84,6 +84,12 @@
 // exhausted) the error wraps ErrOutcomeUnknown; appending the same events again
 // resolves it the same way.
 //
+// An operation of the log or of a KV bucket that could not reach the server —
+// the connection closed or reconnecting, no server to connect to, or no answer
+// while the connection was down — wraps ledger.ErrUnreachable (an answer saying
+// no never does), so callers tell a dead server from a refusal by type, not by
+// the text of nats.go's errors.
+//
 // # Reading and the first-seq check
 //
 // LastSeq and Bounds are one stream info request to the stream leader (no

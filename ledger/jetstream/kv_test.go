@@ -26,7 +26,7 @@ func TestKVConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return NewKV(kv)
+		return NewKV(nc, kv)
 	})
 }
 

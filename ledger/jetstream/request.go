@@ -144,10 +144,26 @@ func (l *Log) bounds(ctx context.Context) (ledger.Bounds, error) {
 	return ledger.Bounds{First: ledger.Seq(s.FirstSeq), Last: ledger.Seq(s.LastSeq)}, nil
 }
 
-// mapErr maps a missing stream to ledger.ErrNotFound.
+// mapErr maps a missing stream to ledger.ErrNotFound and a request that could
+// not reach the server to ledger.ErrUnreachable.
 func (l *Log) mapErr(err error) error {
 	if code, ok := apiCode(err); ok && code == codeStreamNotFound {
 		return fmt.Errorf("stream %s: %w (%v)", l.stream, ledger.ErrNotFound, err)
+	}
+	return unreachable(l.nc, err)
+}
+
+// unreachable wraps ledger.ErrUnreachable around err when err says nc has no
+// server (closed, reconnecting, none to connect to), or when no answer came
+// while nc was not connected. An answer saying no is never unreachable.
+func unreachable(nc *nats.Conn, err error) error {
+	switch {
+	case err == nil || errors.Is(err, ledger.ErrUnreachable):
+		return err
+	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
+		answerLost(err) && nc != nil && !nc.IsConnected():
+		return fmt.Errorf("%w: %w", ledger.ErrUnreachable, err)
 	}
 	return err
 }

@@ -399,10 +399,8 @@ func (a *Agent) describe(err error) *Failure {
 		return &Failure{Kind: "permission", Message: "syncledger: " + err.Error()}
 	case errors.Is(err, ledger.ErrNotFound):
 		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with '%s', or fix \"ledger\" in the datastore config of .swamp.yaml)", err, a.cfg.WaysOut.Init())}
+	case errors.Is(err, ledger.ErrUnreachable):
+		return &Failure{Kind: "unreachable", Message: "syncledger: cannot reach NATS: " + err.Error() + " (the server is \"nats\" in the datastore config of .swamp.yaml)"}
 	}
-	msg := err.Error()
-	if strings.Contains(msg, "no servers available") || strings.Contains(msg, "connection refused") || strings.Contains(msg, "connect to NATS") {
-		return &Failure{Kind: "unreachable", Message: "syncledger: cannot reach NATS: " + msg + " (the server is \"nats\" in the datastore config of .swamp.yaml)"}
-	}
-	return &Failure{Kind: "error", Message: "syncledger: " + msg}
+	return &Failure{Kind: "error", Message: "syncledger: " + err.Error()}
 }

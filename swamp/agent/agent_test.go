@@ -433,6 +433,10 @@ func TestDescribe(t *testing.T) {
 			`syncledger: swamp's datastore namespace is "ci", but this datastore's syncledger config is for "": run 'syncledger swamp setup --repo DIR ci' (it rewrites the config)`},
 		{fmt.Errorf("open: ledger %q: %w", "x", ledger.ErrNotFound), "no-ledger",
 			`syncledger: open: ledger "x": not found (create the ledger with 'syncledger init', or fix "ledger" in the datastore config of .swamp.yaml)`},
+		{fmt.Errorf("lock .datastore.lock: create k: %w: %w", ledger.ErrUnreachable, context.DeadlineExceeded), "unreachable",
+			`syncledger: cannot reach NATS: lock .datastore.lock: create k: server unreachable: context deadline exceeded (the server is "nats" in the datastore config of .swamp.yaml)`},
+		// The words alone do not make a server unreachable.
+		{errors.New("connection refused"), "error", "syncledger: connection refused"},
 	} {
 		f := a.describe(tc.err)
 		if f.Kind != tc.kind || f.Message != tc.want {
