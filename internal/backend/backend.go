@@ -170,6 +170,9 @@ func (p *PutReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Size returns the declared size (-1: unknown).
+func (p *PutReader) Size() int64 { return p.size }
+
 // N returns the number of bytes read so far.
 func (p *PutReader) N() int64 { return p.n }
 
