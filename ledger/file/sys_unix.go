@@ -19,7 +19,9 @@ import (
 func createTemp(dir string) (*os.File, error) {
 	for range 10000 {
 		name := filepath.Join(dir, tmpPrefix+strconv.FormatUint(rand.Uint64(), 36))
-		fd, err := syscall.Open(name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o600)
+		fd, err := retryEINTR(func() (int, error) {
+			return syscall.Open(name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o600)
+		})
 		if err == syscall.EEXIST {
 			continue
 		}
@@ -34,11 +36,13 @@ func createTemp(dir string) (*os.File, error) {
 // syncDir fsyncs dir, making the names created or renamed in it durable
 // (three syscalls: os.Open of a directory adds the poller's five).
 func syncDir(dir string) error {
-	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	})
 	if err != nil {
 		return &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	err = syscall.Fsync(fd)
+	_, err = retryEINTR(func() (int, error) { return 0, syscall.Fsync(fd) })
 	if cerr := syscall.Close(fd); err == nil && cerr != nil {
 		return &os.PathError{Op: "close", Path: dir, Err: cerr}
 	}
@@ -46,4 +50,15 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// retryEINTR calls f again while it is interrupted by a signal, as package os
+// does around its own calls (a FUSE file system may return EINTR).
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
 }
