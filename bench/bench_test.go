@@ -284,7 +284,7 @@ func BenchmarkColdCommit(b *testing.B) {
 }
 
 // BenchmarkCommitOneFile is one writer's operation in B7: change one small file
-// of one model, commit it (file blobs).
+// of one model, commit it naming it (CommitOptions.Changed; file blobs).
 func BenchmarkCommitOneFile(b *testing.B) {
 	r, ctx := benchRunner(b)
 	nc, err := r.e.connect()
@@ -316,7 +316,7 @@ func BenchmarkCommitOneFile(b *testing.B) {
 		if err := os.WriteFile(p, content(i, 0, 0, 256), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		if res, err := h.Commit(ctx, host.CommitOptions{}); err != nil || res.Written != 1 {
+		if res, err := h.Commit(ctx, host.CommitOptions{Changed: []string{filePath(0, 0)}}); err != nil || res.Written != 1 {
 			b.Fatal(res, err)
 		}
 	}

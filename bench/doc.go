@@ -65,7 +65,8 @@
 //	B7 commit throughput of 8 writers (8 hosts, each with its own connection and
 //	   cache), each committing one 256-byte file of its own model (single
 //	   partition) or one file in each of its three models (3 partitions), file
-//	   blob store; baseline: 8 publishers doing CAS publishes (expected last
+//	   blob store, each commit naming the paths it wrote (CommitOptions.Changed,
+//	   as swamp's extension does from its dirty set); baseline: 8 publishers doing CAS publishes (expected last
 //	   subject seq, message id) or atomic batches of 3. Rates over 3 s runs.
 //	B8 propagation: host A commits a new file; host B runs Watch. From the start of
 //	   A's commit to B's watch reporting the commit applied (file durable, state

@@ -376,6 +376,14 @@ func DecodeManifest(b []byte, partition string) ([]Entry, error) {
 // MaxInlineSize. It returns the event to publish and the manifest blob to store
 // first (nil when the entries stay inline).
 func Externalize(e Event) (Event, []byte, error) {
+	if encodedBound(e) <= MaxInlineSize {
+		// Surely inline: no encoding (the log's Append encodes it), only the
+		// validation EncodeEvent would have failed on.
+		if err := ValidateEvent(e); err != nil {
+			return Event{}, nil, fmt.Errorf("encode event: %w", err)
+		}
+		return e, nil, nil
+	}
 	b, err := EncodeEvent(e)
 	if err == nil && len(b) <= MaxInlineSize {
 		return e, nil, nil
@@ -389,4 +397,17 @@ func Externalize(e Event) (Event, []byte, error) {
 	}
 	e.Entries, e.Manifest = nil, DigestOf(m)
 	return e, m, nil
+}
+
+// encodedBound is an upper bound of len(EncodeEvent(e)): every string byte
+// escaped to its longest (\u00XX, or \ufffd for a byte of invalid UTF-8: 6
+// bytes), every number at its most digits, every optional field present
+// (TestEncodedBound).
+func encodedBound(e Event) int {
+	const event, entry = 512, 192 // field names, quotes, numbers, time, digests
+	n := event + 6*(len(e.Ledger)+len(e.Commit)+len(e.Host)+len(e.Message)+len(e.Partition))
+	for _, en := range e.Entries {
+		n += entry + 6*len(en.Path)
+	}
+	return n
 }

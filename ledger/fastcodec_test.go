@@ -131,6 +131,29 @@ func TestFastDecodeTakesWhatEncodeWrites(t *testing.T) {
 	}
 }
 
+// TestEncodedBound: Externalize's bound holds for events whose every string
+// needs escapes, and for the longest numbers.
+func TestEncodedBound(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 20000 {
+		e := randomEvent(r)
+		if i%2 == 0 {
+			e.ModelSeq, e.Prev = 1<<64-1, 1<<64-1
+			for j := range e.Entries {
+				e.Entries[j].Size = 1<<63 - 1
+			}
+		}
+		b, err := EncodeEvent(e)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if bound := encodedBound(e); len(b) > bound {
+			t.Fatalf("case %d: %d bytes encoded, bound %d:\n%s", i, len(b), bound, b)
+		}
+	}
+}
+
 // TestFastDecodeDefersEveryRejection: for each input the strict decoder
 // rejects, the fast path declines (so the error is the strict one); for inputs
 // outside the fast form that the strict decoder accepts, it declines too and

@@ -36,6 +36,9 @@ func TestValidateKey(t *testing.T) {
 		{"a\x7f", false},
 		{"\xff", false},
 	} {
+		if validKey(tc.key) != tc.ok || (explainKey(tc.key) == nil) != tc.ok {
+			t.Errorf("%q: validKey %v, explainKey %v, want ok %v", tc.key, validKey(tc.key), explainKey(tc.key), tc.ok)
+		}
 		err := ValidateKey(tc.key)
 		if tc.ok && err != nil {
 			t.Errorf("ValidateKey(%q) = %v, want nil", tc.key, err)
@@ -44,6 +47,19 @@ func TestValidateKey(t *testing.T) {
 			t.Errorf("ValidateKey(%q) = %v, want ErrInvalid", tc.key, err)
 		}
 	}
+}
+
+// FuzzValidKey: the one-pass check accepts exactly the keys the rule-by-rule
+// one does.
+func FuzzValidKey(f *testing.F) {
+	for _, k := range []string{"a", "a/b", "a//b", "./a", "a/..", `a\b`, "a\x00", "é/\xff", "blobs/sha256/ab/ab01", "/", "a/"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		if got, want := validKey(key), explainKey(key) == nil; got != want {
+			t.Fatalf("validKey(%q) = %v, explainKey says %v", key, got, want)
+		}
+	})
 }
 
 func TestValidatePrefix(t *testing.T) {

@@ -121,10 +121,10 @@ func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 		l.names, l.err = readNames(dir)
 		l.read = true
 	}
-	absent := l.read && l.err == nil && !l.names[name]
+	missing := l.read && l.err == nil && !l.names[name]
 	l.mu.Unlock()
-	if absent {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, ledger.ErrNotFound)
+	if missing {
+		return ledger.ObjectInfo{}, absent(key)
 	}
 	return b.s.StatObject(ctx, key)
 }

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -63,6 +62,9 @@ func checkKey(key string) error {
 	if err := backend.ValidateKey(key); err != nil {
 		return err
 	}
+	if !strings.Contains(key, tmpPrefix) {
+		return nil
+	}
 	for seg := range strings.SplitSeq(key, "/") {
 		if strings.HasPrefix(seg, tmpPrefix) {
 			return fmt.Errorf("object key %q: segment begins with reserved %q: %w", key, tmpPrefix, ledger.ErrInvalid)
@@ -107,12 +109,12 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64) 
 	dir = filepath.Dir(path)
 	// Most puts go to a directory that exists (a blob store has 256): try
 	// first, create the directories only when it is missing.
-	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	f, err := createTemp(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := mkdirAll(dir); err != nil {
 			return "", err
 		}
-		f, err = os.CreateTemp(dir, tmpPrefix+"*")
+		f, err = createTemp(dir)
 	}
 	if err != nil {
 		return "", err
@@ -169,24 +171,6 @@ func mkdirAll(dir string) error {
 	return syncDir(parent)
 }
 
-// syncDir fsyncs dir, making the names created or renamed in it durable. Not
-// on Windows: a directory handle cannot be flushed, and NTFS journals the
-// metadata (docs/design.md §9).
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return d.Close()
-}
-
 // GetObject implements ledger.ObjectStore. The returned reader is the open file.
 func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
@@ -225,15 +209,28 @@ func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	fi, err := os.Stat(s.path(key))
 	if err != nil {
 		if notFound(err) {
-			return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, ledger.ErrNotFound)
+			return ledger.ObjectInfo{}, absent(key)
 		}
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, ledger.ErrNotFound)
+		return ledger.ObjectInfo{}, absent(key)
 	}
 	return ledger.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
+
+// absentError is StatObject's answer for a key that names no object: most
+// of a commit's questions (new content), so its message is formatted only
+// when read.
+type absentError struct{ key string }
+
+func absent(key string) error { return &absentError{key} }
+
+func (e *absentError) Error() string {
+	return fmt.Sprintf("stat object %q: %v", e.key, ledger.ErrNotFound)
+}
+
+func (e *absentError) Unwrap() error { return ledger.ErrNotFound }
 
 // DeleteObject implements ledger.ObjectStore. A key naming a directory (a prefix of
 // other keys) is not an object: deleting it does nothing.

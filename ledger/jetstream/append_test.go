@@ -496,3 +496,41 @@ func mustEncode(t testing.TB, e ledger.Event) []byte {
 	}
 	return b
 }
+
+// TestPlainAck: the server's ack of a stored message is read without
+// encoding/json, and every other answer is left to the full decoding.
+func TestPlainAck(t *testing.T) {
+	t.Parallel()
+	l, nc := newLedger(t)
+	ctx := testCtx(t)
+	p := next(t, l, "plain")
+	resp, err := nc.RequestMsgWithContext(ctx, l.msg(&commit{id: newCommitID(t), subjects: []string{ledger.Subject(l.name, "plain")}, data: [][]byte{[]byte("x")}, expect: []ledger.Seq{p.prev}}, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq, ok := l.plainAck(resp.Data); !ok || seq == 0 {
+		t.Fatalf("the server's ack %s: plainAck = %d, %v; want its seq", resp.Data, seq, ok)
+	}
+	for _, tc := range []struct {
+		ack string
+		seq uint64
+		ok  bool
+	}{
+		{`{"stream":"` + l.stream + `","seq":42}`, 42, true},
+		{`{"stream":"` + l.stream + `","seq":18446744073709551615}`, 1<<64 - 1, true},
+		{`{"stream":"` + l.stream + `","seq":0}`, 0, false},
+		{`{"stream":"` + l.stream + `","seq":042}`, 0, false},
+		{`{"stream":"` + l.stream + `","seq":18446744073709551616}`, 0, false},
+		{`{"stream":"` + l.stream + `","seq":42,"duplicate":true}`, 0, false},
+		{`{"stream":"` + l.stream + `","domain":"d","seq":42}`, 0, false},
+		{`{"stream":"` + l.stream + `X","seq":42}`, 0, false},
+		{`{"stream":"other","seq":42}`, 0, false},
+		{`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"},"stream":"` + l.stream + `","seq":0}`, 0, false},
+		{`{"stream":"` + l.stream + `","seq":-1}`, 0, false},
+		{`{"stream":"` + l.stream + `","seq":}`, 0, false},
+	} {
+		if seq, ok := l.plainAck([]byte(tc.ack)); seq != tc.seq || ok != tc.ok {
+			t.Errorf("plainAck(%s) = %d, %v; want %d, %v", tc.ack, seq, ok, tc.seq, tc.ok)
+		}
+	}
+}

@@ -22,9 +22,12 @@ var _ ledger.Batcher = (*Store)(nil)
 // put of a small object is one round trip instead of two, and a put of a blob
 // key the batch's StatObject just found absent does not ask again (BlobBatch
 // asks first). The batch's StatObject of a key it put waits for that key's
-// acknowledgement first.
+// acknowledgement first. Its StatObject of other blob keys asks first whether
+// anything names them, the questions asked at once gathered into one request
+// (presence): a new blob costs no request of its own; a key something names
+// gets the full StatObject.
 func (s *Store) NewBatch() ledger.ObjectBatch {
-	return &batch{s: s, pending: map[string]*ack{}, absent: map[string]bool{}}
+	return &batch{s: s, pending: map[string]*ack{}, absent: map[string]bool{}, presence: &presence{s: s}}
 }
 
 type batch struct {
@@ -34,6 +37,8 @@ type batch struct {
 	acks    []*ack
 	absent  map[string]bool // keys the batch's StatObject found absent
 	done    bool
+	// presence asks about many new blob keys at once.
+	presence *presence
 }
 
 // ack is a metadata publish's acknowledgement, awaited by whoever asks first
@@ -120,6 +125,14 @@ func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	if a != nil {
 		if err := a.wait(ctx); err != nil {
 			return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+		}
+	}
+	if _, blob := wantDigest(key); blob && a == nil {
+		if found, err := b.presence.present(ctx, key); err == nil && !found {
+			b.mu.Lock()
+			b.absent[key] = true
+			b.mu.Unlock()
+			return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, ledger.ErrNotFound)
 		}
 	}
 	info, err := b.s.StatObject(ctx, key)

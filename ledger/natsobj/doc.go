@@ -40,7 +40,13 @@
 // before the metadata is published — an object's metadata never names chunks
 // the stream has not acknowledged — but leaves the metadata's acknowledgement
 // to Flush, which awaits all of them at once: a small object's put is one
-// round trip, not two.
+// round trip, not two. The batch's StatObject of a blob key asks first whether
+// any metadata message names it, the questions asked at once gathered into one
+// batched direct get (multi_last, up to 256 subjects): a new blob costs no
+// request of its own, and a key found absent is put without asking again. A
+// key something names gets the full StatObject, and BlobBatch reads its
+// content back before trusting it (a squatted key never is). A put reads into
+// a buffer the size of the object when it is smaller than a chunk.
 //
 // # Reads
 //

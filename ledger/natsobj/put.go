@@ -107,7 +107,7 @@ func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader, p
 	id := nuid.Next()
 	subj := s.chunkSubject(id)
 	h := sha256.New()
-	buf := make([]byte, chunkSize)
+	buf := make([]byte, chunkBuf(pr.Size()))
 	var (
 		acks  []jetstream.PubAckFuture
 		total uint64
@@ -160,6 +160,16 @@ func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader, p
 		Bucket:     s.bucket, NUID: id, Size: total, Chunks: uint32((total + chunkSize - 1) / chunkSize), Digest: digestOf(h),
 	}
 	return pub(ctx, key, info)
+}
+
+// chunkBuf is the read buffer of an upload of size bytes (-1: unknown): a
+// chunk, or the object and one byte more (to see its end in one read) when
+// it is smaller: a blob of a few hundred bytes does not allocate 128 KiB.
+func chunkBuf(size int64) int {
+	if size >= 0 && size < chunkSize {
+		return int(size) + 1
+	}
+	return chunkSize
 }
 
 // publishMeta stores info as a metadata message of key: never a roll-up.
