@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -263,9 +262,6 @@ func (l *Log) publishOne(ctx context.Context, c *commit) ([]ledger.Seq, error) {
 	if err != nil {
 		return nil, err
 	}
-	if seq, ok := l.plainAck(resp.Data); ok {
-		return []ledger.Seq{ledger.Seq(seq)}, nil
-	}
 	var ack struct {
 		apiResponse
 		Stream    string `json:"stream"`
@@ -284,31 +280,6 @@ func (l *Log) publishOne(ctx context.Context, c *commit) ([]ledger.Seq, error) {
 		return nil, errDuplicateAck{ack.Seq}
 	}
 	return []ledger.Seq{ledger.Seq(ack.Seq)}, nil
-}
-
-// plainAck reads the ack the server writes for a message it stored just now
-// in this stream, {"stream":"<stream>","seq":<n>} exactly, without
-// encoding/json; anything else (an error, a duplicate, a domain, another
-// stream, seq 0) is for publishOne's full decoding.
-func (l *Log) plainAck(b []byte) (uint64, bool) {
-	rest, ok := bytes.CutPrefix(b, []byte(`{"stream":"`))
-	if ok {
-		rest, ok = bytes.CutPrefix(rest, []byte(l.stream))
-	}
-	if ok {
-		rest, ok = bytes.CutPrefix(rest, []byte(`","seq":`))
-	}
-	if ok {
-		rest, ok = bytes.CutSuffix(rest, []byte("}"))
-	}
-	if !ok || len(rest) == 0 || len(rest) > 20 || rest[0] == '0' {
-		return 0, false
-	}
-	seq, err := strconv.ParseUint(string(rest), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return seq, true
 }
 
 type resolution struct {
