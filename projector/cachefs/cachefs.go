@@ -213,12 +213,16 @@ func (d *Dir) write(rel string, r io.Reader, want ledger.Digest, size int64, mod
 // writeAt is write once rel is resolved; created, when set, is told of each
 // directory it made.
 func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledger.Digest, size int64, mode uint32, durable bool, created func(string)) (FileInfo, error) {
-	f, err := os.CreateTemp(d.tmp, "w-*")
+	f, err := createTemp(d.tmp)
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
+	tmp, renamed := f.Name(), false
+	defer func() {
+		if !renamed {
+			os.Remove(tmp)
+		}
+	}()
 	// A blob store's reader verifies the content already.
 	if !ledger.Verifies(r, want) {
 		r = ledger.NewVerifyingReader(r, want)
@@ -232,6 +236,12 @@ func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledge
 	}
 	if err == nil {
 		err = f.Sync() // before the rename: no name ever holds content not yet durable
+	}
+	var fi fs.FileInfo
+	if err == nil {
+		// The rename changes neither the mtime nor the mode: the file's
+		// own stat is what the path shows once renamed.
+		fi, err = f.Stat()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -247,17 +257,14 @@ func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledge
 			created(dir)
 		}
 	}
-	if err := os.Rename(tmp, abs); err != nil {
+	if err := rename(tmp, abs); err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
+	renamed = true
 	if durable {
 		if err := syncDirs(filepath.Dir(abs), missing, d.root); err != nil {
 			return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 		}
-	}
-	fi, err := os.Lstat(abs)
-	if err != nil {
-		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
 	return FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"sort"
 	"sync"
 
@@ -259,24 +258,25 @@ func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) er
 			return fmt.Errorf("journal restore: %w", err)
 		}
 	}
-	journal := map[string]statedb.JournalEntry{}
+	var journal []statedb.JournalPath // in rd.Changes's order: by path
 	for i, ch := range rd.Changes {
 		switch {
 		case disk[i].keep:
 		case ch.Op == projector.OpWrite && !disk[i].matches(ch.New):
-			journal[ch.Path] = statedb.JournalEntry{Digests: []ledger.Digest{ch.New.SHA256}}
+			journal = append(journal, statedb.JournalPath{Path: ch.Path, JournalEntry: statedb.JournalEntry{Digests: []ledger.Digest{ch.New.SHA256}}})
 		case ch.Op != projector.OpWrite && ch.Op != projector.OpIndex && disk[i].exists:
-			journal[ch.Path] = statedb.JournalEntry{Removed: true}
+			journal = append(journal, statedb.JournalPath{Path: ch.Path, JournalEntry: statedb.JournalEntry{Removed: true}})
 		}
 	}
 	if len(journal) == 0 {
 		return nil
 	}
-	merged, err := h.db.AddJournal(journal)
-	if err != nil {
+	if err := h.db.AddJournal(journal); err != nil {
 		return fmt.Errorf("journal apply: %w", err)
 	}
-	maps.Copy(s.journal, merged)
+	for _, j := range journal {
+		s.journal[j.Path] = j.JournalEntry
+	}
 	return nil
 }
 

@@ -9,6 +9,14 @@
 // does not yet claim, and the next sync re-applies them (rule 1 does not skip them
 // because their marks were not persisted).
 //
+// An apply (projector/host) therefore has two commit points per Ready, in this
+// order: the journal (AddJournal: what the Ready may leave at each path, one
+// transaction, before any file is touched), then the files (each fsynced before
+// its rename), then each directory they touched fsynced once, then the
+// transaction that claims them (index rows, marks, HWM) and clears their journal
+// entries. The two cannot be one: the journal must be durable before the first
+// rename, the claim only after the last directory fsync.
+//
 // The projector's core reads the state through the DB's projector.Storage
 // methods (HardState, Mark, Marks, File, Under, Files), lookups in one read
 // transaction that lasts until the next write: a row at a time, never the

@@ -3,8 +3,8 @@ package statedb
 import (
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -55,19 +55,30 @@ func unmarshalJournal(v []byte) (JournalEntry, error) {
 	return e, nil
 }
 
+// JournalPath is a path's JournalEntry, as AddJournal takes them.
+type JournalPath struct {
+	Path string
+	JournalEntry
+}
+
 // AddJournal merges entries into the journal durably (one transaction) and
-// returns the merged entries of those paths.
-func (d *DB) AddJournal(entries map[string]JournalEntry) (map[string]JournalEntry, error) {
-	merged := make(map[string]JournalEntry, len(entries))
-	err := d.update(func(tx *bolt.Tx) error {
+// sets each to its merged value (what the journal now holds at its path).
+// Paths must be distinct. Entries in path order (a Ready's changes are) are
+// written as they come; others are sorted first: bbolt inserts a key by
+// shifting its node's later keys, so a large batch in random order costs
+// quadratic copying.
+func (d *DB) AddJournal(entries []JournalPath) error {
+	byPath := func(a, b JournalPath) int { return strings.Compare(a.Path, b.Path) }
+	if !slices.IsSortedFunc(entries, byPath) {
+		slices.SortFunc(entries, byPath)
+	}
+	return d.update(func(tx *bolt.Tx) error {
 		if err := bumpGen(tx); err != nil {
 			return err
 		}
 		b := tx.Bucket(bJournal)
-		// In key order: bbolt inserts a key by shifting its node's later keys,
-		// so a large batch in random (map) order costs quadratic copying.
-		for _, p := range slices.Sorted(maps.Keys(entries)) {
-			e := entries[p]
+		for i := range entries {
+			p, e := entries[i].Path, &entries[i].JournalEntry
 			if v := b.Get([]byte(p)); v != nil {
 				old, err := unmarshalJournal(v)
 				if err != nil {
@@ -83,11 +94,9 @@ func (d *DB) AddJournal(entries map[string]JournalEntry) (map[string]JournalEntr
 			if err := b.Put([]byte(p), e.marshal()); err != nil {
 				return err
 			}
-			merged[p] = e
 		}
 		return nil
 	})
-	return merged, err
 }
 
 // SetRestoring records durably that a rebuild's restore to the snapshot at

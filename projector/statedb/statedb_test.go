@@ -137,21 +137,22 @@ func TestJournal(t *testing.T) {
 	}
 	defer db.Close()
 	da, db2 := ledger.DigestOf([]byte("a")), ledger.DigestOf([]byte("b"))
-	if _, err := db.AddJournal(map[string]JournalEntry{"a": {Digests: []ledger.Digest{da}}, "b": {Removed: true}}); err != nil {
+	// Out of path order: AddJournal sorts them.
+	if err := db.AddJournal([]JournalPath{{"b", JournalEntry{Removed: true}}, {"a", JournalEntry{Digests: []ledger.Digest{da}}}}); err != nil {
 		t.Fatal(err)
 	}
-	merged, err := db.AddJournal(map[string]JournalEntry{"a": {Digests: []ledger.Digest{db2}}})
-	if err != nil {
+	merged := []JournalPath{{"a", JournalEntry{Digests: []ledger.Digest{db2}}}}
+	if err := db.AddJournal(merged); err != nil {
 		t.Fatal(err)
 	}
-	if !merged["a"].Matches(true, da) || !merged["a"].Matches(true, db2) || merged["a"].Matches(false, da) {
-		t.Fatalf("merged entry %+v: want both digests, not removed", merged["a"])
+	if a := merged[0].JournalEntry; !a.Matches(true, da) || !a.Matches(true, db2) || a.Matches(false, da) {
+		t.Fatalf("merged entry %+v: want both digests, not removed", a)
 	}
 	got, err := db.Journal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]JournalEntry{"a": merged["a"], "b": {Removed: true}}, got); diff != "" {
+	if diff := cmp.Diff(map[string]JournalEntry{"a": merged[0].JournalEntry, "b": {Removed: true}}, got); diff != "" {
 		t.Fatalf("journal (-want +got):\n%s", diff)
 	}
 	db.Update(func(tx *Tx) error { return tx.ClearJournal("a") })
