@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/swamp/index"
 )
@@ -285,7 +286,7 @@ func repair(path string, sc *Sidecar, cfg DoctorConfig) (RepairReport, error) {
 		os.Remove(tmp)
 		return rr, err
 	}
-	return rr, syncDir(filepath.Dir(path))
+	return rr, fsx.SyncDir(filepath.Dir(path))
 }
 
 func writeFileSync(path string, b []byte, mode fs.FileMode, exclusive bool) error {
@@ -310,13 +311,4 @@ func writeFileSync(path string, b []byte, mode fs.FileMode, exclusive bool) erro
 		return err
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -38,12 +38,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/syncledger/syncledger/consumers"
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -158,7 +158,7 @@ func (w *Writer) open() error {
 	if errors.Is(serr, fs.ErrNotExist) && w.cfg.Sync {
 		// The file's name must be durable before any line in it counts as
 		// written (and its commit is acknowledged): fsync the directory.
-		if err := syncDir(filepath.Dir(w.cfg.Path)); err != nil {
+		if err := fsx.SyncDir(filepath.Dir(w.cfg.Path)); err != nil {
 			return fmt.Errorf("open audit %s: %w", w.cfg.Path, err)
 		}
 	}
@@ -387,7 +387,7 @@ func (w *Writer) rotate() error {
 	}
 	w.f, w.size = f, 0
 	if w.cfg.Sync {
-		if err := syncDir(filepath.Dir(w.cfg.Path)); err != nil {
+		if err := fsx.SyncDir(filepath.Dir(w.cfg.Path)); err != nil {
 			return fmt.Errorf("rotate audit %s: %w", w.cfg.Path, err)
 		}
 	}
@@ -416,22 +416,4 @@ func (w *Writer) Close() error {
 		w.lock = nil
 	}
 	return err
-}
-
-// syncDir fsyncs a directory: the names created or renamed in it are durable.
-// Not on Windows: a directory handle cannot be flushed, and NTFS journals the
-// metadata (docs/design.md §9).
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
 }

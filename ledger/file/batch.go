@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -165,7 +166,7 @@ func (b *batch) Flush(ctx context.Context) error {
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			return syncDir(d)
+			return fsx.SyncDir(d)
 		})
 	}
 	if err := g.Wait(); err != nil {

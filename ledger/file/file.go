@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/syncledger/syncledger/internal/backend"
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -93,7 +94,7 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 	}
 	dir, err := s.write(ctx, key, r, size)
 	if err == nil {
-		err = syncDir(dir)
+		err = fsx.SyncDir(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
@@ -109,12 +110,12 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64) 
 	dir = filepath.Dir(path)
 	// Most puts go to a directory that exists (a blob store has 256): try
 	// first, create the directories only when it is missing.
-	f, err := createTemp(dir)
+	f, err := fsx.CreateTemp(dir, tmpPrefix)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := mkdirAll(dir); err != nil {
 			return "", err
 		}
-		f, err = createTemp(dir)
+		f, err = fsx.CreateTemp(dir, tmpPrefix)
 	}
 	if err != nil {
 		return "", err
@@ -168,7 +169,7 @@ func mkdirAll(dir string) error {
 		}
 		return err
 	}
-	return syncDir(parent)
+	return fsx.SyncDir(parent)
 }
 
 // GetObject implements ledger.ObjectStore. The returned reader is the open file.
@@ -258,7 +259,7 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 		}
 		return fmt.Errorf("delete object %q: %w", key, err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := fsx.SyncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("delete object %q: %w", key, err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -213,7 +214,7 @@ func (d *Dir) write(rel string, r io.Reader, want ledger.Digest, size int64, mod
 // writeAt is write once rel is resolved; created, when set, is told of each
 // directory it made.
 func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledger.Digest, size int64, mode uint32, durable bool, created func(string)) (FileInfo, error) {
-	f, err := createTemp(d.tmp)
+	f, err := fsx.CreateTemp(d.tmp, "w-")
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
@@ -257,7 +258,7 @@ func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledge
 			created(dir)
 		}
 	}
-	if err := rename(tmp, abs); err != nil {
+	if err := fsx.Rename(tmp, abs); err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
 	renamed = true

@@ -8,13 +8,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
 )
@@ -228,21 +228,10 @@ func checkSchema(meta *bolt.Bucket) (present bool, err error) {
 }
 
 // syncDirs fsyncs dir and its parent, which may have been created with it.
-// Not on Windows: a directory handle cannot be flushed, and NTFS journals the
-// metadata (docs/design.md §9).
 func syncDirs(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
 	for _, d := range []string{dir, filepath.Dir(dir)} {
-		f, err := os.Open(d)
-		if err != nil {
+		if err := fsx.SyncDir(d); err != nil {
 			return err
-		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("sync directory %s: %w", d, err)
 		}
 	}
 	return nil

@@ -1,0 +1,33 @@
+//go:build !unix
+
+package fsx
+
+import (
+	"io/fs"
+	"os"
+)
+
+// CreateTemp is os.CreateTemp(dir, prefix+"*").
+func CreateTemp(dir, prefix string) (*os.File, error) { return os.CreateTemp(dir, prefix+"*") }
+
+// SyncDir fsyncs the directory dir; nothing on Windows (DirSync).
+func SyncDir(dir string) error {
+	if !DirSync {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return &fs.PathError{Op: "sync directory", Path: dir, Err: err}
+	}
+	return d.Close()
+}
+
+// SyncDirNoFollow is SyncDir: this platform has no O_NOFOLLOW for a directory.
+func SyncDirNoFollow(dir string) error { return SyncDir(dir) }
+
+// Rename is os.Rename.
+func Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
