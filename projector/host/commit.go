@@ -106,12 +106,12 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 // commit is Commit's loop: scan, publish each batch of the changes, and on a
 // chain conflict catch up with the batch's partitions and scan again.
 func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions) (CommitResult, error) {
-	keep := partitionFilter(opt.Partitions)
+	parts := partitionFilter(opt.Partitions)
 	var res CommitResult
 	for attempt := 1; ; attempt++ {
 		res.Attempts++
 		content := h.cfg.Blobs.Batch() // flushed by the first publish
-		sc, err := h.scan(s, keep, opt.Changed, h.commitStage(ctx, opt.Stored, content))
+		sc, err := h.scan(s, parts, opt.Changed, h.commitStage(ctx, opt.Stored, content))
 		if err != nil {
 			return res, err
 		}
