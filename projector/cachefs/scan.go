@@ -27,10 +27,6 @@ type Skipped struct {
 	Ignored bool
 }
 
-// Ignore returns the cache's ignore rules (its .syncledgerignore after the
-// defaults), read now.
-func (d *Dir) Ignore() (*ignore.Matcher, error) { return ignore.Load(d.root) }
-
 // Scan walks the cache and calls fn for every regular file that syncs (not
 // internal, not in .syncledger/, not ignored, a valid path). It does not descend
 // into ignored directories or nested state directories. Symlinks and other
