@@ -16,7 +16,9 @@ import (
 // CommitOptions describe a commit.
 type CommitOptions struct {
 	Message string
-	// Partitions, when set, limits the commit to files of these partitions.
+	// Partitions, when set, limits the commit to files of these partitions,
+	// and its walk to the directories that can hold them
+	// (ledger.PartitionsUnder).
 	Partitions []string
 	// MaxAttempts bounds retries after chain conflicts; 0 means 20.
 	MaxAttempts int
