@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -324,7 +324,9 @@ func (e *env) measure(o op, warm bool) error {
 			return err
 		}
 	}
-	runtime.GC() // the previous operation's garbage is not this one's
+	// The previous operation's garbage is not this one's: collected, and its
+	// pages returned, so that the peak RSS below starts from what is live.
+	debug.FreeOSMemory()
 	resetPeakRSS()
 	c0 := e.cpu()
 	t0 := time.Now()

@@ -284,8 +284,20 @@ func BenchmarkColdCommit(b *testing.B) {
 }
 
 // BenchmarkCommitOneFile is one writer's operation in B7: change one small file
-// of one model, commit it naming it (CommitOptions.Changed; file blobs).
+// of one model, commit it (file blobs). changed: with the path as a hint
+// (CommitOptions.Changed, as B7, swamp's extension and a watch's dirty set
+// commit), which walks nothing else; scan: a full scan of the cache.
 func BenchmarkCommitOneFile(b *testing.B) {
+	for _, hinted := range []bool{false, true} {
+		name := "scan"
+		if hinted {
+			name = "changed"
+		}
+		b.Run(name, func(b *testing.B) { commitOneFile(b, hinted) })
+	}
+}
+
+func commitOneFile(b *testing.B, hinted bool) {
 	r, ctx := benchRunner(b)
 	nc, err := r.e.connect()
 	if err != nil {
@@ -309,6 +321,13 @@ func BenchmarkCommitOneFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	p := dir + "/" + filePath(0, 0)
+	opt := host.CommitOptions{}
+	if hinted {
+		if _, err := h.Commit(ctx, opt); err != nil { // the full scan the hints start from
+			b.Fatal(err)
+		}
+		opt.Changed = []string{filePath(0, 0)}
+	}
 	i := 0
 	loop(b)
 	for b.Loop() {
@@ -316,7 +335,7 @@ func BenchmarkCommitOneFile(b *testing.B) {
 		if err := os.WriteFile(p, content(i, 0, 0, 256), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		if res, err := h.Commit(ctx, host.CommitOptions{Changed: []string{filePath(0, 0)}}); err != nil || res.Written != 1 {
+		if res, err := h.Commit(ctx, opt); err != nil || res.Written != 1 {
 			b.Fatal(res, err)
 		}
 	}

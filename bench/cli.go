@@ -51,6 +51,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 		only       string
 		appendTo   string
 		cpuprofile string
+		memprofile string
 	)
 	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -72,6 +73,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 	fs.StringVar(&cfg.Swamp, "swamp", "", "the swamp CLI for B10 (default $SYNCLEDGER_TEST_SWAMP; ../shared/tools/swamp/install.sh prints it); without it a full run leaves B10 out")
 	fs.StringVar(&appendTo, "append", "", "also append the report to this file (e.g. docs/bench-history.md)")
 	fs.StringVar(&cpuprofile, "cpuprofile", "", "write the harness process's CPU profile (the client side) to this file, and each B9 replay child's to this file.<mode>")
+	fs.StringVar(&memprofile, "memprofile", "", "write the harness process's heap profile to this file each time its live heap passes its highest point so far by a tenth (what held the memory at the peak)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -106,6 +108,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if memprofile != "" {
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go peakHeapProfile(pctx, memprofile)
 	}
 	rep, err := Run(ctx, cfg)
 	if rep != nil && len(rep.Rows) > 0 {

@@ -195,3 +195,41 @@ func IsInternal(rel string) bool {
 func IsLazySkippable(rel string) bool {
 	return strings.HasPrefix(rel, "data/") && strings.HasSuffix(rel, "/raw") && strings.Count(rel, "/") >= 2
 }
+
+// PartitionsUnder says which partition keys the files under directory dir
+// (slash-separated, relative to the datastore; "" is its root) can have, by
+// PartitionKey's rules: one of exact, or a key starting with prefix (when
+// prefix is not empty); any is set when it can be every key (the root). A
+// walk limited to some partitions skips the directories that can hold none
+// of them. It may name keys no file there has, never leave one out.
+func PartitionsUnder(dir string) (exact []string, prefix string, any bool) {
+	if dir == "" {
+		return nil, "", true
+	}
+	first, rest, _ := strings.Cut(dir, "/")
+	m := strings.Count(dir, "/") + 1
+	switch first {
+	case "data", "outputs", "definitions-evaluated":
+		// A file of fewer than 4 segments is in the first segment's
+		// partition; any other's key joins its first k ≥ 3 segments
+		// with "--": k segments of dir, or all of dir and more.
+		if m <= 2 {
+			exact = append(exact, first)
+		}
+		for k := 3; k < m; k++ {
+			exact = append(exact, strings.ReplaceAll(firstSegments(dir, k), "/", "--"))
+		}
+		joined := strings.ReplaceAll(dir, "/", "--")
+		if m >= 3 {
+			exact = append(exact, joined)
+		}
+		return exact, joined + "--", false
+	case "workflow-runs":
+		if m == 1 {
+			return []string{first}, first + "--", false // workflow-runs/x, and deeper
+		}
+		second, _, _ := strings.Cut(rest, "/")
+		return []string{first + "--" + second}, "", false
+	}
+	return []string{first}, "", false
+}

@@ -33,6 +33,7 @@ var (
 type Dir struct {
 	root string // absolute, symlinks resolved
 	tmp  string
+	ign  ignoreCache // Ignore's rules, read again only when their file changed
 }
 
 // FileInfo is what the scan and the index know of a file.

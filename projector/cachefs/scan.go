@@ -27,10 +27,6 @@ type Skipped struct {
 	Ignored bool
 }
 
-// Ignore returns the cache's ignore rules (its .syncledgerignore after the
-// defaults), read now.
-func (d *Dir) Ignore() (*ignore.Matcher, error) { return ignore.Load(d.root) }
-
 // Scan walks the cache and calls fn for every regular file that syncs (not
 // internal, not in .syncledger/, not ignored, a valid path). It does not descend
 // into ignored directories or nested state directories. Symlinks and other
@@ -41,13 +37,25 @@ func (d *Dir) Scan(fn func(rel string, fi FileInfo) error, skip func(Skipped)) e
 	if err != nil {
 		return err
 	}
-	return d.ScanWith(ign, fn, skip)
+	return d.ScanWith(ign, nil, fn, skip)
 }
 
 // ScanWith is Scan with the ignore rules the caller read (Ignore), so that a
-// scan that needs them too reads and parses them once.
-func (d *Dir) ScanWith(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
-	return filepath.WalkDir(d.root, d.visit(ign, fn, skip))
+// scan that needs them too reads and parses them once. enter, when not nil,
+// limits the walk to the directories it returns true for (a relative path):
+// what it leaves out is not walked and not reported at all.
+func (d *Dir) ScanWith(ign *ignore.Matcher, enter func(dir string) bool, fn func(rel string, fi FileInfo) error, skip func(Skipped)) error {
+	visit := d.visit(ign, fn, skip)
+	if enter != nil {
+		inner := visit
+		visit = func(p string, e fs.DirEntry, err error) error {
+			if e != nil && e.IsDir() && p != d.root && !enter(filepath.ToSlash(strings.TrimPrefix(p, d.root+string(filepath.Separator)))) {
+				return filepath.SkipDir
+			}
+			return inner(p, e, err)
+		}
+	}
+	return filepath.WalkDir(d.root, visit)
 }
 
 // ScanPaths is Scan limited to paths (slash-separated, relative to the root): a

@@ -16,7 +16,9 @@ import (
 // CommitOptions describe a commit.
 type CommitOptions struct {
 	Message string
-	// Partitions, when set, limits the commit to files of these partitions.
+	// Partitions, when set, limits the commit to files of these partitions,
+	// and its walk to the directories that can hold them
+	// (ledger.PartitionsUnder).
 	Partitions []string
 	// MaxAttempts bounds retries after chain conflicts; 0 means 20.
 	MaxAttempts int
@@ -106,12 +108,12 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 // commit is Commit's loop: scan, publish each batch of the changes, and on a
 // chain conflict catch up with the batch's partitions and scan again.
 func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions) (CommitResult, error) {
-	keep := partitionFilter(opt.Partitions)
+	parts := partitionFilter(opt.Partitions)
 	var res CommitResult
 	for attempt := 1; ; attempt++ {
 		res.Attempts++
 		content := h.cfg.Blobs.Batch() // flushed by the first publish
-		sc, err := h.scan(s, keep, opt.Changed, h.commitStage(ctx, opt.Stored, content))
+		sc, err := h.scan(s, parts, opt.Changed, h.commitStage(ctx, opt.Stored, content))
 		if err != nil {
 			return res, err
 		}

@@ -59,7 +59,7 @@ type candidate struct {
 // changed, when not nil, limits the scan to those paths and their subtrees
 // (CommitOptions.Changed). put, when set, is called for each changed file
 // (stage), in parallel.
-func (h *Host) scan(s *session, keep func(partition string) bool, changed []string, put stage) (scanned, error) {
+func (h *Host) scan(s *session, parts partitions, changed []string, put stage) (scanned, error) {
 	out := scanned{infos: map[string]cachefs.FileInfo{}, unsynced: map[string]bool{}}
 	var mu sync.Mutex // guards out.unsynced against hashOne's goroutines
 	notSynced := func(path string, reason any) {
@@ -73,7 +73,7 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 		return out, err
 	}
 	walk := func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
-		return h.dir.ScanWith(ign, fn, skip)
+		return h.dir.ScanWith(ign, parts.enter(), fn, skip)
 	}
 	if changed != nil {
 		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
@@ -89,7 +89,7 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 	g.SetLimit(h.cfg.Parallel)
 	err = walk(func(rel string, fi cachefs.FileInfo) error {
 		part := ledger.PartitionKey(rel)
-		if !keep(part) {
+		if !parts.keep(part) {
 			return nil
 		}
 		if err := ledger.CheckPartitionToken(part); err != nil {
@@ -151,7 +151,7 @@ func (h *Host) scan(s *session, keep func(partition string) bool, changed []stri
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			return // removed by an interrupted apply, not by this host's user
 		}
-		if !seen[p] && !row.Lazy && keep(ledger.PartitionKey(p)) && !ign.Ignored(p) && !cachefs.Unsynced(out.unsynced, p) {
+		if !seen[p] && !row.Lazy && parts.keep(ledger.PartitionKey(p)) && !ign.Ignored(p) && !cachefs.Unsynced(out.unsynced, p) {
 			gone = append(gone, p)
 		}
 	})
@@ -314,9 +314,43 @@ func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)
 	return nil
 }
 
-func partitionFilter(parts []string) func(string) bool {
+// partitions limits a scan to some partitions (CommitOptions.Partitions);
+// the zero value keeps all.
+type partitions struct {
+	set    map[string]bool
+	sorted []string
+}
+
+func partitionFilter(parts []string) partitions {
 	if len(parts) == 0 {
-		return func(string) bool { return true }
+		return partitions{}
 	}
-	return func(p string) bool { return slices.Contains(parts, p) }
+	p := partitions{set: make(map[string]bool, len(parts)), sorted: slices.Sorted(slices.Values(parts))}
+	for _, k := range parts {
+		p.set[k] = true
+	}
+	return p
+}
+
+func (p partitions) keep(partition string) bool { return p.set == nil || p.set[partition] }
+
+// enter is the walk's directory filter (cachefs.Dir.ScanWith): nil when
+// every partition is kept, else a directory is entered only when it can hold
+// a file of a kept partition (ledger.PartitionsUnder), so that a commit of a
+// few partitions does not walk the whole cache.
+func (p partitions) enter() func(dir string) bool {
+	if p.set == nil {
+		return nil
+	}
+	return func(dir string) bool {
+		exact, prefix, any := ledger.PartitionsUnder(dir)
+		if any || slices.ContainsFunc(exact, p.keep) {
+			return true
+		}
+		if prefix == "" {
+			return false
+		}
+		i, _ := slices.BinarySearch(p.sorted, prefix)
+		return i < len(p.sorted) && strings.HasPrefix(p.sorted[i], prefix)
+	}
 }
