@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"os"
@@ -30,11 +31,12 @@ var _ ledger.Batcher = (*Store)(nil)
 // object stats it) with no syscall of its own; a key the listing holds is
 // stat'ed.
 func (s *Store) NewBatch() ledger.ObjectBatch {
-	return &batch{s: s, dirs: map[string]bool{}, lists: map[string]*listing{}}
+	return &batch{s: s, seed: maphash.MakeSeed(), dirs: map[string]bool{}, lists: map[string]*listing{}}
 }
 
 type batch struct {
 	s     *Store
+	seed  maphash.Seed // of the listings' name hashes
 	mu    sync.Mutex
 	dirs  map[string]bool     // directories renamed into, to fsync at Flush
 	lists map[string]*listing // directory → the names it held when first asked
@@ -47,12 +49,15 @@ type batch struct {
 const listAfter = 2
 
 // listing is the names of one directory, read once, with those the batch
-// put there since.
+// put there since — as hashes (8 bytes a name, not the name: a 1M-blob store
+// lists 1M names). Two names with one hash only make an absent key look
+// present, which the store's StatObject then answers: a listing decides only
+// absence.
 type listing struct {
 	mu    sync.Mutex
 	asked int
 	read  bool
-	names map[string]bool
+	names map[uint64]struct{}
 	err   error
 }
 
@@ -81,7 +86,7 @@ func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int
 	if l != nil {
 		l.mu.Lock()
 		if l.names != nil {
-			l.names[filepath.Base(filepath.FromSlash(key))] = true
+			l.names[maphash.String(b.seed, filepath.Base(filepath.FromSlash(key)))] = struct{}{}
 		}
 		l.mu.Unlock()
 	}
@@ -119,10 +124,14 @@ func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	b.mu.Unlock()
 	l.mu.Lock()
 	if l.asked++; !l.read && l.asked >= listAfter {
-		l.names, l.err = readNames(dir)
+		l.names, l.err = readNames(dir, b.seed)
 		l.read = true
 	}
-	missing := l.read && l.err == nil && !l.names[name]
+	missing := false
+	if l.read && l.err == nil {
+		_, held := l.names[maphash.String(b.seed, name)]
+		missing = !held
+	}
 	l.mu.Unlock()
 	if missing {
 		return ledger.ObjectInfo{}, absent(key)
@@ -130,11 +139,11 @@ func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	return b.s.StatObject(ctx, key)
 }
 
-// readNames lists dir's names; a missing directory holds none.
-func readNames(dir string) (map[string]bool, error) {
+// readNames lists the hashes of dir's names; a missing directory holds none.
+func readNames(dir string, seed maphash.Seed) (map[uint64]struct{}, error) {
 	f, err := os.Open(dir)
 	if notFound(err) {
-		return map[string]bool{}, nil
+		return map[uint64]struct{}{}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -144,9 +153,9 @@ func readNames(dir string) (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := make(map[string]bool, len(names))
+	m := make(map[uint64]struct{}, len(names))
 	for _, n := range names {
-		m[n] = true
+		m[maphash.String(seed, n)] = struct{}{}
 	}
 	return m, nil
 }
