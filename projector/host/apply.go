@@ -154,7 +154,8 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 	if err != nil {
 		return err
 	}
-	if err := h.journalReady(s, rd, disk); err != nil {
+	jid, err := h.journalReady(s, rd, disk)
+	if err != nil {
 		return err
 	}
 	h.fp.at("sync-before-write")
@@ -177,7 +178,7 @@ func (h *Host) applySteps(ctx context.Context, s *session, rd projector.Ready, o
 		return err
 	}
 	h.fp.at("sync-after-write")
-	return h.persistReady(s, rd, rows)
+	return h.persistReady(s, rd, rows, jid)
 }
 
 // inspectReady reads the disk state of every path rd changes on disk (not
@@ -252,10 +253,10 @@ func (h *Host) inspectReady(s *session, rd projector.Ready, st *cachefs.Stater) 
 //
 // A reset (a rebuild's restore) is recorded too (statedb SetRestoring): once it
 // touched a file, only finishing it makes the cache and the state agree again.
-func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) error {
+func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) (statedb.JournalID, error) {
 	if rd.Reset {
 		if err := h.db.SetRestoring(rd.HWM); err != nil {
-			return fmt.Errorf("journal restore: %w", err)
+			return 0, fmt.Errorf("journal restore: %w", err)
 		}
 	}
 	var journal []statedb.JournalPath // in rd.Changes's order: by path
@@ -269,15 +270,16 @@ func (h *Host) journalReady(s *session, rd projector.Ready, disk []diskState) er
 		}
 	}
 	if len(journal) == 0 {
-		return nil
+		return 0, nil
 	}
-	if err := h.db.AddJournal(journal); err != nil {
-		return fmt.Errorf("journal apply: %w", err)
+	id, err := h.db.AddJournal(journal)
+	if err != nil {
+		return 0, fmt.Errorf("journal apply: %w", err)
 	}
 	for _, j := range journal {
 		s.journal[j.Path] = j.JournalEntry
 	}
-	return nil
+	return id, nil
 }
 
 // rowsOf returns the index rows rd persists (rows[i] for rd.Changes[i]; zero
@@ -405,9 +407,10 @@ func (h *Host) syncReady(rd projector.Ready, written []bool, flushed map[string]
 }
 
 // persistReady persists rd in one transaction — lineage, the index rows (a
-// reset first empties the old state), the journal entries of its paths, marks
-// and HWM — into the database the session's core reads.
-func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry) error {
+// reset first empties the old state), the journal of its paths (its record,
+// jid, and what earlier applies left there), marks and HWM — into the
+// database the session's core reads.
+func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry, jid statedb.JournalID) error {
 	err := h.db.Update(func(tx *statedb.Tx) error {
 		if rd.Reset {
 			if err := tx.Reset(); err != nil {
@@ -419,12 +422,16 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 				return err
 			}
 		}
-		for i, ch := range rd.Changes {
+		var journalled []string
+		for _, ch := range rd.Changes {
 			if _, ok := s.journal[ch.Path]; ok {
-				if err := tx.ClearJournal(ch.Path); err != nil {
-					return err
-				}
+				journalled = append(journalled, ch.Path)
 			}
+		}
+		if err := tx.ClearJournal(jid, journalled); err != nil {
+			return err
+		}
+		for i, ch := range rd.Changes {
 			var err error
 			if ch.New == nil {
 				err = tx.Delete(ch.Path)

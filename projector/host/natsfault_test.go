@@ -28,7 +28,13 @@ func natsEnv(t *testing.T, url string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	lg, err := jetstream.Create(context.Background(), nc, jetstream.Config{Name: "test", Blobs: "file:///unused"},
+	// The log is created with the default timeout (creating its streams and
+	// buckets on a loaded machine can take longer than 400 ms: the tests
+	// failed there), then opened for the test with a short one.
+	if _, err := jetstream.Create(context.Background(), nc, jetstream.Config{Name: "test", Blobs: "file:///unused"}); err != nil {
+		t.Fatal(err)
+	}
+	lg, err := jetstream.Open(context.Background(), nc, "test",
 		// A lost ack costs one request timeout: 400 ms, not the default, keeps
 		// the tests that lose them short; retries cover a slow answer.
 		jetstream.WithTimeout(400*time.Millisecond), jetstream.WithRetry(10, 50*time.Millisecond))

@@ -15,7 +15,11 @@
 // its rename), then each directory they touched fsynced once, then the
 // transaction that claims them (index rows, marks, HWM) and clears their journal
 // entries. The two cannot be one: the journal must be durable before the first
-// rename, the claim only after the last directory fsync.
+// rename, the claim only after the last directory fsync. A Ready's journal is
+// one record (a value, not a row a path), which the claim deletes: each
+// commit point is one transaction of a few pages however many files the
+// Ready writes. A record left by an interrupted apply is folded into rows a
+// path by the next AddJournal, and stays until a claimed Ready covers them.
 //
 // The projector's core reads the state through the DB's projector.Storage
 // methods (HardState, Mark, Marks, File, Under, Files), lookups in one read

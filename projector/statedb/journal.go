@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -61,42 +60,134 @@ type JournalPath struct {
 	JournalEntry
 }
 
+// Merge adds o's possibilities to e: a file either journalled apply may have
+// left is one the journal accounts for.
+func (e *JournalEntry) Merge(o JournalEntry) {
+	e.Removed = e.Removed || o.Removed
+	for _, d := range o.Digests {
+		if !slices.Contains(e.Digests, d) {
+			e.Digests = append(e.Digests, d)
+		}
+	}
+}
+
+// JournalID names the record AddJournal wrote, for the transaction that
+// claims its Ready (Tx.ClearJournal). Zero names none.
+type JournalID uint64
+
+// A Ready's journal is one record, kJournal in the meta bucket: the ID (8
+// bytes), then for each path its length and bytes and its entry's length and
+// bytes (uvarints). One value instead of a row a path: a cold sync of 100,000
+// files journalled and cleared 100,000 rows, 2.7 s of its 60 s of CPU. An
+// earlier record still there when the next is written is one whose Ready was
+// never claimed (an interrupted apply); AddJournal folds it into the journal
+// bucket's rows a path, where its entries stay until a Ready that touches
+// their paths is claimed, as before.
+
 // AddJournal merges entries into the journal durably (one transaction) and
 // sets each to its merged value (what the journal now holds at its path).
-// Paths must be distinct. Entries in path order (a Ready's changes are) are
-// written as they come; others are sorted first: bbolt inserts a key by
-// shifting its node's later keys, so a large batch in random order costs
-// quadratic copying.
-func (d *DB) AddJournal(entries []JournalPath) error {
-	byPath := func(a, b JournalPath) int { return strings.Compare(a.Path, b.Path) }
-	if !slices.IsSortedFunc(entries, byPath) {
-		slices.SortFunc(entries, byPath)
-	}
-	return d.update(func(tx *bolt.Tx) error {
+// Paths must be distinct. The entries are written as one record, which the
+// transaction persisting their Ready removes (Tx.ClearJournal with the ID
+// returned).
+func (d *DB) AddJournal(entries []JournalPath) (JournalID, error) {
+	var id JournalID
+	err := d.update(func(tx *bolt.Tx) error {
 		if err := bumpGen(tx); err != nil {
 			return err
 		}
-		b := tx.Bucket(bJournal)
-		for i := range entries {
-			p, e := entries[i].Path, &entries[i].JournalEntry
-			if v := b.Get([]byte(p)); v != nil {
-				old, err := unmarshalJournal(v)
-				if err != nil {
-					return fmt.Errorf("journal %q: %w", p, err)
-				}
-				e.Removed = e.Removed || old.Removed
-				for _, d := range old.Digests {
-					if !slices.Contains(e.Digests, d) {
-						e.Digests = append(e.Digests, d)
-					}
-				}
-			}
-			if err := b.Put([]byte(p), e.marshal()); err != nil {
+		m, b := tx.Bucket(bMeta), tx.Bucket(bJournal)
+		if v := m.Get(kJournal); v != nil {
+			if err := foldRecord(v, b); err != nil {
 				return err
 			}
 		}
-		return nil
+		if k, _ := b.Cursor().First(); k != nil {
+			for i := range entries {
+				if v := b.Get([]byte(entries[i].Path)); v != nil {
+					old, err := unmarshalJournal(v)
+					if err != nil {
+						return fmt.Errorf("journal %q: %w", entries[i].Path, err)
+					}
+					entries[i].Merge(old)
+				}
+			}
+		}
+		id = JournalID(getU64(m, kGen)) // unique: every write transaction advances it
+		return m.Put(kJournal, marshalRecord(id, entries))
 	})
+	if err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+func marshalRecord(id JournalID, entries []JournalPath) []byte {
+	n := 8
+	for _, e := range entries {
+		n += 2*binary.MaxVarintLen32 + len(e.Path) + 1 + 32*len(e.Digests)
+	}
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, n), uint64(id))
+	for _, e := range entries {
+		v = binary.AppendUvarint(v, uint64(len(e.Path)))
+		v = append(v, e.Path...)
+		body := e.marshal()
+		v = binary.AppendUvarint(v, uint64(len(body)))
+		v = append(v, body...)
+	}
+	return v
+}
+
+// eachRecorded calls fn for each path and entry of a journal record, after
+// reading its ID; a record that does not decode is ErrCorrupt.
+func eachRecorded(v []byte, fn func(path []byte, e JournalEntry) error) (JournalID, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("journal record of %d bytes: %s: %w (%w)", len(v), what, ErrCorrupt, ledger.ErrInvalid)
+	}
+	if len(v) < 8 {
+		return 0, bad("no ID")
+	}
+	id := JournalID(binary.BigEndian.Uint64(v))
+	field := func(r []byte) (f, rest []byte, ok bool) {
+		n, k := binary.Uvarint(r)
+		if k <= 0 || n > uint64(len(r)-k) {
+			return nil, nil, false
+		}
+		return r[k : k+int(n)], r[k+int(n):], true
+	}
+	for r := v[8:]; len(r) > 0; {
+		p, rest, ok := field(r)
+		if !ok || len(p) == 0 {
+			return 0, bad("a path")
+		}
+		body, rest, ok := field(rest)
+		if !ok {
+			return 0, bad("an entry")
+		}
+		e, err := unmarshalJournal(body)
+		if err != nil {
+			return 0, fmt.Errorf("journal %q: %w", p, err)
+		}
+		if err := fn(p, e); err != nil {
+			return 0, err
+		}
+		r = rest
+	}
+	return id, nil
+}
+
+// foldRecord merges a record's entries into the journal bucket's rows.
+func foldRecord(v []byte, b *bolt.Bucket) error {
+	_, err := eachRecorded(v, func(p []byte, e JournalEntry) error {
+		if old := b.Get(p); old != nil {
+			o, err := unmarshalJournal(old)
+			if err != nil {
+				return fmt.Errorf("journal %q: %w", p, err)
+			}
+			e.Merge(o)
+		}
+		return b.Put(p, e.marshal())
+	})
+	return err
 }
 
 // SetRestoring records durably that a rebuild's restore to the snapshot at
@@ -126,11 +217,12 @@ func (d *DB) Restoring() (seq ledger.Seq, ok bool, err error) {
 	return seq, ok, err
 }
 
-// Journal returns the journal's entries.
+// Journal returns the journal's entries: the rows a path and the record of
+// the Ready not yet claimed, merged.
 func (d *DB) Journal() (map[string]JournalEntry, error) {
 	out := map[string]JournalEntry{}
 	err := d.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bJournal).ForEach(func(k, v []byte) error {
+		err := tx.Bucket(bJournal).ForEach(func(k, v []byte) error {
 			e, err := unmarshalJournal(v)
 			if err != nil {
 				return fmt.Errorf("journal %q: %w", k, err)
@@ -138,9 +230,49 @@ func (d *DB) Journal() (map[string]JournalEntry, error) {
 			out[string(k)] = e
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		v := tx.Bucket(bMeta).Get(kJournal)
+		if v == nil {
+			return nil
+		}
+		_, err = eachRecorded(v, func(p []byte, e JournalEntry) error {
+			e.Merge(out[string(p)])
+			out[string(p)] = e
+			return nil
+		})
+		return err
 	})
 	return out, err
 }
 
-// ClearJournal removes path's journal entry.
-func (t *Tx) ClearJournal(path string) error { return t.tx.Bucket(bJournal).Delete([]byte(path)) }
+// ClearJournal removes what the journal holds for a claimed Ready: its record
+// (id, from AddJournal; another ID's record is folded into the rows a path,
+// never dropped) and the rows of paths, the Ready's journalled paths.
+func (t *Tx) ClearJournal(id JournalID, paths []string) error {
+	m, b := t.tx.Bucket(bMeta), t.tx.Bucket(bJournal)
+	if v := m.Get(kJournal); v != nil {
+		got, err := eachRecorded(v, func([]byte, JournalEntry) error { return nil })
+		if err != nil {
+			return err
+		}
+		if got != id {
+			if err := foldRecord(v, b); err != nil {
+				return err
+			}
+		}
+		if err := m.Delete(kJournal); err != nil {
+			return err
+		}
+	}
+	if k, _ := b.Cursor().First(); k == nil {
+		return nil // the common case: no interrupted apply left rows
+	}
+	for _, p := range paths {
+		if err := b.Delete([]byte(p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

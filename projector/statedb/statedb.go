@@ -49,6 +49,8 @@ var (
 	// was damaged; the value is where the rebuild keeps the cache's files that
 	// differ from the ledger (SetRecovering).
 	kRecovering = []byte("recovering")
+	// kJournal: the journal record of the Ready being applied (AddJournal).
+	kJournal = []byte("journal-record")
 )
 
 // Mark is the projector's mark of a partition.

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/syncledger/syncledger/ledger"
+	bolt "go.etcd.io/bbolt"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -131,32 +133,103 @@ func TestBusyContext(t *testing.T) {
 }
 
 func TestJournal(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := Open(path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	da, db2 := ledger.DigestOf([]byte("a")), ledger.DigestOf([]byte("b"))
-	// Out of path order: AddJournal sorts them.
-	if err := db.AddJournal([]JournalPath{{"b", JournalEntry{Removed: true}}, {"a", JournalEntry{Digests: []ledger.Digest{da}}}}); err != nil {
+	defer func() { db.Close() }()
+	da, db2, dc := ledger.DigestOf([]byte("a")), ledger.DigestOf([]byte("b")), ledger.DigestOf([]byte("c"))
+	want := func(what string, w map[string]JournalEntry) {
+		t.Helper()
+		got, err := db.Journal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(w, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("%s: journal (-want +got):\n%s", what, diff)
+		}
+	}
+	// A Ready's journal, never claimed (an interrupted apply).
+	first, err := db.AddJournal([]JournalPath{{"a", JournalEntry{Digests: []ledger.Digest{da}}}, {"b", JournalEntry{Removed: true}}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	merged := []JournalPath{{"a", JournalEntry{Digests: []ledger.Digest{db2}}}}
-	if err := db.AddJournal(merged); err != nil {
+	want("first record", map[string]JournalEntry{"a": {Digests: []ledger.Digest{da}}, "b": {Removed: true}})
+	// The next apply journals a again, and c: the first record is folded, and
+	// a's entry comes back merged.
+	second := []JournalPath{{"a", JournalEntry{Digests: []ledger.Digest{db2}}}, {"c", JournalEntry{Digests: []ledger.Digest{dc}}}}
+	id, err := db.AddJournal(second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if a := merged[0].JournalEntry; !a.Matches(true, da) || !a.Matches(true, db2) || a.Matches(false, da) {
+	if id == first || id == 0 {
+		t.Fatalf("second record's ID %d, first %d: want a new one", id, first)
+	}
+	if a := second[0].JournalEntry; !a.Matches(true, da) || !a.Matches(true, db2) || a.Matches(false, da) {
 		t.Fatalf("merged entry %+v: want both digests, not removed", a)
 	}
-	got, err := db.Journal()
-	if err != nil {
+	both := map[string]JournalEntry{"a": second[0].JournalEntry, "b": {Removed: true}, "c": {Digests: []ledger.Digest{dc}}}
+	want("folded", both)
+	// The journal survives a reopen and the database's check.
+	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]JournalEntry{"a": merged[0].JournalEntry, "b": {Removed: true}}, got); diff != "" {
-		t.Fatalf("journal (-want +got):\n%s", diff)
+	if db, err = Open(path, time.Second); err != nil {
+		t.Fatal(err)
 	}
-	db.Update(func(tx *Tx) error { return tx.ClearJournal("a") })
-	if got, _ := db.Journal(); len(got) != 1 || !got["b"].Matches(false, ledger.Digest{}) {
-		t.Fatalf("after clearing a: %v", got)
+	want("reopened", both)
+	if err := db.Check(); err != nil {
+		t.Fatal(err)
+	}
+	// Claiming the second Ready clears its record and its paths' rows; b,
+	// which only the unclaimed first Ready touched, stays.
+	if err := db.Update(func(tx *Tx) error { return tx.ClearJournal(id, []string{"a", "c"}) }); err != nil {
+		t.Fatal(err)
+	}
+	want("claimed", map[string]JournalEntry{"b": {Removed: true}})
+	// A claim naming another record folds it: nothing journalled is dropped
+	// by a claim that did not write it.
+	if _, err := db.AddJournal([]JournalPath{{"d", JournalEntry{Removed: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *Tx) error { return tx.ClearJournal(0, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	want("claim of no record", map[string]JournalEntry{"b": {Removed: true}, "d": {Removed: true}})
+	if err := db.Update(func(tx *Tx) error { return tx.ClearJournal(0, []string{"b", "d"}) }); err != nil {
+		t.Fatal(err)
+	}
+	want("all claimed", nil)
+}
+
+func TestJournalRecordCorrupt(t *testing.T) {
+	for name, v := range map[string][]byte{
+		"short ID":        {1, 2, 3},
+		"path past end":   append(make([]byte, 8), 9, 'a'),
+		"entry past end":  append(make([]byte, 8), 1, 'a', 40, 0),
+		"entry bad size":  append(make([]byte, 8), 1, 'a', 2, 0, 0),
+		"empty path":      append(make([]byte, 8), 0, 1, 0),
+		"bad uvarint len": append(make([]byte, 8), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+	} {
+		t.Run(name, func(t *testing.T) {
+			db, err := Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(kJournal, v) }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Journal(); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Journal of a damaged record: %v, want ErrCorrupt", err)
+			}
+			if err := db.Check(); err == nil {
+				t.Fatal("Check passed a damaged journal record")
+			}
+			if _, err := db.AddJournal([]JournalPath{{"x", JournalEntry{Removed: true}}}); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("AddJournal over a damaged record: %v, want ErrCorrupt (never dropped silently)", err)
+			}
+		})
 	}
 }
