@@ -94,8 +94,10 @@
 //	   work they imply, 16 at a time — read each file, write it to a temp file
 //	   (its directory created if missing), fsync, rename: cache → a blob
 //	   directory for the commit, back into a new tree for the sync (no hashing,
-//	   no directory fsync, no state). Targets: ≥ 50% of the raw rate, and ≥ 3×
-//	   the issue's rates (115 s and 103 s for 100k files). --big adds 1,000,000
+//	   no directory fsync, no state). Targets (issue 29): the commit ≥ 50% of
+//	   its raw rate, with a peak RSS ≤ 300 MiB at 1M files; the sync ≥ 75%;
+//	   both ≥ 3× issue 17's rates (115 s and 103 s for 100k files). The share
+//	   in the note is floored (74.6% reads 74%). --big adds 1,000,000
 //	   files over 10,000 models (target 7's cold figures), committed 1,000
 //	   partitions at a time: one commit is one atomic batch, at most
 //	   ledger.MaxBatch events.
