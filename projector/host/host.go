@@ -250,6 +250,7 @@ type stateRows interface {
 	projector.Storage
 	Get(path string) (statedb.Entry, bool, error)
 	ForEachPrefix(prefix string, fn func(path string, e statedb.Entry) (bool, error)) error
+	ForEachEntered(prefix string, enter func(dir string) bool, fn func(path string, e statedb.Entry) (bool, error)) error
 	ForEach(fn func(path string, e statedb.Entry) error) error
 	Load() (statedb.State, error)
 }

@@ -80,6 +80,58 @@ func TestReadsFollowTheChange(t *testing.T) {
 	}
 }
 
+// TestPartitionCommitReadsItsRows: a commit of one partition
+// (CommitOptions.Partitions) reads the index rows of the directories that
+// can hold it, not those of the other partitions (issue 29: the scan's
+// search for deletions read the whole index, then kept its partition's).
+func TestPartitionCommitReadsItsRows(t *testing.T) {
+	reads := func(t *testing.T, pad int) uint64 {
+		e := newEnv(t)
+		h := e.host("a")
+		for i := range 3 {
+			writeFile(t, h, fmt.Sprintf("data/t/id1/f%d.json", i), "v0")
+		}
+		writeFile(t, h, "data/t/id2/f.json", "v0")
+		mustCommit(t, h, "v0")
+		// Other partitions' rows (as a synced cache of pad files holds), some
+		// sorting before the committed one's, some after, some beside it.
+		err := h.View(func(db *statedb.DB) error {
+			return db.Update(func(tx *statedb.Tx) error {
+				for i := range pad {
+					for _, p := range []string{fmt.Sprintf("data/pad/m%03d/f/%d/raw", i%100, i), fmt.Sprintf("data/t/o%03d/%d/raw", i%100, i), fmt.Sprintf("data/u/m%03d/%d", i%100, i)} {
+						if err := tx.Put(p, statedb.Entry{Digest: ledger.DigestOf([]byte(p)), Size: int64(len(p)), Mode: 0o644}); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, h, "data/t/id1/f1.json", "v1")
+		release, err := h.acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		c := &countingRows{stateRows: h.rows}
+		h.rows = c
+		defer func() { h.rows = c.stateRows }()
+		res, err := h.Commit(context.Background(), CommitOptions{Message: "v1", Partitions: []string{"data--t--id1"}})
+		if err != nil || res.Written != 1 || res.Deleted != 0 {
+			t.Fatalf("commit of data--t--id1: %+v, %v", res, err)
+		}
+		return c.n
+	}
+	r0, r1 := reads(t, 0), reads(t, 10_000)
+	t.Logf("rows read by a commit of one partition of 3 files: %d beside 1 other partition's row, %d beside 30,001", r0, r1)
+	if r1 != r0 || r1 > 32 {
+		t.Errorf("rows read by a commit of one partition: %d beside 1 other partition's row, %d beside 30,001; want the same few", r0, r1)
+	}
+}
+
 // countingRows counts the index entries and marks read through it: every row
 // a lookup finds or a loop hands out (HardState and Under read none).
 type countingRows struct {
@@ -121,6 +173,10 @@ func (c *countingRows) Get(p string) (statedb.Entry, bool, error) {
 
 func (c *countingRows) ForEachPrefix(prefix string, fn func(string, statedb.Entry) (bool, error)) error {
 	return c.stateRows.ForEachPrefix(prefix, func(p string, e statedb.Entry) (bool, error) { c.n++; return fn(p, e) })
+}
+
+func (c *countingRows) ForEachEntered(prefix string, enter func(string) bool, fn func(string, statedb.Entry) (bool, error)) error {
+	return c.stateRows.ForEachEntered(prefix, enter, func(p string, e statedb.Entry) (bool, error) { c.n++; return fn(p, e) })
 }
 
 func (c *countingRows) ForEach(fn func(string, statedb.Entry) error) error {

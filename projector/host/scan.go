@@ -147,7 +147,7 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage) (
 	// shadowed file absent from the cache is not a deletion: a directory of
 	// its name holds other paths (projector.OpShadow).
 	var gone []string
-	err = h.indexed(changed, func(p string, row statedb.Entry) {
+	err = h.indexed(changed, parts.enter(), func(p string, row statedb.Entry) {
 		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
 			return // removed by an interrupted apply, not by this host's user
 		}
@@ -269,8 +269,11 @@ func readSmall(f *os.File, buf []byte) ([]byte, error) {
 // indexed calls fn for each index row at or under the paths of changed (a
 // path stands for itself and its subtree; nil or "" or "." for the whole
 // index), once each: what a scan limited to changed covers, read from the
-// database without the rows it does not cover.
-func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)) error {
+// database without the rows it does not cover. enter, when not nil, is the
+// walk's directory filter (partitions.enter): the rows of a directory it
+// refuses are not read either (statedb.DB.ForEachEntered), so a commit of a
+// few partitions reads their rows, not the whole index's.
+func (h *Host) indexed(changed []string, enter func(dir string) bool, fn func(path string, row statedb.Entry)) error {
 	each := func(p string, row statedb.Entry) (bool, error) { fn(p, row); return true, nil }
 	roots := make([]string, 0, len(changed))
 	for _, c := range changed {
@@ -282,7 +285,7 @@ func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)
 		roots = append(roots, c)
 	}
 	if changed == nil {
-		return h.rows.ForEachPrefix("", each)
+		return h.rows.ForEachEntered("", enter, each)
 	}
 	// Drop the paths under another one: their rows are that one's.
 	set := make(map[string]bool, len(roots))
@@ -307,7 +310,7 @@ func (h *Host) indexed(changed []string, fn func(path string, row statedb.Entry)
 		if ok {
 			fn(r, row)
 		}
-		if err := h.rows.ForEachPrefix(r+"/", each); err != nil {
+		if err := h.rows.ForEachEntered(r+"/", enter, each); err != nil {
 			return err
 		}
 	}

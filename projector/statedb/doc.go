@@ -27,6 +27,12 @@
 // whole index for a step. The DB keeps no count of what it reads: a test that
 // counts rows wraps the interface they are read through (projector.Storage).
 //
+// A write transaction at least half of whose new index rows sort right after
+// the previous new row (a cold commit's, in path order) has the index's pages
+// split at 90% full instead of bbolt's 50%, which would leave a bulk insert's
+// pages half empty (the file is mapped: its size is resident memory); other
+// transactions keep 50%, room for later inserts among the rows.
+//
 // bbolt holds an exclusive file lock while the database is open: a second process
 // on the same cache gets ErrLocked instead of interleaving writes.
 package statedb

@@ -195,6 +195,66 @@ func (d *DB) ForEachPrefix(prefix string, fn func(path string, e Entry) (bool, e
 	})
 }
 
+// ForEachEntered is ForEachPrefix over the directories enter accepts: a row
+// whose path lies in a directory below prefix that enter refuses (each
+// directory of the path is asked, top-down, as a walk would: slash-separated,
+// no trailing slash) is not read, nor is any other row of that directory's
+// subtree: the cursor seeks past it. A commit of some partitions reads only
+// the rows of the directories that can hold them. A nil enter accepts every
+// directory. enter and fn must not call the database.
+func (d *DB) ForEachEntered(prefix string, enter func(dir string) bool, fn func(path string, e Entry) (bool, error)) error {
+	if enter == nil {
+		return d.ForEachPrefix(prefix, fn)
+	}
+	pre := []byte(prefix)
+	// dirs are the directories of the last row read below prefix, top-down,
+	// all entered: the next row shares most of them (rows are in path order),
+	// so enter is asked once per directory met.
+	var dirs []string
+	return d.view(func(tx *bolt.Tx) error {
+		c := d.bucket(tx, bIndex).Cursor()
+		k, v := c.Seek(pre)
+	rows:
+		for k != nil && bytes.HasPrefix(k, pre) {
+			if onEnteredRead != nil {
+				onEnteredRead(k)
+			}
+			level := 0
+			for i := len(pre); i < len(k); i++ {
+				if k[i] != '/' {
+					continue
+				}
+				if level < len(dirs) && dirs[level] == string(k[:i]) {
+					level++
+					continue
+				}
+				dirs = dirs[:level]
+				dir := string(k[:i])
+				if !enter(dir) {
+					// Past the subtree: '0' is '/'+1.
+					k, v = c.Seek([]byte(dir + "0"))
+					continue rows
+				}
+				dirs = append(dirs, dir)
+				level++
+			}
+			e, err := unmarshalEntry(v)
+			if err != nil {
+				return fmt.Errorf("index %q: %w", k, err)
+			}
+			if more, err := fn(string(k), e); err != nil || !more {
+				return err
+			}
+			k, v = c.Next()
+		}
+		return nil
+	})
+}
+
+// onEnteredRead, when set (tests), is called with each row ForEachEntered's
+// cursor lands on.
+var onEnteredRead func(path []byte)
+
 // Len returns the number of index entries.
 func (d *DB) Len() (n int, err error) {
 	err = d.view(func(tx *bolt.Tx) error {

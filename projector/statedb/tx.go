@@ -1,6 +1,7 @@
 package statedb
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -10,7 +11,28 @@ import (
 )
 
 // Tx is a write transaction.
-type Tx struct{ tx *bolt.Tx }
+type Tx struct {
+	tx   *bolt.Tx
+	fill fillGauge // the transaction's new index rows, for the index's fill
+}
+
+// denseFill is the index bucket's FillPercent in a transaction whose new rows
+// mostly come in key order (bbolt's default, 0.5, leaves every page it splits
+// half empty, and a cold commit inserts in path order).
+const denseFill = 0.9
+
+// fillGauge counts a transaction's new index rows (paths that had none) and,
+// among them, the ones that continue a run: that sort right after the
+// previous new row, with no row between them.
+type fillGauge struct {
+	news, runs int
+	last       string // the previous new row's path, if has
+	has        bool
+	lastEnd    bool // last sorted after every other row when it was put
+}
+
+// dense reports whether at least half of the new rows continued a run.
+func (g *fillGauge) dense() bool { return g.news > 0 && 2*g.runs >= g.news }
 
 // Update runs fn in one durable transaction (fsynced on commit). Every write
 // transaction advances the generation (see Gen).
@@ -19,7 +41,16 @@ func (d *DB) Update(fn func(*Tx) error) error {
 		if err := bumpGen(tx); err != nil {
 			return err
 		}
-		return fn(&Tx{tx})
+		t := &Tx{tx: tx}
+		if err := fn(t); err != nil {
+			return err
+		}
+		// bbolt reads FillPercent when it splits the transaction's dirty
+		// nodes, at commit (node.spill): set now, it applies to all of them.
+		if t.fill.dense() {
+			tx.Bucket(bIndex).FillPercent = denseFill
+		}
+		return nil
 	})
 }
 
@@ -76,7 +107,7 @@ func (t *Tx) PutMark(partition string, mk Mark) error {
 
 // Put records path's index entry.
 func (t *Tx) Put(path string, e Entry) error {
-	if err := t.countLazy(path, e.Lazy); err != nil {
+	if err := t.countLazy(path, e.Lazy, true); err != nil {
 		return err
 	}
 	return t.tx.Bucket(bIndex).Put([]byte(path), e.marshal())
@@ -84,21 +115,44 @@ func (t *Tx) Put(path string, e Entry) error {
 
 // Delete removes path's index entry.
 func (t *Tx) Delete(path string) error {
-	if err := t.countLazy(path, false); err != nil {
+	if err := t.countLazy(path, false, false); err != nil {
 		return err
 	}
 	return t.tx.Bucket(bIndex).Delete([]byte(path))
 }
 
-// countLazy keeps the lazy counter equal to the number of lazy entries.
-func (t *Tx) countLazy(path string, lazy bool) error {
+// countLazy keeps the lazy counter equal to the number of lazy entries, and
+// the fill gauge up to date (put: path gets a row). One seek tells both
+// whether path had a row and, if not, which row precedes it.
+func (t *Tx) countLazy(path string, lazy, put bool) error {
+	key := []byte(path)
+	c := t.tx.Bucket(bIndex).Cursor()
+	k, v := c.Seek(key)
 	was := false
-	if v := t.tx.Bucket(bIndex).Get([]byte(path)); v != nil {
+	if k != nil && bytes.Equal(k, key) {
 		old, err := unmarshalEntry(v)
 		if err != nil {
 			return err
 		}
 		was = old.Lazy
+		if !put && t.fill.has && t.fill.last == path {
+			t.fill.has = false
+		}
+	} else if put {
+		t.fill.news++
+		if t.fill.has {
+			var run bool
+			if k == nil { // path sorts after every row
+				run = t.fill.lastEnd
+			} else {
+				p, _ := c.Prev()
+				run = p != nil && string(p) == t.fill.last
+			}
+			if run {
+				t.fill.runs++
+			}
+		}
+		t.fill.last, t.fill.has, t.fill.lastEnd = path, true, k == nil
 	}
 	if was == lazy {
 		return nil
@@ -115,6 +169,7 @@ func (t *Tx) countLazy(path string, lazy bool) error {
 
 // Reset empties marks, index and HWM (a full rebuild starts a new state).
 func (t *Tx) Reset() error {
+	t.fill.has = false
 	for _, b := range [][]byte{bMarks, bIndex} { // not the journal: see JournalEntry
 		if err := t.tx.DeleteBucket(b); err != nil {
 			return err
