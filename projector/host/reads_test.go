@@ -38,19 +38,7 @@ func TestReadsFollowTheChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		count := func(op func()) uint64 {
-			// Hold the cache so that op's holds share this one's rows.
-			release, err := b.acquire(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer release()
-			c := &countingRows{stateRows: b.rows}
-			b.rows = c
-			defer func() { b.rows = c.stateRows }()
-			op()
-			return c.n
-		}
+		count := func(op func()) uint64 { return rowsRead(t, b, op) }
 		mustSync(t, a, SyncOptions{})
 		writeFile(t, a, "data/t/b/d/1/raw", "a1") // b's file, changed by a
 		mustCommit(t, a, "a1")
@@ -111,25 +99,34 @@ func TestPartitionCommitReadsItsRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeFile(t, h, "data/t/id1/f1.json", "v1")
-		release, err := h.acquire(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer release()
-		c := &countingRows{stateRows: h.rows}
-		h.rows = c
-		defer func() { h.rows = c.stateRows }()
-		res, err := h.Commit(context.Background(), CommitOptions{Message: "v1", Partitions: []string{"data--t--id1"}})
-		if err != nil || res.Written != 1 || res.Deleted != 0 {
-			t.Fatalf("commit of data--t--id1: %+v, %v", res, err)
-		}
-		return c.n
+		return rowsRead(t, h, func() {
+			res, err := h.Commit(context.Background(), CommitOptions{Message: "v1", Partitions: []string{"data--t--id1"}})
+			if err != nil || res.Written != 1 || res.Deleted != 0 {
+				t.Fatalf("commit of data--t--id1: %+v, %v", res, err)
+			}
+		})
 	}
 	r0, r1 := reads(t, 0), reads(t, 10_000)
 	t.Logf("rows read by a commit of one partition of 3 files: %d beside 1 other partition's row, %d beside 30,001", r0, r1)
 	if r1 != r0 || r1 > 32 {
 		t.Errorf("rows read by a commit of one partition: %d beside 1 other partition's row, %d beside 30,001; want the same few", r0, r1)
 	}
+}
+
+// rowsRead returns how many rows op reads through h's state, op run while
+// the test holds h's cache (op's own holds share the counted rows).
+func rowsRead(t *testing.T, h *Host, op func()) uint64 {
+	t.Helper()
+	release, err := h.acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	c := &countingRows{stateRows: h.rows}
+	h.rows = c
+	defer func() { h.rows = c.stateRows }()
+	op()
+	return c.n
 }
 
 // countingRows counts the index entries and marks read through it: every row
