@@ -27,6 +27,21 @@ type Stater struct {
 	dirs map[string]error // slash-separated directory → nil (a real directory), fs.ErrNotExist, or why it is unsafe
 }
 
+// staterDirs bounds what a Stater remembers: past it, it forgets every
+// directory and checks them again as the pass meets them, so that a pass over
+// a million files in swamp's one-directory-per-version layout does not hold
+// two million directories. Forgetting costs lstats, never correctness: each
+// answer comes from the file system.
+const staterDirs = 1 << 16
+
+// remember records what a check found of dir (s.mu held).
+func (s *Stater) remember(dir string, err error) {
+	if len(s.dirs) >= staterDirs {
+		clear(s.dirs)
+	}
+	s.dirs[dir] = err
+}
+
 // NewStater returns a Stater for one pass.
 func (d *Dir) NewStater() *Stater { return &Stater{d: d, dirs: map[string]error{}} }
 
@@ -38,7 +53,7 @@ func (s *Stater) checkDir(dir string) error {
 	if !seen {
 		err = s.d.checkDir(dir)
 		s.mu.Lock()
-		s.dirs[dir] = err
+		s.remember(dir, err)
 		s.mu.Unlock()
 	}
 	return err
@@ -57,7 +72,7 @@ func (s *Stater) Walked(rel string) {
 		if _, seen := s.dirs[rel[:i]]; seen {
 			return // and so are the ones above it
 		}
-		s.dirs[rel[:i]] = nil
+		s.remember(rel[:i], nil)
 	}
 }
 
@@ -140,7 +155,7 @@ func (s *Stater) WriteDeferred(rel string, r io.Reader, want ledger.Digest, size
 	return s.d.writeAt(rel, abs, absMissing, r, want, size, mode, false, func(abs string) {
 		dir := filepath.ToSlash(strings.TrimPrefix(abs, s.d.root+string(filepath.Separator)))
 		s.mu.Lock()
-		s.dirs[dir] = nil
+		s.remember(dir, nil)
 		s.mu.Unlock()
 	})
 }

@@ -62,15 +62,25 @@ type CommitPart struct {
 	Deleted    int          `json:"deleted"`
 }
 
+// DefaultCommitHold is Config.CommitHold's default: a change of up to
+// 131,072 files (and 1,000 partitions) is one commit, all or nothing.
+const DefaultCommitHold = 1 << 17
+
 // Commit publishes the cache's changes: one commit, all or nothing, when they
 // touch at most Config.CommitPartitions partitions (ledger.MaxBatch, the most
-// one JetStream atomic batch holds, unless set lower); more are published as
-// consecutive commits of at most that many partitions each, in partition order (batches), each one atomic on its own and
-// recorded before the next is built, sharing the message with "(part i of n)"
-// appended. Chain conflicts are retried per commit as for a single one (up to
-// MaxAttempts each). An error after some of them were published leaves those
-// published and recorded, and the rest of the changes uncommitted in the cache:
-// the next Commit publishes them; the result lists the commits published.
+// one JetStream atomic batch holds, unless set lower) and, for a commit that
+// walks the cache, at most Config.CommitHold files; a wider change is
+// published as consecutive commits of whole partitions, at most that many of
+// each, in partition order (batches, holdGroups), each one atomic on its own
+// and recorded before the next is built, sharing the message with "(part i of
+// n)" appended. A change of more files than CommitHold is never held at once:
+// the walk stops hashing when it has found that many and only counts each
+// partition's changes, and each group's commit walks and hashes its own
+// partitions. Chain conflicts are retried per commit as for a single one (up
+// to MaxAttempts each). An error after some of them were published leaves
+// those published and recorded, and the rest of the changes uncommitted in the
+// cache: the next Commit publishes them; the result lists the commits
+// published.
 func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
 	release, aerr := h.acquire(ctx)
 	if aerr != nil {
@@ -97,7 +107,12 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	if err != nil {
 		return CommitResult{}, err
 	}
-	res, err := h.commit(ctx, s, opt)
+	hold := h.cfg.CommitHold
+	if len(opt.Paths) > 0 {
+		hold = 0 // a few paths, picked from the whole change
+	}
+	var res CommitResult
+	err = h.commit(ctx, s, opt, hold, &res)
 	slices.Sort(res.Paths) // Partitions stay in Seqs' order, one for one
 	if err != nil && len(res.Commits) > 0 {
 		err = &PartialCommitError{Published: res.Commits, Err: err}
@@ -106,64 +121,116 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 }
 
 // commit is Commit's loop: scan, publish each batch of the changes, and on a
-// chain conflict catch up with the batch's partitions and scan again.
-func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions) (CommitResult, error) {
+// chain conflict catch up with the batch's partitions and scan again. A scan
+// that finds more than hold changes (scanned.over) hands over to
+// commitGroups. What it publishes is added to res.
+func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, hold int, res *CommitResult) error {
 	parts := partitionFilter(opt.Partitions)
-	var res CommitResult
+	before := len(res.Commits) // published by others than this call
 	for attempt := 1; ; attempt++ {
 		res.Attempts++
 		content := h.cfg.Blobs.Batch() // flushed by the first publish
-		sc, err := h.scan(s, parts, opt.Changed, h.commitStage(ctx, opt.Stored, content))
+		sc, err := h.scan(s, parts, opt.Changed, h.commitStage(ctx, opt.Stored, content), hold)
 		if err != nil {
-			return res, err
+			return err
+		}
+		if sc.over != nil {
+			// What the scan staged before it stopped is made durable now:
+			// the groups' commits find it present and do not store it again.
+			if err := content.Flush(ctx); err != nil {
+				return fmt.Errorf("commit: %w", err)
+			}
+			return h.commitGroups(ctx, s, opt, sc.over, res)
 		}
 		if len(opt.Paths) > 0 {
 			sc.changes = slices.DeleteFunc(sc.changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
 		}
 		if len(sc.changes) == 0 {
 			res.Nothing, res.HWM = len(res.Commits) == 0, s.core.HWM()
-			return res, nil
+			return nil
 		}
 		h.fp.at("commit-after-scan")
 		bs := batches(sc.changes, h.cfg.CommitPartitions)
-		n := len(res.Commits) + len(bs)
+		n := len(res.Commits) - before + len(bs)
 		var changes []ledger.Entry // the batch the chain moved under
 		for _, b := range bs {
 			msg := opt.Message
 			if n > 1 {
-				msg = PartMessage(opt.Message, len(res.Commits)+1, n)
+				msg = PartMessage(opt.Message, len(res.Commits)-before+1, n)
 			}
-			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, content, &res)
+			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, content, res)
 			content = h.cfg.Blobs.Batch() // the next commit's manifests
 			var ce *ledger.ConflictError
 			if errors.As(err, &ce) {
 				if attempt >= opt.MaxAttempts {
-					return res, fmt.Errorf("commit: gave up after %d attempts: %w", attempt, err)
+					return fmt.Errorf("commit: gave up after %d attempts: %w", attempt, err)
 				}
 				h.log.Info("chain moved, syncing touched partitions", "partition", ce.Partition, "attempt", attempt)
 				changes = b
 				break
 			}
 			if err != nil {
-				return res, err
+				return err
 			}
 			attempt = 1 // each commit has its own MaxAttempts
 		}
 		if changes == nil {
-			return res, nil
+			return nil
 		}
-		if err := h.catchUp(ctx, s, changes, &res); err != nil {
-			return res, err
+		if err := h.catchUp(ctx, s, changes, res); err != nil {
+			return err
 		}
 		// Backoff of attempt × 1–7 ms, the factor taken from the clock's
 		// nanoseconds: the jitter keeps two hosts fighting over one partition
 		// from retrying in lockstep.
 		select {
 		case <-ctx.Done():
-			return res, ctx.Err()
+			return ctx.Err()
 		case <-time.After(time.Duration(attempt*(1+int(h.cfg.Now().UnixNano()%7))) * time.Millisecond):
 		}
 	}
+}
+
+// commitGroups publishes a change of more files than a commit holds: the
+// partitions the scan counted (over), a group at a time (holdGroups), each
+// group's commit scanning only its partitions and holding what it finds.
+func (h *Host) commitGroups(ctx context.Context, s *session, opt CommitOptions, over map[string]int, res *CommitResult) error {
+	groups := holdGroups(over, h.cfg.CommitPartitions, h.cfg.CommitHold)
+	h.log.Info("change too large for one commit: publishing it by partitions", "partitions", len(over), "commits", len(groups))
+	first := len(res.Commits)
+	for i, g := range groups {
+		o := opt
+		o.Partitions = g
+		if len(groups) > 1 {
+			o.Message = PartMessage(opt.Message, first+i+1, first+len(groups))
+		}
+		if err := h.commit(ctx, s, o, 0, res); err != nil {
+			return err
+		}
+	}
+	res.Nothing = len(res.Commits) == 0
+	return nil
+}
+
+// holdGroups splits the partitions of over (each with its count of changed
+// files) into consecutive groups, in partition order, of at most maxParts
+// partitions and hold files each — a partition of more than hold files alone.
+func holdGroups(over map[string]int, maxParts, hold int) [][]string {
+	var out [][]string
+	var cur []string
+	n := 0
+	for _, p := range slices.Sorted(maps.Keys(over)) {
+		if len(cur) > 0 && (len(cur) == maxParts || n+over[p] > hold) {
+			out = append(out, cur)
+			cur, n = nil, 0
+		}
+		cur = append(cur, p)
+		n += over[p]
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // batches splits changes (sorted by path) into the changes of consecutive runs

@@ -73,6 +73,12 @@ type Config struct {
 	// more than ledger.MaxBatch (the most one JetStream atomic batch holds),
 	// means ledger.MaxBatch. A wider change is split (Commit).
 	CommitPartitions int
+	// CommitHold bounds the changed files a commit that walks the cache holds
+	// at once; 0 means DefaultCommitHold. A larger change is published as
+	// several commits, each of whole partitions and at most this many files
+	// (one partition with more is a commit of its own), so that a datastore's
+	// first push takes memory by this bound, not by its size (Commit).
+	CommitHold int
 	// LockWait is how long to wait for another process holding the cache; 0 means 10s.
 	LockWait time.Duration
 
@@ -158,6 +164,9 @@ func Open(cfg Config) (*Host, error) {
 	}
 	if cfg.CommitPartitions <= 0 || cfg.CommitPartitions > ledger.MaxBatch {
 		cfg.CommitPartitions = ledger.MaxBatch
+	}
+	if cfg.CommitHold <= 0 {
+		cfg.CommitHold = DefaultCommitHold
 	}
 	if cfg.LockWait <= 0 {
 		cfg.LockWait = 10 * time.Second

@@ -27,6 +27,12 @@ type scanned struct {
 	// unsynced: the paths the scan could not take (cachefs.Skipped, not
 	// ignored), each warned of: nothing at or below them is a change.
 	unsynced map[string]bool
+	// over, when not nil, says the scan found more changes than it was to
+	// hold (scan's hold): it holds none of them, only how many each partition
+	// has — files whose size, mtime or mode differ from their rows, and
+	// deletions: an upper bound — for Commit to publish them a bounded group
+	// of partitions at a time.
+	over map[string]int
 }
 
 // stage is what a scan does with each changed file while it holds it open,
@@ -59,7 +65,13 @@ type candidate struct {
 // changed, when not nil, limits the scan to those paths and their subtrees
 // (CommitOptions.Changed). put, when set, is called for each changed file
 // (stage), in parallel.
-func (h *Host) scan(s *session, parts partitions, changed []string, put stage) (scanned, error) {
+//
+// A walk of the cache (changed nil) holds no set of the paths it saw: each
+// directory's index rows are compared with what the walk found there as it
+// leaves it (walkTrack). hold, when positive, bounds the changes it holds:
+// past it, the scan stops hashing and only counts each partition's changes
+// (scanned.over), for Commit to publish them a bounded group at a time.
+func (h *Host) scan(s *session, parts partitions, changed []string, put stage, hold int) (scanned, error) {
 	out := scanned{infos: map[string]cachefs.FileInfo{}, unsynced: map[string]bool{}}
 	var mu sync.Mutex // guards out.unsynced against hashOne's goroutines
 	notSynced := func(path string, reason any) {
@@ -72,22 +84,70 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage) (
 	if err != nil {
 		return out, err
 	}
+	if slices.ContainsFunc(changed, func(c string) bool { c = strings.Trim(c, "/"); return c == "" || c == "." }) {
+		changed = nil // the whole cache
+	}
+	var cands []*candidate
+	var gone []string // indexed paths the scan covers and did not see
+	// overflow: past hold, what is held becomes counts.
+	overflow := func() {
+		if hold <= 0 || out.over != nil || len(cands)+len(gone) <= hold {
+			return
+		}
+		out.over = map[string]int{}
+		for _, c := range cands {
+			out.over[ledger.PartitionKey(c.rel)]++
+		}
+		for _, p := range gone {
+			out.over[ledger.PartitionKey(p)]++
+		}
+		cands, gone = nil, nil
+	}
+	// deleted takes an indexed path the scan covers and did not see. A lazy
+	// file's, an ignored or not synced path's, an interrupted apply's removal
+	// are not deletions.
+	deleted := func(p string, row statedb.Entry) {
+		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
+			return // removed by an interrupted apply, not by this host's user
+		}
+		part := ledger.PartitionKey(p)
+		if row.Lazy || !parts.keep(part) || ign.Ignored(p) {
+			return
+		}
+		mu.Lock()
+		unsynced := cachefs.Unsynced(out.unsynced, p)
+		mu.Unlock()
+		switch {
+		case unsynced:
+		case out.over != nil:
+			out.over[part]++
+		default:
+			gone = append(gone, p)
+			overflow()
+		}
+	}
 	walk := func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
 		return h.dir.ScanWith(ign, parts.enter(), fn, skip)
 	}
+	var seen map[string]bool // the paths a scan of changed saw
+	trk := &walkTrack{rows: h.rows, enter: parts.enter(), unseen: deleted}
 	if changed != nil {
+		seen, trk = map[string]bool{}, nil
 		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
 			return h.dir.ScanPaths(ign, changed, fn, skip)
 		}
 	}
 	// The files the index does not vouch for are hashed (and staged) while the
 	// walk goes on, h.cfg.Parallel at a time.
-	seen := map[string]bool{}
-	var cands []*candidate
 	st := h.dir.NewStater()
 	var g errgroup.Group
 	g.SetLimit(h.cfg.Parallel)
 	err = walk(func(rel string, fi cachefs.FileInfo) error {
+		if trk != nil {
+			if err := trk.file(rel); err != nil {
+				return err
+			}
+		}
 		part := ledger.PartitionKey(rel)
 		if !parts.keep(part) {
 			return nil
@@ -97,7 +157,9 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage) (
 			notSynced(rel, err)
 			return nil
 		}
-		seen[rel] = true
+		if seen != nil {
+			seen[rel] = true
+		}
 		row, ok, err := h.rows.Get(rel)
 		if err != nil {
 			return err
@@ -105,8 +167,13 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage) (
 		if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
 			return nil
 		}
+		if out.over != nil {
+			out.over[part]++ // counted: the commit of its group hashes it
+			return nil
+		}
 		c := &candidate{rel: rel, fi: fi, row: row, ok: ok}
 		cands = append(cands, c)
+		overflow()
 		st.Walked(rel)
 		g.Go(func() (err error) {
 			c.found, err = h.hashOne(s, st, *c, put)
@@ -125,17 +192,30 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage) (
 		}
 		notSynced(sk.Path, sk.Reason)
 	})
+	if err == nil && trk != nil {
+		err = trk.finish()
+	}
 	if gerr := g.Wait(); err == nil {
 		err = gerr
+	}
+	if err == nil && seen != nil {
+		err = h.indexed(changed, parts.enter(), func(p string, row statedb.Entry) {
+			if !seen[p] {
+				deleted(p, row)
+			}
+		})
 	}
 	if err != nil {
 		return out, fmt.Errorf("scan cache: %w", err)
 	}
+	hold = 0 // what the walk held it holds: the files removed since are few
 	for _, c := range cands {
 		switch e := c.found; {
 		case e == nil:
-		case e.Path == "":
-			delete(seen, c.rel) // removed while we walked
+		case e.Path == "": // removed while we walked
+			if c.ok {
+				deleted(c.rel, c.row)
+			}
 		default:
 			fi := c.fi
 			fi.Size = e.Size
@@ -143,21 +223,11 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage) (
 			out.changes = append(out.changes, *e)
 		}
 	}
-	// The indexed paths the scan covers and did not see are deletions. A
-	// shadowed file absent from the cache is not a deletion: a directory of
-	// its name holds other paths (projector.OpShadow).
-	var gone []string
-	err = h.indexed(changed, parts.enter(), func(p string, row statedb.Entry) {
-		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
-			return // removed by an interrupted apply, not by this host's user
-		}
-		if !seen[p] && !row.Lazy && parts.keep(ledger.PartitionKey(p)) && !ign.Ignored(p) && !cachefs.Unsynced(out.unsynced, p) {
-			gone = append(gone, p)
-		}
-	})
-	if err != nil {
-		return out, fmt.Errorf("scan cache: %w", err)
+	if out.over != nil {
+		return out, nil
 	}
+	// A shadowed file absent from the cache is not a deletion: a directory of
+	// its name holds other paths (projector.OpShadow).
 	for _, p := range gone {
 		shadowed, err := s.core.Shadowed(p)
 		if err != nil {
@@ -169,6 +239,109 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage) (
 	}
 	sort.Slice(out.changes, func(i, j int) bool { return out.changes[i].Path < out.changes[j].Path })
 	return out, nil
+}
+
+// walkTrack finds the deletions of a walk of the cache without a set of every
+// path it saw: it keeps the directories the walk is in (the ancestors of the
+// last file it reported, a frame each, with the names it reported there), and
+// when the walk leaves one — it reports a file outside it, or ends — reads
+// that directory's index rows and hands each it did not see to unseen: the
+// rows directly in it whose file was not reported, and every row below a
+// subdirectory the walk reported no file of (one it did not enter, or found
+// empty: nothing under it was seen). The subdirectories it did report files
+// of are skipped with a seek (statedb.DB.ForEachEntered): their own frame
+// reads them. Memory is the depth of the tree times its widest directory, not
+// the number of files.
+type walkTrack struct {
+	rows   stateRows
+	enter  func(dir string) bool // the walk's directory filter (partitions.enter), or nil
+	unseen func(path string, row statedb.Entry)
+	stack  []*dirFrame // the root first
+}
+
+// dirFrame is a directory the walk is in.
+type dirFrame struct {
+	dir   string          // "" is the cache's root
+	files map[string]bool // names of the files the walk reported in it
+	subs  map[string]bool // names of its subdirectories the walk reported files of
+}
+
+// file records a file the walk reported (rel, slash-separated), leaving the
+// directories that do not hold it.
+func (t *walkTrack) file(rel string) error {
+	dir, name := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dir, name = rel[:i], rel[i+1:]
+	}
+	if len(t.stack) == 0 {
+		t.stack = append(t.stack, newDirFrame(""))
+	}
+	// Leave the frames that are not dir or one of its ancestors.
+	for len(t.stack) > 1 {
+		top := t.stack[len(t.stack)-1].dir
+		if dir == top || strings.HasPrefix(dir, top+"/") {
+			break
+		}
+		if err := t.leave(); err != nil {
+			return err
+		}
+	}
+	// Enter the directories down to dir.
+	for top := t.stack[len(t.stack)-1]; top.dir != dir; top = t.stack[len(t.stack)-1] {
+		rest := dir
+		if top.dir != "" {
+			rest = dir[len(top.dir)+1:]
+		}
+		sub, _, _ := strings.Cut(rest, "/")
+		top.subs[sub] = true
+		next := sub
+		if top.dir != "" {
+			next = top.dir + "/" + sub
+		}
+		t.stack = append(t.stack, newDirFrame(next))
+	}
+	t.stack[len(t.stack)-1].files[name] = true
+	return nil
+}
+
+func newDirFrame(dir string) *dirFrame {
+	return &dirFrame{dir: dir, files: map[string]bool{}, subs: map[string]bool{}}
+}
+
+// finish leaves every directory, the root last (its rows are read even when
+// the walk reported no file at all).
+func (t *walkTrack) finish() error {
+	if len(t.stack) == 0 {
+		t.stack = append(t.stack, newDirFrame(""))
+	}
+	for len(t.stack) > 0 {
+		if err := t.leave(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leave pops the innermost frame and hands out the rows it did not see.
+func (t *walkTrack) leave() error {
+	f := t.stack[len(t.stack)-1]
+	t.stack = t.stack[:len(t.stack)-1]
+	prefix := ""
+	if f.dir != "" {
+		prefix = f.dir + "/"
+	}
+	enter := func(d string) bool {
+		if !strings.Contains(d[len(prefix):], "/") && f.subs[d[len(prefix):]] {
+			return false // its own frame read it
+		}
+		return t.enter == nil || t.enter(d)
+	}
+	return t.rows.ForEachEntered(prefix, enter, func(p string, row statedb.Entry) (bool, error) {
+		if name := p[len(prefix):]; strings.Contains(name, "/") || !f.files[name] {
+			t.unseen(p, row)
+		}
+		return true, nil
+	})
 }
 
 // hashOne hashes one candidate, reading the file once: whole into a pooled
