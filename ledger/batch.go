@@ -23,6 +23,10 @@ import (
 // listing of the key's directory): an absent key may then cost no request or
 // syscall. Its answer is a hint, never proof of content: presence is trusted
 // only once the stored content reads back as it must (BlobBatch does this).
+// An object it finds present is durable once Flush returns nil, as the
+// batch's own puts are: it may have been put by a batch never flushed (a
+// commit that failed before its publish), whose names a power cut can still
+// take (ledger/file syncs its directory at Flush).
 //
 // A batch is safe for concurrent use. It is not reused after Flush: a new
 // batch for the next group.

@@ -136,7 +136,19 @@ func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	if missing {
 		return ledger.ObjectInfo{}, absent(key)
 	}
-	return b.s.StatObject(ctx, key)
+	info, err := b.s.StatObject(ctx, key)
+	if err == nil {
+		// Present, but perhaps put by a batch never flushed (a commit that
+		// failed before its publish): its name may not be durable yet. A
+		// caller that trusts this answer names the object once Flush returns,
+		// so Flush syncs its directory too.
+		b.mu.Lock()
+		if !b.done {
+			b.dirs[dir] = true
+		}
+		b.mu.Unlock()
+	}
+	return info, err
 }
 
 // readNames lists the hashes of dir's names; a missing directory holds none.
@@ -160,9 +172,10 @@ func readNames(dir string, seed maphash.Seed) (map[uint64]struct{}, error) {
 	return m, nil
 }
 
-// Flush fsyncs every directory the batch renamed into, each once: from then
-// on every object it put survives a power cut (each file's content was
-// fsynced before its rename, each new directory into its parent).
+// Flush fsyncs every directory the batch renamed into or found an object in
+// (StatObject), each once: from then on every object it put or found survives
+// a power cut (each file's content was fsynced before its rename, each new
+// directory into its parent).
 func (b *batch) Flush(ctx context.Context) error {
 	b.mu.Lock()
 	b.done = true

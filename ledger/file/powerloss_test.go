@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"testing"
 
@@ -58,7 +59,10 @@ func TestPowerLossFileStore(t *testing.T) {
 // objects of a batch cut before its Flush may vanish but never come back in
 // part: each file's content is fsynced before its rename, the names at Flush,
 // one directory fsync per directory touched. The batches reach new and
-// existing directories, as a commit's blobs reach a store's fan-out.
+// existing directories, as a commit's blobs reach a store's fan-out. An
+// object put by a batch never flushed (a commit that failed before its
+// publish) and then found present by a later batch — which a commit trusts
+// instead of putting it again — survives once that batch's Flush returns.
 func TestPowerLossFileBatch(t *testing.T) {
 	lfs, m := lazyfs.MountT(t)
 	defer func() { _ = m.Unmount() }()
@@ -84,11 +88,17 @@ func TestPowerLossFileBatch(t *testing.T) {
 			}
 		}
 		clear(unflushed)
-		batch := func(into map[string][]byte, n int, flush bool) {
+		batch := func(into map[string][]byte, n int, flush bool, tag string) {
 			b := s.NewBatch()
 			for i := range n {
 				// Directories 0–7 exist after the first cut; cut+8 is new.
-				key := fmt.Sprintf("blobs/%02x/%04d-%03d-%v", (cut*n+i)%8+8*(i%2)*(cut%2), cut, i, flush)
+				// The found objects have directories of their own: the later
+				// batch's Flush syncs them, never the unflushed ones'.
+				fan := fmt.Sprintf("%02x", (cut*n+i)%8+8*(i%2)*(cut%2))
+				if tag == "found" {
+					fan = "found" + fan
+				}
+				key := fmt.Sprintf("blobs/%s/%04d-%03d-%s", fan, cut, i, tag)
 				data := bytes.Repeat([]byte{byte(cut), byte(i)}, 300*(i%4+1))
 				if err := b.PutObject(ctx, key, bytes.NewReader(data), int64(len(data))); err != nil {
 					t.Fatal(err)
@@ -101,8 +111,21 @@ func TestPowerLossFileBatch(t *testing.T) {
 				}
 			}
 		}
-		batch(flushed, 40, true)
-		batch(unflushed, 10, false)
+		batch(flushed, 40, true, "flushed")
+		batch(unflushed, 10, false, "unflushed")
+		// Found by a later batch: flushed with it.
+		found := map[string][]byte{}
+		batch(found, 10, false, "found")
+		later := s.NewBatch()
+		for key := range found {
+			if _, err := later.StatObject(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := later.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(flushed, found)
 		if err := m.Unmount(); err != nil {
 			t.Fatal(err)
 		}
