@@ -167,8 +167,11 @@ type pat struct {
 // which report a malformed pattern (go-git then stops: no match).
 type nameBits struct{ match, bad []uint64 }
 
-// maxNames bounds the name cache; past it the cache starts over.
-const maxNames = 1 << 16
+// maxNames bounds the name cache; past it the cache starts over. The names
+// that repeat in a cache (raw, latest, data, a type's directories) stay
+// cached; the unique ones (model ids, versions) miss whatever the size, and
+// at 1 << 16 the cache held 20 MB of them through a bulk commit.
+const maxNames = 1 << 12
 
 func newSet(lines []string) *set {
 	s := &set{names: map[string]nameBits{}}
