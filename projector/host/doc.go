@@ -20,7 +20,8 @@
 // the rows' local facts (mtime, seq) the same way; both read the rows through
 // one small interface (stateRows), which a test wraps to count them. So a sync applying N events,
 // and a commit of a dirty set of N paths, cost O(N) rows whatever the size of
-// the cache; a full scan streams the index in path order.
+// the cache; a full scan reads each directory's rows as its walk leaves the
+// directory (walkTrack), holding no set of the paths it saw.
 //
 // The fast path costs one request, the log's last seq compared with the HWM (the
 // same answer carries the stream's lineage, checked against the cache's; the
@@ -57,6 +58,10 @@
 // ledger.MaxBatch partitions (Config.CommitPartitions) is published as
 // consecutive commits of at most that many partitions, in partition order,
 // each atomic and recorded before the next; one that stops between them leaves the rest dirty for the next commit.
+// A commit that walks the cache holds at most Config.CommitHold changed files:
+// a larger change is counted per partition and published by groups of whole
+// partitions of at most that many files, each group's commit walking only its
+// partitions (commitGroups), so memory does not grow with the datastore.
 //
 // # A cache's identity and stack
 //
