@@ -68,15 +68,15 @@ const DefaultCommitHold = 1 << 17
 
 // Commit publishes the cache's changes: one commit, all or nothing, when they
 // touch at most Config.CommitPartitions partitions (ledger.MaxBatch, the most
-// one JetStream atomic batch holds, unless set lower) and, for a commit that
-// walks the cache, at most Config.CommitHold files; a wider change is
+// one JetStream atomic batch holds, unless set lower) and at most
+// Config.CommitHold files; a wider change is
 // published as consecutive commits of whole partitions, at most that many of
 // each, in partition order (batches, holdGroups), each one atomic on its own
 // and recorded before the next is built, sharing the message with "(part i of
 // n)" appended. A change of more files than CommitHold is never held at once:
-// the walk stops hashing when it has found that many and only counts each
-// partition's changes, and each group's commit walks and hashes its own
-// partitions. Chain conflicts are retried per commit as for a single one (up
+// the scan stops hashing when it has found that many and only counts each
+// partition's changes, and each group's commit scans and hashes its own
+// partitions (of the paths of Changed, when set). Chain conflicts are retried per commit as for a single one (up
 // to MaxAttempts each). An error after some of them were published leaves
 // those published and recorded, and the rest of the changes uncommitted in the
 // cache: the next Commit publishes them; the result lists the commits

@@ -58,7 +58,7 @@
 // ledger.MaxBatch partitions (Config.CommitPartitions) is published as
 // consecutive commits of at most that many partitions, in partition order,
 // each atomic and recorded before the next; one that stops between them leaves the rest dirty for the next commit.
-// A commit that walks the cache holds at most Config.CommitHold changed files:
+// A commit holds at most Config.CommitHold changed files:
 // a larger change is counted per partition and published by groups of whole
 // partitions of at most that many files, each group's commit walking only its
 // partitions (commitGroups), so memory does not grow with the datastore.

@@ -19,14 +19,27 @@ import (
 	"github.com/syncledger/syncledger/projector/statedb"
 )
 
-// TestCommitHold: a full-scan commit of more changed files than
-// Config.CommitHold (10 here; 131,072 by default) is published as several
+// TestCommitHold: a commit of more changed files than Config.CommitHold (10
+// here; 131,072 by default), walking the cache or limited to named paths, is
+// published as several
 // commits of whole partitions, in partition order, each of at most the hold's
 // files — a partition of more files alone — sharing the message; a fresh host
 // syncs to the same cache; the deletion of all of it is published the same
 // way; and a commit afterwards publishes nothing.
 func TestCommitHold(t *testing.T) {
 	t.Parallel()
+	for _, named := range []bool{false, true} {
+		t.Run(fmt.Sprintf("changed-named=%v", named), func(t *testing.T) {
+			t.Parallel()
+			testCommitHold(t, named)
+		})
+	}
+}
+
+// testCommitHold is TestCommitHold's case, the commits walking the cache or,
+// named, limited to the changed paths (CommitOptions.Changed, as a watch's
+// dirty set names them).
+func testCommitHold(t *testing.T, named bool) {
 	const hold = 10
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
@@ -65,7 +78,19 @@ func TestCommitHold(t *testing.T) {
 		return logged
 	}
 
-	res := mustCommit(t, a, "cold")
+	var changed []string
+	commit := func(msg string) CommitResult {
+		t.Helper()
+		res, err := a.Commit(context.Background(), CommitOptions{Message: msg, Changed: changed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if named {
+		changed = slices.Collect(maps.Keys(cacheFiles(t, a)))
+	}
+	res := commit("cold")
 	if res.Written != total || res.Deleted != 0 || len(res.Paths) != total || !slices.IsSorted(res.Paths) {
 		t.Fatalf("commit wrote %d, deleted %d, %d paths; want %d written", res.Written, res.Deleted, len(res.Paths), total)
 	}
@@ -91,7 +116,7 @@ func TestCommitHold(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res = mustCommit(t, a, "gone")
+	res = commit("gone")
 	if res.Deleted != total || res.Written != 0 {
 		t.Fatalf("commit deleted %d, wrote %d; want %d deleted", res.Deleted, res.Written, total)
 	}

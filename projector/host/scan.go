@@ -68,9 +68,10 @@ type candidate struct {
 //
 // A walk of the cache (changed nil) holds no set of the paths it saw: each
 // directory's index rows are compared with what the walk found there as it
-// leaves it (walkTrack). hold, when positive, bounds the changes it holds:
-// past it, the scan stops hashing and only counts each partition's changes
-// (scanned.over), for Commit to publish them a bounded group at a time.
+// leaves it (walkTrack). hold, when positive, bounds the changes a scan
+// holds: past it, the scan stops hashing and only counts each partition's
+// changes (scanned.over), for Commit to publish them a bounded group at a
+// time.
 func (h *Host) scan(s *session, parts partitions, changed []string, put stage, hold int) (scanned, error) {
 	out := scanned{infos: map[string]cachefs.FileInfo{}, unsynced: map[string]bool{}}
 	var mu sync.Mutex // guards out.unsynced against hashOne's goroutines

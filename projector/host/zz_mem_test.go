@@ -1,0 +1,62 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"time"
+	"runtime/pprof"
+	"testing"
+)
+
+func TestZZMemProfile(t *testing.T) {
+	if os.Getenv("ZZMEM") == "" {
+		t.Skip()
+	}
+	files := 100_000
+	e := newEnv(t)
+	a := e.host("a")
+	for i := range files {
+		writeFile(t, a, fmt.Sprintf("data/t/m%03d/d/%d/raw", i%1000, i), fmt.Sprint(i))
+	}
+	a.cfg.Log = &hookedLog{CommitLog: a.cfg.Log, beforeAppend: func() {
+		runtime.GC()
+		f, _ := os.Create("/tmp/heap-append.out")
+		pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+	}}
+	done := make(chan struct{})
+	go func() {
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		var max uint64
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > max*12/10 {
+				runtime.GC()
+				metrics.Read(sample)
+				if v = sample[0].Value.Uint64(); v > max {
+					max = v
+					f, _ := os.Create("/tmp/heap-peak.out")
+					pprof.Lookup("heap").WriteTo(f, 0)
+					f.Close()
+					fmt.Println("live", v>>20, "MiB")
+				}
+			}
+		}
+	}()
+	defer close(done)
+	stop := heapPeak()
+	res, err := a.Commit(context.Background(), CommitOptions{Message: "big"})
+	grew := stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("written %d, heap peak grew %.1f MiB", res.Written, float64(grew)/(1<<20))
+}
