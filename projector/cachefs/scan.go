@@ -150,7 +150,9 @@ func (d *Dir) visit(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error,
 		if p == d.root {
 			return err
 		}
-		rel := filepath.ToSlash(strings.TrimPrefix(p, d.root+string(filepath.Separator)))
+		// A copy, not a slice of p: what keeps the path (a change, a result)
+		// must not keep the cache root's bytes with it, 1M times over.
+		rel := strings.Clone(filepath.ToSlash(strings.TrimPrefix(p, d.root+string(filepath.Separator))))
 		if err != nil {
 			return d.unreadable(rel, e, err, skip)
 		}
