@@ -108,11 +108,17 @@ func hintPaths(root string, hints []string) ([]string, error) {
 
 // noteSplit says on stderr, in one line, that a commit's changes were
 // published as several commits (host.Commit splits a change of more than
-// ledger.MaxBatch partitions), each atomic on its own.
+// ledger.MaxBatch partitions or host.DefaultCommitHold files), each atomic on
+// its own.
 func (a *app) noteSplit(r host.CommitResult) {
-	if len(r.Commits) > 1 {
+	switch {
+	case len(r.Commits) <= 1:
+	case len(r.Partitions) > ledger.MaxBatch:
 		fmt.Fprintf(a.stderr, "syncledger: note: the change touches %d partitions, more than the %d one atomic commit holds: published as %d commits, each all or nothing on its own\n",
 			len(r.Partitions), ledger.MaxBatch, len(r.Commits))
+	default:
+		fmt.Fprintf(a.stderr, "syncledger: note: the change holds %d files, more than the %d one commit holds: published as %d commits of whole partitions, each all or nothing on its own\n",
+			r.Written+r.Deleted, host.DefaultCommitHold, len(r.Commits))
 	}
 }
 

@@ -69,7 +69,8 @@ type PushResult struct {
 	Files  int    `json:"files"`
 	Commit string `json:"commit,omitempty"` // the last commit published
 	// Commits lists every commit published: more than one when the push
-	// touched more partitions than one atomic commit holds (host.Commit).
+	// touched more partitions, or files, than one atomic commit holds
+	// (host.Commit).
 	Commits []string   `json:"commits,omitempty"`
 	HWM     ledger.Seq `json:"hwm"`
 	Hints   int        `json:"hints"` // markDirty paths the extension sent
