@@ -69,15 +69,17 @@ const DefaultCommitHold = 1 << 17
 // Commit publishes the cache's changes: one commit, all or nothing, when they
 // touch at most Config.CommitPartitions partitions (ledger.MaxBatch, the most
 // one JetStream atomic batch holds, unless set lower) and at most
-// Config.CommitHold files; a wider change is
-// published as consecutive commits of whole partitions, at most that many of
-// each, in partition order (batches, holdGroups), each one atomic on its own
-// and recorded before the next is built, sharing the message with "(part i of
-// n)" appended. A change of more files than CommitHold is never held at once:
-// the scan stops hashing when it has found that many and only counts each
-// partition's changes, and each group's commit scans and hashes its own
-// partitions (of the paths of Changed, when set). Chain conflicts are retried per commit as for a single one (up
-// to MaxAttempts each). An error after some of them were published leaves
+// Config.CommitHold files; a wider change is published as consecutive commits
+// of whole partitions, in partition order — of at most CommitPartitions
+// partitions each (batches), and, for more files than the hold, of at most an
+// eighth of its files each (holdGroups; one partition of more files alone) —
+// each one atomic on its own and recorded before the next is built, sharing
+// the message with "(part i of n)" appended. A change of more files than
+// CommitHold is never held at once: the scan stops hashing when it has found
+// that many and only counts each partition's changes, and each group's commit
+// scans and hashes its own partitions (of the paths of Changed, when set).
+// Chain conflicts are retried per commit as for a single one (up to
+// MaxAttempts each). An error after some of them were published leaves
 // those published and recorded, and the rest of the changes uncommitted in the
 // cache: the next Commit publishes them; the result lists the commits
 // published.
@@ -140,6 +142,15 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, hold i
 			if err := content.Flush(ctx); err != nil {
 				return fmt.Errorf("commit: %w", err)
 			}
+			if len(sc.staged) > 0 {
+				stored := maps.Clone(opt.Stored)
+				if stored == nil {
+					stored = sc.staged
+				} else {
+					maps.Copy(stored, sc.staged)
+				}
+				opt.Stored = stored
+			}
 			return h.commitGroups(ctx, s, opt, sc.over, res)
 		}
 		if len(opt.Paths) > 0 {
@@ -192,10 +203,12 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, hold i
 }
 
 // commitGroups publishes a change of more files than a commit holds: the
-// partitions the scan counted (over), a group at a time (holdGroups), each
-// group's commit scanning only its partitions and holding what it finds.
+// partitions the scan counted (over), a group at a time (holdGroups) of at
+// most an eighth of the hold's files — a change this large is not one atomic
+// commit anyway, and a commit's memory grows with its files — each group's
+// commit scanning only its partitions and holding what it finds.
 func (h *Host) commitGroups(ctx context.Context, s *session, opt CommitOptions, over map[string]int, res *CommitResult) error {
-	groups := holdGroups(over, h.cfg.CommitPartitions, h.cfg.CommitHold)
+	groups := holdGroups(over, h.cfg.CommitPartitions, max(1, h.cfg.CommitHold/8))
 	h.log.Info("change too large for one commit: publishing it by partitions", "partitions", len(over), "commits", len(groups))
 	first := len(res.Commits)
 	for i, g := range groups {

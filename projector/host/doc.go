@@ -60,8 +60,9 @@
 // each atomic and recorded before the next; one that stops between them leaves the rest dirty for the next commit.
 // A commit holds at most Config.CommitHold changed files:
 // a larger change is counted per partition and published by groups of whole
-// partitions of at most that many files, each group's commit walking only its
-// partitions (commitGroups), so memory does not grow with the datastore.
+// partitions of at most an eighth of that many files, each group's commit
+// walking only its partitions (commitGroups), so memory does not grow with the
+// datastore.
 //
 // # A cache's identity and stack
 //

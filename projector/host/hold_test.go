@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -19,11 +20,11 @@ import (
 	"github.com/syncledger/syncledger/projector/statedb"
 )
 
-// TestCommitHold: a commit of more changed files than Config.CommitHold (10
+// TestCommitHold: a commit of more changed files than Config.CommitHold (40
 // here; 131,072 by default), walking the cache or limited to named paths, is
-// published as several
-// commits of whole partitions, in partition order, each of at most the hold's
-// files — a partition of more files alone — sharing the message; a fresh host
+// published as several commits of whole partitions, in partition order, each
+// of at most an eighth of the hold's files — a partition of more files alone
+// — sharing the message; a fresh host
 // syncs to the same cache; the deletion of all of it is published the same
 // way; and a commit afterwards publishes nothing.
 func TestCommitHold(t *testing.T) {
@@ -40,17 +41,17 @@ func TestCommitHold(t *testing.T) {
 // named, limited to the changed paths (CommitOptions.Changed, as a watch's
 // dirty set names them).
 func testCommitHold(t *testing.T, named bool) {
-	const hold = 10
+	const hold, group = 40, 40 / 8
 	e := newEnv(t)
 	a, b := e.host("a"), e.host("b")
 	a.cfg.CommitHold = hold
-	writeWide(t, a, 12, 3, "v1") // 12 partitions of 3 files
+	writeWide(t, a, 12, 2, "v1") // 12 partitions of 2 files
 	for i := range 25 {          // one partition of 25
 		writeFile(t, a, fmt.Sprintf("data/t/big/d/%d/raw", i), fmt.Sprint(i))
 	}
 	writeFile(t, a, "data/top.yaml", "the data partition") // shallow: partition "data"
 	writeFile(t, a, "workflow-runs/w1/run.yaml", "a run")
-	const total = 12*3 + 25 + 2
+	const total = 12*2 + 25 + 2
 
 	checkLogged := func(from int, msg string, want int) []loggedCommit {
 		t.Helper()
@@ -58,8 +59,8 @@ func testCommitHold(t *testing.T, named bool) {
 		seen := map[string]bool{}
 		files := 0
 		for i, c := range logged {
-			if len(c.paths) > hold && len(c.parts) > 1 {
-				t.Errorf("commit %d holds %d files of %d partitions: more than the hold of %d", i+1, len(c.paths), len(c.parts), hold)
+			if len(c.paths) > group && len(c.parts) > 1 {
+				t.Errorf("commit %d holds %d files of %d partitions: more than a group's %d", i+1, len(c.paths), len(c.parts), group)
 			}
 			if wantMsg := fmt.Sprintf("%s (part %d of %d)", msg, i+1, len(logged)); c.message != wantMsg {
 				t.Errorf("commit %d: message %q, want %q", i+1, c.message, wantMsg)
@@ -90,7 +91,14 @@ func testCommitHold(t *testing.T, named bool) {
 	if named {
 		changed = slices.Collect(maps.Keys(cacheFiles(t, a)))
 	}
+	puts := &atomic.Int64{}
+	a.cfg.Blobs = countedBlobs{a.cfg.Blobs, puts}
 	res := commit("cold")
+	// Each file's content is new and stored once: what the scan staged
+	// before it stopped holding is not stored again by the groups' commits.
+	if n := puts.Load(); n != total {
+		t.Errorf("the commit stored %d blobs, want %d (one a file)", n, total)
+	}
 	if res.Written != total || res.Deleted != 0 || len(res.Paths) != total || !slices.IsSorted(res.Paths) {
 		t.Fatalf("commit wrote %d, deleted %d, %d paths; want %d written", res.Written, res.Deleted, len(res.Paths), total)
 	}
@@ -100,6 +108,9 @@ func testCommitHold(t *testing.T, named bool) {
 	}
 	if !slices.ContainsFunc(logged, func(c loggedCommit) bool { return len(c.parts) == 1 && len(c.paths) == 25 }) {
 		t.Errorf("the partition of 25 files is not a commit of its own")
+	}
+	if !slices.ContainsFunc(logged, func(c loggedCommit) bool { return len(c.parts) == 2 && len(c.paths) == 4 }) {
+		t.Errorf("no commit of two partitions of 2 files: the groups do not fill up to %d files", group)
 	}
 	mustSync(t, b, SyncOptions{})
 	if diff := cmp.Diff(cacheFiles(t, a), cacheFiles(t, b)); diff != "" {
@@ -128,6 +139,24 @@ func testCommitHold(t *testing.T, named bool) {
 	if again := mustCommit(t, a, "again"); !again.Nothing {
 		t.Fatalf("commit after the deletion: %+v, want nothing", again)
 	}
+}
+
+// countedBlobs counts the puts of the batches of a BlobStore.
+type countedBlobs struct {
+	ledger.BlobStore
+	puts *atomic.Int64
+}
+
+func (c countedBlobs) Batch() ledger.BlobBatch { return countedBatch{c.BlobStore.Batch(), c.puts} }
+
+type countedBatch struct {
+	ledger.BlobBatch
+	puts *atomic.Int64
+}
+
+func (b countedBatch) Put(ctx context.Context, d ledger.Digest, r io.Reader, size int64) error {
+	b.puts.Add(1)
+	return b.BlobBatch.Put(ctx, d, r, size)
 }
 
 // TestHoldGroups: groups of whole partitions in order, at most maxParts and

@@ -73,10 +73,10 @@ type Config struct {
 	// more than ledger.MaxBatch (the most one JetStream atomic batch holds),
 	// means ledger.MaxBatch. A wider change is split (Commit).
 	CommitPartitions int
-	// CommitHold bounds the changed files a commit holds
-	// at once; 0 means DefaultCommitHold. A larger change is published as
-	// several commits, each of whole partitions and at most this many files
-	// (one partition with more is a commit of its own), so that a datastore's
+	// CommitHold bounds the changed files a commit holds at once; 0 means
+	// DefaultCommitHold. A larger change is published as several commits,
+	// each of whole partitions and at most an eighth of this many files (one
+	// partition with more is a commit of its own), so that a datastore's
 	// first push takes memory by this bound, not by its size (Commit).
 	CommitHold int
 	// LockWait is how long to wait for another process holding the cache; 0 means 10s.

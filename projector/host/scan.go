@@ -33,6 +33,9 @@ type scanned struct {
 	// deletions: an upper bound — for Commit to publish them a bounded group
 	// of partitions at a time.
 	over map[string]int
+	// staged, with over, is the content the scan staged before it stopped
+	// holding (put called): the groups' commits do not store it again.
+	staged map[ledger.Digest]bool
 }
 
 // stage is what a scan does with each changed file while it holds it open,
@@ -89,7 +92,8 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, h
 		changed = nil // the whole cache
 	}
 	var cands []*candidate
-	var gone []string // indexed paths the scan covers and did not see
+	var early []*candidate // with out.over: the ones hashed before it
+	var gone []string      // indexed paths the scan covers and did not see
 	// overflow: past hold, what is held becomes counts.
 	overflow := func() {
 		if hold <= 0 || out.over != nil || len(cands)+len(gone) <= hold {
@@ -102,7 +106,7 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, h
 		for _, p := range gone {
 			out.over[ledger.PartitionKey(p)]++
 		}
-		cands, gone = nil, nil
+		early, cands, gone = cands, nil, nil
 	}
 	// deleted takes an indexed path the scan covers and did not see. A lazy
 	// file's, an ignored or not synced path's, an interrupted apply's removal
@@ -225,6 +229,14 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, h
 		}
 	}
 	if out.over != nil {
+		if put != nil {
+			out.staged = map[ledger.Digest]bool{}
+			for _, c := range early {
+				if e := c.found; e != nil && e.Path != "" {
+					out.staged[e.SHA256] = true
+				}
+			}
+		}
 		return out, nil
 	}
 	// A shadowed file absent from the cache is not a deletion: a directory of
