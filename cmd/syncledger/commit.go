@@ -71,7 +71,11 @@ func runCommit(ctx context.Context, a *app, o commitOpts) error {
 		return err
 	}
 	round := dirty.Begin(ctx, h.Dir().Root(), hints, a.logger)
-	res, err := h.Commit(ctx, host.CommitOptions{Message: o.message, Partitions: parts, Changed: round.Changed})
+	opt := host.CommitOptions{Message: o.message, Partitions: parts, Changed: round.Changed}
+	if !o.json {
+		opt.MaxPaths = printedPaths // what printCommit shows
+	}
+	res, err := h.Commit(ctx, opt)
 	if err == nil {
 		round.Ack(ctx, len(parts) > 0)
 		a.beat(ctx, "commit", res.HWM, res.HWM)
@@ -127,7 +131,7 @@ func printCommit(a *app, r host.CommitResult) {
 		fmt.Fprintf(a.stdout, "nothing to commit (hwm %d)\n", r.HWM)
 		return
 	}
-	printPaths(a, r.Paths)
+	printPathsOf(a, r.Paths, r.Written+r.Deleted)
 	if len(r.Commits) > 1 {
 		for i, c := range r.Commits {
 			fmt.Fprintf(a.stdout, "committed %s (part %d of %d) at seq %s: %d files written, %d deleted, %d partitions\n",

@@ -84,7 +84,7 @@ func runExec(ctx context.Context, a *app, o scope, commitOnFailure bool, argv []
 	// Commit even when ctx was cancelled by a signal: the command's writes are kept.
 	bg := context.WithoutCancel(ctx)
 	round := dirty.Begin(bg, h.Dir().Root(), nil, a.logger)
-	cres, err := h.Commit(bg, host.CommitOptions{Message: msg, Changed: round.Changed})
+	cres, err := h.Commit(bg, host.CommitOptions{Message: msg, Changed: round.Changed, MaxPaths: printedPaths})
 	if err != nil {
 		return fmt.Errorf("commit after %s (exit %d): %w", argv[0], code, err)
 	}

@@ -111,14 +111,21 @@ func printSync(a *app, r host.SyncResult) {
 }
 
 // printPaths lists paths, at most 20, for people.
-func printPaths(a *app, paths []string) {
-	const most = 20
+func printPaths(a *app, paths []string) { printPathsOf(a, paths, len(paths)) }
+
+// printedPaths is the most paths a command prints of a result.
+const printedPaths = 20
+
+// printPathsOf prints the first printedPaths of paths, some of total.
+func printPathsOf(a *app, paths []string, total int) {
 	for i, p := range paths {
-		if i == most {
-			fmt.Fprintf(a.stdout, "  … and %d more\n", len(paths)-most)
+		if i == printedPaths {
 			break
 		}
 		fmt.Fprintf(a.stdout, "  %s\n", p)
+	}
+	if total > printedPaths {
+		fmt.Fprintf(a.stdout, "  … and %d more\n", total-printedPaths)
 	}
 }
 

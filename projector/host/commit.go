@@ -27,6 +27,11 @@ type CommitOptions struct {
 	Stored map[ledger.Digest]bool
 	// Paths, when set, limits the commit to these paths (resolve --mine).
 	Paths []string
+	// MaxPaths, when positive, is the most paths the result lists (Paths:
+	// the first published, sorted); Written and Deleted count them all. A
+	// caller that prints a few keeps a commit of a million files from
+	// holding a million paths.
+	MaxPaths int
 	// Changed, when not nil, limits the scan to these paths (slash-separated,
 	// relative to the cache; a directory stands for its whole subtree): the
 	// caller vouches that no other path changed since the cache was last scanned
@@ -169,7 +174,7 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, hold i
 			if n > 1 {
 				msg = PartMessage(opt.Message, len(res.Commits)-before+1, n)
 			}
-			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, content, res)
+			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, content, opt.MaxPaths, res)
 			content = h.cfg.Blobs.Batch() // the next commit's manifests
 			var ce *ledger.ConflictError
 			if errors.As(err, &ce) {
@@ -300,8 +305,9 @@ func (e *PartialCommitError) Error() string {
 func (e *PartialCommitError) Unwrap() error { return e.Err }
 
 // publish makes one commit durable — its files, then the blobs of content,
-// its batch — appends its events and records them, adding the commit to res.
-func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content ledger.BlobBatch, res *CommitResult) error {
+// its batch — appends its events and records them, adding the commit to res
+// (its paths while res holds fewer than maxPaths, when positive).
+func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content ledger.BlobBatch, maxPaths int, res *CommitResult) error {
 	now := h.cfg.Now()
 	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
@@ -339,7 +345,9 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	h.fp.at("commit-after-persist")
 	part := CommitPart{Commit: id, Seqs: seqs, Partitions: len(events)}
 	for _, e := range sc.changes {
-		res.Paths = append(res.Paths, e.Path)
+		if maxPaths <= 0 || len(res.Paths) < maxPaths {
+			res.Paths = append(res.Paths, e.Path)
+		}
 		if e.Deleted {
 			part.Deleted++
 		} else {

@@ -26,7 +26,8 @@ import (
 // of at most an eighth of the hold's files — a partition of more files alone
 // — sharing the message; a fresh host
 // syncs to the same cache; the deletion of all of it is published the same
-// way; and a commit afterwards publishes nothing.
+// way, its result listing the 3 paths asked for (CommitOptions.MaxPaths); and
+// a commit afterwards publishes nothing.
 func TestCommitHold(t *testing.T) {
 	t.Parallel()
 	for _, named := range []bool{false, true} {
@@ -80,9 +81,9 @@ func testCommitHold(t *testing.T, named bool) {
 	}
 
 	var changed []string
-	commit := func(msg string) CommitResult {
+	commit := func(msg string, maxPaths int) CommitResult {
 		t.Helper()
-		res, err := a.Commit(context.Background(), CommitOptions{Message: msg, Changed: changed})
+		res, err := a.Commit(context.Background(), CommitOptions{Message: msg, Changed: changed, MaxPaths: maxPaths})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func testCommitHold(t *testing.T, named bool) {
 	}
 	puts := &atomic.Int64{}
 	a.cfg.Blobs = countedBlobs{a.cfg.Blobs, puts}
-	res := commit("cold")
+	res := commit("cold", 0)
 	// Each file's content is new and stored once: what the scan staged
 	// before it stopped holding is not stored again by the groups' commits.
 	if n := puts.Load(); n != total {
@@ -127,9 +128,9 @@ func testCommitHold(t *testing.T, named bool) {
 			t.Fatal(err)
 		}
 	}
-	res = commit("gone")
-	if res.Deleted != total || res.Written != 0 {
-		t.Fatalf("commit deleted %d, wrote %d; want %d deleted", res.Deleted, res.Written, total)
+	res = commit("gone", 3) // as the CLI asks for the paths it prints
+	if res.Deleted != total || res.Written != 0 || len(res.Paths) != 3 || !slices.IsSorted(res.Paths) {
+		t.Fatalf("commit deleted %d, wrote %d, listed %d paths; want %d deleted, 3 paths listed", res.Deleted, res.Written, len(res.Paths), total)
 	}
 	checkLogged(n, "gone", total)
 	mustSync(t, b, SyncOptions{})
