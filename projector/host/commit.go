@@ -114,12 +114,12 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	if err != nil {
 		return CommitResult{}, err
 	}
-	hold := h.cfg.CommitHold
+	bound := scanBound{hold: h.cfg.CommitHold}
 	if len(opt.Paths) > 0 {
-		hold = 0 // a few paths, picked from the whole change
+		bound.hold = 0 // a few paths, picked from the whole change
 	}
 	var res CommitResult
-	err = h.commit(ctx, s, opt, hold, &res)
+	err = h.commit(ctx, s, opt, bound, &res)
 	slices.Sort(res.Paths) // Partitions stay in Seqs' order, one for one
 	if err != nil && len(res.Commits) > 0 {
 		err = &PartialCommitError{Published: res.Commits, Err: err}
@@ -131,13 +131,13 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 // chain conflict catch up with the batch's partitions and scan again. A scan
 // that finds more than hold changes (scanned.over) hands over to
 // commitGroups. What it publishes is added to res.
-func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, hold int, res *CommitResult) error {
+func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, bound scanBound, res *CommitResult) error {
 	parts := partitionFilter(opt.Partitions)
 	before := len(res.Commits) // published by others than this call
 	for attempt := 1; ; attempt++ {
 		res.Attempts++
 		content := h.cfg.Blobs.Batch() // flushed by the first publish
-		sc, err := h.scan(s, parts, opt.Changed, h.commitStage(ctx, opt.Stored, content), hold)
+		sc, err := h.scan(s, parts, opt.Changed, h.commitStage(ctx, opt.Stored, content), bound)
 		if err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, hold i
 				}
 				opt.Stored = stored
 			}
-			return h.commitGroups(ctx, s, opt, sc.over, res)
+			return h.commitGroups(ctx, s, opt, sc, res)
 		}
 		if len(opt.Paths) > 0 {
 			sc.changes = slices.DeleteFunc(sc.changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
@@ -212,9 +212,9 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, hold i
 // most an eighth of the hold's files — a change this large is not one atomic
 // commit anyway, and a commit's memory grows with its files — each group's
 // commit scanning only its partitions and holding what it finds.
-func (h *Host) commitGroups(ctx context.Context, s *session, opt CommitOptions, over map[string]int, res *CommitResult) error {
-	groups := holdGroups(over, h.cfg.CommitPartitions, max(1, h.cfg.CommitHold/8))
-	h.log.Info("change too large for one commit: publishing it by partitions", "partitions", len(over), "commits", len(groups))
+func (h *Host) commitGroups(ctx context.Context, s *session, opt CommitOptions, sc scanned, res *CommitResult) error {
+	groups := holdGroups(sc.over, h.cfg.CommitPartitions, max(1, h.cfg.CommitHold/8))
+	h.log.Info("change too large for one commit: publishing it by partitions", "partitions", len(sc.over), "commits", len(groups))
 	first := len(res.Commits)
 	for i, g := range groups {
 		o := opt
@@ -222,7 +222,8 @@ func (h *Host) commitGroups(ctx context.Context, s *session, opt CommitOptions, 
 		if len(groups) > 1 {
 			o.Message = PartMessage(opt.Message, first+i+1, first+len(groups))
 		}
-		if err := h.commit(ctx, s, o, 0, res); err != nil {
+		bound := scanBound{noDeletions: !slices.ContainsFunc(g, func(p string) bool { return sc.overDeleted[p] })}
+		if err := h.commit(ctx, s, o, bound, res); err != nil {
 			return err
 		}
 	}

@@ -99,7 +99,7 @@ func (h *Host) keepAside(paths []string) error {
 // finishRecovery is step 3 above, once the rebuild replayed the log to its
 // head: it returns the paths kept aside that differ from the cache's files.
 func (h *Host) finishRecovery(ctx context.Context, s *session) ([]string, error) {
-	sc, err := h.scan(s, partitionFilter(nil), nil, nil, 0)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil, scanBound{})
 	if err != nil {
 		return nil, err
 	}

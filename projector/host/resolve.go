@@ -41,7 +41,7 @@ func (h *Host) Conflicts(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil), nil, nil, 0)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil, scanBound{})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, 
 	if err != nil {
 		return res, err
 	}
-	sc, err := h.scan(s, partitionFilter(nil), nil, nil, 0)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil, scanBound{})
 	if err != nil {
 		return res, err
 	}

@@ -36,6 +36,23 @@ type scanned struct {
 	// staged, with over, is the content the scan staged before it stopped
 	// holding (put called): the groups' commits do not store it again.
 	staged map[ledger.Digest]bool
+	// overDeleted, with over, holds the partitions with deletions among
+	// their changes: the groups of the others look for none (scanBound).
+	overDeleted map[string]bool
+}
+
+// scanBound is what a commit's scan holds and looks for.
+type scanBound struct {
+	// hold, when positive, is the most changes the scan holds (scanned.over
+	// past it).
+	hold int
+	// noDeletions leaves deletions out: the index is not read for them. A
+	// group of a split commit whose partitions its first walk found no
+	// deletion in: one made since is the next commit's, as any change made
+	// while a commit runs may be; and a group's walk then reads no row of
+	// the partitions it does not commit (the seeks past them would bring
+	// the whole index into memory, group after group).
+	noDeletions bool
 }
 
 // stage is what a scan does with each changed file while it holds it open,
@@ -71,11 +88,12 @@ type candidate struct {
 //
 // A walk of the cache (changed nil) holds no set of the paths it saw: each
 // directory's index rows are compared with what the walk found there as it
-// leaves it (walkTrack). hold, when positive, bounds the changes a scan
-// holds: past it, the scan stops hashing and only counts each partition's
-// changes (scanned.over), for Commit to publish them a bounded group at a
-// time.
-func (h *Host) scan(s *session, parts partitions, changed []string, put stage, hold int) (scanned, error) {
+// leaves it (walkTrack). bound.hold, when positive, bounds the changes a
+// scan holds: past it, the scan stops hashing and only counts each
+// partition's changes (scanned.over), for Commit to publish them a bounded
+// group at a time.
+func (h *Host) scan(s *session, parts partitions, changed []string, put stage, bound scanBound) (scanned, error) {
+	hold := bound.hold
 	out := scanned{infos: map[string]cachefs.FileInfo{}, unsynced: map[string]bool{}}
 	var mu sync.Mutex // guards out.unsynced against hashOne's goroutines
 	notSynced := func(path string, reason any) {
@@ -99,12 +117,13 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, h
 		if hold <= 0 || out.over != nil || len(cands)+len(gone) <= hold {
 			return
 		}
-		out.over = map[string]int{}
+		out.over, out.overDeleted = map[string]int{}, map[string]bool{}
 		for _, c := range cands {
 			out.over[ledger.PartitionKey(c.rel)]++
 		}
 		for _, p := range gone {
 			out.over[ledger.PartitionKey(p)]++
+			out.overDeleted[ledger.PartitionKey(p)] = true
 		}
 		early, cands, gone = cands, nil, nil
 	}
@@ -126,6 +145,7 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, h
 		case unsynced:
 		case out.over != nil:
 			out.over[part]++
+			out.overDeleted[part] = true
 		default:
 			gone = append(gone, p)
 			overflow()
@@ -136,6 +156,9 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, h
 	}
 	var seen map[string]bool // the paths a scan of changed saw
 	trk := &walkTrack{rows: h.rows, enter: parts.enter(), unseen: deleted}
+	if bound.noDeletions {
+		trk = nil
+	}
 	if changed != nil {
 		seen, trk = map[string]bool{}, nil
 		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
@@ -203,7 +226,7 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, h
 	if gerr := g.Wait(); err == nil {
 		err = gerr
 	}
-	if err == nil && seen != nil {
+	if err == nil && seen != nil && !bound.noDeletions {
 		err = h.indexed(changed, parts.enter(), func(p string, row statedb.Entry) {
 			if !seen[p] {
 				deleted(p, row)

@@ -122,7 +122,7 @@ func (h *Host) statusLocal(out *Status, s *session, st statedb.State) (scanned, 
 		return scanned{}, err
 	}
 	out.Shadowed = append([]string{}, shadowed...)
-	sc, err := h.scan(s, partitionFilter(nil), nil, nil, 0)
+	sc, err := h.scan(s, partitionFilter(nil), nil, nil, scanBound{})
 	if err != nil {
 		return sc, err
 	}

@@ -79,7 +79,7 @@ func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (Prepa
 		return PrepareResult{}, err
 	}
 	b := h.cfg.Blobs.Batch()
-	sc, err := h.scan(s, partitionFilter(partitions), changed, prepareStage(ctx, b), 0)
+	sc, err := h.scan(s, partitionFilter(partitions), changed, prepareStage(ctx, b), scanBound{})
 	if err == nil {
 		err = b.Flush(ctx) // what Stored names is durable
 	}
