@@ -143,7 +143,7 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, bound 
 		}
 		if sc.over != nil {
 			// What the scan staged before it stopped is made durable now:
-			// the groups' commits find it present and do not store it again.
+			// the groups' commits name it without storing it again (Stored).
 			if err := content.Flush(ctx); err != nil {
 				return fmt.Errorf("commit: %w", err)
 			}
