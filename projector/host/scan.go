@@ -154,13 +154,18 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, b
 	walk := func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
 		return h.dir.ScanWith(ign, parts.enter(), fn, skip)
 	}
-	var seen map[string]bool // the paths a scan of changed saw
-	trk := &walkTrack{rows: h.rows, enter: parts.enter(), unseen: deleted}
-	if bound.noDeletions {
-		trk = nil
+	// Deletions: a walk's come from walkTrack, a scan of changed's from the
+	// paths it saw (seen) and the rows under changed; none with noDeletions.
+	var seen map[string]bool
+	var trk *walkTrack
+	switch {
+	case bound.noDeletions:
+	case changed == nil:
+		trk = &walkTrack{rows: h.rows, enter: parts.enter(), unseen: deleted}
+	default:
+		seen = map[string]bool{}
 	}
 	if changed != nil {
-		seen, trk = map[string]bool{}, nil
 		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
 			return h.dir.ScanPaths(ign, changed, fn, skip)
 		}
@@ -226,7 +231,7 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, b
 	if gerr := g.Wait(); err == nil {
 		err = gerr
 	}
-	if err == nil && seen != nil && !bound.noDeletions {
+	if err == nil && seen != nil {
 		err = h.indexed(changed, parts.enter(), func(p string, row statedb.Entry) {
 			if !seen[p] {
 				deleted(p, row)
