@@ -1,6 +1,7 @@
 // Package fsx holds the file-system calls the durable writers make for every
 // file they write — the file blob store (ledger/file), the cache
-// (projector/cachefs) and the audit log — in one place.
+// (projector/cachefs) and the audit log — and the cache's open of every file
+// a scan hashes, in one place.
 //
 // On unix they call the system directly: os.OpenFile and os.CreateTemp
 // register each regular file with the runtime's poller (two fcntl, a failing

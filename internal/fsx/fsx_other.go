@@ -29,5 +29,9 @@ func SyncDir(dir string) error {
 // SyncDirNoFollow is SyncDir: this platform has no O_NOFOLLOW for a directory.
 func SyncDirNoFollow(dir string) error { return SyncDir(dir) }
 
+// OpenNoFollow is os.Open: this platform has no O_NOFOLLOW (the callers
+// lstat the path first).
+func OpenNoFollow(name string) (*os.File, error) { return os.Open(name) }
+
 // Rename is os.Rename.
 func Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }

@@ -2,6 +2,8 @@ package fsx
 
 import (
 	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -92,5 +94,38 @@ func TestSyncDir(t *testing.T) {
 	}
 	if err := SyncDirNoFollow(link); !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
 		t.Fatalf("SyncDirNoFollow of a symlink: %v, want ELOOP or ENOTDIR", err)
+	}
+}
+
+func TestOpenNoFollow(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := OpenNoFollow(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || string(b) != "content" {
+		t.Fatalf("read %q, %v: want the file's content", b, err)
+	}
+	if _, err := OpenNoFollow(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("open of a missing file: %v, want ErrNotExist", err)
+	}
+	if runtime.GOOS == "windows" {
+		return
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := OpenNoFollow(link); err == nil {
+		f.Close()
+		t.Fatal("OpenNoFollow opened a symlink")
 	}
 }

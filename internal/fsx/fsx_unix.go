@@ -32,6 +32,19 @@ func CreateTemp(dir, prefix string) (*os.File, error) {
 	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
 }
 
+// OpenNoFollow opens the file name for reading, as os.Open does, except that
+// a symlink is not followed (ELOOP), in one open: the file is not registered
+// with the runtime's poller (a regular file never blocks).
+func OpenNoFollow(name string) (*os.File, error) {
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Open(name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
 // SyncDir fsyncs the directory dir (open, fsync, close).
 func SyncDir(dir string) error { return syncDir(dir, 0) }
 

@@ -145,7 +145,7 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64) 
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := fsx.Rename(f.Name(), path); err != nil {
 		return "", err
 	}
 	return dir, nil

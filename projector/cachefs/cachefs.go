@@ -381,7 +381,7 @@ func (d *Dir) Open(rel string) (*os.File, error) {
 	if _, err := d.Stat(rel); err != nil {
 		return nil, err
 	}
-	return os.Open(filepath.Join(d.root, filepath.FromSlash(rel)))
+	return fsx.OpenNoFollow(filepath.Join(d.root, filepath.FromSlash(rel)))
 }
 
 // Hash returns the SHA-256 and size of the file at rel.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -129,7 +130,7 @@ func (s *Stater) Open(rel string) (*os.File, error) {
 	if _, err := s.Stat(rel); err != nil {
 		return nil, err
 	}
-	return os.Open(s.d.abs(rel))
+	return fsx.OpenNoFollow(s.d.abs(rel))
 }
 
 // WriteDeferred is Dir.WriteDeferred, the directories on the way checked once

@@ -171,10 +171,31 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, b
 		}
 	}
 	// The files the index does not vouch for are hashed (and staged) while the
-	// walk goes on, h.cfg.Parallel at a time.
+	// walk goes on, by h.cfg.Parallel workers (a goroutine a file grew a new
+	// stack for each: hashing and storing are deep calls). After an error a
+	// worker only drains.
 	st := h.dir.NewStater()
+	work := make(chan *candidate, h.cfg.Parallel)
 	var g errgroup.Group
-	g.SetLimit(h.cfg.Parallel)
+	for range h.cfg.Parallel {
+		g.Go(func() error {
+			var first error
+			for c := range work {
+				if first != nil {
+					continue
+				}
+				var err error
+				c.found, err = h.hashOne(s, st, *c, put)
+				var ue *unreadableError
+				if errors.As(err, &ue) {
+					notSynced(c.rel, ue.err)
+					c.found, err = nil, nil
+				}
+				first = err
+			}
+			return first
+		})
+	}
 	err = walk(func(rel string, fi cachefs.FileInfo) error {
 		if trk != nil {
 			if err := trk.file(rel); err != nil {
@@ -208,15 +229,7 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, b
 		cands = append(cands, c)
 		overflow()
 		st.Walked(rel)
-		g.Go(func() (err error) {
-			c.found, err = h.hashOne(s, st, *c, put)
-			var ue *unreadableError
-			if errors.As(err, &ue) {
-				notSynced(c.rel, ue.err)
-				c.found, err = nil, nil
-			}
-			return err
-		})
+		work <- c
 		return nil
 	}, func(sk cachefs.Skipped) {
 		if sk.Ignored {
@@ -225,6 +238,7 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, b
 		}
 		notSynced(sk.Path, sk.Reason)
 	})
+	close(work)
 	if err == nil && trk != nil {
 		err = trk.finish()
 	}

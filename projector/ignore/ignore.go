@@ -98,11 +98,23 @@ func Load(root string) (*Matcher, error) {
 // that does not descend into ignored directories asks this of each entry. It is
 // what go-git's matcher answers for the same rules.
 func (m *Matcher) Match(rel string, isDir bool) bool {
-	path := strings.Split(rel, "/")
+	var buf [16]string // a walk asks this of every entry: no allocation for the usual depths
+	path := splitPath(rel, buf[:0])
 	if m.forced.match(path, isDir) {
 		return true
 	}
 	return m.user.match(path, isDir)
+}
+
+// splitPath is strings.Split(rel, "/") appended to buf.
+func splitPath(rel string, buf []string) []string {
+	for {
+		i := strings.IndexByte(rel, '/')
+		if i < 0 {
+			return append(buf, rel)
+		}
+		buf, rel = append(buf, rel[:i]), rel[i+1:]
+	}
 }
 
 // Ignored reports whether the file rel is ignored, itself or through one of its
@@ -242,13 +254,18 @@ func (s *set) match(path []string, isDir bool) bool {
 	if len(s.pats) == 0 {
 		return false
 	}
+	var buf [16]nameBits
 	var comps []nameBits
 	for i := len(s.pats) - 1; i >= 0; i-- {
 		p := &s.pats[i]
 		var hit bool
 		if p.nameOnly {
 			if comps == nil {
-				comps = make([]nameBits, len(path))
+				comps = buf[:0]
+				if len(path) > len(buf) {
+					comps = make([]nameBits, 0, len(path))
+				}
+				comps = comps[:len(path)]
 				s.mu.Lock()
 				for j, name := range path {
 					comps[j] = s.bitsOf(name)
