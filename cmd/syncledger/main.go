@@ -138,6 +138,11 @@ func newRootCmd(a *app) *cobra.Command {
 	return root
 }
 
+// cobra's template functions are one map for the process: registered once,
+// not by each root command (tests build them in parallel: concurrent map
+// writes).
+func init() { cobra.AddTemplateFunc("syncledgerVersion", versionString) }
+
 // newBareRootCmd returns the root command, with the global flags and no
 // subcommand.
 func newBareRootCmd(a *app) *cobra.Command {
@@ -180,7 +185,6 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild,
 			return nil
 		},
 	}
-	cobra.AddTemplateFunc("syncledgerVersion", versionString)
 	root.SetVersionTemplate("{{syncledgerVersion}}\n")
 	a.addGlobalFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
