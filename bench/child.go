@@ -20,8 +20,8 @@ import (
 	"github.com/syncledger/syncledger/embedded"
 	"github.com/syncledger/syncledger/internal/agenttrace"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/fileblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/projector/snapshot"
 )
@@ -136,7 +136,7 @@ func replayChild(ctx context.Context, sp childSpec) (childResult, error) {
 		return res, err
 	}
 	defer nc.Close()
-	lg, err := ljs.Open(ctx, nc, sp.Ledger)
+	lg, err := natsjs.Open(ctx, nc, sp.Ledger)
 	if err != nil {
 		return res, err
 	}
@@ -170,7 +170,7 @@ func replayChild(ctx context.Context, sp childSpec) (childResult, error) {
 }
 
 func lazySync(ctx context.Context, lg ledger.CommitLog, sp childSpec) (int, error) {
-	objs, err := file.New(file.Config{Dir: sp.Blobs})
+	objs, err := fileblob.New(fileblob.Config{Dir: sp.Blobs})
 	if err != nil {
 		return 0, err
 	}
@@ -189,7 +189,7 @@ func lazySync(ctx context.Context, lg ledger.CommitLog, sp childSpec) (int, erro
 // buildSnapshot replays the log into a state in memory (snapshot.Build: the
 // projector core, no persistence, no file).
 func buildSnapshot(ctx context.Context, lg ledger.CommitLog, sp childSpec) (int, error) {
-	objs, err := file.New(file.Config{Dir: sp.Blobs})
+	objs, err := fileblob.New(fileblob.Config{Dir: sp.Blobs})
 	if err != nil {
 		return 0, err
 	}

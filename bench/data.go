@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
@@ -89,7 +89,7 @@ func writeTree(root string, l layout, gen int) error {
 // PUTs, 32 at a time, and appends them as commits of at most 50 models (one
 // event per model, as a host's commit of those files would): the data set the
 // sync rows read, without paying for host commits of 100,000 files.
-func seedLedger(ctx context.Context, lg *ljs.Log, objs ledger.ObjectStore, l layout, gen int) error {
+func seedLedger(ctx context.Context, lg *natsjs.Log, objs ledger.ObjectStore, l layout, gen int) error {
 	type job struct{ m, f int }
 	jobs := make(chan job)
 	var (
@@ -204,7 +204,7 @@ func lazyPath(m, f int) string {
 // history over a bounded datastore. The events are valid and chained (Prev, ModelSeq); they are
 // published asynchronously without the Log's per-message checks, since only their
 // reading is measured. No blob is stored: B9 reads metadata only.
-func seedCommits(ctx context.Context, nc *nats.Conn, lg *ljs.Log, l layout, n int) error {
+func seedCommits(ctx context.Context, nc *nats.Conn, lg *natsjs.Log, l layout, n int) error {
 	var (
 		errMu  sync.Mutex
 		pubErr error

@@ -26,9 +26,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/s3"
+	"github.com/syncledger/syncledger/ledger/fileblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/s3blob"
 )
 
 // S3 server choices (Config.S3).
@@ -140,21 +140,21 @@ func (e *env) connect() (*nats.Conn, error) {
 }
 
 // createLedger creates a ledger with a fresh name.
-func (e *env) createLedger(ctx context.Context, nc *nats.Conn, stem string) (*ljs.Log, error) {
-	return ljs.Create(ctx, nc, ljs.Config{Name: e.name(stem), Blobs: "file:///bench"})
+func (e *env) createLedger(ctx context.Context, nc *nats.Conn, stem string) (*natsjs.Log, error) {
+	return natsjs.Create(ctx, nc, natsjs.Config{Name: e.name(stem), Blobs: "file:///bench"})
 }
 
 // fileObjects is a file object store under the scratch directory.
 func (e *env) fileObjects(elem ...string) (ledger.ObjectStore, error) {
-	return file.New(file.Config{Dir: e.path(elem...)})
+	return fileblob.New(fileblob.Config{Dir: e.path(elem...)})
 }
 
 // s3Objects is an S3 object store under a fresh prefix (below the run's own
 // root: a server given by SYNCLEDGER_TEST_S3_ENDPOINT keeps the objects).
-func (e *env) s3Objects(ctx context.Context, stem string) (*s3.Store, error) {
+func (e *env) s3Objects(ctx context.Context, stem string) (*s3blob.Store, error) {
 	cfg := e.s3.cfg
 	cfg.Prefix = e.runID + "/" + e.name(stem)
-	return s3.New(ctx, cfg)
+	return s3blob.New(ctx, cfg)
 }
 
 // cpu is the CPU time used so far by this process, the NATS child and the S3
@@ -176,7 +176,7 @@ func (c cpuSample) sub(d cpuSample) cpuSample {
 // s3Server is the S3 server the S3 rows use.
 type s3Server struct {
 	kind string // for the report
-	cfg  s3.Config
+	cfg  s3blob.Config
 	pid  int // 0: in this process, or unknown
 	stop func()
 }
@@ -209,9 +209,9 @@ func externalS3(ctx context.Context, endpoint string) (*s3Server, error) {
 	if bucket == "" {
 		bucket = "syncledger-test"
 	}
-	cfg := s3.Config{Bucket: bucket, Endpoint: endpoint, PathStyle: true}
+	cfg := s3blob.Config{Bucket: bucket, Endpoint: endpoint, PathStyle: true}
 	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-		cfg.Region = s3.DefaultRegion
+		cfg.Region = s3blob.DefaultRegion
 	}
 	srv := &s3Server{kind: "S3 server at " + endpoint + " (SYNCLEDGER_TEST_S3_ENDPOINT)", cfg: cfg}
 	if pid, err := strconv.Atoi(os.Getenv("VERSITYGW_PID")); err == nil {
@@ -292,8 +292,8 @@ func startVersitygw(ctx context.Context, dir string, log io.Writer) (*s3Server, 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cfg := s3.Config{
-		Bucket: "syncledger-bench", Endpoint: endpoint, Region: s3.DefaultRegion, PathStyle: true,
+	cfg := s3blob.Config{
+		Bucket: "syncledger-bench", Endpoint: endpoint, Region: s3blob.DefaultRegion, PathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(access, secret, ""),
 	}
 	if err := ensureBucket(ctx, cfg); err != nil {
@@ -322,8 +322,8 @@ func fakeS3(ctx context.Context) (*s3Server, error) {
 		return nil, err
 	}
 	srv := httptest.NewServer(gofakes3.New(mem, gofakes3.WithTimeSkewLimit(0)).Server())
-	cfg := s3.Config{
-		Bucket: bucket, Endpoint: srv.URL, Region: s3.DefaultRegion, PathStyle: true,
+	cfg := s3blob.Config{
+		Bucket: bucket, Endpoint: srv.URL, Region: s3blob.DefaultRegion, PathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
 	}
 	return &s3Server{
@@ -334,7 +334,7 @@ func fakeS3(ctx context.Context) (*s3Server, error) {
 
 // ensureBucket creates cfg's bucket if it is missing, with the SDK's S3 client
 // (the store itself only reads and writes objects).
-func ensureBucket(ctx context.Context, cfg s3.Config) error {
+func ensureBucket(ctx context.Context, cfg s3blob.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c := awss3.New(awss3.Options{Region: cfg.Region, Credentials: cfg.Credentials,

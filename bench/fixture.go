@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/natsobj"
+	"github.com/syncledger/syncledger/ledger/natsblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -23,7 +23,7 @@ type dataset struct {
 	l       layout
 	gen     int
 	nc      *nats.Conn
-	log     *ljs.Log
+	log     *natsjs.Log
 	objs    ledger.ObjectStore
 	blobs   ledger.BlobStore
 	digests [][]ledger.Digest // [model][file]
@@ -89,7 +89,7 @@ func (r *runner) newDataset(ctx context.Context, n int, store string) (*dataset,
 	}
 	var objs ledger.ObjectStore
 	if store == "nats" {
-		objs, err = natsobj.New(ctx, natsobj.Config{Conn: nc, Bucket: r.e.name(stem)})
+		objs, err = natsblob.New(ctx, natsblob.Config{Conn: nc, Bucket: r.e.name(stem)})
 	} else {
 		objs, err = r.e.s3Objects(ctx, stem)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // The raw baselines: the JetStream (and S3) requests an operation needs, made
@@ -62,7 +62,7 @@ func rawDirectLast(ctx context.Context, nc *nats.Conn, stream, subj string) erro
 
 // rawDirectLasts gets the last message of each partition's subject, the
 // requests in flight at once (as a scoped sync sends them).
-func rawDirectLasts(ctx context.Context, nc *nats.Conn, lg *ljs.Log, partitions []string) error {
+func rawDirectLasts(ctx context.Context, nc *nats.Conn, lg *natsjs.Log, partitions []string) error {
 	return parallel(len(partitions), len(partitions), func(i int) error {
 		return rawDirectLast(ctx, nc, lg.Stream(), ledger.Subject(lg.Name(), partitions[i]))
 	})

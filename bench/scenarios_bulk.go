@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -147,7 +147,7 @@ func (r *runner) b13at(ctx context.Context, l bulkLayout, runs int) error {
 	gen := 200_000
 	for i := range runs {
 		var (
-			lg                         *ljs.Log
+			lg                         *natsjs.Log
 			blobsDir                   string
 			blobs                      ledger.BlobStore
 			h                          *host.Host

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -64,7 +64,7 @@ func (r *runner) b6(ctx context.Context) error {
 		var (
 			h   *host.Host
 			dir string
-			lg  *ljs.Log
+			lg  *natsjs.Log
 		)
 		hostOp := op{s: &sHost,
 			prep: func() error {

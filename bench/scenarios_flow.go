@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -230,7 +230,7 @@ func (r *runner) b7parts(ctx context.Context, parts int) error {
 			return err
 		}
 		defer nc.Close()
-		wl, err := ljs.Open(ctx, nc, lg.Name())
+		wl, err := natsjs.Open(ctx, nc, lg.Name())
 		if err != nil {
 			return err
 		}

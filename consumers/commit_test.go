@@ -10,7 +10,7 @@ import (
 
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 )
 
 const uuidA = "0190a0b0-0000-7000-8000-00000000000a"
@@ -43,7 +43,7 @@ func TestNewCommitRejectsMixedRecords(t *testing.T) {
 func TestSummarizeResolvesManifests(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/internal/testtool"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 // clusterEnv gates TestCluster. When it is set, the test must run: any obstacle
@@ -34,7 +34,7 @@ const clusterEnv = "SYNCLEDGER_TEST_CLUSTER"
 // module's tool, internal/testtool).
 func buildNATSServer(t *testing.T) string {
 	t.Helper()
-	bin, err := testtool.Path(jstest.Tool)
+	bin, err := testtool.Path(natsjstest.Tool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func tail(b []byte, n int) []byte {
 // meta leader elected by the cluster.
 func waitMetaLeader(t *testing.T, ctx context.Context, nc *nats.Conn, nodes []*node) {
 	t.Helper()
-	js, err := natsjs.New(nc)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestCluster(t *testing.T) {
 	waitMetaLeader(t, waitCtx, nc, nodes)
 	waitCancel()
 
-	l, err := jetstream.Create(ctx, nc, jetstream.Config{Name: "cluster", Blobs: "file:///nonexistent/blobs", Replicas: 3})
+	l, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "cluster", Blobs: "file:///nonexistent/blobs", Replicas: 3})
 	if err != nil {
 		t.Fatalf("create R3 ledger: %v", err)
 	}
@@ -269,7 +269,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("ledger info %+v, want 3 replicas", info)
 	}
 	// Create is idempotent on the cluster too.
-	l2, err := jetstream.Create(ctx, nc, jetstream.Config{Name: "cluster", Replicas: 3})
+	l2, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "cluster", Replicas: 3})
 	if err != nil {
 		t.Fatalf("second create: %v", err)
 	}
@@ -315,7 +315,7 @@ func TestCluster(t *testing.T) {
 			want = append(want, evs...)
 			break
 		}
-		if !errors.Is(err, jetstream.ErrOutcomeUnknown) || time.Now().After(deadline) {
+		if !errors.Is(err, natsjs.ErrOutcomeUnknown) || time.Now().After(deadline) {
 			t.Fatalf("append with one node down, attempt %d: %v", attempt, err)
 		}
 		t.Logf("append with one node down, attempt %d: %v", attempt, err)

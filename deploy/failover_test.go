@@ -17,11 +17,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/fileblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -127,7 +127,7 @@ func connectAll(t *testing.T, nodes []*foNode, first int) *nats.Conn {
 
 // streamLeader returns the name of the node leading the ledger's stream.
 func streamLeader(ctx context.Context, nc *nats.Conn, stream string) (string, error) {
-	js, err := natsjs.New(nc)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return "", err
 	}
@@ -176,7 +176,7 @@ func failover(t *testing.T, bin string, killAt float64) {
 	defer cancel()
 	nodes := startFailoverCluster(t, bin)
 	admin := connectAll(t, nodes, 0)
-	js, err := natsjs.New(admin)
+	js, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,18 +192,18 @@ func failover(t *testing.T, bin string, killAt float64) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	opts := []jetstream.Option{jetstream.WithTimeout(2 * time.Second), jetstream.WithRetry(10, 100*time.Millisecond)}
-	lg, err := jetstream.Create(ctx, admin, jetstream.Config{Name: "failover", Blobs: "file:///unused", Replicas: 3}, opts...)
+	opts := []natsjs.Option{natsjs.WithTimeout(2 * time.Second), natsjs.WithRetry(10, 100*time.Millisecond)}
+	lg, err := natsjs.Create(ctx, admin, natsjs.Config{Name: "failover", Blobs: "file:///unused", Replicas: 3}, opts...)
 	if err != nil {
 		t.Fatalf("create R3 ledger: %v", err)
 	}
-	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	blobs := ledger.NewBlobStore(objs)
 	openHost := func(name string, nc *nats.Conn) *host.Host {
-		l, err := jetstream.Open(ctx, nc, "failover", opts...)
+		l, err := natsjs.Open(ctx, nc, "failover", opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

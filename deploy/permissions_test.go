@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/natsauth"
 	"github.com/syncledger/syncledger/swamp/agent"
 )
@@ -98,10 +98,10 @@ func TestPermissionsFileLoads(t *testing.T) {
 	s.Shutdown()
 }
 
-// TestPermissionNames: the swamp bucket natsauth grants (ledger/jetstream's
+// TestPermissionNames: the swamp bucket natsauth grants (ledger/natsjs's
 // name) is the one swamp/agent opens.
 func TestPermissionNames(t *testing.T) {
-	if jetstream.SwampBucket("x") != agent.Bucket("x") {
-		t.Errorf("swamp bucket: ledger/jetstream %q, swamp/agent %q", jetstream.SwampBucket("x"), agent.Bucket("x"))
+	if natsjs.SwampBucket("x") != agent.Bucket("x") {
+		t.Errorf("swamp bucket: ledger/natsjs %q, swamp/agent %q", natsjs.SwampBucket("x"), agent.Bucket("x"))
 	}
 }

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/embedded/embeddedtest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/natsauth"
 )
 
@@ -114,11 +114,11 @@ func TestToolingUserCannotCommit(t *testing.T) {
 			{Name: "grafana", Password: "tooling-pw", Permissions: perms(t, natsauth.RoleTooling, scope)},
 		}})
 	connect := func(v *violations, opts ...nats.Option) *nats.Conn { return connectT(t, s, v, opts...) }
-	quick := []jetstream.Option{jetstream.WithTimeout(300 * time.Millisecond), jetstream.WithRetry(1, 0)}
+	quick := []natsjs.Option{natsjs.WithTimeout(300 * time.Millisecond), natsjs.WithRetry(1, 0)}
 
 	// The administrator creates the ledger (serve's internal user would too).
 	admin := connect(nil, nats.UserInfo("admin", "admin-pw"))
-	if _, err := jetstream.Create(ctx, admin, jetstream.Config{Name: "perm", UUID: "0190b0a1-0000-4000-8000-000000000001", Blobs: "file:///b"}); err != nil {
+	if _, err := natsjs.Create(ctx, admin, natsjs.Config{Name: "perm", UUID: "0190b0a1-0000-4000-8000-000000000001", Blobs: "file:///b"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -129,7 +129,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	}
 	hostV := newViolations()
 	hc := connect(hostV, hostNkey)
-	hl, err := jetstream.Open(ctx, hc, "perm")
+	hl, err := natsjs.Open(ctx, hc, "perm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	// The tooling user reads the log and the heartbeats.
 	toolV := newViolations()
 	tc := connect(toolV, nats.UserInfo("grafana", "tooling-pw"))
-	tl, err := jetstream.Open(ctx, tc, "perm", quick...)
+	tl, err := natsjs.Open(ctx, tc, "perm", quick...)
 	if err != nil {
 		t.Fatalf("tooling open: %v", err)
 	}
@@ -191,7 +191,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	})
 	// Neither it nor the host may delete or purge the stream.
 	for _, nc := range []*nats.Conn{tc2, hc} {
-		js, _ := natsjs.New(nc)
+		js, _ := jetstream.New(nc)
 		refused.Go(func() {
 			dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
@@ -240,7 +240,7 @@ func writeSeed(t *testing.T, seed string) string {
 // putBeat records b in the ledger's heartbeat bucket on nc, as a host's sync
 // does (one publish, or the bucket opened first).
 func putBeat(ctx context.Context, nc *nats.Conn, ledgerName string, b heartbeat.Beat) error {
-	kv, err := jetstream.HeartbeatKV(nc, ledgerName)
+	kv, err := natsjs.HeartbeatKV(nc, ledgerName)
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func putBeat(ctx context.Context, nc *nats.Conn, ledgerName string, b heartbeat.
 
 // openBeats opens the ledger's heartbeat bucket on nc, as `hosts` does.
 func openBeats(ctx context.Context, nc *nats.Conn, ledgerName string) (*heartbeat.Store, error) {
-	kv, err := jetstream.HeartbeatKV(nc, ledgerName)
+	kv, err := natsjs.HeartbeatKV(nc, ledgerName)
 	if err != nil {
 		return nil, err
 	}

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/embedded/embeddedtest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/natsobj"
+	"github.com/syncledger/syncledger/ledger/natsblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/natsauth"
 )
 
@@ -60,17 +60,17 @@ func TestNoRoleDestroysContent(t *testing.T) {
 
 	// The admin creates the ledger and its bucket; the host commits and stores
 	// blobs and its heartbeat.
-	if _, err := jetstream.Create(ctx, admin, jetstream.Config{Name: name, UUID: "0190b0a1-0000-4000-8000-000000000002", Blobs: "nats://" + bucket}); err != nil {
+	if _, err := natsjs.Create(ctx, admin, natsjs.Config{Name: name, UUID: "0190b0a1-0000-4000-8000-000000000002", Blobs: "nats://" + bucket}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := natsobj.New(ctx, natsobj.Config{Conn: admin, Bucket: bucket}); err != nil {
+	if _, err := natsblob.New(ctx, natsblob.Config{Conn: admin, Bucket: bucket}); err != nil {
 		t.Fatal(err)
 	}
-	hl, err := jetstream.Open(ctx, hc, name)
+	hl, err := natsjs.Open(ctx, hc, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hobjs, err := natsobj.New(ctx, natsobj.Config{Conn: hc, Bucket: bucket})
+	hobjs, err := natsblob.New(ctx, natsblob.Config{Conn: hc, Bucket: bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +96,11 @@ func TestNoRoleDestroysContent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ajs, err := natsjs.New(admin)
+	ajs, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams := []string{ledger.StreamName(name), natsobj.StreamName(bucket), jetstream.KVStream(jetstream.HeartbeatBucket(name)), jetstream.DeadLetterStream(name)}
+	streams := []string{ledger.StreamName(name), natsblob.StreamName(bucket), natsjs.KVStream(natsjs.HeartbeatBucket(name)), natsjs.DeadLetterStream(name)}
 	type snapshot struct {
 		config string
 		msgs   map[uint64]string // seq → subject and data
@@ -141,10 +141,10 @@ func TestNoRoleDestroysContent(t *testing.T) {
 	for key := range blobs {
 		metaTokens = append(metaTokens, base64.URLEncoding.EncodeToString([]byte(key)))
 	}
-	for _, m := range before[natsobj.StreamName(bucket)].msgs {
+	for _, m := range before[natsblob.StreamName(bucket)].msgs {
 		subj, data, _ := strings.Cut(m, "\n")
 		if strings.Contains(subj, ".M.") {
-			var oi natsjs.ObjectInfo
+			var oi jetstream.ObjectInfo
 			if json.Unmarshal([]byte(data), &oi) == nil {
 				chunkTokens = append(chunkTokens, oi.NUID)
 			}
@@ -200,7 +200,7 @@ func TestNoRoleDestroysContent(t *testing.T) {
 			api = append(api, fmt.Appendf(nil, `{"filter":%q}`, subj))
 		}
 		if snap, ok := before[sn]; ok {
-			var cfg natsjs.StreamConfig
+			var cfg jetstream.StreamConfig
 			_ = json.Unmarshal([]byte(snap.config), &cfg)
 			cfg.AllowRollup, cfg.DenyDelete, cfg.DenyPurge, cfg.MaxMsgs, cfg.MaxAge, cfg.AllowMsgTTL = true, false, false, 1, time.Second, true
 			b, _ := json.Marshal(cfg)
@@ -215,10 +215,10 @@ func TestNoRoleDestroysContent(t *testing.T) {
 		_, data, _ := strings.Cut(m, "\n")
 		bodies = append(bodies, []byte(data)) // a commit again
 	}
-	for _, m := range before[natsobj.StreamName(bucket)].msgs {
+	for _, m := range before[natsblob.StreamName(bucket)].msgs {
 		subj, data, _ := strings.Cut(m, "\n")
 		if strings.Contains(subj, ".M.") {
-			var oi natsjs.ObjectInfo
+			var oi jetstream.ObjectInfo
 			_ = json.Unmarshal([]byte(data), &oi)
 			oi.Deleted = true
 			b, _ := json.Marshal(oi)
@@ -295,14 +295,14 @@ func TestNoRoleDestroysContent(t *testing.T) {
 		}
 	}
 	var read []ledger.Record
-	al, err := jetstream.Open(ctx, admin, name)
+	al, err := natsjs.Open(ctx, admin, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := al.Read(ctx, 1, 3, func(r ledger.Record) error { read = append(read, r); return nil }); err != nil || len(read) != 3 {
 		t.Fatalf("the ledger's commits after the attack: %d read, %v", len(read), err)
 	}
-	aobjs, err := natsobj.New(ctx, natsobj.Config{Conn: admin, Bucket: bucket})
+	aobjs, err := natsblob.New(ctx, natsblob.Config{Conn: admin, Bucket: bucket})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/syncledger/syncledger/embedded/embeddedtest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/natsauth"
 )
 
@@ -25,7 +25,7 @@ func TestOnlyAdminQuarantines(t *testing.T) {
 		Users: []User{{Nkey: hostKey.Public, Permissions: perms(t, natsauth.RoleHost, scope)}}})
 	connect := func(v *violations, opts ...nats.Option) *nats.Conn { return connectT(t, s, v, opts...) }
 	admin := connect(nil, nats.UserInfo("admin", "admin-pw"))
-	al, err := jetstream.Create(ctx, admin, jetstream.Config{Name: "quar", UUID: "0190b0a1-0000-4000-8000-000000000002", Blobs: "file:///b"})
+	al, err := natsjs.Create(ctx, admin, natsjs.Config{Name: "quar", UUID: "0190b0a1-0000-4000-8000-000000000002", Blobs: "file:///b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestOnlyAdminQuarantines(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostV := newViolations()
-	hl, err := jetstream.Open(ctx, connect(hostV, hostNkey), "quar", jetstream.WithTimeout(500*time.Millisecond), jetstream.WithRetry(1, 0))
+	hl, err := natsjs.Open(ctx, connect(hostV, hostNkey), "quar", natsjs.WithTimeout(500*time.Millisecond), natsjs.WithRetry(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

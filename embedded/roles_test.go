@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/embedded/embeddedtest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/natsobj"
+	"github.com/syncledger/syncledger/ledger/natsblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/natsauth"
 	"github.com/syncledger/syncledger/projector/snapshot"
 	"github.com/syncledger/syncledger/swamp/agent"
@@ -50,11 +50,11 @@ func TestThreatModel(t *testing.T) {
 	// The admin makes the ledger, its bucket, a commit with its blob, an
 	// attested snapshot and a durable consumer.
 	admin := connectT(t, s, nil, login["admin"])
-	al, err := jetstream.Create(ctx, admin, jetstream.Config{Name: name, UUID: "0190b0a1-0000-4000-8000-000000000003", Blobs: "nats://" + bucket})
+	al, err := natsjs.Create(ctx, admin, natsjs.Config{Name: name, UUID: "0190b0a1-0000-4000-8000-000000000003", Blobs: "nats://" + bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
-	aobjs, err := natsobj.New(ctx, natsobj.Config{Conn: admin, Bucket: bucket})
+	aobjs, err := natsblob.New(ctx, natsblob.Config{Conn: admin, Bucket: bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,27 +73,27 @@ func TestThreatModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ajs, err := natsjs.New(admin)
+	ajs, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"audit", "webhook"} {
-		if _, err := ajs.CreateConsumer(ctx, ledger.StreamName(name), natsjs.ConsumerConfig{Durable: c, AckPolicy: natsjs.AckAllPolicy}); err != nil {
+		if _, err := ajs.CreateConsumer(ctx, ledger.StreamName(name), jetstream.ConsumerConfig{Durable: c, AckPolicy: jetstream.AckAllPolicy}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := putBeat(ctx, admin, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ajs.CreateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: agent.Bucket(name)}); err != nil {
+	if _, err := ajs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: agent.Bucket(name)}); err != nil {
 		t.Fatal(err)
 	}
 
 	type conn struct {
 		nc  *nats.Conn
 		v   *violations
-		log *jetstream.Log
-		obj *natsobj.Store
+		log *natsjs.Log
+		obj *natsblob.Store
 	}
 	// Each row gets connections of its own: a refusal is reported on the
 	// connection, and one row's must not answer for another's.
@@ -101,11 +101,11 @@ func TestThreatModel(t *testing.T) {
 		t.Helper()
 		v := newViolations()
 		nc := connectT(t, s, v, login[role])
-		l, err := jetstream.Open(ctx, nc, name, jetstream.WithTimeout(500*time.Millisecond), jetstream.WithRetry(1, 0))
+		l, err := natsjs.Open(ctx, nc, name, natsjs.WithTimeout(500*time.Millisecond), natsjs.WithRetry(1, 0))
 		if err != nil {
 			t.Fatalf("%s opens the ledger: %v", role, err)
 		}
-		o, err := natsobj.New(ctx, natsobj.Config{Conn: nc, Bucket: bucket})
+		o, err := natsblob.New(ctx, natsblob.Config{Conn: nc, Bucket: bucket})
 		if err != nil {
 			t.Fatalf("%s opens the bucket: %v", role, err)
 		}
@@ -120,7 +120,7 @@ func TestThreatModel(t *testing.T) {
 			return c.v.wait(t, `"`+subj+`"`)
 		}
 		var resp struct {
-			Error *natsjs.APIError `json:"error"`
+			Error *jetstream.APIError `json:"error"`
 		}
 		if json.Unmarshal(m.Data, &resp) == nil && resp.Error != nil {
 			return resp.Error
@@ -168,7 +168,7 @@ func TestThreatModel(t *testing.T) {
 			}
 			return c.v.wait(t, `"$O.`+bucket+`.C.TOOL"`)
 		}},
-		{"host", "blobs", "purge the bucket", false, func(c conn) error { return request(c, "$JS.API.STREAM.PURGE."+natsobj.StreamName(bucket), nil) }},
+		{"host", "blobs", "purge the bucket", false, func(c conn) error { return request(c, "$JS.API.STREAM.PURGE."+natsblob.StreamName(bucket), nil) }},
 		{"admin", "snapshots", "attest a snapshot", true, func(c conn) error { return c.log.AttestSnapshot(ctx, taken.Info.Seq, taken.Info.SHA256) }},
 		{"host", "snapshots", "attest a forged snapshot", false, func(c conn) error {
 			if err := c.obj.PutObject(ctx, snapshot.Key(al.UUID(), 5), bytes.NewReader(forged), int64(len(forged))); err != nil {
@@ -181,7 +181,7 @@ func TestThreatModel(t *testing.T) {
 		{"host", "object metadata", "squat a blob key", true, func(c conn) error {
 			squat := []byte("predictable content")
 			key := ledger.BlobKey(ledger.DigestOf(squat))
-			oi := natsjs.ObjectInfo{ObjectMeta: natsjs.ObjectMeta{Name: key}, Bucket: bucket, NUID: "NONE", Size: uint64(len(squat)), Chunks: 1}
+			oi := jetstream.ObjectInfo{ObjectMeta: jetstream.ObjectMeta{Name: key}, Bucket: bucket, NUID: "NONE", Size: uint64(len(squat)), Chunks: 1}
 			b, _ := json.Marshal(oi)
 			if err := c.nc.Publish("$O."+bucket+".M."+base64.URLEncoding.EncodeToString([]byte(key)), b); err != nil {
 				return err
@@ -207,13 +207,13 @@ func TestThreatModel(t *testing.T) {
 			return putBeat(ctx, c.nc, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1})
 		}},
 		{"tooling", "heartbeats", "put a heartbeat", false, func(c conn) error {
-			if err := c.nc.Publish("$KV."+jetstream.HeartbeatBucket(name)+".t", []byte("{}")); err != nil {
+			if err := c.nc.Publish("$KV."+natsjs.HeartbeatBucket(name)+".t", []byte("{}")); err != nil {
 				return err
 			}
-			return c.v.wait(t, `"$KV.`+jetstream.HeartbeatBucket(name)+`.t"`)
+			return c.v.wait(t, `"$KV.`+natsjs.HeartbeatBucket(name)+`.t"`)
 		}},
 		{"host", "heartbeats", "purge the bucket", false, func(c conn) error {
-			return request(c, "$JS.API.STREAM.PURGE.KV_"+jetstream.HeartbeatBucket(name), nil)
+			return request(c, "$JS.API.STREAM.PURGE.KV_"+natsjs.HeartbeatBucket(name), nil)
 		}},
 		{"tooling", "swamp locks", "take a lock", false, func(c conn) error {
 			if err := c.nc.Publish("$KV."+agent.Bucket(name)+".lock", []byte("{}")); err != nil {
@@ -264,7 +264,7 @@ func TestThreatModel(t *testing.T) {
 	if _, err := ajs.Consumer(ctx, ledger.StreamName(name), "audit"); err != nil {
 		t.Errorf("the audit consumer after the attempts: %v", err)
 	}
-	if _, err := ajs.Consumer(ctx, ledger.StreamName(name), "webhook"); !errors.Is(err, natsjs.ErrConsumerNotFound) {
+	if _, err := ajs.Consumer(ctx, ledger.StreamName(name), "webhook"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Errorf("the webhook consumer after the admin's delete: %v", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/syncledger/syncledger/embedded/embeddedtest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // TestTLS serves with a certificate signed by a CA made in the test and
@@ -36,7 +36,7 @@ func TestTLS(t *testing.T) {
 	if _, err := nc.TLSConnectionState(); err != nil {
 		t.Errorf("not a TLS connection: %v", err)
 	}
-	l, err := jetstream.Create(ctx, nc, jetstream.Config{Name: "tls", Blobs: "file:///b"})
+	l, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "tls", Blobs: "file:///b"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ package ledger
 // snapshot's stored bytes in the log when it takes one, and readers use a
 // snapshot only if what they read hashes to that. The retention bound (the
 // seq below which the log may have dropped events) is attested the same way.
-// (jetstream.Log keeps attestations in its stream's metadata, which only the
+// (natsjs.Log keeps attestations in its stream's metadata, which only the
 // admin role may update.)
 
 // Attestations are what the log attests about the objects beside the blobs.

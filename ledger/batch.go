@@ -26,7 +26,7 @@ import (
 // An object it finds present is durable once Flush returns nil, as the
 // batch's own puts are: it may have been put by a batch never flushed (a
 // commit that failed before its publish), whose names a power cut can still
-// take (ledger/file syncs its directory at Flush).
+// take (ledger/fileblob syncs its directory at Flush).
 //
 // A batch is safe for concurrent use. It is not reused after Flush: a new
 // batch for the next group.
@@ -37,8 +37,8 @@ type ObjectBatch interface {
 }
 
 // Batcher is implemented by an ObjectStore whose batch is cheaper than its
-// durable puts one at a time (ledger/file: one directory fsync per directory
-// touched at Flush instead of one per object; ledger/natsobj: the metadata
+// durable puts one at a time (ledger/fileblob: one directory fsync per directory
+// touched at Flush instead of one per object; ledger/natsblob: the metadata
 // acknowledgements awaited together at Flush). Wrappers of an ObjectStore
 // forward it.
 type Batcher interface {

@@ -13,7 +13,7 @@ type ObjectInfo struct {
 	ModTime time.Time
 }
 
-// ObjectStore is the plain key/value storage each backend (file, s3, gcs, natsobj)
+// ObjectStore is the plain key/value storage each backend (file, s3, gcs, natsblob)
 // provides. Keys are slash-separated and relative to the backend's configured root.
 // BlobStore builds content addressing and verification on top of it; snapshots and
 // other keyed objects use it directly.

@@ -56,7 +56,7 @@ const BlobRefreshAge = time.Hour
 // content), and taking the key as stored would publish a commit no host can
 // read. So presence is trusted only once the stored content reads back as d;
 // content that does not is stored again (a backend that cannot overwrite,
-// ledger/natsobj, stores a new version that readers prefer).
+// ledger/natsblob, stores a new version that readers prefer).
 func (s *blobStore) Put(ctx context.Context, d Digest, r io.Reader, size int64) error {
 	return s.put(ctx, s.objs, d, r, size)
 }

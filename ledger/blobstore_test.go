@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 )
 
 // preferring is a file store that prefers puts for small objects, counting
@@ -36,7 +36,7 @@ func (p *preferring) PutObject(ctx context.Context, key string, r io.Reader, siz
 func TestPutPreferrer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fs, err := file.New(file.Config{Dir: t.TempDir()})
+	fs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

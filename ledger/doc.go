@@ -8,8 +8,8 @@
 // names (BlobStore.Objects: snapshots live there beside the blobs). Commits is the one
 // commit grouper every reader uses: strict for a full read of the log, filtered
 // for a partition filter's or a feed's. Every implementation of a
-// port passes its conformance suite (internal/ledgertest) — the NATS adapters
-// (ledger/jetstream, ledger/natsobj) and the in-memory twin (ledger/memledger)
+// port passes its conformance suite (ledger/drivertest) — the NATS adapters
+// (ledger/natsjs, ledger/natsblob) and the in-memory twin (ledger/memledger)
 // alike — and decodes stored messages with the one MessageReader. It imports
 // only the standard library and github.com/google/uuid.
 //

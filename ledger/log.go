@@ -36,7 +36,7 @@ type CommitLog interface {
 
 	// LastSeq returns the log's last seq: the cheapest request the log offers,
 	// used by the sync fast path. An answer may be as old as the log's opening
-	// (jetstream.Log answers its first call from it); a caller that knows of a
+	// (natsjs.Log answers its first call from it); a caller that knows of a
 	// later seq asks again.
 	LastSeq(ctx context.Context) (Seq, error)
 

@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 )
 
@@ -74,7 +74,7 @@ func newPublishLedger(t *testing.T) (*memledger.Log, ledger.BlobStore, ledger.Ob
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/drivertest"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 )
 
 // scripted fails the first fails[op] calls of each op with err, then passes
@@ -27,7 +27,7 @@ type scripted struct {
 
 func newScripted(t *testing.T, err error, fails map[string]int) *scripted {
 	t.Helper()
-	fs, ferr := file.New(file.Config{Dir: t.TempDir()})
+	fs, ferr := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if ferr != nil {
 		t.Fatal(ferr)
 	}
@@ -257,6 +257,6 @@ func TestRetryingStoreConformance(t *testing.T) {
 	newStore := func(t *testing.T) ledger.ObjectStore {
 		return ledger.NewRetryingStore(newScripted(t, nil, nil), quick)
 	}
-	t.Run("ObjectStore", func(t *testing.T) { ledgertest.TestObjectStore(t, newStore) })
-	t.Run("BlobStore", func(t *testing.T) { ledgertest.TestBlobStore(t, newStore) })
+	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, newStore) })
+	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, newStore) })
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector/snapshot"
 )
@@ -23,7 +23,7 @@ func newLedger(t *testing.T) (snapshot.Config, string) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	objs, err := file.New(file.Config{Dir: dir})
+	objs, err := fileblob.New(fileblob.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

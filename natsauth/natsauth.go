@@ -51,8 +51,8 @@ import (
 	"strings"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/natsobj"
+	"github.com/syncledger/syncledger/ledger/natsblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // Role names a permission template.
@@ -107,16 +107,16 @@ func For(role Role, s Scope) (*Permissions, error) {
 		return nil, fmt.Errorf("permissions: object store bucket %q: want letters, digits, '-' and '_': %w", s.ObjectBucket, ledger.ErrInvalid)
 	}
 	var (
-		stream  = jetstream.StreamName(s.Ledger)
+		stream  = natsjs.StreamName(s.Ledger)
 		commits = ledger.SubjectPrefix(s.Ledger) + ">"
 		all     = ledger.SubjectRoot + "." + s.Ledger + ".>"
-		dlq     = jetstream.DeadLetterSubject(s.Ledger, ">")
-		kv      = jetstream.HeartbeatBucket(s.Ledger)
-		kvStr   = jetstream.KVStream(kv)
-		swamp   = jetstream.SwampBucket(s.Ledger)
-		swStr   = jetstream.KVStream(swamp)
-		dlqStr  = jetstream.DeadLetterStream(s.Ledger)
-		objStr  = natsobj.StreamName(s.ObjectBucket)
+		dlq     = natsjs.DeadLetterSubject(s.Ledger, ">")
+		kv      = natsjs.HeartbeatBucket(s.Ledger)
+		kvStr   = natsjs.KVStream(kv)
+		swamp   = natsjs.SwampBucket(s.Ledger)
+		swStr   = natsjs.KVStream(swamp)
+		dlqStr  = natsjs.DeadLetterStream(s.Ledger)
+		objStr  = natsblob.StreamName(s.ObjectBucket)
 	)
 	streams := []string{stream, kvStr, dlqStr}
 	if s.ObjectBucket != "" {
@@ -174,14 +174,14 @@ func For(role Role, s Scope) (*Permissions, error) {
 	case RoleAdmin:
 		return nil, nil
 	case RoleHost:
-		pub := []string{commits, jetstream.KVSubjectPrefix + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr,
-			jetstream.KVSubjectPrefix + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr, kvDelete(kvStr), kvDelete(swStr)}
+		pub := []string{commits, natsjs.KVSubjectPrefix + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr,
+			natsjs.KVSubjectPrefix + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr, kvDelete(kvStr), kvDelete(swStr)}
 		readOf(swStr) // swamp's control plane may hold secrets: hosts only
 		if s.ObjectBucket != "" {
 			// Writing a blob: its chunks, then its metadata. The bucket refuses
 			// roll-ups and message deletes, and readers keep an object's first
-			// metadata (ledger/natsobj), so these cannot alter a stored blob.
-			pub = append(pub, natsobj.ChunkSubjects(s.ObjectBucket), natsobj.MetaSubjects(s.ObjectBucket))
+			// metadata (ledger/natsblob), so these cannot alter a stored blob.
+			pub = append(pub, natsblob.ChunkSubjects(s.ObjectBucket), natsblob.MetaSubjects(s.ObjectBucket))
 		}
 		// No purge of any stream: blobs are written once, and a host never
 		// removes anything.

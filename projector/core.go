@@ -545,7 +545,7 @@ func (c *Core) stage(m Mode, rec ledger.Record, v Verdict) error {
 
 // stageSkipped stages a record no reader applies (ledger.Skip): a quarantined
 // message or a quarantine notice. It applies nothing, is part of no chain (the
-// partition's next event names its previous event as prev; ledger/jetstream's
+// partition's next event names its previous event as prev; ledger/natsjs's
 // Append sees past quarantined messages), and counts as processed in a full
 // read — a commit of its own — so the HWM passes it. A message this host
 // applied before it was quarantined is ErrAppliedQuarantined.

@@ -12,7 +12,7 @@ import (
 // append, atomic commits, a blob store) plus the faults of a real deployment:
 //
 //   - dedupe: an append of a commit id already stored returns its seqs and
-//     stores nothing (Nats-Msg-Id, and jetstream.Append's resolution);
+//     stores nothing (Nats-Msg-Id, and natsjs.Append's resolution);
 //   - lost acks: an append is stored but its answer is lost (errLostAck);
 //   - snapshots at commit boundaries, and retention: events below the newest
 //     snapshot are purged, except each partition's last event

@@ -7,10 +7,10 @@ import (
 )
 
 // Quarantined seqs in the simulator: a message on a partition's subject that
-// no reader applies (ledger.Skip), as jetstream.Log hands it out once an admin
+// no reader applies (ledger.Skip), as natsjs.Log hands it out once an admin
 // stored its quarantine notice. Hosts, rebuilds and the uninterrupted host must
 // all skip it and let the HWM pass it; it is part of no chain (the partition's
-// next event names the event before it as prev: jetstream.Log's Append expects
+// next event names the event before it as prev: natsjs.Log's Append expects
 // the quarantined message on the server's side). The notice itself (a skipped
 // record of no partition) is covered by TestSkippedRecords.
 func init() { simExtraSteps = append(simExtraSteps, quarantineStep) }

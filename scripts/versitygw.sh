@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # versitygw.sh — run a real S3 server (versitygw, posix backend) on 127.0.0.1 for the
-# ledger/s3 real-server test (TestRealS3), or stop it.
+# ledger/s3blob real-server test (TestRealS3), or stop it.
 #
 # Usage:
 #   eval "$(scripts/versitygw.sh)"      # start, wait until it answers, export the test env
-#   go test ./ledger/s3/ -run TestRealS3
+#   go test ./ledger/s3blob/ -run TestRealS3
 #   scripts/versitygw.sh stop           # stop the server this script started
 #
 # On start, stdout carries only `export NAME=value` lines, meant for eval:

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/swamp/index"
@@ -58,9 +58,9 @@ func newEnv(t testing.TB) *env {
 	return &env{log: l, blobs: ledger.NewBlobStore(fileStore(t, dir)), dir: dir}
 }
 
-func fileStore(t testing.TB, dir string) *file.Store {
+func fileStore(t testing.TB, dir string) *fileblob.Store {
 	t.Helper()
-	s, err := file.New(file.Config{Dir: dir})
+	s, err := fileblob.New(fileblob.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

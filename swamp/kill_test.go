@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 // TestImportKilledAndRerun kills an import with SIGKILL after it has handled
@@ -32,7 +32,7 @@ func TestImportKilledAndRerun(t *testing.T) {
 		t.Skip("in the child")
 	}
 	t.Parallel()
-	srv, nc := jstest.RunServer(t)
+	srv, nc := natsjstest.RunServer(t)
 	killed := newNATSLedger(t, nc)
 	whole := newNATSLedger(t, nc)
 	src := fixture(t, "v2")
@@ -121,8 +121,8 @@ func TestImportChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc := jstest.Connect(t, os.Getenv("SWAMP_NATS"))
-	l, err := jetstream.Open(ctx, nc, os.Getenv("SWAMP_LEDGER"))
+	nc := natsjstest.Connect(t, os.Getenv("SWAMP_NATS"))
+	l, err := natsjs.Open(ctx, nc, os.Getenv("SWAMP_LEDGER"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func newNATSLedger(t testing.TB, nc *nats.Conn) natsLedger {
 	t.Helper()
 	dir := t.TempDir()
 	name := fmt.Sprintf("swamp%d", ledgerN.Add(1))
-	l, err := jetstream.Create(testCtx(t), nc, jetstream.Config{Name: name, Blobs: "file://" + dir})
+	l, err := natsjs.Create(testCtx(t), nc, natsjs.Config{Name: name, Blobs: "file://" + dir})
 	if err != nil {
 		t.Fatal(err)
 	}

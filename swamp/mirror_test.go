@@ -22,8 +22,8 @@ import (
 
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/gcs"
-	"github.com/syncledger/syncledger/ledger/s3"
+	"github.com/syncledger/syncledger/ledger/gcsblob"
+	"github.com/syncledger/syncledger/ledger/s3blob"
 	"github.com/syncledger/syncledger/swamp/index"
 )
 
@@ -60,7 +60,7 @@ func s3Backend(t testing.TB) backend {
 	srv := httptest.NewServer(gofakes3.New(mem, gofakes3.WithTimeSkewLimit(0)).Server())
 	t.Cleanup(srv.Close)
 	return func(t testing.TB, prefix string) ledger.ObjectStore {
-		st, err := s3.New(testCtx(t), s3.Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL, Region: "us-east-1",
+		st, err := s3blob.New(testCtx(t), s3blob.Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL, Region: "us-east-1",
 			PathStyle: true, Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), TempDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +74,7 @@ func gcsBackend(t testing.TB) backend {
 	srv := gcstest.Start(t)
 	srv.CreateBucket(t, fakeBucket)
 	return func(t testing.TB, prefix string) ledger.ObjectStore {
-		st, err := gcs.New(testCtx(t), gcs.Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL(), HTTPClient: &http.Client{}})
+		st, err := gcsblob.New(testCtx(t), gcsblob.Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL(), HTTPClient: &http.Client{}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
-	filestore "github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/fileblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/snapshot"
 )
 
@@ -41,11 +41,11 @@ func TestRebuildAdoptWayOutCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := jetstream.Open(t.Context(), nc, "adopt")
+	l, err := natsjs.Open(t.Context(), nc, "adopt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := filestore.New(filestore.Config{Dir: blobDir})
+	objs, err := fileblob.New(fileblob.Config{Dir: blobDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 	"github.com/syncledger/syncledger/swamp/agent"
 )
 
@@ -22,7 +22,7 @@ import (
 // .ci/run runs it with -race.
 func TestAgentConcurrentOpens(t *testing.T) {
 	t.Parallel()
-	srv, _ := jstest.RunServer(t)
+	srv, _ := natsjstest.RunServer(t)
 	env := map[string]string{
 		"SYNCLEDGER_NATS":      srv.ClientURL(),
 		"SYNCLEDGER_LEDGER":    "agentrace",

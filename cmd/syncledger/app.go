@@ -16,8 +16,8 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/blobs"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/natsobj"
+	"github.com/syncledger/syncledger/ledger/natsblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -60,7 +60,7 @@ type app struct {
 	envs []envBinding
 	// oneShotSync: the command is `syncledger sync`, whose run counts as one
 	// moment, so its fast path may take the last seq from the log's open
-	// (jetstream.WithOpenSeq); never a long-lived process.
+	// (natsjs.WithOpenSeq); never a long-lived process.
 	oneShotSync bool
 	// completeTree, when set, adds the commands newRootCmdFor left out.
 	completeTree func()
@@ -78,7 +78,7 @@ type opened struct {
 	blobsMu sync.Mutex
 	blobs   ledger.BlobStore
 	logMu   sync.Mutex
-	log     *jetstream.Log
+	log     *natsjs.Log
 	connMu  sync.Mutex
 	nc      *nats.Conn
 
@@ -294,7 +294,7 @@ func (e *unreachableError) Is(target error) bool { return target == ledger.ErrUn
 
 // Log opens the ledger's log (--ledger) on first use. A ledger that does not exist
 // is an error that says how to create it.
-func (a *app) Log(ctx context.Context) (*jetstream.Log, error) {
+func (a *app) Log(ctx context.Context) (*natsjs.Log, error) {
 	a.res.logMu.Lock()
 	defer a.res.logMu.Unlock()
 	if a.res.log != nil {
@@ -304,11 +304,11 @@ func (a *app) Log(ctx context.Context) (*jetstream.Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opts []jetstream.Option
+	var opts []natsjs.Option
 	if a.oneShotSync {
-		opts = append(opts, jetstream.WithOpenSeq())
+		opts = append(opts, natsjs.WithOpenSeq())
 	}
-	l, err := jetstream.Open(ctx, nc, a.ledgerName, opts...)
+	l, err := natsjs.Open(ctx, nc, a.ledgerName, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w (NATS at %s)", err, redactURL(a.natsURL))
 	}
@@ -375,7 +375,7 @@ func (a *app) openStore(ctx context.Context, raw string) (ledger.ObjectStore, er
 		if err != nil {
 			return nil, err
 		}
-		opts.NATS = natsobj.Opener(nc)
+		opts.NATS = natsblob.Opener(nc)
 	}
 	objs, err := blobs.Open(ctx, raw, opts)
 	if err != nil {

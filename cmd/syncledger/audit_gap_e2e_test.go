@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/ledger"
@@ -29,7 +29,7 @@ func TestAuditGapCLI(t *testing.T) {
 	p.stop(t, syscall.SIGTERM)
 	l.Commit(t, "a")
 	l.Commit(t, "a")
-	js, err := natsjs.New(l.Conn)
+	js, err := jetstream.New(l.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}

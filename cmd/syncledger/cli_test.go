@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // cliEnv is a clean environment for the binary: none of the caller's
@@ -175,7 +175,7 @@ func serveT(t *testing.T, data string, extra ...string) (p *proc, url, uuid stri
 	return p, url, m[1]
 }
 
-func appendT(t *testing.T, l *jetstream.Log, uuid, host, msg string, heads map[string]ledger.Record, entries ...ledger.Entry) {
+func appendT(t *testing.T, l *natsjs.Log, uuid, host, msg string, heads map[string]ledger.Record, entries ...ledger.Entry) {
 	t.Helper()
 	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
@@ -246,7 +246,7 @@ func TestServeInitLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := jetstream.Open(t.Context(), nc, "default")
+	l, err := natsjs.Open(t.Context(), nc, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestTruncatedLogExits4(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := jetstream.Create(t.Context(), nc, jetstream.Config{Name: "short", Blobs: "file:///b", MaxAge: time.Second})
+	l, err := natsjs.Create(t.Context(), nc, natsjs.Config{Name: "short", Blobs: "file:///b", MaxAge: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

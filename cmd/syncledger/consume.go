@@ -13,7 +13,7 @@ import (
 
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 func newConsumeCmd(a *app) *cobra.Command {
@@ -111,7 +111,7 @@ func (a *app) Feed(ctx context.Context) (ledger.Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jetstream.NewFeed(nc, a.ledgerName)
+	return natsjs.NewFeed(nc, a.ledgerName)
 }
 
 // consumeBlobs opens the ledger's blob store to read manifests; without one,

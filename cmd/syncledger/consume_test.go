@@ -27,8 +27,8 @@ import (
 	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -36,23 +36,23 @@ import (
 // command's tests run the binary against it.
 type serverLedger struct {
 	*consumertest.Ledger
-	Server *jstest.Server
+	Server *natsjstest.Server
 	Conn   *nats.Conn
 }
 
 // newServerLedger starts a server and creates the ledger name on it.
 func newServerLedger(t *testing.T, name string) *serverLedger {
 	t.Helper()
-	s, nc := jstest.RunServer(t)
-	log, err := jetstream.Create(consumertest.Ctx(t), nc, jetstream.Config{Name: name, Blobs: "file://" + t.TempDir()})
+	s, nc := natsjstest.RunServer(t)
+	log, err := natsjs.Create(consumertest.Ctx(t), nc, natsjs.Config{Name: name, Blobs: "file://" + t.TempDir()})
 	if err != nil {
 		t.Fatalf("create ledger: %v", err)
 	}
-	feed, err := jetstream.NewFeed(nc, name)
+	feed, err := natsjs.NewFeed(nc, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := jetstream.HeartbeatKV(nc, name)
+	kv, err := natsjs.HeartbeatKV(nc, name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,18 +11,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
 // crashEnv is a ledger with some history, written by host "writer".
-func crashEnv(t *testing.T) (*shell, *jetstream.Log, string) {
+func crashEnv(t *testing.T) (*shell, *natsjs.Log, string) {
 	t.Helper()
-	srv, nc := jstest.RunServer(t)
+	srv, nc := natsjstest.RunServer(t)
 	c := &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+srv.ClientURL(), "SYNCLEDGER_LEDGER=crash", "SYNCLEDGER_LOG_LEVEL=error")}
 	c.ok("init", "--blobs", "file://"+t.TempDir())
-	lg, err := jetstream.Open(context.Background(), nc, "crash")
+	lg, err := natsjs.Open(context.Background(), nc, "crash")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func crashEnv(t *testing.T) (*shell, *jetstream.Log, string) {
 }
 
 // commitsBy counts the commits in the log that touch path, by commit id.
-func commitsBy(t *testing.T, lg *jetstream.Log, path string) map[string]int {
+func commitsBy(t *testing.T, lg *natsjs.Log, path string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	err := lg.Read(context.Background(), 1, 0, func(r ledger.Record) error {

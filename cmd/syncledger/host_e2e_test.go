@@ -19,7 +19,7 @@ import (
 
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 // shell runs the binary against one ledger with a fixed environment.
@@ -74,7 +74,7 @@ func (c *shell) status(cache string) cliStatus {
 // newCLI starts an embedded NATS server and returns a cli pointed at it.
 func newCLI(t *testing.T, ledgerName string) *shell {
 	t.Helper()
-	srv, _ := jstest.RunServer(t)
+	srv, _ := natsjstest.RunServer(t)
 	return &shell{t: t, env: cliEnv(
 		"SYNCLEDGER_NATS="+srv.ClientURL(),
 		"SYNCLEDGER_LEDGER="+ledgerName,
@@ -144,7 +144,7 @@ func blobBackends(t *testing.T) map[string]func(t *testing.T) (string, []string)
 			srv.CreateBucket(t, "ledger")
 			return "gs://ledger/blobs", []string{"STORAGE_EMULATOR_HOST=" + srv.URL()}
 		},
-		"natsobj": func(t *testing.T) (string, []string) {
+		"natsblob": func(t *testing.T) (string, []string) {
 			return "nats://syncledger-blobs", nil
 		},
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -130,7 +130,7 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		// A user without the host role may not beat: that is a warning too.
-		bucket := jetstream.HeartbeatBucket(a.ledgerName)
+		bucket := natsjs.HeartbeatBucket(a.ledgerName)
 		bctx, done := a.watchRefusals(bctx, bucketSubjects(bucket), func(verb, subject string) error {
 			return fmt.Errorf("%w: the NATS server refused this user's %s to %q (the host role may)", ledger.ErrPermission, strings.ToLower(verb), subject)
 		})
@@ -148,12 +148,12 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 
 // Heartbeats returns the ledger's heartbeat bucket on the command's
 // connection, opened on first use (a beat before that is one publish).
-func (a *app) Heartbeats(ctx context.Context) (*jetstream.BucketKV, error) {
+func (a *app) Heartbeats(ctx context.Context) (*natsjs.BucketKV, error) {
 	nc, err := a.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return jetstream.HeartbeatKV(nc, a.ledgerName)
+	return natsjs.HeartbeatKV(nc, a.ledgerName)
 }
 
 // beatQuiet is how long a cache does not repeat an unchanged heartbeat.
@@ -218,7 +218,7 @@ func (b lastBeat) store(cache string) {
 // methods do nothing.
 func (a *app) beatReporter(ctx context.Context, command string, h *host.Host) *heartbeat.Reporter {
 	kv, err := a.Heartbeats(ctx)
-	var l *jetstream.Log
+	var l *natsjs.Log
 	if err == nil {
 		l, err = a.Log(ctx)
 	}

@@ -26,9 +26,9 @@ import (
 
 	"github.com/syncledger/syncledger/internal/lazyfs"
 	"github.com/syncledger/syncledger/ledger"
-	filestore "github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/fileblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
 
@@ -106,7 +106,7 @@ type powerLoss struct {
 	rng   *rand.Rand
 	lfs   *lazyfs.FS
 	m     *lazyfs.Mount
-	lg    *jetstream.Log
+	lg    *natsjs.Log
 	hosts map[string]*plHost
 	audit string
 	watch *proc
@@ -136,7 +136,7 @@ type plHost struct {
 }
 
 func newPowerLoss(t *testing.T, seed uint64) *powerLoss {
-	srv, nc := jstest.RunServer(t)
+	srv, nc := natsjstest.RunServer(t)
 	p := &powerLoss{
 		t:   t,
 		rng: rand.New(rand.NewPCG(seed, seed>>1|1)),
@@ -159,7 +159,7 @@ func newPowerLoss(t *testing.T, seed uint64) *powerLoss {
 	// The blob store is on the mount too: a cut drops its puts not yet
 	// durable, so checkPublished finds any event published before its content.
 	p.c.ok("init", "--blobs", "file://"+filepath.Join(m.Dir, "blobs"))
-	if p.lg, err = jetstream.Open(context.Background(), nc, "pl"); err != nil {
+	if p.lg, err = natsjs.Open(context.Background(), nc, "pl"); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"a", "b", "c", "audit"} {
@@ -508,7 +508,7 @@ func (p *powerLoss) checkPublished() {
 	if head <= p.read {
 		return
 	}
-	objs, err := filestore.New(filestore.Config{Dir: filepath.Join(p.m.Dir, "blobs")})
+	objs, err := fileblob.New(fileblob.Config{Dir: filepath.Join(p.m.Dir, "blobs")})
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -721,7 +721,7 @@ func serveCommits(t *testing.T, url string) map[string]bool {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	lg, err := jetstream.Open(context.Background(), nc, "default")
+	lg, err := natsjs.Open(context.Background(), nc, "default")
 	if err != nil {
 		t.Fatalf("the default ledger after the restart: %v", err)
 	}

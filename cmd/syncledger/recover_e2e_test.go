@@ -17,7 +17,7 @@ import (
 
 	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // checkConverged is #14's acceptance check after a way out was taken: every
@@ -177,7 +177,7 @@ func TestQuarantineCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := jetstream.Open(t.Context(), nc, "quar")
+	l, err := natsjs.Open(t.Context(), nc, "quar")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/embedded"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/natsauth"
 )
 
@@ -84,7 +84,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		}
 		blobsURL = fileURL(dir)
 	}
-	info, created, err := createLedger(ctx, a, jetstream.Config{Name: a.ledgerName, Blobs: blobsURL, Replicas: 1})
+	info, created, err := createLedger(ctx, a, natsjs.Config{Name: a.ledgerName, Blobs: blobsURL, Replicas: 1})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
 	"github.com/syncledger/syncledger/swamp/agent"
@@ -144,7 +144,7 @@ func (p swampPorts) SwampKV(ctx context.Context) (ledger.KV, error) {
 			ledger.ErrPermission, strings.ToLower(verb), subject, bucket, p.base, p.base)
 	}
 	guard := func(ctx context.Context) (context.Context, func()) { return p.watchRefusals(ctx, match, why) }
-	kv, err := guarded(refusingKV{guard: guard}, ctx, func(ctx context.Context) (*ljs.KV, error) {
+	kv, err := guarded(refusingKV{guard: guard}, ctx, func(ctx context.Context) (*natsjs.KV, error) {
 		nc, err := p.Conn(ctx)
 		if err != nil {
 			return nil, err
@@ -153,11 +153,11 @@ func (p swampPorts) SwampKV(ctx context.Context) (ledger.KV, error) {
 		if err != nil {
 			return nil, err
 		}
-		kv, err := ljs.OpenKV(ctx, js, p.base, bucket, swampBucketDescription(p.base))
+		kv, err := natsjs.OpenKV(ctx, js, p.base, bucket, swampBucketDescription(p.base))
 		if err != nil {
 			return nil, err
 		}
-		return ljs.NewKV(nc, kv), nil
+		return natsjs.NewKV(nc, kv), nil
 	})
 	if err != nil {
 		return nil, err

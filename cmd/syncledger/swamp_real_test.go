@@ -21,8 +21,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/internal/agenttrace"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 	"github.com/syncledger/syncledger/swamp"
 	"github.com/syncledger/syncledger/swamp/agent"
 )
@@ -51,7 +51,7 @@ type realSwamp struct {
 	dir      string
 	c        *shell
 	nats     string
-	srv      *jstest.Server // the NATS server (Kill, Restart)
+	srv      *natsjstest.Server // the NATS server (Kill, Restart)
 	template string
 	bin      string            // the syncledger binary the repos' extension runs
 	ns       map[string]string // repo → its datastore's namespace, if any
@@ -63,7 +63,7 @@ type realSwamp struct {
 func newRealSwamp(t *testing.T) *realSwamp {
 	t.Helper()
 	w := newRealSwampWorld(t)
-	srv, _ := jstest.RunServer(t)
+	srv, _ := natsjstest.RunServer(t)
 	w.srv = srv
 	w.start(srv.ClientURL())
 	w.c.ok("init", "--blobs", fileURL(filepath.Join(w.dir, "blobs")))
@@ -416,16 +416,16 @@ func TestSwampRealLocks(t *testing.T) {
 // locks are the locks of the world's swamp bucket.
 func (w *realSwamp) locks() *agent.Locks {
 	w.t.Helper()
-	nc := jstest.Connect(w.t, w.nats)
+	nc := natsjstest.Connect(w.t, w.nats)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	kv, err := ljs.OpenKV(w.t.Context(), js, "swamp", agent.Bucket("swamp"), "")
+	kv, err := natsjs.OpenKV(w.t.Context(), js, "swamp", agent.Bucket("swamp"), "")
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return agent.NewLocks(w.t.Context(), ljs.NewKV(nc, kv), nil)
+	return agent.NewLocks(w.t.Context(), natsjs.NewKV(nc, kv), nil)
 }
 
 // waitHeld waits until key is held by a holder other than nonce's.
@@ -629,8 +629,8 @@ func TestSwampRealNamespace(t *testing.T) {
 	if ciHead == 0 {
 		t.Fatal("ledger swamp_ci has no commit")
 	}
-	nc := jstest.Connect(t, w.nats)
-	baseLog, err := ljs.Open(t.Context(), nc, "swamp")
+	nc := natsjstest.Connect(t, w.nats)
+	baseLog, err := natsjs.Open(t.Context(), nc, "swamp")
 	if err != nil {
 		t.Fatal(err)
 	}

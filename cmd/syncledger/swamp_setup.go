@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
 	"github.com/syncledger/syncledger/swamp/agent"
@@ -279,7 +279,7 @@ func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 	}
 	a.ledgerName, a.blobsURL = name, ""
 	a.res = &opened{nc: a.res.nc, closes: a.res.closes, host: a.res.host} // the namespace's own log and blobs
-	nsInfo, created, err := createLedger(ctx, a, ljs.Config{Name: name, Blobs: blobsURL, Replicas: info.Replicas})
+	nsInfo, created, err := createLedger(ctx, a, natsjs.Config{Name: name, Blobs: blobsURL, Replicas: info.Replicas})
 	if err != nil {
 		return err
 	}
@@ -305,11 +305,11 @@ func (a *app) registerNamespace(ctx context.Context, repo, ns string) error {
 	if err != nil {
 		return err
 	}
-	kv, err := ljs.OpenKV(ctx, js, a.ledgerName, agent.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
+	kv, err := natsjs.OpenKV(ctx, js, a.ledgerName, agent.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
 	if err != nil {
 		return err
 	}
-	return agent.RegisterNamespace(ctx, ljs.NewKV(nc, kv), ns, id)
+	return agent.RegisterNamespace(ctx, natsjs.NewKV(nc, kv), ns, id)
 }
 
 func swampBucketDescription(ledgerName string) string {

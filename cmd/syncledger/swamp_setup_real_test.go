@@ -18,8 +18,8 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 	"github.com/syncledger/syncledger/swamp"
 )
 
@@ -43,7 +43,7 @@ func (w *realSwamp) checkout(name string) string {
 // ledgerHosts returns the host ids of ledger name's commits, in order.
 func (w *realSwamp) ledgerHosts(name string) []string {
 	w.t.Helper()
-	l, err := ljs.Open(w.t.Context(), jstest.Connect(w.t, w.nats), name)
+	l, err := natsjs.Open(w.t.Context(), natsjstest.Connect(w.t, w.nats), name)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 	"github.com/syncledger/syncledger/swamp/index"
 )
 
@@ -78,7 +78,7 @@ func copyTree(t *testing.T, src string) string {
 
 func TestSwampImportMirrorCLI(t *testing.T) {
 	t.Parallel()
-	srv, _ := jstest.RunServer(t)
+	srv, _ := natsjstest.RunServer(t)
 	env := map[string]string{"SYNCLEDGER_NATS": srv.ClientURL(), "SYNCLEDGER_LEDGER": "swampcli",
 		"SYNCLEDGER_HOST": "test", "SYNCLEDGER_LOG_LEVEL": "warn"}
 	if code, _, stderr := swampRun(t, env, nil, "init", "--blobs", "file://"+t.TempDir()); code != 0 {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/internal/loopback"
@@ -166,7 +166,7 @@ func (a *app) dashboard(ctx context.Context, poll ...time.Duration) (*ui.Dashboa
 // partitionKeys lists the partitions the ledger's stream holds events of, from
 // the stream's subjects.
 func partitionKeys(ctx context.Context, nc *nats.Conn, ledgerName string) ([]string, error) {
-	js, err := natsjs.New(nc)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func partitionKeys(ctx context.Context, nc *nats.Conn, ledgerName string) ([]str
 		return nil, err
 	}
 	prefix := ledger.SubjectPrefix(ledgerName)
-	info, err := st.Info(ctx, natsjs.WithSubjectFilter(prefix+">"))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // wayOutReason stands for the '…' a printed way out leaves to the admin (the
@@ -175,7 +175,7 @@ func TestQuarantineExtendedPartitionCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := jetstream.Open(t.Context(), nc, "qext")
+	l, err := natsjs.Open(t.Context(), nc, "qext")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/syncledger/syncledger/consumers/audit"
 	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/ledger"
-	ljs "github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 // benchLedger is one ledger preloaded with benchCommits commits (a third of them
@@ -35,13 +35,13 @@ const benchCommits = 10000
 func loadBench(b *testing.B) {
 	benchOnce.Do(func() {
 		// On a real server: the bench measures what production runs.
-		_, nc := jstest.RunServer(b)
+		_, nc := natsjstest.RunServer(b)
 		ctx := context.Background()
-		log, err := ljs.Create(ctx, nc, ljs.Config{Name: "bench", Blobs: "file://" + b.TempDir()})
+		log, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "bench", Blobs: "file://" + b.TempDir()})
 		if err != nil {
 			b.Fatal(err)
 		}
-		feed, err := ljs.NewFeed(nc, "bench")
+		feed, err := natsjs.NewFeed(nc, "bench")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,7 +3,7 @@
 // metrics consumer can see every host's HWM and how far behind it is.
 //
 // On NATS the bucket of ledger <name> is SYNCLEDGER_HOSTS_<name>
-// (jetstream.HeartbeatKV), created on first use with one value per key and the
+// (natsjs.HeartbeatKV), created on first use with one value per key and the
 // ledger stream's replicas. A host's key is its host id escaped to the
 // bucket's key alphabet (Key); its value is a Beat as JSON:
 //
@@ -16,7 +16,7 @@
 // current last seq, not against head.
 //
 // Publishing is cheap (one key-value put; one publish on NATS, see
-// jetstream.BucketKV) and best effort: a host whose beat fails still syncs. A sync publishes once (the CLI skips a beat its cache
+// natsjs.BucketKV) and best effort: a host whose beat fails still syncs. A sync publishes once (the CLI skips a beat its cache
 // already sent, unchanged, less than 10 s ago); a long-running watch uses a
 // Reporter, which publishes after each applied commit (coalesced) and every
 // Interval while idle, so "last seen" stays fresh.
@@ -58,7 +58,7 @@ type Beat struct {
 type Store struct{ kv ledger.KV }
 
 // NewStore returns the heartbeats kept in kv (memledger.KV in tests,
-// jetstream.HeartbeatKV in production).
+// natsjs.HeartbeatKV in production).
 func NewStore(kv ledger.KV) *Store { return &Store{kv: kv} }
 
 // Put records b as its host's latest beat.

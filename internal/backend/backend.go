@@ -1,5 +1,5 @@
 // Package backend holds the rules every ledger.ObjectStore backend (file, s3, gcs,
-// natsobj) applies the same way, so that a key accepted by one backend is accepted by
+// natsblob) applies the same way, so that a key accepted by one backend is accepted by
 // all of them and a put behaves the same everywhere: key syntax, and the reader a put
 // drains (context-aware, counting, recording the caller's read error).
 package backend

@@ -13,12 +13,12 @@ import (
 
 	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 )
 
 func fileStore(t *testing.T) ledger.ObjectStore {
 	t.Helper()
-	s, err := file.New(file.Config{Dir: t.TempDir()})
+	s, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

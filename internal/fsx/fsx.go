@@ -1,5 +1,5 @@
 // Package fsx holds the file-system calls the durable writers make for every
-// file they write — the file blob store (ledger/file), the cache
+// file they write — the file blob store (ledger/fileblob), the cache
 // (projector/cachefs) and the audit log — and the cache's open of every file
 // a scan hashes, in one place.
 //

@@ -1,6 +1,6 @@
 // Package testtool runs this module's tools (the tool directive in go.mod) as
 // processes for tests: fake-gcs-server (internal/gcstest) and nats-server
-// (ledger/jetstream/jstest).
+// (ledger/natsjs/natsjstest).
 //
 // The first Path of a tool in a test process has the go command build it
 // (`go tool -n`, which keeps the linked executable in the build cache, so an

@@ -11,9 +11,9 @@ import (
 
 	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/gcs"
-	"github.com/syncledger/syncledger/ledger/s3"
+	"github.com/syncledger/syncledger/ledger/fileblob"
+	"github.com/syncledger/syncledger/ledger/gcsblob"
+	"github.com/syncledger/syncledger/ledger/s3blob"
 )
 
 // Forms lists the accepted URL forms; every ParseURL error ends with it.
@@ -49,7 +49,7 @@ type Spec struct {
 type Options struct {
 	// NATS opens a nats:// store, the bucket of its URL (with its replicas
 	// when it creates it), on a connection the caller holds:
-	// natsobj.Opener(conn). Required for nats:// URLs.
+	// natsblob.Opener(conn). Required for nats:// URLs.
 	NATS func(ctx context.Context, bucket string, replicas int) (ledger.ObjectStore, error)
 }
 
@@ -212,13 +212,13 @@ func OpenSpec(ctx context.Context, spec Spec, opts Options) (ledger.ObjectStore,
 	// look like a store to the caller.
 	switch spec.Scheme {
 	case SchemeFile:
-		var s *file.Store
-		if s, err = file.New(file.Config{Dir: spec.Dir}); err == nil {
+		var s *fileblob.Store
+		if s, err = fileblob.New(fileblob.Config{Dir: spec.Dir}); err == nil {
 			objs = s
 		}
 	case SchemeS3:
-		var s *s3.Store
-		if s, err = s3.New(ctx, s3.Config{
+		var s *s3blob.Store
+		if s, err = s3blob.New(ctx, s3blob.Config{
 			Bucket:    spec.Bucket,
 			Prefix:    spec.Prefix,
 			Endpoint:  spec.Endpoint,
@@ -228,8 +228,8 @@ func OpenSpec(ctx context.Context, spec Spec, opts Options) (ledger.ObjectStore,
 			objs = s
 		}
 	case SchemeGCS:
-		var s *gcs.Store
-		if s, err = gcs.New(ctx, gcs.Config{Bucket: spec.Bucket, Prefix: spec.Prefix}); err == nil {
+		var s *gcsblob.Store
+		if s, err = gcsblob.New(ctx, gcsblob.Config{Bucket: spec.Bucket, Prefix: spec.Prefix}); err == nil {
 			objs = s
 		}
 	case SchemeNATS:

@@ -18,8 +18,8 @@ import (
 
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
-	"github.com/syncledger/syncledger/ledger/natsobj"
+	"github.com/syncledger/syncledger/ledger/natsblob"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 func TestParseURL(t *testing.T) {
@@ -199,8 +199,8 @@ func TestOpenNATS(t *testing.T) {
 	if !errors.Is(err, refused) || got != "other 3" {
 		t.Errorf("Open(nats://other?replicas=3) = %v, opener given %q; want the opener's error, given other 3", err, got)
 	}
-	_, nc := jstest.RunServer(t)
-	objs, err := Open(t.Context(), "nats://blobs", Options{NATS: natsobj.Opener(nc)})
+	_, nc := natsjstest.RunServer(t)
+	objs, err := Open(t.Context(), "nats://blobs", Options{NATS: natsblob.Opener(nc)})
 	if err != nil {
 		t.Fatal(err)
 	}

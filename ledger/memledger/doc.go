@@ -2,8 +2,8 @@
 // commit log (Log), its feed (Feed: durable consumers, acknowledgement, ack
 // waits on the feed's clock, dead letters; knobs Disconnect and Reset) and a
 // ledger.KV whose clock the test holds (NewKV). Each
-// type passes the same conformance suite (internal/ledgertest) as its NATS
-// adapter in ledger/jetstream, so a test on the twin tests what production
+// type passes the same conformance suite (ledger/drivertest) as its NATS
+// adapter in ledger/natsjs, so a test on the twin tests what production
 // runs; a real server stays only where the adapter itself is the subject.
 //
 // Nothing here is linked into the syncledger command.

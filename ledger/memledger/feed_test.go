@@ -4,21 +4,21 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/syncledger/syncledger/internal/ledgertest"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/drivertest"
 	"github.com/syncledger/syncledger/ledger/memledger"
 )
 
 func TestFeedConformance(t *testing.T) {
 	n := 0
-	ledgertest.TestFeed(t, func(t *testing.T) ledgertest.FeedFixture {
+	drivertest.TestFeed(t, func(t *testing.T) drivertest.FeedFixture {
 		n++
 		l, err := memledger.New(ledger.Info{Name: "test", UUID: fmt.Sprintf("22222222-2222-4222-8222-%012d", n), Blobs: "mem://"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f := memledger.NewFeed(l, nil)
-		return ledgertest.FeedFixture{Log: l, Feed: f, Crashable: func(*testing.T) (ledger.Feed, func()) {
+		return drivertest.FeedFixture{Log: l, Feed: f, Crashable: func(*testing.T) (ledger.Feed, func()) {
 			return f, f.Disconnect
 		}}
 	})

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 )
 
@@ -45,7 +45,7 @@ func BenchmarkColdCommitFiles(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		objs, err := file.New(file.Config{Dir: filepath.Join(root, "blobs")})
+		objs, err := fileblob.New(fileblob.Config{Dir: filepath.Join(root, "blobs")})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,9 +13,9 @@ import (
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/blobs"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
-	"github.com/syncledger/syncledger/ledger/natsobj"
+	"github.com/syncledger/syncledger/ledger/natsblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 // ColdSyncEnv asks TestColdSyncEveryStore for the acceptance size of issue 26
@@ -73,7 +73,7 @@ func TestColdSyncEveryStore(t *testing.T) {
 
 func coldSync(t *testing.T, store string, files int) {
 	ctx := context.Background()
-	_, nc := jstest.RunServer(t)
+	_, nc := natsjstest.RunServer(t)
 	var url string
 	switch store {
 	case "nats":
@@ -100,11 +100,11 @@ func coldSync(t *testing.T, store string, files int) {
 		}
 		url = fmt.Sprintf("s3://%s/coldsync-%d?endpoint=%s&region=%s&path-style=true", bucket, time.Now().UnixNano(), endpoint, region)
 	}
-	objs, err := blobs.Open(ctx, url, blobs.Options{NATS: natsobj.Opener(nc)})
+	objs, err := blobs.Open(ctx, url, blobs.Options{NATS: natsblob.Opener(nc)})
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}
-	lg, err := jetstream.Create(ctx, nc, jetstream.Config{Name: "coldsync", Blobs: url})
+	lg, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "coldsync", Blobs: url})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,10 @@ import (
 
 	"github.com/syncledger/syncledger/internal/testmain"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 // env is one ledger with a file blob store: on the in-memory twin
@@ -65,8 +65,8 @@ func newEnv(t *testing.T) *env {
 // a server that restarts).
 func newNATSEnv(t *testing.T) *env {
 	t.Helper()
-	_, nc := jstest.RunServer(t)
-	lg, err := jetstream.Create(context.Background(), nc, jetstream.Config{Name: "test", Blobs: "file:///unused"})
+	_, nc := natsjstest.RunServer(t)
+	lg, err := natsjs.Create(context.Background(), nc, natsjs.Config{Name: "test", Blobs: "file:///unused"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func (l *hookedLog) Append(ctx context.Context, evs []ledger.Event) ([]ledger.Se
 func withBlobs(t *testing.T, e *env) *env {
 	t.Helper()
 	e.dir = t.TempDir()
-	objs, err := file.New(file.Config{Dir: e.dir})
+	objs, err := fileblob.New(fileblob.Config{Dir: e.dir})
 	if err != nil {
 		t.Fatal(err)
 	}

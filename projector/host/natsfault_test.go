@@ -14,9 +14,9 @@ import (
 
 	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/fileblob"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 // natsEnv is a ledger reached through url (a server, or a proxy in front of
@@ -31,17 +31,17 @@ func natsEnv(t *testing.T, url string) *env {
 	// The log is created with the default timeout (creating its streams and
 	// buckets on a loaded machine can take longer than 400 ms: the tests
 	// failed there), then opened for the test with a short one.
-	if _, err := jetstream.Create(context.Background(), nc, jetstream.Config{Name: "test", Blobs: "file:///unused"}); err != nil {
+	if _, err := natsjs.Create(context.Background(), nc, natsjs.Config{Name: "test", Blobs: "file:///unused"}); err != nil {
 		t.Fatal(err)
 	}
-	lg, err := jetstream.Open(context.Background(), nc, "test",
+	lg, err := natsjs.Open(context.Background(), nc, "test",
 		// A lost ack costs one request timeout: 400 ms, not the default, keeps
 		// the tests that lose them short; retries cover a slow answer.
-		jetstream.WithTimeout(400*time.Millisecond), jetstream.WithRetry(10, 50*time.Millisecond))
+		natsjs.WithTimeout(400*time.Millisecond), natsjs.WithRetry(10, 50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func (e *env) checkOnce(ctx context.Context) map[string]int {
 func TestLostPublishAcks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, _ := jstest.RunServer(t)
+	srv, _ := natsjstest.RunServer(t)
 	p, err := faulty.NewProxy(strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestLostPublishAcks(t *testing.T) {
 func TestServerRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, _ := jstest.RunServer(t) // restarted on its port, with its store
+	srv, _ := natsjstest.RunServer(t) // restarted on its port, with its store
 	e := natsEnv(t, srv.ClientURL())
 	writer := e.host("writer")
 	watcher := e.host("watcher")

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/jetstream"
-	"github.com/syncledger/syncledger/ledger/jetstream/jstest"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 var benchCommits = flag.Int("bench.commits", 20000, "commits in BenchmarkReplay's ledger (the issue's size: 1000000)")
@@ -25,8 +25,8 @@ var benchCommits = flag.Int("bench.commits", 20000, "commits in BenchmarkReplay'
 //	go test ./projector/snapshot -run '^$' -bench BenchmarkReplay -benchtime 1x -bench.commits 1000000
 func BenchmarkReplay(b *testing.B) {
 	ctx := context.Background()
-	_, nc := jstest.RunServer(b)
-	lg, err := jetstream.Create(ctx, nc, jetstream.Config{Name: "bench", Blobs: "file:///unused"})
+	_, nc := natsjstest.RunServer(b)
+	lg, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "bench", Blobs: "file:///unused"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func BenchmarkReplay(b *testing.B) {
 
 // fill appends n single-event commits over parts partitions, from 8 writers
 // each owning a share of the partitions.
-func fill(b *testing.B, lg *jetstream.Log, n, parts int) {
+func fill(b *testing.B, lg *natsjs.Log, n, parts int) {
 	ctx := context.Background()
 	info, err := lg.Info(ctx)
 	if err != nil {

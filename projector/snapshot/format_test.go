@@ -12,7 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector"
 )
@@ -177,7 +177,7 @@ func newAttestLog(t *testing.T) *memledger.Log {
 func TestStoreListSelect(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestStoreListSelect(t *testing.T) {
 func TestForgedSnapshotNeverUsed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestForgedSnapshotNeverUsed(t *testing.T) {
 func TestAdopt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	objs, err := file.New(file.Config{Dir: t.TempDir()})
+	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

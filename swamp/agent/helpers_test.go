@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/file"
+	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector/host"
 )
@@ -40,7 +40,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := file.New(file.Config{Dir: dir})
+	s, err := fileblob.New(fileblob.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

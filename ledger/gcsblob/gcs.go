@@ -1,0 +1,357 @@
+package gcsblob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+
+	"github.com/syncledger/syncledger/internal/backend"
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// DefaultChunkSize is the size of one request of a resumable upload, and the
+// largest object sent in one request (the storage client's default).
+const DefaultChunkSize = 16 << 20
+
+// Config configures a Store.
+type Config struct {
+	// Bucket is the bucket's name (required).
+	Bucket string
+	// Prefix is the key prefix of the store inside the bucket ("" for the whole
+	// bucket). Leading and trailing slashes are ignored; it is a directory: Prefix
+	// "a" holds "a/x", never "ab/x".
+	Prefix string
+	// Endpoint is the base URL of the JSON API, such as
+	// "https://storage.googleapis.com" or an emulator's "http://127.0.0.1:4443".
+	// "" means the storage client's choice: STORAGE_EMULATOR_HOST when that is
+	// set (without credentials), else Google's endpoint.
+	Endpoint string
+	// HTTPClient sends the requests and must authorize them. Nil means the
+	// storage client's own, authorized with Application Default Credentials
+	// (none for STORAGE_EMULATOR_HOST).
+	HTTPClient *http.Client
+	// ChunkSize is the size of each request of a resumable upload, rounded up to a
+	// multiple of 256 KiB; objects up to it go in one request. 0 means
+	// DefaultChunkSize.
+	ChunkSize int
+}
+
+// Store is a ledger.ObjectStore on a GCS bucket. It is safe for concurrent use.
+type Store struct {
+	// open makes the client on first use: finding Application Default
+	// Credentials reads files and may ask the metadata server, which a command
+	// that opens the store but reads nothing (a no-op sync) need not pay.
+	open      func() (*storage.BucketHandle, error)
+	client    atomic.Pointer[storage.Client] // set by open; nil before
+	name      string                         // the bucket's name
+	root      string                         // "" or the prefix with one trailing slash
+	chunkSize int
+}
+
+var _ ledger.ObjectStore = (*Store)(nil)
+
+// New validates cfg and returns the Store. It makes no request and looks for
+// no credentials: the client is made on the store's first use, where missing
+// credentials, a missing bucket or a credential GCS refuses show.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Bucket == "" {
+		return nil, fmt.Errorf("new gcs store: Config.Bucket is empty: %w", ledger.ErrInvalid)
+	}
+	if strings.ContainsAny(cfg.Bucket, "/\\ ") {
+		return nil, fmt.Errorf("new gcs store: bucket name %q: %w", cfg.Bucket, ledger.ErrInvalid)
+	}
+	var root string
+	if p := strings.Trim(cfg.Prefix, "/"); p != "" {
+		if err := backend.ValidateKey(p); err != nil {
+			return nil, fmt.Errorf("new gcs store: Config.Prefix: %w", err)
+		}
+		root = p + "/"
+	}
+	if cfg.ChunkSize < 0 {
+		return nil, fmt.Errorf("new gcs store: Config.ChunkSize %d is negative: %w", cfg.ChunkSize, ledger.ErrInvalid)
+	}
+	chunk := DefaultChunkSize
+	if cfg.ChunkSize > 0 {
+		chunk = cfg.ChunkSize
+	}
+	// JSON reads: every request goes to the JSON API (the client reads through
+	// the XML API by default), the one an Endpoint or emulator names.
+	opts := []option.ClientOption{storage.WithJSONReads(), storage.WithDisabledClientMetrics()}
+	if cfg.Endpoint != "" {
+		u, err := url.Parse(cfg.Endpoint)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("new gcs store: endpoint %q is not an http(s) URL: %w", cfg.Endpoint, ledger.ErrInvalid)
+		}
+		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(cfg.Endpoint, "/")+"/storage/v1/"))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	s := &Store{name: cfg.Bucket, root: root, chunkSize: chunk}
+	// The client's token source refreshes with this context long after New
+	// returns.
+	bg := context.WithoutCancel(ctx)
+	s.open = sync.OnceValues(func() (*storage.BucketHandle, error) {
+		client, err := storage.NewClient(bg, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("gcs client: %w (Application Default Credentials: run `gcloud auth application-default login`, "+
+				"or set GOOGLE_APPLICATION_CREDENTIALS to a credential file)", err)
+		}
+		// One retry layer: the caller's ledger.NewRetryingStore, which every
+		// backend but S3 shares, bounds each attempt and replays puts.
+		// RetryNever alone would leave the chunks of a resumable upload retried
+		// (the upload code retries them unless given a retry function); a
+		// function that refuses every error turns off all of the client's
+		// retries.
+		client.SetRetry(storage.WithPolicy(storage.RetryAlways), storage.WithErrorFunc(func(error) bool { return false }))
+		s.client.Store(client)
+		return client.Bucket(cfg.Bucket), nil
+	})
+	return s, nil
+}
+
+// Close releases the client's connections, if it was made.
+func (s *Store) Close() error {
+	if c := s.client.Load(); c != nil {
+		return c.Close()
+	}
+	return nil
+}
+
+// object is the handle of the object named key, making the client first if
+// need be.
+func (s *Store) object(key string) (*storage.ObjectHandle, error) {
+	b, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	return b.Object(s.root + key), nil
+}
+
+// PreferPut implements ledger.PutPreferrer: an object up to 1 MiB, sent in one
+// request, is sent again rather than asked for first (one request, not two).
+func (s *Store) PreferPut(size int64) bool { return size >= 0 && size <= 1<<20 }
+
+// NewBatch implements ledger.Batcher. GCS acknowledges a put once the object
+// is stored durably, so the natural batch is the puts as they are, as many at
+// once as the caller runs (a commit: its Parallel); Flush has nothing left to
+// wait for. A small object skips the existence check (PreferPut): presence
+// costs no request.
+func (s *Store) NewBatch() ledger.ObjectBatch { return ledger.DurableEach(s) }
+
+var _ ledger.Batcher = (*Store)(nil)
+
+// statusError carries a GCS answer's status to ledger.DefaultRetryable.
+type statusError struct{ err *googleapi.Error }
+
+func (e statusError) Error() string       { return e.err.Error() }
+func (e statusError) Unwrap() error       { return e.err }
+func (e statusError) HTTPStatusCode() int { return e.err.Code }
+
+// mapErr maps the storage client's errors to the ledger's: a missing object or
+// bucket is ledger.ErrNotFound, an answer carries its HTTP status, and a failure
+// caused by the context wraps its error.
+func mapErr(ctx context.Context, err error) error {
+	var api *googleapi.Error
+	switch {
+	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist):
+		return fmt.Errorf("%w (%v)", ledger.ErrNotFound, err)
+	case errors.As(err, &api) && api.Code == http.StatusNotFound:
+		return fmt.Errorf("%w (%v)", ledger.ErrNotFound, err)
+	case errors.As(err, &api):
+		err = statusError{api}
+	}
+	return backend.CtxErr(ctx, err)
+}
+
+// PutObject implements ledger.ObjectStore (see the package doc).
+func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := backend.ValidateKey(key); err != nil {
+		return fmt.Errorf("put object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put object %q: %w", key, err)
+	}
+	if err := s.put(ctx, key, r, size); err != nil {
+		return fmt.Errorf("put object %q: %w", key, err)
+	}
+	return nil
+}
+
+// put writes the content through the client's Writer, which finalizes the
+// object only when Close sends the last byte. On any failure before that the
+// writer's context is cancelled and Close is never called, so the upload is
+// abandoned, never finalized.
+func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	w := o.NewWriter(wctx)
+	w.ChunkSize = s.chunkSize
+	w.ContentType = "application/octet-stream"
+	pr := backend.NewPutReader(ctx, r, size)
+	n, err := io.Copy(w, pr)
+	if rerr := pr.Err(); rerr != nil {
+		return rerr // the content's fault, not the server's
+	}
+	if err != nil {
+		return mapErr(ctx, err)
+	}
+	if err := w.Close(); err != nil {
+		return mapErr(ctx, err)
+	}
+	if got := w.Attrs().Size; got != n {
+		return fmt.Errorf("gcs: stored %d bytes, sent %d", got, n)
+	}
+	return nil
+}
+
+// GetObject implements ledger.ObjectStore. The client's reader checks the
+// object's CRC32C at its end and resumes a download cut short.
+func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := backend.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("get object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("get object %q: %w", key, err)
+	}
+	// The store writes no Content-Encoding, so GCS never transcodes a download
+	// and the CRC32C it reports is the bytes'.
+	o, err := s.object(key)
+	if err != nil {
+		return nil, fmt.Errorf("get object %q: %w", key, err)
+	}
+	rd, err := o.NewReader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
+	}
+	return &reader{ctx: ctx, key: key, rd: rd}, nil
+}
+
+// reader names the key and the context in a download's errors.
+type reader struct {
+	ctx context.Context
+	key string
+	rd  *storage.Reader
+}
+
+func (r *reader) Read(b []byte) (int, error) {
+	n, err := r.rd.Read(b)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("get object %q: %w", r.key, mapErr(r.ctx, err))
+	}
+	return n, err
+}
+
+func (r *reader) Close() error { return r.rd.Close() }
+
+// StatObject implements ledger.ObjectStore.
+func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+	if err := backend.ValidateKey(key); err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+	}
+	o, err := s.object(key)
+	if err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+	}
+	a, err := o.Attrs(ctx)
+	if err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
+	}
+	return ledger.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated}, nil
+}
+
+// DeleteObject implements ledger.ObjectStore.
+func (s *Store) DeleteObject(ctx context.Context, key string) error {
+	if err := backend.ValidateKey(key); err != nil {
+		return fmt.Errorf("delete object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete object %q: %w", key, err)
+	}
+	o, err := s.object(key)
+	if err != nil {
+		return fmt.Errorf("delete object %q: %w", key, err)
+	}
+	if err := o.Delete(ctx); err != nil {
+		if err := mapErr(ctx, err); !errors.Is(err, ledger.ErrNotFound) {
+			return fmt.Errorf("delete object %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// ListObjects implements ledger.ObjectStore, page by page (GCS lists names in
+// lexical order). fn's error is returned as is.
+func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
+	if err := backend.ValidatePrefix(prefix); err != nil {
+		return fmt.Errorf("list objects: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("list objects %q: %w", prefix, err)
+	}
+	q := &storage.Query{Prefix: s.root + prefix}
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
+		return fmt.Errorf("list objects %q: %w", prefix, err)
+	}
+	b, err := s.open()
+	if err != nil {
+		return fmt.Errorf("list objects %q: %w", prefix, err)
+	}
+	it := b.Objects(ctx, q)
+	for {
+		a, err := it.Next()
+		if err == iterator.Done {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list objects %q: %w", prefix, mapErr(ctx, err))
+		}
+		key, ok := strings.CutPrefix(a.Name, s.root)
+		if !ok || backend.ValidateKey(key) != nil {
+			continue // not an object this store could have written
+		}
+		if err := fn(ledger.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated}); err != nil {
+			return err
+		}
+	}
+}
+
+// Protection reports whether the bucket itself keeps stored objects from being
+// lost to a delete or an overwrite by anyone holding write credentials: object
+// versioning, or a locked retention policy. how says which, or what is
+// missing.
+func (s *Store) Protection(ctx context.Context) (protected bool, how string, err error) {
+	b, err := s.open()
+	if err != nil {
+		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.name, err)
+	}
+	a, err := b.Attrs(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.name, mapErr(ctx, err))
+	}
+	switch {
+	case a.VersioningEnabled:
+		return true, "object versioning enabled", nil
+	case a.RetentionPolicy != nil && a.RetentionPolicy.IsLocked:
+		return true, "a locked retention policy", nil
+	}
+	return false, "neither object versioning nor a locked retention policy is set on bucket " + s.name, nil
+}

@@ -1,0 +1,284 @@
+package natsblob
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/internal/backend"
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// DefaultReadTimeout bounds a GetObject's whole read when neither the caller's
+// context nor Config.ReadTimeout sets one.
+const DefaultReadTimeout = 10 * time.Minute
+
+// chunkSize is the size of the chunks an object is sent in (the object store's
+// default).
+const chunkSize = 128 << 10
+
+// chunkTimeout bounds the request for one chunk (nats.go's default API timeout).
+const chunkTimeout = 5 * time.Second
+
+// Config configures a Store.
+type Config struct {
+	// Conn is the NATS connection (required). It stays the caller's to close.
+	Conn *nats.Conn
+	// Bucket is the object store bucket's name (required): letters, digits, "-"
+	// and "_".
+	Bucket string
+	// Replicas is the number of replicas a bucket New creates gets (1 to 5; 0
+	// means 1). An existing bucket is used as it is.
+	Replicas int
+	// ReadTimeout bounds the whole read of a GetObject whose context has no
+	// deadline. 0 means DefaultReadTimeout.
+	ReadTimeout time.Duration
+}
+
+// Store is a ledger.ObjectStore on a JetStream object store bucket. It is safe for
+// concurrent use.
+type Store struct {
+	js          jetstream.JetStream
+	stream      jetstream.Stream
+	bucket      string
+	readTimeout time.Duration
+}
+
+var _ ledger.ObjectStore = (*Store)(nil)
+
+// StreamName returns the name of the stream behind bucket.
+func StreamName(bucket string) string { return "OBJ_" + bucket }
+
+// ChunkSubjects is the subject filter of a bucket's chunks ($O.<bucket>.C.>).
+func ChunkSubjects(bucket string) string { return "$O." + bucket + ".C.>" }
+
+// MetaSubjects is the subject filter of a bucket's metadata ($O.<bucket>.M.>).
+func MetaSubjects(bucket string) string { return "$O." + bucket + ".M.>" }
+
+// StreamConfig is the configuration of the stream New creates for bucket: the
+// object store's layout (chunks on $O.<bucket>.C.<nuid>, metadata on
+// $O.<bucket>.M.<name>), without roll-ups and message deletes, so that a user
+// allowed to put objects cannot erase a stored one by publishing (see the
+// package doc).
+func StreamConfig(bucket string, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        StreamName(bucket),
+		Description: "syncledger objects (write once: no roll-ups, no message deletes)",
+		Subjects:    []string{ChunkSubjects(bucket), MetaSubjects(bucket)},
+		MaxBytes:    -1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+		Discard:     jetstream.DiscardNew,
+		AllowRollup: false,
+		DenyDelete:  true,
+		AllowDirect: true,
+	}
+}
+
+// New validates cfg and opens the bucket, creating it if it does not exist.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	switch {
+	case cfg.Conn == nil:
+		return nil, fmt.Errorf("new nats object store: Config.Conn is nil: %w", ledger.ErrInvalid)
+	case !ledger.IsToken(cfg.Bucket, 0):
+		return nil, fmt.Errorf("new nats object store: bucket name %q: want letters, digits, '-' and '_': %w", cfg.Bucket, ledger.ErrInvalid)
+	case cfg.Replicas < 0 || cfg.Replicas > 5:
+		return nil, fmt.Errorf("new nats object store: Config.Replicas %d: want 1 to 5: %w", cfg.Replicas, ledger.ErrInvalid)
+	case cfg.ReadTimeout < 0:
+		return nil, fmt.Errorf("new nats object store: negative Config.ReadTimeout: %w", ledger.ErrInvalid)
+	}
+	js, err := jetstream.New(cfg.Conn, jetstream.WithPublishAsyncTimeout(30*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("new nats object store: %w", err)
+	}
+	st, err := js.Stream(ctx, StreamName(cfg.Bucket))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = js.CreateStream(ctx, StreamConfig(cfg.Bucket, cfg.Replicas))
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = js.Stream(ctx, StreamName(cfg.Bucket)) // created concurrently
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("new nats object store: open bucket %q: %w", cfg.Bucket, backend.CtxErr(ctx, err))
+	}
+	s := &Store{js: js, stream: st, bucket: cfg.Bucket, readTimeout: cfg.ReadTimeout}
+	if s.readTimeout == 0 {
+		s.readTimeout = DefaultReadTimeout
+	}
+	return s, nil
+}
+
+// Harden turns off roll-ups and message deletes on a bucket created without
+// New's settings (by nats.go's object store, or by an older syncledger) and
+// reports whether it changed anything. It needs the right to update the stream
+// (the admin role).
+func (s *Store) Harden(ctx context.Context) (bool, error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("harden bucket %q: %w", s.bucket, err)
+	}
+	c := info.Config
+	if !c.AllowRollup && c.DenyDelete {
+		return false, nil
+	}
+	c.AllowRollup, c.DenyDelete = false, true
+	if _, err := s.js.UpdateStream(ctx, c); err != nil {
+		return false, fmt.Errorf("harden bucket %q: %w", s.bucket, err)
+	}
+	return true, nil
+}
+
+// validID reports whether id can be a chunk subject's last token: never a
+// wildcard or several tokens, whoever wrote the metadata.
+func validID(id string) bool { return ledger.IsToken(id, 0) }
+
+func (s *Store) metaSubject(key string) string {
+	return "$O." + s.bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(key))
+}
+
+func (s *Store) chunkSubject(id string) string { return "$O." + s.bucket + ".C." + id }
+
+func mapErr(ctx context.Context, err error) error {
+	if errors.Is(err, ledger.ErrNotFound) {
+		return err
+	}
+	return backend.CtxErr(ctx, err)
+}
+
+// StatObject implements ledger.ObjectStore.
+func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+	if err := backend.ValidateKey(key); err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+	}
+	m, _, err := s.pick(ctx, key)
+	var mt time.Time
+	if err == nil {
+		mt, err = s.modTime(ctx, key, m)
+	}
+	if err != nil {
+		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
+	}
+	return ledger.ObjectInfo{Key: key, Size: int64(m.Size), ModTime: mt}, nil
+}
+
+// DeleteObject implements ledger.ObjectStore. It purges the object's subjects,
+// which needs the admin role.
+func (s *Store) DeleteObject(ctx context.Context, key string) error {
+	if err := backend.ValidateKey(key); err != nil {
+		return fmt.Errorf("delete object: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete object %q: %w", key, err)
+	}
+	m, err := s.first(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil
+	}
+	if err == nil {
+		err = s.purge(ctx, key, m)
+	}
+	if err != nil {
+		return fmt.Errorf("delete object %q: %w", key, mapErr(ctx, err))
+	}
+	return nil
+}
+
+// ListObjects implements ledger.ObjectStore. The bucket's metadata is read in
+// full (the first message of each object, as GetObject reads it), filtered and
+// sorted before fn is called. fn's error is returned as is.
+func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
+	if err := backend.ValidatePrefix(prefix); err != nil {
+		return fmt.Errorf("list objects: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("list objects %q: %w", prefix, err)
+	}
+	infos, err := s.list(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("list objects %q: %w", prefix, backend.CtxErr(ctx, err))
+	}
+	for _, info := range infos {
+		if err := fn(info); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) list(ctx context.Context, prefix string) ([]ledger.ObjectInfo, error) {
+	cons, err := s.js.OrderedConsumer(ctx, StreamName(s.bucket), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{MetaSubjects(s.bucket)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	type entry struct {
+		first jetstream.ObjectInfo
+		mod   time.Time
+	}
+	objs := map[string]*entry{}
+	for pending := uint64(1); pending > 0; {
+		batch, err := cons.FetchNoWait(1024)
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			pending = md.NumPending
+			var oi jetstream.ObjectInfo
+			if json.Unmarshal(m.Data(), &oi) != nil || oi.Deleted || !validID(oi.NUID) || m.Subject() != s.metaSubject(oi.Name) {
+				continue
+			}
+			if e, ok := objs[oi.Name]; !ok {
+				objs[oi.Name] = &entry{first: oi, mod: md.Timestamp}
+			} else if oi.NUID == e.first.NUID && oi.Digest == e.first.Digest && oi.Size == e.first.Size {
+				e.mod = md.Timestamp
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, err
+		}
+		if got == 0 {
+			break // nothing more now
+		}
+	}
+	var infos []ledger.ObjectInfo
+	for name, e := range objs {
+		if !strings.HasPrefix(name, prefix) || backend.ValidateKey(name) != nil {
+			continue
+		}
+		infos = append(infos, ledger.ObjectInfo{Key: name, Size: int64(e.first.Size), ModTime: e.mod})
+	}
+	slices.SortFunc(infos, func(a, b ledger.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return infos, nil
+}
+
+// Protection reports whether the bucket keeps stored objects from being altered
+// or erased by users who may only put (see the package doc): its stream must
+// refuse roll-ups and message deletes.
+func (s *Store) Protection(ctx context.Context) (protected bool, how string, err error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.bucket, err)
+	}
+	if !info.Config.AllowRollup && info.Config.DenyDelete {
+		return true, "written once (no roll-ups, no message deletes)", nil
+	}
+	return false, "bucket " + s.bucket + " allows roll-ups or message deletes", nil
+}

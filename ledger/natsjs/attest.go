@@ -1,0 +1,148 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Attestations (ledger.Attestations) live in the stream's metadata, which only the
+// admin role may change (natsauth denies STREAM.UPDATE to the others):
+//
+//	syncledger.snapshot.<seq, 20 digits>  the SHA-256 (hex) of the snapshot at seq
+//	syncledger.retained                   the retention bound (decimal)
+//
+// Readers that do not know them ignore them.
+const (
+	metaSnapshotPrefix = "syncledger.snapshot."
+	metaRetained       = "syncledger.retained"
+)
+
+// Attested implements ledger.CommitLog: one stream info request.
+func (l *Log) Attested(ctx context.Context) (ledger.Attestations, error) {
+	var st streamState
+	if err := l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &st); err != nil {
+		return ledger.Attestations{}, fmt.Errorf("ledger %q: read attestations: %w", l.name, l.mapErr(err))
+	}
+	if u := st.Config.Metadata[MetaUUID]; u != l.uuid {
+		return ledger.Attestations{}, fmt.Errorf("ledger %q: stream %s now holds ledger %s, not %s: %w", l.name, l.stream, u, l.uuid, ledger.ErrLineage)
+	}
+	return attestationsOf(st.Config.Metadata), nil
+}
+
+func attestationsOf(md map[string]string) ledger.Attestations {
+	a := ledger.Attestations{Snapshots: map[ledger.Seq]ledger.Digest{}}
+	for k, v := range md {
+		s, ok := strings.CutPrefix(k, metaSnapshotPrefix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		d, derr := ledger.ParseDigest(v)
+		if err == nil && derr == nil && n > 0 {
+			a.Snapshots[ledger.Seq(n)] = d
+		}
+	}
+	if n, err := strconv.ParseUint(md[metaRetained], 10, 64); err == nil {
+		a.Retained = ledger.Seq(n)
+	}
+	return a
+}
+
+func snapshotMetaKey(seq ledger.Seq) string {
+	return fmt.Sprintf("%s%020d", metaSnapshotPrefix, uint64(seq))
+}
+
+// AttestSnapshot implements ledger.CommitLog.
+func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
+	if seq == 0 || sum.IsZero() {
+		return fmt.Errorf("attest snapshot: seq %d, digest %s: %w", seq, sum, ledger.ErrInvalid)
+	}
+	key, val := snapshotMetaKey(seq), sum.String()
+	err := l.updateMeta(ctx, func(md map[string]string) bool { return md[key] == val }, func(md map[string]string) {
+		md[key] = val
+		var keys []string
+		for k := range md {
+			if strings.HasPrefix(k, metaSnapshotPrefix) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys) // 20 digits: by seq
+		for len(keys) > ledger.MaxAttested {
+			delete(md, keys[0])
+			keys = keys[1:]
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("ledger %q: attest the snapshot at seq %d: %w", l.name, seq, err)
+	}
+	return nil
+}
+
+// AttestRetention implements ledger.CommitLog.
+func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
+	val := strconv.FormatUint(uint64(before), 10)
+	err := l.updateMeta(ctx, func(md map[string]string) bool {
+		n, err := strconv.ParseUint(md[metaRetained], 10, 64)
+		return err == nil && ledger.Seq(n) >= before
+	}, func(md map[string]string) { md[metaRetained] = val })
+	if err != nil {
+		return fmt.Errorf("ledger %q: attest the retention bound %d: %w", l.name, before, err)
+	}
+	return nil
+}
+
+// updateMeta changes the stream's metadata until holds says it holds: the
+// stream's configuration is read as the server gives it and sent back whole
+// (fields this build does not know kept) with the metadata changed, then read
+// again, since a concurrent update by another process may have overwritten
+// ours. A refused update (not the admin) wraps ledger.ErrPermission.
+func (l *Log) updateMeta(ctx context.Context, holds func(map[string]string) bool, change func(map[string]string)) error {
+	for range 5 {
+		var info struct {
+			apiResponse
+			Config map[string]json.RawMessage `json:"config"`
+		}
+		if err := l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &info); err != nil {
+			return l.mapErr(err)
+		}
+		var md map[string]string
+		if err := json.Unmarshal(info.Config["metadata"], &md); err != nil || md[MetaUUID] != l.uuid {
+			return fmt.Errorf("stream %s does not hold ledger %s any more: %w", l.stream, l.uuid, ledger.ErrLineage)
+		}
+		if holds(md) {
+			return nil
+		}
+		md = maps.Clone(md)
+		change(md)
+		b, err := json.Marshal(md)
+		if err != nil {
+			return err
+		}
+		info.Config["metadata"] = b
+		body, err := json.Marshal(info.Config)
+		if err != nil {
+			return err
+		}
+		var resp apiResponse
+		subj := apiPrefix + "STREAM.UPDATE." + l.stream
+		if err := l.requestOnce(ctx, subj, body, &resp); err != nil {
+			if le := l.nc.LastError(); le != nil && errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), `"`+subj+`"`) {
+				return fmt.Errorf("%w: only the admin role may (%v)", ledger.ErrPermission, le)
+			}
+			if !answerLost(err) {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("stream %s: the metadata update kept being overwritten by other processes", l.stream)
+}

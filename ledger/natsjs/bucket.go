@@ -1,0 +1,127 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// BucketKV is a ledger side bucket as a ledger.KV, opened (created if
+// missing, see OpenKV) on first use, so a command that only writes one value
+// pays one round trip: until the bucket is open, a Put is one publish to the
+// key's subject, which is what a put sends, and only when no bucket answers
+// (the first value of the ledger's bucket) is the bucket opened and the value
+// put. A ledger that does not exist is an error wrapping ledger.ErrNotFound.
+// It is safe for concurrent use.
+type BucketKV struct {
+	js                         jetstream.JetStream
+	ledger, bucket, describing string
+
+	mu sync.Mutex
+	kv *KV
+}
+
+var _ ledger.KV = (*BucketKV)(nil)
+
+// HeartbeatKV returns the bucket of the ledger's host heartbeats
+// (HeartbeatBucket). Of opts, WithTimeout applies.
+func HeartbeatKV(nc *nats.Conn, ledgerName string, opts ...Option) (*BucketKV, error) {
+	return newBucketKV(nc, ledgerName, HeartbeatBucket(ledgerName), "syncledger host heartbeats of ledger "+ledgerName, opts)
+}
+
+func newBucketKV(nc *nats.Conn, ledgerName, bucket, describing string, opts []Option) (*BucketKV, error) {
+	l, err := newLog(nc, ledgerName, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &BucketKV{js: l.js, ledger: ledgerName, bucket: bucket, describing: describing}, nil
+}
+
+// Open opens the bucket now (creating it if missing).
+func (b *BucketKV) Open(ctx context.Context) (*KV, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.kv != nil {
+		return b.kv, nil
+	}
+	kv, err := OpenKV(ctx, b.js, b.ledger, b.bucket, b.describing)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s of ledger %q: %w", b.bucket, b.ledger, err)
+	}
+	b.kv = NewKV(b.js.Conn(), kv)
+	return b.kv, nil
+}
+
+func (b *BucketKV) opened() *KV {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.kv
+}
+
+// Put sets the key's value: before the bucket is open, by one publish.
+func (b *BucketKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	if kv := b.opened(); kv != nil {
+		return kv.Put(ctx, key, value)
+	}
+	// No retry on no responders (the client's default waits 2 × 250 ms): no
+	// answer means no bucket yet, or a blip, and both take the Open and Put
+	// below, whose put retries on its own.
+	ack, err := b.js.Publish(ctx, KVSubjectPrefix+b.bucket+"."+key, value, jetstream.WithRetryAttempts(0))
+	if err == nil {
+		return ack.Sequence, nil
+	}
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
+		return 0, (&KV{nc: b.js.Conn()}).mapErr("put", key, err)
+	}
+	kv, err := b.Open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return kv.Put(ctx, key, value)
+}
+
+func (b *BucketKV) Get(ctx context.Context, key string) (ledger.KVEntry, error) {
+	kv, err := b.Open(ctx)
+	if err != nil {
+		return ledger.KVEntry{}, err
+	}
+	return kv.Get(ctx, key)
+}
+
+func (b *BucketKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	kv, err := b.Open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return kv.Create(ctx, key, value)
+}
+
+func (b *BucketKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	kv, err := b.Open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return kv.Update(ctx, key, value, last)
+}
+
+func (b *BucketKV) Delete(ctx context.Context, key string, last uint64) error {
+	kv, err := b.Open(ctx)
+	if err != nil {
+		return err
+	}
+	return kv.Delete(ctx, key, last)
+}
+
+func (b *BucketKV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
+	kv, err := b.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return kv.List(ctx, prefix)
+}

@@ -1,0 +1,60 @@
+package natsjs
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/drivertest"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
+)
+
+// TestCommitLogConformance runs the ledger.CommitLog suite on the adapter, a
+// ledger per subtest on one server (memledger runs the same suite).
+func TestCommitLogConformance(t *testing.T) {
+	t.Parallel()
+	_, nc := natsjstest.RunServer(t)
+	n := 0
+	drivertest.TestCommitLog(t, func(t *testing.T) drivertest.LogFixture {
+		n++
+		l, err := Create(testCtx(t), nc, Config{Name: fmt.Sprintf("conf%d", n), Blobs: "file:///tmp/blobs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drivertest.LogFixture{Log: l, Publish: func(subject string, data []byte) (ledger.Seq, error) {
+			ack, err := l.js.Publish(testCtx(t), subject, data)
+			if err != nil {
+				return 0, err
+			}
+			return ledger.Seq(ack.Sequence), nil
+		}}
+	})
+}
+
+// TestFeedConformance runs the ledger.Feed suite on the adapter, a ledger per
+// subtest on one server (memledger runs the same suite).
+func TestFeedConformance(t *testing.T) {
+	t.Parallel()
+	s, nc := natsjstest.RunServer(t)
+	n := 0
+	drivertest.TestFeed(t, func(t *testing.T) drivertest.FeedFixture {
+		n++
+		name := fmt.Sprintf("feed%d", n)
+		l, err := Create(testCtx(t), nc, Config{Name: name, Blobs: "file:///tmp/blobs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := NewFeed(nc, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drivertest.FeedFixture{Log: l, Feed: f, Crashable: func(t *testing.T) (ledger.Feed, func()) {
+			other := natsjstest.Connect(t, s.ClientURL())
+			f, err := NewFeed(other, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f, other.Close
+		}}
+	})
+}

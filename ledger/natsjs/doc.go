@@ -1,0 +1,135 @@
+// Package jetstream is the ledger.CommitLog on NATS JetStream: one stream per
+// ledger, one message per (commit, partition), the per-partition chain enforced
+// by the server at write time; and beside it the ledger's other ports on NATS:
+// the Feed (durable pull consumers of the stream, the dead-letter stream) and
+// the side buckets as ledger.KV (KV, BucketKV: the heartbeats'). Every name a
+// ledger keeps on a server is in names.go, which natsauth grants. It is the
+// only package of the module, besides the object-store blob backend, the
+// embedded server and natsauth (the names), that imports nats.go for the
+// ports.
+//
+// # Stream layout
+//
+// A ledger named <name> is the stream SYNCLEDGER_<name> (ledger.StreamName) bound
+// to the subjects
+//
+//	syncledger.<name>.p.>
+//
+// Each event is one message on syncledger.<name>.p.<token>, where token is the
+// partition key escaped by ledger.EscapeToken (one subject token; no key can
+// produce ".", "*", ">", "$", whitespace or non-ASCII, so a partition's filter
+// never matches another partition). The body is ledger.EncodeEvent's JSON.
+// Subjects longer than MaxSubjectLen are refused (ErrTooLarge): the server closes
+// the connection of a client whose protocol line exceeds max_control_line.
+//
+// Stream settings: file storage, limits retention, discard old, no message,
+// byte or per-subject limits, MaxAge from Config (0 = forever), duplicate window
+// 2 min (DuplicateWindow), DenyDelete (no interior holes), AllowDirect (reads by
+// direct get), AllowAtomicPublish (multi-partition commits). Metadata:
+//
+//	syncledger.name    the ledger name
+//	syncledger.uuid    the ledger's lineage, fixed at creation
+//	syncledger.format  the event format version (ledger.FormatVersion)
+//	syncledger.blobs   the blob store URL
+//
+// Open refuses a stream without them, one whose format is newer than this build
+// (ErrUnknownVersion), or one without atomic publish, direct get or the subject
+// binding (ErrInvalid).
+//
+// # Publishing
+//
+// A single-partition commit is one publish; a commit of k ≤ ledger.MaxBatch
+// (1000, the server's atomic batch limit) partitions is one JetStream atomic
+// batch (all k stored or none, at consecutive seqs; orbit.go's jetstreamext
+// sets Nats-Batch-Id, Nats-Batch-Sequence and Nats-Batch-Commit). More than
+// MaxBatch partitions is refused with an error wrapping ledger.ErrTooLarge that
+// names the limit: nothing atomic spans more. A host publishes a wider change
+// as several commits, each one batch and atomic on its own (host.Commit);
+// Append sees each as a commit of its own. Every message carries:
+//
+//	Nats-Msg-Id                           <commit uuid>/<part>
+//	Nats-Expected-Stream                  SYNCLEDGER_<name>
+//	Nats-Expected-Last-Subject-Sequence   event.Prev
+//
+// The server checks the last one per message (in a batch, on every message,
+// before committing any): an event is stored only if its Prev is its partition's
+// last seq. Prev 0 means "the partition has no message": measured on 2.15.2, the
+// server accepts 0 on an empty subject and refuses it ("wrong last sequence: N",
+// err 10071) once the subject holds a message. A refused batch stores nothing,
+// and answers with one error (10071 carrying the offending partition's last seq,
+// but not its subject).
+//
+// # Ambiguous outcomes
+//
+// A publish can end without a clean ack: a timeout, a lost connection, no
+// responders during a leader election, too many batches in flight, or an answer
+// that depends on the topology — measured on 2.15.2, one node answers a retry of
+// a stored message with "wrong last sequence" (10071, the expected-seq check runs
+// before the dedupe check), three replicas answer it with a duplicate ack, and a
+// retried atomic batch is answered "duplicate message id" (10201). Append never
+// decides by that text. It reads, through the stream leader
+// ($JS.API.STREAM.MSG.GET, not a possibly lagging replica), the first message
+// after Prev on part 1's subject. The server stores an event only when Prev is
+// its partition's last seq, so that message is part 1 exactly when the commit is
+// stored — even if other commits have extended the partition since, which is
+// why Append does not just compare the partition's head. An atomic batch is all
+// or nothing at consecutive seqs, so part 1 at seq s means the commit is at
+// s..s+k-1 (the last part is read too, to see it applied). Part 1 found: success,
+// with those seqs. Not found: the partition whose last seq is not its event's
+// Prev is a *ledger.ConflictError with that last seq as Actual — after looking
+// for part 1 once more, since an earlier attempt still in flight may have landed
+// in between and moved the partitions itself. No such partition: not stored;
+// publish again, with the same message ids, up to WithRetry attempts with
+// backoff, honoring ctx. When the outcome stays unknown (ctx ended, attempts
+// exhausted) the error wraps ErrOutcomeUnknown; appending the same events again
+// resolves it the same way.
+//
+// An operation of the log or of a KV bucket that could not reach the server —
+// the connection closed or reconnecting, no server to connect to, or no answer
+// while the connection was down — wraps ledger.ErrUnreachable (an answer saying
+// no never does), so callers tell a dead server from a refusal by type, not by
+// the text of nats.go's errors.
+//
+// # Reading and the first-seq check
+//
+// LastSeq and Bounds are one stream info request to the stream leader (no
+// subject or deleted details): the cheapest authoritative answer. Measured with
+// BenchmarkLastSeq on one local node: about 95–140 µs; a direct get of the
+// stream's last message (last_by_subj "syncledger.<name>.p.>") is 55–90 µs when
+// the last event is small but about 450 µs when it is 170 KB, since it returns the
+// whole event, and it may be answered by a lagging replica. PartitionLastSeq and
+// PartitionHead are one direct get of the subject's last message (about 55 µs),
+// possibly a few milliseconds stale on a replicated stream. Read and
+// ReadPartition use batched direct gets ($JS.API.DIRECT.GET.<stream> with seq,
+// next_by_subj, batch and max_bytes; server ≥ 2.11), so their cost is
+// proportional to the records returned; each batch is collected before fn sees
+// it, and a timeout is an error, never a short batch (why this package does not
+// use orbit.go's GetBatch, which ends quietly on a timeout). Read reads up to the
+// leader's last seq and ReadPartition up to the leader's last seq of the subject,
+// waiting for a lagging replica. Follow uses an ordered consumer starting at the
+// asked-for seq.
+//
+// JetStream silently starts a read at the first stored seq when the asked-for
+// one is gone. So every read first compares from with the stream's first seq
+// (below it: *ledger.TruncatedError, fn never called; for ReadPartition too,
+// since the log cannot tell whether the partition had events there), and then
+// checks what it is given: Read and Follow that seqs are contiguous,
+// ReadPartition that each event's Prev is the seq of the one before it. A purge
+// during the read is thus an error wrapping ledger.ErrTruncated, never a skip. A
+// message that does not decode, sits on another partition's subject, or belongs
+// to another lineage stops the read with an error naming its seq and wrapping
+// ledger.ErrInvalid, ledger.ErrUnknownVersion or ledger.ErrLineage.
+//
+// # Retention
+//
+// The stream drops events only through MaxAge or an operator's purge. Dropping a
+// partition's last event lets its chain restart at Prev 0 — the server cannot
+// tell an emptied subject from a new one — so MaxAge must stay 0 unless
+// snapshots cover everything it can drop (docs/design.md §6).
+//
+// # Timeouts
+//
+// Every method takes ctx first. When ctx has no deadline, each request to the
+// server is bounded by WithTimeout (default 5 s); Read, ReadPartition and Follow
+// are bounded only by ctx.
+package natsjs

@@ -1,0 +1,84 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// The server behaviour Append is built on, pinned so that a server upgrade that
+// changes it fails here first. Measured on nats-server 2.15.2.
+// (The R3 answers are checked in TestCluster.)
+func TestServerAnswers(t *testing.T) {
+	t.Parallel()
+	l, nc := newLedger(t)
+	checkAnswers(t, l, nc, false)
+}
+
+func checkAnswers(t *testing.T, l *Log, nc *nats.Conn, replicated bool) {
+	ctx := testCtx(t)
+	encode := func(evs []ledger.Event) *commit {
+		c, err := l.prepare(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	raw := func(c *commit) error {
+		t.Helper()
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		_, err := l.publish(pctx, c)
+		return err
+	}
+
+	// Expected last subject seq 0 on a subject holding a message: refused with
+	// 10071 naming the subject's last seq.
+	first := encode(mkCommit(t, l, part{partition: "m", modelSeq: 1}))
+	if err := raw(first); err != nil {
+		t.Fatal(err)
+	}
+	err := raw(encode(mkCommit(t, l, part{partition: "m", modelSeq: 1})))
+	if code, _ := apiCode(err); code != codeWrongLastSeq || !strings.Contains(err.Error(), "wrong last sequence: 1") {
+		t.Fatalf("expected seq 0 on a non-empty subject: %v, want 10071 naming seq 1", err)
+	}
+
+	// Retry of a stored message: one node re-checks the expected seq first
+	// (10071); replicas answer a duplicate ack.
+	err = raw(first)
+	var dup errDuplicateAck
+	switch code, _ := apiCode(err); {
+	case !replicated && code != codeWrongLastSeq:
+		t.Fatalf("single node, retry of a stored message: %v, want 10071", err)
+	case replicated && !(errors.As(err, &dup) && dup.seq == 1):
+		t.Fatalf("R3, retry of a stored message: %v, want a duplicate ack of seq 1", err)
+	}
+
+	// Retry of a stored batch: 10201 on both.
+	batch := encode(mkCommit(t, l, part{partition: "a", modelSeq: 1}, part{partition: "b", modelSeq: 1}, part{partition: "c", modelSeq: 1}))
+	if err := raw(batch); err != nil {
+		t.Fatal(err)
+	}
+	err = raw(batch)
+	if code, _ := apiCode(err); code != codeBatchDupMsgID {
+		t.Fatalf("retry of a stored batch: %v, want 10201", err)
+	}
+
+	// A batch whose third message breaks its chain: 10071 naming that
+	// partition's last seq (not its subject), nothing stored.
+	last := lastSeq(t, l)
+	stale := encode(mkCommit(t, l, part{partition: "x", modelSeq: 1}, part{partition: "y", modelSeq: 1}, part{partition: "m", modelSeq: 1}))
+	err = raw(stale)
+	if code, _ := apiCode(err); code != codeWrongLastSeq || !strings.Contains(err.Error(), "wrong last sequence: 1") {
+		t.Fatalf("batch with a stale third part: %v, want 10071 naming seq 1", err)
+	}
+	if s := lastSeq(t, l); s != last {
+		t.Fatalf("refused batch moved the last seq from %d to %d", last, s)
+	}
+
+}

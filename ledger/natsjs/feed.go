@@ -1,0 +1,234 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Metadata keys of the durable consumers Subscribe creates.
+const (
+	metaConsumer   = "syncledger.consumer"   // the consumer name: marks a Feed's consumer
+	metaPartitions = "syncledger.partitions" // JSON array of the filter's partitions
+	metaStart      = "syncledger.start"      // ledger.FeedStart.String()
+)
+
+// maxAckPending bounds the events delivered and not yet acknowledged: room for
+// the largest commit (ledger.MaxBatch parts) and the prefetch buffers.
+const maxAckPending = 4096
+
+// DefaultPrefetch is how many messages a Subscription pulls ahead.
+const DefaultPrefetch = 512
+
+// Feed is the ledger.Feed on JetStream: each consumer a durable pull consumer
+// of the ledger's stream (acknowledging all up to a seq, filtered by partition
+// subjects, marked by its metadata), and the dead letters in a stream of
+// their own (DeadLetterStream), created on first use with the ledger stream's
+// replicas. It is safe for concurrent use.
+type Feed struct {
+	l *Log // the ledger's name, stream and JetStream context (not opened)
+
+	mu        sync.Mutex
+	dlqExists bool
+}
+
+var _ ledger.Feed = (*Feed)(nil)
+
+// NewFeed returns the feed of ledger name on nc. Of opts, WithTimeout applies.
+func NewFeed(nc *nats.Conn, name string, opts ...Option) (*Feed, error) {
+	l, err := newLog(nc, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Feed{l: l}, nil
+}
+
+func (f *Feed) fail(op string, err error) error {
+	return fmt.Errorf("ledger %q feed %s: %w", f.l.name, op, f.l.mapErr(err))
+}
+
+// streamInfo returns the ledger stream's info; ErrNotFound if it is missing.
+func (f *Feed) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	st, err := f.l.js.Stream(ctx, f.l.stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("ledger %q: %w", f.l.name, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st.CachedInfo(), nil
+}
+
+// bounds returns the ledger's first and last seq as the stream info says.
+func boundsOf(info *jetstream.StreamInfo) ledger.Bounds {
+	s := info.State
+	if s.Msgs == 0 {
+		return ledger.Bounds{First: ledger.Seq(s.LastSeq + 1), Last: ledger.Seq(s.LastSeq)}
+	}
+	return ledger.Bounds{First: ledger.Seq(s.FirstSeq), Last: ledger.Seq(s.LastSeq)}
+}
+
+// Subscribe creates or checks the durable consumer, then resets it to its ack
+// floor so that delivery resumes in seq order at the first message not
+// acknowledged (messages a crashed subscription held are not left to their
+// ack wait, which would deliver them after later ones); see ledger.Feed.
+func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
+	if err := ledger.CheckFeedConsumer(c); err != nil {
+		return nil, err
+	}
+	op := "subscribe " + c.Name
+	info, err := f.streamInfo(ctx)
+	if err != nil {
+		return nil, f.fail(op, err)
+	}
+	if err := f.ensureDeadLetters(ctx, info.Config.Replicas); err != nil {
+		return nil, f.fail(op, err)
+	}
+	b := boundsOf(info)
+	var subjects []string
+	for _, p := range c.Partitions {
+		subjects = append(subjects, ledger.Subject(f.l.name, p))
+	}
+	js, stream := f.l.js, f.l.stream
+	cons, err := js.Consumer(ctx, stream, c.Name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if c.Start.Seq > 0 && c.Start.Seq < b.First {
+			return nil, f.fail(op, &ledger.TruncatedError{From: c.Start.Seq, First: b.First})
+		}
+		parts, _ := json.Marshal(c.Partitions)
+		if c.Partitions == nil {
+			parts = []byte("[]")
+		}
+		cc := jetstream.ConsumerConfig{
+			Durable:        c.Name,
+			Description:    "syncledger consumer " + c.Name,
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+			AckPolicy:      jetstream.AckAllPolicy,
+			AckWait:        c.AckWait,
+			MaxDeliver:     -1,
+			FilterSubjects: subjects,
+			MaxAckPending:  maxAckPending,
+			ReplayPolicy:   jetstream.ReplayInstantPolicy,
+			Metadata:       map[string]string{metaConsumer: c.Name, metaPartitions: string(parts), metaStart: c.Start.String()},
+		}
+		switch {
+		case c.Start.New:
+			cc.DeliverPolicy = jetstream.DeliverNewPolicy
+		case c.Start.Seq > 0:
+			cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, uint64(c.Start.Seq)
+		}
+		cons, err = js.CreateConsumer(ctx, stream, cc)
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = js.Consumer(ctx, stream, c.Name)
+		}
+	}
+	if err != nil {
+		return nil, f.fail(op, err)
+	}
+	cc := cons.CachedInfo().Config
+	if cc.Metadata[metaConsumer] != c.Name || cc.AckPolicy != jetstream.AckAllPolicy {
+		return nil, f.fail(op, fmt.Errorf("consumer %q exists on stream %s but was not made by syncledger consume: %w", c.Name, stream, ledger.ErrInvalid))
+	}
+	if err := ledger.FilterError(c.Name, f.filterOf(cc), c.Partitions); err != nil {
+		return nil, err
+	}
+	// A purge past the consumer's position has moved its ack floor already
+	// (the server does): the reset resumes at the first message held.
+	if _, err := js.ResetConsumer(ctx, stream, c.Name); err != nil {
+		return nil, f.fail(op+": reset to its ack floor", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(DefaultPrefetch))
+	if err != nil {
+		return nil, f.fail(op, err)
+	}
+	return &subscription{f: f, it: it, held: map[ledger.Seq]jetstream.Msg{}}, nil
+}
+
+// filterOf returns the partitions of a consumer's filter subjects, sorted.
+func (f *Feed) filterOf(cc jetstream.ConsumerConfig) []string {
+	var ps []string
+	if cc.FilterSubject != "" {
+		cc.FilterSubjects = append(cc.FilterSubjects, cc.FilterSubject)
+	}
+	for _, s := range cc.FilterSubjects {
+		p, err := ledger.PartitionFromSubject(f.l.name, s)
+		if err != nil {
+			p = s // not a partition's subject: never equal to one
+		}
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// subscription is a pull of a durable consumer; held keeps the delivered
+// messages not yet acknowledged, by seq, for Ack and InProgress.
+type subscription struct {
+	f  *Feed
+	it jetstream.MessagesContext
+
+	mu   sync.Mutex
+	held map[ledger.Seq]jetstream.Msg
+}
+
+func (s *subscription) Next(ctx context.Context) (ledger.FeedMessage, error) {
+	m, err := s.it.Next(jetstream.NextContext(ctx))
+	if errors.Is(err, jetstream.ErrMsgIteratorClosed) && !errors.Is(err, nats.ErrConnectionClosed) {
+		err = ledger.ErrClosed
+	}
+	if err != nil {
+		return ledger.FeedMessage{}, s.f.fail("next", err)
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return ledger.FeedMessage{}, s.f.fail("next", err)
+	}
+	seq := ledger.Seq(md.Sequence.Stream)
+	s.mu.Lock()
+	s.held[seq] = m
+	s.mu.Unlock()
+	return ledger.FeedMessage{Seq: seq, Subject: m.Subject(), Data: m.Data()}, nil
+}
+
+// Ack acknowledges the message at seq, which acknowledges every one before it
+// (the consumer's AckAll policy).
+func (s *subscription) Ack(seq ledger.Seq) error {
+	s.mu.Lock()
+	m, ok := s.held[seq]
+	for q := range s.held {
+		if q <= seq {
+			delete(s.held, q)
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil // covered by an ack of a later seq already
+	}
+	if err := m.Ack(); err != nil {
+		return s.f.fail(fmt.Sprintf("acknowledge up to seq %d", seq), err)
+	}
+	return nil
+}
+
+func (s *subscription) InProgress(seq ledger.Seq) error {
+	s.mu.Lock()
+	m, ok := s.held[seq]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return m.InProgress()
+}
+
+func (s *subscription) Close() error {
+	s.it.Stop()
+	return nil
+}

@@ -1,0 +1,223 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// ensureDeadLetters creates the dead-letter stream if it is missing, once per
+// Feed, with the ledger stream's replicas.
+func (f *Feed) ensureDeadLetters(ctx context.Context, replicas int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dlqExists {
+		return nil
+	}
+	name := DeadLetterStream(f.l.name)
+	_, err := f.l.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = f.l.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        name,
+			Description: "syncledger dead letters of ledger " + f.l.name,
+			Subjects:    []string{DeadLetterSubject(f.l.name, ">")},
+			Retention:   jetstream.LimitsPolicy,
+			Discard:     jetstream.DiscardOld,
+			MaxMsgs:     -1,
+			MaxBytes:    -1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    max(replicas, 1),
+			Duplicates:  DuplicateWindow,
+		})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = nil
+		}
+		if err != nil {
+			return fmt.Errorf("create dead-letter stream %s: %w", name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("dead-letter stream %s: %w", name, err)
+	}
+	f.dlqExists = true
+	return nil
+}
+
+// DeadLetter publishes body to the consumer's dead-letter subject, once: its
+// message id is consumer/seq, within the stream's duplicate window.
+func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
+	op := fmt.Sprintf("dead letter of seq %d", seq)
+	if !ledger.IsToken(consumer, 64) {
+		return f.fail(op, fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
+	}
+	f.mu.Lock()
+	exists := f.dlqExists
+	f.mu.Unlock()
+	if !exists { // the replicas of a stream to create are the ledger's
+		info, err := f.streamInfo(ctx)
+		if err == nil {
+			err = f.ensureDeadLetters(ctx, info.Config.Replicas)
+		}
+		if err != nil {
+			return f.fail(op, err)
+		}
+	}
+	subj := DeadLetterSubject(f.l.name, consumer)
+	_, err := f.l.js.Publish(ctx, subj, body,
+		jetstream.WithMsgID(consumer+"/"+strconv.FormatUint(uint64(seq), 10)),
+		jetstream.WithExpectStream(DeadLetterStream(f.l.name)))
+	if err != nil {
+		return f.fail(op+" to "+subj, err)
+	}
+	return nil
+}
+
+// DeadLetters reads the dead-letter stream with an ordered consumer of the
+// consumer's subject; see ledger.Feed.
+func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
+	subj := DeadLetterSubject(f.l.name, ">")
+	if consumer != "" {
+		if !ledger.IsToken(consumer, 64) {
+			return f.fail("dead letters", fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
+		}
+		subj = DeadLetterSubject(f.l.name, consumer)
+	}
+	st, err := f.l.js.Stream(ctx, DeadLetterStream(f.l.name))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return f.fail("dead letters", err)
+	}
+	if st.CachedInfo().State.Msgs == 0 {
+		return nil
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return f.fail("dead letters", err)
+	}
+	if len(info.State.Subjects) == 0 {
+		return nil
+	}
+	oc, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		return f.fail("dead letters", err)
+	}
+	it, err := oc.Messages()
+	if err != nil {
+		return f.fail("dead letters", err)
+	}
+	defer it.Stop()
+	prefix := DeadLetterSubject(f.l.name, "")
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return f.fail("dead letters", err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return f.fail("dead letters", err)
+		}
+		d := ledger.StoredDeadLetter{
+			Consumer: strings.TrimPrefix(m.Subject(), prefix), Stored: ledger.Seq(md.Sequence.Stream),
+			Received: md.Timestamp, Body: m.Data(),
+		}
+		if err := fn(d); err != nil {
+			return err
+		}
+		if md.NumPending == 0 {
+			return nil
+		}
+	}
+}
+
+// Positions lists the durable consumers Subscribe made (marked by their
+// metadata; ordered consumers of readers are not), sorted by name.
+func (f *Feed) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
+	st, err := f.l.js.Stream(ctx, f.l.stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, f.fail("positions", fmt.Errorf("ledger %q: %w", f.l.name, ledger.ErrNotFound))
+	}
+	if err != nil {
+		return nil, f.fail("positions", err)
+	}
+	head := ledger.Seq(st.CachedInfo().State.LastSeq)
+	dead, err := f.deadLetterCounts(ctx)
+	if err != nil {
+		return nil, f.fail("positions", err)
+	}
+	out := []ledger.FeedPosition{}
+	lister := st.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		c := ci.Config
+		if c.Metadata[metaConsumer] != ci.Name {
+			continue
+		}
+		p := ledger.FeedPosition{
+			Name: ci.Name, Start: c.Metadata[metaStart],
+			AckFloor: ledger.Seq(ci.AckFloor.Stream), Delivered: ledger.Seq(ci.Delivered.Stream),
+			Pending: ci.NumPending, AckPending: ci.NumAckPending, Redelivered: ci.NumRedelivered,
+			DeadLetters: dead[ci.Name], Head: head, Waiting: ci.NumWaiting,
+		}
+		_ = json.Unmarshal([]byte(c.Metadata[metaPartitions]), &p.Partitions)
+		if len(p.Partitions) == 0 {
+			p.Partitions = nil
+		}
+		out = append(out, p)
+	}
+	if err := lister.Err(); err != nil {
+		return nil, f.fail("positions", err)
+	}
+	slices.SortFunc(out, func(a, b ledger.FeedPosition) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// deadLetterCounts returns the number of dead letters per consumer.
+func (f *Feed) deadLetterCounts(ctx context.Context) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	st, err := f.l.js.Stream(ctx, DeadLetterStream(f.l.name))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	if st.CachedInfo().State.Msgs == 0 {
+		return out, nil
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(DeadLetterSubject(f.l.name, ">")))
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	prefix := DeadLetterSubject(f.l.name, "")
+	for subj, n := range info.State.Subjects {
+		out[strings.TrimPrefix(subj, prefix)] = n
+	}
+	return out, nil
+}
+
+// Delete deletes a durable consumer Subscribe made; its dead letters stay.
+func (f *Feed) Delete(ctx context.Context, name string) error {
+	op := "delete consumer " + name
+	c, err := f.l.js.Consumer(ctx, f.l.stream, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return f.fail(op, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return f.fail(op, err)
+	}
+	if c.CachedInfo().Config.Metadata[metaConsumer] != name {
+		return f.fail(op, fmt.Errorf("not made by syncledger consume: %w", ledger.ErrInvalid))
+	}
+	if err := f.l.js.DeleteConsumer(ctx, f.l.stream, name); err != nil {
+		return f.fail(op, err)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package natsjs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// OpenKV opens a ledger's side bucket (heartbeats, swamp locks, swamp's control
+// plane), creating it on first use with the ledger stream's replica count and
+// a history of one. A ledger that does not exist is an error wrapping
+// ledger.ErrNotFound: a side bucket never outlives or precedes its ledger.
+func OpenKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
+	kv, err := openKV(ctx, js, ledgerName, bucket, description)
+	return kv, unreachable(js.Conn(), err)
+}
+
+func openKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, err
+	}
+	st, err := js.Stream(ctx, ledger.StreamName(ledgerName))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("ledger %q: %w", ledgerName, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: description,
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(st.CachedInfo().Config.Replicas, 1),
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.KeyValue(ctx, bucket)
+	}
+	return kv, err
+}
+
+// KV is the ledger.KV port on a JetStream key-value bucket. It maps the
+// bucket's errors to the port's: a missing or deleted key is ledger.ErrNotFound,
+// a failed revision check (nats.go's ErrKeyExists, the server's "wrong last
+// sequence") is ledger.ErrConflict.
+type KV struct {
+	nc *nats.Conn
+	kv jetstream.KeyValue
+}
+
+var _ ledger.KV = (*KV)(nil)
+
+// NewKV returns the port on kv, whose requests go through nc: an operation
+// that could not reach the server (see ledger.ErrUnreachable) says so.
+func NewKV(nc *nats.Conn, kv jetstream.KeyValue) *KV { return &KV{nc: nc, kv: kv} }
+
+// Bucket returns the bucket under the port, for the few callers that must
+// speak NATS (a heartbeat's one-publish fast path).
+func (k *KV) Bucket() jetstream.KeyValue { return k.kv }
+
+func kvEntry(e jetstream.KeyValueEntry) ledger.KVEntry {
+	return ledger.KVEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Created: e.Created()}
+}
+
+func (k *KV) mapErr(op, key string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return fmt.Errorf("%s %s: %w", op, key, ledger.ErrNotFound)
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("%s %s: %w", op, key, ledger.ErrConflict)
+	}
+	if code, ok := apiCode(err); ok && code == jetstream.JSErrCodeStreamWrongLastSequence {
+		return fmt.Errorf("%s %s: %w", op, key, ledger.ErrConflict)
+	}
+	return fmt.Errorf("%s %s: %w", op, key, unreachable(k.nc, err))
+}
+
+func (k *KV) Get(ctx context.Context, key string) (ledger.KVEntry, error) {
+	e, err := k.kv.Get(ctx, key)
+	if err != nil {
+		return ledger.KVEntry{}, k.mapErr("get", key, err)
+	}
+	return kvEntry(e), nil
+}
+
+func (k *KV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	r, err := k.kv.Put(ctx, key, value)
+	return r, k.mapErr("put", key, err)
+}
+
+func (k *KV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	r, err := k.kv.Create(ctx, key, value)
+	return r, k.mapErr("create", key, err)
+}
+
+func (k *KV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	// A delete marker's revision is never handed out (Get and List answer
+	// not found), so no caller can pass one: the server's check is the port's.
+	r, err := k.kv.Update(ctx, key, value, last)
+	if err != nil {
+		return 0, k.mapErr("update", key, err)
+	}
+	return r, nil
+}
+
+func (k *KV) Delete(ctx context.Context, key string, last uint64) error {
+	if last == 0 {
+		return k.mapErr("delete", key, k.kv.Delete(ctx, key))
+	}
+	return k.mapErr("delete", key, k.kv.Delete(ctx, key, jetstream.LastRevision(last)))
+}
+
+func (k *KV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
+	w, err := k.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, k.mapErr("list", prefix+"*", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []ledger.KVEntry
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil { // the end of the values held now
+				slices.SortFunc(out, func(a, b ledger.KVEntry) int { return cmp.Compare(a.Key, b.Key) })
+				return out, nil
+			}
+			if strings.HasPrefix(e.Key(), prefix) {
+				out = append(out, kvEntry(e))
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list %s*: %w", prefix, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package natsjs
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/drivertest"
+)
+
+// TestKVConformance runs the ledger.KV suite on the adapter, one bucket per
+// subtest on one server (memledger runs the same suite).
+func TestKVConformance(t *testing.T) {
+	t.Parallel()
+	_, nc := newLedger(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	drivertest.TestKV(t, func(t *testing.T) ledger.KV {
+		n++
+		kv, err := OpenKV(testCtx(t), js, "test", "conformance_"+string(rune('a'+n)), "conformance")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewKV(nc, kv)
+	})
+}
+
+// TestBucketKVConformance runs the ledger.KV suite on BucketKV (the
+// heartbeats' bucket of a ledger per subtest), whose Put is a bare publish
+// until the bucket is open.
+func TestBucketKVConformance(t *testing.T) {
+	t.Parallel()
+	_, nc := newLedger(t)
+	n := 0
+	drivertest.TestKV(t, func(t *testing.T) ledger.KV {
+		n++
+		name := "bucket" + string(rune('a'+n))
+		if _, err := Create(testCtx(t), nc, Config{Name: name, Blobs: "file:///tmp/blobs"}); err != nil {
+			t.Fatal(err)
+		}
+		kv, err := HeartbeatKV(nc, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv
+	})
+}
+
+// TestBucketKVPut checks both ways a Put records a value: the ledger's first
+// creates the bucket, a later one (another process's, the bucket not opened)
+// is one publish to the key's subject. A missing ledger is ErrNotFound.
+func TestBucketKVPut(t *testing.T) {
+	t.Parallel()
+	_, nc := newLedger(t)
+	ctx := testCtx(t)
+	for i, v := range []string{"one", "two"} {
+		kv, err := HeartbeatKV(nc, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, "host", []byte(v)); err != nil {
+			t.Fatalf("Put %d: %v", i, err)
+		}
+		if (kv.opened() != nil) != (i == 0) {
+			t.Errorf("Put %d: bucket opened %v, want only by the first (the fast path after)", i, kv.opened() != nil)
+		}
+	}
+	kv, _ := HeartbeatKV(nc, "test")
+	if e, err := kv.Get(ctx, "host"); err != nil || string(e.Value) != "two" {
+		t.Errorf("Get = %+v, %v; want two", e, err)
+	}
+	missing, _ := HeartbeatKV(nc, "nosuch")
+	if _, err := missing.Put(ctx, "host", []byte("x")); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("Put to a missing ledger's bucket = %v, want ErrNotFound", err)
+	}
+	if _, err := missing.List(ctx, ""); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("List of a missing ledger's bucket = %v, want ErrNotFound", err)
+	}
+}

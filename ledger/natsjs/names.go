@@ -1,0 +1,47 @@
+package natsjs
+
+import "github.com/syncledger/syncledger/ledger"
+
+// The names of everything a ledger keeps on a NATS server, in one place:
+// natsauth grants its permissions on these, and nothing else spells them.
+//
+//	SYNCLEDGER_<ledger>             the ledger's stream (ledger.StreamName)
+//	syncledger.<ledger>.p.<token>   a partition's events (ledger.Subject)
+//	syncledger.<ledger>.p.~q        quarantine notices (ledger.QuarantineSubject)
+//	SYNCLEDGER-DLQ_<ledger>         the feed's dead letters (DeadLetterStream)
+//	syncledger.<ledger>.dlq.<name>  a consumer's dead letters (DeadLetterSubject)
+//	SYNCLEDGER_HOSTS_<ledger>       the host heartbeats' bucket (HeartbeatBucket)
+//	SYNCLEDGER_SWAMP_<ledger>       swamp's locks and control plane (SwampBucket)
+//	KV_<bucket>, $KV.<bucket>.>     a key-value bucket's stream and subjects
+//	<name>                          a feed consumer: a durable consumer on the ledger's stream
+const (
+	// KVStreamPrefix begins the stream of a key-value bucket (KV_<bucket>).
+	KVStreamPrefix = "KV_"
+	// KVSubjectPrefix begins a key-value bucket's subjects ($KV.<bucket>.<key>).
+	KVSubjectPrefix = "$KV."
+)
+
+// StreamName returns the ledger's stream (ledger.StreamName).
+func StreamName(ledgerName string) string { return ledger.StreamName(ledgerName) }
+
+// DeadLetterStream returns the stream keeping a ledger's dead letters. Its
+// prefix "SYNCLEDGER-DLQ_" cannot be a ledger's stream name
+// ("SYNCLEDGER_<ledger>"), whatever the ledger is called.
+func DeadLetterStream(ledgerName string) string { return "SYNCLEDGER-DLQ_" + ledgerName }
+
+// DeadLetterSubject returns the subject of a consumer's dead letters
+// (consumer ">": every consumer's), outside the ledger stream's
+// syncledger.<ledger>.p.> subjects.
+func DeadLetterSubject(ledgerName, consumer string) string {
+	return ledger.SubjectRoot + "." + ledgerName + ".dlq." + consumer
+}
+
+// HeartbeatBucket returns the key-value bucket of a ledger's host heartbeats.
+func HeartbeatBucket(ledgerName string) string { return "SYNCLEDGER_HOSTS_" + ledgerName }
+
+// SwampBucket returns the key-value bucket of a ledger's swamp locks and
+// control plane.
+func SwampBucket(ledgerName string) string { return "SYNCLEDGER_SWAMP_" + ledgerName }
+
+// KVStream returns the stream of a key-value bucket.
+func KVStream(bucket string) string { return KVStreamPrefix + bucket }

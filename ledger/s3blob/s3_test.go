@@ -1,0 +1,242 @@
+package s3blob
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/drivertest"
+)
+
+const fakeBucket = "syncledger-fake"
+
+// startFake starts an in-process S3 (gofakes3 on httptest) holding fakeBucket and
+// returns a Config for it, without a prefix.
+func startFake(t *testing.T) Config {
+	t.Helper()
+	mem := s3mem.New()
+	if err := mem.CreateBucket(fakeBucket); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(mem, gofakes3.WithTimeSkewLimit(0)).Server())
+	t.Cleanup(srv.Close)
+	return Config{
+		Bucket:      fakeBucket,
+		Endpoint:    srv.URL,
+		Region:      "us-east-1",
+		PathStyle:   true,
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		TempDir:     t.TempDir(),
+	}
+}
+
+// storeMaker returns a newStore for the conformance suites: each call a Store on a
+// fresh prefix below root in base's bucket.
+func storeMaker(base Config, root string) func(t *testing.T) ledger.ObjectStore {
+	var n atomic.Int64
+	return func(t *testing.T) ledger.ObjectStore {
+		t.Helper()
+		cfg := base
+		cfg.Prefix = fmt.Sprintf("%s/t%03d", root, n.Add(1))
+		s, err := New(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return s
+	}
+}
+
+func TestFakeS3(t *testing.T) {
+	t.Parallel()
+	cfg := startFake(t)
+	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, storeMaker(cfg, "objects")) })
+	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(cfg, "blobs")) })
+}
+
+// TestRealS3 runs the suites against the S3 server at SYNCLEDGER_TEST_S3_ENDPOINT
+// (scripts/versitygw.sh starts one). It fails, never skips, if that server is set
+// but unreachable.
+func TestRealS3(t *testing.T) {
+	endpoint := os.Getenv("SYNCLEDGER_TEST_S3_ENDPOINT")
+	if endpoint == "" {
+		t.Skip("SYNCLEDGER_TEST_S3_ENDPOINT is not set; to run against a real S3 server, " +
+			"start one (eval \"$(scripts/versitygw.sh)\") or set SYNCLEDGER_TEST_S3_ENDPOINT, " +
+			"SYNCLEDGER_TEST_S3_BUCKET (default syncledger-test), AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	}
+	bucket := os.Getenv("SYNCLEDGER_TEST_S3_BUCKET")
+	if bucket == "" {
+		bucket = "syncledger-test"
+	}
+	cfg := Config{Bucket: bucket, Endpoint: endpoint, PathStyle: true, TempDir: t.TempDir()}
+	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		cfg.Region = DefaultRegion
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	st, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("SYNCLEDGER_TEST_S3_* configuration: %v", err)
+	}
+	if err := ensureBucket(ctx, st.client, bucket); err != nil {
+		t.Fatalf("S3 server %s (SYNCLEDGER_TEST_S3_ENDPOINT) is not usable: %v", endpoint, err)
+	}
+	root := fmt.Sprintf("syncledger-test-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deleteAll(t, cfg, root) })
+	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, storeMaker(cfg, root+"/objects")) })
+	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(cfg, root+"/blobs")) })
+	t.Run("Multipart", func(t *testing.T) { testMultipart(t, cfg, root+"/mp") })
+}
+
+func ensureBucket(ctx context.Context, c *awss3.Client, bucket string) error {
+	_, err := c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(bucket)})
+	if err == nil {
+		return nil
+	}
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusNotFound {
+		return fmt.Errorf("head bucket %q: %w", bucket, err)
+	}
+	_, err = c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)})
+	if owned := (*types.BucketAlreadyOwnedByYou)(nil); err != nil && !errors.As(err, &owned) {
+		return fmt.Errorf("create bucket %q: %w", bucket, err)
+	}
+	return nil
+}
+
+// deleteAll removes what a test run left below root.
+func deleteAll(t *testing.T, cfg Config, root string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg.Prefix = root
+	s, err := New(ctx, cfg)
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	var ks []string
+	if err := s.ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
+		ks = append(ks, info.Key)
+		return nil
+	}); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+	for _, k := range ks {
+		if err := s.DeleteObject(ctx, k); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+}
+
+func TestPrefixIsolation(t *testing.T) {
+	t.Parallel()
+	base := startFake(t)
+	drivertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) ledger.ObjectStore {
+		cfg := base
+		cfg.Prefix = prefix
+		s, err := New(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{
+		{},
+		{Bucket: "a/b"},
+		{Bucket: "b", Prefix: "a//b"},
+		{Bucket: "b", Prefix: "../x"},
+		{Bucket: "b", Endpoint: "localhost:9000"},
+		{Bucket: "b", Endpoint: "ftp://host"},
+	} {
+		if _, err := New(t.Context(), cfg); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("New(%+v) = %v, want ErrInvalid", cfg, err)
+		}
+	}
+}
+
+func TestMissingBucketIsNotNotFound(t *testing.T) {
+	t.Parallel()
+	cfg := startFake(t)
+	cfg.Bucket = "no-such-bucket"
+	s, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetObject(t.Context(), "k"); err == nil || errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("GetObject in a missing bucket = %v, want an error that is not ErrNotFound", err)
+	}
+}
+
+// TestMultipart: a put above Config.MultipartAbove (or of unknown size) is a
+// multipart upload that reads back whole; one whose reader fails, or ends short
+// of its declared size, leaves no object and the key's previous version in
+// place. The conformance suites pass with every put of unknown size multipart.
+func TestMultipart(t *testing.T) {
+	t.Parallel()
+	testMultipart(t, startFake(t), "mp")
+}
+
+// testMultipart runs TestMultipart's checks in cfg's bucket below root.
+func testMultipart(t *testing.T, cfg Config, root string) {
+	cfg.MultipartAbove, cfg.PartSize = minPartSize, minPartSize
+	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, storeMaker(cfg, root+"-objects")) })
+	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(cfg, root+"-blobs")) })
+
+	ctx := t.Context()
+	s := storeMaker(cfg, root)(t)
+	big := make([]byte, 2*minPartSize+12345)
+	for i := range big {
+		big[i] = byte(i * 7 / 3)
+	}
+	for _, size := range []int64{int64(len(big)), -1} {
+		if err := s.PutObject(ctx, "k", bytes.NewReader(big), size); err != nil {
+			t.Fatalf("put of %d bytes (size %d): %v", len(big), size, err)
+		}
+		rc, err := s.GetObject(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("read back %d bytes (%v), want the %d put", len(got), err, len(big))
+		}
+	}
+	failing := io.MultiReader(bytes.NewReader(big[:minPartSize+100]), iotest.ErrReader(errors.New("disk gone")))
+	if err := s.PutObject(ctx, "k", failing, int64(len(big))); err == nil {
+		t.Fatal("a put whose reader failed after a part succeeded")
+	}
+	if err := s.PutObject(ctx, "k", bytes.NewReader(big[:minPartSize+100]), int64(len(big))); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("a put that ended short of its size = %v, want ErrInvalid", err)
+	}
+	if err := s.PutObject(ctx, "new", bytes.NewReader(big[:minPartSize+100]), int64(len(big))); err == nil {
+		t.Fatal("short put of a new key succeeded")
+	}
+	if _, err := s.StatObject(ctx, "new"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("after a failed multipart put of a new key: stat = %v, want ErrNotFound", err)
+	}
+	if info, err := s.StatObject(ctx, "k"); err != nil || info.Size != int64(len(big)) {
+		t.Fatalf("after failed puts the previous version: %+v %v", info, err)
+	}
+}
