@@ -18,7 +18,7 @@ import (
 // it, an error makes the Runner retry it and eventually dead-letter it.
 func ExampleHandler() {
 	// An in-memory ledger with two commits; a real program connects to the
-	// ledger's NATS server and opens its ports with natsjs.Open and
+	// ledger's NATS server and opens its ports with natsjs.OpenLog and
 	// natsjs.NewFeed.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -308,7 +308,7 @@ func (a *app) Log(ctx context.Context) (*natsjs.Log, error) {
 	if a.oneShotSync {
 		opts = append(opts, natsjs.WithOpenSeq())
 	}
-	l, err := natsjs.Open(ctx, nc, a.ledgerName, opts...)
+	l, err := natsjs.OpenLog(ctx, nc, a.ledgerName, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w (NATS at %s)", err, redactURL(a.natsURL))
 	}

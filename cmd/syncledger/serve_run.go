@@ -84,7 +84,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		}
 		blobsURL = fileURL(dir)
 	}
-	info, created, err := createLedger(ctx, a, natsjs.Config{Name: a.ledgerName, Blobs: blobsURL, Replicas: 1})
+	info, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: a.ledgerName, Blobs: blobsURL, Replicas: 1})
 	if err != nil {
 		return err
 	}

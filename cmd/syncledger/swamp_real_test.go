@@ -630,7 +630,7 @@ func TestSwampRealNamespace(t *testing.T) {
 		t.Fatal("ledger swamp_ci has no commit")
 	}
 	nc := natsjstest.Connect(t, w.nats)
-	baseLog, err := natsjs.Open(t.Context(), nc, "swamp")
+	baseLog, err := natsjs.OpenLog(t.Context(), nc, "swamp")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -279,7 +279,7 @@ func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 	}
 	a.ledgerName, a.blobsURL = name, ""
 	a.res = &opened{nc: a.res.nc, closes: a.res.closes, host: a.res.host} // the namespace's own log and blobs
-	nsInfo, created, err := createLedger(ctx, a, natsjs.Config{Name: name, Blobs: blobsURL, Replicas: info.Replicas})
+	nsInfo, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: name, Blobs: blobsURL, Replicas: info.Replicas})
 	if err != nil {
 		return err
 	}

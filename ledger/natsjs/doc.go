@@ -1,4 +1,4 @@
-// Package jetstream is the ledger.CommitLog on NATS JetStream: one stream per
+// Package natsjs is the ledger.CommitLog on NATS JetStream: one stream per
 // ledger, one message per (commit, partition), the per-partition chain enforced
 // by the server at write time; and beside it the ledger's other ports on NATS:
 // the Feed (durable pull consumers of the stream, the dead-letter stream) and
@@ -23,7 +23,7 @@
 // the connection of a client whose protocol line exceeds max_control_line.
 //
 // Stream settings: file storage, limits retention, discard old, no message,
-// byte or per-subject limits, MaxAge from Config (0 = forever), duplicate window
+// byte or per-subject limits, MaxAge from LedgerConfig (0 = forever), duplicate window
 // 2 min (DuplicateWindow), DenyDelete (no interior holes), AllowDirect (reads by
 // direct get), AllowAtomicPublish (multi-partition commits). Metadata:
 //

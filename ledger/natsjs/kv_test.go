@@ -40,7 +40,7 @@ func TestBucketKVConformance(t *testing.T) {
 	drivertest.TestKV(t, func(t *testing.T) ledger.KV {
 		n++
 		name := "bucket" + string(rune('a'+n))
-		if _, err := Create(testCtx(t), nc, Config{Name: name, Blobs: "file:///tmp/blobs"}); err != nil {
+		if _, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: name, Blobs: "file:///tmp/blobs"}); err != nil {
 			t.Fatal(err)
 		}
 		kv, err := HeartbeatKV(nc, name)

@@ -40,8 +40,8 @@ const (
 // are refused with ErrTooLarge instead.
 const MaxSubjectLen = 3072
 
-// Config describes a ledger to create.
-type Config struct {
+// LedgerConfig describes a ledger to create.
+type LedgerConfig struct {
 	Name     string        // ledger name (ledger.ValidateName)
 	UUID     string        // lineage; a random (v4) UUID is generated on create when empty
 	Blobs    string        // blob store URL, stored in the stream metadata
@@ -186,7 +186,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 // idempotent, and an existing ledger's UUID and settings win. A cfg.UUID or
 // cfg.Blobs that differs from the existing ledger's is an error wrapping
 // ledger.ErrInvalid naming both values; an empty one means "no preference".
-func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Log, error) {
+func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Option) (*Log, error) {
 	l, err := newLog(nc, cfg.Name, opts)
 	if err != nil {
 		return nil, err
@@ -243,7 +243,7 @@ func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Lo
 	return nil, fmt.Errorf("create ledger %q: stream %s keeps appearing and disappearing", cfg.Name, l.stream)
 }
 
-func (l *Log) streamConfig(cfg Config, uuid string) jetstream.StreamConfig {
+func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig {
 	replicas := max(cfg.Replicas, 1)
 	dup := DuplicateWindow
 	if cfg.MaxAge > 0 && cfg.MaxAge < dup {
@@ -278,7 +278,7 @@ func (l *Log) streamConfig(cfg Config, uuid string) jetstream.StreamConfig {
 // ledger.ErrNotFound; a ledger whose format is newer than this build reads wraps
 // ledger.ErrUnknownVersion; a stream that is not a syncledger ledger wraps
 // ledger.ErrInvalid.
-func Open(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log, error) {
+func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log, error) {
 	l, err := newLog(nc, name, opts)
 	if err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ import (
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	srv, nc := natsjstest.RunServer(t)
-	l, err := Create(testCtx(t), nc, Config{Name: "test", Blobs: "file:///tmp/blobs"})
+	l, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: "test", Blobs: "file:///tmp/blobs"})
 	if err != nil {
 		t.Fatal(err)
 	}
