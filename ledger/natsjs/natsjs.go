@@ -103,6 +103,7 @@ func WithRetry(attempts int, wait time.Duration) Option {
 // Log is a ledger's CommitLog on a JetStream stream. It is safe for concurrent use.
 type Log struct {
 	nc     *nats.Conn
+	rnc    *nats.Conn // reads by direct get: nc, or a Client's read endpoint
 	js     jetstream.JetStream
 	name   string // ledger name
 	stream string // stream name
@@ -177,7 +178,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
 	return &Log{
-		nc: nc, js: js, name: name, stream: ledger.StreamName(name),
+		nc: nc, rnc: nc, js: js, name: name, stream: ledger.StreamName(name),
 		prefix: ledger.SubjectPrefix(name), opts: o,
 	}, nil
 }
