@@ -83,11 +83,11 @@ for a different blob store or replica count than it has is an error.`,
 // ledger is created pointing at a blob store that cannot be used. The opened log
 // becomes a's log.
 func createLedger(ctx context.Context, a *app, cfg natsjs.LedgerConfig) (info ledger.Info, created bool, err error) {
-	nc, err := a.Conn(ctx)
+	lg, err := a.ledgerOn(ctx, cfg.Name)
 	if err != nil {
 		return info, false, err
 	}
-	l, err := natsjs.OpenLog(ctx, nc, cfg.Name)
+	l, err := lg.Log(ctx)
 	switch {
 	case err == nil:
 	case errors.Is(err, ledger.ErrNotFound):
@@ -99,7 +99,7 @@ func createLedger(ctx context.Context, a *app, cfg natsjs.LedgerConfig) (info le
 				return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 			}
 		}
-		if l, err = natsjs.CreateLog(ctx, nc, cfg); err != nil {
+		if l, err = lg.Create(ctx, cfg); err != nil {
 			return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 		}
 		created = true

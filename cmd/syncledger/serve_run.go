@@ -67,13 +67,13 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 	}
 	defer srv.Shutdown()
 
-	nc, err := srv.Connect()
+	c, err := natsjs.Open(ctx, natsjs.Config{Write: srv.Endpoint(), Name: "syncledger-serve", Logger: a.logger})
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer c.Close()
 	// Commands run inside serve use the embedded server, not --nats.
-	a.res.nc, a.natsURL = nc, srv.ClientURL()
+	a.res.nats, a.natsURL = c, srv.ClientURL()
 	defer a.close()
 
 	blobsURL := a.blobsURL
