@@ -104,3 +104,22 @@ func (e *PermissionError) Error() string {
 }
 
 func (e *PermissionError) Unwrap() error { return ErrPermission }
+
+// ConfigError is returned (wrapped) when a resource a process opens on the
+// server (a ledger's stream, a bucket) is not configured as syncledger
+// creates it: its Setting is Found, not Want. Repair says which admin command
+// makes it so. errors.Is(err, ErrInvalid) holds. Nothing of such a resource
+// is trusted: the process stops before using it.
+type ConfigError struct {
+	Resource string // what it is, with the server's name of it
+	Setting  string // the server's name of the setting
+	Found    string
+	Want     string
+	Repair   string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s: %s is %s, want %s (%s): %v", e.Resource, e.Setting, e.Found, e.Want, e.Repair, ErrInvalid)
+}
+
+func (e *ConfigError) Unwrap() error { return ErrInvalid }

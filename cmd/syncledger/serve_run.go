@@ -88,6 +88,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 	if err != nil {
 		return err
 	}
+	a.protectBlobs(ctx, info.Blobs) // first: a NATS bucket opens only write-once
 	if !created {
 		if a.blobsURL != "" && info.Blobs != a.blobsURL {
 			a.logger.Warn("the ledger exists with another blob store; its setting is kept",
@@ -97,7 +98,6 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 			a.logger.Warn("the ledger's blob store does not open here", "err", err)
 		}
 	}
-	a.protectBlobs(ctx, info.Blobs)
 
 	uiURL, uiDone := "", func() error { return nil }
 	if o.ui != "" {

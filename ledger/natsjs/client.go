@@ -2,11 +2,13 @@ package natsjs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsblob"
@@ -120,14 +122,39 @@ func (c *Client) debug(msg string, err error) {
 }
 
 // ObjectStore opens the object store bucket (a nats://BUCKET blob store),
-// creating it with replicas replicas if it does not exist. Its signature is
-// blobs.Options' NATS.
+// creating it with replicas replicas if it does not exist. A bucket whose
+// settings differ from what syncledger creates (expect.go objectStore: one
+// that is not write-once, for instance) is a *ledger.ConfigError. Its
+// signature is blobs.Options' NATS.
 func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (ledger.ObjectStore, error) {
 	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket, Replicas: replicas})
 	if err != nil {
 		return nil, err // not a nil *Store in a non-nil interface
 	}
+	if err := objectStore(bucket).checkConfig(s.Configured()); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// HardenObjectStore makes an existing object store bucket write-once
+// (natsblob's Harden: no roll-ups, no message deletes) if it is not, and
+// reports whether it changed it; a missing bucket is left alone. It needs the
+// admin role. It is how an admin repairs a bucket ObjectStore refuses for
+// those settings (syncledger init).
+func (c *Client) HardenObjectStore(ctx context.Context, bucket string) (bool, error) {
+	js, err := jetstream.New(c.w, jetstream.WithDefaultTimeout(c.cfg.Timeout))
+	if err != nil {
+		return false, err
+	}
+	if _, err := js.Stream(ctx, natsblob.StreamName(bucket)); errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, nil
+	}
+	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket})
+	if err != nil {
+		return false, err
+	}
+	return s.Harden(ctx)
 }
 
 // Ledger returns the resources of the ledger named name on the Client's

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -216,7 +215,11 @@ func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Opt
 	for range 3 {
 		info, err := l.js.Stream(ctx, l.stream)
 		if err == nil {
-			if err := l.adopt(ledgerConfigOf(info.CachedInfo())); err != nil {
+			st, err := settingsOf(info.CachedInfo().Config)
+			if err == nil {
+				err = l.adopt(st)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 			}
 			if cfg.UUID != "" && cfg.UUID != l.uuid {
@@ -304,16 +307,10 @@ func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 	return l, nil
 }
 
-// ledgerConfigOf is the part of info adopt reads.
-func ledgerConfigOf(info *jetstream.StreamInfo) *ledgerConfig {
-	c := info.Config
-	return &ledgerConfig{Subjects: c.Subjects, Replicas: c.Replicas, AllowDirect: c.AllowDirect,
-		AllowAtomicPublish: c.AllowAtomicPublish, Metadata: c.Metadata}
-}
-
-// adopt checks that info describes a syncledger stream this build can use and
+// adopt checks that c describes a syncledger stream this build can use — its
+// identity (the metadata), then its settings (expect.go ledgerStream) — and
 // records its lineage.
-func (l *Log) adopt(c *ledgerConfig) error {
+func (l *Log) adopt(c *streamSettings) error {
 	md := c.Metadata
 	if md[MetaName] == "" && md[MetaUUID] == "" {
 		return fmt.Errorf("stream %s has no syncledger metadata: not a ledger: %w", l.stream, ledger.ErrInvalid)
@@ -331,13 +328,8 @@ func (l *Log) adopt(c *ledgerConfig) error {
 	if err := ledger.ValidateUUID(md[MetaUUID]); err != nil {
 		return fmt.Errorf("stream %s: %s: %w", l.stream, MetaUUID, err)
 	}
-	switch {
-	case !c.AllowAtomicPublish:
-		return fmt.Errorf("stream %s does not allow atomic publish: %w", l.stream, ledger.ErrInvalid)
-	case !c.AllowDirect:
-		return fmt.Errorf("stream %s does not allow direct get: %w", l.stream, ledger.ErrInvalid)
-	case !slices.Contains(c.Subjects, l.prefix+">"):
-		return fmt.Errorf("stream %s does not bind %s>: %w", l.stream, l.prefix, ledger.ErrInvalid)
+	if err := ledgerStream(l.name).check(c); err != nil {
+		return err
 	}
 	l.uuid = md[MetaUUID]
 	l.info = ledger.Info{Name: md[MetaName], UUID: md[MetaUUID], Format: f, Blobs: md[MetaBlobs], Replicas: c.Replicas}

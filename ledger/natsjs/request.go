@@ -61,20 +61,12 @@ type stateOf struct {
 	LastSeq  uint64 `json:"last_seq"`
 }
 
-// streamConfig is the part of a stream info response Open reads.
+// streamConfig is the part of a stream info response Open reads: the
+// settings it checks (expect.go) and the bounds.
 type streamConfig struct {
 	apiResponse
-	Config ledgerConfig `json:"config"`
-	State  stateOf      `json:"state"`
-}
-
-// ledgerConfig is the part of a stream's configuration that makes it a ledger.
-type ledgerConfig struct {
-	Subjects           []string          `json:"subjects"`
-	Replicas           int               `json:"num_replicas"`
-	AllowDirect        bool              `json:"allow_direct"`
-	AllowAtomicPublish bool              `json:"allow_atomic"`
-	Metadata           map[string]string `json:"metadata"`
+	Config streamSettings `json:"config"`
+	State  stateOf        `json:"state"`
 }
 
 // request sends a JetStream API request and decodes its JSON answer into v.
