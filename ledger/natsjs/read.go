@@ -520,7 +520,7 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 
 // Partitions lists the partitions the ledger's stream holds events of, from
 // the stream's subjects (one stream info request with its subjects: the
-// dashboard's list).
+// dashboard's list). The quarantine notices' subject is none.
 func (l *Log) Partitions(ctx context.Context) ([]string, error) {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
@@ -533,7 +533,11 @@ func (l *Log) Partitions(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("ledger %q partitions: %w", l.name, l.mapStreamErr(err))
 	}
 	keys := make([]string, 0, len(info.State.Subjects))
+	notices := ledger.QuarantineSubject(l.name)
 	for subj := range info.State.Subjects {
+		if subj == notices {
+			continue // quarantine notices: no partition's
+		}
 		k, err := ledger.UnescapeToken(strings.TrimPrefix(subj, l.prefix))
 		if err != nil {
 			return nil, fmt.Errorf("ledger %q partitions: subject %q: %w", l.name, subj, err)
