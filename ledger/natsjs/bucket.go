@@ -13,7 +13,7 @@ import (
 )
 
 // BucketKV is a ledger side bucket as a ledger.KV, opened (created if
-// missing, see OpenKV) on first use, so a command that only writes one value
+// missing, see openKVBucket) on first use, so a command that only writes one value
 // pays one round trip: until the bucket is open, a Put is one publish to the
 // key's subject, which is what a put sends, and only when no bucket answers
 // (the first value of the ledger's bucket) is the bucket opened and the value
@@ -53,11 +53,11 @@ func (b *BucketKV) open(ctx context.Context) (*KV, error) {
 	if b.kv != nil {
 		return b.kv, nil
 	}
-	kv, err := OpenKV(ctx, b.js, b.ledger, b.bucket, b.describing)
+	kv, err := openKVBucket(ctx, b.js, b.ledger, b.bucket, b.describing)
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s of ledger %q: %w", b.bucket, b.ledger, err)
 	}
-	b.kv = NewKV(b.js.Conn(), kv)
+	b.kv = newKV(b.js.Conn(), kv)
 	return b.kv, nil
 }
 

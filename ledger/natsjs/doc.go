@@ -27,8 +27,8 @@
 //	objs, err := c.ObjectStore(ctx, bucket, replicas) // a nats:// blob store
 //
 // The Log carries the rest: quarantine, purge and truncation, attestations,
-// the partition list (Partitions), Delete. OpenLog, CreateLog, NewFeed,
-// HeartbeatKV and OpenKV build the same on a *nats.Conn the caller holds
+// the partition list (Partitions), Delete. OpenLog, CreateLog, NewFeed
+// and HeartbeatKV build the same on a *nats.Conn the caller holds
 // (tests, benchmarks).
 //
 // Every resource opened is checked against the configuration syncledger

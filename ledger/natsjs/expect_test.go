@@ -92,13 +92,13 @@ func TestOpenKVChecksBucket(t *testing.T) {
 		if _, err := js.CreateKeyValue(ctx, tc.cfg); err != nil {
 			t.Fatal(err)
 		}
-		_, err := OpenKV(ctx, js, "kv", tc.bucket, "")
-		configError(t, "OpenKV("+tc.bucket+")", err, tc.setting)
+		_, err := openKVBucket(ctx, js, "kv", tc.bucket, "")
+		configError(t, "openKVBucket("+tc.bucket+")", err, tc.setting)
 	}
 
 	// Created by syncledger, then opened by another process: one STREAM.INFO.
 	good := "SYNCLEDGER_GOOD_kv"
-	if _, err := OpenKV(ctx, js, "kv", good, ""); err != nil {
+	if _, err := openKVBucket(ctx, js, "kv", good, ""); err != nil {
 		t.Fatal(err)
 	}
 	spy := natsjstest.Connect(t, srv.ClientURL())
@@ -120,7 +120,7 @@ func TestOpenKVChecksBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenKV(ctx, ojs, "kv", good, ""); err != nil {
+	if _, err := openKVBucket(ctx, ojs, "kv", good, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := other.Flush(); err != nil {

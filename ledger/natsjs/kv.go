@@ -16,13 +16,13 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// OpenKV opens a ledger's side bucket (heartbeats, swamp locks, swamp's control
+// openKVBucket opens a ledger's side bucket (heartbeats, swamp locks, swamp's control
 // plane), creating it on first use with the ledger stream's replica count and
 // a history of one (expect.go kvConfig). A ledger that does not exist is an
 // error wrapping ledger.ErrNotFound: a side bucket never outlives or precedes
 // its ledger. A bucket whose settings differ from what syncledger creates is a
 // *ledger.ConfigError (expect.go kvBucket).
-func OpenKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
+func openKVBucket(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
 	kv, err := openKV(ctx, js, ledgerName, bucket, description)
 	return kv, unreachable(js.Conn(), err)
 }
@@ -114,13 +114,9 @@ type KV struct {
 
 var _ ledger.KV = (*KV)(nil)
 
-// NewKV returns the port on kv, whose requests go through nc: an operation
+// newKV returns the port on kv, whose requests go through nc: an operation
 // that could not reach the server (see ledger.ErrUnreachable) says so.
-func NewKV(nc *nats.Conn, kv jetstream.KeyValue) *KV { return &KV{nc: nc, kv: kv} }
-
-// Bucket returns the bucket under the port, for the few callers that must
-// speak NATS (a heartbeat's one-publish fast path).
-func (k *KV) Bucket() jetstream.KeyValue { return k.kv }
+func newKV(nc *nats.Conn, kv jetstream.KeyValue) *KV { return &KV{nc: nc, kv: kv} }
 
 func kvEntry(e jetstream.KeyValueEntry) ledger.KVEntry {
 	return ledger.KVEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Created: e.Created()}

@@ -22,11 +22,11 @@ func TestKVConformance(t *testing.T) {
 	n := 0
 	drivertest.TestKV(t, func(t *testing.T) ledger.KV {
 		n++
-		kv, err := OpenKV(testCtx(t), js, "test", "conformance_"+string(rune('a'+n)), "conformance")
+		kv, err := openKVBucket(testCtx(t), js, "test", "conformance_"+string(rune('a'+n)), "conformance")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return NewKV(nc, kv)
+		return newKV(nc, kv)
 	})
 }
 
