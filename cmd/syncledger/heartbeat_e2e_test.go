@@ -30,7 +30,9 @@ func TestBadHeartbeatIsOneRow(t *testing.T) {
 	srv, info := serveJSON(t, cliEnv("SYNCLEDGER_SERVE_USERS="+users), "--listen", "127.0.0.1:0",
 		"--data", filepath.Join(dir, "data"), "--blobs", "file://"+filepath.Join(dir, "blobs"))
 	defer srv.stop(t, syscall.SIGTERM)
-	env := func(extra ...string) []string { return cliEnv(append([]string{"SYNCLEDGER_NATS=" + info.URL}, extra...)...) }
+	env := func(extra ...string) []string {
+		return cliEnv(append([]string{"SYNCLEDGER_NATS=" + info.URL}, extra...)...)
+	}
 	web := env("NATS_USER=web", "NATS_PASSWORD=web-pw")
 	tool := env("NATS_USER=grafana", "NATS_PASSWORD=graf-pw")
 	admin := env("NATS_USER=ops", "NATS_PASSWORD=ops-pw")
