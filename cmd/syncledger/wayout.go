@@ -46,8 +46,10 @@ func errorCommands(err error) []string {
 		// whose content the store keeps; the same fetch then works.
 		return []string{"syncledger sync --lazy"}
 	case errors.As(err, &ns):
-		if len(ns.Unattested) == 0 {
-			return []string{} // a rebuild again would fail the same way; adopting attests nothing
+		if len(ns.Unattested) == 0 || ns.Attests {
+			// A rebuild again would fail the same way; adopting attests
+			// nothing, or (a ledger that attests) what nobody vouches for.
+			return []string{}
 		}
 		return []string{"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}
 	case errors.As(err, &c):

@@ -35,6 +35,7 @@ func TestWayOutTable(t *testing.T) {
 		{"no snapshot, one unreadable", &host.NoSnapshotError{Skipped: []string{"s1"}, Err: truncated}, []string{}, ""},
 		{"no snapshot, one unattested", &host.NoSnapshotError{Skipped: []string{"s1", "s2"}, Unattested: []string{"s2"}, Err: truncated}, []string{
 			"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}, ""},
+		{"no snapshot, one unattested on a ledger that attests", &host.NoSnapshotError{Skipped: []string{"s2"}, Unattested: []string{"s2"}, Attests: true, Err: truncated}, []string{}, ""},
 		{"no snapshot at all", &host.NoSnapshotError{Err: truncated}, []string{}, ""},
 		{"truncated", truncated, []string{"syncledger rebuild"}, ""},
 		{"damaged state", statedb.ErrCorrupt, []string{"syncledger rebuild"}, ""},
