@@ -121,7 +121,9 @@ func TestPlantedRetentionBoundCLI(t *testing.T) {
 	srv, info := serveJSON(t, cliEnv("SYNCLEDGER_SERVE_USERS="+users), "--listen", "127.0.0.1:0",
 		"--data", filepath.Join(dir, "data"), "--blobs", "nats://syncledger-default")
 	defer srv.stop(t, syscall.SIGTERM)
-	env := func(extra ...string) []string { return cliEnv(append([]string{"SYNCLEDGER_NATS=" + info.URL}, extra...)...) }
+	env := func(extra ...string) []string {
+		return cliEnv(append([]string{"SYNCLEDGER_NATS=" + info.URL}, extra...)...)
+	}
 	web := env("NATS_USER=web", "NATS_PASSWORD=web-pw", "SYNCLEDGER_HOST=web-1")
 	admin := env("NATS_USER=ops", "NATS_PASSWORD=ops-pw")
 	w := filepath.Join(dir, "w")
