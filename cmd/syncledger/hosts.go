@@ -116,7 +116,6 @@ there.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, head, hosts: […], skipped: […]} as JSON")
-	var forgetJSON bool
 	forget := &cobra.Command{
 		Use:   "forget HOST|KEY",
 		Short: "Remove a host's heartbeat, or a skipped key of the heartbeat bucket",
@@ -142,9 +141,6 @@ this user may not write the bucket (the host and admin roles may).`,
 			if err != nil {
 				return err
 			}
-			if forgetJSON {
-				return a.printJSON(r)
-			}
 			if r.Host != "" {
 				_, err = fmt.Fprintf(a.stdout, "forgot host %s (key %s)\n", oneLine(r.Host), r.Key)
 			} else {
@@ -153,7 +149,6 @@ this user may not write the bucket (the host and admin roles may).`,
 			return err
 		},
 	}
-	forget.Flags().BoolVar(&forgetJSON, "json", false, "print {key, host} as JSON")
 	cmd.AddCommand(forget)
 	return cmd
 }

@@ -341,10 +341,19 @@ func (s *scrubber) scrub(text string) string {
 		text = strings.ReplaceAll(text, sec, Redacted)
 	}
 	if strings.Contains(text, "://") {
-		text = urlInText.ReplaceAllStringFunc(text, redactURL)
+		text = urlInText.ReplaceAllStringFunc(text, func(u string) string {
+			if _, ui, _, ok := splitUserinfo(u); ok && placeholderRE.MatchString(ui) && !strings.Contains(u, "?") {
+				return u // a form shown to the reader (nats://USER:PASSWORD@host), holding no secret
+			}
+			return redactURL(u)
+		})
 	}
 	return text
 }
+
+// placeholderRE matches the user information of the URL forms help and hints
+// show.
+var placeholderRE = regexp.MustCompile(`^(TOKEN|USER|USER:PASS|USER:PASSWORD)$`)
 
 // scrubWriter is where output leaves the process: it writes to w what it is
 // given, scrubbed. A write is scrubbed on its own: every message, log record,
