@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -222,4 +223,55 @@ func TestPlantedRetentionBoundCLI(t *testing.T) {
 	if r := cli(t, admin, "--cache", filepath.Join(dir, "fresh2"), "rebuild"); r.code != 0 {
 		t.Fatalf("rebuild after the correction: exit %d\n%s", r.code, r.stderr)
 	}
+}
+
+// TestWrongRetentionBoundWayOutCLI: a retention bound an older release's adopt
+// attested while the log still holds every event below it (what a planted
+// retention.json became) made every snapshot and every fresh rebuild fail for
+// good, with `syncledger rebuild` as the way out. Now both print the admin's
+// correction, and followed as printed, they converge.
+func TestWrongRetentionBoundWayOutCLI(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, "wrongbound")
+	c.ok("init", "--blobs", "file://"+t.TempDir())
+	w := t.TempDir()
+	hw := []string{"--cache", w, "--host", "writer"}
+	for i := range 3 {
+		put(t, w, "audit/a", fmt.Sprint("a", i))
+		c.ok(append(hw, "commit", "-m", fmt.Sprint(i))...)
+	}
+	c.ok("snapshot")
+	put(t, w, "audit/a", "a3")
+	c.ok(append(hw, "commit", "-m", "3")...)
+	url := strings.TrimPrefix(c.env[slices.IndexFunc(c.env, func(kv string) bool { return strings.HasPrefix(kv, "SYNCLEDGER_NATS=") })], "SYNCLEDGER_NATS=")
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	l, err := natsjs.Open(t.Context(), nc, "wrongbound")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _ := l.LastSeq(t.Context())
+	if err := l.AttestRetention(t.Context(), head+1); err != nil { // nothing was dropped
+		t.Fatal(err)
+	}
+	put(t, w, "audit/a", "a4")
+	c.ok(append(hw, "commit", "-m", "4")...)
+	r := c.run("snapshot")
+	if r.code == 0 || !strings.Contains(r.stderr, "way out: syncledger snapshot --retention-bound 0") {
+		t.Fatalf("snapshot under a wrong bound: exit %d\n%s", r.code, r.stderr)
+	}
+	fresh := t.TempDir()
+	hf := []string{"--cache", fresh, "--host", "fresh"}
+	r = c.run(append(hf, "rebuild")...)
+	if r.code == 0 || !strings.Contains(r.stderr, "way out: syncledger snapshot --retention-bound 0") {
+		t.Fatalf("rebuild under a wrong bound: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Logf("converged: %s", strings.Join(c.followWayOuts(hf, 4, "rebuild"), " → "))
+	if got, want := tree(t, fresh), tree(t, w); !cmp.Equal(got, want) {
+		t.Fatalf("fresh host after the way out: %v, want %v", got, want)
+	}
+	c.ok("snapshot")
 }

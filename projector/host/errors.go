@@ -27,11 +27,17 @@ type NoSnapshotError struct {
 	Skipped    []string
 	Unattested []string
 	Attests    bool
+	// WrongBound, when set, is the retention bound the log attests while it
+	// still holds every event below it (snapshot.WrongBound): an admin removes
+	// it, and the rebuild replays the log from seq 1.
+	WrongBound ledger.Seq
 	Err        *ledger.TruncatedError
 }
 
 func (e *NoSnapshotError) Error() string {
 	switch {
+	case e.WrongBound > 0:
+		return fmt.Sprintf("no usable snapshot, and the log attests retention bound %d while it still holds every event below it: %v", e.WrongBound, e.Err)
 	case len(e.Skipped) == 0:
 		return fmt.Sprintf("no usable snapshot: %v", e.Err)
 	case e.Attests:

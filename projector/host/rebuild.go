@@ -168,8 +168,9 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		// unattested one was planted, or its attestation failed.
 		a, err := h.cfg.Log.Attested(ctx)
 		attests := err != nil || len(a.Snapshots) > 0 || a.Retained > 0
+		wrong, _ := snapshot.WrongBound(ctx, h.cfg.Log)
 		return res, fmt.Errorf("rebuild: %w", &NoSnapshotError{Skipped: res.Skipped, Unattested: unattested, Attests: attests,
-			Err: &ledger.TruncatedError{From: 1, First: floor}})
+			WrongBound: wrong, Err: &ledger.TruncatedError{From: 1, First: floor}})
 	}
 	h.log.Info("rebuilding cache", "cache", h.dir.Root(), "snapshot", res.SnapshotKey, "seq", base.Seq, "head", b.Last)
 	s, err := h.load(ctx, opt.Lazy)

@@ -251,8 +251,9 @@ func TestSetRetention(t *testing.T) {
 	if err := h.lg.AttestRetention(ctx, 15); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Take(ctx, h.cfg, TakeOptions{}); !errors.Is(err, ledger.ErrTruncated) {
-		t.Fatalf("take under a wrong bound: %v, want ErrTruncated (the wedge)", err)
+	var wb *WrongBoundError
+	if _, err := Take(ctx, h.cfg, TakeOptions{}); !errors.Is(err, ledger.ErrTruncated) || !errors.As(err, &wb) || wb.Bound != 15 {
+		t.Fatalf("take under a wrong bound: %v, want ErrTruncated (the wedge) naming the wrong bound 15", err)
 	}
 	if _, err := SetRetention(ctx, h.lg, 17); !errors.Is(err, ErrBadBound) {
 		t.Errorf("SetRetention above the head: %v, want ErrBadBound", err)

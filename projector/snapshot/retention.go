@@ -91,3 +91,41 @@ func SetRetention(ctx context.Context, log ledger.CommitLog, before ledger.Seq) 
 	}
 	return res, nil
 }
+
+// WrongBoundError: the log attests a retention bound while it still holds
+// every event below it, from seq 1 — a bound no retention run left (an older
+// release's adopt of a planted one did), which leaves no snapshot usable or
+// takeable. Removing it (SetRetention 0) is the way out. It wraps the
+// *ledger.TruncatedError the bound made of the read.
+type WrongBoundError struct {
+	Bound ledger.Seq // the bound the log attests
+	Err   *ledger.TruncatedError
+}
+
+func (e *WrongBoundError) Error() string {
+	return fmt.Sprintf("the log attests retention bound %d, yet still holds every event below it: %v", e.Bound, e.Err)
+}
+
+func (e *WrongBoundError) Unwrap() error { return e.Err }
+
+// WrongBound returns the retention bound the log attests if the log
+// contradicts it so that SetRetention(0) is right: it holds every event from
+// seq 1 up to it (0: no such bound). It reads those events.
+func WrongBound(ctx context.Context, log ledger.CommitLog) (ledger.Seq, error) {
+	a, err := attested(ctx, log)
+	if err != nil {
+		return 0, err
+	}
+	b, err := log.Bounds(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read log bounds: %w", err)
+	}
+	if a.Retained <= 1 || b.First > 1 || a.Retained > b.Last+1 {
+		return 0, nil // none, the log lacks its first events, or ignored already (Floor)
+	}
+	missing, err := firstMissing(ctx, log, 1, a.Retained-1)
+	if err != nil || missing > 0 {
+		return 0, err
+	}
+	return a.Retained, nil
+}
