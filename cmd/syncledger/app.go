@@ -97,7 +97,7 @@ type envBinding struct {
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	s := &scrubber{}
 	return &app{stdout: scrubWriter{stdout, s}, stderr: scrubWriter{stderr, s}, rawStdout: stdout, scrub: s, getenv: getenv,
-		abort: &aborter{},
+		abort:  &aborter{},
 		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}, res: &opened{}}
 }
 
