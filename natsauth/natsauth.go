@@ -36,6 +36,12 @@
 //     other stream; the deny lists say so explicitly, so a wider allow added by
 //     hand cannot grant it.
 //
+// Every role subscribes to syncledger.<ledger>.>, which holds the stream's
+// republish of what it stored (syncledger.<ledger>.stored.>, what followers
+// read: watch, log --follow, tail, the dashboard), and no role below admin
+// publishes there (the deny lists name it): a message on it was stored by the
+// stream, at the seq it states.
+//
 // Every role subscribes to _INBOX.> for JetStream API answers. On a server shared
 // with untrusted users, give each user its own inbox prefix instead (nats-server's
 // allow_responses and a custom inbox prefix); see docs/ops.md.
@@ -111,6 +117,7 @@ func For(role Role, s Scope) (*Permissions, error) {
 		commits = ledger.SubjectPrefix(s.Ledger) + ">"
 		all     = ledger.SubjectRoot + "." + s.Ledger + ".>"
 		dlq     = natsjs.DeadLetterSubject(s.Ledger, ">")
+		stored  = natsjs.StoredSubjects(s.Ledger) // the stream's republish: subscribe only
 		kv      = natsjs.HeartbeatBucket(s.Ledger)
 		kvStr   = natsjs.KVStream(kv)
 		swamp   = natsjs.SwampBucket(s.Ledger)
@@ -187,15 +194,16 @@ func For(role Role, s Scope) (*Permissions, error) {
 		// removes anything.
 		deny := append([]string{"$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
 		deny = append(deny, noConsumerChanges...)
-		// Quarantine notices (readers skip the seq they name) are the admin's.
-		deny = append(deny, ledger.QuarantineSubject(s.Ledger))
+		// Quarantine notices (readers skip the seq they name) are the admin's,
+		// and the stream's republish of what it stored is the server's.
+		deny = append(deny, ledger.QuarantineSubject(s.Ledger), stored)
 		return &Permissions{
 			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},
 			Subscribe: sub,
 		}, nil
 	case RoleTooling:
 		pub := []string{dlq, "$JS.API.STREAM.CREATE." + dlqStr, "$JS.API.CONSUMER.RESET." + stream + ".>", kvDelete(kvStr)}
-		deny := append([]string{commits, "$KV.>", "$O.>", "$JS.API.STREAM.CREATE." + stream,
+		deny := append([]string{commits, stored, "$KV.>", "$O.>", "$JS.API.STREAM.CREATE." + stream,
 			"$JS.API.STREAM.CREATE." + kvStr, "$JS.API.STREAM.CREATE." + swStr, "$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
 		for _, c := range noConsumerChanges {
 			if strings.HasPrefix(c, "$JS.API.CONSUMER.DELETE.") {

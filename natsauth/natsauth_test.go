@@ -68,6 +68,15 @@ func TestFor(t *testing.T) {
 			t.Errorf("%v publish allows %q = %v, want %v", tc.p == host, tc.subject, got, tc.want)
 		}
 	}
+	// The stream's republish: every role subscribes, none below admin publishes.
+	for _, p := range []*Permissions{host, tool} {
+		if !slices.Contains(p.Publish.Deny, "syncledger.prod.stored.>") {
+			t.Errorf("%v does not deny publishing to the stream's republish", p == host)
+		}
+		if !slices.Contains(p.Subscribe.Allow, "syncledger.prod.>") {
+			t.Errorf("%v may not subscribe to the stream's republish", p == host)
+		}
+	}
 	for _, d := range []string{"syncledger.prod.p.>", "$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$O.>", "$KV.>"} {
 		if !slices.Contains(tool.Publish.Deny, d) {
 			t.Errorf("tooling does not deny %q", d)

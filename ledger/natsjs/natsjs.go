@@ -269,6 +269,7 @@ func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig
 		DenyDelete:         true,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		RePublish:          ledgerRePublish(l.name),
 		Metadata: map[string]string{
 			MetaUUID:   uuid,
 			MetaFormat: strconv.Itoa(ledger.FormatVersion),
