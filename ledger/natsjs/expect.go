@@ -303,6 +303,7 @@ func kvBucket(ledgerName, bucket string) resource {
 			noMaxAge("max_age"),
 			boolIs("allow_msg_ttl", false, func(s *streamSettings) bool { return s.AllowMsgTTL }),
 			boolIs("deny_delete", true, func(s *streamSettings) bool { return s.DenyDelete }),
+			boolIs("allow_direct", true, func(s *streamSettings) bool { return s.AllowDirect }), // List
 		},
 	}
 }
