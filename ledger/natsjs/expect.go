@@ -321,6 +321,7 @@ func deadLetterConfig(ledgerName string, replicas int) jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 		Duplicates:  DuplicateWindow,
+		AllowDirect: true, // DeadLetters reads by direct gets (by leader gets where a stream made before does not allow them)
 	}
 }
 

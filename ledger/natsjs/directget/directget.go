@@ -40,6 +40,10 @@ type Stream struct {
 	// Timeout bounds each request whose ctx has no earlier deadline
 	// (DefaultTimeout when 0).
 	Timeout time.Duration
+	// Leader, for a stream that does not allow direct gets, makes Scan ask
+	// the stream leader for one message at a time ($JS.API.STREAM.MSG.GET):
+	// a request per message, and no state on the server either.
+	Leader bool
 }
 
 // DefaultTimeout bounds a request when Stream.Timeout is 0.
@@ -79,6 +83,19 @@ type request struct {
 // meanwhile included). fn's error is returned as is.
 func (s Stream) Scan(ctx context.Context, filter string, from uint64, fn func(Msg) error) error {
 	cursor := max(from, 1)
+	for s.Leader {
+		m, ok, err := s.leaderNext(ctx, cursor, filter)
+		switch {
+		case err != nil:
+			return fmt.Errorf("scan %s of stream %s: %w", filter, s.Name, err)
+		case !ok:
+			return nil
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+		cursor = m.Seq + 1
+	}
 	for {
 		msgs, pending, err := s.get(ctx, request{Seq: cursor, NextFor: filter, Batch: batchSize, MaxBytes: maxBytes}, filter)
 		if err != nil {
@@ -288,6 +305,12 @@ func (s Stream) leaderNext(ctx context.Context, seq uint64, filter string) (Msg,
 	if err != nil {
 		return Msg{}, false, err
 	}
+	timeout := s.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	resp, err := s.Conn.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.Name, body)
 	if err != nil {
 		return Msg{}, false, err

@@ -78,6 +78,15 @@ func TestScanAndLastPerSubject(t *testing.T) {
 	if want := []string{"3 t.a a2", "4 t.c c1"}; !slices.Equal(summary(got), want) {
 		t.Fatalf("Scan(t.*, 3) = %q, want %q", summary(got), want)
 	}
+	got = nil
+	leader := s
+	leader.Leader = true
+	if err := leader.Scan(ctx, "t.b.>", 1, func(m Msg) error { got = append(got, m); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"2 t.b.x bx1", "5 t.b.y by1"}; !slices.Equal(summary(got), want) || got[0].Time.IsZero() {
+		t.Fatalf("Scan(t.b.>) by the leader = %q, want %q", summary(got), want)
+	}
 	last, err := s.LastPerSubject(ctx, "t.>")
 	if err != nil {
 		t.Fatal(err)
