@@ -75,7 +75,9 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 	if err == nil {
 		// The server has the subscription once it answers a ping: whatever
 		// it stores after the head read below is republished to it.
-		err = l.rnc.FlushWithContext(ctx)
+		fctx, cancel := l.reqCtx(ctx)
+		err = l.rnc.FlushWithContext(fctx)
+		cancel()
 	}
 	if err != nil {
 		if sub != nil {
