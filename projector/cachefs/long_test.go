@@ -163,3 +163,39 @@ func TestLongPaths(t *testing.T) {
 		t.Fatalf("empty parents left behind: %v", err)
 	}
 }
+
+// TestScanRefusesReserved: a writer never takes what no host can hold, or
+// what another host's machinery would read as its own (issue 38 point 10):
+// the ignore file spelt in other case (on macOS and Windows it is the ignore
+// file), a directory named like the state directory in other case. Each is
+// skipped with the reason, once for a directory, and never reaches the
+// commit; .syncledgerignore itself, a file, syncs.
+func TestScanRefusesReserved(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{".syncledgerignore", ".SYNCLEDGERIGNORE", ".SyncLedger/state.db", ".SyncLedger/tmp/x", "notes/a"} {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen, skipped []string
+	err = d.Scan(func(rel string, fi FileInfo) error { seen = append(seen, rel); return nil },
+		func(s Skipped) {
+			if !s.Ignored {
+				skipped = append(skipped, s.Path)
+			}
+		})
+	slices.Sort(seen)
+	slices.Sort(skipped)
+	if err != nil || !slices.Equal(seen, []string{".syncledgerignore", "notes/a"}) || !slices.Equal(skipped, []string{".SYNCLEDGERIGNORE", ".SyncLedger"}) {
+		t.Fatalf("scan: %v, saw %q, skipped %q", err, seen, skipped)
+	}
+}

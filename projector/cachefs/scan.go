@@ -168,6 +168,15 @@ func (d *Dir) visit(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error,
 				}
 				return filepath.SkipDir
 			}
+			if err := ledger.ValidatePath(rel); err != nil {
+				// No file under it is a path the ledger takes (a reserved
+				// name, a name or a path too long for some host): one
+				// warning, not one a file.
+				if skip != nil {
+					skip(Skipped{Path: rel, Reason: err.Error()})
+				}
+				return filepath.SkipDir
+			}
 			return nil
 		}
 		if ign.Match(rel, false) {
