@@ -29,8 +29,9 @@ const DefaultNATS = "nats://127.0.0.1:4222"
 // from it. A command gets what it needs with Conn, Log and Blobs; each is opened
 // once, on first use, and closed by close when the command ends.
 type app struct {
-	stdout, stderr io.Writer
-	scrub          *scrubWriter // stderr
+	stdout, stderr io.Writer // scrubbed: secrets hidden (secrets.go)
+	rawStdout      io.Writer // stdout byte for byte: only for what is not this process's output
+	scrub          *scrubber
 	getenv         func(string) string
 
 	// Global flags (after env fallbacks, see resolve).
@@ -94,11 +95,12 @@ type envBinding struct {
 	envs []string
 }
 
-// newApp returns an app writing to stdout and, through a scrubWriter that hides
-// every secret in effect (secrets.go), to stderr.
+// newApp returns an app writing to stdout and stderr through scrubWriters that
+// hide every secret in effect (secrets.go).
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
-	sw := &scrubWriter{w: stderr}
-	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv, abort: &aborter{}, refused: &refusals{},
+	s := &scrubber{}
+	return &app{stdout: scrubWriter{stdout, s}, stderr: scrubWriter{stderr, s}, rawStdout: stdout, scrub: s, getenv: getenv,
+		abort: &aborter{}, refused: &refusals{},
 		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}, res: &opened{}}
 }
 
@@ -153,7 +155,7 @@ func (a *app) resolve(cmd *cobra.Command) error {
 	if a.natsAuth.user != "" && a.natsAuth.password == "" {
 		markSecret(a.globals, "nats-user") // sent as a token
 	}
-	a.scrub.setSecrets(a.secretsInEffect())
+	a.scrub.setSecrets(a.secretsInEffect(cmd))
 	if err := ledger.ValidateName(a.ledgerName); err != nil {
 		return &usageError{err}
 	}
@@ -273,7 +275,7 @@ func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(a.natsURL, append(opts, auth...)...)
+	nc, err := nats.Connect(dialURL(a.natsURL), append(opts, auth...)...)
 	if err != nil {
 		return nil, &unreachableError{fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))}
 	}

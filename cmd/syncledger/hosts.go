@@ -30,6 +30,10 @@ type hostRow struct {
 	Command  string     `json:"command,omitempty"`
 }
 
+// badRow is a key of the heartbeat bucket whose value is not a heartbeat, as
+// `hosts --json` reports it (heartbeat.Bad).
+type badRow = heartbeat.Bad
+
 func newHostsCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -43,7 +47,14 @@ when its last heartbeat arrived (server time). A watching host beats every 30 s
 while idle; a host that only runs sync is seen when it syncs (a cache does not
 repeat an unchanged beat within 10 s).
 
-"hosts forget HOST" removes a host that is gone for good.`,
+Every host may write that bucket, so a value that is not a heartbeat (or a
+heartbeat under a key that is not its host's) is listed apart as skipped,
+with why and how to remove it; the other hosts are listed as ever ("skipped"
+in --json).
+
+"hosts forget HOST" removes a host that is gone for good; "hosts forget KEY"
+removes a skipped key. It reads the bucket again and fails if it is still
+there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -59,54 +70,86 @@ repeat an unchanged beat within 10 s).
 			if err != nil {
 				return err
 			}
-			beats, err := heartbeat.NewStore(kv).List(ctx)
+			list, err := heartbeat.NewStore(kv).Scan(ctx)
 			if err != nil {
 				return err
 			}
-			rows := make([]hostRow, len(beats))
-			for i, b := range beats {
+			rows := make([]hostRow, len(list.Beats))
+			for i, b := range list.Beats {
 				rows[i] = hostRow{Host: b.Host, HWM: b.HWM, HeadSeen: b.Head, LastSeen: b.Seen.UTC(), Time: b.Time,
 					Version: b.Version, Command: b.Command}
 				if head > b.HWM {
 					rows[i].Behind = uint64(head - b.HWM)
 				}
 			}
+			for _, b := range list.Bad {
+				a.logger.Warn("skipping a value of the heartbeat bucket that is not a heartbeat", "key", b.Key, "why", b.Err)
+			}
 			if asJSON {
 				return a.printJSON(struct {
-					Ledger string     `json:"ledger"`
-					Head   ledger.Seq `json:"head"`
-					Hosts  []hostRow  `json:"hosts"`
-				}{a.ledgerName, head, rows})
+					Ledger  string     `json:"ledger"`
+					Head    ledger.Seq `json:"head"`
+					Hosts   []hostRow  `json:"hosts"`
+					Skipped []badRow   `json:"skipped"`
+				}{a.ledgerName, head, rows, list.Bad})
 			}
 			if len(rows) == 0 {
-				_, err := fmt.Fprintf(a.stdout, "no host has reported to ledger %s yet (head %d)\n", a.ledgerName, head)
-				return err
+				fmt.Fprintf(a.stdout, "no host has reported to ledger %s yet (head %d)\n", a.ledgerName, head)
+			} else {
+				now := time.Now()
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintf(tw, "HOST\tHWM\tBEHIND\tLAST SEEN\tCOMMAND\tVERSION\n")
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%s ago\t%s\t%s\n", oneLine(r.Host), r.HWM, r.Behind,
+						now.Sub(r.LastSeen).Round(time.Second), oneLine(r.Command), oneLine(r.Version))
+				}
+				fmt.Fprintf(tw, "(ledger %s head %d)\n", a.ledgerName, head)
+				if err := tw.Flush(); err != nil {
+					return err
+				}
 			}
-			now := time.Now()
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "HOST\tHWM\tBEHIND\tLAST SEEN\tCOMMAND\tVERSION\n")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s ago\t%s\t%s\n", oneLine(r.Host), r.HWM, r.Behind,
-					now.Sub(r.LastSeen).Round(time.Second), r.Command, oneLine(r.Version))
+			for _, b := range list.Bad {
+				fmt.Fprintf(a.stdout, "skipped key %q, not a heartbeat: %s (remove it: syncledger hosts forget %s)\n",
+					b.Key, oneLine(b.Err), host.ShellQuote(b.Key))
 			}
-			fmt.Fprintf(tw, "(ledger %s head %d)\n", a.ledgerName, head)
-			return tw.Flush()
+			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, head, hosts: […]} as JSON")
-	cmd.AddCommand(&cobra.Command{
-		Use:   "forget HOST",
-		Short: "Remove a host's heartbeat",
-		Args:  cobra.ExactArgs(1),
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, head, hosts: […], skipped: […]} as JSON")
+	forget := &cobra.Command{
+		Use:   "forget HOST|KEY",
+		Short: "Remove a host's heartbeat, or a skipped key of the heartbeat bucket",
+		Long: `Forget removes the heartbeat of host HOST (a host gone for good), or the value
+under KEY that 'syncledger hosts' lists as skipped. It then reads the bucket
+again, and says what it removed only once it is gone; it fails when nothing
+has that name, when the host beat again meanwhile (it is running), or when
+this user may not write the bucket (the host and admin roles may).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			kv, err := a.Heartbeats(ctx)
 			if err != nil {
 				return err
 			}
-			return heartbeat.NewStore(kv).Forget(ctx, args[0])
+			bucket := natsjs.HeartbeatBucket(a.ledgerName)
+			guard := func(ctx context.Context) (context.Context, func()) {
+				return a.watchRefusals(ctx, bucketSubjects(bucket), func(verb, subject string) error {
+					return fmt.Errorf("%w: the NATS server refused this user's %s to %q (the host and admin roles may)", ledger.ErrPermission, strings.ToLower(verb), subject)
+				})
+			}
+			r, err := heartbeat.NewStore(refusingKV{KV: kv, guard: guard}).Remove(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if r.Host != "" {
+				_, err = fmt.Fprintf(a.stdout, "forgot host %s (key %s)\n", oneLine(r.Host), r.Key)
+			} else {
+				_, err = fmt.Fprintf(a.stdout, "removed key %q (it held no heartbeat)\n", r.Key)
+			}
+			return err
 		},
-	})
+	}
+	cmd.AddCommand(forget)
 	return cmd
 }
 

@@ -61,9 +61,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitCode(err)
 	}
 	root.SetArgs(args)
-	root.SetOut(stdout)
+	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	stderr = a.stderr // secrets scrubbed
+	stdout, stderr = a.stdout, a.stderr // secrets scrubbed: the one place output leaves (secrets.go)
 
 	cmd, err := root.ExecuteContextC(ctx)
 	if cause := a.aborted(); err != nil && cause != nil && !errors.Is(err, ledger.ErrPermission) {

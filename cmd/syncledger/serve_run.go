@@ -122,7 +122,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		w := a.stdout
 		fmt.Fprintf(w, "syncledger serve: NATS with JetStream listening on %s\n", srv.ClientURL())
 		fmt.Fprintf(w, "  data     %s (locked by pid %d)\n", srv.DataDir(), os.Getpid())
-		fmt.Fprintf(w, "  ledger   %s  uuid %s  blobs %s\n", info.Name, info.UUID, info.Blobs)
+		fmt.Fprintf(w, "  ledger   %s  uuid %s  blobs %s\n", info.Name, info.UUID, redactURL(info.Blobs))
 		if uiURL != "" {
 			fmt.Fprintf(w, "  dashboard %s\n", uiURL)
 		}

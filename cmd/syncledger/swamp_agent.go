@@ -73,7 +73,7 @@ directory (.syncledger/foreign/NS).`,
 			if err != nil {
 				return err
 			}
-			return ag.Serve(ctx, cmd.InOrStdin(), a.stdout)
+			return ag.Serve(ctx, cmd.InOrStdin(), a.rawStdout) // values swamp stores: byte for byte
 		},
 	}
 	cmd.Flags().StringVar(&ns, "namespace", "", "the datastore's namespace (see above)")

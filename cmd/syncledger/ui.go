@@ -135,13 +135,16 @@ func (a *app) dashboard(ctx context.Context, poll ...time.Duration) (*ui.Dashboa
 			}
 			hb = heartbeat.NewStore(kv)
 		}
-		beats, err := hb.List(ctx)
+		list, err := hb.Scan(ctx)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]ui.Host, len(beats))
-		for i, b := range beats {
-			out[i] = ui.Host{Host: b.Host, HWM: b.HWM, LastSeen: b.Seen.UTC(), Command: b.Command, Version: b.Version}
+		out := make([]ui.Host, 0, len(list.Beats)+len(list.Bad))
+		for _, b := range list.Beats {
+			out = append(out, ui.Host{Host: b.Host, HWM: b.HWM, LastSeen: b.Seen.UTC(), Command: b.Command, Version: b.Version})
+		}
+		for _, b := range list.Bad { // a row of its own, never the end of the list
+			out = append(out, ui.Host{Host: b.Key, LastSeen: b.Seen.UTC(), Error: b.Err})
 		}
 		return out, nil
 	}

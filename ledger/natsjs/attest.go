@@ -101,6 +101,26 @@ func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
 	return nil
 }
 
+// SetRetention implements ledger.CommitLog: the bound set to before, lower
+// or higher (0 removes it).
+func (l *Log) SetRetention(ctx context.Context, before ledger.Seq) error {
+	val := strconv.FormatUint(uint64(before), 10)
+	err := l.updateMeta(ctx, func(md map[string]string) bool {
+		v, ok := md[metaRetained]
+		return before == 0 && !ok || ok && v == val
+	}, func(md map[string]string) {
+		if before == 0 {
+			delete(md, metaRetained)
+		} else {
+			md[metaRetained] = val
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("ledger %q: set the retention bound to %d: %w", l.name, before, err)
+	}
+	return nil
+}
+
 // updateMeta changes the stream's metadata until holds says it holds: the
 // stream's configuration is read as the server gives it and sent back whole
 // (fields this build does not know kept) with the metadata changed, then read

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -115,10 +116,48 @@ func (k *KV) Update(ctx context.Context, key string, value []byte, last uint64) 
 }
 
 func (k *KV) Delete(ctx context.Context, key string, last uint64) error {
+	if !apiKey(key) {
+		return k.mapErr("delete", key, k.deleteRaw(ctx, key, last))
+	}
 	if last == 0 {
 		return k.mapErr("delete", key, k.kv.Delete(ctx, key))
 	}
 	return k.mapErr("delete", key, k.kv.Delete(ctx, key, jetstream.LastRevision(last)))
+}
+
+// apiKey reports whether the KV API (nats.go's) names key: the alphabet
+// ledger.KV states. A raw publish to the bucket's subjects can store others.
+func apiKey(key string) bool {
+	if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") {
+		return false
+	}
+	for _, c := range key {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_=./-", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteRaw deletes a key the KV API refuses to name, one a raw publish stored
+// outside ledger.KV's alphabet (List hands it out, so that its value can be
+// reported and removed): the delete marker the API would publish, on the
+// key's subject.
+func (k *KV) deleteRaw(ctx context.Context, key string, last uint64) error {
+	if strings.ContainsAny(key, " \t\r\n*>") || strings.Contains(key, "..") {
+		return fmt.Errorf("key %q is no subject of the bucket: %w", key, ledger.ErrInvalid)
+	}
+	js, err := jetstream.New(k.nc)
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg(KVSubjectPrefix + k.kv.Bucket() + "." + key)
+	m.Header.Set("KV-Operation", "DEL")
+	if last > 0 {
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+	}
+	_, err = js.PublishMsg(ctx, m)
+	return err
 }
 
 func (k *KV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
