@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -93,10 +94,10 @@ func ReservedPath(p string) string {
 
 // foldEqual reports whether name is reserved, an ASCII name, under the case
 // rules of the file systems hosts use: Unicode simple folding (APFS; Go's
-// EqualFold, which also folds "ſ" to "s") and upper-casing (NTFS's table
-// maps "ı" to "I").
+// EqualFold, which also folds "ſ" to "s") and upper-casing each character
+// (NTFS's table maps "ı" to "I", which folding does not: not EqualFold).
 func foldEqual(name, reserved string) bool {
-	return strings.EqualFold(name, reserved) || strings.ToUpper(name) == strings.ToUpper(reserved)
+	return strings.EqualFold(name, reserved) || strings.Map(unicode.ToUpper, name) == strings.Map(unicode.ToUpper, reserved)
 }
 
 // clip shortens s for an error message to at most 120 bytes and "…", cutting
