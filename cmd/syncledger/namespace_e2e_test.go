@@ -8,10 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 	"github.com/syncledger/syncledger/swamp/agent"
 )
 
@@ -38,24 +36,20 @@ func TestSwampSetupNamespaceCollisionCLI(t *testing.T) {
 	c := newCLI(t, "prod")
 	c.ok("init", "--blobs", "file://"+t.TempDir())
 	const repoID = "5d6c9c1e-2b8e-4a7b-9c1d-3e4f5a6b7c8d"
-	nc, err := nats.Connect(c.natsURL())
+	nc := natsjstest.Connect(t, c.natsURL())
+	base, err := natsjs.OpenLog(t.Context(), nc, "prod")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	base, err := natsjs.Open(t.Context(), nc, "prod")
+	client, err := natsjs.Open(t.Context(), natsjs.Config{Write: natsjs.Endpoint{URL: c.natsURL()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := jetstream.New(nc)
+	defer client.Close()
+	kv, err := client.Ledger("prod").SwampKV(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	kvb, err := natsjs.OpenKV(t.Context(), js, "prod", agent.Bucket("prod"), swampBucketDescription("prod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := natsjs.NewKV(nc, kvb)
 
 	// Another team's plain ledger prod_eu, with their file.
 	c.ok("--ledger", "prod_eu", "init", "--blobs", "file://"+t.TempDir())
@@ -90,7 +84,7 @@ func TestSwampSetupNamespaceCollisionCLI(t *testing.T) {
 
 	// A genuine namespace: created marked, taken by the repo's second host.
 	c.ok("swamp", "setup", "--repo", repo, "--namespace", "ci", "--skip-import")
-	ci, err := natsjs.Open(t.Context(), nc, "prod_ci")
+	ci, err := natsjs.OpenLog(t.Context(), nc, "prod_ci")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +104,7 @@ func TestSwampSetupNamespaceCollisionCLI(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "marked ledger prod_old as namespace old of ledger prod") {
 		t.Fatalf("setup of a namespace made before the mark: exit %d\n%s", r.code, r.stderr)
 	}
-	old, err := natsjs.Open(t.Context(), nc, "prod_old")
+	old, err := natsjs.OpenLog(t.Context(), nc, "prod_old")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -294,8 +293,8 @@ func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 		return err
 	}
 	a.ledgerName, a.blobsURL = name, ""
-	a.res = &opened{nc: a.res.nc, closes: a.res.closes, host: a.res.host} // the namespace's own log and blobs
-	nsInfo, created, err := createLedger(ctx, a, natsjs.Config{Name: name, Blobs: blobsURL, Replicas: info.Replicas, NamespaceOf: info.UUID, Namespace: ns})
+	a.res = &opened{nats: a.res.nats, closes: a.res.closes, host: a.res.host} // the namespace's own log and blobs
+	nsInfo, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: name, Blobs: blobsURL, Replicas: info.Replicas, NamespaceOf: info.UUID, Namespace: ns})
 	if err != nil {
 		return err
 	}
@@ -333,21 +332,9 @@ func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 // swampKV opens the swamp bucket of a's ledger (the base's, before
 // setupNamespace makes the namespace's a's ledger).
 func (a *app) swampKV(ctx context.Context) (ledger.KV, error) {
-	nc, err := a.Conn(ctx)
+	lg, err := a.ledgerOn(ctx, a.ledgerName)
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := natsjs.OpenKV(ctx, js, a.ledgerName, agent.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
-	if err != nil {
-		return nil, err
-	}
-	return natsjs.NewKV(nc, kv), nil
-}
-
-func swampBucketDescription(ledgerName string) string {
-	return "syncledger swamp locks and control plane of ledger " + ledgerName
+	return lg.SwampKV(ctx)
 }

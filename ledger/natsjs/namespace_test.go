@@ -17,20 +17,20 @@ func TestNamespaceMark(t *testing.T) {
 	ctx := testCtx(t)
 	const base, other = "6f1c2a4e-8a3b-4c5d-9e7f-0a1b2c3d4e5f", "0b0b0b0b-0b0b-4b0b-8b0b-0b0b0b0b0b0b"
 
-	if _, err := Create(ctx, nc, Config{Name: "bad", NamespaceOf: "x", Namespace: "eu"}); !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := CreateLog(ctx, nc, LedgerConfig{Name: "bad", NamespaceOf: "x", Namespace: "eu"}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("Create with a malformed mark: %v", err)
 	}
-	if _, err := Create(ctx, nc, Config{Name: "prod_eu", NamespaceOf: base, Namespace: "eu"}); err != nil {
+	if _, err := CreateLog(ctx, nc, LedgerConfig{Name: "prod_eu", NamespaceOf: base, Namespace: "eu"}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := Open(ctx, nc, "prod_eu")
+	l, err := OpenLog(ctx, nc, "prod_eu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info, _ := l.Info(ctx); info.NamespaceOf != base || info.Namespace != "eu" {
 		t.Fatalf("Info of a marked ledger: %+v", info)
 	}
-	if _, err := Create(ctx, nc, Config{Name: "prod_eu", NamespaceOf: other, Namespace: "eu"}); !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := CreateLog(ctx, nc, LedgerConfig{Name: "prod_eu", NamespaceOf: other, Namespace: "eu"}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("Create with another mark over a marked ledger: %v", err)
 	}
 	if err := l.MarkNamespace(ctx, other, "eu"); !errors.Is(err, ledger.ErrInvalid) {
@@ -38,14 +38,14 @@ func TestNamespaceMark(t *testing.T) {
 	}
 
 	// A ledger made before the mark: none, then marked once.
-	plain, err := Create(ctx, nc, Config{Name: "prod_old"})
+	plain, err := CreateLog(ctx, nc, LedgerConfig{Name: "prod_old"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info, _ := plain.Info(ctx); info.NamespaceOf != "" || info.Namespace != "" {
 		t.Fatalf("Info of an unmarked ledger: %+v", info)
 	}
-	if _, err := Create(ctx, nc, Config{Name: "prod_old", NamespaceOf: base, Namespace: "old"}); err != nil {
+	if _, err := CreateLog(ctx, nc, LedgerConfig{Name: "prod_old", NamespaceOf: base, Namespace: "old"}); err != nil {
 		t.Fatalf("Create over an unmarked ledger (left to the caller): %v", err)
 	}
 	for range 2 { // idempotent
@@ -53,7 +53,7 @@ func TestNamespaceMark(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	again, err := Open(ctx, nc, "prod_old")
+	again, err := OpenLog(ctx, nc, "prod_old")
 	if err != nil {
 		t.Fatal(err)
 	}
