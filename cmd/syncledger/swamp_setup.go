@@ -162,7 +162,7 @@ the environment swamp runs in or from the user's configuration file
 		},
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "the swamp repo (directory holding .swamp.yaml)")
-	cmd.Flags().StringVar(&ns, "namespace", "", "a namespace of the datastore: a ledger of its own, LEDGER_NS (created if absent, its blobs under the ledger's store's ns-NS/), read only by the other namespaces; the first repo to set a namespace up owns it")
+	cmd.Flags().StringVar(&ns, "namespace", "", "a namespace of the datastore: a ledger of its own, LEDGER_NS (created if absent and marked as this ledger's namespace, its blobs under the ledger's store's ns-NS/; an existing LEDGER_NS that is not this namespace's is refused), read only by the other namespaces; the first repo to set a namespace up owns it")
 	cmd.Flags().BoolVar(&lazy, "lazy", false, "lazy hydration: data/**/raw content is fetched when swamp reads it")
 	cmd.Flags().BoolVar(&skipImport, "skip-import", false, "do not import the data of the repo's current datastore (it stays where it is)")
 	cmd.Flags().Int64Var(&lockTTL, "lock-ttl-ms", 0, "TTL of swamp's locks in ms (default 30000): a holder that dies loses its lock this long after its last renewal")
