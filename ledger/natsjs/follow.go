@@ -67,7 +67,7 @@ func WithFollowIdle(d time.Duration) Option {
 // delivered ErrRewound, one recreated under the same name ErrLineage: never a
 // silent skip.
 func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
-	f := &follower{l: l, fn: fn, next: max(from, 1)}
+	f := &follower{l: l, fn: fn, from: max(from, 1), next: max(from, 1)}
 	sub, err := l.rnc.SubscribeSync(StoredSubjects(l.name))
 	if err == nil {
 		err = sub.SetPendingLimits(l.opts.followPending, followPendingBytes)
@@ -134,6 +134,7 @@ type follower struct {
 	l          *Log
 	fn         func(ledger.Record) error
 	sub        *nats.Subscription
+	from       ledger.Seq // the first seq asked for
 	next       ledger.Seq // the seq due
 	dropped    int        // the subscription's dropped count last seen
 	reconnects uint64     // the connection's reconnect count last seen
@@ -176,7 +177,7 @@ func (f *follower) catchUp(ctx context.Context) error {
 		}
 		return fmt.Errorf("ledger %q follow: %w", l.name, err)
 	}
-	if b.Last+1 < f.next {
+	if f.next > f.from && b.Last+1 < f.next { // (a from past the head waits for it)
 		return fmt.Errorf("ledger %q follow: seq %d delivered, but the stream's last seq went back to %d (stream recreated or restored?): %w", l.name, f.next-1, b.Last, ledger.ErrRewound)
 	}
 	err = l.readIn(ctx, b, f.next, 0, f.deliver)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
@@ -225,3 +226,70 @@ func TestFollowIgnoresForgedHeaders(t *testing.T) {
 }
 
 var errStop = errors.New("stop")
+
+// TestFollowFromPastTheHead: a follower asked to start past the stream's
+// head waits for that seq (as tail --from does), delivering nothing before
+// it.
+func TestFollowFromPastTheHead(t *testing.T) {
+	t.Parallel()
+	l, _ := newLedger(t, WithFollowIdle(100*time.Millisecond))
+	commitNext(t, l, "a")
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	got := make(chan ledger.Seq, 8)
+	done := make(chan error, 1)
+	go func() { done <- l.Follow(ctx, 4, func(r ledger.Record) error { got <- r.Seq; return nil }) }()
+	commitNext(t, l, "a")
+	commitNext(t, l, "a")
+	time.Sleep(300 * time.Millisecond) // idle checks pass meanwhile
+	commitNext(t, l, "a")
+	select {
+	case s := <-got:
+		if s != 4 {
+			t.Fatalf("Follow(4) delivered seq %d first", s)
+		}
+	case err := <-done:
+		t.Fatalf("Follow(4) = %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow(4) delivered nothing")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow after cancel = %v", err)
+	}
+}
+
+// TestFollowRewound: a stream whose last seq goes below what a follower
+// delivered (recreated, or restored from an old backup, under the same
+// lineage) stops the follower with ErrRewound at its next head check.
+func TestFollowRewound(t *testing.T) {
+	t.Parallel()
+	l, nc := newLedger(t, WithFollowIdle(100*time.Millisecond))
+	ctx := testCtx(t)
+	for range 3 {
+		commitNext(t, l, "a")
+	}
+	f := follow(t, l, nil)
+	f.want(t, 1, 3, 10*time.Second)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, l.stream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, l.streamConfig(LedgerConfig{Name: l.name, Blobs: "file:///tmp/blobs"}, l.uuid)); err != nil {
+		t.Fatal(err)
+	}
+	commitNext(t, l, "a")
+	select {
+	case err := <-f.done:
+		if !errors.Is(err, ledger.ErrRewound) {
+			t.Fatalf("Follow = %v, want ErrRewound", err)
+		}
+	case s := <-f.got:
+		t.Fatalf("Follow delivered seq %d", s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow did not notice the rewind")
+	}
+}
