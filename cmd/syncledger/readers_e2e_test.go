@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -225,4 +227,64 @@ func waitCommit(t *testing.T, url, msg string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("the dashboard at %s shows no commit %q", url, msg)
+}
+
+// TestRePublishUpgradeCLI: a ledger made by the previous release (its stream
+// does not republish what it stores) is refused by this release's hosts,
+// naming the repair; the repair as printed — an admin's init — adds the
+// setting and changes nothing else, and the hosts work.
+func TestRePublishUpgradeCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv, url, uuid := serveT(t, filepath.Join(dir, "data"))
+	defer srv.stop(t, syscall.SIGTERM)
+	env := cliEnv("SYNCLEDGER_NATS=" + url)
+	cache := filepath.Join(dir, "h")
+	put(t, cache, "data/command/shell/a/result/1/raw", "one")
+	if r := cli(t, env, "--cache", cache, "commit", "-m", "one"); r.code != 0 {
+		t.Fatalf("commit: %+v", r)
+	}
+
+	// As the previous release made it.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), "SYNCLEDGER_default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.RePublish = nil
+	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	r := cli(t, env, "--cache", cache, "sync")
+	if r.code == 0 || !strings.Contains(r.stderr, "republish") || !strings.Contains(r.stderr, "syncledger init") {
+		t.Fatalf("sync on a ledger without its republish: exit %d, want a refusal naming syncledger init\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := cli(t, env, "init"); r.code != 0 || strings.TrimSpace(r.stdout) != uuid {
+		t.Fatalf("init as the repair: %+v", r)
+	}
+	if r := cli(t, env, "--cache", cache, "sync"); r.code != 0 {
+		t.Fatalf("sync after the repair: %+v", r)
+	}
+	st, err = js.Stream(t.Context(), "SYNCLEDGER_default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := st.CachedInfo().Config
+	if got.RePublish == nil || got.Metadata["syncledger.uuid"] != uuid || got.DenyDelete != cfg.DenyDelete || strings.Join(got.Subjects, " ") != strings.Join(cfg.Subjects, " ") {
+		t.Fatalf("after the repair: %+v", got)
+	}
+	got.RePublish = nil
+	if d := cmp.Diff(cfg, got); d != "" {
+		t.Errorf("the repair changed more than the republish (-before +after):\n%s", d)
+	}
 }
