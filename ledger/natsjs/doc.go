@@ -157,8 +157,10 @@
 //
 // A direct get's answer states the message's stream, subject and seq in
 // headers the server adds after the ones the message was published with, so
-// a publisher may write headers of the same names first. An answer is taken
-// only when each appears exactly once, names the stream, and the message sits
+// a publisher may write headers of the same names first, or a header block
+// with a blank line that hides the server's from nats.go's parser. An answer
+// is taken only when its header block was parsed whole (directget.WholeHeader),
+// each of those appears exactly once, names the stream, and the message sits
 // where the request puts it (the seq after the one before, on the subject
 // asked for); any other is asked of the stream leader ($JS.API.STREAM.MSG.GET,
 // JSON: the seq and subject are the server's). A message stored with forged

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
 // DefaultFollowIdle is how long a follower waits without hearing from the
@@ -213,6 +214,9 @@ func (f *follower) offer(ctx context.Context, msg *nats.Msg) error {
 // subject is the one the republish subject was made from (which the server,
 // not the publisher, chose), and for a server's status answer.
 func (l *Log) storedOf(msg *nats.Msg) (rawMsg, bool) {
+	if !directget.WholeHeader(msg) {
+		return rawMsg{}, false
+	}
 	h := msg.Header
 	one := func(key string) (string, bool) {
 		v := h.Values(key)

@@ -1,9 +1,11 @@
 package natsjs
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -291,5 +293,112 @@ func TestFollowRewound(t *testing.T) {
 		t.Fatalf("Follow delivered seq %d", s)
 	case <-time.After(10 * time.Second):
 		t.Fatal("Follow did not notice the rewind")
+	}
+}
+
+// TestFollowReadsTheRepublish: once caught up, a follower takes new records
+// from the stream's republish alone — no request of its own per commit — so
+// a fleet of followers costs the server one republish a message, not a read
+// each.
+func TestFollowReadsTheRepublish(t *testing.T) {
+	t.Parallel()
+	srv, nc := natsjstest.RunServer(t)
+	ctx := testCtx(t)
+	w, err := CreateLog(ctx, nc, LedgerConfig{Name: "rp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := natsjstest.Connect(t, srv.ClientURL())
+	l, err := OpenLog(ctx, fc, "rp", WithFollowIdle(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := commitNext(t, w, "a")
+	f := follow(t, l, nil)
+	f.want(t, 1, 1, 10*time.Second)
+
+	spy := natsjstest.Connect(t, srv.ClientURL())
+	var reads atomic.Int32
+	for _, subj := range []string{apiPrefix + "DIRECT.GET.>", apiPrefix + "STREAM.INFO.>", apiPrefix + "STREAM.MSG.GET.>"} {
+		if _, err := spy.Subscribe(subj, func(*nats.Msg) { reads.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Appends that read nothing: each commit's prev is known here.
+	p := part{partition: "a", modelSeq: 2, prev: seqs[0]}
+	for range 20 {
+		got, err := w.Append(ctx, mkCommit(t, w, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.modelSeq, p.prev = p.modelSeq+1, got[0]
+	}
+	f.want(t, 2, 21, 10*time.Second)
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("20 commits cost %d reads (the follower's or the appends'), want 0", n)
+	}
+}
+
+// TestHiddenHeaders: a message published raw with a header block that holds
+// a blank line — nats.go's parser stops there, so the headers the server
+// adds after it are hidden and the publisher's own (one each of stream,
+// subject and seq, naming partition a) show instead — is read where the
+// stream holds it, on partition b's subject, by Read and by Follow.
+func TestHiddenHeaders(t *testing.T) {
+	t.Parallel()
+	srv, nc := natsjstest.RunServer(t)
+	ctx := testCtx(t)
+	w, err := CreateLog(ctx, nc, LedgerConfig{Name: "hid"}, WithFollowIdle(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitNext(t, w, "a")
+	delivered := make(chan ledger.Record, 16)
+	f := follow(t, w, func(r ledger.Record) { delivered <- r })
+	f.want(t, 1, 1, 10*time.Second)
+	<-delivered
+
+	body := mustEncode(t, mkCommit(t, w, part{partition: "a", modelSeq: 2, prev: 1})[0])
+	hdr := "NATS/1.0\r\nNats-Stream: " + StreamName("hid") + "\r\nNats-Subject: " + ledger.Subject("hid", "a") +
+		"\r\nNats-Sequence: 2\r\nNats-Time-Stamp: 2026-01-01T00:00:00Z\r\n\r\nX: y\r\n\r\n"
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	if _, err := r.ReadString('\n'); err != nil { // INFO
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "CONNECT {\"verbose\":false,\"headers\":true,\"protocol\":1}\r\nHPUB %s %d %d\r\n%s%s\r\nPING\r\n",
+		ledger.Subject("hid", "b"), len(hdr), len(hdr)+len(body), hdr, body)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "PONG") {
+		t.Fatalf("raw publish: %q, %v", line, err)
+	}
+	select {
+	case err := <-f.done:
+		if !errors.Is(err, ledger.ErrInvalid) || !strings.Contains(err.Error(), "seq 2") {
+			t.Fatalf("Follow = %v, want the message at seq 2 refused (ErrInvalid)", err)
+		}
+	case r := <-delivered:
+		t.Fatalf("Follow delivered %+v", r)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow neither delivered nor failed")
+	}
+	err = w.Read(ctx, 1, 0, func(r ledger.Record) error {
+		if r.Seq == 2 {
+			return fmt.Errorf("delivered %+v", r)
+		}
+		return nil
+	})
+	if !errors.Is(err, ledger.ErrInvalid) || !strings.Contains(err.Error(), "seq 2") || !strings.Contains(err.Error(), `partition "b"`) {
+		t.Fatalf("Read = %v, want the message at seq 2 refused as partition b's", err)
 	}
 }

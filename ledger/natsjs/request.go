@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
 // This file holds the raw JetStream API requests the hot paths use: they parse
@@ -275,6 +276,9 @@ func (l *Log) whileUnavailable(ctx context.Context, f func(context.Context) erro
 // one, the seq is a number and no status is stated — then the caller asks
 // the stream leader instead (settle), whose answer states them in JSON.
 func (l *Log) storedMsg(msg *nats.Msg) (m rawMsg, ok bool) {
+	if !directget.WholeHeader(msg) {
+		return rawMsg{}, false
+	}
 	h := msg.Header
 	one := func(key string) (string, bool) {
 		v := h.Values(key)

@@ -269,9 +269,38 @@ func stored(h nats.Header) bool {
 	return h.Values("Nats-Stream") != nil || h.Values("Nats-Subject") != nil || h.Values("Nats-Sequence") != nil
 }
 
-// read takes an answer as the server states it: each of its headers exactly
-// once, the stream this one, no status.
+// WholeHeader reports whether the headers nats.go parsed from msg are its
+// whole header block: the block's length on the wire equals the length of
+// what was parsed, written as a server or nats.go writes headers ("NATS/1.0",
+// then "Key: value" lines). nats.go's parser stops at the first blank line, so
+// a stored message whose own header block holds one would hide the headers
+// the server adds after it (its stream, subject and seq) and show the
+// publisher's instead: such a message is not whole, nor one whose headers
+// were written otherwise.
+func WholeHeader(msg *nats.Msg) bool {
+	wire := msg.Size() - len(msg.Subject) - len(msg.Reply) - len(msg.Data)
+	if len(msg.Header) == 0 {
+		return wire == 0
+	}
+	n := len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range msg.Header {
+		if k == "Status" || k == "Description" {
+			return false // a status line: no stored message's
+		}
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return wire == n
+}
+
+// read takes an answer as the server states it: its header block whole,
+// each of the server's headers in it exactly once, the stream this one, no
+// status.
 func (s Stream) read(msg *nats.Msg) (Msg, bool) {
+	if !WholeHeader(msg) {
+		return Msg{}, false
+	}
 	h := msg.Header
 	one := func(key string) (string, bool) {
 		v := h.Values(key)
