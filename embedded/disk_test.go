@@ -1,0 +1,179 @@
+package embedded
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+)
+
+// fakeDisk is a filesystem whose free space the test sets.
+type fakeDisk struct{ free atomic.Uint64 }
+
+const fakeSize = 1 << 30
+
+func (d *fakeDisk) stat(string) (free, size uint64, noInodes bool, err error) {
+	return d.free.Load(), fakeSize, false, nil
+}
+
+// codeOf is the JetStream API error code of err, 0 if none.
+func codeOf(err error) jetstream.ErrorCode {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode
+	}
+	return 0
+}
+
+// serverStates subscribes to ledger's server subject.
+func serverStates(t *testing.T, nc *nats.Conn, ledgerName string) <-chan ledger.ServerState {
+	t.Helper()
+	ch := make(chan ledger.ServerState, 64)
+	sub, err := nc.Subscribe(natsjs.ServerSubject(ledgerName), func(m *nats.Msg) {
+		var st ledger.ServerState
+		if err := json.Unmarshal(m.Data, &st); err != nil {
+			t.Errorf("server state %q: %v", m.Data, err)
+			return
+		}
+		select {
+		case ch <- st:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	return ch
+}
+
+func nextState(t *testing.T, ch <-chan ledger.ServerState, full bool) ledger.ServerState {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case st := <-ch:
+			if st.Full == full {
+				return st
+			}
+		case <-timeout:
+			t.Fatalf("no server state with full=%v within 5 s", full)
+		}
+	}
+}
+
+// TestDiskWatch: below the reserve every write is refused at once (err_code
+// 10002), the ledgers' clients are told the directory and the free space, and
+// reads go on; once free space reaches the resume level writes are taken
+// again, without a restart and with everything acknowledged kept.
+func TestDiskWatch(t *testing.T) {
+	t.Parallel()
+	disk := &fakeDisk{}
+	disk.free.Store(fakeSize / 2)
+	const reserve = 64 << 20
+	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Reserve: reserve, DiskInterval: 10 * time.Millisecond, statDisk: disk.stat})
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: ledger.StreamName("full"), Subjects: []string{ledger.SubjectPrefix("full") + ">"}}); err != nil {
+		t.Fatal(err)
+	}
+	subj := ledger.Subject("full", "p")
+	states := serverStates(t, nc, "full")
+	acked := 0
+	publish := func() error {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := js.Publish(pctx, subj, []byte(fmt.Sprintf("msg %d", acked+1)))
+		if err == nil {
+			acked++
+		}
+		return err
+	}
+	for range 3 {
+		if err := publish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Disk(); st.Full || st.Reserve != reserve || st.Resume != reserve*3/2 || st.Dir != s.DataDir() {
+		t.Fatalf("Disk() = %+v before the disk fills", st)
+	}
+
+	disk.free.Store(reserve - 1)
+	st := nextState(t, states, true)
+	if st.Dir != s.DataDir() || st.Free != reserve-1 || st.Reserve != reserve || st.Resume != reserve*3/2 || st.Need() != reserve/2+1 || st.Stored == 0 {
+		t.Errorf("the full server says %+v", st)
+	}
+	start := time.Now()
+	err = publish()
+	if took := time.Since(start); codeOf(err) != 10002 || took > time.Second {
+		t.Fatalf("publish on a full disk: %v after %v, want err_code 10002 at once", err, took)
+	}
+	if _, err := js.Stream(ctx, ledger.StreamName("full")); err != nil {
+		t.Fatalf("a read on a full disk: %v", err)
+	}
+	// Between the reserve and the resume level, still full: no flapping.
+	disk.free.Store(reserve + reserve/4)
+	time.Sleep(50 * time.Millisecond)
+	if err := publish(); codeOf(err) != 10002 {
+		t.Fatalf("publish below the resume level: %v, want err_code 10002", err)
+	}
+	st = nextState(t, states, true)
+	if st.Free != reserve+reserve/4 {
+		t.Errorf("the full server says %d free, want %d", st.Free, reserve+reserve/4)
+	}
+
+	disk.free.Store(reserve * 3 / 2)
+	if st := nextState(t, states, false); st.Full || st.Since.IsZero() {
+		t.Errorf("the server that takes writes again says %+v", st)
+	}
+	if err := publish(); err != nil {
+		t.Fatalf("publish once space is back: %v", err)
+	}
+	info, err := js.Stream(ctx, ledger.StreamName("full"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.CachedInfo().State.Msgs; got != uint64(acked) {
+		t.Fatalf("the stream holds %d messages, %d were acknowledged", got, acked)
+	}
+	if st := s.Disk(); st.Full {
+		t.Fatalf("Disk() = %+v once space is back", st)
+	}
+}
+
+// TestDiskWatchOff: a negative reserve leaves nats-server's own behaviour.
+func TestDiskWatchOff(t *testing.T) {
+	t.Parallel()
+	disk := &fakeDisk{} // nothing free: the watch would close the store
+	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Reserve: -1, DiskInterval: 10 * time.Millisecond, statDisk: disk.stat})
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := js.Publish(t.Context(), "t.x", []byte("x")); err != nil {
+		t.Fatalf("publish with the watch off: %v", err)
+	}
+	if st := s.Disk(); st != (ledger.ServerState{}) {
+		t.Fatalf("Disk() = %+v with the watch off", st)
+	}
+}
