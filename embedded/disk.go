@@ -28,7 +28,7 @@ const DefaultReserve = 64 << 20
 const DefaultDiskInterval = 250 * time.Millisecond
 
 // broadcastEvery is how often a full server says so to its ledgers' clients.
-const broadcastEvery = time.Second
+const broadcastEvery = 500 * time.Millisecond
 
 // restartBackoff is the least time between two restarts of JetStream: a disk
 // that fails every write although statfs says it has room (a quota) is
@@ -169,7 +169,7 @@ func (w *diskWatch) check() {
 	now := time.Now()
 	switch {
 	case !st.Full && (free < reserve || noInodes || failed || !enabled):
-		cause := fmt.Sprintf("free space below the reserve of %s", ledger.Bytes(reserve))
+		cause := "free space below the reserve"
 		switch {
 		case failed:
 			cause = "a write failed for lack of space"

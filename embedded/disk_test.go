@@ -2,9 +2,11 @@ package embedded
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsblob"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
@@ -175,5 +178,84 @@ func TestDiskWatchOff(t *testing.T) {
 	}
 	if st := s.Disk(); st != (ledger.ServerState{}) {
 		t.Fatalf("Disk() = %+v with the watch off", st)
+	}
+}
+
+// TestDiskFullClients: the ledger's clients on a full server — an append and a
+// blob put fail at once with ledger.ErrServerFull, the append's error with
+// what serve says of its disk; ServerState says so in one request (and the
+// wait for serve's word), and says the server takes writes once it does.
+func TestDiskFullClients(t *testing.T) {
+	t.Parallel()
+	disk := &fakeDisk{}
+	disk.free.Store(fakeSize / 2)
+	const reserve = 64 << 20
+	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Reserve: reserve, DiskInterval: 10 * time.Millisecond, statDisk: disk.stat})
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := t.Context()
+	l, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "full", Blobs: "nats://fullblobs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := natsblob.New(ctx, natsblob.Config{Conn: nc, Bucket: "fullblobs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(i int) []ledger.Event {
+		id, _ := ledger.NewCommitID(rand.Reader)
+		return []ledger.Event{{V: ledger.FormatVersion, Ledger: l.UUID(), Commit: id, Host: "h", At: time.Now(), Partition: "audit",
+			ModelSeq: uint64(i), Prev: ledger.Seq(i - 1), Parts: 1, Part: 1,
+			Entries: []ledger.Entry{{Path: fmt.Sprintf("audit/%d", i), SHA256: ledger.DigestOf([]byte("x")), Size: 1, Mode: 0o644}}}}
+	}
+	if _, err := l.Append(ctx, ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := l.ServerState(ctx); err != nil || st.Full {
+		t.Fatalf("ServerState before the disk fills: %+v, %v", st, err)
+	}
+
+	disk.free.Store(reserve - 1)
+	for !s.Disk().Full {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	_, err = l.Append(ctx, ev(2))
+	var full *ledger.ServerFullError
+	if !errors.As(err, &full) || time.Since(start) > 3*time.Second {
+		t.Fatalf("append on a full server: %v after %v, want a ServerFullError within seconds", err, time.Since(start))
+	}
+	t.Logf("append on a full server: %v (after %v)", err, time.Since(start))
+	if st := full.State; !st.Full || st.Dir != s.DataDir() || st.Free != reserve-1 || st.Need() != reserve/2+1 {
+		t.Errorf("the append's error says %+v", st)
+	}
+	if !strings.Contains(err.Error(), s.DataDir()+" has 64.0 MiB free") {
+		t.Errorf("the append's error does not name the directory and its free space: %v", err)
+	}
+	start = time.Now()
+	err = blobs.PutObject(ctx, "blobs/x", strings.NewReader("content"), 7)
+	if !errors.Is(err, ledger.ErrServerFull) || time.Since(start) > time.Second {
+		t.Fatalf("blob put on a full server: %v after %v, want ErrServerFull at once", err, time.Since(start))
+	}
+	st, err := l.ServerState(ctx)
+	if err != nil || !st.Full || st.Dir != s.DataDir() {
+		t.Fatalf("ServerState of a full server: %+v, %v", st, err)
+	}
+
+	disk.free.Store(reserve * 2)
+	for s.Disk().Full {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := l.Append(ctx, ev(2)); err != nil {
+		t.Fatalf("append once space is back: %v", err)
+	}
+	if err := blobs.PutObject(ctx, "blobs/x", strings.NewReader("content"), 7); err != nil {
+		t.Fatalf("blob put once space is back: %v", err)
+	}
+	if st, err := l.ServerState(ctx); err != nil || st.Full {
+		t.Fatalf("ServerState once space is back: %+v, %v", st, err)
 	}
 }

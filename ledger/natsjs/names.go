@@ -48,7 +48,7 @@ func SwampBucket(ledgerName string) string { return "SYNCLEDGER_SWAMP_" + ledger
 func KVStream(bucket string) string { return KVStreamPrefix + bucket }
 
 // ServerSubject returns the subject on which serve tells a ledger's clients
-// what it knows of its disk (a ledger.ServerState as JSON, every second while
+// what it knows of its disk (a ledger.ServerState as JSON, twice a second while
 // the disk is full, and once when writes are taken again). It is no stream's:
 // nothing stores it. Every role may subscribe to it (syncledger.<ledger>.>),
 // only an admin may publish on it.
