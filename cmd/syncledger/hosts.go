@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -131,13 +132,11 @@ this user may not write the bucket (the host and admin roles may).`,
 			if err != nil {
 				return err
 			}
-			bucket := natsjs.HeartbeatBucket(a.ledgerName)
-			guard := func(ctx context.Context) (context.Context, func()) {
-				return a.watchRefusals(ctx, bucketSubjects(bucket), func(verb, subject string) error {
-					return fmt.Errorf("%w: the NATS server refused this user's %s to %q (the host and admin roles may)", ledger.ErrPermission, strings.ToLower(verb), subject)
-				})
+			// A refused operation on the bucket fails at once (natsjs).
+			r, err := heartbeat.NewStore(kv).Remove(ctx, args[0])
+			if errors.Is(err, ledger.ErrPermission) {
+				return fmt.Errorf("%w (the host and admin roles may)", err)
 			}
-			r, err := heartbeat.NewStore(refusingKV{KV: kv, guard: guard}).Remove(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -173,12 +172,9 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		// A user without the host role may not beat: that is a warning too.
-		bucket := natsjs.HeartbeatBucket(a.ledgerName)
-		bctx, done := a.watchRefusals(bctx, bucketSubjects(bucket), func(verb, subject string) error {
-			return fmt.Errorf("%w: the NATS server refused this user's %s to %q (the host role may)", ledger.ErrPermission, strings.ToLower(verb), subject)
-		})
-		defer done()
-		err = refused(bctx, heartbeat.NewStore(kv).Put(bctx, b))
+		if err = heartbeat.NewStore(kv).Put(bctx, b); errors.Is(err, ledger.ErrPermission) {
+			err = fmt.Errorf("%w (the host role may)", err)
+		}
 	}
 	if err != nil {
 		a.logger.Warn("heartbeat not recorded", "err", err)
@@ -189,14 +185,15 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 	}
 }
 
-// Heartbeats returns the ledger's heartbeat bucket on the command's
-// connection, opened on first use (a beat before that is one publish).
+// Heartbeats returns the ledger's heartbeat bucket on the command's NATS
+// client, opened on first use (a beat before that is one publish). An
+// operation on it the server refuses fails at once with ledger.ErrPermission.
 func (a *app) Heartbeats(ctx context.Context) (*natsjs.BucketKV, error) {
-	nc, err := a.Conn(ctx)
+	lg, err := a.ledgerOn(ctx, a.ledgerName)
 	if err != nil {
 		return nil, err
 	}
-	return natsjs.HeartbeatKV(nc, a.ledgerName)
+	return lg.Heartbeats()
 }
 
 // beatQuiet is how long a cache does not repeat an unchanged heartbeat.

@@ -54,7 +54,7 @@ func TestPlantedSnapshotNeverAdoptedCLI(t *testing.T) {
 	}
 	defer nc.Close()
 	ctx := t.Context()
-	l, err := natsjs.Open(ctx, nc, "planted")
+	l, err := natsjs.OpenLog(ctx, nc, "planted")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestPlantedRetentionBoundCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer anc.Close()
-	l, err := natsjs.Open(ctx, anc, "default")
+	l, err := natsjs.OpenLog(ctx, anc, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestWrongRetentionBoundWayOutCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := natsjs.Open(t.Context(), nc, "wrongbound")
+	l, err := natsjs.OpenLog(t.Context(), nc, "wrongbound")
 	if err != nil {
 		t.Fatal(err)
 	}

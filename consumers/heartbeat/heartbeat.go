@@ -3,7 +3,7 @@
 // metrics consumer can see every host's HWM and how far behind it is.
 //
 // On NATS the bucket of ledger <name> is SYNCLEDGER_HOSTS_<name>
-// (natsjs.HeartbeatKV), created on first use with one value per key and the
+// (natsjs: Client.Ledger(name).Heartbeats()), created on first use with one value per key and the
 // ledger stream's replicas. A host's key is its host id escaped to the
 // bucket's key alphabet (Key); its value is a Beat as JSON:
 //
@@ -64,7 +64,7 @@ type Beat struct {
 type Store struct{ kv ledger.KV }
 
 // NewStore returns the heartbeats kept in kv (memledger.KV in tests,
-// natsjs.HeartbeatKV in production).
+// the NATS adapter's Ledger.Heartbeats in production).
 func NewStore(kv ledger.KV) *Store { return &Store{kv: kv} }
 
 // Put records b as its host's latest beat.

@@ -3,14 +3,11 @@ package natsjs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -156,8 +153,8 @@ func (l *Log) updateMeta(ctx context.Context, holds func(map[string]string) bool
 		var resp apiResponse
 		subj := apiPrefix + "STREAM.UPDATE." + l.stream
 		if err := l.requestOnce(ctx, subj, body, &resp); err != nil {
-			if le := l.nc.LastError(); le != nil && errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), `"`+subj+`"`) {
-				return fmt.Errorf("%w: only the admin role may (%v)", ledger.ErrPermission, le)
+			if pe := lastRefusal(l.nc, func(s string) bool { return s == subj }); pe != nil {
+				return fmt.Errorf("%w: only the admin role may", pe)
 			}
 			if !answerLost(err) {
 				return err
