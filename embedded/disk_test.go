@@ -197,7 +197,7 @@ func TestDiskFullClients(t *testing.T) {
 	}
 	defer nc.Close()
 	ctx := t.Context()
-	l, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "full", Blobs: "nats://fullblobs"})
+	l, err := natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: "full", Blobs: "nats://fullblobs"})
 	if err != nil {
 		t.Fatal(err)
 	}

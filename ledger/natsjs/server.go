@@ -119,3 +119,10 @@ func withServerState(ctx context.Context, nc *nats.Conn, ledgerName string, time
 	}
 	return err
 }
+
+// ServerState asks the server whether it takes writes (see
+// (*Log).ServerState): one request, and, when it is full, a wait of at most
+// 1 s for what serve says of its disk.
+func (l *Ledger) ServerState(ctx context.Context) (ledger.ServerState, error) {
+	return ServerState(ctx, l.c.w, l.name, l.c.cfg.Timeout)
+}
