@@ -79,16 +79,45 @@ func (s ServerState) String() string {
 // not: the refusal alone). errors.Is(err, ErrServerFull) holds.
 type ServerFullError struct {
 	State ServerState
+	// Err, when set, is the refused write's error (itself wrapping a
+	// ServerFullError without State), to which this one adds what the server
+	// said afterwards (WithServerState).
+	Err error
 }
 
 func (e *ServerFullError) Error() string {
-	if d := e.State.String(); d != "" {
+	d := e.State.String()
+	switch {
+	case e.Err != nil && d != "":
+		return fmt.Sprintf("%v (%s)", e.Err, d)
+	case e.Err != nil:
+		return e.Err.Error()
+	case d != "":
 		return fmt.Sprintf("%v (%s)", ErrServerFull, d)
 	}
-	return fmt.Sprintf("%v (the server refuses every write)", ErrServerFull)
+	return ErrServerFull.Error()
 }
 
-func (e *ServerFullError) Unwrap() error { return ErrServerFull }
+func (e *ServerFullError) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return ErrServerFull
+}
+
+// WithServerState returns err, a write the server refused for lack of space,
+// with st, what the server said of its disk since; err as it is when it says
+// that already, when st is not full, or when err is no such refusal.
+func WithServerState(err error, st ServerState) error {
+	var full *ServerFullError
+	if !st.Full || !errors.As(err, &full) || full.State.Full {
+		return err
+	}
+	if err == full {
+		return &ServerFullError{State: st}
+	}
+	return &ServerFullError{State: st, Err: err}
+}
 
 // Bytes is n in binary units for people: "512 B", "12.0 MiB".
 func Bytes(n uint64) string {

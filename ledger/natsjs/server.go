@@ -114,10 +114,11 @@ func withServerState(ctx context.Context, nc *nats.Conn, ledgerName string, time
 	if !errors.As(err, &full) || full.State.Full || ctx.Err() != nil {
 		return err
 	}
-	if st, serr := ServerState(ctx, nc, ledgerName, timeout); serr == nil && st.Full {
-		full.State = st
+	st, serr := ServerState(ctx, nc, ledgerName, timeout)
+	if serr != nil {
+		return err
 	}
-	return err
+	return ledger.WithServerState(err, st)
 }
 
 // ServerState asks the server whether it takes writes (see
