@@ -146,8 +146,8 @@ type serveInfo struct {
 	// watch is off), Free what is free now.
 	Reserve uint64 `json:"reserve"`
 	Free    uint64 `json:"free"`
-	TLS    bool   `json:"tls"`
-	Auth   string `json:"auth"` // none, token, user, users, client-certificates
+	TLS     bool   `json:"tls"`
+	Auth    string `json:"auth"` // none, token, user, users, client-certificates
 }
 
 // parseReserve parses --reserve: "auto" (0: embedded.DefaultReserve), "off"

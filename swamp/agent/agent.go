@@ -402,8 +402,8 @@ const serverStateWait = 3 * time.Second
 // describe turns err into the answer's error, with what to do about it.
 func (a *Agent) describe(err error) *Failure {
 	var (
-		ce *host.ConflictError
-		le *host.LocalChangesError
+		ce   *host.ConflictError
+		le   *host.LocalChangesError
 		pe   *ProtocolError
 		ne   *NamespaceError
 		full *ledger.ServerFullError
