@@ -52,3 +52,21 @@ func serverFullNote(st ledger.ServerState) string {
 	}
 	return "free space on the server's disk (serve's data directory, its --data), or raise the store limit of a nats-server of your own; " + again
 }
+
+// serverState asks the ledger's server whether it takes writes (one request;
+// when it is full, up to 1 s more for what serve says of its disk), for the
+// commands that show it: nil when it cannot say (a failure is logged, the
+// command goes on).
+func (a *app) serverState(ctx context.Context) *ledger.ServerState {
+	lg, err := a.ledgerOn(ctx, a.ledgerName)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, serverStateWait)
+		defer cancel()
+		var st ledger.ServerState
+		if st, err = lg.ServerState(ctx); err == nil {
+			return &st
+		}
+	}
+	a.logger.Warn("the server did not say whether it takes writes", "err", err)
+	return nil
+}
