@@ -45,12 +45,11 @@ func serverFullNote(st ledger.ServerState) string {
 	const again = "then run this again: the server takes writes by itself once it has room, nothing to restart"
 	switch {
 	case st.Dir != "" && st.Need() > 0:
-		return fmt.Sprintf("free %s on the server's disk, where serve's data directory %s is (delete what it does not need, or grow the filesystem), %s",
-			ledger.Bytes(st.Need()), st.Dir, again)
+		return fmt.Sprintf("free %s on the disk of serve's data directory %s, %s", ledger.Bytes(st.Need()), st.Dir, again)
 	case st.Dir != "":
-		return fmt.Sprintf("free space on the server's disk, where serve's data directory %s is, %s", st.Dir, again)
+		return fmt.Sprintf("free space on the disk of serve's data directory %s, %s", st.Dir, again)
 	}
-	return "free space on the server's disk (serve's data directory, its --data), or raise the store limit of a nats-server of your own; " + again
+	return "free space on the disk of serve's data directory (its --data), or raise the store limit of a nats-server of your own, " + again
 }
 
 // serverState asks the ledger's server whether it takes writes (one request;

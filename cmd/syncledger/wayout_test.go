@@ -49,9 +49,9 @@ func TestWayOutTable(t *testing.T) {
 		{"resolve of no change", fmt.Errorf("resolve x: %w", host.ErrNoChange), []string{}, "'syncledger status' lists conflicts"},
 		{"rewound", fmt.Errorf("sync: %w", ledger.ErrRewound), []string{}, "syncledger rebuild"},
 		{"server full", &ledger.ServerFullError{State: ledger.ServerState{Full: true, Dir: "/srv/sl", Free: 12 << 20, Reserve: 64 << 20, Resume: 96 << 20}}, []string{},
-			"free 84.0 MiB on the server's disk, where serve's data directory /srv/sl is (delete what it does not need, or grow the filesystem), then run this again: the server takes writes by itself once it has room, nothing to restart"},
+			"free 84.0 MiB on the disk of serve's data directory /srv/sl, then run this again: the server takes writes by itself once it has room, nothing to restart"},
 		{"server full, the refusal alone", fmt.Errorf("put blob: %w", &ledger.ServerFullError{}), []string{},
-			"free space on the server's disk (serve's data directory, its --data), or raise the store limit of a nats-server of your own; then run this again: the server takes writes by itself once it has room, nothing to restart"},
+			"free space on the disk of serve's data directory (its --data), or raise the store limit of a nats-server of your own, then run this again: the server takes writes by itself once it has room, nothing to restart"},
 		{"plain", errors.New("boom"), []string{}, ""},
 	} {
 		err := fmt.Errorf("%s: %w", "cmd", tc.err)
