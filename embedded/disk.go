@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 )
@@ -81,7 +82,7 @@ func (s *Server) startDiskWatch() {
 		w.interval = DefaultDiskInterval
 	}
 	if w.stat = s.cfg.statDisk; w.stat == nil {
-		w.stat = statDisk
+		w.stat = fsx.DiskSpace
 	}
 	w.state.Dir = s.cfg.DataDir
 	w.check()

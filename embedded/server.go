@@ -93,7 +93,7 @@ type Config struct {
 	// watch at once.
 	DiskInterval time.Duration
 
-	// statDisk replaces statDisk in tests.
+	// statDisk replaces fsx.DiskSpace in tests.
 	statDisk func(dir string) (free, size uint64, noInodes bool, err error)
 }
 

@@ -1,13 +1,15 @@
 //go:build linux || darwin || freebsd
 
-package embedded
+package fsx
 
 import "golang.org/x/sys/unix"
 
-// statDisk returns the bytes free to an unprivileged user and in all on dir's
-// filesystem, and whether it has no inode left (a full disk too: nothing can
-// be created).
-func statDisk(dir string) (free, size uint64, noInodes bool, err error) {
+var noSpaceErrnos = []error{unix.ENOSPC, unix.EDQUOT}
+
+// DiskSpace returns the bytes free to an unprivileged user and in all on the
+// filesystem holding dir, and whether it has no inode left (nothing can be
+// created there either).
+func DiskSpace(dir string) (free, size uint64, noInodes bool, err error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, 0, false, err
