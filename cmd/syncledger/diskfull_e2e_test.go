@@ -207,3 +207,42 @@ func TestServerDiskFullCLI(t *testing.T) {
 	}
 	t.Logf("%d acknowledged commits, all in the ledger; the hosts agree", len(acked))
 }
+
+// TestCacheDiskFullCLI (SYNCLEDGER_TEST_DISKFULL, root): a host whose cache's
+// disk is full keeps working as before — its sync fails, keeping what it
+// applied — and says how much the pull needs (exit 1, kind cache-full, the
+// free space and the pull's size); once space is freed, it syncs.
+func TestCacheDiskFullCLI(t *testing.T) {
+	dir := smallfs.MountT(t, 16<<20)
+	_, url := serveOn(t, t.TempDir())
+	env := cliEnv("SYNCLEDGER_NATS="+url, "SYNCLEDGER_LOG_LEVEL=warn")
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(dir, "b")
+	for i := range 6 {
+		writeRandom(t, a, "data/m/f"+string(rune('0'+i)), 1<<20)
+	}
+	if r := cli(t, env, "--cache", a, "commit", "-m", "six"); r.code != 0 {
+		t.Fatalf("commit: %s", r.stderr)
+	}
+	filler := filepath.Join(dir, "filler")
+	if _, err := smallfs.Fill(filler, 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, env, "--cache", b, "sync", "--json")
+	var obj struct{ Error struct{ Kind, Message string } }
+	json.Unmarshal([]byte(r.stdout), &obj)
+	t.Logf("sync into a full cache: exit %d\n%s", r.code, r.stderr)
+	want := regexp.MustCompile(`the cache's disk is full \(` + regexp.QuoteMeta(b) + ` has [0-9.]+ [KM]?i?B free; the rest of this pull, seqs 1\.\.1, is 6\.0 MiB in 6 files\).*` +
+		`\(free up to [0-9.]+ MiB on the disk of the cache ` + regexp.QuoteMeta(b) + ` \(the rest of the pull is 6\.0 MiB; .* is free\), then sync again`)
+	if r.code != exitError || obj.Error.Kind != "cache-full" || !want.MatchString(r.stderr) {
+		t.Errorf("sync into a full cache: exit %d, kind %q, want %d, cache-full, and the pull's size", r.code, obj.Error.Kind, exitError)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if r := cli(t, env, "--cache", b, "sync"); r.code != 0 {
+		t.Fatalf("sync once space is freed: %s", r.stderr)
+	}
+	if diff := cmp.Diff(tree(t, a), tree(t, b)); diff != "" {
+		t.Errorf("the caches differ (-a +b):\n%s", diff)
+	}
+}

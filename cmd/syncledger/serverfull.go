@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 // serverStateWait bounds the question a failed command asks the server about
@@ -68,4 +69,19 @@ func (a *app) serverState(ctx context.Context) *ledger.ServerState {
 	}
 	a.logger.Warn("the server did not say whether it takes writes", "err", err)
 	return nil
+}
+
+// cacheFullNote is what to do about a pull that stopped on a full cache disk:
+// free space there, then sync again (what it applied is kept).
+func cacheFullNote(ns *host.NoSpaceError) string {
+	const again = "then sync again: what was applied is kept"
+	switch {
+	case ns.Files == 0:
+		return fmt.Sprintf("free space on the disk of the cache %s, %s", ns.Dir, again)
+	case ns.Short() == 0:
+		return fmt.Sprintf("free space on the disk of the cache %s (the rest of the pull is %s; %s is free), %s",
+			ns.Dir, ledger.Bytes(uint64(ns.Need)), ledger.Bytes(ns.Free), again)
+	}
+	return fmt.Sprintf("free up to %s on the disk of the cache %s (the rest of the pull is %s; %s is free), %s",
+		ledger.Bytes(ns.Short()), ns.Dir, ledger.Bytes(uint64(ns.Need)), ledger.Bytes(ns.Free), again)
 }

@@ -81,10 +81,13 @@ func errorNote(err error) string {
 	var (
 		cg   *host.ContentGoneError
 		full *ledger.ServerFullError
+		ns   *host.NoSpaceError
 	)
 	switch {
 	case errors.As(err, &full):
 		return serverFullNote(full.State)
+	case errors.As(err, &ns):
+		return cacheFullNote(ns)
 	case errors.Is(err, ledger.ErrNoLedger):
 		return "create it with `syncledger init`"
 	case errors.Is(err, host.ErrNoChange):

@@ -407,6 +407,7 @@ func (a *Agent) describe(err error) *Failure {
 		pe   *ProtocolError
 		ne   *NamespaceError
 		full *ledger.ServerFullError
+		ns   *host.NoSpaceError
 	)
 	switch {
 	case errors.As(err, &pe) && pe.Extension > Protocol:
@@ -431,6 +432,8 @@ func (a *Agent) describe(err error) *Failure {
 		return &Failure{Kind: "permission", Message: "syncledger: " + err.Error()}
 	case errors.As(err, &full):
 		return &Failure{Kind: "error", Message: fmt.Sprintf("syncledger: %v: %s", err, a.cfg.WaysOut.ServerFull(full.State))}
+	case errors.As(err, &ns):
+		return &Failure{Kind: "error", Message: fmt.Sprintf("syncledger: %v: free space on this host's disk, then run swamp again (what was pulled is kept)", err)}
 	case errors.Is(err, ledger.ErrNotFound):
 		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with '%s', or fix \"ledger\" in the datastore config of .swamp.yaml)", err, a.cfg.WaysOut.Init())}
 	case errors.Is(err, ledger.ErrUnreachable):
