@@ -121,20 +121,20 @@ type Rate struct {
 
 // State is what the page shows.
 type State struct {
-	Ledger     string      `json:"ledger"`
-	UUID       string      `json:"uuid"`
-	Head       ledger.Seq  `json:"head"`  // the log's last seq
-	First      ledger.Seq  `json:"first"` // the log's first seq
-	Read       ledger.Seq  `json:"read"`  // the last seq the dashboard has read
-	CaughtUp   bool        `json:"caughtUp"`
-	Rate       Rate        `json:"rate"`
-	Commits    []Commit    `json:"commits"` // newest first
-	Hosts      []Host      `json:"hosts"`
-	HostsError string      `json:"hostsError,omitempty"`
+	Ledger     string     `json:"ledger"`
+	UUID       string     `json:"uuid"`
+	Head       ledger.Seq `json:"head"`  // the log's last seq
+	First      ledger.Seq `json:"first"` // the log's first seq
+	Read       ledger.Seq `json:"read"`  // the last seq the dashboard has read
+	CaughtUp   bool       `json:"caughtUp"`
+	Rate       Rate       `json:"rate"`
+	Commits    []Commit   `json:"commits"` // newest first
+	Hosts      []Host     `json:"hosts"`
+	HostsError string     `json:"hostsError,omitempty"`
 	// Server is what the server says of its disk (Config.Server), nil when
 	// it was not asked or did not answer.
-	Server *ledger.ServerState `json:"server,omitempty"`
-	Partitions []Partition `json:"partitions"` // most recently extended first, at most MaxPartitions
+	Server     *ledger.ServerState `json:"server,omitempty"`
+	Partitions []Partition         `json:"partitions"` // most recently extended first, at most MaxPartitions
 	// PartitionCount is the number of partitions in the ledger.
 	PartitionCount int       `json:"partitionCount"`
 	Error          string    `json:"error,omitempty"` // the last error reading the log, until it reads again

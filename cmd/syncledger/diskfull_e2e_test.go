@@ -228,7 +228,9 @@ func TestCacheDiskFullCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := cli(t, env, "--cache", b, "sync", "--json")
-	var obj struct{ Error struct{ Kind, Message string } }
+	var obj struct {
+		Error struct{ Kind, Message string }
+	}
 	json.Unmarshal([]byte(r.stdout), &obj)
 	t.Logf("sync into a full cache: exit %d\n%s", r.code, r.stderr)
 	want := regexp.MustCompile(`the cache's disk is full \(` + regexp.QuoteMeta(b) + ` has [0-9.]+ [KM]?i?B free; the rest of this pull, seqs 1\.\.1, is 6\.0 MiB in 6 files\).*` +
