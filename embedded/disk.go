@@ -17,7 +17,7 @@ import (
 	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
-// The disk watch (see the package doc, "A full disk").
+// The disk watch (the package doc, "A full disk"; docs/ops.md, "A full disk").
 
 // DefaultReserve is the free space the server keeps on its data directory's
 // filesystem when Config.Reserve is 0: 64 MiB, or a tenth of a filesystem
