@@ -17,6 +17,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsblob"
 	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/natsauth"
 )
 
 // fakeDisk is a filesystem whose free space the test sets.
@@ -257,5 +258,43 @@ func TestDiskFullClients(t *testing.T) {
 	}
 	if st, err := l.ServerState(ctx); err != nil || st.Full {
 		t.Fatalf("ServerState once space is back: %+v, %v", st, err)
+	}
+}
+
+// TestDiskStateRoles: every role learns that the server is full, and what
+// serve says of its disk, with the rights it has (the account's JetStream
+// info, the ledger's server subject); no host or tooling credential can speak
+// for serve on that subject.
+func TestDiskStateRoles(t *testing.T) {
+	t.Parallel()
+	disk := &fakeDisk{}
+	disk.free.Store(fakeSize / 2)
+	const name, reserve = "roles", 64 << 20
+	scope := natsauth.Scope{Ledger: name}
+	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), User: "admin", Password: "admin-pw",
+		Users: []User{
+			{Name: "host", Password: "host-pw", Permissions: perms(t, natsauth.RoleHost, scope)},
+			{Name: "tool", Password: "tool-pw", Permissions: perms(t, natsauth.RoleTooling, scope)},
+		}, Reserve: reserve, DiskInterval: 10 * time.Millisecond, statDisk: disk.stat})
+	admin := connectT(t, s, nil, nats.UserInfo("admin", "admin-pw"))
+	if _, err := natsjs.CreateLog(t.Context(), admin, natsjs.LedgerConfig{Name: name, Blobs: "file:///b"}); err != nil {
+		t.Fatal(err)
+	}
+	disk.free.Store(reserve / 2)
+	for !s.Disk().Full {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, role := range []string{"host", "tool"} {
+		v := newViolations()
+		nc := connectT(t, s, v, nats.UserInfo(role, role+"-pw"))
+		st, err := natsjs.ServerState(t.Context(), nc, name, 5*time.Second)
+		if err != nil || !st.Full || st.Dir != s.DataDir() || st.Free != reserve/2 {
+			t.Errorf("%s: ServerState = %+v, %v", role, st, err)
+		}
+		if err := nc.Publish(natsjs.ServerSubject(name), []byte(`{"full":false}`)); err != nil {
+			t.Fatal(err)
+		}
+		v.wait(t, natsjs.ServerSubject(name)) // the server refuses it
+
 	}
 }
