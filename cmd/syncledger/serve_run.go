@@ -89,7 +89,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 	}
 	info, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: a.ledgerName, Blobs: blobsURL, Replicas: 1})
 	if err != nil {
-		return err
+		return ledger.WithServerState(err, srv.Disk()) // a disk already full: what to free
 	}
 	a.protectBlobs(ctx, info.Blobs) // first: a NATS bucket opens only write-once
 	if !created {
