@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/internal/smallfs"
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -25,8 +27,8 @@ import (
 // store, writes are taken again, without a restart, with every acknowledged
 // message kept.
 //
-// a write finds the disk full: something else fills it at once, before the
-// watch reads the free space; that write is never answered by nats-server
+// a write finds the disk full: something else fills it between two readings
+// of the free space; that write is never answered by nats-server
 // (it waits out the client's timeout) and its stream keeps the error; the
 // watch, woken by nats-server's log, refuses the writes after it at once;
 // once space is freed it restarts JetStream in process, and the stream takes
@@ -40,6 +42,10 @@ func TestDiskFullTmpfs(t *testing.T) {
 		if _, err := smallfs.Fill(filler, 6<<20); err != nil {
 			t.Fatal(err)
 		}
+		// Writes at 64 MB/s at most (a fast client over a network): the
+		// reserve is what one read of the free space to the next can use,
+		// not a CPU-starved test's in-process burst.
+		w.pause = time.Millisecond
 		err := w.fill(t, 2*time.Second)
 		var ae *jetstream.APIError
 		if !errors.As(err, &ae) || ae.ErrorCode != 10002 {
@@ -58,9 +64,22 @@ func TestDiskFullTmpfs(t *testing.T) {
 	})
 	t.Run("a write finds the disk full", func(t *testing.T) {
 		dir := smallfs.MountT(t, 32<<20)
-		// No reading of the free space in between: only nats-server's log
-		// of the failed write wakes the watch.
-		s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), SyncAlways: true, DiskInterval: time.Hour})
+		// The disk fills between two readings of the free space: until a
+		// write fails for lack of space, the watch reads the space free before
+		// the filler (only nats-server's log of that write can tell it).
+		var srv atomic.Pointer[Server]
+		before, size, _, err := fsx.DiskSpace(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stat := func(d string) (uint64, uint64, bool, error) {
+			if s := srv.Load(); s == nil || !s.logs.failedSinceStart() {
+				return before, size, false, nil
+			}
+			return fsx.DiskSpace(d)
+		}
+		s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), SyncAlways: true, statDisk: stat})
+		srv.Store(s)
 		w := newDiskWriter(t, s)
 		for range 5 {
 			if err := w.publish(5 * time.Second); err != nil {
@@ -71,14 +90,14 @@ func TestDiskFullTmpfs(t *testing.T) {
 		if _, err := smallfs.Fill(filler, 0); err != nil {
 			t.Fatal(err)
 		}
-		err := w.fill(t, 2*time.Second)
+		err = w.fill(t, 2*time.Second)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("the write that finds the disk full: %v, want no answer (nats-server's own behaviour)", err)
 		}
 		start := time.Now()
 		for !s.Disk().Full {
 			if time.Since(start) > 5*time.Second {
-				t.Fatal("the failed write did not wake the watch")
+				t.Fatalf("the failed write did not wake the watch (failed %v, state %+v)", s.logs.failedSinceStart(), s.Disk())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -91,8 +110,10 @@ func TestDiskFullTmpfs(t *testing.T) {
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
-		s.disk.check() // the tick an hour away
 		w.takenAgain(t)
+		if s.logs.failedSinceStart() {
+			t.Error("JetStream was not restarted: its store still has the failed write's error")
+		}
 	})
 }
 
@@ -102,6 +123,7 @@ type diskWriter struct {
 	js      jetstream.JetStream
 	acked   int
 	slowest time.Duration
+	pause   time.Duration // between writes in fill
 }
 
 func newDiskWriter(t *testing.T, s *Server) *diskWriter {
@@ -137,6 +159,7 @@ func (w *diskWriter) fill(t *testing.T, timeout time.Duration) error {
 		if err := w.publish(timeout); err != nil {
 			return err
 		}
+		time.Sleep(w.pause)
 	}
 	t.Fatal("10000 writes of 64 KiB on a 32 MiB disk")
 	return nil
