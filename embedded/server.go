@@ -88,9 +88,10 @@ type Config struct {
 	// that finds the disk full is never answered, and its stream refuses
 	// writes until the server restarts).
 	Reserve int64
-	// DiskInterval is how often the free space is read; 0 means
-	// DefaultDiskInterval. A write that fails for lack of space wakes the
-	// watch at once.
+	// DiskInterval is the longest time between two readings of the free
+	// space; 0 means DefaultDiskInterval. Nearer the reserve the watch reads
+	// it more often (before writes at 1 GiB/s could reach it), and a write
+	// that fails for lack of space wakes it at once.
 	DiskInterval time.Duration
 
 	// statDisk replaces fsx.DiskSpace in tests.
