@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +21,11 @@ const (
 	MetaFormat = "syncledger.format"
 	MetaBlobs  = "syncledger.blobs"
 	MetaName   = "syncledger.name"
+
+	// The namespace mark (ledger.Info.NamespaceOf, Namespace), on a
+	// namespace's ledger only.
+	MetaNamespaceOf = "syncledger.namespace-of"
+	MetaNamespace   = "syncledger.namespace"
 )
 
 // Defaults.
@@ -40,13 +44,18 @@ const (
 // are refused with ErrTooLarge instead.
 const MaxSubjectLen = 3072
 
-// Config describes a ledger to create.
-type Config struct {
+// LedgerConfig describes a ledger to create.
+type LedgerConfig struct {
 	Name     string        // ledger name (ledger.ValidateName)
 	UUID     string        // lineage; a random (v4) UUID is generated on create when empty
 	Blobs    string        // blob store URL, stored in the stream metadata
 	Replicas int           // stream replicas; 0 means 1
 	MaxAge   time.Duration // 0 keeps events forever; see the package doc before setting it
+
+	// NamespaceOf (a UUID) and Namespace, both or neither, mark the ledger as
+	// that namespace of that ledger (ledger.Info), in the stream metadata.
+	NamespaceOf string
+	Namespace   string
 }
 
 // Option configures a Log.
@@ -103,6 +112,7 @@ func WithRetry(attempts int, wait time.Duration) Option {
 // Log is a ledger's CommitLog on a JetStream stream. It is safe for concurrent use.
 type Log struct {
 	nc     *nats.Conn
+	rnc    *nats.Conn // reads by direct get: nc, or a Client's read endpoint
 	js     jetstream.JetStream
 	name   string // ledger name
 	stream string // stream name
@@ -177,7 +187,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
 	return &Log{
-		nc: nc, js: js, name: name, stream: ledger.StreamName(name),
+		nc: nc, rnc: nc, js: js, name: name, stream: ledger.StreamName(name),
 		prefix: ledger.SubjectPrefix(name), opts: o,
 	}, nil
 }
@@ -186,7 +196,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 // idempotent, and an existing ledger's UUID and settings win. A cfg.UUID or
 // cfg.Blobs that differs from the existing ledger's is an error wrapping
 // ledger.ErrInvalid naming both values; an empty one means "no preference".
-func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Log, error) {
+func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Option) (*Log, error) {
 	l, err := newLog(nc, cfg.Name, opts)
 	if err != nil {
 		return nil, err
@@ -202,6 +212,9 @@ func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Lo
 	if cfg.MaxAge < 0 {
 		return nil, fmt.Errorf("create ledger %q: negative max age: %w", cfg.Name, ledger.ErrInvalid)
 	}
+	if err := checkNamespaceMark(cfg.NamespaceOf, cfg.Namespace); err != nil {
+		return nil, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
+	}
 	uuid := cfg.UUID
 	if uuid == "" {
 		if uuid, err = ledger.NewLineageID(rand.Reader); err != nil {
@@ -215,7 +228,11 @@ func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Lo
 	for range 3 {
 		info, err := l.js.Stream(ctx, l.stream)
 		if err == nil {
-			if err := l.adopt(ledgerConfigOf(info.CachedInfo())); err != nil {
+			st, err := settingsOf(info.CachedInfo().Config)
+			if err == nil {
+				err = l.adopt(st)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 			}
 			if cfg.UUID != "" && cfg.UUID != l.uuid {
@@ -223,6 +240,12 @@ func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Lo
 			}
 			if have := info.CachedInfo().Config.Metadata[MetaBlobs]; cfg.Blobs != "" && cfg.Blobs != have {
 				return nil, fmt.Errorf("create ledger %q: it exists with blobs %q, not %q: %w", cfg.Name, have, cfg.Blobs, ledger.ErrInvalid)
+			}
+			// An existing ledger without the mark is left to the caller (a
+			// namespace's ledger made before the mark, or another ledger).
+			if have := l.info; cfg.NamespaceOf != "" && have.NamespaceOf != "" && (have.NamespaceOf != cfg.NamespaceOf || have.Namespace != cfg.Namespace) {
+				return nil, fmt.Errorf("create ledger %q: it exists as namespace %q of ledger %s, not namespace %q of ledger %s: %w",
+					cfg.Name, have.Namespace, have.NamespaceOf, cfg.Namespace, cfg.NamespaceOf, ledger.ErrInvalid)
 			}
 			// A stream just created on a cluster answers direct gets only once
 			// its replicas are set up: return a ledger ready to be read.
@@ -243,13 +266,13 @@ func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Lo
 	return nil, fmt.Errorf("create ledger %q: stream %s keeps appearing and disappearing", cfg.Name, l.stream)
 }
 
-func (l *Log) streamConfig(cfg Config, uuid string) jetstream.StreamConfig {
+func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig {
 	replicas := max(cfg.Replicas, 1)
 	dup := DuplicateWindow
 	if cfg.MaxAge > 0 && cfg.MaxAge < dup {
 		dup = cfg.MaxAge // the server requires duplicates ≤ max age
 	}
-	return jetstream.StreamConfig{
+	sc := jetstream.StreamConfig{
 		Name:               l.stream,
 		Description:        "syncledger ledger " + l.name,
 		Subjects:           []string{l.prefix + ">"},
@@ -272,13 +295,17 @@ func (l *Log) streamConfig(cfg Config, uuid string) jetstream.StreamConfig {
 			MetaName:   l.name,
 		},
 	}
+	if cfg.NamespaceOf != "" {
+		sc.Metadata[MetaNamespaceOf], sc.Metadata[MetaNamespace] = cfg.NamespaceOf, cfg.Namespace
+	}
+	return sc
 }
 
 // Open opens an existing ledger. A missing one is an error wrapping
 // ledger.ErrNotFound; a ledger whose format is newer than this build reads wraps
 // ledger.ErrUnknownVersion; a stream that is not a syncledger ledger wraps
 // ledger.ErrInvalid.
-func Open(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log, error) {
+func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log, error) {
 	l, err := newLog(nc, name, opts)
 	if err != nil {
 		return nil, err
@@ -303,16 +330,10 @@ func Open(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log
 	return l, nil
 }
 
-// ledgerConfigOf is the part of info adopt reads.
-func ledgerConfigOf(info *jetstream.StreamInfo) *ledgerConfig {
-	c := info.Config
-	return &ledgerConfig{Subjects: c.Subjects, Replicas: c.Replicas, AllowDirect: c.AllowDirect,
-		AllowAtomicPublish: c.AllowAtomicPublish, Metadata: c.Metadata}
-}
-
-// adopt checks that info describes a syncledger stream this build can use and
+// adopt checks that c describes a syncledger stream this build can use — its
+// identity (the metadata), then its settings (expect.go ledgerStream) — and
 // records its lineage.
-func (l *Log) adopt(c *ledgerConfig) error {
+func (l *Log) adopt(c *streamSettings) error {
 	md := c.Metadata
 	if md[MetaName] == "" && md[MetaUUID] == "" {
 		return fmt.Errorf("stream %s has no syncledger metadata: not a ledger: %w", l.stream, ledger.ErrInvalid)
@@ -330,16 +351,14 @@ func (l *Log) adopt(c *ledgerConfig) error {
 	if err := ledger.ValidateUUID(md[MetaUUID]); err != nil {
 		return fmt.Errorf("stream %s: %s: %w", l.stream, MetaUUID, err)
 	}
-	switch {
-	case !c.AllowAtomicPublish:
-		return fmt.Errorf("stream %s does not allow atomic publish: %w", l.stream, ledger.ErrInvalid)
-	case !c.AllowDirect:
-		return fmt.Errorf("stream %s does not allow direct get: %w", l.stream, ledger.ErrInvalid)
-	case !slices.Contains(c.Subjects, l.prefix+">"):
-		return fmt.Errorf("stream %s does not bind %s>: %w", l.stream, l.prefix, ledger.ErrInvalid)
+	if err := ledgerStream(l.name).check(c); err != nil {
+		return err
 	}
 	l.uuid = md[MetaUUID]
 	l.info = ledger.Info{Name: md[MetaName], UUID: md[MetaUUID], Format: f, Blobs: md[MetaBlobs], Replicas: c.Replicas}
+	if checkNamespaceMark(md[MetaNamespaceOf], md[MetaNamespace]) == nil {
+		l.info.NamespaceOf, l.info.Namespace = md[MetaNamespaceOf], md[MetaNamespace]
+	}
 	return nil
 }
 

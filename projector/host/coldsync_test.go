@@ -104,7 +104,7 @@ func coldSync(t *testing.T, store string, files int) {
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}
-	lg, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "coldsync", Blobs: url})
+	lg, err := natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: "coldsync", Blobs: url})
 	if err != nil {
 		t.Fatal(err)
 	}
