@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/gcsblob"
@@ -128,7 +127,7 @@ func bucketAndPrefix(raw string, u *url.URL) (bucket, prefix string, err error) 
 	}
 	prefix = strings.Trim(u.Path, "/")
 	if prefix != "" {
-		if err := backend.ValidateKey(prefix); err != nil {
+		if err := ledger.ValidateKey(prefix); err != nil {
 			return "", "", invalid(raw, "prefix: %v", err)
 		}
 	}

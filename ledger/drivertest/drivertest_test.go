@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -28,13 +27,13 @@ type memObject struct {
 }
 
 func (m *memStore) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return fmt.Errorf("put object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
-	pr := backend.NewPutReader(ctx, r, size)
+	pr := ledger.NewPutReader(ctx, r, size)
 	b, err := io.ReadAll(pr)
 	if err == nil {
 		err = pr.Done()
@@ -52,7 +51,7 @@ func (m *memStore) PutObject(ctx context.Context, key string, r io.Reader, size 
 func (m *memStore) NewBatch() ledger.ObjectBatch { return ledger.DurableEach(m) }
 
 func (m *memStore) get(ctx context.Context, verb, key string) (memObject, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return memObject{}, fmt.Errorf("%s object: %w", verb, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -84,7 +83,7 @@ func (m *memStore) StatObject(ctx context.Context, key string) (ledger.ObjectInf
 }
 
 func (m *memStore) DeleteObject(ctx context.Context, key string) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return fmt.Errorf("delete object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -97,7 +96,7 @@ func (m *memStore) DeleteObject(ctx context.Context, key string) error {
 }
 
 func (m *memStore) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := backend.ValidatePrefix(prefix); err != nil {
+	if err := ledger.ValidatePrefix(prefix); err != nil {
 		return fmt.Errorf("list objects: %w", err)
 	}
 	if err := ctx.Err(); err != nil {

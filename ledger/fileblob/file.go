@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -60,7 +59,7 @@ func New(cfg Config) (*Store, error) {
 func (s *Store) Dir() string { return s.dir }
 
 func checkKey(key string) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return err
 	}
 	if !strings.Contains(key, tmpPrefix) {
@@ -126,7 +125,7 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64) 
 			os.Remove(f.Name())
 		}
 	}()
-	pr := backend.NewPutReader(ctx, r, size)
+	pr := ledger.NewPutReader(ctx, r, size)
 	if _, err := ledger.Copy(f, pr); err != nil {
 		if rerr := pr.Err(); rerr != nil {
 			return "", rerr
@@ -268,7 +267,7 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 // ListObjects implements ledger.ObjectStore. It walks only the directory named by
 // the prefix up to its last "/", in key order. fn's error is returned as is.
 func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := backend.ValidatePrefix(prefix); err != nil {
+	if err := ledger.ValidatePrefix(prefix); err != nil {
 		return fmt.Errorf("list objects: %w", err)
 	}
 	if err := ctx.Err(); err != nil {

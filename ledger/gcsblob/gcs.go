@@ -16,7 +16,6 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -73,7 +72,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	var root string
 	if p := strings.Trim(cfg.Prefix, "/"); p != "" {
-		if err := backend.ValidateKey(p); err != nil {
+		if err := ledger.ValidateKey(p); err != nil {
 			return nil, fmt.Errorf("new gcs store: Config.Prefix: %w", err)
 		}
 		root = p + "/"
@@ -172,12 +171,12 @@ func mapErr(ctx context.Context, err error) error {
 	case errors.As(err, &api):
 		err = statusError{api}
 	}
-	return backend.CtxErr(ctx, err)
+	return ledger.CtxErr(ctx, err)
 }
 
 // PutObject implements ledger.ObjectStore (see the package doc).
 func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return fmt.Errorf("put object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -203,7 +202,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) er
 	w := o.NewWriter(wctx)
 	w.ChunkSize = s.chunkSize
 	w.ContentType = "application/octet-stream"
-	pr := backend.NewPutReader(ctx, r, size)
+	pr := ledger.NewPutReader(ctx, r, size)
 	n, err := io.Copy(w, pr)
 	if rerr := pr.Err(); rerr != nil {
 		return rerr // the content's fault, not the server's
@@ -223,7 +222,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) er
 // GetObject implements ledger.ObjectStore. The client's reader checks the
 // object's CRC32C at its end and resumes a download cut short.
 func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("get object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -261,7 +260,7 @@ func (r *reader) Close() error { return r.rd.Close() }
 
 // StatObject implements ledger.ObjectStore.
 func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -280,7 +279,7 @@ func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 
 // DeleteObject implements ledger.ObjectStore.
 func (s *Store) DeleteObject(ctx context.Context, key string) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return fmt.Errorf("delete object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -301,7 +300,7 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 // ListObjects implements ledger.ObjectStore, page by page (GCS lists names in
 // lexical order). fn's error is returned as is.
 func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := backend.ValidatePrefix(prefix); err != nil {
+	if err := ledger.ValidatePrefix(prefix); err != nil {
 		return fmt.Errorf("list objects: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -325,7 +324,7 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 			return fmt.Errorf("list objects %q: %w", prefix, mapErr(ctx, err))
 		}
 		key, ok := strings.CutPrefix(a.Name, s.root)
-		if !ok || backend.ValidateKey(key) != nil {
+		if !ok || ledger.ValidateKey(key) != nil {
 			continue // not an object this store could have written
 		}
 		if err := fn(ledger.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated}); err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -69,7 +68,7 @@ func (a *ack) wait(ctx context.Context) error {
 var errFlushed = fmt.Errorf("the batch was flushed: %w", ledger.ErrInvalid)
 
 func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return fmt.Errorf("put object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -79,7 +78,7 @@ func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int
 	absent := b.absent[key]
 	delete(b.absent, key)
 	b.mu.Unlock()
-	pr := backend.NewPutReader(ctx, r, size)
+	pr := ledger.NewPutReader(ctx, r, size)
 	var err error
 	if _, blob := wantDigest(key); absent && blob {
 		// A blob key just found absent: a new version without asking again.
@@ -91,7 +90,7 @@ func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int
 		err = b.s.put(ctx, key, pr, b.publishMeta)
 	}
 	if err != nil {
-		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
+		return fmt.Errorf("put object %q: %w", key, ledger.CtxErr(ctx, err))
 	}
 	return nil
 }

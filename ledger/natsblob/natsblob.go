@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -107,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("new nats object store: open bucket %q: %w", cfg.Bucket, backend.CtxErr(ctx, err))
+		return nil, fmt.Errorf("new nats object store: open bucket %q: %w", cfg.Bucket, ledger.CtxErr(ctx, err))
 	}
 	s := &Store{js: js, stream: st, bucket: cfg.Bucket, readTimeout: cfg.ReadTimeout}
 	if s.readTimeout == 0 {
@@ -150,12 +149,12 @@ func mapErr(ctx context.Context, err error) error {
 	if errors.Is(err, ledger.ErrNotFound) {
 		return err
 	}
-	return backend.CtxErr(ctx, err)
+	return ledger.CtxErr(ctx, err)
 }
 
 // StatObject implements ledger.ObjectStore.
 func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -175,7 +174,7 @@ func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 // DeleteObject implements ledger.ObjectStore. It purges the object's subjects,
 // which needs the admin role.
 func (s *Store) DeleteObject(ctx context.Context, key string) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return fmt.Errorf("delete object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -198,7 +197,7 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 // full (the first message of each object, as GetObject reads it), filtered and
 // sorted before fn is called. fn's error is returned as is.
 func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := backend.ValidatePrefix(prefix); err != nil {
+	if err := ledger.ValidatePrefix(prefix); err != nil {
 		return fmt.Errorf("list objects: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -206,7 +205,7 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 	}
 	infos, err := s.list(ctx, prefix)
 	if err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, backend.CtxErr(ctx, err))
+		return fmt.Errorf("list objects %q: %w", prefix, ledger.CtxErr(ctx, err))
 	}
 	for _, info := range infos {
 		if err := fn(info); err != nil {
@@ -260,7 +259,7 @@ func (s *Store) list(ctx context.Context, prefix string) ([]ledger.ObjectInfo, e
 	}
 	var infos []ledger.ObjectInfo
 	for name, e := range objs {
-		if !strings.HasPrefix(name, prefix) || backend.ValidateKey(name) != nil {
+		if !strings.HasPrefix(name, prefix) || ledger.ValidateKey(name) != nil {
 			continue
 		}
 		infos = append(infos, ledger.ObjectInfo{Key: name, Size: int64(e.first.Size), ModTime: e.mod})

@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -27,14 +26,14 @@ func digestOf(h hash.Hash) string {
 
 // PutObject implements ledger.ObjectStore (see the package doc).
 func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return fmt.Errorf("put object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
-	if err := s.put(ctx, key, backend.NewPutReader(ctx, r, size), s.publishMeta); err != nil {
-		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
+	if err := s.put(ctx, key, ledger.NewPutReader(ctx, r, size), s.publishMeta); err != nil {
+		return fmt.Errorf("put object %q: %w", key, ledger.CtxErr(ctx, err))
 	}
 	return nil
 }
@@ -43,7 +42,7 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 // Store.publishMeta, or a batch's, which leaves the acknowledgement to Flush.
 type publisher func(ctx context.Context, key string, info *jetstream.ObjectInfo) error
 
-func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader, pub publisher) error {
+func (s *Store) put(ctx context.Context, key string, pr *ledger.PutReader, pub publisher) error {
 	old, none, err := s.pick(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) || err == nil && none {
 		// Absent, or every stored version lies: a new version, which readers
@@ -84,7 +83,7 @@ func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader, pub 
 		if _, err := spool.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n), pub)
+		return s.upload(ctx, key, ledger.NewPutReader(ctx, spool, n), pub)
 	}
 	if want, ok := wantDigest(key); !ok || old.Digest == want {
 		// Other content in place of what the key holds: only by purging it
@@ -97,13 +96,13 @@ func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader, pub 
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n), pub)
+	return s.upload(ctx, key, ledger.NewPutReader(ctx, spool, n), pub)
 }
 
 // upload sends pr's content as chunks on a new subject, then its metadata.
 // Nothing is visible until the metadata is stored; a failed upload leaves its
 // chunks behind, unreferenced.
-func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader, pub publisher) error {
+func (s *Store) upload(ctx context.Context, key string, pr *ledger.PutReader, pub publisher) error {
 	id := nuid.Next()
 	subj := s.chunkSubject(id)
 	h := sha256.New()

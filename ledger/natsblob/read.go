@@ -10,13 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
 // GetObject implements ledger.ObjectStore.
 func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("get object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -93,7 +92,7 @@ func (r *objectReader) Read(p []byte) (int, error) {
 			return 0, fmt.Errorf("read object %q: chunk %d of %d is missing: %w", r.key, r.chunks+1, r.info.Chunks, ledger.ErrChecksum)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("read object %q: %w", r.key, backend.CtxErr(r.ctx, err))
+			return 0, fmt.Errorf("read object %q: %w", r.key, ledger.CtxErr(r.ctx, err))
 		}
 		if m.Subject != r.subj || m.Sequence < r.next {
 			return 0, fmt.Errorf("read object %q: asked for the next chunk from seq %d, got seq %d on %s: %w", r.key, r.next, m.Sequence, m.Subject, ledger.ErrInvalid)

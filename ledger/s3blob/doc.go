@@ -69,7 +69,7 @@
 // Config.PartSize (16 MiB) are read into memory — the part being sent, the
 // next one being read, at most three parts — and each is a seekable body the
 // SDK signs and retries. The upload is completed only after the reader
-// returned io.EOF, which backend.PutReader does only without error, within
+// returned io.EOF, which ledger.PutReader does only without error, within
 // the context, at the declared size; any failure aborts the upload (within 30
 // s, even after the context ended), so the object never appears in part and
 // the previous version stays; an abort that fails too leaves parts that a

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -126,7 +125,7 @@ func validate(cfg Config) (root string, err error) {
 		return "", fmt.Errorf("bucket name %q: %w", cfg.Bucket, ledger.ErrInvalid)
 	}
 	if p := strings.Trim(cfg.Prefix, "/"); p != "" {
-		if err := backend.ValidateKey(p); err != nil {
+		if err := ledger.ValidateKey(p); err != nil {
 			return "", fmt.Errorf("Config.Prefix: %w", err)
 		}
 		root = p + "/"
@@ -152,7 +151,7 @@ func mapErr(ctx context.Context, err error) error {
 	case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusNotFound:
 		return fmt.Errorf("%w (%v)", ledger.ErrNotFound, err)
 	}
-	return backend.CtxErr(ctx, err)
+	return ledger.CtxErr(ctx, err)
 }
 
 // PreferPut implements ledger.PutPreferrer: an object the put spools in memory
@@ -173,13 +172,13 @@ var _ ledger.Batcher = (*Store)(nil)
 // PUT, or above Config.MultipartAbove (and for an unknown size) streams it as a
 // multipart upload (see the package doc).
 func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return fmt.Errorf("put object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
-	pr := backend.NewPutReader(ctx, r, size)
+	pr := ledger.NewPutReader(ctx, r, size)
 	if size < 0 || size > s.multipartAbove {
 		if err := s.putMultipart(ctx, s.root+key, pr, size); err != nil {
 			return fmt.Errorf("put object %q: %w", key, err)
@@ -196,7 +195,7 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 		Body: body, ContentLength: aws.Int64(n), ContentType: aws.String(contentType),
 	})
 	if err != nil {
-		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
+		return fmt.Errorf("put object %q: %w", key, ledger.CtxErr(ctx, err))
 	}
 	return nil
 }
@@ -207,9 +206,9 @@ const contentType = "application/octet-stream"
 // upload of parts of Config.PartSize, each a seekable body the SDK signs,
 // checksums and retries, or one PUT if all of it fits in one part. The
 // manager completes the upload only once pr returned io.EOF, which it does
-// only without error at the declared size (backend.PutReader); any failure,
+// only without error at the declared size (ledger.PutReader); any failure,
 // the reader's included, aborts the upload.
-func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutReader, size int64) error {
+func (s *Store) putMultipart(ctx context.Context, key string, pr *ledger.PutReader, size int64) error {
 	in := &transfermanager.UploadObjectInput{
 		Bucket: aws.String(s.bucket), Key: aws.String(key), Body: pr, ContentType: aws.String(contentType),
 	}
@@ -220,7 +219,7 @@ func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutRea
 		if rerr := pr.Err(); rerr != nil {
 			return rerr // the content's own failure, not the upload's
 		}
-		return backend.CtxErr(ctx, err)
+		return ledger.CtxErr(ctx, err)
 	}
 	return pr.Done()
 }
@@ -228,7 +227,7 @@ func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutRea
 // spool reads pr to EOF and returns its content as a seekable body of n bytes,
 // in memory if it is at most memSpoolLimit bytes, else in a temporary file that
 // cleanup removes.
-func (s *Store) spool(pr *backend.PutReader, size int64) (body io.ReadSeeker, n int64, cleanup func(), err error) {
+func (s *Store) spool(pr *ledger.PutReader, size int64) (body io.ReadSeeker, n int64, cleanup func(), err error) {
 	var buf bytes.Buffer
 	if size >= 0 && size <= memSpoolLimit {
 		buf.Grow(int(size) + 1)
@@ -274,7 +273,7 @@ func (s *Store) spool(pr *backend.PutReader, size int64) (body io.ReadSeeker, n 
 
 // GetObject implements ledger.ObjectStore. The reader streams the response body.
 func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("get object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -289,7 +288,7 @@ func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error
 
 // StatObject implements ledger.ObjectStore.
 func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -304,7 +303,7 @@ func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 
 // DeleteObject implements ledger.ObjectStore.
 func (s *Store) DeleteObject(ctx context.Context, key string) error {
-	if err := backend.ValidateKey(key); err != nil {
+	if err := ledger.ValidateKey(key); err != nil {
 		return fmt.Errorf("delete object: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -322,7 +321,7 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 // ListObjects implements ledger.ObjectStore, page by page (S3 returns keys in
 // UTF-8 byte order, which is Go's string order). fn's error is returned as is.
 func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := backend.ValidatePrefix(prefix); err != nil {
+	if err := ledger.ValidatePrefix(prefix); err != nil {
 		return fmt.Errorf("list objects: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -338,7 +337,7 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 		}
 		for _, obj := range page.Contents {
 			key, ok := strings.CutPrefix(aws.ToString(obj.Key), s.root)
-			if !ok || backend.ValidateKey(key) != nil {
+			if !ok || ledger.ValidateKey(key) != nil {
 				continue // not an object this store could have written
 			}
 			if err := fn(ledger.ObjectInfo{Key: key, Size: aws.ToInt64(obj.Size), ModTime: aws.ToTime(obj.LastModified)}); err != nil {

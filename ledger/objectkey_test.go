@@ -1,4 +1,4 @@
-package backend
+package ledger
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-
-	"github.com/syncledger/syncledger/ledger"
 )
 
 func TestValidateKey(t *testing.T) {
@@ -43,7 +41,7 @@ func TestValidateKey(t *testing.T) {
 		if tc.ok && err != nil {
 			t.Errorf("ValidateKey(%q) = %v, want nil", tc.key, err)
 		}
-		if !tc.ok && !errors.Is(err, ledger.ErrInvalid) {
+		if !tc.ok && !errors.Is(err, ErrInvalid) {
 			t.Errorf("ValidateKey(%q) = %v, want ErrInvalid", tc.key, err)
 		}
 	}
@@ -84,7 +82,7 @@ func TestValidatePrefix(t *testing.T) {
 		if tc.ok && err != nil {
 			t.Errorf("ValidatePrefix(%q) = %v, want nil", tc.prefix, err)
 		}
-		if !tc.ok && !errors.Is(err, ledger.ErrInvalid) {
+		if !tc.ok && !errors.Is(err, ErrInvalid) {
 			t.Errorf("ValidatePrefix(%q) = %v, want ErrInvalid", tc.prefix, err)
 		}
 	}
@@ -100,8 +98,8 @@ func TestPutReader(t *testing.T) {
 		{"exact", "hello", 5, nil},
 		{"unknown", "hello", -1, nil},
 		{"empty", "", 0, nil},
-		{"short", "hell", 5, ledger.ErrInvalid},
-		{"long", "hello!", 5, ledger.ErrInvalid},
+		{"short", "hell", 5, ErrInvalid},
+		{"long", "hello!", 5, ErrInvalid},
 	} {
 		pr := NewPutReader(context.Background(), strings.NewReader(tc.content), tc.size)
 		b, err := io.ReadAll(pr)

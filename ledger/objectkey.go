@@ -1,8 +1,9 @@
-// Package backend holds the rules every ledger.ObjectStore backend (file, s3, gcs,
-// natsblob) applies the same way, so that a key accepted by one backend is accepted by
-// all of them and a put behaves the same everywhere: key syntax, and the reader a put
-// drains (context-aware, counting, recording the caller's read error).
-package backend
+// The rules every object store backend (file, s3, gcs, natsblob) applies the
+// same way, so that a key accepted by one backend is accepted by all of them and a
+// put behaves the same everywhere: key syntax, and the reader a put drains
+// (context-aware, counting, recording the caller's read error).
+
+package ledger
 
 import (
 	"context"
@@ -11,8 +12,6 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/syncledger/syncledger/ledger"
 )
 
 // MaxKeyLen is the longest key (in bytes) any backend accepts: S3's and GCS's limit.
@@ -21,7 +20,7 @@ const MaxKeyLen = 1024
 // ValidateKey reports whether key is a portable object key: 1 to MaxKeyLen bytes of
 // UTF-8, slash-separated segments that are neither empty, "." nor "..", no leading or
 // trailing slash, no backslash and no control characters. The error wraps
-// ledger.ErrInvalid.
+// ErrInvalid.
 func ValidateKey(key string) error {
 	if validKey(key) {
 		return nil // every key a put or a stat names: no allocation, one pass
@@ -33,7 +32,7 @@ func ValidateKey(key string) error {
 // first one key breaks.
 func explainKey(key string) error {
 	if key == "" {
-		return fmt.Errorf("object key is empty: %w", ledger.ErrInvalid)
+		return fmt.Errorf("object key is empty: %w", ErrInvalid)
 	}
 	if err := checkChars(key); err != nil {
 		return fmt.Errorf("object key %q: %w", key, err)
@@ -50,7 +49,7 @@ func explainKey(key string) error {
 // string that could begin a valid key. Every complete segment (one followed by a
 // slash) obeys ValidateKey's rules; the last, partial segment may be anything made of
 // valid characters, including empty (a prefix ending in "/"). The error wraps
-// ledger.ErrInvalid.
+// ErrInvalid.
 func ValidatePrefix(prefix string) error {
 	if prefix == "" {
 		return nil
@@ -94,17 +93,17 @@ func validKey(key string) bool {
 
 func checkChars(s string) error {
 	if len(s) > MaxKeyLen {
-		return fmt.Errorf("longer than %d bytes: %w", MaxKeyLen, ledger.ErrInvalid)
+		return fmt.Errorf("longer than %d bytes: %w", MaxKeyLen, ErrInvalid)
 	}
 	if !utf8.ValidString(s) {
-		return fmt.Errorf("not valid UTF-8: %w", ledger.ErrInvalid)
+		return fmt.Errorf("not valid UTF-8: %w", ErrInvalid)
 	}
 	for _, c := range s {
 		switch {
 		case c == '\\':
-			return fmt.Errorf("contains a backslash: %w", ledger.ErrInvalid)
+			return fmt.Errorf("contains a backslash: %w", ErrInvalid)
 		case c < 0x20 || c == 0x7f:
-			return fmt.Errorf("contains control character %U: %w", c, ledger.ErrInvalid)
+			return fmt.Errorf("contains control character %U: %w", c, ErrInvalid)
 		}
 	}
 	return nil
@@ -113,15 +112,15 @@ func checkChars(s string) error {
 func checkSegment(seg string) error {
 	switch seg {
 	case "":
-		return fmt.Errorf("empty path segment (leading, trailing or double slash): %w", ledger.ErrInvalid)
+		return fmt.Errorf("empty path segment (leading, trailing or double slash): %w", ErrInvalid)
 	case ".", "..":
-		return fmt.Errorf("path segment %q: %w", seg, ledger.ErrInvalid)
+		return fmt.Errorf("path segment %q: %w", seg, ErrInvalid)
 	}
 	return nil
 }
 
 // PutReader wraps the reader a PutObject drains. It fails the read with the context's
-// error once ctx is done, and with an error wrapping ledger.ErrInvalid as soon as the
+// error once ctx is done, and with an error wrapping ErrInvalid as soon as the
 // content is found to differ from the declared size (in place of io.EOF if it is
 // short), so a backend whose SDK drains the reader itself cannot commit content of
 // the wrong length. It counts the bytes read and remembers the first error, so a
@@ -157,10 +156,10 @@ func (p *PutReader) Read(b []byte) (int, error) {
 	p.n += int64(n)
 	switch {
 	case p.size >= 0 && p.n > p.size:
-		p.err = fmt.Errorf("content is longer than its declared size %d: %w", p.size, ledger.ErrInvalid)
+		p.err = fmt.Errorf("content is longer than its declared size %d: %w", p.size, ErrInvalid)
 		return n, p.err
 	case err == io.EOF && p.size >= 0 && p.n != p.size:
-		p.err = fmt.Errorf("content is %d bytes, size says %d: %w", p.n, p.size, ledger.ErrInvalid)
+		p.err = fmt.Errorf("content is %d bytes, size says %d: %w", p.n, p.size, ErrInvalid)
 		return n, p.err
 	case err == io.EOF:
 		p.eof = true
