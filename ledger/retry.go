@@ -89,37 +89,21 @@ func DefaultRetryable(err error) bool {
 // already passed to fn (lexical order makes that exact); fn's own errors are
 // returned as they are, never retried.
 //
-// A store whose client retries its own requests (a RequestRetrier, such as
-// the S3 store on the AWS SDK's retryer) is not retried again: its client
-// makes up to p.Attempts attempts of each request (with its own backoff), each
-// operation is one call (bounded by p.AttemptTimeout, its client's retries
-// included), its put content is not kept, and only a get body that fails part
-// way is resumed, which no request retry covers. One retry layer, not two.
+// Every backend is retried here, under one policy: no storage client retries
+// under it (ledger/s3blob's and ledger/gcsblob's retries are off).
 //
 // NewBlobStore(NewRetryingStore(objs, p)) is a BlobStore with retries under
 // its verification, and its Objects returns the (retrying) object store.
 func NewRetryingStore(objs ObjectStore, p RetryPolicy) ObjectStore {
 	s := &retryingStore{objs: objs, p: p.withDefaults()}
 	s.ops = s.p.Attempts
-	if rr, ok := objs.(RequestRetrier); ok {
-		s.objs, s.ops = rr.RetryRequests(s.p.Attempts), 1
-	}
 	return s
-}
-
-// RequestRetrier is implemented by an ObjectStore whose client retries its
-// failed requests itself; NewRetryingStore does not retry them again.
-type RequestRetrier interface {
-	// RetryRequests returns the store with each request attempted up to
-	// attempts times by its client (unless the client's own configuration
-	// names the number).
-	RetryRequests(attempts int) ObjectStore
 }
 
 type retryingStore struct {
 	objs ObjectStore
 	p    RetryPolicy
-	ops  int // attempts of one operation: p.Attempts, or 1 for a RequestRetrier
+	ops  int // attempts of one operation: p.Attempts
 }
 
 // PreferPut forwards the wrapped store's PutPreferrer.
@@ -152,8 +136,6 @@ func (s *retryingStore) do(ctx context.Context, what string, op func(ctx context
 				return fmt.Errorf("%s: attempt %d of %d: %w", what, attempt, s.ops, err)
 			}
 			return err
-		case s.ops == 1:
-			return err // the store's client retried
 		case attempt >= s.ops:
 			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt, err)
 		}
@@ -216,9 +198,6 @@ func (s *retryingStore) PutObject(ctx context.Context, key string, r io.Reader, 
 }
 
 func (s *retryingStore) put(ctx context.Context, objs putter, key string, r io.Reader, size int64) error {
-	if s.ops == 1 {
-		return s.do(ctx, "put object "+key, func(ctx context.Context) error { return objs.PutObject(ctx, key, r, size) })
-	}
 	rr := &replayReader{r: r, max: s.p.MaxReplay}
 	var last error
 	return s.do(ctx, "put object "+key, func(ctx context.Context) error {

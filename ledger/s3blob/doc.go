@@ -36,12 +36,10 @@
 //
 // # Retries
 //
-// The SDK's retryer retries each request (the AWS configuration's
-// AWS_MAX_ATTEMPTS / max_attempts and AWS_RETRY_MODE / retry_mode; 3 attempts
-// in standard mode by default), rewinding the spooled body of a put. The Store
-// is a ledger.RequestRetrier: ledger.NewRetryingStore gives the SDK its
-// policy's attempts (unless the AWS configuration names them) and does not
-// retry the requests again; it only resumes a get body that fails part way.
+// The SDK's retryer is off (aws.NopRetryer, whatever AWS_MAX_ATTEMPTS or
+// max_attempts say): each call makes one attempt of each request, and
+// retrying is ledger.NewRetryingStore's, under the one policy every backend
+// shares (ledger.RetryPolicy), as GCS's client's retries are off under it.
 //
 // # Puts
 //
@@ -68,7 +66,7 @@
 // capped at 5 GiB, and spooling gigabytes costs their write): parts of
 // Config.PartSize (16 MiB) are read into memory — the part being sent, the
 // next one being read, at most three parts — and each is a seekable body the
-// SDK signs and retries. The upload is completed only after the reader
+// SDK signs. The upload is completed only after the reader
 // returned io.EOF, which ledger.PutReader does only without error, within
 // the context, at the declared size; any failure aborts the upload (within 30
 // s, even after the context ended), so the object never appears in part and

@@ -78,7 +78,7 @@ const (
 type Store struct {
 	client         *awss3.Client
 	uploads        *transfermanager.Client
-	aws            aws.Config // as loaded, for RetryRequests
+	aws            aws.Config // as loaded
 	cfg            Config
 	bucket         string
 	root           string // "" or the prefix with one trailing slash
@@ -87,10 +87,7 @@ type Store struct {
 	partSize       int64
 }
 
-var (
-	_ ledger.ObjectStore    = (*Store)(nil)
-	_ ledger.RequestRetrier = (*Store)(nil)
-)
+var _ ledger.ObjectStore = (*Store)(nil)
 
 // New validates cfg, loads the AWS configuration and returns the Store. It
 // makes no request: a missing bucket or bad credentials show on first use.
@@ -113,7 +110,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		st.multipartAbove = DefaultMultipartAbove
 	}
 	st.multipartAbove = max(st.multipartAbove, st.partSize)
-	st.connect(0)
+	st.connect()
 	return st, nil
 }
 
