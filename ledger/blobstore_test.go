@@ -8,31 +8,32 @@ import (
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 )
 
-// preferring is a file store that prefers puts for small objects, counting
+// preferring is a file driver that prefers puts for small objects, counting
 // the existence checks and puts it is asked for.
 type preferring struct {
-	ledger.ObjectStore
+	driver.Bucket
 	stats, puts atomic.Int64
 }
 
 func (p *preferring) PreferPut(size int64) bool { return size >= 0 && size <= 100 }
 
-func (p *preferring) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+func (p *preferring) Stat(ctx context.Context, key string) (ledger.ObjectInfo, error) {
 	p.stats.Add(1)
-	return p.ObjectStore.StatObject(ctx, key)
+	return p.Bucket.Stat(ctx, key)
 }
 
-func (p *preferring) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+func (p *preferring) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	p.puts.Add(1)
-	return p.ObjectStore.PutObject(ctx, key, r, size)
+	return p.Bucket.Put(ctx, key, r, size)
 }
 
-// A store that prefers puts gets one request per Put of a small blob (no
-// existence check), present or not, also through the retrying wrapper; a large
-// blob is checked first and not sent again while young.
+// A driver that prefers puts gets one request per Put of a small blob (no
+// existence check), present or not, under the retry policy; a large blob is
+// checked first and not sent again while young.
 func TestPutPreferrer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -40,12 +41,8 @@ func TestPutPreferrer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &preferring{ObjectStore: fs}
-	objs := ledger.NewRetryingStore(p, ledger.RetryPolicy{})
-	if !ledger.PreferPut(objs, 100) || ledger.PreferPut(objs, 101) || ledger.PreferPut(objs, -1) {
-		t.Fatal("the retrying store does not forward PreferPut")
-	}
-	bs := ledger.NewBlobStore(objs)
+	p := &preferring{Bucket: fs}
+	bs := ledger.NewBucket(p, ledger.RetryPolicy{})
 	small, large := []byte("small"), bytes.Repeat([]byte("L"), 1000)
 	for range 2 {
 		for _, b := range [][]byte{small, large} {

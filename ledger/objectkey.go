@@ -1,15 +1,10 @@
-// The rules every object store backend (file, s3, gcs, natsblob) applies the
-// same way, so that a key accepted by one backend is accepted by all of them and a
-// put behaves the same everywhere: key syntax, and the reader a put drains
-// (context-aware, counting, recording the caller's read error).
+// The key rules Bucket applies to every key and list prefix before a driver
+// sees it, so that a key accepted by one backend is accepted by all of them.
 
 package ledger
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -117,90 +112,4 @@ func checkSegment(seg string) error {
 		return fmt.Errorf("path segment %q: %w", seg, ErrInvalid)
 	}
 	return nil
-}
-
-// PutReader wraps the reader a PutObject drains. It fails the read with the context's
-// error once ctx is done, and with an error wrapping ErrInvalid as soon as the
-// content is found to differ from the declared size (in place of io.EOF if it is
-// short), so a backend whose SDK drains the reader itself cannot commit content of
-// the wrong length. It counts the bytes read and remembers the first error, so a
-// backend whose SDK loses or rewrites that error can still report it (Err) and the
-// put's caller can test it with errors.Is.
-type PutReader struct {
-	ctx  context.Context
-	r    io.Reader
-	size int64
-	n    int64
-	eof  bool
-	err  error
-}
-
-// NewPutReader wraps r, declared to hold size bytes (-1: unknown), for a put under
-// ctx.
-func NewPutReader(ctx context.Context, r io.Reader, size int64) *PutReader {
-	return &PutReader{ctx: ctx, r: r, size: size}
-}
-
-func (p *PutReader) Read(b []byte) (int, error) {
-	if p.err != nil {
-		return 0, p.err
-	}
-	if p.eof {
-		return 0, io.EOF
-	}
-	if err := p.ctx.Err(); err != nil {
-		p.err = err
-		return 0, err
-	}
-	n, err := p.r.Read(b)
-	p.n += int64(n)
-	switch {
-	case p.size >= 0 && p.n > p.size:
-		p.err = fmt.Errorf("content is longer than its declared size %d: %w", p.size, ErrInvalid)
-		return n, p.err
-	case err == io.EOF && p.size >= 0 && p.n != p.size:
-		p.err = fmt.Errorf("content is %d bytes, size says %d: %w", p.n, p.size, ErrInvalid)
-		return n, p.err
-	case err == io.EOF:
-		p.eof = true
-	case err != nil:
-		p.err = err
-	}
-	return n, err
-}
-
-// Size returns the declared size (-1: unknown).
-func (p *PutReader) Size() int64 { return p.size }
-
-// N returns the number of bytes read so far.
-func (p *PutReader) N() int64 { return p.n }
-
-// Err returns the first error (other than io.EOF) the read returned: the caller's
-// reader's, the context's, or a size mismatch.
-func (p *PutReader) Err() error { return p.err }
-
-// Done checks the finished read: it returns Err if the read failed and an error if
-// the reader was not read to EOF. A backend calls it before it makes the object
-// visible.
-func (p *PutReader) Done() error {
-	if p.err != nil {
-		return p.err
-	}
-	if !p.eof {
-		return errors.New("content not read to EOF")
-	}
-	return nil
-}
-
-// CtxErr makes err report the context's error too when ctx is done, so callers can
-// test a failure caused by cancellation with errors.Is(err, context.Canceled) even
-// when an SDK returned its own error type.
-func CtxErr(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w: %w", cerr, err)
-	}
-	return err
 }

@@ -27,7 +27,7 @@ func (a *app) probeBlobs(ctx context.Context, raw string) error {
 	fail := func(step string, err error) error {
 		return fmt.Errorf("the blob store %s does not work (%s): %w; check its URL and credentials — nothing was created", redactURL(raw), step, err)
 	}
-	objs, err := a.openStore(ctx, raw)
+	objs, err := a.openBucket(ctx, raw, ledger.RetryPolicy{Attempts: 1}) // a probe: fail fast
 	if err != nil {
 		return fail("open", err)
 	}
@@ -59,9 +59,11 @@ func (a *app) probeBlobs(ctx context.Context, raw string) error {
 	return nil
 }
 
-// protector is a blob store that can tell whether it keeps stored objects from
-// being deleted or overwritten by itself (S3 and GCS: versioning or an object
-// lock; a NATS bucket: written once).
+// protector is a blob driver that can tell whether its bucket keeps stored
+// objects from being deleted or overwritten by itself (S3 and GCS: versioning
+// or an object lock; a NATS bucket: written once). These are an admin's checks
+// of a backend's own settings, not operations of the blob store: they are
+// asked of the driver (blobs.OpenDriver), not of the ledger.Bucket.
 type protector interface {
 	Protection(ctx context.Context) (protected bool, how string, err error)
 }
@@ -79,11 +81,12 @@ type hardener interface {
 func (a *app) protectBlobs(ctx context.Context, raw string) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	objs, err := a.openStore(ctx, raw)
+	objs, err := a.openDriver(ctx, raw)
 	if err != nil {
 		a.logger.Warn("could not check whether the blob store protects stored blobs", "blobs", redactURL(raw), "err", err)
 		return
 	}
+	defer objs.Close()
 	if h, ok := objs.(hardener); ok {
 		if changed, err := h.Harden(ctx); err != nil {
 			a.logger.Warn("could not make the blob store's bucket write-once", "blobs", redactURL(raw), "err", err)

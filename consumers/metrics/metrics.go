@@ -67,7 +67,7 @@ type Config struct {
 	Heartbeats ledger.KV
 	Ledger     string // ledger name
 	// Blobs, when set, is read for the sizes of commits kept in manifests.
-	Blobs ledger.BlobStore
+	Blobs *ledger.Bucket
 	// MaxPartitions bounds the partition label's values; 0 means DefaultMaxPartitions.
 	MaxPartitions int
 	// ScrapeTimeout bounds the server reads of one scrape; 0 means DefaultScrapeTimeout.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/drivertest"
 )
 
@@ -30,9 +31,9 @@ func fakeConfig(srv *gcstest.Server, prefix string) Config {
 	return Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL(), HTTPClient: &http.Client{}}
 }
 
-func storeMaker(srv *gcstest.Server, root string) func(t *testing.T) ledger.ObjectStore {
+func storeMaker(srv *gcstest.Server, root string) func(t *testing.T) driver.Bucket {
 	var n atomic.Int64
-	return func(t *testing.T) ledger.ObjectStore {
+	return func(t *testing.T) driver.Bucket {
 		t.Helper()
 		s, err := New(t.Context(), fakeConfig(srv, fmt.Sprintf("%s/t%03d", root, n.Add(1))))
 		if err != nil {
@@ -40,6 +41,12 @@ func storeMaker(srv *gcstest.Server, root string) func(t *testing.T) ledger.Obje
 		}
 		return s
 	}
+}
+
+// bucket is the portable type over s, retrying nothing (the tests here are
+// of the driver).
+func bucket(s driver.Bucket) *ledger.Bucket {
+	return ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1})
 }
 
 func TestFakeGCS(t *testing.T) {
@@ -52,7 +59,7 @@ func TestFakeGCS(t *testing.T) {
 func TestPrefixIsolation(t *testing.T) {
 	t.Parallel()
 	srv := startFake(t)
-	drivertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) ledger.ObjectStore {
+	drivertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) driver.Bucket {
 		s, err := New(t.Context(), fakeConfig(srv, prefix))
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +93,7 @@ func TestEmulatorHost(t *testing.T) {
 	srv := startFake(t)
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.URL())
 	var n atomic.Int64
-	newStore := func(t *testing.T) ledger.ObjectStore {
+	newStore := func(t *testing.T) driver.Bucket {
 		t.Helper()
 		s, err := New(t.Context(), Config{Bucket: fakeBucket, Prefix: fmt.Sprintf("t%03d", n.Add(1)), ChunkSize: 256 << 10})
 		if err != nil {
@@ -130,7 +137,7 @@ func TestCutDownloadRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if err := s.PutObject(ctx, "k", strings.NewReader("content"), 7); err != nil {
+	if err := bucket(s).PutObject(ctx, "k", strings.NewReader("content"), 7); err != nil {
 		t.Fatal(err)
 	}
 	cfg := fakeConfig(srv, "cut")
@@ -139,7 +146,7 @@ func TestCutDownloadRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := cut.GetObject(ctx, "k")
+	rc, err := bucket(cut).GetObject(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
 	}

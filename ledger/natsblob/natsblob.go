@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // DefaultReadTimeout bounds a GetObject's whole read when neither the caller's
@@ -42,7 +43,7 @@ type Config struct {
 	ReadTimeout time.Duration
 }
 
-// Store is a ledger.ObjectStore on a JetStream object store bucket. It is safe for
+// Store is the driver.Bucket on a JetStream object store bucket. It is safe for
 // concurrent use.
 type Store struct {
 	js          jetstream.JetStream
@@ -51,7 +52,7 @@ type Store struct {
 	readTimeout time.Duration
 }
 
-var _ ledger.ObjectStore = (*Store)(nil)
+var _ driver.Bucket = (*Store)(nil)
 
 // StreamName returns the name of the stream behind bucket.
 func StreamName(bucket string) string { return "OBJ_" + bucket }
@@ -106,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("new nats object store: open bucket %q: %w", cfg.Bucket, ledger.CtxErr(ctx, err))
+		return nil, fmt.Errorf("new nats object store: open bucket %q: %w", cfg.Bucket, err)
 	}
 	s := &Store{js: js, stream: st, bucket: cfg.Bucket, readTimeout: cfg.ReadTimeout}
 	if s.readTimeout == 0 {
@@ -145,67 +146,57 @@ func (s *Store) metaSubject(key string) string {
 
 func (s *Store) chunkSubject(id string) string { return "$O." + s.bucket + ".C." + id }
 
-func mapErr(ctx context.Context, err error) error {
-	if errors.Is(err, ledger.ErrNotFound) {
-		return err
+// ErrorCode implements driver.Bucket.
+func (s *Store) ErrorCode(err error) driver.ErrorCode {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return driver.NotFound
+	case errors.Is(err, errFlushed):
+		return driver.Invalid
 	}
-	return ledger.CtxErr(ctx, err)
+	return driver.Unknown
 }
 
-// StatObject implements ledger.ObjectStore.
-func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
-	if err := ledger.ValidateKey(key); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
-	}
+// PreferPut implements driver.Bucket: a put of a stored key reads its chunks
+// back (see put), which costs more than asking.
+func (s *Store) PreferPut(int64) bool { return false }
+
+// Close implements driver.Bucket: the connection stays the caller's.
+func (s *Store) Close() error { return nil }
+
+// Stat implements driver.Bucket.
+func (s *Store) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
 	m, _, err := s.pick(ctx, key)
-	var mt time.Time
-	if err == nil {
-		mt, err = s.modTime(ctx, key, m)
-	}
 	if err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
+		return driver.ObjectInfo{}, err
 	}
-	return ledger.ObjectInfo{Key: key, Size: int64(m.Size), ModTime: mt}, nil
+	mt, err := s.modTime(ctx, key, m)
+	if err != nil {
+		return driver.ObjectInfo{}, err
+	}
+	return driver.ObjectInfo{Key: key, Size: int64(m.Size), ModTime: mt}, nil
 }
 
-// DeleteObject implements ledger.ObjectStore. It purges the object's subjects,
-// which needs the admin role.
-func (s *Store) DeleteObject(ctx context.Context, key string) error {
-	if err := ledger.ValidateKey(key); err != nil {
-		return fmt.Errorf("delete object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete object %q: %w", key, err)
-	}
+// Delete implements driver.Bucket. It purges the object's subjects, which
+// needs the admin role.
+func (s *Store) Delete(ctx context.Context, key string) error {
 	m, err := s.first(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil
 	}
-	if err == nil {
-		err = s.purge(ctx, key, m)
-	}
 	if err != nil {
-		return fmt.Errorf("delete object %q: %w", key, mapErr(ctx, err))
+		return err
 	}
-	return nil
+	return s.purge(ctx, key, m)
 }
 
-// ListObjects implements ledger.ObjectStore. The bucket's metadata is read in
-// full (the first message of each object, as GetObject reads it), filtered and
-// sorted before fn is called. fn's error is returned as is.
-func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := ledger.ValidatePrefix(prefix); err != nil {
-		return fmt.Errorf("list objects: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, err)
-	}
+// List implements driver.Bucket. The bucket's metadata is read in full (the
+// first message of each object, as Get reads it), filtered and sorted before
+// fn is called. fn's error is returned as is.
+func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
 	infos, err := s.list(ctx, prefix)
 	if err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, ledger.CtxErr(ctx, err))
+		return err
 	}
 	for _, info := range infos {
 		if err := fn(info); err != nil {
@@ -215,7 +206,7 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 	return nil
 }
 
-func (s *Store) list(ctx context.Context, prefix string) ([]ledger.ObjectInfo, error) {
+func (s *Store) list(ctx context.Context, prefix string) ([]driver.ObjectInfo, error) {
 	cons, err := s.js.OrderedConsumer(ctx, StreamName(s.bucket), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{MetaSubjects(s.bucket)},
 	})
@@ -257,14 +248,14 @@ func (s *Store) list(ctx context.Context, prefix string) ([]ledger.ObjectInfo, e
 			break // nothing more now
 		}
 	}
-	var infos []ledger.ObjectInfo
+	var infos []driver.ObjectInfo
 	for name, e := range objs {
-		if !strings.HasPrefix(name, prefix) || ledger.ValidateKey(name) != nil {
+		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		infos = append(infos, ledger.ObjectInfo{Key: name, Size: int64(e.first.Size), ModTime: e.mod})
+		infos = append(infos, driver.ObjectInfo{Key: name, Size: int64(e.first.Size), ModTime: e.mod})
 	}
-	slices.SortFunc(infos, func(a, b ledger.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(infos, func(a, b driver.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	return infos, nil
 }
 

@@ -13,23 +13,13 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// GetObject implements ledger.ObjectStore.
-func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := ledger.ValidateKey(key); err != nil {
-		return nil, fmt.Errorf("get object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, err)
-	}
+// Get implements driver.Bucket.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	m, _, err := s.pick(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
+		return nil, err
 	}
-	r, err := s.open(ctx, key, m)
-	if err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, err)
-	}
-	return r, nil
+	return s.open(ctx, key, m)
 }
 
 // open returns a reader of version m's chunks.
@@ -92,7 +82,7 @@ func (r *objectReader) Read(p []byte) (int, error) {
 			return 0, fmt.Errorf("read object %q: chunk %d of %d is missing: %w", r.key, r.chunks+1, r.info.Chunks, ledger.ErrChecksum)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("read object %q: %w", r.key, ledger.CtxErr(r.ctx, err))
+			return 0, fmt.Errorf("read object %q: %w", r.key, err)
 		}
 		if m.Subject != r.subj || m.Sequence < r.next {
 			return 0, fmt.Errorf("read object %q: asked for the next chunk from seq %d, got seq %d on %s: %w", r.key, r.next, m.Sequence, m.Subject, ledger.ErrInvalid)
