@@ -123,24 +123,26 @@ func sentinel(c driver.ErrorCode) error {
 	return nil
 }
 
-// opError is a Bucket's error of one operation on one key (or a list's
-// prefix): it wraps the driver's error, the sentinel the driver's error code
-// means, and the context's error when the context's end caused it. Its
-// message is formatted only when read: most of a commit's stats answer that a
-// new blob is absent.
-type opError struct {
-	op, key string
-	err     error // the driver's, or the content's
-	is      error // the code's sentinel, unless err wraps it already
-	ctx     error // the context's, unless err wraps it already
-	tries   string
+// BucketError is a Bucket's error of one operation of its driver on one key
+// (or a list's prefix): it wraps the driver's error, the sentinel the
+// driver's error code means, and the context's error when the context's end
+// caused it. Its message is formatted only when read: most of a commit's
+// stats answer that a new blob is absent.
+type BucketError struct {
+	Op  string // "put object", "get object", "stat object", "delete object", "list objects"
+	Key string // the key, or the list's prefix
+	Err error  // the driver's error, or the content's
+	is  error  // the code's sentinel, unless Err wraps it already
+	ctx error  // the context's, unless Err wraps it already
+	// tries says which attempt failed for good, if not the first.
+	tries string
 }
 
-func (e *opError) Error() string {
+func (e *BucketError) Error() string {
 	var s strings.Builder
-	s.WriteString(e.op)
+	s.WriteString(e.Op)
 	s.WriteByte(' ')
-	s.WriteString(strconv.Quote(e.key))
+	s.WriteString(strconv.Quote(e.Key))
 	s.WriteString(": ")
 	if e.ctx != nil {
 		s.WriteString(e.ctx.Error())
@@ -153,16 +155,16 @@ func (e *opError) Error() string {
 	if e.is != nil {
 		s.WriteString(e.is.Error())
 		s.WriteString(" (")
-		s.WriteString(e.err.Error())
+		s.WriteString(e.Err.Error())
 		s.WriteByte(')')
 	} else {
-		s.WriteString(e.err.Error())
+		s.WriteString(e.Err.Error())
 	}
 	return s.String()
 }
 
-func (e *opError) Unwrap() []error {
-	errs := []error{e.err}
+func (e *BucketError) Unwrap() []error {
+	errs := []error{e.Err}
 	if e.is != nil {
 		errs = append(errs, e.is)
 	}
@@ -175,7 +177,7 @@ func (e *opError) Unwrap() []error {
 // fail returns the error of op on key that failed with err, whose code is
 // code.
 func fail(ctx context.Context, op, key string, code driver.ErrorCode, err error, tries string) error {
-	e := &opError{op: op, key: key, err: err, tries: tries}
+	e := &BucketError{Op: op, Key: key, Err: err, tries: tries}
 	if s := sentinel(code); s != nil && !errors.Is(err, s) {
 		e.is = s
 	}

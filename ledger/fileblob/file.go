@@ -86,11 +86,29 @@ func notFound(err error) bool {
 // so one value, not one a question.
 var errAbsent = fs.ErrNotExist
 
+// errNoRoot is the error of a store whose root directory is gone (a disk
+// unmounted, a directory removed): the store does not make it again, as a
+// put into a mount point's empty directory would store what the disk should.
+var errNoRoot = errors.New("the store's root directory does not exist")
+
+// absent is the answer for a path that does not exist: errAbsent, or
+// errNoRoot when the root itself is gone.
+func (s *Store) absent() error {
+	if _, err := os.Stat(s.dir); notFound(err) {
+		return errNoRoot
+	}
+	return errAbsent
+}
+
 // ErrorCode implements driver.Bucket.
 func (s *Store) ErrorCode(err error) driver.ErrorCode {
 	switch {
+	case errors.Is(err, errNoRoot):
+		return driver.NoBucket
 	case notFound(err):
 		return driver.NotFound
+	case errors.Is(err, fs.ErrPermission):
+		return driver.PermissionDenied
 	case errors.Is(err, errReserved), errors.Is(err, errFlushed):
 		return driver.Invalid
 	}
@@ -125,6 +143,9 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64) 
 	// first, create the directories only when it is missing.
 	f, err := fsx.CreateTemp(dir, tmpPrefix)
 	if errors.Is(err, fs.ErrNotExist) {
+		if err := s.absent(); err == errNoRoot {
+			return "", err
+		}
 		if err := mkdirAll(dir); err != nil {
 			return "", err
 		}
@@ -187,7 +208,7 @@ func (s *Store) Get(_ context.Context, key string) (io.ReadCloser, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if notFound(err) {
-			return nil, errAbsent
+			return nil, s.absent()
 		}
 		return nil, err
 	}
@@ -212,7 +233,7 @@ func (s *Store) Stat(_ context.Context, key string) (driver.ObjectInfo, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		if notFound(err) {
-			return driver.ObjectInfo{}, errAbsent
+			return driver.ObjectInfo{}, s.absent()
 		}
 		return driver.ObjectInfo{}, err
 	}
@@ -232,6 +253,9 @@ func (s *Store) Delete(_ context.Context, key string) error {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		if notFound(err) {
+			if err := s.absent(); err == errNoRoot {
+				return err
+			}
 			return nil
 		}
 		return err
@@ -251,6 +275,9 @@ func (s *Store) Delete(_ context.Context, key string) error {
 // List implements driver.Bucket. It walks only the directory named by the
 // prefix up to its last "/", in key order. fn's error is returned as is.
 func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
+	if err := s.absent(); err == errNoRoot {
+		return err
+	}
 	base := prefix[:strings.LastIndexByte(prefix, '/')+1]
 	return s.walk(ctx, base, prefix, fn)
 }

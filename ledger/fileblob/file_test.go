@@ -36,11 +36,32 @@ func open(cfg Config) (*ledger.Bucket, error) {
 	return ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1}), nil
 }
 
-func newDriver(t *testing.T) driver.Bucket { return newStore(t) }
-
-func TestObjectStoreConformance(t *testing.T) { drivertest.TestObjectStore(t, newDriver) }
-
-func TestBlobStoreConformance(t *testing.T) { drivertest.TestBlobStore(t, newDriver) }
+func TestConformance(t *testing.T) {
+	drivertest.TestBucket(t, drivertest.Harness{
+		New: func(t *testing.T) driver.Bucket { return newStore(t) },
+		// The root removed under the store (a disk unmounted): a put must
+		// not make it again.
+		NoBucket: func(t *testing.T) driver.Bucket {
+			s := newStore(t)
+			if err := os.RemoveAll(s.Dir()); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		// A root the process may not enter.
+		Denied: func(t *testing.T) driver.Bucket {
+			if os.Geteuid() == 0 {
+				t.Skip("running as root: file permissions deny nothing")
+			}
+			s := newStore(t)
+			if err := os.Chmod(s.Dir(), 0); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.Chmod(s.Dir(), 0o755) })
+			return s
+		},
+	})
+}
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()

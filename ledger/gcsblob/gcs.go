@@ -57,6 +57,7 @@ type Store struct {
 	name      string                         // the bucket's name
 	root      string                         // "" or the prefix with one trailing slash
 	chunkSize int
+	seen      atomic.Bool // the bucket was seen to exist (bucketOf)
 }
 
 var _ driver.Bucket = (*Store)(nil)
@@ -158,17 +159,45 @@ func (e statusError) Error() string       { return e.err.Error() }
 func (e statusError) Unwrap() error       { return e.err }
 func (e statusError) HTTPStatusCode() int { return e.err.Code }
 
-// ErrorCode implements driver.Bucket: a missing object or bucket is
-// driver.NotFound.
+// ErrorCode implements driver.Bucket: a missing bucket is driver.NoBucket
+// (see bucketOf), a missing object driver.NotFound, a 401 or 403 (missing or
+// refused credentials, a policy's refusal) driver.PermissionDenied.
 func (s *Store) ErrorCode(err error) driver.ErrorCode {
 	var api *googleapi.Error
 	switch {
-	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist):
+	case errors.Is(err, storage.ErrBucketNotExist):
+		return driver.NoBucket
+	case errors.Is(err, storage.ErrObjectNotExist):
 		return driver.NotFound
 	case errors.As(err, &api) && api.Code == http.StatusNotFound:
 		return driver.NotFound
+	case errors.As(err, &api) && (api.Code == http.StatusForbidden || api.Code == http.StatusUnauthorized):
+		return driver.PermissionDenied
 	}
 	return driver.Unknown
+}
+
+// bucketOf tells, after an answer that something is not found (an object's,
+// which GCS gives for a missing bucket too), whether the bucket exists: once,
+// by reading the bucket's attributes, until it has been seen to (the answer
+// is kept). A missing bucket makes err wrap storage.ErrBucketNotExist.
+func (s *Store) bucketOf(ctx context.Context, err error) error {
+	var api *googleapi.Error
+	if s.seen.Load() || !errors.Is(err, storage.ErrObjectNotExist) && !(errors.As(err, &api) && api.Code == http.StatusNotFound) {
+		return err
+	}
+	b, oerr := s.open()
+	if oerr != nil {
+		return err
+	}
+	_, aerr := b.Attrs(ctx)
+	switch {
+	case aerr == nil:
+		s.seen.Store(true)
+	case errors.Is(aerr, storage.ErrBucketNotExist):
+		return fmt.Errorf("%w (%w)", aerr, err)
+	}
+	return err
 }
 
 // apiErr makes an answer of GCS carry its HTTP status (statusError).
@@ -204,7 +233,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) er
 		return apiErr(err)
 	}
 	if err := w.Close(); err != nil {
-		return apiErr(err)
+		return s.bucketOf(ctx, apiErr(err))
 	}
 	if got := w.Attrs().Size; got != n {
 		return fmt.Errorf("gcs: stored %d bytes, sent %d", got, n)
@@ -223,7 +252,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	}
 	rd, err := o.NewReader(ctx)
 	if err != nil {
-		return nil, apiErr(err)
+		return nil, s.bucketOf(ctx, apiErr(err))
 	}
 	return &reader{rd: rd}, nil
 }
@@ -249,7 +278,7 @@ func (s *Store) Stat(ctx context.Context, key string) (driver.ObjectInfo, error)
 	}
 	a, err := o.Attrs(ctx)
 	if err != nil {
-		return driver.ObjectInfo{}, apiErr(err)
+		return driver.ObjectInfo{}, s.bucketOf(ctx, apiErr(err))
 	}
 	return driver.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated}, nil
 }
@@ -260,7 +289,10 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	return apiErr(o.Delete(ctx))
+	if err := o.Delete(ctx); err != nil {
+		return s.bucketOf(ctx, apiErr(err))
+	}
+	return nil
 }
 
 // List implements driver.Bucket, page by page (GCS lists names in lexical
@@ -281,7 +313,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectIn
 			return nil
 		}
 		if err != nil {
-			return apiErr(err)
+			return s.bucketOf(ctx, apiErr(err))
 		}
 		key, ok := strings.CutPrefix(a.Name, s.root)
 		if !ok {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,8 +53,37 @@ func bucket(s driver.Bucket) *ledger.Bucket {
 func TestFakeGCS(t *testing.T) {
 	t.Parallel()
 	srv := startFake(t)
-	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, storeMaker(srv, "objects")) })
-	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(srv, "blobs")) })
+	drivertest.TestBucket(t, drivertest.Harness{
+		New: storeMaker(srv, "objects"),
+		NoBucket: func(t *testing.T) driver.Bucket {
+			cfg := fakeConfig(srv, "gone")
+			cfg.Bucket = "no-such-bucket"
+			return newStore(t, cfg)
+		},
+		// A server that refuses every request, as GCS refuses credentials
+		// an IAM policy does not allow: 403.
+		Denied: func(t *testing.T) driver.Bucket {
+			api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_, _ = io.WriteString(w, `{"error":{"code":403,"message":"denied by policy","errors":[{"reason":"forbidden"}]}}`)
+			}))
+			t.Cleanup(api.Close)
+			return newStore(t, Config{Bucket: fakeBucket, Endpoint: api.URL, HTTPClient: &http.Client{}})
+		},
+	})
+}
+
+// newStore returns the Store cfg configures, closed when the test ends.
+func newStore(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	s, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 func TestPrefixIsolation(t *testing.T) {

@@ -76,9 +76,9 @@ func (b *batch) Put(ctx context.Context, key string, r io.Reader, size int64) er
 		// Whoever stored the key meanwhile made it a key of two versions, and
 		// readers take the first that holds the content the key names
 		// (pick): any honest one is this content.
-		return b.s.upload(ctx, key, r, size, b.publishMeta)
+		return b.s.gone(ctx, b.s.upload(ctx, key, r, size, b.publishMeta))
 	}
-	return b.s.put(ctx, key, r, size, b.publishMeta)
+	return b.s.gone(ctx, b.s.put(ctx, key, r, size, b.publishMeta))
 }
 
 // publishMeta publishes info's metadata message, its acknowledgement left to
@@ -109,7 +109,7 @@ func (b *batch) Stat(ctx context.Context, key string) (driver.ObjectInfo, error)
 	b.mu.Unlock()
 	if a != nil {
 		if err := a.wait(ctx); err != nil {
-			return driver.ObjectInfo{}, err
+			return driver.ObjectInfo{}, b.s.gone(ctx, err)
 		}
 	}
 	if _, blob := wantDigest(key); blob && a == nil {

@@ -146,15 +146,37 @@ func (s *Store) metaSubject(key string) string {
 
 func (s *Store) chunkSubject(id string) string { return "$O." + s.bucket + ".C." + id }
 
-// ErrorCode implements driver.Bucket.
+// ErrorCode implements driver.Bucket: a stream not found is a bucket that
+// does not exist (see gone); a permission violation a refusal.
 func (s *Store) ErrorCode(err error) driver.ErrorCode {
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		return driver.NotFound
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return driver.NoBucket
+	case errors.Is(err, nats.ErrPermissionViolation):
+		return driver.PermissionDenied
 	case errors.Is(err, errFlushed):
 		return driver.Invalid
 	}
 	return driver.Unknown
+}
+
+// gone tells a bucket that does not exist from a server that does not
+// answer: a request no stream answered (nats.ErrNoResponders: a direct get of
+// a stream that is gone, or whose servers are all down; a chunk published
+// where no stream listens) is followed by one question to the JetStream API,
+// whose answer says whether the bucket's stream exists. A stream not found
+// makes err wrap jetstream.ErrStreamNotFound (driver.NoBucket); anything else
+// leaves err as it is, transient.
+func (s *Store) gone(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return err
+	}
+	if _, serr := s.js.Stream(ctx, StreamName(s.bucket)); errors.Is(serr, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("bucket %q: %w (%w)", s.bucket, serr, err)
+	}
+	return err
 }
 
 // PreferPut implements driver.Bucket: a put of a stored key reads its chunks
@@ -168,11 +190,11 @@ func (s *Store) Close() error { return nil }
 func (s *Store) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
 	m, _, err := s.pick(ctx, key)
 	if err != nil {
-		return driver.ObjectInfo{}, err
+		return driver.ObjectInfo{}, s.gone(ctx, err)
 	}
 	mt, err := s.modTime(ctx, key, m)
 	if err != nil {
-		return driver.ObjectInfo{}, err
+		return driver.ObjectInfo{}, s.gone(ctx, err)
 	}
 	return driver.ObjectInfo{Key: key, Size: int64(m.Size), ModTime: mt}, nil
 }
@@ -184,10 +206,10 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		err = s.purge(ctx, key, m)
 	}
-	return s.purge(ctx, key, m)
+	return s.gone(ctx, err)
 }
 
 // List implements driver.Bucket. The bucket's metadata is read in full (the
@@ -196,7 +218,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
 	infos, err := s.list(ctx, prefix)
 	if err != nil {
-		return err
+		return s.gone(ctx, err)
 	}
 	for _, info := range infos {
 		if err := fn(info); err != nil {

@@ -17,9 +17,13 @@ import (
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	m, _, err := s.pick(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, s.gone(ctx, err)
 	}
-	return s.open(ctx, key, m)
+	r, err := s.open(ctx, key, m)
+	if err != nil {
+		return nil, s.gone(ctx, err)
+	}
+	return r, nil
 }
 
 // open returns a reader of version m's chunks.

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -86,6 +87,7 @@ type Store struct {
 	tempDir        string
 	multipartAbove int64
 	partSize       int64
+	seen           atomic.Bool // the bucket was seen to exist (bucketOf)
 }
 
 var _ driver.Bucket = (*Store)(nil)
@@ -137,20 +139,54 @@ func validate(cfg Config) (root string, err error) {
 	return root, nil
 }
 
-// ErrorCode implements driver.Bucket: NoSuchKey, NotFound and other 404
-// answers (but NoSuchBucket's) are driver.NotFound.
+// ErrorCode implements driver.Bucket: NoSuchBucket is driver.NoBucket;
+// NoSuchKey, NotFound and other 404 answers driver.NotFound; AccessDenied and
+// every 403 (a policy's refusal, credentials S3 does not accept: a wrong
+// secret, an expired token) driver.PermissionDenied.
 func (s *Store) ErrorCode(err error) driver.ErrorCode {
 	var apiErr smithy.APIError
 	var respErr *awshttp.ResponseError
 	switch {
-	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket":
-		return driver.Unknown
+	case errors.As(err, new(errNoBucket)), errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket":
+		return driver.NoBucket
 	case errors.As(err, &apiErr) && (apiErr.ErrorCode() == "NoSuchKey" || apiErr.ErrorCode() == "NotFound"):
 		return driver.NotFound
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "AccessDenied":
+		return driver.PermissionDenied
 	case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusNotFound:
 		return driver.NotFound
+	case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusForbidden:
+		return driver.PermissionDenied
 	}
 	return driver.Unknown
+}
+
+// errNoBucket is the answer of a HEAD of an object in a bucket that does not
+// exist, which says only 404 (a HEAD's answer has no body to name
+// NoSuchBucket): see bucketOf.
+type errNoBucket struct{ err error }
+
+func (e errNoBucket) Error() string {
+	return "NoSuchBucket: the bucket does not exist (" + e.err.Error() + ")"
+}
+func (e errNoBucket) Unwrap() error { return e.err }
+
+// bucketOf tells, after a HEAD of an object answered 404, whether the bucket
+// exists: once, by a HEAD of the bucket, until it has been seen to (the
+// answer is kept). A missing bucket makes err an errNoBucket.
+func (s *Store) bucketOf(ctx context.Context, err error) error {
+	var respErr *awshttp.ResponseError
+	if s.seen.Load() || !errors.As(err, &respErr) || respErr.HTTPStatusCode() != http.StatusNotFound {
+		return err
+	}
+	_, herr := s.client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(s.bucket)})
+	switch {
+	case herr == nil:
+		s.seen.Store(true)
+	case errors.As(herr, &respErr) && respErr.HTTPStatusCode() == http.StatusNotFound:
+		return errNoBucket{err}
+	}
+	return err
 }
 
 // PreferPut implements driver.Bucket: an object the put spools in memory is
@@ -257,7 +293,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 func (s *Store) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
 	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.root + key)})
 	if err != nil {
-		return driver.ObjectInfo{}, err
+		return driver.ObjectInfo{}, s.bucketOf(ctx, err)
 	}
 	return driver.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified)}, nil
 }

@@ -74,8 +74,29 @@ func bucket(s driver.Bucket) *ledger.Bucket {
 func TestFakeS3(t *testing.T) {
 	t.Parallel()
 	cfg := startFake(t)
-	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, storeMaker(cfg, "objects")) })
-	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(cfg, "blobs")) })
+	missing := cfg
+	missing.Bucket = "no-such-bucket"
+	drivertest.TestBucket(t, drivertest.Harness{
+		New:      storeMaker(cfg, "objects"),
+		NoBucket: storeMaker(missing, "gone"),
+		Denied:   storeMaker(denying(t), "denied"),
+	})
+}
+
+// denying returns a Config for an S3 server that refuses every request as a
+// bucket policy denying the caller does: 403 AccessDenied.
+func denying(t *testing.T) Config {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		if r.Method != http.MethodHead {
+			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return Config{Bucket: fakeBucket, Endpoint: srv.URL, Region: "us-east-1", PathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), TempDir: t.TempDir()}
 }
 
 // TestRealS3 runs the suites against the S3 server at SYNCLEDGER_TEST_S3_ENDPOINT
@@ -107,8 +128,17 @@ func TestRealS3(t *testing.T) {
 	}
 	root := fmt.Sprintf("syncledger-test-%d", time.Now().UnixNano())
 	t.Cleanup(func() { deleteAll(t, cfg, root) })
-	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, storeMaker(cfg, root+"/objects")) })
-	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(cfg, root+"/blobs")) })
+	missing := cfg
+	missing.Bucket = fmt.Sprintf("syncledger-missing-%d", time.Now().UnixNano())
+	wrong := cfg
+	wrong.Credentials = credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), "not-the-secret", "")
+	drivertest.TestBucket(t, drivertest.Harness{
+		New:      storeMaker(cfg, root+"/objects"),
+		NoBucket: storeMaker(missing, "gone"),
+		// Credentials the server does not accept: 403, as a denying
+		// policy's AccessDenied.
+		Denied: storeMaker(wrong, root+"/denied"),
+	})
 	t.Run("Multipart", func(t *testing.T) { testMultipart(t, cfg, root+"/mp") })
 }
 
