@@ -69,14 +69,35 @@ func (p *putReader) done() error {
 	return nil
 }
 
-// content is a put's content, read once from the caller's reader; the bytes
-// read are kept (up to max) to send them again.
+// content is a put's content, read from the caller's reader, and what sends
+// it again: a reader that can seek (a file, a bytes.Reader: what a host's
+// commit puts) is sought back to where it began, whatever its length;
+// another's bytes are kept as they are read, up to max. With one attempt,
+// nothing is kept.
 type content struct {
 	r        io.Reader
+	seeker   io.Seeker // r, when it can seek
+	start    int64     // where r began
+	keep     bool      // keep the bytes read (r cannot seek)
 	kept     bytes.Buffer
 	max      int64
 	overflow bool
 	err      error // the caller's reader's error, final
+}
+
+func newContent(r io.Reader, max int64, replay bool) *content {
+	c := &content{r: r, max: max}
+	if !replay {
+		return c
+	}
+	if s, ok := r.(io.Seeker); ok {
+		if off, err := s.Seek(0, io.SeekCurrent); err == nil {
+			c.seeker, c.start = s, off
+			return c
+		}
+	}
+	c.keep = true
+	return c
 }
 
 func (c *content) Read(p []byte) (int, error) {
@@ -84,7 +105,7 @@ func (c *content) Read(p []byte) (int, error) {
 		return 0, c.err
 	}
 	n, err := c.r.Read(p)
-	if !c.overflow {
+	if c.keep && !c.overflow {
 		if int64(c.kept.Len()+n) > c.max {
 			c.overflow = true
 			c.kept = bytes.Buffer{}
@@ -98,11 +119,18 @@ func (c *content) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// again returns a reader of the same content from its start — the bytes
-// kept, then the rest of the caller's reader — or false if they were not all
-// kept.
+// again returns a reader of the same content from its start — the caller's
+// reader sought back, or the bytes kept and then the rest of it — or false
+// if it cannot.
 func (c *content) again() (io.Reader, bool) {
-	if c.overflow {
+	switch {
+	case c.seeker != nil:
+		if _, err := c.seeker.Seek(c.start, io.SeekStart); err != nil {
+			return nil, false
+		}
+		c.err = nil
+		return c, true
+	case !c.keep || c.overflow:
 		return nil, false
 	}
 	return io.MultiReader(bytes.NewReader(bytes.Clone(c.kept.Bytes())), c), true
@@ -119,7 +147,7 @@ type putFunc func(ctx context.Context, key string, r io.Reader, size int64) erro
 // mismatch fails the put with ErrChecksum, and a put the driver acknowledged
 // without reading the content to its end is deleted and fails so too.
 func (b *Bucket) put(ctx context.Context, to putFunc, key string, r io.Reader, size int64, want *Digest) error {
-	c := &content{r: r, max: b.p.MaxReplay}
+	c := newContent(r, b.p.MaxReplay, b.p.Attempts > 1)
 	var (
 		last error
 		pr   *putReader
@@ -130,7 +158,7 @@ func (b *Bucket) put(ctx context.Context, to putFunc, key string, r io.Reader, s
 		if last != nil {
 			again, ok := c.again()
 			if !ok {
-				return final{fmt.Errorf("not retried, the content is longer than the %d bytes kept to send it again: %w", b.p.MaxReplay, last)}
+				return final{fmt.Errorf("not retried, the content (its reader cannot seek) is longer than the %d bytes kept to send it again: %w", b.p.MaxReplay, last)}
 			}
 			body = again
 		}

@@ -20,8 +20,11 @@ import (
 // last error is returned naming the attempts. No driver retries under it:
 // the storage clients' own retries are off (ledger/s3blob, ledger/gcsblob).
 //
-// What is retried: a put's content is read once from the caller's reader, the
-// bytes read kept (up to MaxReplay) to send them again. A get's body that
+// What is retried: a put's content is sent again from its start — the
+// caller's reader sought back if it can seek (a file, a bytes.Reader: a
+// host's commit puts those), whatever its length; else the bytes read are
+// kept as they are read, up to MaxReplay, and a longer content is not sent
+// again. A get's body that
 // fails part way (a reset connection, a body cut short with an error) is
 // opened again and continued where it stopped, after checking that the bytes
 // before that point are those already delivered (ErrChecksum if not); a body
@@ -55,8 +58,9 @@ type RetryPolicy struct {
 	// and List, and the opening of a Get (not the reading of its body), so a
 	// request that hangs is abandoned and retried.
 	AttemptTimeout time.Duration
-	// MaxReplay is how many bytes of a put's content are kept to send it again;
-	// a failed put whose content was longer is not retried. 0 means 8 MiB.
+	// MaxReplay is how many bytes of a put's content whose reader cannot seek
+	// are kept to send it again; a failed put whose content was longer is not
+	// retried. 0 means 8 MiB.
 	MaxReplay int64
 	// Retryable decides which errors of code driver.Unknown are transient;
 	// nil means DefaultRetryable.

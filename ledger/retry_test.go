@@ -89,17 +89,33 @@ func TestRetryingStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	t.Run("put replays its content", func(t *testing.T) {
+		// Kept as it is read (a pipe, a stream), or sought back (a file).
+		for _, r := range []io.Reader{noSeek{strings.NewReader("hello world")}, strings.NewReader("hello world")} {
+			s := newScripted(t, errTransient, map[string]int{"put": 2})
+			rs := ledger.NewBucket(s, quick)
+			if err := rs.PutObject(ctx, "k", r, 11); err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(must(rs.GetObject(ctx, "k")))
+			if err != nil || string(b) != "hello world" {
+				t.Fatalf("%T: read back %q, %v", r, b, err)
+			}
+			if n := s.calls["put"].Load(); n != 3 {
+				t.Fatalf("%T: %d put attempts, want 3", r, n)
+			}
+		}
+	})
+	t.Run("a blob's content that can seek is sent again whatever its length", func(t *testing.T) {
 		s := newScripted(t, errTransient, map[string]int{"put": 2})
-		rs := ledger.NewBucket(s, quick)
-		if err := rs.PutObject(ctx, "k", strings.NewReader("hello world"), 11); err != nil {
-			t.Fatal(err)
+		p := quick
+		p.MaxReplay = 2
+		body := bytes.Repeat([]byte("longer than the buffer "), 100)
+		d := ledger.DigestOf(body)
+		if err := ledger.NewBucket(s, p).Put(ctx, d, bytes.NewReader(body), int64(len(body))); err != nil {
+			t.Fatalf("put of %d bytes from a bytes.Reader through two failures: %v", len(body), err)
 		}
-		b, err := io.ReadAll(must(rs.GetObject(ctx, "k")))
-		if err != nil || string(b) != "hello world" {
-			t.Fatalf("read back %q, %v", b, err)
-		}
-		if n := s.calls["put"].Load(); n != 3 {
-			t.Fatalf("%d put attempts, want 3", n)
+		if got, err := ledger.ReadBlob(ctx, ledger.NewBucket(s, p), d); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("read back %d bytes, %v", len(got), err)
 		}
 	})
 	t.Run("gives up after the attempts, naming them", func(t *testing.T) {
@@ -135,7 +151,7 @@ func TestRetryingStore(t *testing.T) {
 		s := newScripted(t, errTransient, map[string]int{"put": 1})
 		p := quick
 		p.MaxReplay = 2
-		err := ledger.NewBucket(s, p).PutObject(ctx, "k", strings.NewReader("longer"), 6)
+		err := ledger.NewBucket(s, p).PutObject(ctx, "k", noSeek{strings.NewReader("longer")}, 6)
 		if !errors.Is(err, errTransient) || !strings.Contains(err.Error(), "not retried") {
 			t.Fatalf("err = %v", err)
 		}
@@ -228,6 +244,9 @@ func TestRetryingStoreResumesCutBodies(t *testing.T) {
 		t.Fatalf("%d gets, want 3 (two cut bodies resumed)", n)
 	}
 }
+
+// noSeek hides its reader's Seek: content that cannot be sought back.
+type noSeek struct{ io.Reader }
 
 type iotest struct{ err error }
 
