@@ -163,15 +163,15 @@ func (e *BucketError) Error() string {
 	return s.String()
 }
 
-func (e *BucketError) Unwrap() []error {
-	errs := []error{e.Err}
-	if e.is != nil {
-		errs = append(errs, e.is)
-	}
-	if e.ctx != nil {
-		errs = append(errs, e.ctx)
-	}
-	return errs
+// Unwrap returns the driver's error (or the content's).
+func (e *BucketError) Unwrap() error { return e.Err }
+
+// Is reports whether target is the sentinel the driver's error code means,
+// or the context's error that caused the failure (errors.Is follows Err
+// itself). It allocates nothing: most of a commit's stats are answered "not
+// found", and asked so.
+func (e *BucketError) Is(target error) bool {
+	return target != nil && (target == e.is || target == e.ctx)
 }
 
 // fail returns the error of op on key that failed with err, whose code is

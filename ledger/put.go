@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // putReader is the reader a driver's put drains. It fails the read with the
@@ -72,8 +74,7 @@ func (p *putReader) done() error {
 // content is a put's content, read from the caller's reader, and what sends
 // it again: a reader that can seek (a file, a bytes.Reader: what a host's
 // commit puts) is sought back to where it began, whatever its length;
-// another's bytes are kept as they are read, up to max. With one attempt,
-// nothing is kept.
+// another's bytes are kept as they are read, up to max.
 type content struct {
 	r        io.Reader
 	seeker   io.Seeker // r, when it can seek
@@ -85,11 +86,8 @@ type content struct {
 	err      error // the caller's reader's error, final
 }
 
-func newContent(r io.Reader, max int64, replay bool) *content {
+func newContent(r io.Reader, max int64) *content {
 	c := &content{r: r, max: max}
-	if !replay {
-		return c
-	}
 	if s, ok := r.(io.Seeker); ok {
 		if off, err := s.Seek(0, io.SeekCurrent); err == nil {
 			c.seeker, c.start = s, off
@@ -130,7 +128,7 @@ func (c *content) again() (io.Reader, bool) {
 		}
 		c.err = nil
 		return c, true
-	case !c.keep || c.overflow:
+	case c.overflow:
 		return nil, false
 	}
 	return io.MultiReader(bytes.NewReader(bytes.Clone(c.kept.Bytes())), c), true
@@ -147,14 +145,20 @@ type putFunc func(ctx context.Context, key string, r io.Reader, size int64) erro
 // mismatch fails the put with ErrChecksum, and a put the driver acknowledged
 // without reading the content to its end is deleted and fails so too.
 func (b *Bucket) put(ctx context.Context, to putFunc, key string, r io.Reader, size int64, want *Digest) error {
-	c := newContent(r, b.p.MaxReplay, b.p.Attempts > 1)
+	var c *content // what sends the content again; none for one attempt
+	if b.p.Attempts > 1 {
+		c = newContent(r, b.p.MaxReplay)
+	}
 	var (
 		last error
 		pr   *putReader
 		vr   *VerifyingReader
 	)
 	err := b.do(ctx, opPut, key, func(ctx context.Context) error {
-		body := io.Reader(c)
+		body := r
+		if c != nil {
+			body = c
+		}
 		if last != nil {
 			again, ok := c.again()
 			if !ok {
@@ -171,7 +175,7 @@ func (b *Bucket) put(ctx context.Context, to putFunc, key string, r io.Reader, s
 		switch {
 		case last == nil:
 			return nil
-		case vr != nil && vr.Mismatch(), c.failed(), pr.err != nil && ctx.Err() == nil:
+		case vr != nil && vr.Mismatch(), c != nil && c.failed(), pr.err != nil && ctx.Err() == nil:
 			// The content's own failure, not the store's: it does not hash
 			// to want, its reader failed, or its size is not the one given.
 			return final{pr.err}
@@ -221,19 +225,28 @@ func (b *Bucket) putBlob(ctx context.Context, to putFunc, stat func(context.Cont
 	if err := b.live(ctx, opPut, key); err != nil {
 		return fmt.Errorf("put blob %s: %w", d, err)
 	}
-	if b.d.PreferPut(size) {
-		// Storing it again is cheaper than asking (and replaces other bytes).
-	} else if info, err := b.stat(ctx, stat, key); err == nil && (size < 0 || info.Size == size) && time.Since(info.ModTime) < BlobRefreshAge {
-		err := b.readsAs(ctx, d)
-		if err == nil {
-			return nil // content-addressed: present, verified and young means done
+	if !b.d.PreferPut(size) {
+		var info ObjectInfo
+		f := b.attempts(ctx, b.p.AttemptTimeout, func(ctx context.Context) error {
+			var err error
+			info, err = stat(ctx, key)
+			return err
+		})
+		switch {
+		case f.err == nil && (size < 0 || info.Size == size) && time.Since(info.ModTime) < BlobRefreshAge:
+			err := b.readsAs(ctx, d)
+			if err == nil {
+				return nil // content-addressed: present, verified and young means done
+			}
+			if !errors.Is(err, ErrChecksum) && !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("put blob %s: %w", d, err)
+			}
+		case f.err != nil && f.code != driver.NotFound:
+			return fmt.Errorf("put blob %s: %w", d, fail(ctx, opStat, key, f.code, f.err, f.tries))
 		}
-		if !errors.Is(err, ErrChecksum) && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("put blob %s: %w", d, err)
-		}
-	} else if err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("put blob %s: %w", d, err)
-	}
+		// Absent (most of a commit's new content: no error made), other
+		// bytes, of another size, or old: stored.
+	} // Else storing it again is cheaper than asking (and replaces other bytes).
 	if err := b.put(ctx, to, key, r, size, &d); err != nil {
 		return fmt.Errorf("put blob %s: %w", d, err)
 	}

@@ -125,6 +125,25 @@ func (b *Bucket) do(ctx context.Context, op, key string, fn func(ctx context.Con
 // try runs fn until it succeeds, fails for good, or runs out of attempts,
 // each attempt bounded by timeout when it is positive.
 func (b *Bucket) try(ctx context.Context, op, key string, timeout time.Duration, fn func(ctx context.Context) error) error {
+	if f := b.attempts(ctx, timeout, fn); f.err != nil {
+		return fail(ctx, op, key, f.code, f.err, f.tries)
+	}
+	return nil
+}
+
+// failure is how an operation's attempts ended: err (nil: it succeeded), the
+// code the driver gave it, and which attempt it was.
+type failure struct {
+	err   error
+	code  driver.ErrorCode
+	tries string
+}
+
+// attempts runs fn until it succeeds, fails for good, or runs out of
+// attempts, each attempt bounded by timeout when it is positive. Its failure
+// is not yet the operation's error (fail makes it one): a caller that only
+// asks whether something is absent pays for no error.
+func (b *Bucket) attempts(ctx context.Context, timeout time.Duration, fn func(ctx context.Context) error) failure {
 	wait := b.p.Wait
 	for attempt := 1; ; attempt++ {
 		actx, cancel := ctx, context.CancelFunc(nil)
@@ -136,24 +155,24 @@ func (b *Bucket) try(ctx context.Context, op, key string, timeout time.Duration,
 			cancel()
 		}
 		if err == nil {
-			return nil
+			return failure{}
 		}
 		if f, ok := err.(final); ok {
-			return fail(ctx, op, key, driver.Unknown, f.err, b.tries(attempt))
+			return failure{f.err, driver.Unknown, b.tries(attempt)}
 		}
 		code := b.d.ErrorCode(err)
 		switch {
 		case code != driver.Unknown || ctx.Err() != nil || !b.p.Retryable(err):
-			return fail(ctx, op, key, code, err, b.tries(attempt))
+			return failure{err, code, b.tries(attempt)}
 		case attempt >= b.p.Attempts:
 			tries := ""
 			if attempt > 1 {
 				tries = fmt.Sprintf("gave up after %d attempts", attempt)
 			}
-			return fail(ctx, op, key, code, err, tries)
+			return failure{err, code, tries}
 		}
 		if SleepCtx(ctx, wait+rand.N(wait/2+1)) != nil {
-			return fail(ctx, op, key, code, err, fmt.Sprintf("after %d attempts", attempt))
+			return failure{err, code, fmt.Sprintf("after %d attempts", attempt)}
 		}
 		wait = min(2*wait, b.p.MaxWait)
 	}
