@@ -85,10 +85,15 @@ const (
 // check is every keyed operation's preamble: the bucket open, the key valid,
 // the context live.
 func (b *Bucket) check(ctx context.Context, op, key string) error {
+	return b.preamble(ctx, op, key, ValidateKey)
+}
+
+// preamble is check with valid checking key (a list's prefix: ValidatePrefix).
+func (b *Bucket) preamble(ctx context.Context, op, key string, valid func(string) error) error {
 	if b.closed.Load() {
 		return fmt.Errorf("%s %q: %w", op, key, ErrClosed)
 	}
-	if err := ValidateKey(key); err != nil {
+	if err := valid(key); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -249,14 +254,8 @@ func (b *Bucket) delete(ctx context.Context, key string) error {
 // listed. A list that fails part way is listed again from the start,
 // skipping the keys already passed to fn.
 func (b *Bucket) ListObjects(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
-	if b.closed.Load() {
-		return fmt.Errorf("%s %q: %w", opList, prefix, ErrClosed)
-	}
-	if err := ValidatePrefix(prefix); err != nil {
-		return fmt.Errorf("%s: %w", opList, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s %q: %w", opList, prefix, err)
+	if err := b.preamble(ctx, opList, prefix, ValidatePrefix); err != nil {
+		return err
 	}
 	var (
 		last  string

@@ -265,17 +265,9 @@ func must(rc io.ReadCloser, err error) io.ReadCloser {
 func TestRetryingStoreConformance(t *testing.T) {
 	t.Parallel()
 	drivertest.TestBucket(t, drivertest.Harness{
-		New: func(t *testing.T) driver.Bucket { return newScripted(t, nil, nil) },
-		NoBucket: func(*testing.T) driver.Bucket {
-			b := memledger.NewBucket(nil)
-			b.Remove()
-			return b
-		},
-		Denied: func(*testing.T) driver.Bucket {
-			b := memledger.NewBucket(nil)
-			b.Deny(true)
-			return b
-		},
-		Retry: quick,
+		New:      func(t *testing.T) driver.Bucket { return newScripted(t, nil, nil) },
+		NoBucket: func(*testing.T) driver.Bucket { return memledger.MissingBucket() },
+		Denied:   func(*testing.T) driver.Bucket { return memledger.DeniedBucket() },
+		Retry:    quick,
 	})
 }

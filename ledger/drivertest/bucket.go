@@ -49,56 +49,6 @@ func TestBucket(t *testing.T, h Harness) {
 	t.Run("Permission", func(t *testing.T) { TestPermission(t, h.Denied) })
 }
 
-// calls counts the calls that reach a driver, its batches' included.
-type calls struct {
-	driver.Bucket
-	n atomic.Int64
-}
-
-func (c *calls) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	c.n.Add(1)
-	return c.Bucket.Put(ctx, key, r, size)
-}
-
-func (c *calls) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	c.n.Add(1)
-	return c.Bucket.Get(ctx, key)
-}
-
-func (c *calls) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
-	c.n.Add(1)
-	return c.Bucket.Stat(ctx, key)
-}
-
-func (c *calls) Delete(ctx context.Context, key string) error {
-	c.n.Add(1)
-	return c.Bucket.Delete(ctx, key)
-}
-
-func (c *calls) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
-	c.n.Add(1)
-	return c.Bucket.List(ctx, prefix, fn)
-}
-
-func (c *calls) NewBatch() driver.Batch { return &callsBatch{c: c, b: c.Bucket.NewBatch()} }
-
-type callsBatch struct {
-	c *calls
-	b driver.Batch
-}
-
-func (cb *callsBatch) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	cb.c.n.Add(1)
-	return cb.b.Put(ctx, key, r, size)
-}
-
-func (cb *callsBatch) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
-	cb.c.n.Add(1)
-	return cb.b.Stat(ctx, key)
-}
-
-func (cb *callsBatch) Flush(ctx context.Context) error { return cb.b.Flush(ctx) }
-
 // patient is a retry policy that would retry a transient failure: a final
 // answer must not be.
 var patient = ledger.RetryPolicy{Attempts: 3, Wait: time.Millisecond, MaxWait: time.Millisecond}
@@ -109,13 +59,13 @@ var patient = ledger.RetryPolicy{Attempts: 3, Wait: time.Millisecond, MaxWait: t
 // call of the driver: a final answer is not retried.
 func wantRefused(t *testing.T, newStore func(t *testing.T) driver.Bucket, want error, notWant ...error) {
 	ctx := testContext(t)
-	c := &calls{Bucket: newStore(t)}
+	c := &counter{Bucket: newStore(t)}
 	b := open(t, c, patient)
 	data := []byte("refused")
 	d := ledger.DigestOf(data)
 	check := func(op string, f func() error) {
 		t.Helper()
-		before := c.n.Load()
+		before := c.calls.Load()
 		err := f()
 		if !errors.Is(err, want) {
 			t.Errorf("%s = %v, want an error wrapping %v", op, err, want)
@@ -125,7 +75,7 @@ func wantRefused(t *testing.T, newStore func(t *testing.T) driver.Bucket, want e
 				t.Errorf("%s = %v, which wraps %v: want only %v", op, err, nw, want)
 			}
 		}
-		if n := c.n.Load() - before; n != 1 {
+		if n := c.calls.Load() - before; n != 1 {
 			t.Errorf("%s made %d calls of the driver, want 1 (a final answer is not retried)", op, n)
 		}
 	}
@@ -151,8 +101,7 @@ func wantRefused(t *testing.T, newStore func(t *testing.T) driver.Bucket, want e
 	ob := b.NewBatch()
 	check("batch PutObject", func() error { return ob.PutObject(ctx, "k/b", bytes.NewReader(data), int64(len(data))) })
 	check("batch StatObject", func() error { _, err := ob.StatObject(ctx, "k/b"); return err })
-	// A blob put asks first (unless the driver prefers to put): one call
-	// either way, the first refused.
+	// A blob put asks first (the counter prefers no put): one call, refused.
 	check("blob batch Put", func() error { return b.Batch().Put(ctx, d, bytes.NewReader(data), int64(len(data))) })
 }
 

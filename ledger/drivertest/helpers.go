@@ -196,10 +196,12 @@ func open(t *testing.T, d driver.Bucket, p ledger.RetryPolicy) *ledger.Bucket {
 	return b
 }
 
-// counter counts the puts that reach the wrapped driver, its batches' too.
+// counter counts the puts, and all the calls, that reach the wrapped
+// driver, its batches' included.
 type counter struct {
 	driver.Bucket
-	puts atomic.Int64
+	puts  atomic.Int64
+	calls atomic.Int64
 	// age, when set, makes Stat report objects as stored that much earlier
 	// than they were (a backend cannot be told to backdate an object).
 	age atomic.Int64
@@ -210,23 +212,46 @@ type counter struct {
 // the skipping).
 func (c *counter) PreferPut(int64) bool { return false }
 
+func (c *counter) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	return c.put(ctx, c.Bucket.Put, key, r, size)
+}
+
+func (c *counter) put(ctx context.Context, put func(context.Context, string, io.Reader, int64) error, key string, r io.Reader, size int64) error {
+	c.puts.Add(1)
+	c.calls.Add(1)
+	return put(ctx, key, r, size)
+}
+
 func (c *counter) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
-	info, err := c.Bucket.Stat(ctx, key)
+	return c.stat(ctx, c.Bucket.Stat, key)
+}
+
+func (c *counter) stat(ctx context.Context, stat func(context.Context, string) (driver.ObjectInfo, error), key string) (driver.ObjectInfo, error) {
+	c.calls.Add(1)
+	info, err := stat(ctx, key)
 	if err == nil {
 		info.ModTime = info.ModTime.Add(-time.Duration(c.age.Load()))
 	}
 	return info, err
 }
 
-func (c *counter) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	c.puts.Add(1)
-	return c.Bucket.Put(ctx, key, r, size)
+func (c *counter) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	c.calls.Add(1)
+	return c.Bucket.Get(ctx, key)
+}
+
+func (c *counter) Delete(ctx context.Context, key string) error {
+	c.calls.Add(1)
+	return c.Bucket.Delete(ctx, key)
+}
+
+func (c *counter) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
+	c.calls.Add(1)
+	return c.Bucket.List(ctx, prefix, fn)
 }
 
 // NewBatch wraps the driver's batch, counted and aged as the driver is.
-func (c *counter) NewBatch() driver.Batch {
-	return &countingBatch{c: c, b: c.Bucket.NewBatch()}
-}
+func (c *counter) NewBatch() driver.Batch { return &countingBatch{c: c, b: c.Bucket.NewBatch()} }
 
 type countingBatch struct {
 	c *counter
@@ -234,16 +259,11 @@ type countingBatch struct {
 }
 
 func (cb *countingBatch) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	cb.c.puts.Add(1)
-	return cb.b.Put(ctx, key, r, size)
+	return cb.c.put(ctx, cb.b.Put, key, r, size)
 }
 
 func (cb *countingBatch) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
-	info, err := cb.b.Stat(ctx, key)
-	if err == nil {
-		info.ModTime = info.ModTime.Add(-time.Duration(cb.c.age.Load()))
-	}
-	return info, err
+	return cb.c.stat(ctx, cb.b.Stat, key)
 }
 
 func (cb *countingBatch) Flush(ctx context.Context) error { return cb.b.Flush(ctx) }

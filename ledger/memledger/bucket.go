@@ -50,6 +50,20 @@ var (
 	errAbsent   = errors.New("memledger: no such object")
 )
 
+// MissingBucket returns a bucket that does not exist (see Remove).
+func MissingBucket() *Bucket {
+	b := NewBucket(nil)
+	b.Remove()
+	return b
+}
+
+// DeniedBucket returns a bucket that refuses every request (see Deny).
+func DeniedBucket() *Bucket {
+	b := NewBucket(nil)
+	b.Deny(true)
+	return b
+}
+
 // Remove makes the bucket not exist: every request fails as a backend's of a
 // missing bucket does (driver.NoBucket), and what it held is gone.
 func (m *Bucket) Remove() {
