@@ -136,7 +136,7 @@ func replayChild(ctx context.Context, sp childSpec) (childResult, error) {
 		return res, err
 	}
 	defer nc.Close()
-	lg, err := natsjs.Open(ctx, nc, sp.Ledger)
+	lg, err := natsjs.OpenLog(ctx, nc, sp.Ledger)
 	if err != nil {
 		return res, err
 	}

@@ -142,7 +142,7 @@ func (e *env) connect() (*nats.Conn, error) {
 
 // createLedger creates a ledger with a fresh name.
 func (e *env) createLedger(ctx context.Context, nc *nats.Conn, stem string) (*natsjs.Log, error) {
-	return natsjs.Create(ctx, nc, natsjs.Config{Name: e.name(stem), Blobs: "file:///bench"})
+	return natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: e.name(stem), Blobs: "file:///bench"})
 }
 
 // fileObjects is a file object store's driver under the scratch directory.

@@ -230,7 +230,7 @@ func (r *runner) b7parts(ctx context.Context, parts int) error {
 			return err
 		}
 		defer nc.Close()
-		wl, err := natsjs.Open(ctx, nc, lg.Name())
+		wl, err := natsjs.OpenLog(ctx, nc, lg.Name())
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,7 @@
 //
 // It speaks only the ports: a Runner takes a ledger.Feed and a
 // ledger.CommitLog, which the command's assembly opens on NATS
-// (natsjs.NewFeed, natsjs.Open) and tests on ledger/memledger. Commits are
+// (natsjs.Open's Client: Ledger.Feed, Ledger.Log) and tests on ledger/memledger. Commits are
 // grouped by ledger.Commits, the one grouper. What follows is the protocol on
 // any Feed; on JetStream a consumer is a durable pull consumer of the ledger's
 // stream and the dead letters a stream of their own (ledger/natsjs).

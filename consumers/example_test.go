@@ -18,8 +18,8 @@ import (
 // it, an error makes the Runner retry it and eventually dead-letter it.
 func ExampleHandler() {
 	// An in-memory ledger with two commits; a real program connects to the
-	// ledger's NATS server and opens its ports with natsjs.Open and
-	// natsjs.NewFeed.
+	// ledger's NATS server and opens its ports with natsjs.Open: the Client's
+	// Ledger(name).Log and Feed.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	log, _ := memledger.New(ledger.Info{Name: "demo"}, nil)

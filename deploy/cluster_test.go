@@ -257,7 +257,7 @@ func TestCluster(t *testing.T) {
 	waitMetaLeader(t, waitCtx, nc, nodes)
 	waitCancel()
 
-	l, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "cluster", Blobs: "file:///nonexistent/blobs", Replicas: 3})
+	l, err := natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: "cluster", Blobs: "file:///nonexistent/blobs", Replicas: 3})
 	if err != nil {
 		t.Fatalf("create R3 ledger: %v", err)
 	}
@@ -269,7 +269,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("ledger info %+v, want 3 replicas", info)
 	}
 	// Create is idempotent on the cluster too.
-	l2, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "cluster", Replicas: 3})
+	l2, err := natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: "cluster", Replicas: 3})
 	if err != nil {
 		t.Fatalf("second create: %v", err)
 	}

@@ -193,7 +193,7 @@ func failover(t *testing.T, bin string, killAt float64) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	opts := []natsjs.Option{natsjs.WithTimeout(2 * time.Second), natsjs.WithRetry(10, 100*time.Millisecond)}
-	lg, err := natsjs.Create(ctx, admin, natsjs.Config{Name: "failover", Blobs: "file:///unused", Replicas: 3}, opts...)
+	lg, err := natsjs.CreateLog(ctx, admin, natsjs.LedgerConfig{Name: "failover", Blobs: "file:///unused", Replicas: 3}, opts...)
 	if err != nil {
 		t.Fatalf("create R3 ledger: %v", err)
 	}
@@ -203,7 +203,7 @@ func failover(t *testing.T, bin string, killAt float64) {
 	}
 	blobs := ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})
 	openHost := func(name string, nc *nats.Conn) *host.Host {
-		l, err := natsjs.Open(ctx, nc, "failover", opts...)
+		l, err := natsjs.OpenLog(ctx, nc, "failover", opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -118,7 +118,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 
 	// The administrator creates the ledger (serve's internal user would too).
 	admin := connect(nil, nats.UserInfo("admin", "admin-pw"))
-	if _, err := natsjs.Create(ctx, admin, natsjs.Config{Name: "perm", UUID: "0190b0a1-0000-4000-8000-000000000001", Blobs: "file:///b"}); err != nil {
+	if _, err := natsjs.CreateLog(ctx, admin, natsjs.LedgerConfig{Name: "perm", UUID: "0190b0a1-0000-4000-8000-000000000001", Blobs: "file:///b"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -129,7 +129,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	}
 	hostV := newViolations()
 	hc := connect(hostV, hostNkey)
-	hl, err := natsjs.Open(ctx, hc, "perm")
+	hl, err := natsjs.OpenLog(ctx, hc, "perm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestToolingUserCannotCommit(t *testing.T) {
 	// The tooling user reads the log and the heartbeats.
 	toolV := newViolations()
 	tc := connect(toolV, nats.UserInfo("grafana", "tooling-pw"))
-	tl, err := natsjs.Open(ctx, tc, "perm", quick...)
+	tl, err := natsjs.OpenLog(ctx, tc, "perm", quick...)
 	if err != nil {
 		t.Fatalf("tooling open: %v", err)
 	}

@@ -60,13 +60,13 @@ func TestNoRoleDestroysContent(t *testing.T) {
 
 	// The admin creates the ledger and its bucket; the host commits and stores
 	// blobs and its heartbeat.
-	if _, err := natsjs.Create(ctx, admin, natsjs.Config{Name: name, UUID: "0190b0a1-0000-4000-8000-000000000002", Blobs: "nats://" + bucket}); err != nil {
+	if _, err := natsjs.CreateLog(ctx, admin, natsjs.LedgerConfig{Name: name, UUID: "0190b0a1-0000-4000-8000-000000000002", Blobs: "nats://" + bucket}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := natsblob.New(ctx, natsblob.Config{Conn: admin, Bucket: bucket}); err != nil {
 		t.Fatal(err)
 	}
-	hl, err := natsjs.Open(ctx, hc, name)
+	hl, err := natsjs.OpenLog(ctx, hc, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestNoRoleDestroysContent(t *testing.T) {
 		}
 	}
 	var read []ledger.Record
-	al, err := natsjs.Open(ctx, admin, name)
+	al, err := natsjs.OpenLog(ctx, admin, name)
 	if err != nil {
 		t.Fatal(err)
 	}

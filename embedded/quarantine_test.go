@@ -25,7 +25,7 @@ func TestOnlyAdminQuarantines(t *testing.T) {
 		Users: []User{{Nkey: hostKey.Public, Permissions: perms(t, natsauth.RoleHost, scope)}}})
 	connect := func(v *violations, opts ...nats.Option) *nats.Conn { return connectT(t, s, v, opts...) }
 	admin := connect(nil, nats.UserInfo("admin", "admin-pw"))
-	al, err := natsjs.Create(ctx, admin, natsjs.Config{Name: "quar", UUID: "0190b0a1-0000-4000-8000-000000000002", Blobs: "file:///b"})
+	al, err := natsjs.CreateLog(ctx, admin, natsjs.LedgerConfig{Name: "quar", UUID: "0190b0a1-0000-4000-8000-000000000002", Blobs: "file:///b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestOnlyAdminQuarantines(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostV := newViolations()
-	hl, err := natsjs.Open(ctx, connect(hostV, hostNkey), "quar", natsjs.WithTimeout(500*time.Millisecond), natsjs.WithRetry(1, 0))
+	hl, err := natsjs.OpenLog(ctx, connect(hostV, hostNkey), "quar", natsjs.WithTimeout(500*time.Millisecond), natsjs.WithRetry(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

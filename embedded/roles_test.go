@@ -50,7 +50,7 @@ func TestThreatModel(t *testing.T) {
 	// The admin makes the ledger, its bucket, a commit with its blob, an
 	// attested snapshot and a durable consumer.
 	admin := connectT(t, s, nil, login["admin"])
-	al, err := natsjs.Create(ctx, admin, natsjs.Config{Name: name, UUID: "0190b0a1-0000-4000-8000-000000000003", Blobs: "nats://" + bucket})
+	al, err := natsjs.CreateLog(ctx, admin, natsjs.LedgerConfig{Name: name, UUID: "0190b0a1-0000-4000-8000-000000000003", Blobs: "nats://" + bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestThreatModel(t *testing.T) {
 		t.Helper()
 		v := newViolations()
 		nc := connectT(t, s, v, login[role])
-		l, err := natsjs.Open(ctx, nc, name, natsjs.WithTimeout(500*time.Millisecond), natsjs.WithRetry(1, 0))
+		l, err := natsjs.OpenLog(ctx, nc, name, natsjs.WithTimeout(500*time.Millisecond), natsjs.WithRetry(1, 0))
 		if err != nil {
 			t.Fatalf("%s opens the ledger: %v", role, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/internal/loopback"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // DefaultListen is the address Start listens on when Config.Listen is empty.
@@ -258,6 +259,22 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to embedded server: %w", err)
 	}
 	return nc, nil
+}
+
+// Endpoint is where a natsjs.Client reaches the server in process (no TCP,
+// no TLS), with the credentials Connect uses: a command run inside serve
+// opens its Client on it.
+func (s *Server) Endpoint() natsjs.Endpoint {
+	e := natsjs.Endpoint{URL: "nats://" + s.hostPort(), InProcess: s.ns}
+	switch {
+	case s.internalPassword != "":
+		e.User, e.Password = internalUser, s.internalPassword
+	case s.cfg.Token != "":
+		e.Token = s.cfg.Token
+	case s.cfg.User != "":
+		e.User, e.Password = s.cfg.User, s.cfg.Password
+	}
+	return e
 }
 
 // Shutdown stops the server (lame-duck free: clients are disconnected), waits until

@@ -36,7 +36,7 @@ func TestTLS(t *testing.T) {
 	if _, err := nc.TLSConnectionState(); err != nil {
 		t.Errorf("not a TLS connection: %v", err)
 	}
-	l, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "tls", Blobs: "file:///b"})
+	l, err := natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: "tls", Blobs: "file:///b"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,3 +88,43 @@ func (e *TruncatedError) Unwrap() error { return ErrTruncated }
 // ErrClosed is what a closed Subscription's Next returns, and every operation
 // of a closed Bucket.
 var ErrClosed = errors.New("closed")
+
+// PermissionError is returned (wrapped) when the server refused an operation
+// for lack of permission: this user may not Verb ("publish" or "subscribe")
+// to Subject, the server's name of what was refused (a JetStream API request,
+// an event's or a bucket key's subject). errors.Is(err, ErrPermission) holds.
+// An adapter builds it from the server's report, in one place; callers read
+// its fields, never the server's text.
+type PermissionError struct {
+	Verb    string // "publish" or "subscribe"
+	Subject string // what was refused; empty when the server did not say
+	Err     error  // the server's report, for logs
+}
+
+func (e *PermissionError) Error() string {
+	if e.Subject == "" {
+		return fmt.Sprintf("%v: the server refused an operation of this user: %v", ErrPermission, e.Err)
+	}
+	return fmt.Sprintf("%v: the server refused this user's %s to %q", ErrPermission, e.Verb, e.Subject)
+}
+
+func (e *PermissionError) Unwrap() error { return ErrPermission }
+
+// ConfigError is returned (wrapped) when a resource a process opens on the
+// server (a ledger's stream, a bucket) is not configured as syncledger
+// creates it: its Setting is Found, not Want. Repair says which admin command
+// makes it so. errors.Is(err, ErrInvalid) holds. Nothing of such a resource
+// is trusted: the process stops before using it.
+type ConfigError struct {
+	Resource string // what it is, with the server's name of it
+	Setting  string // the server's name of the setting
+	Found    string
+	Want     string
+	Repair   string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s: %s is %s, want %s (%s): %v", e.Resource, e.Setting, e.Found, e.Want, e.Repair, ErrInvalid)
+}
+
+func (e *ConfigError) Unwrap() error { return ErrInvalid }

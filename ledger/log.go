@@ -101,10 +101,15 @@ type CommitLog interface {
 
 	// Attested, AttestSnapshot and AttestRetention keep the admin's word on the
 	// objects beside the blobs (see Attestations): only the admin role may
-	// attest; others get ErrPermission.
+	// attest; others get ErrPermission. AttestRetention only ever raises the
+	// bound (two retention runs may finish in either order); SetRetention
+	// sets it to before, lower or higher: the admin's correction of a wrong
+	// bound, which the caller checks against the log first
+	// (projector/snapshot.CheckRetention).
 	Attested(ctx context.Context) (Attestations, error)
 	AttestSnapshot(ctx context.Context, seq Seq, sum Digest) error
 	AttestRetention(ctx context.Context, before Seq) error
+	SetRetention(ctx context.Context, before Seq) error
 }
 
 // CheckAppend checks that events form one commit a CommitLog of lineage uuid

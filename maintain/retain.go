@@ -124,14 +124,20 @@ func Run(ctx context.Context, cfg RunConfig) error {
 }
 
 func runOnce(ctx context.Context, cfg RunConfig, uuid string) error {
-	infos, err := snapshot.List(ctx, cfg.Objects, uuid)
+	// The newest attested snapshot: one anybody who writes blobs stored (at
+	// any seq, a planted one far above the head included) would otherwise
+	// make every snapshot look already taken.
+	infos, err := snapshot.ListAttested(ctx, cfg.Log, cfg.Objects, uuid)
 	if err != nil {
 		return err
 	}
 	var last ledger.Seq
 	var lastAt time.Time
-	if len(infos) > 0 {
-		last, lastAt = infos[0].Seq, infos[0].ModTime
+	for _, si := range infos {
+		if si.Attested {
+			last, lastAt = si.Seq, si.ModTime
+			break
+		}
 	}
 	head, err := cfg.Log.LastSeq(ctx)
 	if err != nil {

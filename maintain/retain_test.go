@@ -1,10 +1,13 @@
 package maintain
 
 import (
+	"bytes"
+	"context"
 	"testing"
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector/snapshot"
 )
 
 func TestPolicyDue(t *testing.T) {
@@ -29,5 +32,34 @@ func TestPolicyDue(t *testing.T) {
 		if got := tc.p.Due(tc.last, now.Add(-tc.ago), tc.head, now); got != tc.want {
 			t.Errorf("%s: Due = %v, want %v", tc.situation, got, tc.want)
 		}
+	}
+}
+
+// TestRunIgnoresPlantedSnapshot: a snapshot anyone who writes blobs stored far
+// above the head (never attested) does not make the policy loop think every
+// snapshot is taken already.
+func TestRunIgnoresPlantedSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, _ := newLedger(t)
+	var prev ledger.Seq
+	var n uint64
+	for _, c := range []string{"v1", "v2", "v3"} {
+		commit(t, cfg, "audit/x", c, &prev, &n)
+	}
+	info, _ := cfg.Log.Info(ctx)
+	planted := []byte("whatever")
+	if err := cfg.Objects.PutObject(ctx, snapshot.Key(info.UUID, 1<<40), bytes.NewReader(planted), int64(len(planted))); err != nil {
+		t.Fatal(err)
+	}
+	if err := runOnce(ctx, RunConfig{Config: cfg, Policy: Policy{Every: 1}, Now: time.Now}, info.UUID); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := snapshot.ListAttested(ctx, cfg.Log, cfg.Objects, info.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 || !infos[1].Attested || infos[1].Seq != 3 {
+		t.Errorf("after a policy run beside a planted snapshot: %+v, want the attested one at seq 3", infos)
 	}
 }

@@ -123,7 +123,7 @@ func TestImportChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := natsjstest.Connect(t, os.Getenv("SWAMP_NATS"))
-	l, err := natsjs.Open(ctx, nc, os.Getenv("SWAMP_LEDGER"))
+	l, err := natsjs.OpenLog(ctx, nc, os.Getenv("SWAMP_LEDGER"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func newNATSLedger(t testing.TB, nc *nats.Conn) natsLedger {
 	t.Helper()
 	dir := t.TempDir()
 	name := fmt.Sprintf("swamp%d", ledgerN.Add(1))
-	l, err := natsjs.Create(testCtx(t), nc, natsjs.Config{Name: name, Blobs: "file://" + dir})
+	l, err := natsjs.CreateLog(testCtx(t), nc, natsjs.LedgerConfig{Name: name, Blobs: "file://" + dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,9 @@ type Host struct {
 	LastSeen time.Time  `json:"lastSeen"`
 	Command  string     `json:"command,omitempty"`
 	Version  string     `json:"version,omitempty"`
+	// Error, when set, says why the value under key Host of the heartbeat
+	// bucket is no heartbeat: a bad row, shown as such, counted as no host.
+	Error string `json:"error,omitempty"`
 }
 
 // Config configures a Dashboard.
@@ -194,7 +197,7 @@ func (d *Dashboard) snapshot() State {
 	st.Hosts = slices.Clone(st.Hosts)
 	for i := range st.Hosts {
 		st.Hosts[i].Behind = 0
-		if st.Head > st.Hosts[i].HWM {
+		if st.Hosts[i].Error == "" && st.Head > st.Hosts[i].HWM {
 			st.Hosts[i].Behind = uint64(st.Head - st.Hosts[i].HWM)
 		}
 	}

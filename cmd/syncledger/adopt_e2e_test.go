@@ -41,7 +41,7 @@ func TestRebuildAdoptWayOutCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := natsjs.Open(t.Context(), nc, "adopt")
+	l, err := natsjs.OpenLog(t.Context(), nc, "adopt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,22 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/blobs"
 	"github.com/syncledger/syncledger/ledger/driver"
-	"github.com/syncledger/syncledger/ledger/natsblob"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
@@ -26,11 +24,12 @@ import (
 const DefaultNATS = "nats://127.0.0.1:4222"
 
 // app is the global configuration every command shares, and the resources opened
-// from it. A command gets what it needs with Conn, Log and Blobs; each is opened
+// from it. A command gets what it needs with NATS, Log and Blobs; each is opened
 // once, on first use, and closed by close when the command ends.
 type app struct {
-	stdout, stderr io.Writer
-	scrub          *scrubWriter // stderr
+	stdout, stderr io.Writer // scrubbed: secrets hidden (secrets.go)
+	rawStdout      io.Writer // stdout byte for byte: only for what is not this process's output
+	scrub          *scrubber
 	getenv         func(string) string
 
 	// Global flags (after env fallbacks, see resolve).
@@ -54,8 +53,7 @@ type app struct {
 	logger *slog.Logger
 	level  slog.Level
 
-	abort   *aborter  // ends the running command (abortWith)
-	refused *refusals // refusals the running operations watch for (watchRefusals)
+	abort *aborter // ends the running command (abortWith)
 
 	envs []envBinding
 	// oneShotSync: the command is `syncledger sync`, whose run counts as one
@@ -70,9 +68,9 @@ type app struct {
 }
 
 // opened is what an app opened, each on first use, and what to close when the
-// command ends. The swamp agent calls Conn, Log, Blobs and Host from several
+// command ends. The swamp agent calls NATS, Log, Blobs and Host from several
 // goroutines at once (issue 26 point 12), so every field is under a lock. The
-// open locks are taken in the order Blobs, Log, Conn (each may call the next);
+// open locks are taken in the order Blobs, Log, NATS (each may call the next);
 // mu is taken last, and never held while opening.
 type opened struct {
 	blobsMu sync.Mutex
@@ -80,11 +78,11 @@ type opened struct {
 	logMu   sync.Mutex
 	log     *natsjs.Log
 	connMu  sync.Mutex
-	nc      *nats.Conn
+	nats    *natsjs.Client
 
 	mu     sync.Mutex
 	closes []func()
-	host   string // app.host once Host resolved it, for Conn (see hostName)
+	host   string // app.host once Host resolved it, for NATS (see hostName)
 }
 
 // envBinding lets an environment variable stand in for a flag not given on the
@@ -94,11 +92,12 @@ type envBinding struct {
 	envs []string
 }
 
-// newApp returns an app writing to stdout and, through a scrubWriter that hides
-// every secret in effect (secrets.go), to stderr.
+// newApp returns an app writing to stdout and stderr through scrubWriters that
+// hide every secret in effect (secrets.go).
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
-	sw := &scrubWriter{w: stderr}
-	return &app{stdout: stdout, stderr: sw, scrub: sw, getenv: getenv, abort: &aborter{}, refused: &refusals{},
+	s := &scrubber{}
+	return &app{stdout: scrubWriter{stdout, s}, stderr: scrubWriter{stderr, s}, rawStdout: stdout, scrub: s, getenv: getenv,
+		abort:  &aborter{},
 		logger: slog.New(slog.DiscardHandler), sources: map[*pflag.Flag]string{}, res: &opened{}}
 }
 
@@ -153,7 +152,7 @@ func (a *app) resolve(cmd *cobra.Command) error {
 	if a.natsAuth.user != "" && a.natsAuth.password == "" {
 		markSecret(a.globals, "nats-user") // sent as a token
 	}
-	a.scrub.setSecrets(a.secretsInEffect())
+	a.scrub.setSecrets(a.secretsInEffect(cmd))
 	if err := ledger.ValidateName(a.ledgerName); err != nil {
 		return &usageError{err}
 	}
@@ -253,33 +252,31 @@ func (a *app) hostName() string {
 	return a.host
 }
 
-// Conn returns the connection to NATS (--nats), connecting on first use.
-func (a *app) Conn(ctx context.Context) (*nats.Conn, error) {
+// NATS returns the NATS client (--nats and the --nats-* credentials),
+// connecting on first use. A refusal of the server that no operation claims
+// ends the command (natsRefused).
+func (a *app) NATS(ctx context.Context) (*natsjs.Client, error) {
 	a.res.connMu.Lock()
 	defer a.res.connMu.Unlock()
-	if a.res.nc != nil {
-		return a.res.nc, nil
+	if a.res.nats != nil {
+		return a.res.nats, nil
 	}
-	opts := []nats.Option{
-		nats.Name("syncledger " + a.hostName()),
-		nats.Timeout(5 * time.Second),
-		nats.RetryOnFailedConnect(false),
-		nats.ErrorHandler(a.natsAsyncError),
+	c, err := natsjs.Open(ctx, natsjs.Config{
+		Write:   a.natsAuth.endpoint(dialURL(a.natsURL)),
+		Name:    "syncledger " + a.hostName(),
+		Refused: a.natsRefused,
+		Logger:  a.logger,
+	})
+	var ce *natsjs.ConnectError
+	switch {
+	case errors.As(err, &ce):
+		return nil, &unreachableError{fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), ce.Err, connectHint(ce.Cause))}
+	case err != nil:
+		return nil, a.natsAuth.settingError(err)
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		opts = append(opts, nats.Timeout(time.Until(dl)))
-	}
-	auth, err := a.natsAuth.options()
-	if err != nil {
-		return nil, err
-	}
-	nc, err := nats.Connect(a.natsURL, append(opts, auth...)...)
-	if err != nil {
-		return nil, &unreachableError{fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), err, connectHint(err))}
-	}
-	a.res.nc = nc
-	a.onClose(nc.Close)
-	return nc, nil
+	a.res.nats = c
+	a.onClose(c.Close)
+	return c, nil
 }
 
 // unreachableError is a failure to connect to the NATS server.
@@ -292,6 +289,15 @@ func (e *unreachableError) Unwrap() error { return e.err }
 // (the swamp agent) tell an unreachable server by it, not by the text.
 func (e *unreachableError) Is(target error) bool { return target == ledger.ErrUnreachable }
 
+// ledgerOn returns the NATS resources of ledger name, connecting on first use.
+func (a *app) ledgerOn(ctx context.Context, name string) (*natsjs.Ledger, error) {
+	c, err := a.NATS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Ledger(name), nil
+}
+
 // Log opens the ledger's log (--ledger) on first use. A ledger that does not exist
 // is an error that says how to create it.
 func (a *app) Log(ctx context.Context) (*natsjs.Log, error) {
@@ -300,7 +306,7 @@ func (a *app) Log(ctx context.Context) (*natsjs.Log, error) {
 	if a.res.log != nil {
 		return a.res.log, nil
 	}
-	nc, err := a.Conn(ctx)
+	lg, err := a.ledgerOn(ctx, a.ledgerName)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +314,7 @@ func (a *app) Log(ctx context.Context) (*natsjs.Log, error) {
 	if a.oneShotSync {
 		opts = append(opts, natsjs.WithOpenSeq())
 	}
-	l, err := natsjs.Open(ctx, nc, a.ledgerName, opts...)
+	l, err := lg.Log(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w (NATS at %s)", err, redactURL(a.natsURL))
 	}
@@ -398,11 +404,11 @@ func (a *app) openDriver(ctx context.Context, raw string) (driver.Bucket, error)
 func (a *app) blobsOptions(ctx context.Context, raw string) (blobs.Options, error) {
 	var opts blobs.Options
 	if strings.HasPrefix(raw, "nats:") {
-		nc, err := a.Conn(ctx)
+		c, err := a.NATS(ctx)
 		if err != nil {
 			return blobs.Options{}, err
 		}
-		opts.NATS = natsblob.Opener(nc)
+		opts.NATS = c.ObjectStore
 	}
 	return opts, nil
 }

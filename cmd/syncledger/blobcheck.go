@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/blobs"
 )
 
 // probeTimeout bounds the whole blob store probe.
@@ -27,6 +28,7 @@ func (a *app) probeBlobs(ctx context.Context, raw string) error {
 	fail := func(step string, err error) error {
 		return fmt.Errorf("the blob store %s does not work (%s): %w; check its URL and credentials — nothing was created", redactURL(raw), step, err)
 	}
+	a.hardenBlobs(ctx, raw) // a NATS bucket made without it opens only write-once
 	objs, err := a.openBucket(ctx, raw, ledger.RetryPolicy{Attempts: 1}) // a probe: fail fast
 	if err != nil {
 		return fail("open", err)
@@ -68,10 +70,24 @@ type protector interface {
 	Protection(ctx context.Context) (protected bool, how string, err error)
 }
 
-// hardener is a blob store whose protection an admin can turn on (a NATS
-// bucket made without it).
-type hardener interface {
-	Harden(ctx context.Context) (changed bool, err error)
+// hardenBlobs makes the blob store at raw write-once where it can (an
+// admin's init and serve): a NATS bucket made without it (by nats.go's object
+// store, or an older syncledger), which natsjs refuses to open until then.
+func (a *app) hardenBlobs(ctx context.Context, raw string) {
+	spec, err := blobs.ParseURL(raw)
+	if err != nil || spec.Scheme != blobs.SchemeNATS {
+		return
+	}
+	c, err := a.NATS(ctx)
+	if err == nil {
+		var changed bool
+		if changed, err = c.HardenObjectStore(ctx, spec.Bucket); changed {
+			a.logger.Info("the blob store's bucket is now write-once: roll-ups and message deletes are refused", "blobs", redactURL(raw))
+		}
+	}
+	if err != nil {
+		a.logger.Warn("could not make the blob store's bucket write-once", "blobs", redactURL(raw), "err", err)
+	}
 }
 
 // protectBlobs turns on the protection of the blob store at raw where it can
@@ -81,19 +97,13 @@ type hardener interface {
 func (a *app) protectBlobs(ctx context.Context, raw string) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	a.hardenBlobs(ctx, raw)
 	objs, err := a.openDriver(ctx, raw)
 	if err != nil {
 		a.logger.Warn("could not check whether the blob store protects stored blobs", "blobs", redactURL(raw), "err", err)
 		return
 	}
 	defer objs.Close()
-	if h, ok := objs.(hardener); ok {
-		if changed, err := h.Harden(ctx); err != nil {
-			a.logger.Warn("could not make the blob store's bucket write-once", "blobs", redactURL(raw), "err", err)
-		} else if changed {
-			a.logger.Info("the blob store's bucket is now write-once: roll-ups and message deletes are refused", "blobs", redactURL(raw))
-		}
-	}
 	p, ok := objs.(protector)
 	if !ok {
 		return // a directory: its file permissions protect it
@@ -103,7 +113,7 @@ func (a *app) protectBlobs(ctx context.Context, raw string) {
 	case err != nil:
 		a.logger.Warn("could not check whether the blob store protects stored blobs", "blobs", redactURL(raw), "err", err)
 	case !protected:
-		if _, ok := objs.(hardener); ok {
+		if spec, err := blobs.ParseURL(raw); err == nil && spec.Scheme == blobs.SchemeNATS {
 			how += ": " + unprotectedNote
 		}
 		a.logger.Warn("the blob store does not protect stored blobs: anyone with its write credentials can delete or overwrite them; see docs/ops.md, Threat model, for the bucket policy",

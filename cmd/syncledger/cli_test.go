@@ -246,7 +246,7 @@ func TestServeInitLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := natsjs.Open(t.Context(), nc, "default")
+	l, err := natsjs.OpenLog(t.Context(), nc, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestTruncatedLogExits4(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := natsjs.Create(t.Context(), nc, natsjs.Config{Name: "short", Blobs: "file:///b", MaxAge: time.Second})
+	l, err := natsjs.CreateLog(t.Context(), nc, natsjs.LedgerConfig{Name: "short", Blobs: "file:///b", MaxAge: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

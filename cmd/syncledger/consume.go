@@ -13,7 +13,6 @@ import (
 
 	"github.com/syncledger/syncledger/consumers"
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 func newConsumeCmd(a *app) *cobra.Command {
@@ -105,13 +104,13 @@ func (o *consumeOpts) run(ctx context.Context, a *app, h consumers.Handler) erro
 }
 
 // Feed opens the ledger's feed (the consumers' delivery and dead letters) on
-// the command's connection.
+// the command's NATS client.
 func (a *app) Feed(ctx context.Context) (ledger.Feed, error) {
-	nc, err := a.Conn(ctx)
+	lg, err := a.ledgerOn(ctx, a.ledgerName)
 	if err != nil {
 		return nil, err
 	}
-	return natsjs.NewFeed(nc, a.ledgerName)
+	return lg.Feed()
 }
 
 // consumeBlobs opens the ledger's blob store to read manifests; without one,

@@ -73,7 +73,7 @@ leave those commits out knowingly (commits dead-lettered in an earlier run).`,
 			}
 			cfg := audit.Config{Ledger: a.ledgerName, MaxSize: size, MaxFiles: maxFiles, Sync: !noSync}
 			if path == "-" {
-				cfg.Out = a.stdout
+				cfg.Out = a.rawStdout // the records, byte for byte
 			} else {
 				cfg.Path = path
 			}

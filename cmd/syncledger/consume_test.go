@@ -44,7 +44,7 @@ type serverLedger struct {
 func newServerLedger(t *testing.T, name string) *serverLedger {
 	t.Helper()
 	s, nc := natsjstest.RunServer(t)
-	log, err := natsjs.Create(consumertest.Ctx(t), nc, natsjs.Config{Name: name, Blobs: "file://" + t.TempDir()})
+	log, err := natsjs.CreateLog(consumertest.Ctx(t), nc, natsjs.LedgerConfig{Name: name, Blobs: "file://" + t.TempDir()})
 	if err != nil {
 		t.Fatalf("create ledger: %v", err)
 	}

@@ -22,7 +22,7 @@ func crashEnv(t *testing.T) (*shell, *natsjs.Log, string) {
 	srv, nc := natsjstest.RunServer(t)
 	c := &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+srv.ClientURL(), "SYNCLEDGER_LEDGER=crash", "SYNCLEDGER_LOG_LEVEL=error")}
 	c.ok("init", "--blobs", "file://"+t.TempDir())
-	lg, err := natsjs.Open(context.Background(), nc, "crash")
+	lg, err := natsjs.OpenLog(context.Background(), nc, "crash")
 	if err != nil {
 		t.Fatal(err)
 	}

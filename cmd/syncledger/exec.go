@@ -56,7 +56,7 @@ func runExec(ctx context.Context, a *app, o scope, commitOnFailure bool, argv []
 	// The cache stays held while the command runs: nothing (a watch) changes it
 	// under the command, and its commit is made against what it saw.
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	c.Stdin, c.Stdout, c.Stderr = os.Stdin, a.stdout, a.stderr
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, a.rawStdout, a.stderr // its output is its own: byte for byte (its messages, on stderr, scrubbed)
 	c.Env = append(os.Environ(), "SYNCLEDGER_CACHE="+h.Dir().Root())
 	runErr := c.Run()
 	code := 0

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,6 +31,10 @@ type hostRow struct {
 	Command  string     `json:"command,omitempty"`
 }
 
+// badRow is a key of the heartbeat bucket whose value is not a heartbeat, as
+// `hosts --json` reports it (heartbeat.Bad).
+type badRow = heartbeat.Bad
+
 func newHostsCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -43,7 +48,14 @@ when its last heartbeat arrived (server time). A watching host beats every 30 s
 while idle; a host that only runs sync is seen when it syncs (a cache does not
 repeat an unchanged beat within 10 s).
 
-"hosts forget HOST" removes a host that is gone for good.`,
+Every host may write that bucket, so a value that is not a heartbeat (or a
+heartbeat under a key that is not its host's) is listed apart as skipped,
+with why and how to remove it; the other hosts are listed as ever ("skipped"
+in --json).
+
+"hosts forget HOST" removes a host that is gone for good; "hosts forget KEY"
+removes a skipped key. It reads the bucket again and fails if it is still
+there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -59,54 +71,84 @@ repeat an unchanged beat within 10 s).
 			if err != nil {
 				return err
 			}
-			beats, err := heartbeat.NewStore(kv).List(ctx)
+			list, err := heartbeat.NewStore(kv).Scan(ctx)
 			if err != nil {
 				return err
 			}
-			rows := make([]hostRow, len(beats))
-			for i, b := range beats {
+			rows := make([]hostRow, len(list.Beats))
+			for i, b := range list.Beats {
 				rows[i] = hostRow{Host: b.Host, HWM: b.HWM, HeadSeen: b.Head, LastSeen: b.Seen.UTC(), Time: b.Time,
 					Version: b.Version, Command: b.Command}
 				if head > b.HWM {
 					rows[i].Behind = uint64(head - b.HWM)
 				}
 			}
+			for _, b := range list.Bad {
+				a.logger.Warn("skipping a value of the heartbeat bucket that is not a heartbeat", "key", b.Key, "why", b.Err)
+			}
 			if asJSON {
 				return a.printJSON(struct {
-					Ledger string     `json:"ledger"`
-					Head   ledger.Seq `json:"head"`
-					Hosts  []hostRow  `json:"hosts"`
-				}{a.ledgerName, head, rows})
+					Ledger  string     `json:"ledger"`
+					Head    ledger.Seq `json:"head"`
+					Hosts   []hostRow  `json:"hosts"`
+					Skipped []badRow   `json:"skipped"`
+				}{a.ledgerName, head, rows, list.Bad})
 			}
 			if len(rows) == 0 {
-				_, err := fmt.Fprintf(a.stdout, "no host has reported to ledger %s yet (head %d)\n", a.ledgerName, head)
-				return err
+				fmt.Fprintf(a.stdout, "no host has reported to ledger %s yet (head %d)\n", a.ledgerName, head)
+			} else {
+				now := time.Now()
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintf(tw, "HOST\tHWM\tBEHIND\tLAST SEEN\tCOMMAND\tVERSION\n")
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%s ago\t%s\t%s\n", oneLine(r.Host), r.HWM, r.Behind,
+						now.Sub(r.LastSeen).Round(time.Second), oneLine(r.Command), oneLine(r.Version))
+				}
+				fmt.Fprintf(tw, "(ledger %s head %d)\n", a.ledgerName, head)
+				if err := tw.Flush(); err != nil {
+					return err
+				}
 			}
-			now := time.Now()
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "HOST\tHWM\tBEHIND\tLAST SEEN\tCOMMAND\tVERSION\n")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s ago\t%s\t%s\n", oneLine(r.Host), r.HWM, r.Behind,
-					now.Sub(r.LastSeen).Round(time.Second), r.Command, oneLine(r.Version))
+			for _, b := range list.Bad {
+				fmt.Fprintf(a.stdout, "skipped key %q, not a heartbeat: %s (remove it: syncledger hosts forget %s)\n",
+					b.Key, oneLine(b.Err), host.ShellQuote(b.Key))
 			}
-			fmt.Fprintf(tw, "(ledger %s head %d)\n", a.ledgerName, head)
-			return tw.Flush()
+			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, head, hosts: […]} as JSON")
-	cmd.AddCommand(&cobra.Command{
-		Use:   "forget HOST",
-		Short: "Remove a host's heartbeat",
-		Args:  cobra.ExactArgs(1),
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, head, hosts: […], skipped: […]} as JSON")
+	forget := &cobra.Command{
+		Use:   "forget HOST|KEY",
+		Short: "Remove a host's heartbeat, or a skipped key of the heartbeat bucket",
+		Long: `Forget removes the heartbeat of host HOST (a host gone for good), or the value
+under KEY that 'syncledger hosts' lists as skipped. It then reads the bucket
+again, and says what it removed only once it is gone; it fails when nothing
+has that name, when the host beat again meanwhile (it is running), or when
+this user may not write the bucket (the host and admin roles may).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			kv, err := a.Heartbeats(ctx)
 			if err != nil {
 				return err
 			}
-			return heartbeat.NewStore(kv).Forget(ctx, args[0])
+			// A refused operation on the bucket fails at once (natsjs).
+			r, err := heartbeat.NewStore(kv).Remove(ctx, args[0])
+			if errors.Is(err, ledger.ErrPermission) {
+				return fmt.Errorf("%w (the host and admin roles may)", err)
+			}
+			if err != nil {
+				return err
+			}
+			if r.Host != "" {
+				_, err = fmt.Fprintf(a.stdout, "forgot host %s (key %s)\n", oneLine(r.Host), r.Key)
+			} else {
+				_, err = fmt.Fprintf(a.stdout, "removed key %q (it held no heartbeat)\n", r.Key)
+			}
+			return err
 		},
-	})
+	}
+	cmd.AddCommand(forget)
 	return cmd
 }
 
@@ -130,12 +172,9 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		// A user without the host role may not beat: that is a warning too.
-		bucket := natsjs.HeartbeatBucket(a.ledgerName)
-		bctx, done := a.watchRefusals(bctx, bucketSubjects(bucket), func(verb, subject string) error {
-			return fmt.Errorf("%w: the NATS server refused this user's %s to %q (the host role may)", ledger.ErrPermission, strings.ToLower(verb), subject)
-		})
-		defer done()
-		err = refused(bctx, heartbeat.NewStore(kv).Put(bctx, b))
+		if err = heartbeat.NewStore(kv).Put(bctx, b); errors.Is(err, ledger.ErrPermission) {
+			err = fmt.Errorf("%w (the host role may)", err)
+		}
 	}
 	if err != nil {
 		a.logger.Warn("heartbeat not recorded", "err", err)
@@ -146,14 +185,15 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 	}
 }
 
-// Heartbeats returns the ledger's heartbeat bucket on the command's
-// connection, opened on first use (a beat before that is one publish).
+// Heartbeats returns the ledger's heartbeat bucket on the command's NATS
+// client, opened on first use (a beat before that is one publish). An
+// operation on it the server refuses fails at once with ledger.ErrPermission.
 func (a *app) Heartbeats(ctx context.Context) (*natsjs.BucketKV, error) {
-	nc, err := a.Conn(ctx)
+	lg, err := a.ledgerOn(ctx, a.ledgerName)
 	if err != nil {
 		return nil, err
 	}
-	return natsjs.HeartbeatKV(nc, a.ledgerName)
+	return lg.Heartbeats()
 }
 
 // beatQuiet is how long a cache does not repeat an unchanged heartbeat.

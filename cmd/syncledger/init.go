@@ -51,7 +51,7 @@ for a different blob store or replica count than it has is an error.`,
 			if blobsURL == "" {
 				blobsURL = defaultInitBlobs(a.ledgerName, replicas)
 			}
-			info, created, err := createLedger(ctx, a, natsjs.Config{Name: a.ledgerName, Blobs: blobsURL, Replicas: replicas})
+			info, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: a.ledgerName, Blobs: blobsURL, Replicas: replicas})
 			if err != nil {
 				return err
 			}
@@ -82,12 +82,12 @@ for a different blob store or replica count than it has is an error.`,
 // if it does not exist. Before creating it probes cfg.Blobs (probeBlobs), so no
 // ledger is created pointing at a blob store that cannot be used. The opened log
 // becomes a's log.
-func createLedger(ctx context.Context, a *app, cfg natsjs.Config) (info ledger.Info, created bool, err error) {
-	nc, err := a.Conn(ctx)
+func createLedger(ctx context.Context, a *app, cfg natsjs.LedgerConfig) (info ledger.Info, created bool, err error) {
+	lg, err := a.ledgerOn(ctx, cfg.Name)
 	if err != nil {
 		return info, false, err
 	}
-	l, err := natsjs.Open(ctx, nc, cfg.Name)
+	l, err := lg.Log(ctx)
 	switch {
 	case err == nil:
 	case errors.Is(err, ledger.ErrNotFound):
@@ -99,7 +99,7 @@ func createLedger(ctx context.Context, a *app, cfg natsjs.Config) (info ledger.I
 				return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 			}
 		}
-		if l, err = natsjs.Create(ctx, nc, cfg); err != nil {
+		if l, err = lg.Create(ctx, cfg); err != nil {
 			return info, false, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 		}
 		created = true

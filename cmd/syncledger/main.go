@@ -61,9 +61,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitCode(err)
 	}
 	root.SetArgs(args)
-	root.SetOut(stdout)
+	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	stderr = a.stderr // secrets scrubbed
+	stdout, stderr = a.stdout, a.stderr // secrets scrubbed: the one place output leaves (secrets.go)
 
 	cmd, err := root.ExecuteContextC(ctx)
 	if cause := a.aborted(); err != nil && cause != nil && !errors.Is(err, ledger.ErrPermission) {
@@ -177,9 +177,10 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 needs a snapshot rebuild,
 			if err := a.resolve(cmd); err != nil {
 				return err
 			}
-			// A refused operation is only reported asynchronously (nats_auth.go
-			// natsAsyncError); it ends the command at once instead of letting
-			// the request wait for its timeout.
+			// A refused operation is only reported asynchronously; one that no
+			// operation claimed (natsjs.Config.Refused, nats_auth.go
+			// natsRefused) ends the command at once instead of letting the
+			// request wait for its timeout.
 			ctx, cancel := context.WithCancelCause(cmd.Context())
 			cmd.SetContext(ctx)
 			a.abort.mu.Lock()

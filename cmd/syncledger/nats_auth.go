@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 	"github.com/spf13/pflag"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // secretAnnotation marks a flag whose value config show and error messages
@@ -57,13 +54,7 @@ func (n *natsAuth) addFlags(a *app, fs *pflag.FlagSet) {
 }
 
 // isSeed reports whether s is an nkey seed given inline rather than a file name.
-func isSeed(s string) bool {
-	if !strings.HasPrefix(s, "S") || len(s) < 50 || strings.ContainsAny(s, "/\\. ") {
-		return false
-	}
-	_, err := nkeys.FromSeed([]byte(s))
-	return err == nil
-}
+func isSeed(s string) bool { return natsjs.IsNkeySeed(s) }
 
 // check refuses ambiguous settings: more than one way to authenticate (URL
 // credentials included), a password without a user, half a client certificate.
@@ -115,70 +106,29 @@ func urlHasUser(raw string) bool {
 	return false
 }
 
-// options returns the nats.Options for the configured credentials and TLS.
-func (n *natsAuth) options() ([]nats.Option, error) {
-	var opts []nats.Option
-	switch {
-	case n.creds != "":
-		if _, err := os.Stat(n.creds); err != nil {
-			return nil, fmt.Errorf("--nats-creds: %w", err)
-		}
-		opts = append(opts, nats.UserCredentials(n.creds))
-	case n.nkey != "" && isSeed(n.nkey):
-		kp, err := nkeys.FromSeed([]byte(n.nkey))
-		if err != nil {
-			return nil, fmt.Errorf("--nats-nkey: %w", err)
-		}
-		pub, err := kp.PublicKey()
-		if err != nil {
-			return nil, fmt.Errorf("--nats-nkey: %w", err)
-		}
-		opts = append(opts, nats.Nkey(pub, kp.Sign))
-	case n.nkey != "":
-		o, err := nats.NkeyOptionFromSeed(n.nkey)
-		if err != nil {
-			return nil, fmt.Errorf("--nats-nkey %s: %w", n.nkey, err)
-		}
-		opts = append(opts, o)
-	case n.user != "" && n.password == "":
-		opts = append(opts, nats.Token(n.user))
-	case n.user != "":
-		opts = append(opts, nats.UserInfo(n.user, n.password))
-	case n.token != "":
-		opts = append(opts, nats.Token(n.token))
-	}
-	if n.ca != "" {
-		opts = append(opts, nats.RootCAs(n.ca))
-	}
-	if n.cert != "" {
-		opts = append(opts, nats.ClientCert(n.cert, n.key))
-	}
-	return opts, nil
+// endpoint is the NATS endpoint at url with the configured credentials and
+// TLS (check has refused more than one way to authenticate).
+func (n *natsAuth) endpoint(url string) natsjs.Endpoint {
+	return natsjs.Endpoint{URL: url, Token: n.token, User: n.user, Password: n.password,
+		CredsFile: n.creds, Nkey: n.nkey, CAFile: n.ca, CertFile: n.cert, KeyFile: n.key}
 }
 
-// natsAsyncError logs the errors the server reports outside any request. A
-// refused publish or subscription is only reported this way; the request that
-// caused it then times out.
-//
-// One refusal is no reason to stop: deleting a consumer, which only the admin
-// may (natsauth), is what nats.go's ordered consumers and Follow send, best
-// effort, to clean up after themselves; the server drops the consumer once it
-// is idle anyway.
-func (a *app) natsAsyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
-	if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"$JS.API.CONSUMER.DELETE.`) {
-		a.logger.Debug("the NATS server refused a consumer cleanup", "err", err)
-		return
+// settingError names the credential setting a connection could not be built
+// from (a credentials or seed file that cannot be read).
+func (n *natsAuth) settingError(err error) error {
+	switch {
+	case n.creds != "":
+		return fmt.Errorf("--nats-creds: %w", err)
+	case n.nkey != "":
+		return fmt.Errorf("--nats-nkey: %w", err)
 	}
-	if errors.Is(err, nats.ErrPermissionViolation) {
-		a.logger.Debug("the NATS server refused an operation", "err", err)
-		if a.refusal(err.Error()) {
-			return // the operation it refused fails with it
-		}
-		a.abortWith(fmt.Errorf("%w: the NATS server refused an operation: %v", ledger.ErrPermission, err))
-		return
-	}
-	a.logger.Debug("NATS asynchronous error", "err", err)
+	return err
 }
+
+// natsRefused ends the command on a refusal of the server that no operation
+// claimed (natsjs.Config.Refused): the request it refused gets no answer, and
+// would only wait for its timeout.
+func (a *app) natsRefused(pe *ledger.PermissionError) { a.abortWith(pe) }
 
 // aborter ends the running command early.
 type aborter struct {
@@ -209,16 +159,11 @@ func (a *app) aborted() error {
 }
 
 // connectHint says what to check after a failed connect.
-func connectHint(err error) string {
-	var ua x509.UnknownAuthorityError
-	var hn x509.HostnameError
-	msg := err.Error()
-	switch {
-	case errors.Is(err, nats.ErrAuthorization), strings.Contains(msg, "Authorization Violation"),
-		strings.Contains(msg, "Authentication"):
+func connectHint(c natsjs.ConnectCause) string {
+	switch c {
+	case natsjs.ConnectAuth:
 		return "check the credentials: --nats-user and --nats-password, --nats-token, --nats-creds or --nats-nkey"
-	case errors.As(err, &ua), errors.As(err, &hn), strings.Contains(msg, "tls:"), strings.Contains(msg, "x509:"),
-		errors.Is(err, nats.ErrSecureConnRequired), errors.Is(err, nats.ErrSecureConnWanted):
+	case natsjs.ConnectTLS:
 		return "check TLS: --nats-ca for the server's certificate, --nats-cert and --nats-key if it asks for a client certificate"
 	}
 	return "is `syncledger serve` running? set --nats or SYNCLEDGER_NATS"

@@ -159,7 +159,7 @@ func newPowerLoss(t *testing.T, seed uint64) *powerLoss {
 	// The blob store is on the mount too: a cut drops its puts not yet
 	// durable, so checkPublished finds any event published before its content.
 	p.c.ok("init", "--blobs", "file://"+filepath.Join(m.Dir, "blobs"))
-	if p.lg, err = natsjs.Open(context.Background(), nc, "pl"); err != nil {
+	if p.lg, err = natsjs.OpenLog(context.Background(), nc, "pl"); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"a", "b", "c", "audit"} {
@@ -721,7 +721,7 @@ func serveCommits(t *testing.T, url string) map[string]bool {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	lg, err := natsjs.Open(context.Background(), nc, "default")
+	lg, err := natsjs.OpenLog(context.Background(), nc, "default")
 	if err != nil {
 		t.Fatalf("the default ledger after the restart: %v", err)
 	}

@@ -119,7 +119,11 @@ type progress struct {
 
 func (a *app) newProgress(verb string, quiet bool) *progress {
 	tty := false
-	if f, ok := a.stderr.(*os.File); ok {
+	w := a.stderr
+	if sw, ok := w.(scrubWriter); ok {
+		w = sw.w // the terminal is under the scrubbing
+	}
+	if f, ok := w.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
 	now := time.Now()

@@ -177,7 +177,7 @@ func TestQuarantineCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := natsjs.Open(t.Context(), nc, "quar")
+	l, err := natsjs.OpenLog(t.Context(), nc, "quar")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,13 +68,13 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 	}
 	defer srv.Shutdown()
 
-	nc, err := srv.Connect()
+	c, err := natsjs.Open(ctx, natsjs.Config{Write: srv.Endpoint(), Name: "syncledger-serve", Logger: a.logger})
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer c.Close()
 	// Commands run inside serve use the embedded server, not --nats.
-	a.res.nc, a.natsURL = nc, srv.ClientURL()
+	a.res.nats, a.natsURL = c, srv.ClientURL()
 	defer a.close()
 
 	blobsURL := a.blobsURL
@@ -85,10 +85,11 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		}
 		blobsURL = fileURL(dir)
 	}
-	info, created, err := createLedger(ctx, a, natsjs.Config{Name: a.ledgerName, Blobs: blobsURL, Replicas: 1})
+	info, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: a.ledgerName, Blobs: blobsURL, Replicas: 1})
 	if err != nil {
 		return err
 	}
+	a.protectBlobs(ctx, info.Blobs) // first: a NATS bucket opens only write-once
 	if !created {
 		if a.blobsURL != "" && info.Blobs != a.blobsURL {
 			a.logger.Warn("the ledger exists with another blob store; its setting is kept",
@@ -98,7 +99,6 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 			a.logger.Warn("the ledger's blob store does not open here", "err", err)
 		}
 	}
-	a.protectBlobs(ctx, info.Blobs)
 
 	uiURL, uiDone := "", func() error { return nil }
 	if o.ui != "" {
@@ -123,7 +123,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		w := a.stdout
 		fmt.Fprintf(w, "syncledger serve: NATS with JetStream listening on %s\n", srv.ClientURL())
 		fmt.Fprintf(w, "  data     %s (locked by pid %d)\n", srv.DataDir(), os.Getpid())
-		fmt.Fprintf(w, "  ledger   %s  uuid %s  blobs %s\n", info.Name, info.UUID, info.Blobs)
+		fmt.Fprintf(w, "  ledger   %s  uuid %s  blobs %s\n", info.Name, info.UUID, redactURL(info.Blobs))
 		if uiURL != "" {
 			fmt.Fprintf(w, "  dashboard %s\n", uiURL)
 		}

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/maintain"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/projector/snapshot"
@@ -17,6 +21,7 @@ type snapshotOpts struct {
 	full, list, follow, quiet, json bool
 	adopt                           bool
 	margin                          uint64
+	bound                           uint64
 	every                           uint64
 	interval, poll                  time.Duration
 }
@@ -44,17 +49,36 @@ run beside itself), until interrupted.
 Only the admin role may take snapshots: each is attested in the ledger's stream
 (the SHA-256 of its stored bytes), and hosts, rebuilds, replays and gc use a
 snapshot only if its bytes hash to what the stream attests. Whoever may write
-blobs may write under snapshots/ too; such a snapshot is listed as not
-attested and never used. --adopt, once after upgrading from a release that did
-not attest, attests the snapshots already stored that read back, and the
-retention bound recorded beside them (check --list first).`,
+blobs may write under snapshots/ too; --list shows every object there, a
+snapshot the stream does not attest marked as never used.
+
+--adopt attests stored snapshots the stream does not: each one the log
+verifies (it still holds the events up to it, and replaying them gives that
+snapshot), and, on a ledger that never attested anything (made by a release
+before attestations: the one-time upgrade), each one that reads back, with the
+retention bound that release recorded, once the log does not contradict it.
+A snapshot the log contradicts is never adopted. --adopt SEQ… adopts the
+snapshots at those seqs on your word where the log can no longer verify them:
+check --list first, and name only what you know an admin's syncledger wrote.
+
+--retention-bound SEQ corrects the retention bound the stream attests (lower or
+higher; 0 removes it), once the log holds every event from SEQ to its head:
+a bound too high leaves no snapshot usable and none takeable.`,
 		Example: `  syncledger snapshot
   syncledger snapshot --retain-margin 100000
   syncledger snapshot --follow --every 10000 --interval 1h --retain-margin 20000
-  syncledger snapshot --list`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSnapshot(cmd, a, o)
+  syncledger snapshot --list
+  syncledger snapshot --adopt
+  syncledger snapshot --adopt 120000
+  syncledger snapshot --retention-bound 90001`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && !o.adopt {
+				return usagef("unexpected arguments %q (seqs go with --adopt)", args)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSnapshot(cmd, a, o, args)
 		},
 	}
 	f := cmd.Flags()
@@ -67,7 +91,8 @@ retention bound recorded beside them (check --list first).`,
 	f.DurationVar(&o.poll, "poll", 10*time.Second, "with --follow: how often to read the ledger's head")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress output")
 	f.BoolVar(&o.json, "json", false, "print the result as JSON")
-	f.BoolVar(&o.adopt, "adopt", false, "attest the snapshots a release before attestations stored (once, on upgrading; admin)")
+	f.BoolVar(&o.adopt, "adopt", false, "attest stored snapshots the log verifies, or that a release before attestations took; with SEQ… arguments, those snapshots (admin)")
+	f.Uint64Var(&o.bound, "retention-bound", 0, "set the retention bound the stream attests to this seq, once the log holds every event from it (admin; 0 removes it)")
 	return cmd
 }
 
@@ -83,9 +108,21 @@ func (a *app) snapshotConfig(ctx context.Context) (snapshot.Config, error) {
 	return snapshot.Config{Log: lg, Blobs: bl, Objects: bl, Logger: a.logger}, nil
 }
 
-func runSnapshot(cmd *cobra.Command, a *app, o snapshotOpts) error {
+func runSnapshot(cmd *cobra.Command, a *app, o snapshotOpts, args []string) error {
 	ctx := cmd.Context()
 	retain := cmd.Flags().Changed("retain-margin")
+	setBound := cmd.Flags().Changed("retention-bound")
+	var seqs []ledger.Seq
+	for _, arg := range args {
+		n, err := strconv.ParseUint(arg, 10, 64)
+		if err != nil || n == 0 {
+			return usagef("--adopt %q: a snapshot's seq (snapshot --list shows them)", arg)
+		}
+		seqs = append(seqs, ledger.Seq(n))
+	}
+	if n := countTrue(o.list, o.adopt, setBound, o.follow); n > 1 {
+		return usagef("--list, --adopt, --retention-bound and --follow go alone")
+	}
 	if o.follow && o.every == 0 && o.interval <= 0 {
 		return usagef("--follow needs --every or --interval")
 	}
@@ -100,23 +137,18 @@ func runSnapshot(cmd *cobra.Command, a *app, o snapshotOpts) error {
 		return listSnapshots(ctx, a, cfg, o.json)
 	}
 	if o.adopt {
-		res, err := snapshot.Adopt(ctx, cfg)
+		return adoptSnapshots(ctx, a, cfg, seqs, o.json)
+	}
+	if setBound {
+		res, err := snapshot.SetRetention(ctx, cfg.Log, ledger.Seq(o.bound))
 		if err != nil {
 			return err
 		}
 		if o.json {
 			return a.printJSON(res)
 		}
-		for _, i := range res.Adopted {
-			fmt.Fprintf(a.stdout, "attested snapshot at seq %d (%s)\n", i.Seq, i.Key)
-		}
-		for _, k := range res.Skipped {
-			fmt.Fprintf(a.stdout, "not attested, does not read back: %s\n", k)
-		}
-		if res.Retained > 0 {
-			fmt.Fprintf(a.stdout, "attested retention bound: seq %d\n", res.Retained)
-		}
-		return nil
+		_, err = fmt.Fprintf(a.stdout, "retention bound: seq %d (was %d)\n", res.Now, res.Was)
+		return err
 	}
 	if o.follow {
 		rc := maintain.RunConfig{Config: cfg, Policy: maintain.Policy{Every: o.every, Interval: o.interval}, Poll: o.poll,
@@ -171,12 +203,60 @@ func (a *app) printSnapshot(r snapshot.TakeResult, rr *maintain.RetainResult, as
 	}
 }
 
+func adoptSnapshots(ctx context.Context, a *app, cfg snapshot.Config, seqs []ledger.Seq, asJSON bool) error {
+	res, err := snapshot.Adopt(ctx, cfg, snapshot.AdoptOptions{Seqs: seqs})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return a.printJSON(res)
+	}
+	for _, i := range res.Adopted {
+		how := "verified against the log"
+		switch {
+		case i.Verified:
+		case len(seqs) > 0:
+			how = "on your word: the log no longer holds the events to verify it"
+		default:
+			how = "as a release before attestations took it: the log no longer holds the events to verify it"
+		}
+		fmt.Fprintf(a.stdout, "attested snapshot at seq %d (%s), %s\n", i.Seq, i.Key, how)
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(a.stdout, "not attested: %s: %s\n", s.Key, s.Why)
+	}
+	if res.Retained > 0 {
+		fmt.Fprintf(a.stdout, "attested retention bound: seq %d\n", res.Retained)
+	}
+	if res.RetentionSkipped != "" {
+		fmt.Fprintf(a.stdout, "retention bound not attested: %s\n", res.RetentionSkipped)
+	}
+	if len(res.Adopted) == 0 && len(res.Skipped) == 0 {
+		fmt.Fprintln(a.stdout, "nothing to adopt: every stored snapshot is attested")
+	}
+	return nil
+}
+
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
 func listSnapshots(ctx context.Context, a *app, cfg snapshot.Config, asJSON bool) error {
 	info, err := cfg.Log.Info(ctx)
 	if err != nil {
 		return err
 	}
-	infos, err := snapshot.ListAttested(ctx, cfg.Log, cfg.Objects, info.UUID)
+	objs, err := snapshot.Inventory(ctx, cfg.Log, cfg.Objects, info.UUID)
+	if err != nil {
+		return err
+	}
+	att, err := cfg.Log.Attested(ctx)
 	if err != nil {
 		return err
 	}
@@ -184,29 +264,60 @@ func listSnapshots(ctx context.Context, a *app, cfg snapshot.Config, asJSON bool
 	if err != nil {
 		return err
 	}
+	legacy := len(att.Snapshots) == 0 && att.Retained == 0
+	var infos []snapshot.Info
+	others := []snapshot.Object{}
+	for _, o := range objs {
+		if o.Info != nil {
+			infos = append(infos, *o.Info)
+		} else {
+			others = append(others, o)
+		}
+	}
+	slices.SortFunc(infos, func(x, y snapshot.Info) int { return cmp.Compare(y.Seq, x.Seq) }) // newest first
 	if asJSON {
 		if infos == nil {
 			infos = []snapshot.Info{}
 		}
 		return a.printJSON(struct {
-			First     uint64          `json:"first"`
-			Head      uint64          `json:"head"`
-			Floor     uint64          `json:"floor"`
-			Snapshots []snapshot.Info `json:"snapshots"`
-		}{uint64(b.First), uint64(b.Last), uint64(floor), infos})
+			First     uint64            `json:"first"`
+			Head      uint64            `json:"head"`
+			Floor     uint64            `json:"floor"`
+			Retained  uint64            `json:"retained"` // the bound the stream attests (0: none)
+			Legacy    bool              `json:"legacy"`   // the ledger never attested anything
+			Snapshots []snapshot.Info   `json:"snapshots"`
+			Others    []snapshot.Object `json:"others"` // every other object under snapshots/: never read
+		}{uint64(b.First), uint64(b.Last), uint64(floor), uint64(att.Retained), legacy, infos, others})
 	}
 	fmt.Fprintf(a.stdout, "stream: first seq %d, head %d; complete from seq %d\n", b.First, b.Last, floor)
+	switch {
+	case att.Retained > b.Last+1:
+		fmt.Fprintf(a.stdout, "the stream attests retention bound %d, above its head: ignored (an admin corrects it: syncledger snapshot --retention-bound SEQ)\n", att.Retained)
+	case att.Retained > 0:
+		fmt.Fprintf(a.stdout, "retention bound attested: seq %d\n", att.Retained)
+	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SEQ\tSIZE\tWRITTEN\tUSABLE\tKEY")
 	for _, si := range infos {
 		usable := "yes"
 		switch {
+		case !si.Attested && legacy:
+			usable = "no (not attested: a release before attestations took it, or anyone who writes blobs; snapshot --adopt checks it)"
 		case !si.Attested:
-			usable = "no (not attested by the log: never used)"
+			usable = "no (not attested: not taken by syncledger snapshot; never used)"
+		case si.Seq > b.Last:
+			usable = "no (above the head)"
 		case si.Seq+1 < floor:
 			usable = "no (events after it dropped)"
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", si.Seq, humanBytes(si.Size), si.ModTime.UTC().Format(time.RFC3339), usable, si.Key)
+	}
+	for _, o := range others {
+		what := "no (not a snapshot of this ledger: never read)"
+		if o.Kind == "retention" {
+			what = "no (the retention bound a release before attestations recorded: never trusted; snapshot --adopt checks it on a ledger that never attested)"
+		}
+		fmt.Fprintf(w, "-\t%s\t%s\t%s\t%s\n", humanBytes(o.Size), o.ModTime.UTC().Format(time.RFC3339), what, oneLine(o.Key))
 	}
 	return w.Flush()
 }

@@ -11,11 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/ledger"
-	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
 	"github.com/syncledger/syncledger/swamp/agent"
@@ -73,7 +71,7 @@ directory (.syncledger/foreign/NS).`,
 			if err != nil {
 				return err
 			}
-			return ag.Serve(ctx, cmd.InOrStdin(), a.stdout)
+			return ag.Serve(ctx, cmd.InOrStdin(), a.rawStdout) // values swamp stores: byte for byte
 		},
 	}
 	cmd.Flags().StringVar(&ns, "namespace", "", "the datastore's namespace (see above)")
@@ -116,12 +114,12 @@ func (w swampWaysOut) command(cmd string) string {
 // NATS connection (with that ledger's own blob store).
 func (a *app) sibling(ledgerName, cache string) *app {
 	a.res.connMu.Lock()
-	nc := a.res.nc
+	c := a.res.nats
 	a.res.connMu.Unlock()
 	b := *a
 	b.ledgerName, b.cache, b.blobsURL = ledgerName, cache, ""
 	b.host = a.hostName()
-	b.res = &opened{nc: nc} // its own log and blobs; the process's end closes them
+	b.res = &opened{nats: c} // its own log and blobs; the process's end closes them
 	return &b
 }
 
@@ -137,32 +135,60 @@ type swampPorts struct {
 // server refuses fails at once with ledger.ErrPermission, naming the subject
 // and the role that grants it; the agent's other requests go on.
 func (p swampPorts) SwampKV(ctx context.Context) (ledger.KV, error) {
-	bucket := agent.Bucket(p.base)
-	match := bucketSubjects(bucket)
-	why := func(verb, subject string) error {
-		return fmt.Errorf("%w: the NATS server refused this user's %s to %q: swamp's locks and control plane (bucket %s) need the host role of ledger %s (syncledger serve --users gives a user role host; for another server, 'syncledger --ledger %s config permissions' prints the role)",
-			ledger.ErrPermission, strings.ToLower(verb), subject, bucket, p.base, p.base)
-	}
-	guard := func(ctx context.Context) (context.Context, func()) { return p.watchRefusals(ctx, match, why) }
-	kv, err := guarded(refusingKV{guard: guard}, ctx, func(ctx context.Context) (*natsjs.KV, error) {
-		nc, err := p.Conn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return nil, err
-		}
-		kv, err := natsjs.OpenKV(ctx, js, p.base, bucket, swampBucketDescription(p.base))
-		if err != nil {
-			return nil, err
-		}
-		return natsjs.NewKV(nc, kv), nil
-	})
+	lg, err := p.ledgerOn(ctx, p.base)
 	if err != nil {
 		return nil, err
 	}
-	return refusingKV{KV: kv, guard: guard}, nil
+	kv, err := lg.SwampKV(ctx)
+	if err != nil {
+		return nil, swampRefusal(p.base, err)
+	}
+	return swampKV{KV: kv, base: p.base}, nil
+}
+
+// swampRefusal says, of a refused operation on the swamp bucket, which role
+// grants it and how to get it.
+func swampRefusal(base string, err error) error {
+	if !errors.Is(err, ledger.ErrPermission) {
+		return err
+	}
+	return fmt.Errorf("%w: swamp's locks and control plane (bucket %s) need the host role of ledger %s (syncledger serve --users gives a user role host; for another server, 'syncledger --ledger %s config permissions' prints the role)",
+		err, agent.Bucket(base), base, base)
+}
+
+// swampKV is the swamp bucket whose refusals say so (swampRefusal).
+type swampKV struct {
+	ledger.KV
+	base string
+}
+
+func (k swampKV) Get(ctx context.Context, key string) (ledger.KVEntry, error) {
+	e, err := k.KV.Get(ctx, key)
+	return e, swampRefusal(k.base, err)
+}
+
+func (k swampKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	r, err := k.KV.Put(ctx, key, value)
+	return r, swampRefusal(k.base, err)
+}
+
+func (k swampKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	r, err := k.KV.Create(ctx, key, value)
+	return r, swampRefusal(k.base, err)
+}
+
+func (k swampKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	r, err := k.KV.Update(ctx, key, value, last)
+	return r, swampRefusal(k.base, err)
+}
+
+func (k swampKV) Delete(ctx context.Context, key string, last uint64) error {
+	return swampRefusal(k.base, k.KV.Delete(ctx, key, last))
+}
+
+func (k swampKV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
+	es, err := k.KV.List(ctx, prefix)
+	return es, swampRefusal(k.base, err)
 }
 
 // Beat records the host's position in the heartbeats of the datastore's ledger.

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/internal/agenttrace"
 	"github.com/syncledger/syncledger/ledger/natsjs"
@@ -416,16 +415,16 @@ func TestSwampRealLocks(t *testing.T) {
 // locks are the locks of the world's swamp bucket.
 func (w *realSwamp) locks() *agent.Locks {
 	w.t.Helper()
-	nc := natsjstest.Connect(w.t, w.nats)
-	js, err := jetstream.New(nc)
+	c, err := natsjs.Open(w.t.Context(), natsjs.Config{Write: natsjs.Endpoint{URL: w.nats}})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	kv, err := natsjs.OpenKV(w.t.Context(), js, "swamp", agent.Bucket("swamp"), "")
+	w.t.Cleanup(c.Close)
+	kv, err := c.Ledger("swamp").SwampKV(w.t.Context())
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return agent.NewLocks(w.t.Context(), natsjs.NewKV(nc, kv), nil)
+	return agent.NewLocks(w.t.Context(), kv, nil)
 }
 
 // waitHeld waits until key is held by a holder other than nonce's.
@@ -630,7 +629,7 @@ func TestSwampRealNamespace(t *testing.T) {
 		t.Fatal("ledger swamp_ci has no commit")
 	}
 	nc := natsjstest.Connect(t, w.nats)
-	baseLog, err := natsjs.Open(t.Context(), nc, "swamp")
+	baseLog, err := natsjs.OpenLog(t.Context(), nc, "swamp")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -278,8 +277,8 @@ func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 		return err
 	}
 	a.ledgerName, a.blobsURL = name, ""
-	a.res = &opened{nc: a.res.nc, closes: a.res.closes, host: a.res.host} // the namespace's own log and blobs
-	nsInfo, created, err := createLedger(ctx, a, natsjs.Config{Name: name, Blobs: blobsURL, Replicas: info.Replicas})
+	a.res = &opened{nats: a.res.nats, closes: a.res.closes, host: a.res.host} // the namespace's own log and blobs
+	nsInfo, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: name, Blobs: blobsURL, Replicas: info.Replicas})
 	if err != nil {
 		return err
 	}
@@ -297,21 +296,13 @@ func (a *app) registerNamespace(ctx context.Context, repo, ns string) error {
 	if err != nil {
 		return err
 	}
-	nc, err := a.Conn(ctx)
+	lg, err := a.ledgerOn(ctx, a.ledgerName)
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
+	kv, err := lg.SwampKV(ctx)
 	if err != nil {
 		return err
 	}
-	kv, err := natsjs.OpenKV(ctx, js, a.ledgerName, agent.Bucket(a.ledgerName), swampBucketDescription(a.ledgerName))
-	if err != nil {
-		return err
-	}
-	return agent.RegisterNamespace(ctx, natsjs.NewKV(nc, kv), ns, id)
-}
-
-func swampBucketDescription(ledgerName string) string {
-	return "syncledger swamp locks and control plane of ledger " + ledgerName
+	return agent.RegisterNamespace(ctx, kv, ns, id)
 }

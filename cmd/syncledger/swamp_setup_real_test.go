@@ -43,7 +43,7 @@ func (w *realSwamp) checkout(name string) string {
 // ledgerHosts returns the host ids of ledger name's commits, in order.
 func (w *realSwamp) ledgerHosts(name string) []string {
 	w.t.Helper()
-	l, err := natsjs.Open(w.t.Context(), natsjstest.Connect(w.t, w.nats), name)
+	l, err := natsjs.OpenLog(w.t.Context(), natsjstest.Connect(w.t, w.nats), name)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/internal/loopback"
@@ -102,10 +98,6 @@ func checkUIAddr(addr string, public bool, publicFlag string) error {
 // and, for large commits' entries, the blob store. poll (optional) overrides
 // the dashboard's default polling interval.
 func (a *app) dashboard(ctx context.Context, poll ...time.Duration) (*ui.Dashboard, error) {
-	nc, err := a.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
 	kv, err := a.Heartbeats(ctx)
 	if err != nil {
 		return nil, err
@@ -135,13 +127,16 @@ func (a *app) dashboard(ctx context.Context, poll ...time.Duration) (*ui.Dashboa
 			}
 			hb = heartbeat.NewStore(kv)
 		}
-		beats, err := hb.List(ctx)
+		list, err := hb.Scan(ctx)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]ui.Host, len(beats))
-		for i, b := range beats {
-			out[i] = ui.Host{Host: b.Host, HWM: b.HWM, LastSeen: b.Seen.UTC(), Command: b.Command, Version: b.Version}
+		out := make([]ui.Host, 0, len(list.Beats)+len(list.Bad))
+		for _, b := range list.Beats {
+			out = append(out, ui.Host{Host: b.Host, HWM: b.HWM, LastSeen: b.Seen.UTC(), Command: b.Command, Version: b.Version})
+		}
+		for _, b := range list.Bad { // a row of its own, never the end of the list
+			out = append(out, ui.Host{Host: b.Key, LastSeen: b.Seen.UTC(), Error: b.Err})
 		}
 		return out, nil
 	}
@@ -159,35 +154,8 @@ func (a *app) dashboard(ctx context.Context, poll ...time.Duration) (*ui.Dashboa
 	} else {
 		a.logger.Warn("the dashboard will not list the files of large commits: cannot open the blob store", "err", err)
 	}
-	cfg.Partitions = func(ctx context.Context) ([]string, error) { return partitionKeys(ctx, nc, a.ledgerName) }
+	cfg.Partitions = l.Partitions
 	return ui.New(cfg)
-}
-
-// partitionKeys lists the partitions the ledger's stream holds events of, from
-// the stream's subjects.
-func partitionKeys(ctx context.Context, nc *nats.Conn, ledgerName string) ([]string, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	st, err := js.Stream(ctx, ledger.StreamName(ledgerName))
-	if err != nil {
-		return nil, err
-	}
-	prefix := ledger.SubjectPrefix(ledgerName)
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		k, err := ledger.UnescapeToken(strings.TrimPrefix(subj, prefix))
-		if err != nil {
-			return nil, fmt.Errorf("subject %q: %w", subj, err)
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
 }
 
 // startUI serves d on addr until ctx is done. It returns the dashboard's URL

@@ -8,6 +8,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/host"
+	"github.com/syncledger/syncledger/projector/snapshot"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
 
@@ -30,6 +31,7 @@ func errorCommands(err error) []string {
 		lc *host.LocalChangesError
 		cg *host.ContentGoneError
 		ns *host.NoSnapshotError
+		wb *snapshot.WrongBoundError
 		re *ledger.RecordError
 		c  commander
 	)
@@ -45,9 +47,13 @@ func errorCommands(err error) []string {
 		// A sync (lazily, as the host synced) brings the current versions,
 		// whose content the store keeps; the same fetch then works.
 		return []string{"syncledger sync --lazy"}
+	case errors.As(err, &ns) && ns.WrongBound > 0, errors.As(err, &wb):
+		return []string{retentionBoundCommand}
 	case errors.As(err, &ns):
-		if len(ns.Unattested) == 0 {
-			return []string{} // a rebuild again would fail the same way; adopting attests nothing
+		if len(ns.Unattested) == 0 || ns.Attests {
+			// A rebuild again would fail the same way; adopting attests
+			// nothing, or (a ledger that attests) what nobody vouches for.
+			return []string{}
 		}
 		return []string{"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}
 	case errors.As(err, &c):
@@ -63,6 +69,10 @@ func errorCommands(err error) []string {
 	}
 	return []string{}
 }
+
+// retentionBoundCommand removes a retention bound the log contradicts
+// (snapshot.WrongBound: the log holds every event below it).
+const retentionBoundCommand = "syncledger snapshot --retention-bound 0   (admin; the log still holds every event below the bound it attests: rebuilds and snapshots then replay it whole)"
 
 // errorNote returns what the message of err gains on the command line: a
 // command that shows more, or one to run only after a judgement the command

@@ -175,7 +175,7 @@ func TestQuarantineExtendedPartitionCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l, err := natsjs.Open(t.Context(), nc, "qext")
+	l, err := natsjs.OpenLog(t.Context(), nc, "qext")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/host"
+	"github.com/syncledger/syncledger/projector/snapshot"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
 
@@ -35,7 +36,10 @@ func TestWayOutTable(t *testing.T) {
 		{"no snapshot, one unreadable", &host.NoSnapshotError{Skipped: []string{"s1"}, Err: truncated}, []string{}, ""},
 		{"no snapshot, one unattested", &host.NoSnapshotError{Skipped: []string{"s1", "s2"}, Unattested: []string{"s2"}, Err: truncated}, []string{
 			"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}, ""},
+		{"no snapshot, one unattested on a ledger that attests", &host.NoSnapshotError{Skipped: []string{"s2"}, Unattested: []string{"s2"}, Attests: true, Err: truncated}, []string{}, ""},
 		{"no snapshot at all", &host.NoSnapshotError{Err: truncated}, []string{}, ""},
+		{"no snapshot, a wrong retention bound", &host.NoSnapshotError{WrongBound: 10, Err: truncated}, []string{retentionBoundCommand}, ""},
+		{"take under a wrong retention bound", &snapshot.WrongBoundError{Bound: 10, Err: truncated}, []string{retentionBoundCommand}, ""},
 		{"truncated", truncated, []string{"syncledger rebuild"}, ""},
 		{"damaged state", statedb.ErrCorrupt, []string{"syncledger rebuild"}, ""},
 		{"applied quarantined", projector.ErrAppliedQuarantined, []string{"syncledger rebuild"}, ""},

@@ -37,7 +37,7 @@ func loadBench(b *testing.B) {
 		// On a real server: the bench measures what production runs.
 		_, nc := natsjstest.RunServer(b)
 		ctx := context.Background()
-		log, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "bench", Blobs: "file://" + b.TempDir()})
+		log, err := natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: "bench", Blobs: "file://" + b.TempDir()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,7 +3,7 @@
 // metrics consumer can see every host's HWM and how far behind it is.
 //
 // On NATS the bucket of ledger <name> is SYNCLEDGER_HOSTS_<name>
-// (natsjs.HeartbeatKV), created on first use with one value per key and the
+// (natsjs: Client.Ledger(name).Heartbeats()), created on first use with one value per key and the
 // ledger stream's replicas. A host's key is its host id escaped to the
 // bucket's key alphabet (Key); its value is a Beat as JSON:
 //
@@ -20,11 +20,17 @@
 // already sent, unchanged, less than 10 s ago); a long-running watch uses a
 // Reporter, which publishes after each applied commit (coalesced) and every
 // Interval while idle, so "last seen" stays fresh.
+//
+// Every role that beats may write any key of the bucket, so readers read it
+// defensively (Scan): a value that is not a beat, or a beat under a key not
+// its host's, is one bad row, skipped and reported, never a failed list; and
+// Remove deletes what it names and reads the bucket again before it says so.
 package heartbeat
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -58,7 +64,7 @@ type Beat struct {
 type Store struct{ kv ledger.KV }
 
 // NewStore returns the heartbeats kept in kv (memledger.KV in tests,
-// natsjs.HeartbeatKV in production).
+// the NATS adapter's Ledger.Heartbeats in production).
 func NewStore(kv ledger.KV) *Store { return &Store{kv: kv} }
 
 // Put records b as its host's latest beat.
@@ -90,31 +96,131 @@ func encode(b Beat) ([]byte, error) {
 	return v, nil
 }
 
-// List returns every host's latest beat, sorted by host.
-func (s *Store) List(ctx context.Context) ([]Beat, error) {
-	es, err := s.kv.List(ctx, "")
-	if err != nil {
-		return nil, fmt.Errorf("list heartbeats: %w", err)
-	}
-	out := make([]Beat, 0, len(es))
-	for _, e := range es {
-		var b Beat
-		if err := json.Unmarshal(e.Value, &b); err != nil {
-			return nil, fmt.Errorf("list heartbeats: key %s: %v: %w", e.Key, err, ledger.ErrInvalid)
-		}
-		b.Seen = e.Created
-		out = append(out, b)
-	}
-	slices.SortFunc(out, func(a, b Beat) int { return strings.Compare(a.Host, b.Host) })
-	return out, nil
+// Bad is a key of the bucket whose value is not a heartbeat. Any role that
+// may beat may write any key of the bucket (a key is a subject it may publish
+// to), so what the bucket holds is read defensively: a bad value is one row
+// skipped and reported, never a failed list.
+type Bad struct {
+	Key  string    `json:"key"`
+	Err  string    `json:"error"`    // why it is not a heartbeat
+	Seen time.Time `json:"lastSeen"` // when the server stored it
 }
 
-// Forget removes a host's beat (a host that is gone for good).
-func (s *Store) Forget(ctx context.Context, host string) error {
-	if err := s.kv.Delete(ctx, Key(host), 0); err != nil {
-		return fmt.Errorf("forget host %q: %w", host, err)
+// Listing is what Scan found: every host's latest beat, sorted by host, and
+// the keys whose values are not heartbeats, sorted by key.
+type Listing struct {
+	Beats []Beat
+	Bad   []Bad
+}
+
+// Scan returns every host's latest beat and the keys holding anything else:
+// a value that does not decode as a beat, a beat without a valid host id, or
+// a beat stored under a key that is not its host's (Key): a key holds only its
+// own host's beat, so no value can stand for another host, or for one host
+// twice.
+func (s *Store) Scan(ctx context.Context) (Listing, error) {
+	es, err := s.kv.List(ctx, "")
+	if err != nil {
+		return Listing{}, fmt.Errorf("list heartbeats: %w", err)
 	}
-	return nil
+	l := Listing{Beats: make([]Beat, 0, len(es)), Bad: []Bad{}}
+	for _, e := range es {
+		b, err := decode(e)
+		if err != nil {
+			l.Bad = append(l.Bad, Bad{Key: e.Key, Err: err.Error(), Seen: e.Created})
+			continue
+		}
+		l.Beats = append(l.Beats, b)
+	}
+	slices.SortFunc(l.Beats, func(a, b Beat) int { return strings.Compare(a.Host, b.Host) })
+	slices.SortFunc(l.Bad, func(a, b Bad) int { return strings.Compare(a.Key, b.Key) })
+	return l, nil
+}
+
+// maxValue bounds the value a heartbeat may have: a beat is a few hundred
+// bytes.
+const maxValue = 4096
+
+// decode reads the beat stored as e.
+func decode(e ledger.KVEntry) (Beat, error) {
+	var b Beat
+	if len(e.Value) > maxValue {
+		return b, fmt.Errorf("a value of %d bytes, more than a heartbeat's %d", len(e.Value), maxValue)
+	}
+	if err := json.Unmarshal(e.Value, &b); err != nil {
+		return b, fmt.Errorf("not a heartbeat: %v", err)
+	}
+	switch {
+	case b.Host == "" || len(b.Host) > ledger.MaxHostLen:
+		return b, fmt.Errorf("a heartbeat without a host id of 1-%d bytes", ledger.MaxHostLen)
+	case Key(b.Host) != e.Key:
+		return b, fmt.Errorf("the heartbeat of host %q under another host's key (its own is %s)", b.Host, Key(b.Host))
+	}
+	b.Seen = e.Created
+	return b, nil
+}
+
+// List returns every host's latest beat, sorted by host: Scan's beats, without
+// the bad rows (callers that show hosts to people use Scan and report those).
+func (s *Store) List(ctx context.Context) ([]Beat, error) {
+	l, err := s.Scan(ctx)
+	return l.Beats, err
+}
+
+// Removed says what Remove removed.
+type Removed struct {
+	Key  string `json:"key"`            // the key removed
+	Host string `json:"host,omitempty"` // the host whose beat it held; "" for a bad row
+}
+
+// ErrRemoved: a key Remove deleted still holds a value when read back.
+var ErrRemoved = errors.New("still there after being removed")
+
+// Remove removes the beat of host name (a host that is gone for good), or the
+// value under key name (a row Scan reports as bad), and reads the bucket again
+// to check that it is gone. Neither there: an error wrapping ledger.ErrNotFound.
+// A value that changed since it was read (the host beat again: it is running)
+// is left, with an error wrapping ledger.ErrConflict.
+func (s *Store) Remove(ctx context.Context, name string) (Removed, error) {
+	es, err := s.kv.List(ctx, "")
+	if err != nil {
+		return Removed{}, fmt.Errorf("forget %q: list heartbeats: %w", name, err)
+	}
+	var found *ledger.KVEntry
+	for i, e := range es { // the host's own key first, then a key of that name
+		if e.Key == Key(name) || e.Key == name && found == nil {
+			found = &es[i]
+		}
+	}
+	if found == nil {
+		return Removed{}, fmt.Errorf("forget %q: no heartbeat of that host, and no key of that name (syncledger hosts lists both): %w", name, ledger.ErrNotFound)
+	}
+	r := Removed{Key: found.Key}
+	if b, err := decode(*found); err == nil {
+		r.Host = b.Host
+	}
+	if err := s.kv.Delete(ctx, found.Key, found.Revision); err != nil {
+		if errors.Is(err, ledger.ErrConflict) {
+			return r, fmt.Errorf("forget %q: key %s changed since it was read (the host beat again: is it still running?): %w", name, found.Key, err)
+		}
+		return r, fmt.Errorf("forget %q: delete key %s: %w", name, found.Key, err)
+	}
+	after, err := s.kv.List(ctx, found.Key)
+	if err != nil {
+		return r, fmt.Errorf("forget %q: read back key %s: %w", name, found.Key, err)
+	}
+	for _, e := range after {
+		if e.Key == found.Key {
+			return r, fmt.Errorf("forget %q: key %s: %w (revision %d)", name, found.Key, ErrRemoved, e.Revision)
+		}
+	}
+	return r, nil
+}
+
+// Forget is Remove without its report.
+func (s *Store) Forget(ctx context.Context, name string) error {
+	_, err := s.Remove(ctx, name)
+	return err
 }
 
 // DefaultInterval is how often a Reporter publishes while nothing changes.

@@ -3,6 +3,10 @@ package heartbeat_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,5 +140,84 @@ func TestPutChecks(t *testing.T) {
 	l := consumertest.New(t, "hbpub")
 	if err := heartbeat.NewStore(l.KV).Put(consumertest.Ctx(t), heartbeat.Beat{}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("Put without host = %v, want ErrInvalid", err)
+	}
+}
+
+// TestBadValuesAreRowsNotFailures is issue 38's point 6 from the attacker's
+// side: any credential that may beat may put any value under any key of the
+// bucket. Each bad value is one skipped, reported row; every good host is
+// still listed; and Remove removes a bad row by its key, a host by its id,
+// and says so only once the bucket no longer holds it.
+func TestBadValuesAreRowsNotFailures(t *testing.T) {
+	t.Parallel()
+	l := consumertest.New(t, "hbbad")
+	ctx := consumertest.Ctx(t)
+	s := heartbeat.NewStore(l.KV)
+	for _, b := range []heartbeat.Beat{{Host: "web-1", HWM: 4, Head: 5}, {Host: "web-2", HWM: 5, Head: 5}} {
+		if err := s.Put(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	planted := map[string]string{
+		"zz-garbage":                 "not a heartbeat",
+		"null":                       "null",
+		"array":                      "[1,2]",
+		"no-host":                    `{"hwm":3}`,
+		"impostor":                   `{"host":"web-1","hwm":999999}`, // another host's beat, under a key not its own
+		"negative":                   `{"host":"negative","hwm":-1}`,
+		"bad-time":                   `{"host":"bad-time","time":"yesterday"}`,
+		"huge":                       `{"host":"huge","version":"` + strings.Repeat("x", 5000) + `"}`,
+		"a.b.c":                      "{",
+		heartbeat.Key("web-3") + "x": `{"host":"web-3"}`,
+	}
+	for k, v := range planted {
+		if _, err := l.KV.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Scan(ctx)
+	if err != nil {
+		t.Fatalf("Scan with bad values: %v", err)
+	}
+	var hosts, bad []string
+	for _, b := range got.Beats {
+		hosts = append(hosts, fmt.Sprintf("%s@%d", b.Host, b.HWM))
+	}
+	for _, b := range got.Bad {
+		bad = append(bad, b.Key)
+		if b.Err == "" || b.Seen.IsZero() {
+			t.Errorf("bad row %+v: want the reason and when it was stored", b)
+		}
+	}
+	if want := []string{"web-1@4", "web-2@5"}; !slices.Equal(hosts, want) {
+		t.Errorf("Scan beats = %v, want %v", hosts, want)
+	}
+	wantBad := slices.Sorted(maps.Keys(planted))
+	if !slices.Equal(bad, wantBad) {
+		t.Errorf("Scan bad rows = %v, want %v", bad, wantBad)
+	}
+	if bs, err := s.List(ctx); err != nil || len(bs) != 2 {
+		t.Errorf("List = %v, %v; want the 2 good hosts", bs, err)
+	}
+
+	// Remove: a bad row by its key, a host by its id; each gone afterwards.
+	for _, name := range []string{"impostor", "web-2"} {
+		r, err := s.Remove(ctx, name)
+		if err != nil {
+			t.Fatalf("Remove(%q): %v", name, err)
+		}
+		if _, err := l.KV.Get(ctx, r.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("Remove(%q) removed %+v, yet Get(%s) = %v", name, r, r.Key, err)
+		}
+	}
+	if _, err := s.Remove(ctx, "web-2"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("Remove of a host gone already = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Remove(ctx, "nobody"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("Remove of an unknown name = %v, want ErrNotFound", err)
+	}
+	got, _ = s.Scan(ctx)
+	if len(got.Beats) != 1 || got.Beats[0].Host != "web-1" || len(got.Bad) != len(planted)-1 {
+		t.Errorf("after removing: %+v", got)
 	}
 }

@@ -90,7 +90,7 @@ type Exporter struct {
 	partitions map[string]struct{} // the partition label values in use
 
 	// The families read from the server at each scrape.
-	head, first, lag, ackFloor, dead, hwm, hostLag, seen, up *prometheus.Desc
+	head, first, lag, ackFloor, dead, hwm, hostLag, seen, skipped, up *prometheus.Desc
 
 	hb *heartbeat.Store
 }
@@ -145,6 +145,7 @@ func New(cfg Config) (*Exporter, error) {
 	e.hwm = desc("syncledger_host_hwm_seq", "The host's high-water mark, from its heartbeat.", "host")
 	e.hostLag = desc("syncledger_host_lag", "The ledger's last seq minus the host's HWM.", "host")
 	e.seen = desc("syncledger_host_last_seen_timestamp_seconds", "When the server stored the host's last heartbeat.", "host")
+	e.skipped = desc("syncledger_hosts_skipped", "Keys of the heartbeat bucket whose values are not heartbeats (skipped; see syncledger hosts).")
 	e.up = desc("syncledger_collect_up", "1 if the scrape-time read of the source worked.", "source")
 	return e, nil
 }
@@ -227,9 +228,15 @@ func (p positions) Collect(ch chan<- prometheus.Metric) {
 			gauge(e.dead, float64(c.DeadLetters), c.Name)
 		}
 	}
-	beats, err := e.hb.List(ctx)
+	// Every host may write any key of the heartbeat bucket: a value that is no
+	// heartbeat is counted and skipped, and the other hosts' series stay.
+	list, err := e.hb.Scan(ctx)
 	if up("hosts", err) {
-		for _, h := range beats {
+		for _, b := range list.Bad {
+			e.log.Warn("metrics: skipping a value of the heartbeat bucket that is not a heartbeat", "key", b.Key, "why", b.Err)
+		}
+		gauge(e.skipped, float64(len(list.Bad)))
+		for _, h := range list.Beats {
 			gauge(e.hwm, float64(h.HWM), h.Host)
 			if b.Last > 0 {
 				gauge(e.hostLag, float64(max(b.Last, h.HWM)-h.HWM), h.Host)

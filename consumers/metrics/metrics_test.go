@@ -157,3 +157,46 @@ func TestScrape(t *testing.T) {
 		t.Error("no last commit timestamp")
 	}
 }
+
+// TestScrapeBadHeartbeats is issue 38's point 6 at the metrics: a host
+// credential puts a value that is no heartbeat, and another host's beat under
+// a key of its own (which would make two series of one host: a failed
+// scrape). Every good host's series stay, the read counts as up, and the bad
+// rows are counted.
+func TestScrapeBadHeartbeats(t *testing.T) {
+	t.Parallel()
+	l := consumertest.New(t, "m")
+	ctx := consumertest.Ctx(t)
+	l.Append(t, l.Events(t, 1, "a"))
+	hb := heartbeat.NewStore(l.KV)
+	hb.Put(ctx, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1})
+	hb.Put(ctx, heartbeat.Beat{Host: "h2", HWM: 0, Head: 1})
+	l.KV.Put(ctx, "garbage", []byte("not a heartbeat"))
+	l.KV.Put(ctx, "h1-again", []byte(`{"host":"h1","hwm":99}`))
+
+	e, err := metrics.New(metrics.Config{Feed: l.Feed, Heartbeats: l.KV, Log: l.Log, Ledger: l.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.HTTPHandler())
+	defer srv.Close()
+	mfs := scrape(t, srv.URL+"/metrics")
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"syncledger_host_hwm_seq", []string{"host", "h1"}, 1},
+		{"syncledger_host_hwm_seq", []string{"host", "h2"}, 0},
+		{"syncledger_host_lag", []string{"host", "h2"}, 1},
+		{"syncledger_hosts_skipped", nil, 2},
+		{"syncledger_collect_up", []string{"source", "hosts"}, 1},
+	} {
+		if got, ok := value(mfs, tc.name, tc.labels...); !ok || got != tc.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	if n := len(mfs["syncledger_host_hwm_seq"].GetMetric()); n != 2 {
+		t.Errorf("%d host series, want 2 (h1 once)", n)
+	}
+}

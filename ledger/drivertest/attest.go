@@ -37,4 +37,19 @@ func testLogAttest(t *testing.T, ctx context.Context, f LogFixture) {
 	if a.Retained != 7 {
 		t.Errorf("retention bound %d, want 7 (it only rises)", a.Retained)
 	}
+	// The admin's correction sets it, lower or higher; 0 removes it.
+	for _, r := range []ledger.Seq{2, 9, 0} {
+		if err := l.SetRetention(ctx, r); err != nil {
+			t.Fatalf("SetRetention(%d): %v", r, err)
+		}
+		if a, err := l.Attested(ctx); err != nil || a.Retained != r || len(a.Snapshots) != ledger.MaxAttested {
+			t.Errorf("after SetRetention(%d): bound %d, %d snapshots, %v", r, a.Retained, len(a.Snapshots), err)
+		}
+	}
+	if err := l.AttestRetention(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := l.Attested(ctx); a.Retained != 5 {
+		t.Errorf("AttestRetention(5) after the bound was removed: %d", a.Retained)
+	}
 }

@@ -53,3 +53,14 @@ func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
 	l.att.Retained = max(l.att.Retained, before)
 	return nil
 }
+
+// SetRetention implements ledger.CommitLog.
+func (l *Log) SetRetention(ctx context.Context, before ledger.Seq) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.att.Retained = before
+	return nil
+}

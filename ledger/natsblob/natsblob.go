@@ -116,6 +116,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Configured returns the configuration of the bucket's stream as New read it
+// (no request): the NATS adapter checks it (natsjs.Client.ObjectStore).
+func (s *Store) Configured() jetstream.StreamConfig { return s.stream.CachedInfo().Config }
+
 // Harden turns off roll-ups and message deletes on a bucket created without
 // New's settings (by nats.go's object store, or by an older syncledger) and
 // reports whether it changed anything. It needs the right to update the stream

@@ -173,16 +173,15 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 	}
 }
 
-// permissionDenied returns an error wrapping ledger.ErrPermission when the
-// server's last asynchronous error on the connection is a permissions violation
-// on this ledger's subjects (a publish without permission gets no reply, only
-// that error, so the publish itself just times out).
+// permissionDenied returns the server's refusal of a publish to this
+// ledger's subjects, if that is the connection's last asynchronous error (a
+// publish without permission gets no reply, only that report, so the publish
+// itself just times out): a *ledger.PermissionError.
 func (l *Log) permissionDenied() error {
-	le := l.nc.LastError()
-	if le == nil || !errors.Is(le, nats.ErrPermissionViolation) || !strings.Contains(le.Error(), `"`+l.prefix) {
-		return nil
+	if pe := lastRefusal(l.nc, func(s string) bool { return strings.HasPrefix(s, l.prefix) }); pe != nil {
+		return pe
 	}
-	return fmt.Errorf("%w: %v", ledger.ErrPermission, le)
+	return nil
 }
 
 // refused reports whether err is the server's definite refusal of the publish

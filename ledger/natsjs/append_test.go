@@ -48,11 +48,11 @@ func TestConcurrentCommitters(t *testing.T) {
 	t.Parallel()
 	_, nc := natsjstest.RunServer(t)
 	ctx := testCtx(t)
-	a, err := Create(ctx, nc, Config{Name: "race"})
+	a, err := CreateLog(ctx, nc, LedgerConfig{Name: "race"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Open(ctx, natsjstest.Connect(t, nc.ConnectedUrl()), "race")
+	b, err := OpenLog(ctx, natsjstest.Connect(t, nc.ConnectedUrl()), "race")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestCluster(t *testing.T) {
 	t.Parallel()
 	servers, nc := natsjstest.RunCluster(t, 3)
 	create := func(t *testing.T, name string) *Log {
-		l, err := Create(testCtx(t), nc, Config{Name: name, Replicas: 3})
+		l, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: name, Replicas: 3})
 		if err != nil {
 			t.Fatalf("Create R3: %v", err)
 		}
@@ -480,7 +480,7 @@ func TestCluster(t *testing.T) {
 	t.Run("ConcurrentCommitters", func(t *testing.T) {
 		t.Parallel()
 		a := create(t, "race")
-		b, err := Open(testCtx(t), natsjstest.Connect(t, servers[2].ClientURL()), "race")
+		b, err := OpenLog(testCtx(t), natsjstest.Connect(t, servers[2].ClientURL()), "race")
 		if err != nil {
 			t.Fatal(err)
 		}

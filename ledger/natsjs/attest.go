@@ -3,14 +3,11 @@ package natsjs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -101,6 +98,26 @@ func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
 	return nil
 }
 
+// SetRetention implements ledger.CommitLog: the bound set to before, lower
+// or higher (0 removes it).
+func (l *Log) SetRetention(ctx context.Context, before ledger.Seq) error {
+	val := strconv.FormatUint(uint64(before), 10)
+	err := l.updateMeta(ctx, func(md map[string]string) bool {
+		v, ok := md[metaRetained]
+		return before == 0 && !ok || ok && v == val
+	}, func(md map[string]string) {
+		if before == 0 {
+			delete(md, metaRetained)
+		} else {
+			md[metaRetained] = val
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("ledger %q: set the retention bound to %d: %w", l.name, before, err)
+	}
+	return nil
+}
+
 // updateMeta changes the stream's metadata until holds says it holds: the
 // stream's configuration is read as the server gives it and sent back whole
 // (fields this build does not know kept) with the metadata changed, then read
@@ -136,8 +153,8 @@ func (l *Log) updateMeta(ctx context.Context, holds func(map[string]string) bool
 		var resp apiResponse
 		subj := apiPrefix + "STREAM.UPDATE." + l.stream
 		if err := l.requestOnce(ctx, subj, body, &resp); err != nil {
-			if le := l.nc.LastError(); le != nil && errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), `"`+subj+`"`) {
-				return fmt.Errorf("%w: only the admin role may (%v)", ledger.ErrPermission, le)
+			if pe := lastRefusal(l.nc, func(s string) bool { return s == subj }); pe != nil {
+				return fmt.Errorf("%w: only the admin role may", pe)
 			}
 			if !answerLost(err) {
 				return err

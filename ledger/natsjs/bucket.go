@@ -13,15 +13,18 @@ import (
 )
 
 // BucketKV is a ledger side bucket as a ledger.KV, opened (created if
-// missing, see OpenKV) on first use, so a command that only writes one value
+// missing, see openKVBucket) on first use, so a command that only writes one value
 // pays one round trip: until the bucket is open, a Put is one publish to the
 // key's subject, which is what a put sends, and only when no bucket answers
 // (the first value of the ledger's bucket) is the bucket opened and the value
 // put. A ledger that does not exist is an error wrapping ledger.ErrNotFound.
-// It is safe for concurrent use.
+// Opened through a Client, an operation the server refuses fails at once
+// with a *ledger.PermissionError rather than wait for its timeout. It is
+// safe for concurrent use.
 type BucketKV struct {
 	js                         jetstream.JetStream
 	ledger, bucket, describing string
+	watches                    *watches // a Client's refusal routing; nil on a bare connection
 
 	mu sync.Mutex
 	kv *KV
@@ -43,18 +46,18 @@ func newBucketKV(nc *nats.Conn, ledgerName, bucket, describing string, opts []Op
 	return &BucketKV{js: l.js, ledger: ledgerName, bucket: bucket, describing: describing}, nil
 }
 
-// Open opens the bucket now (creating it if missing).
-func (b *BucketKV) Open(ctx context.Context) (*KV, error) {
+// open opens the bucket now (creating it if missing).
+func (b *BucketKV) open(ctx context.Context) (*KV, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.kv != nil {
 		return b.kv, nil
 	}
-	kv, err := OpenKV(ctx, b.js, b.ledger, b.bucket, b.describing)
+	kv, err := openKVBucket(ctx, b.js, b.ledger, b.bucket, b.describing)
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s of ledger %q: %w", b.bucket, b.ledger, err)
 	}
-	b.kv = NewKV(b.js.Conn(), kv)
+	b.kv = newKV(b.js.Conn(), kv)
 	return b.kv, nil
 }
 
@@ -64,8 +67,8 @@ func (b *BucketKV) opened() *KV {
 	return b.kv
 }
 
-// Put sets the key's value: before the bucket is open, by one publish.
-func (b *BucketKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+// put sets the key's value: before the bucket is open, by one publish.
+func (b *BucketKV) put(ctx context.Context, key string, value []byte) (uint64, error) {
 	if kv := b.opened(); kv != nil {
 		return kv.Put(ctx, key, value)
 	}
@@ -79,49 +82,55 @@ func (b *BucketKV) Put(ctx context.Context, key string, value []byte) (uint64, e
 	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
 		return 0, (&KV{nc: b.js.Conn()}).mapErr("put", key, err)
 	}
-	kv, err := b.Open(ctx)
+	kv, err := b.open(ctx)
 	if err != nil {
 		return 0, err
 	}
 	return kv.Put(ctx, key, value)
 }
 
+// bucketOp opens the bucket and runs op on it, under the refusal watch of
+// the bucket's subjects.
+func bucketOp[T any](ctx context.Context, b *BucketKV, op func(context.Context, *KV) (T, error)) (T, error) {
+	return guarded(b.watches, bucketSubjects(b.bucket), ctx, func(ctx context.Context) (T, error) {
+		kv, err := b.open(ctx)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return op(ctx, kv)
+	})
+}
+
+// Open opens the bucket now (creating it if missing).
+func (b *BucketKV) Open(ctx context.Context) (*KV, error) {
+	return bucketOp(ctx, b, func(_ context.Context, kv *KV) (*KV, error) { return kv, nil })
+}
+
+// Put sets the key's value: before the bucket is open, by one publish.
+func (b *BucketKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	return guarded(b.watches, bucketSubjects(b.bucket), ctx, func(ctx context.Context) (uint64, error) {
+		return b.put(ctx, key, value)
+	})
+}
+
 func (b *BucketKV) Get(ctx context.Context, key string) (ledger.KVEntry, error) {
-	kv, err := b.Open(ctx)
-	if err != nil {
-		return ledger.KVEntry{}, err
-	}
-	return kv.Get(ctx, key)
+	return bucketOp(ctx, b, func(ctx context.Context, kv *KV) (ledger.KVEntry, error) { return kv.Get(ctx, key) })
 }
 
 func (b *BucketKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
-	kv, err := b.Open(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return kv.Create(ctx, key, value)
+	return bucketOp(ctx, b, func(ctx context.Context, kv *KV) (uint64, error) { return kv.Create(ctx, key, value) })
 }
 
 func (b *BucketKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
-	kv, err := b.Open(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return kv.Update(ctx, key, value, last)
+	return bucketOp(ctx, b, func(ctx context.Context, kv *KV) (uint64, error) { return kv.Update(ctx, key, value, last) })
 }
 
 func (b *BucketKV) Delete(ctx context.Context, key string, last uint64) error {
-	kv, err := b.Open(ctx)
-	if err != nil {
-		return err
-	}
-	return kv.Delete(ctx, key, last)
+	_, err := bucketOp(ctx, b, func(ctx context.Context, kv *KV) (struct{}, error) { return struct{}{}, kv.Delete(ctx, key, last) })
+	return err
 }
 
 func (b *BucketKV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
-	kv, err := b.Open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return kv.List(ctx, prefix)
+	return bucketOp(ctx, b, func(ctx context.Context, kv *KV) ([]ledger.KVEntry, error) { return kv.List(ctx, prefix) })
 }

@@ -17,7 +17,7 @@ func TestCommitLogConformance(t *testing.T) {
 	n := 0
 	drivertest.TestCommitLog(t, func(t *testing.T) drivertest.LogFixture {
 		n++
-		l, err := Create(testCtx(t), nc, Config{Name: fmt.Sprintf("conf%d", n), Blobs: "file:///tmp/blobs"})
+		l, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: fmt.Sprintf("conf%d", n), Blobs: "file:///tmp/blobs"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestFeedConformance(t *testing.T) {
 	drivertest.TestFeed(t, func(t *testing.T) drivertest.FeedFixture {
 		n++
 		name := fmt.Sprintf("feed%d", n)
-		l, err := Create(testCtx(t), nc, Config{Name: name, Blobs: "file:///tmp/blobs"})
+		l, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: name, Blobs: "file:///tmp/blobs"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,12 +1,50 @@
-// Package jetstream is the ledger.CommitLog on NATS JetStream: one stream per
+// Package natsjs is the ledger.CommitLog on NATS JetStream: one stream per
 // ledger, one message per (commit, partition), the per-partition chain enforced
 // by the server at write time; and beside it the ledger's other ports on NATS:
 // the Feed (durable pull consumers of the stream, the dead-letter stream) and
-// the side buckets as ledger.KV (KV, BucketKV: the heartbeats'). Every name a
-// ledger keeps on a server is in names.go, which natsauth grants. It is the
-// only package of the module, besides the object-store blob backend, the
-// embedded server and natsauth (the names), that imports nats.go for the
-// ports.
+// the side buckets as ledger.KV (KV, BucketKV: the heartbeats' and swamp's).
+// Every name a ledger keeps on a server is in names.go, which natsauth grants.
+// It is the only package of the module, besides the object-store blob backend
+// (natsblob, which it opens), the embedded server and natsauth (the names),
+// that imports nats.go: cmd/syncledger imports none (.ci/run checks).
+//
+// # The Client
+//
+// Open(ctx, Config) is the one constructor an application needs. Config is
+// plain data: a Write endpoint and an optional Read one (URLs, a token, a user
+// and password, a credentials file, an nkey seed or seed file, TLS files; or
+// the embedded server in process, embedded.Server.Endpoint), a connection
+// name, timeouts, and a Refused callback. The Client it returns connects (one
+// connection; a second only when Read is set, for the log's direct gets) and
+// sends no request until asked for a resource:
+//
+//	c, err := natsjs.Open(ctx, natsjs.Config{Write: natsjs.Endpoint{URL: url, CredsFile: creds}})
+//	lg := c.Ledger("prod")
+//	log, err := lg.Log(ctx)          // the CommitLog (Create makes the ledger: the admin)
+//	feed, err := lg.Feed()           // the Feed
+//	beats, err := lg.Heartbeats()    // ledger.KV, opened on first use
+//	swamp, err := lg.SwampKV(ctx)    // ledger.KV
+//	objs, err := c.ObjectStore(ctx, bucket, replicas) // a nats:// blob store
+//
+// The Log carries the rest: quarantine, purge and truncation, attestations,
+// the partition list (Partitions), Delete. OpenLog, CreateLog, NewFeed
+// and HeartbeatKV build the same on a *nats.Conn the caller holds
+// (tests, benchmarks).
+//
+// Every resource opened is checked against the configuration syncledger
+// creates it with (expect.go, one table per resource: the ledger's stream,
+// the key-value buckets, the dead-letter stream, the object store): a
+// mismatch is a *ledger.ConfigError naming the resource, the setting, the
+// values found and wanted, and what repairs it. The checks read the stream
+// info that opening reads anyway.
+//
+// The server refuses an operation for lack of permission without answering
+// it: it reports the violation on the connection. refusal.go reads that
+// report, in one place, into a *ledger.PermissionError (the verb and the
+// subject); a Client fails the operation watching that subject at once (every
+// key-value bucket operation), and hands a refusal nobody claimed to
+// Config.Refused. A failed connect is a *ConnectError whose Cause says what to
+// check (the server, the credentials, TLS).
 //
 // # Stream layout
 //
@@ -23,7 +61,7 @@
 // the connection of a client whose protocol line exceeds max_control_line.
 //
 // Stream settings: file storage, limits retention, discard old, no message,
-// byte or per-subject limits, MaxAge from Config (0 = forever), duplicate window
+// byte or per-subject limits, MaxAge from LedgerConfig (0 = forever), duplicate window
 // 2 min (DuplicateWindow), DenyDelete (no interior holes), AllowDirect (reads by
 // direct get), AllowAtomicPublish (multi-partition commits). Metadata:
 //

@@ -55,13 +55,17 @@ func (f *Feed) fail(op string, err error) error {
 	return fmt.Errorf("ledger %q feed %s: %w", f.l.name, op, f.l.mapErr(err))
 }
 
-// streamInfo returns the ledger stream's info; ErrNotFound if it is missing.
+// streamInfo returns the ledger stream's info, its settings checked
+// (expect.go); ErrNotFound if it is missing.
 func (f *Feed) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 	st, err := f.l.js.Stream(ctx, f.l.stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("ledger %q: %w", f.l.name, ledger.ErrNotFound)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := ledgerStream(f.l.name).checkConfig(st.CachedInfo().Config); err != nil {
 		return nil, err
 	}
 	return st.CachedInfo(), nil

@@ -15,7 +15,8 @@ import (
 )
 
 // ensureDeadLetters creates the dead-letter stream if it is missing, once per
-// Feed, with the ledger stream's replicas.
+// Feed, with the ledger stream's replicas (expect.go deadLetterConfig); an
+// existing one's settings are checked.
 func (f *Feed) ensureDeadLetters(ctx context.Context, replicas int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -23,22 +24,11 @@ func (f *Feed) ensureDeadLetters(ctx context.Context, replicas int) error {
 		return nil
 	}
 	name := DeadLetterStream(f.l.name)
-	_, err := f.l.js.Stream(ctx, name)
+	_, err := f.deadLetters(ctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = f.l.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:        name,
-			Description: "syncledger dead letters of ledger " + f.l.name,
-			Subjects:    []string{DeadLetterSubject(f.l.name, ">")},
-			Retention:   jetstream.LimitsPolicy,
-			Discard:     jetstream.DiscardOld,
-			MaxMsgs:     -1,
-			MaxBytes:    -1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    max(replicas, 1),
-			Duplicates:  DuplicateWindow,
-		})
+		_, err = f.l.js.CreateStream(ctx, deadLetterConfig(f.l.name, replicas))
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			err = nil
+			_, err = f.deadLetters(ctx) // created concurrently: check it
 		}
 		if err != nil {
 			return fmt.Errorf("create dead-letter stream %s: %w", name, err)
@@ -48,6 +38,19 @@ func (f *Feed) ensureDeadLetters(ctx context.Context, replicas int) error {
 	}
 	f.dlqExists = true
 	return nil
+}
+
+// deadLetters opens the dead-letter stream, its settings checked; a missing
+// one is jetstream.ErrStreamNotFound.
+func (f *Feed) deadLetters(ctx context.Context) (jetstream.Stream, error) {
+	st, err := f.l.js.Stream(ctx, DeadLetterStream(f.l.name))
+	if err != nil {
+		return nil, err
+	}
+	if err := deadLetterStream(f.l.name).checkConfig(st.CachedInfo().Config); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // DeadLetter publishes body to the consumer's dead-letter subject, once: its
@@ -89,7 +92,7 @@ func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.
 		}
 		subj = DeadLetterSubject(f.l.name, consumer)
 	}
-	st, err := f.l.js.Stream(ctx, DeadLetterStream(f.l.name))
+	st, err := f.deadLetters(ctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
@@ -182,7 +185,7 @@ func (f *Feed) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
 // deadLetterCounts returns the number of dead letters per consumer.
 func (f *Feed) deadLetterCounts(ctx context.Context) (map[string]uint64, error) {
 	out := map[string]uint64{}
-	st, err := f.l.js.Stream(ctx, DeadLetterStream(f.l.name))
+	st, err := f.deadLetters(ctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return out, nil
 	}

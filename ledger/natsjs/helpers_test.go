@@ -28,7 +28,7 @@ func testCtx(t testing.TB) context.Context {
 func newLedger(t testing.TB, opts ...Option) (*Log, *nats.Conn) {
 	t.Helper()
 	_, nc := natsjstest.RunServer(t)
-	l, err := Create(testCtx(t), nc, Config{Name: "test", Blobs: "file:///tmp/blobs"}, opts...)
+	l, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: "test", Blobs: "file:///tmp/blobs"}, opts...)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}

@@ -3,10 +3,13 @@ package natsjs
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,20 +17,44 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// OpenKV opens a ledger's side bucket (heartbeats, swamp locks, swamp's control
+// openKVBucket opens a ledger's side bucket (heartbeats, swamp locks, swamp's control
 // plane), creating it on first use with the ledger stream's replica count and
-// a history of one. A ledger that does not exist is an error wrapping
-// ledger.ErrNotFound: a side bucket never outlives or precedes its ledger.
-func OpenKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
+// a history of one (expect.go kvConfig). A ledger that does not exist is an
+// error wrapping ledger.ErrNotFound: a side bucket never outlives or precedes
+// its ledger. A bucket whose settings differ from what syncledger creates is a
+// *ledger.ConfigError (expect.go kvBucket).
+func openKVBucket(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
 	kv, err := openKV(ctx, js, ledgerName, bucket, description)
 	return kv, unreachable(js.Conn(), err)
 }
 
 func openKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, bucket)
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return kv, err
+	// The bucket's stream info, as nats.go reads it to open or create the
+	// bucket, is the configuration checked: no request of its own.
+	seen := &seenInfo{subjects: []string{apiPrefix + "STREAM.INFO." + KVStream(bucket), apiPrefix + "STREAM.CREATE." + KVStream(bucket)}}
+	js, err := jetstream.New(js.Conn(), jetstream.WithDefaultTimeout(js.Options().DefaultTimeout),
+		jetstream.WithClientTrace(&jetstream.ClientTrace{ResponseReceived: seen.received}))
+	if err != nil {
+		return nil, err
 	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = createKV(ctx, js, ledgerName, bucket, description)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := seen.settings(ctx, js, KVStream(bucket))
+	if err != nil {
+		return nil, err
+	}
+	if err := kvBucket(ledgerName, bucket).check(st); err != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+func createKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
 	st, err := js.Stream(ctx, ledger.StreamName(ledgerName))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("ledger %q: %w", ledgerName, ledger.ErrNotFound)
@@ -35,17 +62,46 @@ func openKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, des
 	if err != nil {
 		return nil, err
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: description,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(st.CachedInfo().Config.Replicas, 1),
-	})
+	kv, err := js.CreateKeyValue(ctx, kvConfig(bucket, description, st.CachedInfo().Config.Replicas))
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		kv, err = js.KeyValue(ctx, bucket)
 	}
 	return kv, err
+}
+
+// seenInfo keeps the last answer to a stream info or create request of its
+// subjects that a JetStream context made (jetstream.ClientTrace).
+type seenInfo struct {
+	subjects []string
+	mu       sync.Mutex
+	data     []byte
+}
+
+func (s *seenInfo) received(subj string, payload []byte, _ nats.Header) {
+	if slices.Contains(s.subjects, subj) {
+		s.mu.Lock()
+		s.data = slices.Clone(payload)
+		s.mu.Unlock()
+	}
+}
+
+// settings returns the settings of the last answer seen, or asks for them if
+// none was (a nats.go that reads them otherwise).
+func (s *seenInfo) settings(ctx context.Context, js jetstream.JetStream, stream string) (*streamSettings, error) {
+	s.mu.Lock()
+	data := s.data
+	s.mu.Unlock()
+	var info struct {
+		Config *streamSettings `json:"config"`
+	}
+	if data != nil && json.Unmarshal(data, &info) == nil && info.Config != nil {
+		return info.Config, nil
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	return settingsOf(st.CachedInfo().Config)
 }
 
 // KV is the ledger.KV port on a JetStream key-value bucket. It maps the
@@ -59,13 +115,9 @@ type KV struct {
 
 var _ ledger.KV = (*KV)(nil)
 
-// NewKV returns the port on kv, whose requests go through nc: an operation
+// newKV returns the port on kv, whose requests go through nc: an operation
 // that could not reach the server (see ledger.ErrUnreachable) says so.
-func NewKV(nc *nats.Conn, kv jetstream.KeyValue) *KV { return &KV{nc: nc, kv: kv} }
-
-// Bucket returns the bucket under the port, for the few callers that must
-// speak NATS (a heartbeat's one-publish fast path).
-func (k *KV) Bucket() jetstream.KeyValue { return k.kv }
+func newKV(nc *nats.Conn, kv jetstream.KeyValue) *KV { return &KV{nc: nc, kv: kv} }
 
 func kvEntry(e jetstream.KeyValueEntry) ledger.KVEntry {
 	return ledger.KVEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Created: e.Created()}
@@ -115,10 +167,48 @@ func (k *KV) Update(ctx context.Context, key string, value []byte, last uint64) 
 }
 
 func (k *KV) Delete(ctx context.Context, key string, last uint64) error {
+	if !apiKey(key) {
+		return k.mapErr("delete", key, k.deleteRaw(ctx, key, last))
+	}
 	if last == 0 {
 		return k.mapErr("delete", key, k.kv.Delete(ctx, key))
 	}
 	return k.mapErr("delete", key, k.kv.Delete(ctx, key, jetstream.LastRevision(last)))
+}
+
+// apiKey reports whether the KV API (nats.go's) names key: the alphabet
+// ledger.KV states. A raw publish to the bucket's subjects can store others.
+func apiKey(key string) bool {
+	if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") {
+		return false
+	}
+	for _, c := range key {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_=./-", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteRaw deletes a key the KV API refuses to name, one a raw publish stored
+// outside ledger.KV's alphabet (List hands it out, so that its value can be
+// reported and removed): the delete marker the API would publish, on the
+// key's subject.
+func (k *KV) deleteRaw(ctx context.Context, key string, last uint64) error {
+	if strings.ContainsAny(key, " \t\r\n*>") || strings.Contains(key, "..") {
+		return fmt.Errorf("key %q is no subject of the bucket: %w", key, ledger.ErrInvalid)
+	}
+	js, err := jetstream.New(k.nc)
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg(KVSubjectPrefix + k.kv.Bucket() + "." + key)
+	m.Header.Set("KV-Operation", "DEL")
+	if last > 0 {
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+	}
+	_, err = js.PublishMsg(ctx, m)
+	return err
 }
 
 func (k *KV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {

@@ -22,11 +22,11 @@ func TestKVConformance(t *testing.T) {
 	n := 0
 	drivertest.TestKV(t, func(t *testing.T) ledger.KV {
 		n++
-		kv, err := OpenKV(testCtx(t), js, "test", "conformance_"+string(rune('a'+n)), "conformance")
+		kv, err := openKVBucket(testCtx(t), js, "test", "conformance_"+string(rune('a'+n)), "conformance")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return NewKV(nc, kv)
+		return newKV(nc, kv)
 	})
 }
 
@@ -40,7 +40,7 @@ func TestBucketKVConformance(t *testing.T) {
 	drivertest.TestKV(t, func(t *testing.T) ledger.KV {
 		n++
 		name := "bucket" + string(rune('a'+n))
-		if _, err := Create(testCtx(t), nc, Config{Name: name, Blobs: "file:///tmp/blobs"}); err != nil {
+		if _, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: name, Blobs: "file:///tmp/blobs"}); err != nil {
 			t.Fatal(err)
 		}
 		kv, err := HeartbeatKV(nc, name)

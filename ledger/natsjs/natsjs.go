@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -40,8 +39,8 @@ const (
 // are refused with ErrTooLarge instead.
 const MaxSubjectLen = 3072
 
-// Config describes a ledger to create.
-type Config struct {
+// LedgerConfig describes a ledger to create.
+type LedgerConfig struct {
 	Name     string        // ledger name (ledger.ValidateName)
 	UUID     string        // lineage; a random (v4) UUID is generated on create when empty
 	Blobs    string        // blob store URL, stored in the stream metadata
@@ -103,6 +102,7 @@ func WithRetry(attempts int, wait time.Duration) Option {
 // Log is a ledger's CommitLog on a JetStream stream. It is safe for concurrent use.
 type Log struct {
 	nc     *nats.Conn
+	rnc    *nats.Conn // reads by direct get: nc, or a Client's read endpoint
 	js     jetstream.JetStream
 	name   string // ledger name
 	stream string // stream name
@@ -177,7 +177,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
 	return &Log{
-		nc: nc, js: js, name: name, stream: ledger.StreamName(name),
+		nc: nc, rnc: nc, js: js, name: name, stream: ledger.StreamName(name),
 		prefix: ledger.SubjectPrefix(name), opts: o,
 	}, nil
 }
@@ -186,7 +186,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 // idempotent, and an existing ledger's UUID and settings win. A cfg.UUID or
 // cfg.Blobs that differs from the existing ledger's is an error wrapping
 // ledger.ErrInvalid naming both values; an empty one means "no preference".
-func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Log, error) {
+func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Option) (*Log, error) {
 	l, err := newLog(nc, cfg.Name, opts)
 	if err != nil {
 		return nil, err
@@ -215,7 +215,11 @@ func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Lo
 	for range 3 {
 		info, err := l.js.Stream(ctx, l.stream)
 		if err == nil {
-			if err := l.adopt(ledgerConfigOf(info.CachedInfo())); err != nil {
+			st, err := settingsOf(info.CachedInfo().Config)
+			if err == nil {
+				err = l.adopt(st)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 			}
 			if cfg.UUID != "" && cfg.UUID != l.uuid {
@@ -243,7 +247,7 @@ func Create(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Lo
 	return nil, fmt.Errorf("create ledger %q: stream %s keeps appearing and disappearing", cfg.Name, l.stream)
 }
 
-func (l *Log) streamConfig(cfg Config, uuid string) jetstream.StreamConfig {
+func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig {
 	replicas := max(cfg.Replicas, 1)
 	dup := DuplicateWindow
 	if cfg.MaxAge > 0 && cfg.MaxAge < dup {
@@ -278,7 +282,7 @@ func (l *Log) streamConfig(cfg Config, uuid string) jetstream.StreamConfig {
 // ledger.ErrNotFound; a ledger whose format is newer than this build reads wraps
 // ledger.ErrUnknownVersion; a stream that is not a syncledger ledger wraps
 // ledger.ErrInvalid.
-func Open(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log, error) {
+func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log, error) {
 	l, err := newLog(nc, name, opts)
 	if err != nil {
 		return nil, err
@@ -303,16 +307,10 @@ func Open(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log
 	return l, nil
 }
 
-// ledgerConfigOf is the part of info adopt reads.
-func ledgerConfigOf(info *jetstream.StreamInfo) *ledgerConfig {
-	c := info.Config
-	return &ledgerConfig{Subjects: c.Subjects, Replicas: c.Replicas, AllowDirect: c.AllowDirect,
-		AllowAtomicPublish: c.AllowAtomicPublish, Metadata: c.Metadata}
-}
-
-// adopt checks that info describes a syncledger stream this build can use and
+// adopt checks that c describes a syncledger stream this build can use — its
+// identity (the metadata), then its settings (expect.go ledgerStream) — and
 // records its lineage.
-func (l *Log) adopt(c *ledgerConfig) error {
+func (l *Log) adopt(c *streamSettings) error {
 	md := c.Metadata
 	if md[MetaName] == "" && md[MetaUUID] == "" {
 		return fmt.Errorf("stream %s has no syncledger metadata: not a ledger: %w", l.stream, ledger.ErrInvalid)
@@ -330,13 +328,8 @@ func (l *Log) adopt(c *ledgerConfig) error {
 	if err := ledger.ValidateUUID(md[MetaUUID]); err != nil {
 		return fmt.Errorf("stream %s: %s: %w", l.stream, MetaUUID, err)
 	}
-	switch {
-	case !c.AllowAtomicPublish:
-		return fmt.Errorf("stream %s does not allow atomic publish: %w", l.stream, ledger.ErrInvalid)
-	case !c.AllowDirect:
-		return fmt.Errorf("stream %s does not allow direct get: %w", l.stream, ledger.ErrInvalid)
-	case !slices.Contains(c.Subjects, l.prefix+">"):
-		return fmt.Errorf("stream %s does not bind %s>: %w", l.stream, l.prefix, ledger.ErrInvalid)
+	if err := ledgerStream(l.name).check(c); err != nil {
+		return err
 	}
 	l.uuid = md[MetaUUID]
 	l.info = ledger.Info{Name: md[MetaName], UUID: md[MetaUUID], Format: f, Blobs: md[MetaBlobs], Replicas: c.Replicas}

@@ -22,11 +22,11 @@ func TestCreateOpen(t *testing.T) {
 	ctx := testCtx(t)
 	const uuid = "6f1c2a4e-8a3b-4c5d-9e7f-0a1b2c3d4e5f"
 
-	if _, err := Open(ctx, nc, "ledger1"); !errors.Is(err, ledger.ErrNoLedger) || !errors.Is(err, ledger.ErrNotFound) {
-		t.Fatalf("Open(missing) = %v, want ErrNoLedger (the CLI's way out names syncledger init)", err)
+	if _, err := OpenLog(ctx, nc, "ledger1"); !errors.Is(err, ledger.ErrNoLedger) || !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("OpenLog(missing) = %v, want ErrNoLedger (the CLI's way out names syncledger init)", err)
 	}
 
-	l, err := Create(ctx, nc, Config{Name: "ledger1", UUID: uuid, Blobs: "s3://bucket/prefix", MaxAge: 0})
+	l, err := CreateLog(ctx, nc, LedgerConfig{Name: "ledger1", UUID: uuid, Blobs: "s3://bucket/prefix", MaxAge: 0})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -43,17 +43,17 @@ func TestCreateOpen(t *testing.T) {
 	}
 
 	// Idempotent: no preference, or the same settings, open the existing ledger.
-	for _, cfg := range []Config{
+	for _, cfg := range []LedgerConfig{
 		{Name: "ledger1"},
 		{Name: "ledger1", UUID: uuid, Blobs: "s3://bucket/prefix"},
 		{Name: "ledger1", Replicas: 1, MaxAge: time.Hour}, // existing settings win
 	} {
-		l2, err := Create(ctx, nc, cfg)
+		l2, err := CreateLog(ctx, nc, cfg)
 		if err != nil {
-			t.Fatalf("Create(%+v) again: %v", cfg, err)
+			t.Fatalf("CreateLog(%+v) again: %v", cfg, err)
 		}
 		if l2.UUID() != uuid {
-			t.Fatalf("Create(%+v) again: uuid %s, want the existing %s", cfg, l2.UUID(), uuid)
+			t.Fatalf("CreateLog(%+v) again: uuid %s, want the existing %s", cfg, l2.UUID(), uuid)
 		}
 	}
 	s, err := l.js.Stream(ctx, l.Stream())
@@ -68,40 +68,40 @@ func TestCreateOpen(t *testing.T) {
 
 	// Conflicting settings name both values.
 	other := "0b0b0b0b-0b0b-4b0b-8b0b-0b0b0b0b0b0b"
-	if _, err := Create(ctx, nc, Config{Name: "ledger1", UUID: other}); !errors.Is(err, ledger.ErrInvalid) ||
+	if _, err := CreateLog(ctx, nc, LedgerConfig{Name: "ledger1", UUID: other}); !errors.Is(err, ledger.ErrInvalid) ||
 		!strings.Contains(err.Error(), uuid) || !strings.Contains(err.Error(), other) {
-		t.Fatalf("Create(conflicting uuid) = %v, want ErrInvalid naming both", err)
+		t.Fatalf("CreateLog(conflicting uuid) = %v, want ErrInvalid naming both", err)
 	}
-	if _, err := Create(ctx, nc, Config{Name: "ledger1", Blobs: "gs://other"}); !errors.Is(err, ledger.ErrInvalid) ||
+	if _, err := CreateLog(ctx, nc, LedgerConfig{Name: "ledger1", Blobs: "gs://other"}); !errors.Is(err, ledger.ErrInvalid) ||
 		!strings.Contains(err.Error(), "s3://bucket/prefix") || !strings.Contains(err.Error(), "gs://other") {
-		t.Fatalf("Create(conflicting blobs) = %v, want ErrInvalid naming both", err)
+		t.Fatalf("CreateLog(conflicting blobs) = %v, want ErrInvalid naming both", err)
 	}
 
-	l3, err := Open(ctx, nc, "ledger1")
+	l3, err := OpenLog(ctx, nc, "ledger1")
 	if err != nil || l3.UUID() != uuid {
 		t.Fatalf("Open = %v, %v; want uuid %s", l3, err, uuid)
 	}
 
 	// A generated lineage is a v4 UUID.
-	g, err := Create(ctx, nc, Config{Name: "ledger2"})
+	g, err := CreateLog(ctx, nc, LedgerConfig{Name: "ledger2"})
 	if err != nil {
-		t.Fatalf("Create(ledger2): %v", err)
+		t.Fatalf("CreateLog(ledger2): %v", err)
 	}
 	if err := ledger.ValidateUUID(g.UUID()); err != nil || g.UUID()[14] != '4' {
 		t.Fatalf("generated uuid %q (%v), want a v4 UUID", g.UUID(), err)
 	}
 
-	for _, cfg := range []Config{{Name: "bad.name"}, {Name: ""}, {Name: "x", UUID: "nope"}, {Name: "x", Replicas: 7}} {
-		if _, err := Create(ctx, nc, cfg); !errors.Is(err, ledger.ErrInvalid) {
-			t.Errorf("Create(%+v) = %v, want ErrInvalid", cfg, err)
+	for _, cfg := range []LedgerConfig{{Name: "bad.name"}, {Name: ""}, {Name: "x", UUID: "nope"}, {Name: "x", Replicas: 7}} {
+		if _, err := CreateLog(ctx, nc, cfg); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("CreateLog(%+v) = %v, want ErrInvalid", cfg, err)
 		}
 	}
 
 	if err := g.Delete(ctx); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if _, err := Open(ctx, nc, "ledger2"); !errors.Is(err, ledger.ErrNotFound) {
-		t.Fatalf("Open(deleted) = %v, want ErrNotFound", err)
+	if _, err := OpenLog(ctx, nc, "ledger2"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("OpenLog(deleted) = %v, want ErrNotFound", err)
 	}
 	if _, err := g.LastSeq(ctx); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("LastSeq(deleted) = %v, want ErrNotFound", err)
@@ -120,7 +120,7 @@ func TestConcurrentCreate(t *testing.T) {
 	)
 	for i := range uuids {
 		wg.Go(func() {
-			l, err := Create(ctx, natsjstest.Connect(t, nc.ConnectedUrl()), Config{Name: "shared", Blobs: "file:///b"})
+			l, err := CreateLog(ctx, natsjstest.Connect(t, nc.ConnectedUrl()), LedgerConfig{Name: "shared", Blobs: "file:///b"})
 			if err == nil {
 				uuids[i] = l.UUID()
 			}
@@ -163,11 +163,11 @@ func TestOpenForeignStreams(t *testing.T) {
 		if _, err := js.CreateStream(ctx, tc.cfg); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Open(ctx, nc, name); !errors.Is(err, tc.want) {
-			t.Errorf("Open(stream %+v) = %v, want %v", tc.cfg, err, tc.want)
+		if _, err := OpenLog(ctx, nc, name); !errors.Is(err, tc.want) {
+			t.Errorf("OpenLog(stream %+v) = %v, want %v", tc.cfg, err, tc.want)
 		}
-		if _, err := Create(ctx, nc, Config{Name: name}); !errors.Is(err, tc.want) {
-			t.Errorf("Create(over stream %+v) = %v, want %v", tc.cfg, err, tc.want)
+		if _, err := CreateLog(ctx, nc, LedgerConfig{Name: name}); !errors.Is(err, tc.want) {
+			t.Errorf("CreateLog(over stream %+v) = %v, want %v", tc.cfg, err, tc.want)
 		}
 	}
 }
@@ -176,11 +176,11 @@ func TestOptions(t *testing.T) {
 	t.Parallel()
 	_, nc := natsjstest.RunServer(t)
 	for _, o := range []Option{WithTimeout(0), WithRetry(0, time.Second), WithRetry(1, -1)} {
-		if _, err := Create(testCtx(t), nc, Config{Name: "x"}, o); !errors.Is(err, ledger.ErrInvalid) {
+		if _, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: "x"}, o); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("bad option: %v, want ErrInvalid", err)
 		}
 	}
-	if _, err := Create(testCtx(t), nc, Config{Name: "x"}, WithTimeout(time.Second), WithRetry(2, time.Millisecond)); err != nil {
+	if _, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: "x"}, WithTimeout(time.Second), WithRetry(2, time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -43,6 +43,9 @@ func TestQuarantine(t *testing.T) {
 	if _, err := l.Quarantine(ctx, q, false); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("second quarantine = %v", err)
 	}
+	if ps, err := l.Partitions(ctx); err != nil || !slices.Equal(ps, []string{"audit"}) {
+		t.Fatalf("Partitions with a quarantine notice = %q, %v; want [audit]", ps, err)
+	}
 	if _, err := l.Quarantine(ctx, ledger.Quarantine{Seq: notice, Reason: "x", By: "admin", At: time.Now()}, true); !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("quarantine of a notice = %v", err)
 	}

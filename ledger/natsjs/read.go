@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -515,4 +516,33 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 		}
 		next++
 	}
+}
+
+// Partitions lists the partitions the ledger's stream holds events of, from
+// the stream's subjects (one stream info request with its subjects: the
+// dashboard's list). The quarantine notices' subject is none.
+func (l *Log) Partitions(ctx context.Context) ([]string, error) {
+	ctx, cancel := l.reqCtx(ctx)
+	defer cancel()
+	st, err := l.js.Stream(ctx, l.stream)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %q partitions: %w", l.name, l.mapStreamErr(err))
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(l.prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("ledger %q partitions: %w", l.name, l.mapStreamErr(err))
+	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	notices := ledger.QuarantineSubject(l.name)
+	for subj := range info.State.Subjects {
+		if subj == notices {
+			continue // quarantine notices: no partition's
+		}
+		k, err := ledger.UnescapeToken(strings.TrimPrefix(subj, l.prefix))
+		if err != nil {
+			return nil, fmt.Errorf("ledger %q partitions: subject %q: %w", l.name, subj, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }

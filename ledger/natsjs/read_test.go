@@ -323,13 +323,13 @@ func TestOpenAnswersFirstLastSeq(t *testing.T) {
 
 	// Without WithOpenSeq every LastSeq asks (a long-lived process, such
 	// as the swamp agent, takes a lock and then syncs).
-	o, err := Open(ctx, nc, l.Name())
+	o, err := OpenLog(ctx, nc, l.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect(o, 1, true)
 
-	if o, err = Open(ctx, nc, l.Name(), WithOpenSeq()); err != nil {
+	if o, err = OpenLog(ctx, nc, l.Name(), WithOpenSeq()); err != nil {
 		t.Fatal(err)
 	}
 	expect(o, 1, false)   // Open's answer
@@ -337,13 +337,13 @@ func TestOpenAnswersFirstLastSeq(t *testing.T) {
 	commitNext(t, l, "a") // seq 2, through another Log
 	expect(o, 2, true)
 
-	if o, err = Open(ctx, nc, l.Name(), WithOpenSeq()); err != nil {
+	if o, err = OpenLog(ctx, nc, l.Name(), WithOpenSeq()); err != nil {
 		t.Fatal(err)
 	}
 	commitNext(t, o, "b") // seq 3, through this Log: Open's answer is stale
 	expect(o, 3, true)
 
-	if o, err = Open(ctx, nc, l.Name(), WithOpenSeq()); err != nil {
+	if o, err = OpenLog(ctx, nc, l.Name(), WithOpenSeq()); err != nil {
 		t.Fatal(err)
 	}
 	commitNext(t, l, "a") // seq 4, elsewhere

@@ -61,20 +61,12 @@ type stateOf struct {
 	LastSeq  uint64 `json:"last_seq"`
 }
 
-// streamConfig is the part of a stream info response Open reads.
+// streamConfig is the part of a stream info response Open reads: the
+// settings it checks (expect.go) and the bounds.
 type streamConfig struct {
 	apiResponse
-	Config ledgerConfig `json:"config"`
-	State  stateOf      `json:"state"`
-}
-
-// ledgerConfig is the part of a stream's configuration that makes it a ledger.
-type ledgerConfig struct {
-	Subjects           []string          `json:"subjects"`
-	Replicas           int               `json:"num_replicas"`
-	AllowDirect        bool              `json:"allow_direct"`
-	AllowAtomicPublish bool              `json:"allow_atomic"`
-	Metadata           map[string]string `json:"metadata"`
+	Config streamSettings `json:"config"`
+	State  stateOf        `json:"state"`
 }
 
 // request sends a JetStream API request and decodes its JSON answer into v.
@@ -228,7 +220,7 @@ type msgGetRequest struct {
 func (l *Log) directLast(ctx context.Context, subj string) (m rawMsg, ok bool, err error) {
 	body, _ := json.Marshal(msgGetRequest{LastFor: subj})
 	err = l.whileUnavailable(ctx, func(ctx context.Context) error {
-		resp, err := l.nc.RequestWithContext(ctx, apiPrefix+"DIRECT.GET."+l.stream, body)
+		resp, err := l.rnc.RequestWithContext(ctx, apiPrefix+"DIRECT.GET."+l.stream, body)
 		if err != nil {
 			return err
 		}
@@ -317,8 +309,8 @@ type batcher struct {
 }
 
 func (l *Log) newBatcher() (*batcher, error) {
-	prefix := l.nc.NewInbox()
-	sub, err := l.nc.SubscribeSync(prefix + ".*")
+	prefix := l.rnc.NewInbox()
+	sub, err := l.rnc.SubscribeSync(prefix + ".*")
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +348,7 @@ func (b *batcher) once(ctx context.Context, body []byte) (msgs []rawMsg, pending
 func (b *batcher) send(body []byte) (string, error) {
 	b.n++
 	reply := b.prefix + strconv.FormatUint(b.n, 10)
-	return reply, b.l.nc.PublishMsg(&nats.Msg{Subject: apiPrefix + "DIRECT.GET." + b.l.stream, Reply: reply, Data: body})
+	return reply, b.l.rnc.PublishMsg(&nats.Msg{Subject: apiPrefix + "DIRECT.GET." + b.l.stream, Reply: reply, Data: body})
 }
 
 // sendAhead publishes req before its answer is wanted (readAhead's next

@@ -18,7 +18,7 @@ import (
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	srv, nc := natsjstest.RunServer(t)
-	l, err := Create(testCtx(t), nc, Config{Name: "test", Blobs: "file:///tmp/blobs"})
+	l, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: "test", Blobs: "file:///tmp/blobs"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,11 +26,11 @@ func TestUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenKV(testCtx(t), js, "test", "unreachable", "")
+	b, err := openKVBucket(testCtx(t), js, "test", "unreachable", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := NewKV(nc, b)
+	kv := newKV(nc, b)
 	if _, err := kv.Get(testCtx(t), "absent"); !errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrUnreachable) {
 		t.Fatalf("Get of an absent key with the server up: %v, want not found and not unreachable", err)
 	}

@@ -1,4 +1,4 @@
-// Package s3 is the ledger.ObjectStore on an Amazon S3 bucket or any S3-compatible
+// Package s3 is the *ledger.Bucket on an Amazon S3 bucket or any S3-compatible
 // server (MinIO, versitygw, Ceph RGW, …).
 //
 // It is the official AWS SDK's S3 client (aws-sdk-go-v2's service/s3), its

@@ -105,7 +105,7 @@ func coldSync(t *testing.T, store string, files int) {
 		t.Fatalf("open %s: %v", url, err)
 	}
 	t.Cleanup(func() { objs.Close() })
-	lg, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "coldsync", Blobs: url})
+	lg, err := natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: "coldsync", Blobs: url})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func newEnv(t *testing.T) *env {
 func newNATSEnv(t *testing.T) *env {
 	t.Helper()
 	_, nc := natsjstest.RunServer(t)
-	lg, err := natsjs.Create(context.Background(), nc, natsjs.Config{Name: "test", Blobs: "file:///unused"})
+	lg, err := natsjs.CreateLog(context.Background(), nc, natsjs.LedgerConfig{Name: "test", Blobs: "file:///unused"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,10 +31,10 @@ func natsEnv(t *testing.T, url string) *env {
 	// The log is created with the default timeout (creating its streams and
 	// buckets on a loaded machine can take longer than 400 ms: the tests
 	// failed there), then opened for the test with a short one.
-	if _, err := natsjs.Create(context.Background(), nc, natsjs.Config{Name: "test", Blobs: "file:///unused"}); err != nil {
+	if _, err := natsjs.CreateLog(context.Background(), nc, natsjs.LedgerConfig{Name: "test", Blobs: "file:///unused"}); err != nil {
 		t.Fatal(err)
 	}
-	lg, err := natsjs.Open(context.Background(), nc, "test",
+	lg, err := natsjs.OpenLog(context.Background(), nc, "test",
 		// A lost ack costs one request timeout: 400 ms, not the default, keeps
 		// the tests that lose them short; retries cover a slow answer.
 		natsjs.WithTimeout(400*time.Millisecond), natsjs.WithRetry(10, 50*time.Millisecond))

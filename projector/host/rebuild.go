@@ -164,8 +164,13 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 	}
 	if base.Seq == 0 && floor > 1 {
 		// Snapshots a release before attestations took are not attested
-		// until an admin adopts them.
-		return res, fmt.Errorf("rebuild: %w", &NoSnapshotError{Skipped: res.Skipped, Unattested: unattested, Err: &ledger.TruncatedError{From: 1, First: floor}})
+		// until an admin adopts them; on a ledger that attests, an
+		// unattested one was planted, or its attestation failed.
+		a, err := h.cfg.Log.Attested(ctx)
+		attests := err != nil || len(a.Snapshots) > 0 || a.Retained > 0
+		wrong, _ := snapshot.WrongBound(ctx, h.cfg.Log)
+		return res, fmt.Errorf("rebuild: %w", &NoSnapshotError{Skipped: res.Skipped, Unattested: unattested, Attests: attests,
+			WrongBound: wrong, Err: &ledger.TruncatedError{From: 1, First: floor}})
 	}
 	h.log.Info("rebuilding cache", "cache", h.dir.Root(), "snapshot", res.SnapshotKey, "seq", base.Seq, "head", b.Last)
 	s, err := h.load(ctx, opt.Lazy)

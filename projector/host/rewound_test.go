@@ -54,7 +54,7 @@ func TestSyncRefusesRewoundLog(t *testing.T) {
 }
 
 // TestSyncAfterAnotherProcessMovedHWM: a log answers its first LastSeq from its
-// opening (natsjs.Open's request); when another process applied newer
+// opening (natsjs.OpenLog's request); when another process applied newer
 // commits to the cache meanwhile, that answer is below the cache's HWM, and the
 // sync asks again instead of calling the log rewound.
 func TestSyncAfterAnotherProcessMovedHWM(t *testing.T) {
@@ -63,7 +63,7 @@ func TestSyncAfterAnotherProcessMovedHWM(t *testing.T) {
 	w := e.host("writer")
 	writeFile(t, w, "a/1", "one")
 	mustCommit(t, w, "one")
-	stale, err := natsjs.Open(ctx, e.nc, "test", natsjs.WithOpenSeq()) // answers its first LastSeq with seq 1
+	stale, err := natsjs.OpenLog(ctx, e.nc, "test", natsjs.WithOpenSeq()) // answers its first LastSeq with seq 1
 	if err != nil {
 		t.Fatal(err)
 	}

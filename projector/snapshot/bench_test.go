@@ -26,7 +26,7 @@ var benchCommits = flag.Int("bench.commits", 20000, "commits in BenchmarkReplay'
 func BenchmarkReplay(b *testing.B) {
 	ctx := context.Background()
 	_, nc := natsjstest.RunServer(b)
-	lg, err := natsjs.Create(ctx, nc, natsjs.Config{Name: "bench", Blobs: "file:///unused"})
+	lg, err := natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: "bench", Blobs: "file:///unused"})
 	if err != nil {
 		b.Fatal(err)
 	}

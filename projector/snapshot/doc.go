@@ -38,4 +38,18 @@
 // Listing, not a pointer, decides which snapshot is newest (the highest seq);
 // one that does not read back (truncated, a flipped byte, an unknown version) is
 // skipped with a warning and the next older one is used (Select).
+//
+// # Attestation, adoption and the retention bound
+//
+// The object store is no authority on what it holds beside the blobs: any role
+// that writes blobs may write there. A snapshot is read only if the log attests
+// it (ledger.Attestations; Put attests what it stores, the admin's word), and
+// the retention bound the log attests is read only where the log does not
+// contradict it (Floor ignores one above its head). Adopt attests stored
+// snapshots the log does not: those a replay of the log verifies, and, where the
+// log can no longer verify them, only on a ledger that never attested (the
+// upgrade from a release before attestations) or when the admin names them —
+// never one the log contradicts. CheckRetention, SetRetention and WrongBound
+// check and correct a bound against the log itself. Inventory lists every object
+// under Prefix, for an admin to judge.
 package snapshot

@@ -272,29 +272,32 @@ func TestForgedSnapshotNeverUsed(t *testing.T) {
 
 // TestAdopt: snapshots a release before attestations stored (and its
 // retention bound) are attested by Adopt, except one that does not read back;
-// Select then uses them.
+// Select then uses them. The ledger is what such a release leaves: a log it
+// truncated below 25 without attesting anything, its snapshots and its bound
+// beside the blobs.
 func TestAdopt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	objsDrv, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
-	if err != nil {
+	h := newHistory(t)
+	h.commits(90)
+	for _, n := range []ledger.Seq{30, 90} {
+		h.store(h.build(n))
+	}
+	objs, lg, uuid := h.objs, h.lg, h.uuid
+	objs.PutObject(ctx, Key(uuid, 60), strings.NewReader("garbage"), 7)
+	if _, err := lg.TruncateBefore(ctx, 25); err != nil {
 		t.Fatal(err)
 	}
-	objs := ledger.NewBucket(objsDrv, ledger.RetryPolicy{Attempts: 1})
-	lg := newAttestLog(t)
-	for _, n := range []int{3, 9} {
-		b := encode(t, sample(n))
-		objs.PutObject(ctx, Key(uuid, sample(n).Seq), bytes.NewReader(b), int64(len(b)))
-	}
-	objs.PutObject(ctx, Key(uuid, 200), strings.NewReader("garbage"), 7)
-	ret := []byte(`{"v":1,"ledger":"` + uuid + `","before":25}`)
-	objs.PutObject(ctx, retentionKey(uuid), bytes.NewReader(ret), int64(len(ret)))
+	h.retentionJSON(25)
 	if _, _, err := Select(ctx, lg, objs, uuid, nil, nil); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("Select before adopting: %v, want none usable", err)
 	}
-	res, err := Adopt(ctx, Config{Log: lg, Blobs: objs, Objects: objs})
-	if err != nil || len(res.Adopted) != 2 || len(res.Skipped) != 1 || res.Retained != 25 {
+	res, err := Adopt(ctx, Config{Log: lg, Blobs: objs, Objects: objs}, AdoptOptions{})
+	if err != nil || len(res.Adopted) != 2 || len(res.Skipped) != 1 || res.Retained != 25 || !res.Legacy {
 		t.Fatalf("Adopt = %+v, %v", res, err)
+	}
+	if res.Adopted[0].Verified || !res.Adopted[1].Verified {
+		t.Errorf("Adopt: 30 (its events gone) verified %v, 90 (replayed from 30) verified %v; want false, true", res.Adopted[0].Verified, res.Adopted[1].Verified)
 	}
 	if s, _, err := Select(ctx, lg, objs, uuid, nil, nil); err != nil || s.Seq != 90 {
 		t.Fatalf("Select after adopting: %v %v", s, err)

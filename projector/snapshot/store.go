@@ -243,14 +243,72 @@ func legacyRetained(ctx context.Context, objs *ledger.Bucket, uuid string) (ledg
 // larger of its first seq and the retention bound the log attests. A snapshot
 // at seq N is usable for a rebuild when N+1 ≥ Floor (and N ≤ the log's last
 // seq).
+//
+// A bound above the log's head + 1 is ignored: no retention run attests one
+// (Retain's highest is a snapshot at the head with no margin), the log cannot
+// have dropped events it never held, and taking it would leave no snapshot
+// usable and no snapshot takeable — what a bound planted through an older
+// release's adopt did (issue 38). The attestations are read before the
+// bounds, so a retention run in between is read with a head at least its own.
+// CheckRetention and SetRetention correct a wrong bound.
 func Floor(ctx context.Context, log ledger.CommitLog) (ledger.Bounds, ledger.Seq, error) {
+	a, err := attested(ctx, log)
+	if err != nil {
+		return ledger.Bounds{}, 0, err
+	}
 	b, err := log.Bounds(ctx)
 	if err != nil {
 		return b, 0, fmt.Errorf("read log bounds: %w", err)
 	}
+	return b, floorOf(b, a.Retained), nil
+}
+
+// floorOf is Floor's answer for bounds b and the attested bound retained.
+func floorOf(b ledger.Bounds, retained ledger.Seq) ledger.Seq {
+	if retained > b.Last+1 {
+		retained = 0 // impossible: see Floor
+	}
+	return max(b.First, retained, 1)
+}
+
+// Object is one object under Prefix, as Inventory lists it.
+type Object struct {
+	Key     string    `json:"key"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"modTime"`
+	// Kind is "snapshot" (a snapshot key of this ledger: see Info), "retention"
+	// (the bound a release before attestations recorded: never read but by a
+	// legacy Adopt) or "other" (anything else: never read).
+	Kind string `json:"kind"`
+	Info *Info  `json:"snapshot,omitempty"` // a snapshot's, attestation marked
+}
+
+// Inventory returns every object under Prefix (every ledger's, and whatever
+// else any role that writes blobs put there), in key order, the snapshots of
+// ledger uuid marked as attested or not: the whole of what the object store
+// says beside the blobs, for an admin to judge (snapshot --list).
+func Inventory(ctx context.Context, log ledger.CommitLog, objs *ledger.Bucket, uuid string) ([]Object, error) {
 	a, err := attested(ctx, log)
 	if err != nil {
-		return b, 0, err
+		return nil, err
 	}
-	return b, max(b.First, a.Retained, 1), nil
+	out := []Object{}
+	err = objs.ListObjects(ctx, Prefix, func(oi ledger.ObjectInfo) error {
+		o := Object{Key: oi.Key, Size: oi.Size, ModTime: oi.ModTime, Kind: "other"}
+		switch seq, ok := parseKey(uuid, oi.Key); {
+		case ok:
+			o.Kind = "snapshot"
+			o.Info = &Info{Key: oi.Key, Ledger: uuid, Seq: seq, Size: oi.Size, ModTime: oi.ModTime}
+			o.Info.SHA256, o.Info.Attested = a.Snapshots[seq]
+		case oi.Key == retentionKey(uuid):
+			o.Kind = "retention"
+		}
+		out = append(out, o)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", Prefix, err)
+	}
+	slices.SortFunc(out, func(x, y Object) int { return strings.Compare(x.Key, y.Key) })
+	return out, nil
 }

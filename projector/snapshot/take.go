@@ -98,8 +98,11 @@ func Take(ctx context.Context, cfg Config, opt TakeOptions) (TakeResult, error) 
 		}
 	}
 	if base == nil && floor > 1 {
-		return res, fmt.Errorf("take snapshot: no usable snapshot, and the log no longer holds seqs below %d: %w",
-			floor, &ledger.TruncatedError{From: 1, First: floor})
+		te := &ledger.TruncatedError{From: 1, First: floor}
+		if wrong, err := WrongBound(ctx, cfg.Log); err == nil && wrong > 0 {
+			return res, fmt.Errorf("take snapshot: no usable snapshot: %w", &WrongBoundError{Bound: wrong, Err: te})
+		}
+		return res, fmt.Errorf("take snapshot: no usable snapshot, and the log no longer holds seqs below %d: %w", floor, te)
 	}
 	s, err := Build(ctx, BuildConfig{Log: cfg.Log, Blobs: cfg.Blobs, Base: base, To: b.Last, Progress: cfg.Progress})
 	if err != nil {

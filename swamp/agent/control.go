@@ -18,10 +18,14 @@ import (
 func Bucket(ledgerName string) string { return "SYNCLEDGER_SWAMP_" + ledgerName }
 
 // Control is swamp's control-plane store (controlPlaneStore) on the bucket.
-type Control struct{ kv ledger.KV }
+type Control struct {
+	kv ledger.KV
+	// skipped, when set, is told of each key List passes over (see listKeys).
+	skipped func(key, why string)
+}
 
 // NewControl returns the control-plane store on bucket kv.
-func NewControl(kv ledger.KV) Control { return Control{kv} }
+func NewControl(kv ledger.KV) Control { return Control{kv: kv} }
 
 func cpKey(key string) string { return "c." + base64.RawURLEncoding.EncodeToString([]byte(key)) }
 
@@ -59,20 +63,36 @@ func (c Control) PutIfAbsent(ctx context.Context, key string, data []byte) (bool
 
 // List returns the keys starting with prefix, sorted.
 func (c Control) List(ctx context.Context, prefix string) ([]string, error) {
-	return listKeys(ctx, c.kv, "c.", prefix)
+	return listKeys(ctx, c.kv, "c.", prefix, c.skipped)
 }
 
 // listKeys returns the decoded keys under kvPrefix whose decoded form starts
-// with prefix, sorted (base64url keeps no order: sorted after decoding).
-func listKeys(ctx context.Context, kv ledger.KV, kvPrefix, prefix string) ([]string, error) {
+// with prefix, sorted (base64url keeps no order: sorted after decoding). Any
+// role that may write the bucket may write any key there, so a key that is not
+// one swamp's store writes (not base64url, or not in the canonical form that
+// store's own Get would ask for) is one skipped row, told to skipped (may be
+// nil), never a failed list.
+func listKeys(ctx context.Context, kv ledger.KV, kvPrefix, prefix string, skipped func(key, why string)) ([]string, error) {
 	entries, err := kv.List(ctx, kvPrefix)
 	if err != nil {
 		return nil, err
 	}
 	out := []string{}
 	for _, e := range entries {
-		b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(e.Key, kvPrefix))
-		if err != nil || !strings.HasPrefix(string(b), prefix) {
+		enc := strings.TrimPrefix(e.Key, kvPrefix)
+		b, err := base64.RawURLEncoding.DecodeString(enc)
+		switch {
+		case err != nil:
+			if skipped != nil {
+				skipped(e.Key, fmt.Sprintf("not base64url after %q: %v", kvPrefix, err))
+			}
+			continue
+		case base64.RawURLEncoding.EncodeToString(b) != enc:
+			if skipped != nil {
+				skipped(e.Key, "not the canonical encoding of its key")
+			}
+			continue
+		case !strings.HasPrefix(string(b), prefix):
 			continue
 		}
 		out = append(out, string(b))
@@ -101,5 +121,5 @@ func RegisterNamespace(ctx context.Context, kv ledger.KV, ns, repoID string) err
 
 // ListNamespaces returns the registered namespaces, sorted.
 func ListNamespaces(ctx context.Context, kv ledger.KV) ([]string, error) {
-	return listKeys(ctx, kv, "n.", "")
+	return listKeys(ctx, kv, "n.", "", nil)
 }

@@ -59,7 +59,7 @@ func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 // control returns the control-plane store on the bucket.
 func (a *Agent) control(ctx context.Context) (Control, error) {
 	kv, err := a.bucket(ctx)
-	return Control{kv}, err
+	return Control{kv: kv, skipped: a.skippedKey}, err
 }
 
 func (a *Agent) controlPut(ctx context.Context, req ControlPutRequest) (bool, error) {
@@ -115,5 +115,10 @@ func (a *Agent) namespaceList(ctx context.Context, _ NamespaceListRequest) ([]st
 	if err != nil {
 		return nil, err
 	}
-	return ListNamespaces(ctx, kv)
+	return listKeys(ctx, kv, "n.", "", a.skippedKey)
+}
+
+// skippedKey reports a key of the swamp bucket a listing passed over.
+func (a *Agent) skippedKey(key, why string) {
+	a.cfg.Logger.Warn("skipping a key of the swamp bucket that swamp's stores never write", "key", key, "why", why)
 }

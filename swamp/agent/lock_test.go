@@ -320,3 +320,37 @@ func TestControlPlane(t *testing.T) {
 		t.Fatalf("the control plane lists a namespace registration: %q", l)
 	}
 }
+
+// TestControlPlaneBadKeys (issue 38 point 6, the swamp bucket): any role that
+// writes the bucket may write any key. A key swamp's stores never write (not
+// base64url, or not its canonical encoding) is one skipped, reported row: the
+// control plane and the namespace registry still list every good key.
+func TestControlPlaneBadKeys(t *testing.T) {
+	t.Parallel()
+	kv, _ := testBucket()
+	ctx := t.Context()
+	var skipped []string
+	c := Control{kv: kv, skipped: func(key, why string) { skipped = append(skipped, key+": "+why) }}
+	if err := c.Put(ctx, "vault/a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterNamespace(ctx, kv, "ci", "repo-1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"c.not=base64", "c.QR", "n.a.b", "n.QR"} { // QR: "A" with stray bits
+		if _, err := kv.Put(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, err := c.List(ctx, ""); err != nil || len(l) != 1 || l[0] != "vault/a" {
+		t.Errorf("control list with bad keys = %q, %v; want [vault/a]", l, err)
+	}
+	if len(skipped) != 2 {
+		t.Errorf("control list reported %q, want the 2 bad keys", skipped)
+	}
+	skipped = nil
+	ns, err := listKeys(ctx, kv, "n.", "", c.skipped)
+	if err != nil || len(ns) != 1 || ns[0] != "ci" || len(skipped) != 2 {
+		t.Errorf("namespaces with bad keys = %q, %v, reported %q; want [ci] and 2 reported", ns, err, skipped)
+	}
+}

@@ -50,16 +50,24 @@ function render(st) {
   err.hidden = !st.error;
   err.textContent = st.error ? "Reading the ledger failed: " + st.error : "";
 
-  const hosts = st.hosts || [];
+  const rows = st.hosts || [];
+  const hosts = rows.filter((h) => !h.error); // an error row is a key holding no heartbeat
   $("host-count").textContent = hosts.length;
   $("hosts-behind").textContent = hosts.filter((h) => h.behind > 0).length;
-  $("hosts-empty").hidden = hosts.length > 0 || !!st.hostsError;
+  $("hosts-empty").hidden = rows.length > 0 || !!st.hostsError;
   const herr = $("hosts-error");
   herr.hidden = !st.hostsError;
   herr.textContent = st.hostsError ? "Hosts unavailable: " + st.hostsError : "";
-  fill(document.querySelector("#hosts tbody"), hosts.map((h) => {
+  fill(document.querySelector("#hosts tbody"), rows.map((h) => {
     const tr = el("tr");
     tr.dataset.host = h.host;
+    if (h.error) {
+      tr.classList.add("bad");
+      const why = el("td", "error", "skipped, not a heartbeat: " + h.error + " (syncledger hosts forget KEY removes it)");
+      why.colSpan = 5;
+      tr.append(el("td", "host", h.host), why);
+      return tr;
+    }
     if (h.behind > 0) tr.classList.add("behind");
     if (now - Date.parse(h.lastSeen) > 120000) tr.classList.add("stale");
     tr.append(el("td", "host", h.host), el("td", "num hwm", h.hwm), el("td", "num behind", h.behind),

@@ -1,0 +1,236 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
+	"github.com/syncledger/syncledger/ledger/natsblob"
+)
+
+// Config is how a Client reaches NATS.
+type Config struct {
+	// Write is the server (or cluster) every write goes to: commits, buckets,
+	// the object store, admin operations; and every read too, unless Read is
+	// set. Required.
+	Write Endpoint
+	// Read, when its URL is set, is a server near this host that the log's
+	// reads by direct get go to (a host far from the servers). It must serve
+	// the ledger's stream under its own name and sequence numbers (a server
+	// of the same cluster or JetStream domain); mirrors in their own domain,
+	// and what a lagging one may answer, are issue 40's. The zero value: one
+	// connection for everything, as before there were two settings.
+	Read Endpoint
+	// Name is the client's name on the server (its connection name).
+	Name string
+	// ConnectTimeout bounds a connect whose ctx has no deadline
+	// (DefaultConnectTimeout when 0).
+	ConnectTimeout time.Duration
+	// Timeout bounds each request whose ctx has no deadline (DefaultTimeout
+	// when 0). It is every Log's, Feed's and bucket's WithTimeout.
+	Timeout time.Duration
+	// Refused, when set, receives each refusal of the server (a permissions
+	// violation) that no operation of the Client claimed. An operation the
+	// server refuses fails with a *ledger.PermissionError either way (at once
+	// where the Client watches for it: key-value buckets, appends, stream
+	// updates); a refusal nobody claimed may be of a request that will only
+	// time out, and a command may want to end on it.
+	Refused func(*ledger.PermissionError)
+	// Logger receives the Client's debug notes (the server's asynchronous
+	// errors); nil: none. The Client never logs above debug.
+	Logger *slog.Logger
+}
+
+// Client is a connection to NATS (two with a Read endpoint) and everything
+// syncledger keeps there: each ledger's log, feed and key-value buckets
+// (Ledger), the object store (ObjectStore). It is the one constructor of this
+// package for applications: it builds the connection from a Config, maps the
+// server's refusals to typed errors, and verifies each resource it opens.
+// It is safe for concurrent use.
+type Client struct {
+	w, r    *nats.Conn // r is w without a Read endpoint
+	cfg     Config
+	watches watches
+}
+
+// Open connects to cfg.Write (and cfg.Read, when set). It sends no request:
+// each resource is opened, and checked, on first use by the methods that
+// return it.
+func Open(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.Write.URL == "" && cfg.Write.InProcess == nil {
+		return nil, fmt.Errorf("open NATS client: no write endpoint: %w", ledger.ErrInvalid)
+	}
+	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 {
+		return nil, fmt.Errorf("open NATS client: negative timeout: %w", ledger.ErrInvalid)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	c := &Client{cfg: cfg}
+	w, err := dial(ctx, cfg.Write, cfg.Name, cfg.ConnectTimeout, c.asyncError)
+	if err != nil {
+		return nil, err
+	}
+	c.w, c.r = w, w
+	if cfg.Read.URL != "" || cfg.Read.InProcess != nil {
+		r, err := dial(ctx, cfg.Read, cfg.Name+" (reads)", cfg.ConnectTimeout, c.asyncError)
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("read endpoint: %w", err)
+		}
+		c.r = r
+	}
+	return c, nil
+}
+
+// Close closes the Client's connections. What it opened stops working.
+func (c *Client) Close() {
+	if c.r != c.w {
+		c.r.Close()
+	}
+	c.w.Close()
+}
+
+// asyncError receives the server's asynchronous errors on the Client's
+// connections: a refusal fails the operation watching its subject, or goes to
+// Config.Refused.
+func (c *Client) asyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
+	pe, ok := refusalOf(err)
+	switch {
+	case !ok:
+		c.debug("NATS asynchronous error", err)
+	case isCleanup(pe.Subject):
+		c.debug("the NATS server refused a consumer cleanup", err)
+	default:
+		c.debug("the NATS server refused an operation", err)
+		if !c.watches.route(pe) && c.cfg.Refused != nil {
+			c.cfg.Refused(pe)
+		}
+	}
+}
+
+func (c *Client) debug(msg string, err error) {
+	if c.cfg.Logger != nil {
+		c.cfg.Logger.Debug(msg, "err", err)
+	}
+}
+
+// ObjectStore opens the object store bucket (a nats://BUCKET blob store),
+// creating it with replicas replicas if it does not exist. A bucket whose
+// settings differ from what syncledger creates (expect.go objectStore: one
+// that is not write-once, for instance) is a *ledger.ConfigError. Its
+// signature is blobs.Options' NATS.
+func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (driver.Bucket, error) {
+	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket, Replicas: replicas})
+	if err != nil {
+		return nil, err // not a nil *Store in a non-nil interface
+	}
+	if err := objectStore(bucket).checkConfig(s.Configured()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// HardenObjectStore makes an existing object store bucket write-once
+// (natsblob's Harden: no roll-ups, no message deletes) if it is not, and
+// reports whether it changed it; a missing bucket is left alone. It needs the
+// admin role. It is how an admin repairs a bucket ObjectStore refuses for
+// those settings (syncledger init).
+func (c *Client) HardenObjectStore(ctx context.Context, bucket string) (bool, error) {
+	js, err := jetstream.New(c.w, jetstream.WithDefaultTimeout(c.cfg.Timeout))
+	if err != nil {
+		return false, err
+	}
+	if _, err := js.Stream(ctx, natsblob.StreamName(bucket)); errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, nil
+	}
+	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket})
+	if err != nil {
+		return false, err
+	}
+	return s.Harden(ctx)
+}
+
+// Ledger returns the resources of the ledger named name on the Client's
+// connections. It sends no request.
+func (c *Client) Ledger(name string) *Ledger { return &Ledger{c: c, name: name} }
+
+// Ledger is one ledger's resources on a Client: its log, feed and key-value
+// buckets, each opened (and checked) by the method that returns it.
+type Ledger struct {
+	c    *Client
+	name string
+}
+
+// Name returns the ledger's name.
+func (l *Ledger) Name() string { return l.name }
+
+func (l *Ledger) options(opts []Option) []Option {
+	return append([]Option{WithTimeout(l.c.cfg.Timeout)}, opts...)
+}
+
+// Log opens the ledger's log (OpenLog): one stream info request. A missing
+// ledger is an error wrapping ledger.ErrNoLedger.
+func (l *Ledger) Log(ctx context.Context, opts ...Option) (*Log, error) {
+	lg, err := OpenLog(ctx, l.c.w, l.name, l.options(opts)...)
+	if err != nil {
+		return nil, err
+	}
+	l.bind(lg)
+	return lg, nil
+}
+
+// Create creates the ledger's stream with cfg, or opens it if it exists
+// (CreateLog); cfg.Name is the ledger's.
+func (l *Ledger) Create(ctx context.Context, cfg LedgerConfig, opts ...Option) (*Log, error) {
+	cfg.Name = l.name
+	lg, err := CreateLog(ctx, l.c.w, cfg, l.options(opts)...)
+	if err != nil {
+		return nil, err
+	}
+	l.bind(lg)
+	return lg, nil
+}
+
+// bind gives a Log the Client's read connection.
+func (l *Ledger) bind(lg *Log) { lg.rnc = l.c.r }
+
+// Feed returns the ledger's feed (NewFeed). It sends no request.
+func (l *Ledger) Feed() (*Feed, error) {
+	return NewFeed(l.c.w, l.name, l.options(nil)...)
+}
+
+// Heartbeats returns the ledger's heartbeat bucket (HeartbeatKV), opened on
+// first use. Its operations the server refuses fail at once with a
+// *ledger.PermissionError.
+func (l *Ledger) Heartbeats() (*BucketKV, error) {
+	b, err := HeartbeatKV(l.c.w, l.name, l.options(nil)...)
+	if err != nil {
+		return nil, err
+	}
+	b.watches = &l.c.watches
+	return b, nil
+}
+
+// SwampKV opens the ledger's swamp bucket (SwampBucket: swamp's locks,
+// control plane and namespace registry), creating it on first use as
+// HeartbeatKV does. Its operations the server refuses fail at once with a
+// *ledger.PermissionError.
+func (l *Ledger) SwampKV(ctx context.Context) (*BucketKV, error) {
+	b, err := newBucketKV(l.c.w, l.name, SwampBucket(l.name), "syncledger swamp locks and control plane of ledger "+l.name, l.options(nil))
+	if err != nil {
+		return nil, err
+	}
+	b.watches = &l.c.watches
+	if _, err := b.Open(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
