@@ -28,7 +28,7 @@ func (a *app) probeBlobs(ctx context.Context, raw string) error {
 	fail := func(step string, err error) error {
 		return fmt.Errorf("the blob store %s does not work (%s): %w; check its URL and credentials — nothing was created", redactURL(raw), step, err)
 	}
-	a.hardenBlobs(ctx, raw) // a NATS bucket made without it opens only write-once
+	a.hardenBlobs(ctx, raw)                                              // a NATS bucket made without it opens only write-once
 	objs, err := a.openBucket(ctx, raw, ledger.RetryPolicy{Attempts: 1}) // a probe: fail fast
 	if err != nil {
 		return fail("open", err)

@@ -48,8 +48,9 @@ type Spec struct {
 // Options carries what a URL cannot: live connections, and the retry policy.
 type Options struct {
 	// NATS opens a nats:// store's driver, the bucket of its URL (with its
-	// replicas when it creates it), on a connection the caller holds:
-	// natsblob.Opener(conn). Required for nats:// URLs.
+	// replicas when it creates it), on a connection the caller holds: the
+	// NATS adapter's Client.ObjectStore, or natsblob.Opener(conn). Required
+	// for nats:// URLs.
 	NATS func(ctx context.Context, bucket string, replicas int) (driver.Bucket, error)
 	// Retry is the bucket's retry policy (ledger.RetryPolicy: the zero value
 	// is the default, 4 attempts).

@@ -14,7 +14,7 @@ import (
 // hanging requests, connections reset while sending or receiving, response
 // bodies cut short (with and without their length), slow answers, and answers
 // lost after the server stored or deleted, alone and under ours
-// (ledger.NewRetryingStore; the SDK's own retryer is off). Puts succeed after bounded retries or fail
+// (a ledger.Bucket's retry policy; the SDK's own retryer is off). Puts succeed after bounded retries or fail
 // naming the blob; no get ever yields bytes other than the blob's; every blob
 // a put acknowledged reads back.
 func TestHTTPFaults(t *testing.T) {

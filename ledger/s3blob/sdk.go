@@ -61,8 +61,8 @@ func loadAWS(ctx context.Context, cfg Config) (aws.Config, error) {
 
 // connect sets the store's S3 client and transfer manager. The client makes
 // one attempt per request, whatever the AWS configuration says
-// (AWS_MAX_ATTEMPTS, max_attempts): retrying is ledger.NewRetryingStore's,
-// one policy for every backend.
+// (AWS_MAX_ATTEMPTS, max_attempts): retrying is the ledger.Bucket's, one
+// policy for every backend (ledger.RetryPolicy).
 func (s *Store) connect() {
 	s.client = awss3.NewFromConfig(s.aws, func(o *awss3.Options) {
 		if s.cfg.Endpoint != "" {

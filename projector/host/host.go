@@ -54,8 +54,8 @@ type Config struct {
 	Host  string           // this host's id, recorded in its commits
 	Log   ledger.CommitLog // the ledger's log
 	Blobs *ledger.Bucket   // the ledger's blob store
-	// Snapshots is the object store holding the ledger's snapshots (rebuild,
-	// status); nil means the store under Blobs (the Bucket itself).
+	// Snapshots is the bucket holding the ledger's snapshots (rebuild,
+	// status); nil means Blobs (snapshots live beside the blobs).
 	Snapshots *ledger.Bucket
 	// Logger receives progress and warnings; nil discards.
 	Logger *slog.Logger

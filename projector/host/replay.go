@@ -23,8 +23,8 @@ import (
 type ReplayConfig struct {
 	Log   ledger.CommitLog
 	Blobs *ledger.Bucket
-	// Snapshots is the object store holding snapshots; nil means the store under
-	// Blobs (BlobStore.Objects).
+	// Snapshots is the bucket holding snapshots; nil means Blobs (snapshots
+	// live beside the blobs).
 	Snapshots *ledger.Bucket
 	// Into is the directory to write the files into; it must not exist or be empty.
 	Into string

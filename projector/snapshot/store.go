@@ -68,7 +68,7 @@ func parseKey(uuid, key string) (ledger.Seq, bool) {
 
 // List returns the snapshots of ledger uuid, newest (highest seq) first. Listing,
 // not a pointer, decides which snapshot is newest: a snapshot is visible only
-// once complete (ObjectStore.PutObject is atomic), so there is nothing to keep in
+// once complete (Bucket.PutObject is atomic), so there is nothing to keep in
 // step.
 func List(ctx context.Context, objs *ledger.Bucket, uuid string) ([]Info, error) {
 	var out []Info
