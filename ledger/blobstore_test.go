@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"sync/atomic"
 	"testing"
@@ -60,5 +61,64 @@ func TestPutPreferrer(t *testing.T) {
 		if err != nil || !bytes.Equal(got, b) {
 			t.Fatalf("read back: %v", err)
 		}
+	}
+}
+
+// closes counts its driver's Close calls.
+type closes struct {
+	driver.Bucket
+	n atomic.Int64
+}
+
+func (c *closes) Close() error { c.n.Add(1); return c.Bucket.Close() }
+
+// A closed bucket refuses every operation with ErrClosed, and closes its
+// driver once however often it is closed.
+func TestBucketClosed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &closes{Bucket: fs}
+	bs := ledger.NewBucket(c, ledger.RetryPolicy{})
+	d, err := ledger.PutBytes(ctx, bs, []byte("before"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := bs.Close(); err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+	}
+	if n := c.n.Load(); n != 1 {
+		t.Fatalf("the driver was closed %d times, want 1", n)
+	}
+	for op, err := range map[string]error{
+		"PutObject":    bs.PutObject(ctx, "k", bytes.NewReader(nil), 0),
+		"Put":          bs.Put(ctx, d, bytes.NewReader([]byte("before")), 6),
+		"DeleteObject": bs.DeleteObject(ctx, "k"),
+		"Delete":       bs.Delete(ctx, d),
+		"ListObjects":  bs.ListObjects(ctx, "", func(ledger.ObjectInfo) error { return nil }),
+		"List":         bs.List(ctx, func(ledger.Digest, ledger.ObjectInfo) error { return nil }),
+		"batch Put":    bs.Batch().Put(ctx, d, bytes.NewReader([]byte("before")), 6),
+		"batch Flush":  bs.Batch().Flush(ctx),
+	} {
+		if !errors.Is(err, ledger.ErrClosed) {
+			t.Errorf("%s after Close = %v, want ErrClosed", op, err)
+		}
+	}
+	if _, err := bs.GetObject(ctx, "k"); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("GetObject after Close = %v, want ErrClosed", err)
+	}
+	if _, err := bs.Get(ctx, d); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("Get after Close = %v, want ErrClosed", err)
+	}
+	if _, err := bs.StatObject(ctx, "k"); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("StatObject after Close = %v, want ErrClosed", err)
+	}
+	if _, err := bs.Stat(ctx, d); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("Stat after Close = %v, want ErrClosed", err)
 	}
 }
