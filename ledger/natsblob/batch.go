@@ -76,9 +76,9 @@ func (b *batch) Put(ctx context.Context, key string, r io.Reader, size int64) er
 		// Whoever stored the key meanwhile made it a key of two versions, and
 		// readers take the first that holds the content the key names
 		// (pick): any honest one is this content.
-		return b.s.gone(ctx, b.s.upload(ctx, key, r, size, b.publishMeta))
+		return full(b.s.gone(ctx, b.s.upload(ctx, key, r, size, b.publishMeta)))
 	}
-	return b.s.gone(ctx, b.s.put(ctx, key, r, size, b.publishMeta))
+	return full(b.s.gone(ctx, b.s.put(ctx, key, r, size, b.publishMeta)))
 }
 
 // publishMeta publishes info's metadata message, its acknowledgement left to
@@ -138,7 +138,7 @@ func (b *batch) Flush(ctx context.Context) error {
 	b.mu.Unlock()
 	for _, a := range acks {
 		if err := a.wait(ctx); err != nil {
-			return fmt.Errorf("flush batch: put object %q: %w", a.key, err)
+			return fmt.Errorf("flush batch: put object %q: %w", a.key, full(err))
 		}
 	}
 	return nil

@@ -26,7 +26,7 @@ func digestOf(h hash.Hash) string {
 
 // Put implements driver.Bucket (see the package doc).
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	return s.gone(ctx, s.put(ctx, key, r, size, s.publishMeta))
+	return full(s.gone(ctx, s.put(ctx, key, r, size, s.publishMeta)))
 }
 
 // publisher stores an object's metadata message, which makes it visible:
