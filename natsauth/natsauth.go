@@ -19,22 +19,31 @@
 //     $O.<bucket>.M.>), put its heartbeat (creating the heartbeat bucket if it is
 //     missing), use the ledger's swamp bucket (the swamp agent's locks, control
 //     plane and namespace registry: SwampBucket, created if missing), and read
-//     everything through the JetStream API (stream info,
-//     direct and leader gets, ordered consumers). It cannot update, delete or
-//     purge any stream, nor delete a message, nor delete or reset a durable
-//     consumer: it cannot destroy or alter a
+//     everything through the JetStream API (stream info, direct and leader
+//     gets) and the ledger stream's republish, holding no consumer. It cannot
+//     create any consumer, update, delete or purge any stream, nor delete a
+//     message, nor delete or reset a durable consumer: it cannot destroy or
+//     alter a
 //     commit or a stored blob (the streams refuse roll-ups, and readers of the
 //     object store keep an object's first metadata; see docs/ops.md, Threat
 //     model).
 //   - tooling: read-only monitoring and consumers (log, tail, hosts, consume,
-//     the dashboard, metrics): stream info, gets and consumers on the ledger's
-//     streams, acknowledgements, and its consumers' dead letters (publishing to
+//     the dashboard, metrics): stream info and gets on the ledger's streams
+//     (its readers hold no consumer either), its durable consumers of the
+//     ledger's stream (consume: creating, fetching, acknowledging, listing
+//     them), and its consumers' dead letters (publishing to
 //     syncledger.<ledger>.dlq.> and creating the dead-letter stream once), and
 //     resetting the ledger's durable consumers to their ack floor (what a
 //     restarted consumer does). It cannot publish commits, write blobs or
 //     heartbeats, delete a consumer, or create, update, delete or purge any
 //     other stream; the deny lists say so explicitly, so a wider allow added by
 //     hand cannot grant it.
+//
+// Every role subscribes to syncledger.<ledger>.>, which holds the stream's
+// republish of what it stored (syncledger.<ledger>.stored.>, what followers
+// read: watch, log --follow, tail, the dashboard), and no role below admin
+// publishes there (the deny lists name it): a message on it was stored by the
+// stream, at the seq it states.
 //
 // Every role subscribes to _INBOX.> for JetStream API answers. On a server shared
 // with untrusted users, give each user its own inbox prefix instead (nats-server's
@@ -111,6 +120,7 @@ func For(role Role, s Scope) (*Permissions, error) {
 		commits = ledger.SubjectPrefix(s.Ledger) + ">"
 		all     = ledger.SubjectRoot + "." + s.Ledger + ".>"
 		dlq     = natsjs.DeadLetterSubject(s.Ledger, ">")
+		stored  = natsjs.StoredSubjects(s.Ledger) // the stream's republish: subscribe only
 		kv      = natsjs.HeartbeatBucket(s.Ledger)
 		kvStr   = natsjs.KVStream(kv)
 		swamp   = natsjs.SwampBucket(s.Ledger)
@@ -122,7 +132,11 @@ func For(role Role, s Scope) (*Permissions, error) {
 	if s.ObjectBucket != "" {
 		streams = append(streams, objStr)
 	}
-	// Reading: stream info, gets, ordered and durable consumers, acks.
+	// Reading: stream info and gets (direct, and through the leader). No
+	// reader holds a consumer (issue 38): a follower reads the ledger
+	// stream's republish (syncledger.<ledger>.stored.>) and direct gets,
+	// listings of the buckets, the dead letters and the object store are
+	// direct gets.
 	read := []string{"$JS.API.INFO"}
 	readOf := func(st string) {
 		read = append(read,
@@ -130,19 +144,24 @@ func For(role Role, s Scope) (*Permissions, error) {
 			"$JS.API.STREAM.MSG.GET."+st,
 			"$JS.API.DIRECT.GET."+st,
 			"$JS.API.DIRECT.GET."+st+".>",
-			"$JS.API.CONSUMER.CREATE."+st,
-			"$JS.API.CONSUMER.CREATE."+st+".>",
-			"$JS.API.CONSUMER.DURABLE.CREATE."+st+".>",
-			"$JS.API.CONSUMER.INFO."+st+".>",
-			"$JS.API.CONSUMER.MSG.NEXT."+st+".>",
-			"$JS.API.CONSUMER.NAMES."+st,
-			"$JS.API.CONSUMER.LIST."+st,
-			"$JS.ACK."+st+".>",
-			"$JS.FC."+st+".>",
 		)
 	}
 	for _, st := range streams {
 		readOf(st)
+	}
+	// Consuming: the tooling role's consumers are durable pull consumers of
+	// the ledger's stream (consume), which it creates, fetches from,
+	// acknowledges and lists; nothing else has consumers.
+	consume := []string{
+		"$JS.API.CONSUMER.CREATE." + stream,
+		"$JS.API.CONSUMER.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.DURABLE.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.INFO." + stream + ".>",
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".>",
+		"$JS.API.CONSUMER.NAMES." + stream,
+		"$JS.API.CONSUMER.LIST." + stream,
+		"$JS.ACK." + stream + ".>",
+		"$JS.FC." + stream + ".>",
 	}
 	sub := SubjectPermission{Allow: []string{"_INBOX.>", all}}
 	// Never granted to host or tooling: changes to the ledger's stream.
@@ -158,24 +177,16 @@ func For(role Role, s Scope) (*Permissions, error) {
 	// consumers it runs to their ack floor when they start (consumers.Runner),
 	// and the audit consumer refuses to record past a gap a moved position
 	// leaves (consumers/audit).
-	// The key-value buckets hold no durable consumer of ours, only the
-	// ordered ones nats.go makes for a watch or a key listing, which it deletes
-	// when the watch stops (a refused delete waits out the request timeout):
-	// deleting those is allowed (kvDelete).
 	var noConsumerChanges []string
-	for _, st := range streams { // the ledger's, its dead letters', its object store's
-		if st == kvStr {
-			continue
-		}
+	for _, st := range streams { // the ledger's, its buckets', its dead letters', its object store's
 		noConsumerChanges = append(noConsumerChanges, "$JS.API.CONSUMER.DELETE."+st+".>", "$JS.API.CONSUMER.RESET."+st+".>")
 	}
-	kvDelete := func(st string) string { return "$JS.API.CONSUMER.DELETE." + st + ".>" }
 	switch role {
 	case RoleAdmin:
 		return nil, nil
 	case RoleHost:
 		pub := []string{commits, natsjs.KVSubjectPrefix + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr,
-			natsjs.KVSubjectPrefix + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr, kvDelete(kvStr), kvDelete(swStr)}
+			natsjs.KVSubjectPrefix + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr}
 		readOf(swStr) // swamp's control plane may hold secrets: hosts only
 		if s.ObjectBucket != "" {
 			// Writing a blob: its chunks, then its metadata. The bucket refuses
@@ -187,15 +198,19 @@ func For(role Role, s Scope) (*Permissions, error) {
 		// removes anything.
 		deny := append([]string{"$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
 		deny = append(deny, noConsumerChanges...)
-		// Quarantine notices (readers skip the seq they name) are the admin's.
-		deny = append(deny, ledger.QuarantineSubject(s.Ledger))
+		// Quarantine notices (readers skip the seq they name) are the admin's,
+		// and the stream's republish of what it stored is the server's.
+		deny = append(deny, ledger.QuarantineSubject(s.Ledger), stored)
+		// Nor does a host hold a consumer: it reads by direct gets and the
+		// stream's republish.
+		deny = append(deny, "$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.DURABLE.CREATE.>")
 		return &Permissions{
 			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},
 			Subscribe: sub,
 		}, nil
 	case RoleTooling:
-		pub := []string{dlq, "$JS.API.STREAM.CREATE." + dlqStr, "$JS.API.CONSUMER.RESET." + stream + ".>", kvDelete(kvStr)}
-		deny := append([]string{commits, "$KV.>", "$O.>", "$JS.API.STREAM.CREATE." + stream,
+		pub := append([]string{dlq, "$JS.API.STREAM.CREATE." + dlqStr, "$JS.API.CONSUMER.RESET." + stream + ".>"}, consume...)
+		deny := append([]string{commits, stored, "$KV.>", "$O.>", "$JS.API.STREAM.CREATE." + stream,
 			"$JS.API.STREAM.CREATE." + kvStr, "$JS.API.STREAM.CREATE." + swStr, "$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
 		for _, c := range noConsumerChanges {
 			if strings.HasPrefix(c, "$JS.API.CONSUMER.DELETE.") {

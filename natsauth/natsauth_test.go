@@ -39,7 +39,14 @@ func TestFor(t *testing.T) {
 		{host, "$KV.SYNCLEDGER_SWAMP_prod.>", true},
 		{host, "$JS.API.STREAM.CREATE.KV_SYNCLEDGER_SWAMP_prod", true},
 		{host, "$JS.API.DIRECT.GET.KV_SYNCLEDGER_SWAMP_prod.>", true},
-		{host, "$JS.API.CONSUMER.CREATE.KV_SYNCLEDGER_SWAMP_prod.>", true},
+		// No reader holds a consumer: the host creates none, the tooling
+		// role only its durables on the ledger's stream.
+		{host, "$JS.API.CONSUMER.CREATE.KV_SYNCLEDGER_SWAMP_prod.>", false},
+		{host, "$JS.API.CONSUMER.CREATE.SYNCLEDGER_prod.>", false},
+		{host, "$JS.API.CONSUMER.DURABLE.CREATE.SYNCLEDGER_prod.>", false},
+		{tool, "$JS.API.CONSUMER.CREATE.KV_SYNCLEDGER_HOSTS_prod.>", false},
+		{tool, "$JS.API.CONSUMER.CREATE.SYNCLEDGER-DLQ_prod.>", false},
+		{tool, "$JS.API.CONSUMER.CREATE.OBJ_syncledger-prod.>", false},
 		{tool, "syncledger.prod.p.>", false},
 		{tool, "syncledger.prod.dlq.>", true},
 		{tool, "$JS.API.CONSUMER.CREATE.SYNCLEDGER_prod.>", true},
@@ -55,17 +62,25 @@ func TestFor(t *testing.T) {
 		{tool, "$JS.API.CONSUMER.RESET.KV_SYNCLEDGER_HOSTS_prod.>", false},
 		{tool, "$KV.SYNCLEDGER_SWAMP_prod.>", false},
 		{tool, "$JS.API.DIRECT.GET.KV_SYNCLEDGER_SWAMP_prod.>", false},
-		// A watch's or a key listing's ordered consumer on a key-value bucket
-		// is deleted by nats.go when it stops: allowed there (no durable
-		// consumer of ours lives in a bucket).
-		{host, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_HOSTS_prod.>", true},
-		{host, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_SWAMP_prod.>", true},
-		{tool, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_HOSTS_prod.>", true},
+		// No ordered consumer lives on a key-value bucket any more (listings
+		// are direct gets): deleting one is nobody's but the admin's.
+		{host, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_HOSTS_prod.>", false},
+		{host, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_SWAMP_prod.>", false},
+		{tool, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_HOSTS_prod.>", false},
 		{tool, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_SWAMP_prod.>", false},
 	} {
 		got := slices.Contains(tc.p.Publish.Allow, tc.subject)
 		if got != tc.want {
 			t.Errorf("%v publish allows %q = %v, want %v", tc.p == host, tc.subject, got, tc.want)
+		}
+	}
+	// The stream's republish: every role subscribes, none below admin publishes.
+	for _, p := range []*Permissions{host, tool} {
+		if !slices.Contains(p.Publish.Deny, "syncledger.prod.stored.>") {
+			t.Errorf("%v does not deny publishing to the stream's republish", p == host)
+		}
+		if !slices.Contains(p.Subscribe.Allow, "syncledger.prod.>") {
+			t.Errorf("%v may not subscribe to the stream's republish", p == host)
 		}
 	}
 	for _, d := range []string{"syncledger.prod.p.>", "$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$O.>", "$KV.>"} {
@@ -77,7 +92,8 @@ func TestFor(t *testing.T) {
 		t.Error("tooling does not deny deleting the ledger's consumers")
 	}
 	for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.UPDATE.>",
-		"$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>", "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.>"} {
+		"$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>", "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.>",
+		"$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.DURABLE.CREATE.>", "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_HOSTS_prod.>"} {
 		if !slices.Contains(host.Publish.Deny, d) {
 			t.Errorf("host does not deny %q", d)
 		}

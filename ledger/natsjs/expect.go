@@ -54,7 +54,15 @@ type streamSettings struct {
 	AllowAtomicPublish bool              `json:"allow_atomic"`
 	AllowMsgTTL        bool              `json:"allow_msg_ttl"`
 	Mirror             json.RawMessage   `json:"mirror,omitempty"`
+	RePublish          *rePublish        `json:"republish,omitempty"`
 	Metadata           map[string]string `json:"metadata"`
+}
+
+// rePublish is a stream's republish setting, under the server's names.
+type rePublish struct {
+	Source      string `json:"src"`
+	Destination string `json:"dest"`
+	HeadersOnly bool   `json:"headers_only"`
 }
 
 // settingsOf returns c's settings as the server states them.
@@ -177,6 +185,57 @@ func noMaxAge(setting string) expectation {
 	}
 }
 
+// ledgerRePublish is the republish of a ledger's stream: the server sends
+// each message it stores, once stored, headers and body, to
+// syncledger.<ledger>.stored.<token> (StoredPrefix), with the headers it
+// adds — Nats-Stream, Nats-Subject (the stored subject), Nats-Sequence (its
+// seq), Nats-Time-Stamp and Nats-Last-Sequence (the seq of the previous
+// message on the same subject: a partition's, its event's Prev). Followers
+// subscribe there instead of holding a consumer (read.go Follow). Only the
+// stream leader republishes, and a subscriber that is slow or reconnecting
+// loses what was sent meanwhile: a follower checks the seqs for contiguity
+// and reads what it missed by direct gets. Whole messages, not headers only:
+// a follower then reads nothing per commit (the server sends one message to
+// every follower), where headers only would cost every follower a direct get
+// of every event.
+//
+// It is the one place the setting is spelled: Create makes a ledger with it,
+// Open checks it (ledgerStream), and an admin's repair sets it on a ledger
+// made without it (Ledger.RePublish).
+func ledgerRePublish(name string) *jetstream.RePublish {
+	return &jetstream.RePublish{Source: ledger.SubjectPrefix(name) + ">", Destination: StoredSubjects(name)}
+}
+
+// republishes: the stream republishes as ledgerRePublish says.
+func republishes(name, repair string) expectation {
+	want := ledgerRePublish(name)
+	show := func(r *rePublish) string {
+		if r == nil {
+			return "none"
+		}
+		s := r.Source + " → " + r.Destination
+		if r.HeadersOnly {
+			s += " (headers only)"
+		}
+		return s
+	}
+	return expectation{
+		setting: "republish",
+		want:    show(&rePublish{Source: want.Source, Destination: want.Destination}),
+		found:   func(s *streamSettings) string { return show(s.RePublish) },
+		holds: func(s *streamSettings) bool {
+			r := s.RePublish
+			return r != nil && r.Source == want.Source && r.Destination == want.Destination && !r.HeadersOnly
+		},
+		repair: repair,
+	}
+}
+
+// RePublishRepair is how a ledger made without its republish (before this
+// release) gets it: an admin's init adds it to the existing stream
+// (Ledger.RePublish), changing nothing else.
+const RePublishRepair = "an admin's syncledger init adds it to the existing ledger (nothing else changes)"
+
 // The resources.
 
 // ledgerStream is a ledger's stream (Create's streamConfig). Its identity —
@@ -201,6 +260,7 @@ func ledgerStream(name string) resource {
 			boolIs("deny_purge", false, func(s *streamSettings) bool { return s.DenyPurge }), // retention and quarantine purge
 			boolIs("allow_rollup_hdrs", false, func(s *streamSettings) bool { return s.AllowRollup }),
 			boolIs("allow_msg_ttl", false, func(s *streamSettings) bool { return s.AllowMsgTTL }),
+			republishes(name, RePublishRepair),
 		},
 	}
 }
@@ -243,6 +303,7 @@ func kvBucket(ledgerName, bucket string) resource {
 			noMaxAge("max_age"),
 			boolIs("allow_msg_ttl", false, func(s *streamSettings) bool { return s.AllowMsgTTL }),
 			boolIs("deny_delete", true, func(s *streamSettings) bool { return s.DenyDelete }),
+			boolIs("allow_direct", true, func(s *streamSettings) bool { return s.AllowDirect }), // List
 		},
 	}
 }
@@ -260,6 +321,7 @@ func deadLetterConfig(ledgerName string, replicas int) jetstream.StreamConfig {
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 		Duplicates:  DuplicateWindow,
+		AllowDirect: true, // DeadLetters reads by direct gets (by leader gets where a stream made before does not allow them)
 	}
 }
 
