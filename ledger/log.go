@@ -50,6 +50,12 @@ type CommitLog interface {
 	// Bounds returns the first and last seq.
 	Bounds(ctx context.Context) (Bounds, error)
 
+	// Head returns where the log ends and who says so (see Head): the
+	// source it reads from, or the origin itself when req.Origin is set.
+	// A log read from a mirror never reads below what it learned the
+	// origin holds: its own appends, and the heads the origin gave it.
+	Head(ctx context.Context, req HeadRequest) (Head, error)
+
 	// PartitionLastSeq returns the seq of the partition's last event, 0 if the
 	// partition has none (or of a quarantined message after it: see
 	// Quarantine; reading from there finds no event).

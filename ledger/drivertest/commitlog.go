@@ -42,6 +42,7 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 	}{
 		{"Empty", testLogEmpty},
 		{"Chain", testLogChain},
+		{"Head", testLogHead},
 		{"AtomicCommit", testLogAtomic},
 		{"RetryStoresOnce", testLogRetry},
 		{"RefusesBadCommits", testLogRefuses},
@@ -173,6 +174,33 @@ func testLogEmpty(t *testing.T, ctx context.Context, f LogFixture) {
 	}
 	if qs, err := l.Quarantines(ctx); err != nil || len(qs) != 0 {
 		t.Fatalf("Quarantines of an empty log = %v, %v", qs, err)
+	}
+}
+
+// testLogHead: the head of an empty log, after commits, with and without
+// the commit id, asked of the log's source and of the origin: a log without
+// a mirror answers as the origin, at a time no earlier than the call.
+func testLogHead(t *testing.T, ctx context.Context, f LogFixture) {
+	l := f.Log
+	before := time.Now().Add(-time.Second) // clocks of a server may differ a little
+	for _, req := range []ledger.HeadRequest{{}, {Commit: true}, {Origin: true}, {Origin: true, Commit: true}} {
+		h, err := l.Head(ctx, req)
+		if err != nil || h.Seq != 0 || h.Commit != "" || !h.FromOrigin() || h.AsOf.Before(before) {
+			t.Fatalf("Head(%+v) of an empty log = %+v, %v; want seq 0 from the origin, as of now", req, h, err)
+		}
+	}
+	logAppend(t, ctx, l, "a")
+	seqs := logAppend(t, ctx, l, "a", "b")
+	evs := logRead(t, ctx, l, seqs[1], seqs[1])
+	for _, req := range []ledger.HeadRequest{{}, {Commit: true}, {Origin: true}, {Origin: true, Commit: true}} {
+		h, err := l.Head(ctx, req)
+		want := ""
+		if req.Commit {
+			want = evs[0].Event.Commit
+		}
+		if err != nil || h.Seq != seqs[1] || h.Commit != want || !h.FromOrigin() || h.Lag != 0 || h.Staleness(time.Now()) != 0 {
+			t.Fatalf("Head(%+v) = %+v, %v; want seq %d, commit %q, from the origin", req, h, err, seqs[1], want)
+		}
 	}
 }
 

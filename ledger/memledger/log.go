@@ -145,6 +145,26 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 	return ledger.Bounds{First: first, Last: l.last()}, nil
 }
 
+// Head returns the log's last seq, answered now by the log itself (an
+// in-memory log has no mirror: every head is the origin's), with the commit
+// id there when asked for and the message is an event.
+func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
+	if err := ctx.Err(); err != nil {
+		return ledger.Head{}, l.fail("head", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := ledger.Head{Seq: l.last(), AsOf: l.now()}
+	if req.Commit {
+		if m, ok := l.at(h.Seq); ok {
+			if r, err := l.reader().Record(h.Seq, m.subject, m.data); err == nil && r.Skip == nil {
+				h.Commit = r.Event.Commit
+			}
+		}
+	}
+	return h, nil
+}
+
 // PartitionLastSeq returns the seq of the partition subject's last message.
 func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
 	if err := ctx.Err(); err != nil {

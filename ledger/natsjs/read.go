@@ -44,6 +44,41 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 	return b, nil
 }
 
+// Head returns the stream's last seq from one stream info request answered
+// by the stream leader (the origin's own answer: a direct get could be
+// answered by a mirror or a lagging replica), and with req.Commit the commit
+// id there, read through the leader too (one more request).
+func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
+	asOf := time.Now()
+	b, err := l.bounds(ctx)
+	if err != nil {
+		return ledger.Head{}, fmt.Errorf("ledger %q head: %w", l.name, err)
+	}
+	h := ledger.Head{Seq: b.Last, AsOf: asOf}
+	if req.Commit && b.Last >= b.First {
+		if h.Commit, err = l.commitAt(ctx, b.Last); err != nil {
+			return ledger.Head{}, fmt.Errorf("ledger %q head: %w", l.name, err)
+		}
+	}
+	return h, nil
+}
+
+// commitAt returns the commit id of the event the stream leader holds at seq
+// ("" when the message there is not an event of this ledger, or is gone),
+// quarantined or not.
+func (l *Log) commitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	m, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(seq)})
+	if err != nil || !ok || m.Seq != seq {
+		return "", err
+	}
+	// Quarantined or not: the commit stored there is what identifies it.
+	r, err := (&ledger.MessageReader{Name: l.name, UUID: l.uuid}).Record(m.Seq, m.Subject, m.Data)
+	if err != nil || r.Skip != nil {
+		return "", nil // not an event of this ledger: no commit to compare
+	}
+	return r.Event.Commit, nil
+}
+
 // PartitionLastSeq returns the seq of the partition's last event (0 if none),
 // from one direct get of the subject's last message.
 func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
