@@ -88,7 +88,18 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 	if err != nil {
 		return err
 	}
-	a.protectBlobs(ctx, info.Blobs) // first: a NATS bucket opens only write-once
+	// serve's own configuration: every resource of its ledger as this
+	// release makes it (created with a new ledger; upgraded on an older one).
+	changes, err := upgradeLedger(ctx, a, info.Name)
+	if err != nil {
+		return err
+	}
+	for _, ch := range changes {
+		if ch.Action != "" && !created {
+			a.logger.Info("upgraded", "resource", ch.Resource, "action", ch.Action, "settings", ch.Settings)
+		}
+	}
+	a.protectBlobs(ctx, info.Blobs)
 	if !created {
 		if a.blobsURL != "" && info.Blobs != a.blobsURL {
 			a.logger.Warn("the ledger exists with another blob store; its setting is kept",
@@ -201,9 +212,14 @@ func embeddedUsers(users []serveUser, scope natsauth.Scope) ([]embedded.User, er
 		if err != nil {
 			return nil, usagef("--users: user %d: %v", i+1, err)
 		}
-		perms, err := natsauth.For(role, scope)
+		if len(u.Consumers) > 0 && role != natsauth.RoleTooling {
+			return nil, usagef("--users: user %d: only a tooling user runs consumers (consumers: is for role tooling)", i+1)
+		}
+		own := scope
+		own.Consumers = u.Consumers
+		perms, err := natsauth.For(role, own)
 		if err != nil {
-			return nil, usagef("--users: %v", err)
+			return nil, usagef("--users: user %d: %v", i+1, err)
 		}
 		out = append(out, embedded.User{Name: u.User, Password: u.Password, Nkey: u.Nkey, Permissions: perms})
 	}
