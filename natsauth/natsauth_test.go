@@ -185,9 +185,9 @@ func TestGrants(t *testing.T) {
 func TestParseUser(t *testing.T) {
 	nkey := "U" + strings.Repeat("A", 55)
 	for in, want := range map[string]User{
-		"web-1:host":      {Name: "web-1", Role: RoleHost},
-		"ops:admin":       {Name: "ops", Role: RoleAdmin},
-		nkey + ":tooling": {Nkey: nkey, Role: RoleTooling},
+		"web-1:host":              {Name: "web-1", Role: RoleHost},
+		"ops:admin":               {Name: "ops", Role: RoleAdmin},
+		nkey + ":tooling":         {Nkey: nkey, Role: RoleTooling},
 		"graf:tooling:audit,hook": {Name: "graf", Role: RoleTooling, Consumers: []string{"audit", "hook"}},
 	} {
 		got, err := ParseUser(in)

@@ -30,10 +30,10 @@ import (
 
 // rig is serve with users of each role, and the command environments of each.
 type rig struct {
-	t                *testing.T
-	dir, url         string
+	t                 *testing.T
+	dir, url          string
 	admin, host, tool []string
-	srv              *proc
+	srv               *proc
 }
 
 const (
@@ -358,10 +358,10 @@ func consumerCreates(st, name string, cfg map[string]any) map[string][]byte {
 		return c
 	}
 	return map[string][]byte{
-		"$JS.API.CONSUMER.CREATE." + st + "." + name:                            body(with(map[string]any{"durable_name": name})),
+		"$JS.API.CONSUMER.CREATE." + st + "." + name:                             body(with(map[string]any{"durable_name": name})),
 		"$JS.API.CONSUMER.CREATE." + st + "." + name + ".syncledger.nothing.p.x": body(with(map[string]any{"name": name, "filter_subject": "syncledger.nothing.p.x"})),
-		"$JS.API.CONSUMER.DURABLE.CREATE." + st + "." + name:                    body(with(map[string]any{"durable_name": name})),
-		"$JS.API.CONSUMER.CREATE." + st:                                         body(with(map[string]any{"name": name})),
+		"$JS.API.CONSUMER.DURABLE.CREATE." + st + "." + name:                     body(with(map[string]any{"durable_name": name})),
+		"$JS.API.CONSUMER.CREATE." + st:                                          body(with(map[string]any{"name": name})),
 	}
 }
 
