@@ -106,6 +106,9 @@ func (o *consumeOpts) run(ctx context.Context, a *app, h consumers.Handler) erro
 	if nc := (*ledger.NoConsumerError)(nil); errors.As(err, &nc) {
 		return &noConsumerError{err: fmt.Errorf("consume %s: %w", o.name, err), create: o.createCommand(keys)}
 	}
+	if pe := (*ledger.PermissionError)(nil); errors.As(err, &pe) && (strings.HasPrefix(pe.Subject, "$JS.API.CONSUMER.") || strings.HasPrefix(pe.Subject, "$JS.ACK.")) {
+		return fmt.Errorf("consume %s: %w (a tooling user runs only the consumers named for it: syncledger config permissions --consumer %s renders them, or consumers: [%s] for it in serve's users)", o.name, err, o.name, o.name)
+	}
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", o.name, err)
 	}

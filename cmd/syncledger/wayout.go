@@ -134,4 +134,4 @@ func quarantineCommand(re *ledger.RecordError) string {
 // unprotectedNote is what the warning of a blob store that does not protect
 // stored blobs adds when an admin's init can fix it (a NATS bucket made
 // without write-once).
-const unprotectedNote = "run 'syncledger init' as an admin to fix it"
+const unprotectedNote = "run 'syncledger upgrade' as an admin to fix it"
