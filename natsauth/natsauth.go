@@ -145,7 +145,6 @@ type names struct {
 	hb, hbStream, swamp, swStream string
 	dlqStream, bucket, objStream  string
 	consumers                     []string
-	marker                        string
 }
 
 func namesOf(s Scope) names {
@@ -159,7 +158,6 @@ func namesOf(s Scope) names {
 		dlqStream: natsjs.DeadLetterStream(s.Ledger),
 		bucket:    s.ObjectBucket,
 		consumers: s.Consumers,
-		marker:    Marker(),
 	}
 	n.hbStream, n.swStream = natsjs.KVStream(n.hb), natsjs.KVStream(n.swamp)
 	if s.ObjectBucket != "" {
@@ -168,12 +166,15 @@ func namesOf(s Scope) names {
 	return n
 }
 
-// Marker is the subject every role below the admin of this Version is
-// denied, and nothing publishes to: a user the server refuses it has
-// permissions rendered by this build (or a later one); one it lets publish
-// there is an admin, or has older permissions (status says which, by
-// probing: see Probes).
-func Marker() string { return fmt.Sprintf("_SYNCLEDGER.PERMISSIONS.V%d", Version) }
+// Marker is the subject of this Version that every role below the admin
+// may publish to, and that nothing reads: a user the server refuses it has
+// older permissions (those of a release before, rendered before this build:
+// an allow list without it); status and swamp doctor probe it (Probes). The
+// permissions of a version allow the markers of every version since 2, so
+// that an older build finds a later one's permissions current.
+func Marker() string { return markerOf(Version) }
+
+func markerOf(v int) string { return fmt.Sprintf("_SYNCLEDGER.PERMISSIONS.V%d", v) }
 
 // validate checks a scope.
 func (s Scope) validate() error {
@@ -235,15 +236,15 @@ func reads(st, why string) []Grant {
 // common are every role's: answers, its account's JetStream info, and the
 // ledger's own subjects to subscribe to.
 func common(n names) []Grant {
-	return []Grant{
+	return append([]Grant{
 		allow(Subscribe, "_INBOX.>", "inboxes", "the answers to its JetStream API requests and publishes"),
 		allow(Subscribe, n.all, "ledger "+n.ledger, "the ledger's subjects"),
 		allow(Publish, "$JS.API.INFO", "account", "JetStream's account info (nats.go asks it)"),
-	}
+	}, markers()...)
 }
 
 // refusals are what no role below the admin may do, to any stream: every
-// change of a stream, and the marker of this version.
+// change of a stream or a consumer.
 func refusals(n names) []Grant {
 	const anyStream = "any stream"
 	return []Grant{
@@ -265,8 +266,16 @@ func refusals(n names) []Grant {
 		deny("$JS.API.ACCOUNT.>", "account", "the account's streams are the admin's"),
 		deny("$JS.API.META.>", "cluster", "the operator's"),
 		deny("$JS.API.SERVER.>", "cluster", "the operator's"),
-		deny(n.marker, "permissions", fmt.Sprintf("marks permissions of version %d: status and swamp doctor probe it", Version)),
 	}
+}
+
+// markers are the version markers this version's permissions allow.
+func markers() []Grant {
+	var g []Grant
+	for v := 2; v <= Version; v++ {
+		g = append(g, allow(Publish, markerOf(v), "permissions", fmt.Sprintf("marks permissions of version %d or later (nothing reads it): status and swamp doctor probe it", v)))
+	}
+	return g
 }
 
 func hostGrants(n names) []Grant {

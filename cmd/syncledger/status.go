@@ -26,6 +26,10 @@ how many files are held as metadata only (lazy). --ignored also lists the files
 the ignore rules leave out (the defaults and .syncledgerignore, see the README): an
 ignored directory is listed once, with a trailing /.
 
+Status also checks what the server lets this user do: permissions older or
+wider than this build's (a server configured before this release) are
+reported on stderr, with the command that renders them again.
+
 --json prints: ledger, uuid, host, cache, head, first, snapshot, hwm, behind,
 partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files,
 shadowed [paths], conflicts [paths].
@@ -64,6 +68,11 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	st, err := h.Status(ctx)
 	if err != nil {
 		return err
+	}
+	if !st.Offline {
+		if p := a.permissionProblem(ctx); p != "" {
+			a.logger.Warn(p)
+		}
 	}
 	if asJSON {
 		if st.Offline {
