@@ -44,6 +44,9 @@ func TestDecodeEventRejectsFields(t *testing.T) {
 		{"upper-case digest", edit(DigestOf([]byte("x")).String(), strings.ToUpper(DigestOf([]byte("x")).String())), ErrInvalid, "not lower-case hex"},
 		{"control byte in path", edit(`state/1/old`, `state/1/o\u0001d`), ErrInvalid, "control byte 0x01"},
 		{"long path", edit(`state/1/old`, strings.Repeat("x/", MaxPathLen/2)+"y"), ErrTooLarge, "limit 4096"},
+		{"long segment", edit(`state/1/old`, `state/1/`+strings.Repeat("o", MaxNameLen+1)), ErrTooLarge, "a segment of 256 bytes, limit 255"},
+		{"ignore file as a directory", edit(`data/aws/ec2/vpc/abc/state/1/old`, `.syncledgerignore/x`), ErrInvalid, ".syncledgerignore as a directory"},
+		{"state directory in other case", edit(`data/aws/ec2/vpc/abc/state/1/old`, `.SyncLedger/state.db`), ErrInvalid, "inside .syncledger"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

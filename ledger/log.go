@@ -17,6 +17,13 @@ type Info struct {
 	Format   int    // event format version
 	Blobs    string // blob store URL (file:///…, s3://…, gs://…, nats://…)
 	Replicas int
+
+	// NamespaceOf and Namespace mark a ledger made as namespace Namespace of
+	// the ledger whose UUID is NamespaceOf (a swamp datastore's namespace:
+	// swamp.NamespaceLedger), set at its creation; both empty on any other
+	// ledger, and on a namespace's ledger made by a release before the mark.
+	NamespaceOf string
+	Namespace   string
 }
 
 // Bounds are the log's first and last seqs. An empty log has First = Last+1

@@ -9,7 +9,9 @@ import (
 
 func TestValidatePath(t *testing.T) {
 	t.Parallel()
-	good := []string{"a", "data/aws/ec2/vpc/abc/state/1/raw", ".catalog-export.json", "a/.hidden/b", "a/..b/c", "é/ü"}
+	good := []string{"a", "data/aws/ec2/vpc/abc/state/1/raw", ".catalog-export.json", "a/.hidden/b", "a/..b/c", "é/ü",
+		".syncledgerignore", "a/.syncledgerignore", "a/.syncledgerignore/b", ".syncledgerignore.bak", ".syncledger-x/y",
+		strings.Repeat("n", MaxNameLen), strings.Repeat("デ", MaxNameLen/3) + "/x"}
 	for _, p := range good {
 		if err := ValidatePath(p); err != nil {
 			t.Errorf("ValidatePath(%q) = %v, want nil", p, err)
@@ -32,6 +34,19 @@ func TestValidatePath(t *testing.T) {
 		".syncledger/state.db":    ErrInvalid,
 		".syncledger":             ErrInvalid,
 		strings.Repeat("a", 4097): ErrTooLarge,
+		// Names the host's machinery reads at the cache root (issue 38 point
+		// 10: a commit naming .syncledgerignore/x stopped every host's commit).
+		".syncledgerignore/x":   ErrInvalid,
+		".syncledgerignore/a/b": ErrInvalid,
+		".SyncLedgerIgnore":     ErrInvalid,
+		".SYNCLEDGERIGNORE/x":   ErrInvalid,
+		".SyncLedger/state.db":  ErrInvalid,
+		".ſyncledger/state.db":  ErrInvalid, // APFS and Go fold ſ to s
+		".syncledgerıgnore":     ErrInvalid, // NTFS upper-cases ı to I
+		".SYNCLEDGER":           ErrInvalid,
+		// A name no file system of a host holds (NAME_MAX).
+		strings.Repeat("n", MaxNameLen+1):     ErrTooLarge,
+		"a/" + strings.Repeat("デ", 86) + "/b": ErrTooLarge, // 258 bytes, 86 UTF-16 units: NTFS holds it, ext4 does not
 	}
 	for p, want := range bad {
 		err := ValidatePath(p)
@@ -39,13 +54,14 @@ func TestValidatePath(t *testing.T) {
 			t.Errorf("ValidatePath(%q) = %v, want %v", clip(p), err, want)
 		}
 	}
-	if err := ValidatePath(strings.Repeat("a", 4096)); err != nil {
-		t.Errorf("4096-byte path refused: %v", err)
+	// The limit is inclusive: 4096 bytes of 16-byte segments.
+	if p := strings.Repeat(strings.Repeat("a", 15)+"/", 256)[:4095] + "b"; len(p) != MaxPathLen || ValidatePath(p) != nil {
+		t.Errorf("%d-byte path refused: %v", len(p), ValidatePath(p))
 	}
 }
 
 func FuzzValidatePath(f *testing.F) {
-	for _, s := range []string{"a", "a/b", "/a", "../a", "a/..", "a//b", "a\\b", "a\x00", ".syncledger/x", "data/x/1/raw"} {
+	for _, s := range []string{"a", "a/b", "/a", "../a", "a/..", "a//b", "a\\b", "a\x00", ".syncledger/x", "data/x/1/raw", ".syncledgerignore/x", ".SyncLedger/x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
@@ -57,12 +73,19 @@ func FuzzValidatePath(f *testing.F) {
 			t.Fatalf("accepted %q", p)
 		}
 		for _, seg := range strings.Split(p, "/") {
-			if seg == "" || seg == "." || seg == ".." {
-				t.Fatalf("accepted %q with segment %q", p, seg)
+			if seg == "" || seg == "." || seg == ".." || len(seg) > MaxNameLen {
+				t.Fatalf("accepted %q with segment %q", p, clip(seg))
 			}
 		}
-		if p == StateDir || strings.HasPrefix(p, StateDir+"/") {
-			t.Fatalf("accepted state path %q", p)
+		if p == StateDir || strings.HasPrefix(p, StateDir+"/") || strings.HasPrefix(p, IgnoreFile+"/") {
+			t.Fatalf("accepted reserved path %q", p)
+		}
+		first, _, _ := strings.Cut(p, "/")
+		if strings.EqualFold(first, StateDir) || strings.EqualFold(first, IgnoreFile) && first != IgnoreFile {
+			t.Fatalf("accepted %q, a reserved name on a case-insensitive file system", p)
+		}
+		if len(p) > MaxPathLen {
+			t.Fatalf("accepted %d bytes", len(p))
 		}
 	})
 }

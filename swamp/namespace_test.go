@@ -36,3 +36,35 @@ func TestNamespaceLedgerAndBlobs(t *testing.T) {
 		t.Error("an unknown scheme was accepted")
 	}
 }
+
+// TestCheckNamespaceLedger is issue 38 point 11's decision: setup adopted any
+// ledger named BASE_NS. Only a ledger marked as namespace ns of base is
+// taken; an unmarked one only when base's registry already lists ns for the
+// repo (a namespace's ledger made before the mark: marked then); another
+// mark, or none and no registration, is refused saying what to do.
+func TestCheckNamespaceLedger(t *testing.T) {
+	base := ledger.Info{Name: "prod", UUID: "6f1c2a4e-8a3b-4c5d-9e7f-0a1b2c3d4e5f"}
+	const other = "0b0b0b0b-0b0b-4b0b-8b0b-0b0b0b0b0b0b"
+	for _, tc := range []struct {
+		name       string
+		l          ledger.Info
+		registered bool
+		legacy     bool
+		says       string // "" accepted
+	}{
+		{"marked", ledger.Info{Name: "prod_eu", NamespaceOf: base.UUID, Namespace: "eu"}, false, false, ""},
+		{"marked and registered", ledger.Info{Name: "prod_eu", NamespaceOf: base.UUID, Namespace: "eu"}, true, false, ""},
+		{"made before the mark", ledger.Info{Name: "prod_eu"}, true, true, ""},
+		{"a plain ledger", ledger.Info{Name: "prod_eu"}, false, false, "pick another namespace"},
+		{"another base's", ledger.Info{Name: "prod_eu", NamespaceOf: other, Namespace: "eu"}, true, false, other},
+		{"another namespace's", ledger.Info{Name: "prod_eu", NamespaceOf: base.UUID, Namespace: "e"}, true, false, `namespace "e"`},
+	} {
+		legacy, err := CheckNamespaceLedger(base, "eu", tc.l, tc.registered)
+		switch {
+		case tc.says == "" && (err != nil || legacy != tc.legacy):
+			t.Errorf("%s: legacy %v, %v; want %v, nil", tc.name, legacy, err, tc.legacy)
+		case tc.says != "" && (!errors.Is(err, ledger.ErrInvalid) || !strings.Contains(err.Error(), tc.says)):
+			t.Errorf("%s: %v; want ErrInvalid saying %q", tc.name, err, tc.says)
+		}
+	}
+}

@@ -162,7 +162,7 @@ the environment swamp runs in or from the user's configuration file
 		},
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "the swamp repo (directory holding .swamp.yaml)")
-	cmd.Flags().StringVar(&ns, "namespace", "", "a namespace of the datastore: a ledger of its own, LEDGER_NS (created if absent, its blobs under the ledger's store's ns-NS/), read only by the other namespaces; the first repo to set a namespace up owns it")
+	cmd.Flags().StringVar(&ns, "namespace", "", "a namespace of the datastore: a ledger of its own, LEDGER_NS (created if absent and marked as this ledger's namespace, its blobs under the ledger's store's ns-NS/; an existing LEDGER_NS that is not this namespace's is refused), read only by the other namespaces; the first repo to set a namespace up owns it")
 	cmd.Flags().BoolVar(&lazy, "lazy", false, "lazy hydration: data/**/raw content is fetched when swamp reads it")
 	cmd.Flags().BoolVar(&skipImport, "skip-import", false, "do not import the data of the repo's current datastore (it stays where it is)")
 	cmd.Flags().Int64Var(&lockTTL, "lock-ttl-ms", 0, "TTL of swamp's locks in ms (default 30000): a holder that dies loses its lock this long after its last renewal")
@@ -250,15 +250,31 @@ func (a *app) userConfigPath() string {
 
 // setupNamespace registers namespace ns for the repo in the base ledger's
 // swamp bucket (the first repo wins), creates the namespace's ledger if absent
-// (swamp.NamespaceLedger, its blobs under the base store's swamp.NamespaceBlobs)
-// and makes it a's ledger.
+// (swamp.NamespaceLedger, its blobs under the base store's swamp.NamespaceBlobs,
+// marked as ns of the base) and makes it a's ledger. An existing ledger of
+// that name is taken only if it is that namespace's (swamp.CheckNamespaceLedger):
+// marked so, or made before the mark by a release whose setup registered ns
+// for this repo (then marked, by an admin's setup); any other is refused
+// before anything is registered or written.
 func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 	name, err := swamp.NamespaceLedger(a.ledgerName, ns)
 	if err != nil {
 		return usagef("--namespace: %v", err)
 	}
-	if err := a.registerNamespace(ctx, repo, ns); err != nil {
+	id, err := swamp.RepoID(repo)
+	if err != nil {
 		return err
+	}
+	kv, err := a.swampKV(ctx)
+	if err != nil {
+		return err
+	}
+	owner, err := agent.NamespaceOwner(ctx, kv, ns)
+	if err != nil {
+		return fmt.Errorf("read namespace %q's registration: %w", ns, err)
+	}
+	if owner != "" && owner != id {
+		return agent.RegisterNamespace(ctx, kv, ns, id) // refused, saying whose it is
 	}
 	l, err := a.Log(ctx)
 	if err != nil {
@@ -278,31 +294,47 @@ func (a *app) setupNamespace(ctx context.Context, repo, ns string) error {
 	}
 	a.ledgerName, a.blobsURL = name, ""
 	a.res = &opened{nats: a.res.nats, closes: a.res.closes, host: a.res.host} // the namespace's own log and blobs
-	nsInfo, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: name, Blobs: blobsURL, Replicas: info.Replicas})
+	nsInfo, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: name, Blobs: blobsURL, Replicas: info.Replicas, NamespaceOf: info.UUID, Namespace: ns})
 	if err != nil {
+		return err
+	}
+	legacy := false
+	if !created {
+		if legacy, err = swamp.CheckNamespaceLedger(info, ns, nsInfo, owner == id); err != nil {
+			return err
+		}
+	}
+	if err := agent.RegisterNamespace(ctx, kv, ns, id); err != nil {
 		return err
 	}
 	if created {
 		fmt.Fprintf(a.stderr, "created ledger %s for namespace %s (blobs %s)\n", name, ns, redactURL(nsInfo.Blobs))
 		a.protectBlobs(ctx, nsInfo.Blobs)
 	}
+	if legacy {
+		nsLog, err := a.Log(ctx)
+		if err != nil {
+			return err
+		}
+		switch err := nsLog.MarkNamespace(ctx, info.UUID, ns); {
+		case err == nil:
+			fmt.Fprintf(a.stderr, "marked ledger %s as namespace %s of ledger %s (an older release made it without the mark)\n", name, ns, info.Name)
+		case errors.Is(err, ledger.ErrPermission):
+			fmt.Fprintf(a.stderr, "note: ledger %s, namespace %s's, carries no namespace mark (an older release made it): "+
+				"recognised by %s's namespace registry; an admin's 'syncledger swamp setup --namespace %s' marks it\n", name, ns, info.Name, ns)
+		default:
+			return err
+		}
+	}
 	return nil
 }
 
-// registerNamespace records that the repo owns namespace ns in the ledger's
-// swamp bucket (agent.RegisterNamespace: the first repo wins).
-func (a *app) registerNamespace(ctx context.Context, repo, ns string) error {
-	id, err := swamp.RepoID(repo)
-	if err != nil {
-		return err
-	}
+// swampKV opens the swamp bucket of a's ledger (the base's, before
+// setupNamespace makes the namespace's a's ledger).
+func (a *app) swampKV(ctx context.Context) (ledger.KV, error) {
 	lg, err := a.ledgerOn(ctx, a.ledgerName)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	kv, err := lg.SwampKV(ctx)
-	if err != nil {
-		return err
-	}
-	return agent.RegisterNamespace(ctx, kv, ns, id)
+	return lg.SwampKV(ctx)
 }

@@ -163,3 +163,47 @@ func (l *Log) updateMeta(ctx context.Context, holds func(map[string]string) bool
 	}
 	return fmt.Errorf("stream %s: the metadata update kept being overwritten by other processes", l.stream)
 }
+
+// checkNamespaceMark checks a namespace mark (LedgerConfig.NamespaceOf, Namespace):
+// both empty, or a UUID and a name. A malformed mark read from a stream is
+// no mark.
+func checkNamespaceMark(of, ns string) error {
+	switch {
+	case of == "" && ns == "":
+		return nil
+	case ns == "" || len(ns) > 64:
+		return fmt.Errorf("namespace mark: namespace %q: %w", ns, ledger.ErrInvalid)
+	}
+	if err := ledger.ValidateUUID(of); err != nil {
+		return fmt.Errorf("namespace mark: %w", err)
+	}
+	return nil
+}
+
+// MarkNamespace marks the ledger, made without the mark (by a release before
+// it), as namespace ns of the ledger whose UUID is of (ledger.Info); the mark
+// is made once and never changed: a ledger marked otherwise is an error
+// wrapping ledger.ErrInvalid. Only the admin may (ledger.ErrPermission).
+func (l *Log) MarkNamespace(ctx context.Context, of, ns string) error {
+	if of == "" {
+		return fmt.Errorf("ledger %q: mark as a namespace: no base ledger: %w", l.name, ledger.ErrInvalid)
+	}
+	if err := checkNamespaceMark(of, ns); err != nil {
+		return fmt.Errorf("ledger %q: mark as a namespace: %w", l.name, err)
+	}
+	var other error
+	err := l.updateMeta(ctx, func(md map[string]string) bool {
+		if have := md[MetaNamespaceOf]; have != "" && (have != of || md[MetaNamespace] != ns) {
+			other = fmt.Errorf("it is marked namespace %q of ledger %s: %w", md[MetaNamespace], have, ledger.ErrInvalid)
+			return true
+		}
+		return md[MetaNamespaceOf] == of && md[MetaNamespace] == ns
+	}, func(md map[string]string) { md[MetaNamespaceOf], md[MetaNamespace] = of, ns })
+	if err == nil {
+		err = other
+	}
+	if err != nil {
+		return fmt.Errorf("ledger %q: mark as namespace %q of ledger %s: %w", l.name, ns, of, err)
+	}
+	return nil // Info still says what the stream held when the log was opened
+}

@@ -70,6 +70,12 @@
 //	syncledger.format  the event format version (ledger.FormatVersion)
 //	syncledger.blobs   the blob store URL
 //
+// and on a swamp namespace's ledger, from its creation (ledger.Info; an older
+// one is marked by MarkNamespace):
+//
+//	syncledger.namespace-of  the UUID of the ledger it is a namespace of
+//	syncledger.namespace     the namespace
+//
 // Open refuses a stream without them, one whose format is newer than this build
 // (ErrUnknownVersion), or one without atomic publish, direct get or the subject
 // binding (ErrInvalid).

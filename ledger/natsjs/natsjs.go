@@ -21,6 +21,11 @@ const (
 	MetaFormat = "syncledger.format"
 	MetaBlobs  = "syncledger.blobs"
 	MetaName   = "syncledger.name"
+
+	// The namespace mark (ledger.Info.NamespaceOf, Namespace), on a
+	// namespace's ledger only.
+	MetaNamespaceOf = "syncledger.namespace-of"
+	MetaNamespace   = "syncledger.namespace"
 )
 
 // Defaults.
@@ -46,6 +51,11 @@ type LedgerConfig struct {
 	Blobs    string        // blob store URL, stored in the stream metadata
 	Replicas int           // stream replicas; 0 means 1
 	MaxAge   time.Duration // 0 keeps events forever; see the package doc before setting it
+
+	// NamespaceOf (a UUID) and Namespace, both or neither, mark the ledger as
+	// that namespace of that ledger (ledger.Info), in the stream metadata.
+	NamespaceOf string
+	Namespace   string
 }
 
 // Option configures a Log.
@@ -204,6 +214,9 @@ func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Opt
 	if cfg.MaxAge < 0 {
 		return nil, fmt.Errorf("create ledger %q: negative max age: %w", cfg.Name, ledger.ErrInvalid)
 	}
+	if err := checkNamespaceMark(cfg.NamespaceOf, cfg.Namespace); err != nil {
+		return nil, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
+	}
 	uuid := cfg.UUID
 	if uuid == "" {
 		if uuid, err = ledger.NewLineageID(rand.Reader); err != nil {
@@ -229,6 +242,12 @@ func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Opt
 			}
 			if have := info.CachedInfo().Config.Metadata[MetaBlobs]; cfg.Blobs != "" && cfg.Blobs != have {
 				return nil, fmt.Errorf("create ledger %q: it exists with blobs %q, not %q: %w", cfg.Name, have, cfg.Blobs, ledger.ErrInvalid)
+			}
+			// An existing ledger without the mark is left to the caller (a
+			// namespace's ledger made before the mark, or another ledger).
+			if have := l.info; cfg.NamespaceOf != "" && have.NamespaceOf != "" && (have.NamespaceOf != cfg.NamespaceOf || have.Namespace != cfg.Namespace) {
+				return nil, fmt.Errorf("create ledger %q: it exists as namespace %q of ledger %s, not namespace %q of ledger %s: %w",
+					cfg.Name, have.Namespace, have.NamespaceOf, cfg.Namespace, cfg.NamespaceOf, ledger.ErrInvalid)
 			}
 			// A stream just created on a cluster answers direct gets only once
 			// its replicas are set up: return a ledger ready to be read.
@@ -263,7 +282,7 @@ func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig
 	if cfg.MaxAge > 0 && cfg.MaxAge < dup {
 		dup = cfg.MaxAge // the server requires duplicates ≤ max age
 	}
-	return jetstream.StreamConfig{
+	sc := jetstream.StreamConfig{
 		Name:               l.stream,
 		Description:        "syncledger ledger " + l.name,
 		Subjects:           []string{l.prefix + ">"},
@@ -286,6 +305,10 @@ func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig
 			MetaName:   l.name,
 		},
 	}
+	if cfg.NamespaceOf != "" {
+		sc.Metadata[MetaNamespaceOf], sc.Metadata[MetaNamespace] = cfg.NamespaceOf, cfg.Namespace
+	}
+	return sc
 }
 
 // Open opens an existing ledger. A missing one is an error wrapping
@@ -331,6 +354,9 @@ func (l *Log) adopt(c *streamSettings) error {
 	f, _ := strconv.Atoi(md[MetaFormat])
 	l.uuid = md[MetaUUID]
 	l.info = ledger.Info{Name: md[MetaName], UUID: md[MetaUUID], Format: f, Blobs: md[MetaBlobs], Replicas: c.Replicas}
+	if checkNamespaceMark(md[MetaNamespaceOf], md[MetaNamespace]) == nil {
+		l.info.NamespaceOf, l.info.Namespace = md[MetaNamespaceOf], md[MetaNamespace]
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -34,6 +35,9 @@ type Dir struct {
 	root string // absolute, symlinks resolved
 	tmp  string
 	ign  ignoreCache // Ignore's rules, read again only when their file changed
+
+	rootMu sync.Mutex
+	rootFD *os.Root // the root's directory, for paths too long to name whole (long.go); opened on first use
 }
 
 // FileInfo is what the scan and the index know of a file.
@@ -91,11 +95,11 @@ func (d *Dir) Root() string { return d.root }
 func (d *Dir) StatePath(name string) string { return filepath.Join(d.root, ledger.StateDir, name) }
 
 // resolve validates rel and checks each existing parent is a real directory (not a
-// symlink). It returns the absolute path and the parent directories that are
-// missing (outermost first).
-func (d *Dir) resolve(rel string) (string, []string, error) {
+// symlink). It returns the parent directories that are missing (relative,
+// outermost first).
+func (d *Dir) resolve(rel string) ([]string, error) {
 	if err := ledger.ValidatePath(rel); err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrUnsafePath, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnsafePath, err)
 	}
 	var missing []string
 	for i := 0; i < len(rel); i++ {
@@ -104,26 +108,25 @@ func (d *Dir) resolve(rel string) (string, []string, error) {
 		}
 		dir := rel[:i]
 		if missing != nil {
-			missing = append(missing, d.abs(dir))
+			missing = append(missing, dir)
 			continue
 		}
 		switch err := d.checkDir(dir); {
 		case errors.Is(err, fs.ErrNotExist):
-			missing = append(missing, d.abs(dir))
+			missing = append(missing, dir)
 		case err != nil:
-			return "", nil, fmt.Errorf("path %q: %w", rel, err)
+			return nil, fmt.Errorf("path %q: %w", rel, err)
 		}
 	}
-	abs := d.abs(rel)
-	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
-		return "", nil, fmt.Errorf("path %q %w", rel, ErrIsDir)
+	if fi, err := d.lstat(rel); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("path %q %w", rel, ErrIsDir)
 	}
-	return abs, missing, nil
+	return missing, nil
 }
 
 // Check validates rel for writing without touching the disk.
 func (d *Dir) Check(rel string) error {
-	_, _, err := d.resolve(rel)
+	_, err := d.resolve(rel)
 	return err
 }
 
@@ -170,7 +173,7 @@ func (d *Dir) Flush(files, gone []string, parallel int) error {
 		}
 		addDirs(rel)
 		g.Go(func() error {
-			if err := syncFile(d.abs(rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := d.syncPath(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("flush %s: %w", rel, err)
 			}
 			return nil
@@ -186,17 +189,13 @@ func (d *Dir) Flush(files, gone []string, parallel int) error {
 		return err
 	}
 	for dir := range dirs {
-		abs := d.root
-		if dir != "" {
-			abs = d.abs(dir)
-		}
 		g.Go(func() error {
-			err := syncDir(abs)
+			err := d.syncDir(dir)
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // removed with the files under it: its parent holds that
 			}
 			if err != nil {
-				return fmt.Errorf("flush directory %s: %w", abs, err)
+				return fmt.Errorf("flush directory %s: %w", d.path(dir), err)
 			}
 			return nil
 		})
@@ -205,16 +204,16 @@ func (d *Dir) Flush(files, gone []string, parallel int) error {
 }
 
 func (d *Dir) write(rel string, r io.Reader, want ledger.Digest, size int64, mode uint32, durable bool) (FileInfo, error) {
-	abs, missing, err := d.resolve(rel)
+	missing, err := d.resolve(rel)
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
-	return d.writeAt(rel, abs, missing, r, want, size, mode, durable, nil)
+	return d.writeAt(rel, missing, r, want, size, mode, durable, nil)
 }
 
-// writeAt is write once rel is resolved; created, when set, is told of each
-// directory it made.
-func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledger.Digest, size int64, mode uint32, durable bool, created func(string)) (FileInfo, error) {
+// writeAt is write once rel is resolved (missing: the directories to make,
+// relative); created, when set, is told of each directory it made.
+func (d *Dir) writeAt(rel string, missing []string, r io.Reader, want ledger.Digest, size int64, mode uint32, durable bool, created func(string)) (FileInfo, error) {
 	f, err := fsx.CreateTemp(d.tmp, "w-")
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
@@ -252,48 +251,62 @@ func (d *Dir) writeAt(rel, abs string, missing []string, r io.Reader, want ledge
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
 	for _, dir := range missing {
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := d.mkdir(dir); err != nil && !errors.Is(err, fs.ErrExist) {
 			return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 		}
 		if created != nil {
 			created(dir)
 		}
 	}
-	if err := fsx.Rename(tmp, abs); err != nil {
+	if err := d.rename(d.tmpRel(tmp), rel); err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
 	renamed = true
 	if durable {
-		if err := syncDirs(filepath.Dir(abs), missing, d.root); err != nil {
+		if err := d.syncDirs(parent(rel), missing); err != nil {
 			return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 		}
 	}
 	return FileInfo{Size: fi.Size(), ModTime: fi.ModTime(), Mode: uint32(fi.Mode().Perm())}, nil
 }
 
-// syncDirs fsyncs dir and, when directories were created, their parents up to root.
-func syncDirs(dir string, created []string, root string) error {
+// tmpRel is the path, relative to the root, of the temp file tmp (absolute,
+// in d.tmp).
+func (d *Dir) tmpRel(tmp string) string {
+	return ledger.StateDir + "/tmp/" + filepath.Base(tmp)
+}
+
+// parent is the directory of rel, relative ("" is the root).
+func parent(rel string) string {
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		return rel[:i]
+	}
+	return ""
+}
+
+// syncDirs fsyncs dir and, when directories were created, their parents up
+// to the root (all relative, "" the root).
+func (d *Dir) syncDirs(dir string, created []string) error {
 	dirs := []string{dir}
 	if len(created) > 0 {
-		dirs = append(dirs, filepath.Dir(created[0]))
+		dirs = append(dirs, parent(created[0]))
 		dirs = append(dirs, created...)
 	}
 	seen := map[string]bool{}
 	for _, p := range dirs {
-		if seen[p] || !strings.HasPrefix(p, root) {
+		if seen[p] {
 			continue
 		}
 		seen[p] = true
-		if err := syncFile(p); err != nil {
+		if err := d.syncPath(p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// syncFile fsyncs the regular file or directory at p; anything else (a
-// symlink, a FIFO the user put there) is left alone: it holds no content of
-// the cache, and opening a FIFO would block.
+// syncFile fsyncs the regular file or directory at p (absolute); anything
+// else is left alone, as Dir.syncPath.
 func syncFile(p string) error {
 	fi, err := os.Lstat(p)
 	if err != nil {
@@ -318,27 +331,27 @@ func (d *Dir) Remove(rel string) error { return d.remove(rel, true) }
 func (d *Dir) RemoveDeferred(rel string) error { return d.remove(rel, false) }
 
 func (d *Dir) remove(rel string, durable bool) error {
-	abs, missing, err := d.resolve(rel)
+	missing, err := d.resolve(rel)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", rel, err)
 	}
 	if missing != nil {
 		return nil // a parent is absent, so is the file
 	}
-	if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := d.removeName(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", rel, err)
 	}
-	dir := filepath.Dir(abs)
-	for dir != d.root && strings.HasPrefix(dir, d.root) {
-		if os.Remove(dir) != nil { // not empty (or gone): stop
+	dir := parent(rel)
+	for dir != "" {
+		if d.removeName(dir) != nil { // not empty (or gone): stop
 			break
 		}
-		dir = filepath.Dir(dir)
+		dir = parent(dir)
 	}
 	if !durable {
 		return nil
 	}
-	if err := syncFile(dir); err != nil {
+	if err := d.syncPath(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", rel, err)
 	}
 	return nil
@@ -353,7 +366,7 @@ func (d *Dir) Stat(rel string) (FileInfo, error) {
 // real directory: nil, fs.ErrNotExist, or an error wrapping ErrUnsafePath.
 func (d *Dir) checkDir(dir string) error {
 	abs := d.abs(dir)
-	fi, err := os.Lstat(abs)
+	fi, err := d.lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return fs.ErrNotExist
@@ -381,7 +394,7 @@ func (d *Dir) Open(rel string) (*os.File, error) {
 	if _, err := d.Stat(rel); err != nil {
 		return nil, err
 	}
-	return fsx.OpenNoFollow(filepath.Join(d.root, filepath.FromSlash(rel)))
+	return d.openNoFollow(rel)
 }
 
 // Hash returns the SHA-256 and size of the file at rel.

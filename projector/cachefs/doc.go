@@ -16,4 +16,10 @@
 // Paths are validated again on every call (ledger.ValidatePath) and resolved without
 // following symlinks: a path that escapes the cache, goes through a symlink, or
 // targets .syncledger/ is refused with ErrUnsafePath and nothing is written.
+//
+// Every path the ledger accepts is held whatever the cache root's length: an
+// operation names its file by the absolute path while the system takes it in
+// one call, and otherwise relative to the cache root's directory, one
+// directory at a time (os.Root; long.go). A host whose cache root is longer
+// than the writer's applies, scans, hashes and removes the same files.
 package cachefs

@@ -77,7 +77,8 @@ func BenchmarkDurableBatch(b *testing.B) {
 // unsyncedWrite is the write before this change: verified, temp file and
 // rename, no fsync.
 func unsyncedWrite(d *Dir, rel string, content []byte, want ledger.Digest) error {
-	abs, missing, err := d.resolve(rel)
+	missing, err := d.resolve(rel)
+	abs := d.abs(rel)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func unsyncedWrite(d *Dir, rel string, content []byte, want ledger.Digest) error
 		return err
 	}
 	for _, dir := range missing {
-		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		if err := os.Mkdir(d.abs(dir), 0o755); err != nil && !os.IsExist(err) {
 			return err
 		}
 	}

@@ -3,7 +3,6 @@ package cachefs
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -55,7 +54,7 @@ func (d *Dir) ScanWith(ign *ignore.Matcher, enter func(dir string) bool, fn func
 			return inner(p, e, err)
 		}
 	}
-	return filepath.WalkDir(d.root, visit)
+	return d.walk("", visit)
 }
 
 // ScanPaths is Scan limited to paths (slash-separated, relative to the root): a
@@ -87,7 +86,7 @@ func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string,
 			case dir == ledger.StateDir || dir == "_index" || dir == "_control", ign.Match(dir, true):
 				ok = false
 			default:
-				fi, err := os.Lstat(d.abs(dir))
+				fi, err := d.lstat(dir)
 				ok = err == nil && fi.IsDir()
 				switch {
 				case ok, skip == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
@@ -112,7 +111,7 @@ func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string,
 	var done []string // directories walked: their subtrees are covered
 	for _, rel := range paths {
 		if rel == "" || rel == "." {
-			return filepath.WalkDir(d.root, visit)
+			return d.walk("", visit)
 		}
 		if slices.ContainsFunc(done, func(dir string) bool { return strings.HasPrefix(rel, dir+"/") }) {
 			continue
@@ -121,7 +120,7 @@ func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string,
 		if !canEnter(strings.TrimSuffix(parent, "/")) {
 			continue
 		}
-		fi, err := os.Lstat(d.abs(rel))
+		fi, err := d.lstat(rel)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			continue
 		}
@@ -134,7 +133,7 @@ func (d *Dir) ScanPaths(ign *ignore.Matcher, paths []string, fn func(rel string,
 		if fi.IsDir() {
 			done = append(done, rel)
 		}
-		if err := filepath.WalkDir(d.abs(rel), visit); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := d.walk(rel, visit); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
@@ -169,6 +168,15 @@ func (d *Dir) visit(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error,
 				}
 				return filepath.SkipDir
 			}
+			if err := ledger.ValidatePath(rel); err != nil {
+				// No file under it is a path the ledger takes (a reserved
+				// name, a name or a path too long for some host): one
+				// warning, not one a file.
+				if skip != nil {
+					skip(Skipped{Path: rel, Reason: err.Error()})
+				}
+				return filepath.SkipDir
+			}
 			return nil
 		}
 		if ign.Match(rel, false) {
@@ -193,6 +201,9 @@ func (d *Dir) visit(ign *ignore.Matcher, fn func(rel string, fi FileInfo) error,
 			return nil
 		}
 		fi, err := e.Info()
+		if tooLong(err) {
+			fi, err = d.lstat(rel) // a name in a directory the walk read whole
+		}
 		if err != nil {
 			return d.unreadable(rel, e, err, skip)
 		}

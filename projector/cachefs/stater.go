@@ -6,11 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 
-	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -112,7 +109,7 @@ func (s *Stater) Stat(rel string) (FileInfo, error) {
 	if missing != nil {
 		return FileInfo{}, fs.ErrNotExist
 	}
-	fi, err := os.Lstat(s.d.abs(rel))
+	fi, err := s.d.lstat(rel)
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -130,7 +127,7 @@ func (s *Stater) Open(rel string) (*os.File, error) {
 	if _, err := s.Stat(rel); err != nil {
 		return nil, err
 	}
-	return fsx.OpenNoFollow(s.d.abs(rel))
+	return s.d.openNoFollow(rel)
 }
 
 // WriteDeferred is Dir.WriteDeferred, the directories on the way checked once
@@ -143,18 +140,12 @@ func (s *Stater) WriteDeferred(rel string, r io.Reader, want ledger.Digest, size
 	if err != nil {
 		return FileInfo{}, fmt.Errorf("write %s: %w", rel, err)
 	}
-	abs := s.d.abs(rel)
 	if missing == nil {
-		if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
+		if fi, err := s.d.lstat(rel); err == nil && fi.IsDir() {
 			return FileInfo{}, fmt.Errorf("write %s: path %q %w", rel, rel, ErrIsDir)
 		}
 	}
-	absMissing := make([]string, len(missing))
-	for i, dir := range missing {
-		absMissing[i] = s.d.abs(dir)
-	}
-	return s.d.writeAt(rel, abs, absMissing, r, want, size, mode, false, func(abs string) {
-		dir := filepath.ToSlash(strings.TrimPrefix(abs, s.d.root+string(filepath.Separator)))
+	return s.d.writeAt(rel, missing, r, want, size, mode, false, func(dir string) {
 		s.mu.Lock()
 		s.remember(dir, nil)
 		s.mu.Unlock()

@@ -83,12 +83,14 @@ func (h *Host) errRecovering() error {
 // keepAside moves the cache's files at paths to h.keepDir under the same
 // relative paths (step 2 above).
 func (h *Host) keepAside(paths []string) error {
+	keepRel, err := filepath.Rel(h.dir.Root(), h.keepDir)
+	if err != nil {
+		return err
+	}
+	keepRel = filepath.ToSlash(keepRel)
 	for _, p := range paths {
 		dst := filepath.Join(h.keepDir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-			return fmt.Errorf("keep %s: %w", p, err)
-		}
-		if err := os.Rename(filepath.Join(h.dir.Root(), filepath.FromSlash(p)), dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := h.dir.Move(p, keepRel+"/"+p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("keep %s: %w", p, err)
 		}
 		h.log.Warn("the state was damaged: keeping this file, which differs from the ledger, aside", "path", p, "kept", dst)

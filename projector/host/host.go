@@ -223,7 +223,7 @@ func (h *Host) Close() error {
 		// another process holding the cache: not statedb.ErrLocked.
 		return errors.New("close host: an operation of this Host still holds the cache: close it after the operation returns")
 	}
-	return nil
+	return h.dir.Close()
 }
 
 // Dir returns the cache directory.

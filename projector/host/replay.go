@@ -165,6 +165,7 @@ func materialize(ctx context.Context, cfg ReplayConfig, entries []snapshot.Entry
 	if err != nil {
 		return err
 	}
+	defer dir.Close()
 	p := Progress{Phase: "write", FilesTotal: len(entries)}
 	paths := make([]string, len(entries))
 	for i, e := range entries {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -127,20 +126,17 @@ func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, 
 	// Move this host's copies aside, and put back what the index records.
 	stamp := h.cfg.Now().UTC().Format("20060102T150405.000000000Z")
 	keep := filepath.Join(h.dir.StatePath(ConflictsDir), stamp)
+	keepRel := ledger.StateDir + "/" + ConflictsDir + "/" + stamp // keep, relative to the cache root
 	var moved []string
 	for _, p := range paths {
 		if dirty[p].Deleted || opt.Discard && !opt.Mine {
 			continue // a local deletion, or a copy not wanted
 		}
-		dst := filepath.Join(keep, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-			return res, fmt.Errorf("resolve %s: %w", p, err)
-		}
-		if err := os.Rename(filepath.Join(h.dir.Root(), filepath.FromSlash(p)), dst); err != nil {
+		if err := h.dir.Move(p, keepRel+"/"+p); err != nil {
 			return res, fmt.Errorf("resolve %s: keep this host's copy: %w", p, err)
 		}
 		moved = append(moved, p)
-		h.log.Info("kept this host's copy", "path", p, "at", dst)
+		h.log.Info("kept this host's copy", "path", p, "at", filepath.Join(keep, filepath.FromSlash(p)))
 	}
 	if len(moved) > 0 {
 		res.Kept = keep
@@ -148,7 +144,7 @@ func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, 
 	back := func() error { // put this host's copies back over whatever is there
 		var errs []error
 		for _, p := range moved {
-			if err := os.Rename(filepath.Join(keep, filepath.FromSlash(p)), filepath.Join(h.dir.Root(), filepath.FromSlash(p))); err != nil {
+			if err := h.dir.Move(keepRel+"/"+p, p); err != nil {
 				errs = append(errs, fmt.Errorf("put back %s from %s: %w", p, keep, err))
 			}
 		}

@@ -3,8 +3,6 @@ package host
 import (
 	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -64,16 +62,7 @@ func (h *Host) inspectChange(st *cachefs.Stater, s *session, rd projector.Ready,
 // again when their events apply), and the directories that empties. A file
 // rd removes is left to rd. Any other file fails with a *blockedError naming it.
 func (h *Host) clearLeftovers(s *session, rd projector.Ready, path string) error {
-	var files []string
-	root := filepath.Join(h.dir.Root(), filepath.FromSlash(path))
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(h.dir.Root(), p)
-		files = append(files, filepath.ToSlash(rel))
-		return err
-	})
+	files, err := h.dir.Files(path)
 	if err != nil {
 		return err
 	}
@@ -101,7 +90,7 @@ func (h *Host) clearLeftovers(s *session, rd projector.Ready, path string) error
 		return &blockedError{blocker}
 	}
 	if len(files) == 0 {
-		_ = os.Remove(root) // an empty directory (its last file deleted by this host)
+		_ = h.dir.RemoveDir(path) // an empty directory (its last file deleted by this host)
 	}
 	return nil
 }

@@ -30,10 +30,13 @@ import (
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+
+	"github.com/syncledger/syncledger/ledger"
 )
 
-// FileName is the ignore file at the cache root.
-const FileName = ".syncledgerignore"
+// FileName is the ignore file at the cache root (ledger.IgnoreFile: no
+// entry of a ledger may make it a directory).
+const FileName = ledger.IgnoreFile
 
 // Forced are the patterns no rule can re-include: swamp's local-only files
 // (SQLite databases such as _extension_catalog.db and run_tracker.db, with their
@@ -88,6 +91,11 @@ func Load(root string) (*Matcher, error) {
 		return New(nil), nil
 	}
 	if err != nil {
+		if fi, serr := os.Lstat(filepath.Join(root, FileName)); serr == nil && fi.IsDir() {
+			// No ledger makes it one (ledger.ValidatePath): a user did, or a
+			// commit an older release applied.
+			return nil, fmt.Errorf("read %s: it is a directory, not the cache's file of ignore rules: move it out of the cache %s: %w", FileName, root, err)
+		}
 		return nil, fmt.Errorf("read %s: %w", FileName, err)
 	}
 	return New(strings.Split(string(b), "\n")), nil

@@ -151,6 +151,20 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestLoadDirectory: a .syncledgerignore that is a directory (no ledger makes
+// one any more, ledger.ValidatePath; a user, or a commit an older release
+// applied, did) is an error that says so and what to do, not only "is a
+// directory".
+func TestLoadDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, FileName, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "it is a directory, not the cache's file of ignore rules: move it out of the cache") {
+		t.Fatalf("Load with a directory: %v", err)
+	}
+}
+
 // TestNameCacheBounded: the cache starts over past maxNames names.
 func TestNameCacheBounded(t *testing.T) {
 	m := New(nil)

@@ -101,10 +101,12 @@ func listKeys(ctx context.Context, kv ledger.KV, kvPrefix, prefix string, skippe
 	return out, nil
 }
 
+func nsKey(ns string) string { return "n." + base64.RawURLEncoding.EncodeToString([]byte(ns)) }
+
 // RegisterNamespace records that repoID owns namespace ns; the first repo to
 // register a namespace owns it, and another repo's registration is refused.
 func RegisterNamespace(ctx context.Context, kv ledger.KV, ns, repoID string) error {
-	k := "n." + base64.RawURLEncoding.EncodeToString([]byte(ns))
+	k := nsKey(ns)
 	_, err := kv.Create(ctx, k, []byte(repoID))
 	if !errors.Is(err, ledger.ErrConflict) {
 		return err
@@ -117,6 +119,18 @@ func RegisterNamespace(ctx context.Context, kv ledger.KV, ns, repoID string) err
 		return fmt.Errorf("namespace %q belongs to repo %s, not %s: pick another namespace", ns, owner, repoID)
 	}
 	return nil
+}
+
+// NamespaceOwner returns the repo that registered namespace ns ("" none).
+func NamespaceOwner(ctx context.Context, kv ledger.KV, ns string) (string, error) {
+	e, err := kv.Get(ctx, nsKey(ns))
+	if errors.Is(err, ledger.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(e.Value), nil
 }
 
 // ListNamespaces returns the registered namespaces, sorted.

@@ -6,9 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/host"
@@ -77,9 +76,13 @@ func (a *Agent) foreignFile(ctx context.Context, ns, path string) ([]byte, error
 	if err != nil {
 		return nil, fmt.Errorf("namespace %s: %w", ns, err)
 	}
-	b, err := os.ReadFile(filepath.Join(h.Dir().Root(), filepath.FromSlash(path)))
+	f, err := h.Dir().Open(path) // a foreign cache's root is longer than this one's: long paths too
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
