@@ -91,6 +91,9 @@ type Server struct {
 	once sync.Once
 	// internalPassword is the password of internalUser, when Config.Users is set.
 	internalPassword string
+	opts             *server.Options // as started; SetUsers changes its users
+
+	usersMu sync.Mutex
 }
 
 // validate checks cfg and returns the listen host and port (server.RANDOM_PORT
@@ -208,7 +211,7 @@ func start(cfg Config, host string, port int) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, errors.New("no client listener")
 	}
-	return &Server{ns: ns, cfg: cfg, addr: addr, internalPassword: internalPassword}, nil
+	return &Server{ns: ns, cfg: cfg, addr: addr, internalPassword: internalPassword, opts: opts}, nil
 }
 
 // ClientURL is a URL clients on this machine dial: the listen address with its

@@ -596,3 +596,79 @@ func TestRollupRefusedCLI(t *testing.T) {
 	}
 	r.ok(r.host, "--cache", cache, "sync")
 }
+
+// TestRevokeOneHostCLI: serve with a user per host; host B's user removed
+// from the users file and serve sent SIGHUP, B is refused (its commands fail
+// naming the credentials) while A and C, and the server's running process,
+// go on: they commit and sync each other's commits as before.
+func TestRevokeOneHostCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	usersFile := filepath.Join(dir, "users.yaml")
+	hosts := []string{"web-a", "web-b", "web-c"}
+	writeUsers := func(hs ...string) {
+		b := "users:\n  - {user: ops, password: ops-pw, role: admin}\n"
+		for _, h := range hs {
+			b += fmt.Sprintf("  - {user: %s, password: %s-pw, role: host}\n", h, h)
+		}
+		writeFile(t, usersFile, b)
+	}
+	writeUsers(hosts...)
+	srv, info := serveJSON(t, cliEnv("SYNCLEDGER_SERVE_USERS="+usersFile), "--listen", "127.0.0.1:0",
+		"--data", filepath.Join(dir, "data"), "--blobs", "nats://"+rigBucket)
+	defer srv.stop(t, syscall.SIGTERM)
+	env := func(h string) []string {
+		return cliEnv("SYNCLEDGER_NATS="+info.URL, "NATS_USER="+h, "NATS_PASSWORD="+h+"-pw", "SYNCLEDGER_HOST="+h, "SYNCLEDGER_LOG_LEVEL=warn")
+	}
+	run := func(h string, args ...string) result {
+		return cli(t, env(h), append([]string{"--cache", filepath.Join(dir, h)}, args...)...)
+	}
+	for _, h := range hosts {
+		put(t, filepath.Join(dir, h), "data/t/"+h+"/m/1/raw", h)
+		if r := run(h, "commit", "-m", h); r.code != 0 {
+			t.Fatalf("%s commit: %+v", h, r)
+		}
+	}
+
+	writeUsers("web-a", "web-c")
+	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := run("web-b", "sync")
+		if r.code != 0 {
+			if !strings.Contains(r.stderr, "check the credentials") {
+				t.Errorf("B after its revocation: %+v, want a refusal naming the credentials", r)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("host B still syncs 20 s after its user was removed and serve was sent SIGHUP")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, h := range []string{"web-a", "web-c"} {
+		put(t, filepath.Join(dir, h), "data/t/"+h+"/m/2/raw", h+" again")
+		if r := run(h, "commit", "-m", h+" again"); r.code != 0 {
+			t.Errorf("%s commit after B's revocation: %+v", h, r)
+		}
+	}
+	for _, h := range []string{"web-a", "web-c"} {
+		if r := run(h, "sync"); r.code != 0 {
+			t.Errorf("%s sync after B's revocation: %+v", h, r)
+		}
+		got := tree(t, filepath.Join(dir, h))
+		for _, o := range []string{"web-a", "web-c"} {
+			if got["data/t/"+o+"/m/2/raw"] != o+" again" {
+				t.Errorf("%s lacks %s's commit after B's revocation: %v", h, o, got)
+			}
+		}
+		if got["data/t/web-b/m/1/raw"] != "web-b" {
+			t.Errorf("%s lacks B's commit made before the revocation", h)
+		}
+	}
+	if r := run("web-b", "commit", "-m", "revoked"); r.code == 0 {
+		t.Error("B commits after its revocation")
+	}
+}

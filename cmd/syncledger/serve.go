@@ -85,6 +85,10 @@ or client certificates (--tls-verify). Clients log in with --nats-user and
 --tls-cert and --tls-key make clients connect with TLS (tls://…; clients give
 --nats-ca); --tls-ca and --tls-verify also require client certificates.
 
+Give each host a user of its own in --users: to revoke one host, remove its
+user from the file and send serve SIGHUP; that host is disconnected and
+refused, every other connection goes on untouched.
+
 --ui ADDR serves the dashboard (see "syncledger ui") from this process.
 --json prints the startup information as one JSON object instead of text.`,
 		Example: `  syncledger serve

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -145,9 +147,40 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		fmt.Fprintln(w, "Stop with Ctrl-C.")
 	}
 
-	<-ctx.Done()
-	a.logger.Info("shutting down", "data", srv.DataDir())
-	return uiDone()
+	// SIGHUP re-reads --users: a host whose user is gone is disconnected and
+	// refused, every other connection goes on (docs/ops.md, Revoking a host).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			a.logger.Info("shutting down", "data", srv.DataDir())
+			return uiDone()
+		case <-hup:
+			if err := reloadUsers(srv, o, scope); err != nil {
+				a.logger.Error("users not reloaded: the previous ones stay", "err", err)
+				continue
+			}
+			a.logger.Info("users reloaded", "users", o.users.String())
+		}
+	}
+}
+
+// reloadUsers gives the running server the users --users names now.
+func reloadUsers(srv *embedded.Server, o *serveOpts, scope natsauth.Scope) error {
+	if o.users.path == "" {
+		return errors.New("serve was given no --users file to read again (inline users need a restart)")
+	}
+	users, err := o.users.load()
+	if err != nil {
+		return err
+	}
+	eu, err := embeddedUsers(users, scope)
+	if err != nil {
+		return err
+	}
+	return srv.SetUsers(eu)
 }
 
 func authKind(cfg embedded.Config) string {
