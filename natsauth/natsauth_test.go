@@ -221,6 +221,21 @@ func TestRender(t *testing.T) {
 			t.Errorf("Render output lacks %s:\n%s", want, out)
 		}
 	}
+	// A tooling user with consumers of its own has a variable of its own;
+	// a variable no user names is left out (nats-server takes it for an
+	// unknown field).
+	out, err = Render(Scope{Ledger: "default"}, []User{{Name: "web-1", Role: RoleHost}, {Name: "graf", Role: RoleTooling, Consumers: []string{"audit"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SYNCLEDGER_TOOLING_GRAF = {", "permissions: $SYNCLEDGER_TOOLING_GRAF}", `"$JS.API.CONSUMER.MSG.NEXT.SYNCLEDGER_default.audit"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Render output lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "SYNCLEDGER_TOOLING = {") {
+		t.Errorf("Render output holds a variable no user names:\n%s", out)
+	}
 	if _, err := Render(Scope{Ledger: "default"}, []User{{Name: "x", Nkey: nkey, Role: RoleHost}}); err == nil {
 		t.Error("a user with a name and an nkey rendered")
 	}

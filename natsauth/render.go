@@ -127,7 +127,18 @@ authorization {
 		blocks = append(blocks, block{name, RoleTooling, own})
 		varOf[i] = name
 	}
+	used := map[string]bool{}
+	for i, u := range users {
+		if v, ok := varOf[i]; ok {
+			used[v] = true
+		} else {
+			used[roleVar(u.Role)] = true
+		}
+	}
 	for _, bl := range blocks {
+		if !used[bl.name] {
+			continue // nats-server takes a variable no user names for an unknown field
+		}
 		p, err := For(bl.role, bl.scope)
 		if err != nil {
 			return "", err

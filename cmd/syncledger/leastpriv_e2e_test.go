@@ -53,10 +53,17 @@ func newRig(t *testing.T) *rig {
 	srv, info := serveJSON(t, cliEnv("SYNCLEDGER_SERVE_USERS="+users), "--listen", "127.0.0.1:0",
 		"--data", filepath.Join(dir, "data"), "--blobs", "nats://"+rigBucket)
 	t.Cleanup(func() { srv.stop(t, syscall.SIGTERM) })
+	r := rigOn(t, info.URL)
+	r.dir, r.srv = dir, srv
+	return r
+}
+
+// rigOn is a rig on the server at url, whose users are serve's of newRig.
+func rigOn(t *testing.T, url string) *rig {
 	env := func(extra ...string) []string {
-		return cliEnv(append([]string{"SYNCLEDGER_NATS=" + info.URL, "SYNCLEDGER_LOG_LEVEL=warn"}, extra...)...)
+		return cliEnv(append([]string{"SYNCLEDGER_NATS=" + url, "SYNCLEDGER_LOG_LEVEL=warn"}, extra...)...)
 	}
-	return &rig{t: t, dir: dir, url: info.URL, srv: srv,
+	return &rig{t: t, dir: t.TempDir(), url: url,
 		admin: env("NATS_USER=ops", "NATS_PASSWORD=ops-pw"),
 		host:  env("NATS_USER=web", "NATS_PASSWORD=web-pw", "SYNCLEDGER_HOST=web-1"),
 		tool:  env("NATS_USER=grafana", "NATS_PASSWORD=graf-pw"),
@@ -260,7 +267,10 @@ func hostileStreamConfigs(st string) map[string]map[string]any {
 // bucket would have kept it.
 func TestBucketMadeFirstRefusedCLI(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	breachBucketMadeFirst(t, newRig(t))
+}
+
+func breachBucketMadeFirst(t *testing.T, r *rig) {
 	admin := r.attacker("admin")
 	before := streamConfigs(t, admin)
 	for _, role := range []string{"host", "tooling"} {
@@ -303,7 +313,10 @@ func TestBucketMadeFirstRefusedCLI(t *testing.T) {
 // letters.
 func TestDeadLetterStreamCaptureRefusedCLI(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	breachDeadLetterCapture(t, newRig(t))
+}
+
+func breachDeadLetterCapture(t *testing.T, r *rig) {
 	tool := r.attacker("tooling")
 	for _, st := range []string{natsjs.DeadLetterStream(rigLedger), natsjs.DeadLetterStream(rigLedger + "_ns"), "CAPTURE"} {
 		for _, subjects := range [][]string{
@@ -374,7 +387,10 @@ func consumerCreates(st, name string, cfg map[string]any) map[string][]byte {
 // file.
 func TestDurableRefilterRefusedCLI(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	breachDurableRefilter(t, newRig(t))
+}
+
+func breachDurableRefilter(t *testing.T, r *rig) {
 	r.ok(r.admin, "consume", "create", "audit")
 	file := filepath.Join(r.dir, "audit.jsonl")
 	cons := startProc(t, r.tool, "consume", "audit", "--file", file)
@@ -439,7 +455,10 @@ func TestDurableRefilterRefusedCLI(t *testing.T) {
 // consumer more than before, and every reader still reads (log, consume).
 func TestThousandDurablesRefusedCLI(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	breachThousandDurables(t, newRig(t))
+}
+
+func breachThousandDurables(t *testing.T, r *rig) {
 	r.ok(r.admin, "consume", "create", "audit")
 	admin := r.attacker("admin")
 	counts := func() map[string]int {
@@ -505,7 +524,10 @@ func TestThousandDurablesRefusedCLI(t *testing.T) {
 // back as it was.
 func TestRollupRefusedCLI(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	breachRollup(t, newRig(t))
+}
+
+func breachRollup(t *testing.T, r *rig) {
 	cache := filepath.Join(r.dir, "web-1")
 	put(t, cache, "audit/a", "a")
 	r.ok(r.host, "--cache", cache, "commit", "-m", "one")
