@@ -102,6 +102,19 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		}
 	}
 	a.protectBlobs(ctx, info.Blobs)
+	// The users' permissions name the ledger's object store bucket: the
+	// ledger's own, which an existing ledger (made with --blobs before)
+	// knows and this command line may not.
+	if ls, err := permissionScope(info.Name, info.Blobs); err == nil && len(cfg.Users) > 0 && ls.ObjectBucket != scope.ObjectBucket {
+		scope = ls
+		eu, err := embeddedUsers(users, scope)
+		if err == nil {
+			err = srv.SetUsers(eu)
+		}
+		if err != nil {
+			return fmt.Errorf("give the users the ledger's blob store %s: %w", redactURL(info.Blobs), err)
+		}
+	}
 	if !created {
 		if a.blobsURL != "" && info.Blobs != a.blobsURL {
 			a.logger.Warn("the ledger exists with another blob store; its setting is kept",
