@@ -159,12 +159,13 @@ func (s *Server) SetUsers(users []User) error {
 	if len(users) == 0 {
 		return fmt.Errorf("set users: no users (the server would take only its own): %w", ErrConfig)
 	}
+	// The options the server started with, these users in place of its
+	// users (s.opts itself stays as started: the disk watch reads it).
 	opts := s.opts.Clone()
 	cfg.setUsers(opts, s.internalPassword)
 	if err := s.ns.ReloadOptions(opts); err != nil {
 		return fmt.Errorf("set users: %w", err)
 	}
-	s.opts, s.cfg = opts, cfg
 	return nil
 }
 

@@ -53,15 +53,16 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 
 // DefaultRetryable reports whether err may be transient: everything except
 // the ledger's sentinels for definite answers (ErrNotFound, ErrInvalid,
-// ErrChecksum, ErrTooLarge, ErrUnknownVersion, ErrLineage, ErrConflict),
-// cancellation, and HTTP statuses 4xx other than 408 and 429 (as SDK errors
+// ErrChecksum, ErrTooLarge, ErrUnknownVersion, ErrLineage, ErrConflict,
+// ErrServerFull: the server says so at once, and says it again until space is
+// freed), cancellation, and HTTP statuses 4xx other than 408 and 429 (as SDK errors
 // with an HTTPStatusCode method report them). A deadline is retryable: the
 // caller's own context ending stops the retries anyway.
 func DefaultRetryable(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, final := range []error{ErrNotFound, ErrInvalid, ErrChecksum, ErrTooLarge, ErrUnknownVersion, ErrLineage, ErrConflict, context.Canceled} {
+	for _, final := range []error{ErrNotFound, ErrInvalid, ErrChecksum, ErrTooLarge, ErrUnknownVersion, ErrLineage, ErrConflict, ErrServerFull, context.Canceled} {
 		if errors.Is(err, final) {
 			return false
 		}

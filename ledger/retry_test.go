@@ -105,7 +105,7 @@ func TestRetryingStore(t *testing.T) {
 		}
 	})
 	t.Run("definite answers are not retried", func(t *testing.T) {
-		for _, final := range []error{ledger.ErrNotFound, ledger.ErrInvalid, ledger.ErrChecksum, context.Canceled} {
+		for _, final := range []error{ledger.ErrNotFound, ledger.ErrInvalid, ledger.ErrChecksum, &ledger.ServerFullError{}, context.Canceled} {
 			s := newScripted(t, final, map[string]int{"stat": 10})
 			if _, err := ledger.NewRetryingStore(s, quick).StatObject(ctx, "k"); !errors.Is(err, final) {
 				t.Fatalf("err = %v, want %v", err, final)

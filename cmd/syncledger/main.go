@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 	}
 	if err != nil && !silent(err) {
-		err = withNote(err)
+		err = withNote(a.withServerState(ctx, err))
 		fmt.Fprintf(stderr, "syncledger: %v\n", err)
 		for _, c := range errorCommands(err) {
 			fmt.Fprintf(stderr, "  way out: %s\n", c)

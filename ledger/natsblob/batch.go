@@ -91,7 +91,7 @@ func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int
 		err = b.s.put(ctx, key, pr, b.publishMeta)
 	}
 	if err != nil {
-		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
+		return fmt.Errorf("put object %q: %w", key, full(backend.CtxErr(ctx, err)))
 	}
 	return nil
 }
@@ -153,7 +153,7 @@ func (b *batch) Flush(ctx context.Context) error {
 	b.mu.Unlock()
 	for _, a := range acks {
 		if err := a.wait(ctx); err != nil {
-			return fmt.Errorf("flush batch: put object %q: %w", a.key, err)
+			return fmt.Errorf("flush batch: put object %q: %w", a.key, full(err))
 		}
 	}
 	return nil

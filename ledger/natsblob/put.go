@@ -34,7 +34,7 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 		return fmt.Errorf("put object %q: %w", key, err)
 	}
 	if err := s.put(ctx, key, backend.NewPutReader(ctx, r, size), s.publishMeta); err != nil {
-		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
+		return fmt.Errorf("put object %q: %w", key, full(backend.CtxErr(ctx, err)))
 	}
 	return nil
 }

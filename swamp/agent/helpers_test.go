@@ -28,6 +28,7 @@ type env struct {
 	log   *memledger.Log
 	kv    *memledger.KV
 	blobs ledger.BlobStore
+	full  *ledger.ServerState // what the server says of its disk (ports.ServerState)
 }
 
 var ledgerN atomic.Int64
@@ -64,6 +65,14 @@ func (p ports) SwampKV(context.Context) (ledger.KV, error) { return p.e.kv, nil 
 
 func (p ports) Foreign(context.Context, string) (*host.Host, error) {
 	return nil, ledger.ErrNotFound
+}
+
+// ServerState is a full serve's word when the env's server is full.
+func (p ports) ServerState(context.Context) (ledger.ServerState, error) {
+	if p.e.full != nil {
+		return *p.e.full, nil
+	}
+	return ledger.ServerState{}, nil
 }
 
 func (p ports) Beat(_ context.Context, hwm, head ledger.Seq) {
