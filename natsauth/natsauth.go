@@ -44,6 +44,12 @@
 //     and its dead letters. No commits, blobs, keys, streams or consumers of
 //     its own; never another consumer's messages or acknowledgements.
 //
+// Every role subscribes to syncledger.<ledger>.>, which holds the stream's
+// republish of what it stored (syncledger.<ledger>.stored.>, what followers
+// read: watch, log --follow, tail, the dashboard), and no role below admin
+// publishes there (the deny lists name it): a message on it was stored by the
+// stream, at the seq it states.
+//
 // Every role subscribes to _INBOX.> for JetStream API answers. On a server shared
 // with untrusted users, give each user its own inbox prefix instead (nats-server's
 // allow_responses and a custom inbox prefix); see docs/ops.md.
@@ -239,6 +245,7 @@ func common(n names) []Grant {
 	return append([]Grant{
 		allow(Subscribe, "_INBOX.>", "inboxes", "the answers to its JetStream API requests and publishes"),
 		allow(Subscribe, n.all, "ledger "+n.ledger, "the ledger's subjects"),
+		allow(Subscribe, natsjs.StoredSubjects(n.ledger), "stream "+n.stream, "watch, log --follow, tail, the dashboard: the stream's republish of what it stored, read holding no consumer"),
 		allow(Publish, "$JS.API.INFO", "account", "JetStream's account info (nats.go asks it)"),
 	}, markers()...)
 }
@@ -266,6 +273,7 @@ func refusals(n names) []Grant {
 		deny("$JS.API.ACCOUNT.>", "account", "the account's streams are the admin's"),
 		deny("$JS.API.META.>", "cluster", "the operator's"),
 		deny("$JS.API.SERVER.>", "cluster", "the operator's"),
+		deny(natsjs.StoredSubjects(n.ledger), "stream "+n.stream, "the stream's republish of what it stored is the server's: a follower takes what arrives there for stored"),
 	}
 }
 

@@ -95,6 +95,8 @@ func TestFor(t *testing.T) {
 		{host, "$JS.API.CONSUMER.MSG.NEXT.SYNCLEDGER_prod.audit", false},
 		{host, "$JS.ACK.SYNCLEDGER_prod.audit.1.2.2.1700000000.0", false},
 		{host, Marker(), true},
+		{host, "syncledger.prod.stored.abc", false},
+		{tool, "syncledger.prod.stored.abc", false},
 		{tool, Marker(), true},
 	} {
 		if got := allows(tc.p.Publish, tc.subject); got != tc.want {

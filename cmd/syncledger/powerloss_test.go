@@ -130,7 +130,6 @@ type powerLoss struct {
 // plHost is a cache on the mount and what its completed commands acknowledged.
 type plHost struct {
 	name  string
-	dir   string
 	hwm   ledger.Seq
 	marks map[string]ledger.Seq
 }

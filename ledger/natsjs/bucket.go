@@ -58,7 +58,7 @@ func (b *BucketKV) open(ctx context.Context) (*KV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s of ledger %q: %w", b.bucket, b.ledger, err)
 	}
-	b.kv = newKV(b.js.Conn(), kv)
+	b.kv = newKV(b.js.Conn(), kv, b.js.Options().DefaultTimeout)
 	return b.kv, nil
 }
 

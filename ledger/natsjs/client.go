@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsblob"
@@ -222,4 +223,37 @@ func (l *Ledger) SwampKV(ctx context.Context) (*BucketKV, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// RePublish gives the ledger's stream its republish (expect.go
+// ledgerRePublish) if it has none or another, and reports whether it
+// changed it; nothing else of the stream changes. It needs the admin role.
+// It is the repair of a ledger made before followers read the republish
+// (Log refuses one without it, naming this): syncledger init runs it.
+func (l *Ledger) RePublish(ctx context.Context) (bool, error) {
+	js, err := jetstream.New(l.c.w, jetstream.WithDefaultTimeout(l.c.cfg.Timeout))
+	if err != nil {
+		return false, err
+	}
+	stream := ledger.StreamName(l.name)
+	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, fmt.Errorf("ledger %q republish: stream %s does not exist: %w", l.name, stream, ledger.ErrNoLedger)
+	}
+	if err != nil {
+		return false, fmt.Errorf("ledger %q republish: %w", l.name, err)
+	}
+	c := st.CachedInfo().Config
+	if c.Metadata[MetaName] != l.name {
+		return false, fmt.Errorf("ledger %q republish: stream %s holds no ledger %q: %w", l.name, stream, l.name, ledger.ErrInvalid)
+	}
+	want := ledgerRePublish(l.name)
+	if r := c.RePublish; r != nil && *r == *want {
+		return false, nil
+	}
+	c.RePublish = want
+	if _, err := js.UpdateStream(ctx, c); err != nil {
+		return false, fmt.Errorf("ledger %q republish: update stream %s: %w", l.name, stream, err)
+	}
+	return true, nil
 }

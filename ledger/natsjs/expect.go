@@ -83,6 +83,13 @@ type streamSettings struct {
 	Metadata               map[string]string `json:"metadata"`
 }
 
+// rePublish is a stream's republish setting, under the server's names.
+type rePublish struct {
+	Source      string `json:"src"`
+	Destination string `json:"dest"`
+	HeadersOnly bool   `json:"headers_only"`
+}
+
 // settingsOf returns c's settings as the server states them.
 func settingsOf(c jetstream.StreamConfig) (*streamSettings, error) {
 	b, err := json.Marshal(c)
@@ -272,6 +279,64 @@ func atomicPublish(want bool) expectation {
 	return boolIs("allow_atomic", want, func(s *streamSettings) bool { return s.AllowAtomicPublish }, func(c *jetstream.StreamConfig, v bool) { c.AllowAtomicPublish = v })
 }
 
+// ledgerRePublish is the republish of a ledger's stream: the server sends
+// each message it stores, once stored, headers and body, to
+// syncledger.<ledger>.stored.<token> (StoredPrefix), with the headers it
+// adds — Nats-Stream, Nats-Subject (the stored subject), Nats-Sequence (its
+// seq), Nats-Time-Stamp and Nats-Last-Sequence (the seq of the previous
+// message on the same subject: a partition's, its event's Prev). Followers
+// subscribe there instead of holding a consumer (read.go Follow). Only the
+// stream leader republishes, and a subscriber that is slow or reconnecting
+// loses what was sent meanwhile: a follower checks the seqs for contiguity
+// and reads what it missed by direct gets. Whole messages, not headers only:
+// a follower then reads nothing per commit (the server sends one message to
+// every follower), where headers only would cost every follower a direct get
+// of every event.
+//
+// It is the one place the setting is spelled: Create makes a ledger with it,
+// Open checks it (ledgerStream), and the admin's upgrade sets it on a ledger
+// made without it (Ledger.Upgrade; Ledger.RePublish alone).
+func ledgerRePublish(name string) *jetstream.RePublish {
+	return &jetstream.RePublish{Source: ledger.SubjectPrefix(name) + ">", Destination: StoredSubjects(name)}
+}
+
+// republishes: the stream republishes as ledgerRePublish says.
+func republishes(name string) expectation {
+	want := ledgerRePublish(name)
+	show := func(r *rePublish) string {
+		if r == nil {
+			return "none"
+		}
+		s := r.Source + " → " + r.Destination
+		if r.HeadersOnly {
+			s += " (headers only)"
+		}
+		return s
+	}
+	decode := func(s *streamSettings) *rePublish {
+		var r *rePublish
+		if len(s.RePublish) > 0 && json.Unmarshal(s.RePublish, &r) != nil {
+			return &rePublish{Source: "(undecodable)"}
+		}
+		return r
+	}
+	return expectation{
+		setting: "republish",
+		want:    show(&rePublish{Source: want.Source, Destination: want.Destination}),
+		found:   func(s *streamSettings) string { return show(decode(s)) },
+		holds: func(s *streamSettings) bool {
+			r := decode(s)
+			return r != nil && r.Source == want.Source && r.Destination == want.Destination && !r.HeadersOnly
+		},
+		set: func(c *jetstream.StreamConfig) { c.RePublish = ledgerRePublish(name) },
+	}
+}
+
+// RePublishRepair is how a ledger made without its republish (before this
+// release) gets it: the admin's upgrade (or init) adds it to the existing
+// stream, changing nothing else.
+const RePublishRepair = repairUpgrade
+
 // noRePublish: nothing a side stream stores is sent on to other subjects (a
 // subscriber there would read the swamp bucket's control plane).
 func noRePublish() expectation {
@@ -295,6 +360,7 @@ func ledgerStream(name string) resource {
 			atomicPublish(true),
 			allowDirect(),
 			boolIs("deny_purge", false, func(s *streamSettings) bool { return s.DenyPurge }, nil),
+			republishes(name),
 		}, common()...),
 	}
 }

@@ -48,6 +48,9 @@ func TestOpenChecksLedgerStream(t *testing.T) {
 		{"subjects", func(c *jetstream.StreamConfig) { c.Subjects = append(c.Subjects, "other.>") }},
 		{"allow_direct", func(c *jetstream.StreamConfig) { c.AllowDirect = false }},
 		{"allow_atomic", func(c *jetstream.StreamConfig) { c.AllowAtomicPublish = false }},
+		{"republish", func(c *jetstream.StreamConfig) { c.RePublish = nil }},
+		{"republish", func(c *jetstream.StreamConfig) { c.RePublish.HeadersOnly = true }},
+		{"republish", func(c *jetstream.StreamConfig) { c.RePublish.Destination = "elsewhere.>" }},
 	} {
 		name := fmt.Sprintf("bad%d", i)
 		l, err := newLog(nc, name, nil)
@@ -63,6 +66,60 @@ func TestOpenChecksLedgerStream(t *testing.T) {
 		configError(t, "OpenLog("+tc.setting+")", err, tc.setting)
 		_, err = CreateLog(ctx, nc, LedgerConfig{Name: name})
 		configError(t, "CreateLog("+tc.setting+")", err, tc.setting)
+	}
+}
+
+// TestLedgerRePublishRepair: a ledger made before its stream republished
+// what it stores (as the previous release made it) is refused, naming the
+// repair; the admin's repair adds the republish and nothing else, and the
+// ledger opens.
+func TestLedgerRePublishRepair(t *testing.T) {
+	t.Parallel()
+	srv, nc := natsjstest.RunServer(t)
+	ctx := testCtx(t)
+	l, err := newLog(nc, "old", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := l.streamConfig(LedgerConfig{Name: "old"}, "6f1c2a4e-8a3b-4c5d-9e7f-0a1b2c3d4e5f")
+	cfg.RePublish = nil
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, Config{Write: Endpoint{URL: srv.ClientURL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Ledger("old").Log(ctx)
+	configError(t, "Log(old)", err, "republish")
+	if !strings.Contains(err.Error(), "syncledger upgrade") {
+		t.Errorf("the error names no repair: %v", err)
+	}
+	if changed, err := c.Ledger("old").RePublish(ctx); err != nil || !changed {
+		t.Fatalf("RePublish = %v, %v; want changed", changed, err)
+	}
+	if changed, err := c.Ledger("old").RePublish(ctx); err != nil || changed {
+		t.Fatalf("RePublish again = %v, %v; want nothing to do", changed, err)
+	}
+	if _, err := c.Ledger("old").Log(ctx); err != nil {
+		t.Fatalf("Log after the repair: %v", err)
+	}
+	st, err := js.Stream(ctx, StreamName("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := st.CachedInfo().Config
+	got.RePublish = nil
+	if got.Subjects[0] != cfg.Subjects[0] || got.Metadata[MetaUUID] != cfg.Metadata[MetaUUID] || got.DenyDelete != cfg.DenyDelete || got.Duplicates != cfg.Duplicates {
+		t.Errorf("the repair changed more than the republish: %+v, was %+v", got, cfg)
+	}
+	if _, err := c.Ledger("missing").RePublish(ctx); !errors.Is(err, ledger.ErrNoLedger) {
+		t.Errorf("RePublish(missing) = %v, want ErrNoLedger", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
 // openDeadLetters checks, once per Feed, that the dead-letter stream exists
@@ -67,8 +68,10 @@ func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, 
 	return nil
 }
 
-// DeadLetters reads the dead-letter stream with an ordered consumer of the
-// consumer's subject; see ledger.Feed.
+// DeadLetters reads the dead-letters of the consumer (every consumer's when
+// empty) in the order stored, by batched direct gets of its subject (one
+// leader get per dead letter on a dead-letter stream made before they were
+// allowed): no consumer, no state on the server; see ledger.Feed.
 func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
 	subj := DeadLetterSubject(f.l.name, ">")
 	if consumer != "" {
@@ -84,46 +87,27 @@ func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.
 	if err != nil {
 		return f.fail("dead letters", err)
 	}
-	if st.CachedInfo().State.Msgs == 0 {
+	info := st.CachedInfo()
+	if info.State.Msgs == 0 {
 		return nil
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		return f.fail("dead letters", err)
-	}
-	if len(info.State.Subjects) == 0 {
-		return nil
-	}
-	oc, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		return f.fail("dead letters", err)
-	}
-	it, err := oc.Messages()
-	if err != nil {
-		return f.fail("dead letters", err)
-	}
-	defer it.Stop()
+	dg := directget.Stream{Conn: f.l.nc, Name: DeadLetterStream(f.l.name), Timeout: f.l.opts.timeout, Leader: !info.Config.AllowDirect}
 	prefix := DeadLetterSubject(f.l.name, "")
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return f.fail("dead letters", err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return f.fail("dead letters", err)
-		}
-		d := ledger.StoredDeadLetter{
-			Consumer: strings.TrimPrefix(m.Subject(), prefix), Stored: ledger.Seq(md.Sequence.Stream),
-			Received: md.Timestamp, Body: m.Data(),
-		}
-		if err := fn(d); err != nil {
-			return err
-		}
-		if md.NumPending == 0 {
-			return nil
-		}
+	var fnErr error
+	err = dg.Scan(ctx, subj, info.State.FirstSeq, func(m directget.Msg) error {
+		fnErr = fn(ledger.StoredDeadLetter{
+			Consumer: strings.TrimPrefix(m.Subject, prefix), Stored: ledger.Seq(m.Seq),
+			Received: m.Time, Body: m.Data,
+		})
+		return fnErr
+	})
+	if err != nil && err == fnErr {
+		return err
 	}
+	if err != nil {
+		return f.fail("dead letters", err)
+	}
+	return nil
 }
 
 // Positions lists the durable consumers Subscribe made (marked by their

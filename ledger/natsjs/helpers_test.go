@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,4 +169,29 @@ func newBucket(t testing.TB, js jetstream.JetStream, ledgerName, bucket string) 
 		t.Fatal(err)
 	}
 	return kv
+}
+
+// spyConsumerCreates counts the consumer create requests anyone sends to the
+// server at url from now on (a subscription beside the JetStream API's):
+// the function it returns flushes and reads the count.
+func spyConsumerCreates(t testing.TB, url string) func() int {
+	t.Helper()
+	spy := natsjstest.Connect(t, url)
+	var n atomic.Int32
+	for _, subj := range []string{apiPrefix + "CONSUMER.CREATE.>", apiPrefix + "CONSUMER.DURABLE.CREATE.>"} {
+		if _, err := spy.Subscribe(subj, func(*nats.Msg) { n.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() int {
+		t.Helper()
+		time.Sleep(50 * time.Millisecond) // what was sent has reached the spy
+		if err := spy.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return int(n.Load())
+	}
 }

@@ -10,11 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
 // openKVBucket opens a ledger's side bucket (heartbeats, swamp locks, swamp's
@@ -104,15 +106,18 @@ func (s *seenInfo) settings(ctx context.Context, js jetstream.JetStream, stream 
 // a failed revision check (nats.go's ErrKeyExists, the server's "wrong last
 // sequence") is ledger.ErrConflict.
 type KV struct {
-	nc *nats.Conn
-	kv jetstream.KeyValue
+	nc      *nats.Conn
+	kv      jetstream.KeyValue
+	timeout time.Duration // per request of List (0: directget's default)
 }
 
 var _ ledger.KV = (*KV)(nil)
 
 // newKV returns the port on kv, whose requests go through nc: an operation
 // that could not reach the server (see ledger.ErrUnreachable) says so.
-func newKV(nc *nats.Conn, kv jetstream.KeyValue) *KV { return &KV{nc: nc, kv: kv} }
+func newKV(nc *nats.Conn, kv jetstream.KeyValue, timeout time.Duration) *KV {
+	return &KV{nc: nc, kv: kv, timeout: timeout}
+}
 
 func kvEntry(e jetstream.KeyValueEntry) ledger.KVEntry {
 	return ledger.KVEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Created: e.Created()}
@@ -209,25 +214,34 @@ func (k *KV) deleteRaw(ctx context.Context, key string, last uint64) error {
 	return err
 }
 
+// List returns the bucket's keys that begin with prefix, with their values,
+// sorted by key; deleted and purged keys are left out. It holds no state on
+// the server: multi-last direct gets of the bucket's subjects (directget),
+// no watch and no consumer, so any number of readers list a bucket at once
+// and none can exhaust or move another's reading.
 func (k *KV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
-	w, err := k.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	bucket := k.kv.Bucket()
+	st := directget.Stream{Conn: k.nc, Name: KVStream(bucket), Timeout: k.timeout}
+	keys := KVSubjectPrefix + bucket + "."
+	msgs, err := st.LastPerSubject(ctx, keys+">")
 	if err != nil {
 		return nil, k.mapErr("list", prefix+"*", err)
 	}
-	defer func() { _ = w.Stop() }()
 	var out []ledger.KVEntry
-	for {
-		select {
-		case e := <-w.Updates():
-			if e == nil { // the end of the values held now
-				slices.SortFunc(out, func(a, b ledger.KVEntry) int { return cmp.Compare(a.Key, b.Key) })
-				return out, nil
-			}
-			if strings.HasPrefix(e.Key(), prefix) {
-				out = append(out, kvEntry(e))
-			}
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list %s*: %w", prefix, ctx.Err())
+	for _, m := range msgs {
+		switch m.Header.Get(kvOperation) {
+		case "DEL", "PURGE":
+			continue
+		}
+		key := strings.TrimPrefix(m.Subject, keys)
+		if strings.HasPrefix(key, prefix) {
+			out = append(out, ledger.KVEntry{Key: key, Value: m.Data, Revision: m.Seq, Created: m.Time})
 		}
 	}
+	slices.SortFunc(out, func(a, b ledger.KVEntry) int { return cmp.Compare(a.Key, b.Key) })
+	return out, nil
 }
+
+// kvOperation is the header of a key-value bucket's delete and purge
+// markers.
+const kvOperation = "KV-Operation"

@@ -2,9 +2,11 @@ package natsjs
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/drivertest"
@@ -22,7 +24,7 @@ func TestKVConformance(t *testing.T) {
 	n := 0
 	drivertest.TestKV(t, func(t *testing.T) ledger.KV {
 		n++
-		return newKV(nc, newBucket(t, js, "test", "conformance_"+string(rune('a'+n))))
+		return newKV(nc, newBucket(t, js, "test", "conformance_"+string(rune('a'+n))), 0)
 	})
 }
 
@@ -91,5 +93,64 @@ func TestBucketKVPut(t *testing.T) {
 	}
 	if _, err := missing.List(ctx, ""); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("List of a missing ledger's bucket = %v, want ErrNotFound", err)
+	}
+}
+
+// TestKVListHoldsNoState: listing a bucket — many listings at once, of more
+// keys than one multi_last answer holds — creates no consumer on the
+// bucket's stream, and gives every key's last value, deleted keys left out.
+func TestKVListHoldsNoState(t *testing.T) {
+	t.Parallel()
+	_, nc := newLedger(t)
+	ctx := testCtx(t)
+	kv, err := HeartbeatKV(nc, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1100
+	for i := range n {
+		if _, err := kv.Put(ctx, fmt.Sprintf("k%04d", i), []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kv.Put(ctx, "k0007", []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "k0008", 0); err != nil {
+		t.Fatal(err)
+	}
+	creates := spyConsumerCreates(t, nc.ConnectedUrl())
+	var g errgroup.Group
+	for range 20 {
+		g.Go(func() error {
+			es, err := kv.List(ctx, "k000")
+			if err != nil {
+				return err
+			}
+			if len(es) != 9 || es[7].Key != "k0007" || string(es[7].Value) != "v2" || es[8].Key != "k0009" {
+				return fmt.Errorf("List(k000) = %+v", es)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := kv.List(ctx, ""); err != nil || len(es) != n-1 {
+		t.Fatalf("List = %d entries, %v; want %d", len(es), err, n-1)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, KVStream(HeartbeatBucket("test")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().State.Consumers; c != 0 {
+		t.Fatalf("the bucket's stream has %d consumers after 21 listings, want 0", c)
+	}
+	if n := creates(); n != 0 {
+		t.Fatalf("21 listings sent %d consumer create requests, want 0", n)
 	}
 }

@@ -62,10 +62,15 @@ type LedgerConfig struct {
 type Option func(*options) error
 
 type options struct {
-	timeout   time.Duration
-	attempts  int
-	retryWait time.Duration
-	openSeq   bool // WithOpenSeq
+	timeout    time.Duration
+	attempts   int
+	retryWait  time.Duration
+	openSeq    bool          // WithOpenSeq
+	followIdle time.Duration // WithFollowIdle
+	// followPending bounds the republished messages a follower holds
+	// unread (followPendingMsgs; tests set fewer): past it the client drops
+	// them, and the follower reads by direct gets instead.
+	followPending int
 }
 
 // WithOpenSeq lets the first LastSeq within 500 ms of Open answer from the
@@ -176,7 +181,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 	if err := ledger.ValidateName(name); err != nil {
 		return nil, err
 	}
-	o := options{timeout: DefaultTimeout, attempts: DefaultRetryAttempts, retryWait: DefaultRetryWait}
+	o := options{timeout: DefaultTimeout, attempts: DefaultRetryAttempts, retryWait: DefaultRetryWait, followIdle: DefaultFollowIdle, followPending: followPendingMsgs}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, fmt.Errorf("open ledger %q: %w", name, err)
@@ -301,6 +306,7 @@ func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig
 		DenyDelete:         true,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		RePublish:          ledgerRePublish(l.name),
 		Metadata: map[string]string{
 			MetaUUID:   uuid,
 			MetaFormat: strconv.Itoa(ledger.FormatVersion),

@@ -158,10 +158,6 @@ func upgradeStream(ctx context.Context, js jetstream.JetStream, r resource, cfg 
 	return ch, nil
 }
 
-// kvOperation is the header of a key-value bucket's delete and purge
-// markers.
-const kvOperation = "KV-Operation"
-
 // remake makes a key-value bucket's stream anew with r's configuration and
 // copies the last value of each of its keys (delete markers dropped): for a
 // bucket with a setting no update changes. The keys are read before the

@@ -26,17 +26,6 @@ type applied struct {
 	Paths                           []string
 }
 
-func (a *applied) add(b applied) {
-	a.Written += b.Written
-	a.Deleted += b.Deleted
-	a.Lazy += b.Lazy
-	a.Indexed += b.Indexed
-	a.Kept += b.Kept
-	a.Removed += b.Removed
-	a.Bytes += b.Bytes
-	a.Paths = append(a.Paths, b.Paths...)
-}
-
 // diskState is what the cache holds at a path, as far as the apply needs to know.
 type diskState struct {
 	// keep: an ignored file holding this host's own content where the ledger

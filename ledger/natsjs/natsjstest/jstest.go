@@ -62,8 +62,9 @@ func RunServer(t testing.TB) (*Server, *nats.Conn) {
 }
 
 // RunServerConfig starts a single JetStream node that also reads the
-// configuration file conf (an authorization block, say; its listen address
-// and store are the test's), and returns it.
+// configuration file conf (its users and their permissions, say; the
+// command line's address, port and store win). It returns no connection: the
+// configuration may require credentials.
 func RunServerConfig(t testing.TB, conf string) *Server {
 	t.Helper()
 	s := newServer(t, "natsjstest")
@@ -129,11 +130,12 @@ func (s *Server) start() error {
 	if s.port != 0 {
 		port = s.port
 	}
-	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-n", s.name,
-		"-js", "-sd", s.store, "--ports_file_dir", ports}, s.extra...)
+	var args []string
 	if s.conf != "" {
-		args = append(args, "-c", s.conf)
+		args = []string{"-c", s.conf}
 	}
+	args = append(append(args, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-n", s.name,
+		"-js", "-sd", s.store, "--ports_file_dir", ports), s.extra...)
 	proc, err := testtool.Start(s.bin, nil, args...)
 	if err != nil {
 		return err
