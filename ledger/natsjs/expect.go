@@ -459,7 +459,8 @@ func deadLetterStream(ledgerName string) resource {
 			subjectsExactly(DeadLetterSubject(ledgerName, ">")),
 			noMaxAge(),
 			atomicPublish(false),
-			allowDirect(),
+			// Direct gets are not required: DeadLetters reads one made
+			// without them (the previous release's) by leader gets.
 			noRePublish(),
 		}, common()...),
 	}
