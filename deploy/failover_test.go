@@ -201,7 +201,7 @@ func failover(t *testing.T, bin string, killAt float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs := ledger.NewBlobStore(objs)
+	blobs := ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})
 	openHost := func(name string, nc *nats.Conn) *host.Host {
 		l, err := natsjs.OpenLog(ctx, nc, "failover", opts...)
 		if err != nil {

@@ -511,7 +511,7 @@ func (p *powerLoss) checkPublished() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	blobs := ledger.NewBlobStore(objs)
+	blobs := ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})
 	err = p.lg.Read(context.Background(), p.read+1, head, func(r ledger.Record) error {
 		if r.Event.Part == r.Event.Parts {
 			p.commits++

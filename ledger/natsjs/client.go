@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsblob"
 )
 
@@ -127,7 +128,7 @@ func (c *Client) debug(msg string, err error) {
 // objectStore: one that is not write-once, for instance), is a
 // *ledger.ConfigError naming the upgrade. replicas is unused: the bucket is
 // the admin's as made. Its signature is blobs.Options' NATS.
-func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (ledger.ObjectStore, error) {
+func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (driver.Bucket, error) {
 	_ = replicas
 	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket, NoCreate: true})
 	if errors.Is(err, ledger.ErrNotFound) {

@@ -466,7 +466,7 @@ func (s *session) leftover(path string, ds diskState) bool {
 
 // fetch downloads f's blob and writes it at path in dir, verified, its content
 // fsynced; the directories on its path are synced by the caller (Dir.Flush).
-func fetch(ctx context.Context, blobs ledger.BlobStore, st *cachefs.Stater, path string, f *projector.File) (cachefs.FileInfo, error) {
+func fetch(ctx context.Context, blobs *ledger.Bucket, st *cachefs.Stater, path string, f *projector.File) (cachefs.FileInfo, error) {
 	rc, err := blobs.Get(ctx, f.SHA256)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)

@@ -37,7 +37,7 @@ func TestFleetWatchHoldsNoConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs := ledger.NewBlobStore(objs)
+	blobs := ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})
 	js, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
