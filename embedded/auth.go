@@ -166,6 +166,13 @@ func (s *Server) SetUsers(users []User) error {
 	if err := s.ns.ReloadOptions(opts); err != nil {
 		return fmt.Errorf("set users: %w", err)
 	}
+	// A reload gives the account back its JetStream limits: a full disk's
+	// refusal of writes is put back.
+	if s.disk != nil {
+		if err := s.disk.reclose(); err != nil {
+			return fmt.Errorf("set users: refuse writes again on the full disk: %w", err)
+		}
+	}
 	return nil
 }
 
