@@ -60,7 +60,7 @@
 // size and SHA-256 are checked at the end of the read; a mismatch is reported as
 // ledger.ErrChecksum.
 //
-// ListObjects reads the bucket's metadata whole, in the order stored, by
+// List reads the bucket's metadata whole, in the order stored, by
 // batched direct gets of its subjects (ledger/natsjs/directget; leader gets,
 // one per message, on a bucket that does not allow direct gets): no consumer,
 // so no listing — a snapshot listing, a cold sync's, gc's — holds state on
