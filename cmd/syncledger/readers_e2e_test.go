@@ -231,7 +231,7 @@ func waitCommit(t *testing.T, url, msg string) {
 
 // TestRePublishUpgradeCLI: a ledger made by the previous release (its stream
 // does not republish what it stores) is refused by this release's hosts,
-// naming the repair; the repair as printed — an admin's init — adds the
+// naming the repair; the repair as printed — an admin's upgrade — adds the
 // setting and changes nothing else, and the hosts work.
 func TestRePublishUpgradeCLI(t *testing.T) {
 	t.Parallel()
@@ -266,11 +266,15 @@ func TestRePublishUpgradeCLI(t *testing.T) {
 	}
 
 	r := cli(t, env, "--cache", cache, "sync")
-	if r.code == 0 || !strings.Contains(r.stderr, "republish") || !strings.Contains(r.stderr, "syncledger init") {
-		t.Fatalf("sync on a ledger without its republish: exit %d, want a refusal naming syncledger init\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stderr, "republish") || !strings.Contains(r.stderr, "way out: syncledger upgrade") {
+		t.Fatalf("sync on a ledger without its republish: exit %d, want a refusal whose way out is syncledger upgrade\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	if r := cli(t, env, "upgrade"); r.code != 0 || !strings.Contains(r.stdout, "republish: none → ") {
+		t.Fatalf("upgrade as the repair: %+v", r)
+	}
+	// init, run instead, changes nothing more and finds the ledger.
 	if r := cli(t, env, "init"); r.code != 0 || strings.TrimSpace(r.stdout) != uuid {
-		t.Fatalf("init as the repair: %+v", r)
+		t.Fatalf("init after the repair: %+v", r)
 	}
 	if r := cli(t, env, "--cache", cache, "sync"); r.code != 0 {
 		t.Fatalf("sync after the repair: %+v", r)

@@ -39,6 +39,10 @@ type Config struct {
 	// Replicas is the number of replicas a bucket New creates gets (1 to 5; 0
 	// means 1). An existing bucket is used as it is.
 	Replicas int
+	// NoCreate opens an existing bucket only: a missing one is an error
+	// wrapping ledger.ErrNotFound, and no create request is sent (a user
+	// below the admin may not create streams).
+	NoCreate bool
 	// ReadTimeout bounds the whole read of a GetObject whose context has no
 	// deadline. 0 means DefaultReadTimeout.
 	ReadTimeout time.Duration
@@ -101,6 +105,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("new nats object store: %w", err)
 	}
 	st, err := js.Stream(ctx, StreamName(cfg.Bucket))
+	if errors.Is(err, jetstream.ErrStreamNotFound) && cfg.NoCreate {
+		return nil, fmt.Errorf("new nats object store: bucket %q: %w", cfg.Bucket, ledger.ErrNotFound)
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		st, err = js.CreateStream(ctx, StreamConfig(cfg.Bucket, cfg.Replicas))
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

@@ -122,13 +122,18 @@ func (c *Client) debug(msg string, err error) {
 	}
 }
 
-// ObjectStore opens the object store bucket (a nats://BUCKET blob store),
-// creating it with replicas replicas if it does not exist. A bucket whose
-// settings differ from what syncledger creates (expect.go objectStore: one
-// that is not write-once, for instance) is a *ledger.ConfigError. Its
-// signature is blobs.Options' NATS.
+// ObjectStore opens the object store bucket (a nats://BUCKET blob store). The
+// admin makes it (UpgradeObjectStore: init, serve, upgrade): a missing bucket,
+// or one whose settings differ from what syncledger creates (expect.go
+// objectStore: one that is not write-once, for instance), is a
+// *ledger.ConfigError naming the upgrade. replicas is unused: the bucket is
+// the admin's as made. Its signature is blobs.Options' NATS.
 func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (driver.Bucket, error) {
-	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket, Replicas: replicas})
+	_ = replicas
+	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket, NoCreate: true})
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, objectStore(bucket).missing()
+	}
 	if err != nil {
 		return nil, err // not a nil *Store in a non-nil interface
 	}
@@ -136,26 +141,6 @@ func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (
 		return nil, err
 	}
 	return s, nil
-}
-
-// HardenObjectStore makes an existing object store bucket write-once
-// (natsblob's Harden: no roll-ups, no message deletes) if it is not, and
-// reports whether it changed it; a missing bucket is left alone. It needs the
-// admin role. It is how an admin repairs a bucket ObjectStore refuses for
-// those settings (syncledger init).
-func (c *Client) HardenObjectStore(ctx context.Context, bucket string) (bool, error) {
-	js, err := jetstream.New(c.w, jetstream.WithDefaultTimeout(c.cfg.Timeout))
-	if err != nil {
-		return false, err
-	}
-	if _, err := js.Stream(ctx, natsblob.StreamName(bucket)); errors.Is(err, jetstream.ErrStreamNotFound) {
-		return false, nil
-	}
-	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket})
-	if err != nil {
-		return false, err
-	}
-	return s.Harden(ctx)
 }
 
 // Ledger returns the resources of the ledger named name on the Client's
@@ -202,9 +187,15 @@ func (l *Ledger) Create(ctx context.Context, cfg LedgerConfig, opts ...Option) (
 // bind gives a Log the Client's read connection.
 func (l *Ledger) bind(lg *Log) { lg.rnc = l.c.r }
 
-// Feed returns the ledger's feed (NewFeed). It sends no request.
+// Feed returns the ledger's feed (NewFeed). It sends no request. A consumer
+// request the server refuses fails at once with a *ledger.PermissionError.
 func (l *Ledger) Feed() (*Feed, error) {
-	return NewFeed(l.c.w, l.name, l.options(nil)...)
+	f, err := NewFeed(l.c.w, l.name, l.options(nil)...)
+	if err != nil {
+		return nil, err
+	}
+	f.watches = &l.c.watches
+	return f, nil
 }
 
 // Heartbeats returns the ledger's heartbeat bucket (HeartbeatKV), opened on
@@ -220,11 +211,11 @@ func (l *Ledger) Heartbeats() (*BucketKV, error) {
 }
 
 // SwampKV opens the ledger's swamp bucket (SwampBucket: swamp's locks,
-// control plane and namespace registry), creating it on first use as
-// HeartbeatKV does. Its operations the server refuses fail at once with a
+// control plane and namespace registry), made with the ledger (a missing one
+// is a *ledger.ConfigError naming the upgrade). Its operations the server refuses fail at once with a
 // *ledger.PermissionError.
 func (l *Ledger) SwampKV(ctx context.Context) (*BucketKV, error) {
-	b, err := newBucketKV(l.c.w, l.name, SwampBucket(l.name), "syncledger swamp locks and control plane of ledger "+l.name, l.options(nil))
+	b, err := newBucketKV(l.c.w, l.name, SwampBucket(l.name), l.options(nil))
 	if err != nil {
 		return nil, err
 	}

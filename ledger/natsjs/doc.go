@@ -33,10 +33,16 @@
 //
 // Every resource opened is checked against the configuration syncledger
 // creates it with (expect.go, one table per resource: the ledger's stream,
-// the key-value buckets, the dead-letter stream, the object store): a
-// mismatch is a *ledger.ConfigError naming the resource, the setting, the
-// values found and wanted, and what repairs it. The checks read the stream
-// info that opening reads anyway.
+// the key-value buckets, the dead-letter stream, the object store, a durable
+// consumer): a mismatch, or a resource missing, is a *ledger.ConfigError
+// naming the resource, the setting, the values found and wanted, and what
+// repairs it (syncledger upgrade). The checks read the stream info that
+// opening reads anyway. Only the admin makes or changes a resource
+// (natsauth): CreateLog makes a ledger's stream with its heartbeat and swamp
+// buckets and its dead letters, Ledger.Upgrade and Client.UpgradeObjectStore
+// make an existing one's as this build makes them, Feed.Create makes a
+// consumer; nothing else here creates a stream or a consumer, and a
+// Subscribe whose create the server refuses is a *ledger.NoConsumerError.
 //
 // The server refuses an operation for lack of permission without answering
 // it: it reports the violation on the connection. refusal.go reads that

@@ -15,27 +15,21 @@ import (
 	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
-// ensureDeadLetters creates the dead-letter stream if it is missing, once per
-// Feed, with the ledger stream's replicas (expect.go deadLetterConfig); an
-// existing one's settings are checked.
-func (f *Feed) ensureDeadLetters(ctx context.Context, replicas int) error {
+// openDeadLetters checks, once per Feed, that the dead-letter stream exists
+// as syncledger makes it (expect.go deadLetterStream): made with the ledger
+// by the admin, never by a consumer.
+func (f *Feed) openDeadLetters(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.dlqExists {
 		return nil
 	}
-	name := DeadLetterStream(f.l.name)
 	_, err := f.deadLetters(ctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = f.l.js.CreateStream(ctx, deadLetterConfig(f.l.name, replicas))
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			_, err = f.deadLetters(ctx) // created concurrently: check it
-		}
-		if err != nil {
-			return fmt.Errorf("create dead-letter stream %s: %w", name, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("dead-letter stream %s: %w", name, err)
+		return deadLetterStream(f.l.name).missing()
+	}
+	if err != nil {
+		return fmt.Errorf("dead-letter stream %s: %w", DeadLetterStream(f.l.name), err)
 	}
 	f.dlqExists = true
 	return nil
@@ -61,17 +55,8 @@ func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, 
 	if !ledger.IsToken(consumer, 64) {
 		return f.fail(op, fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
 	}
-	f.mu.Lock()
-	exists := f.dlqExists
-	f.mu.Unlock()
-	if !exists { // the replicas of a stream to create are the ledger's
-		info, err := f.streamInfo(ctx)
-		if err == nil {
-			err = f.ensureDeadLetters(ctx, info.Config.Replicas)
-		}
-		if err != nil {
-			return f.fail(op, err)
-		}
+	if err := f.openDeadLetters(ctx); err != nil {
+		return f.fail(op, err)
 	}
 	subj := DeadLetterSubject(f.l.name, consumer)
 	_, err := f.l.js.Publish(ctx, subj, body,

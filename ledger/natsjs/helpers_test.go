@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
@@ -154,6 +155,20 @@ func checkChain(t testing.TB, rs []ledger.Record) {
 		}
 		prev = r.Seq
 	}
+}
+
+// newBucket makes a side bucket of ledger ledgerName as the admin does
+// (expect.go kvBucket) and opens it.
+func newBucket(t testing.TB, js jetstream.JetStream, ledgerName, bucket string) jetstream.KeyValue {
+	t.Helper()
+	if _, err := provision(testCtx(t), js, kvBucket(ledgerName, bucket), 1); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := openKVBucket(testCtx(t), js, ledgerName, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }
 
 // spyConsumerCreates counts the consumer create requests anyone sends to the

@@ -19,29 +19,39 @@ import (
 	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
-// openKVBucket opens a ledger's side bucket (heartbeats, swamp locks, swamp's control
-// plane), creating it on first use with the ledger stream's replica count and
-// a history of one (expect.go kvConfig). A ledger that does not exist is an
-// error wrapping ledger.ErrNotFound: a side bucket never outlives or precedes
-// its ledger. A bucket whose settings differ from what syncledger creates is a
-// *ledger.ConfigError (expect.go kvBucket).
-func openKVBucket(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
-	kv, err := openKV(ctx, js, ledgerName, bucket, description)
+// openKVBucket opens a ledger's side bucket (heartbeats, swamp locks, swamp's
+// control plane). The admin creates it with the ledger (expect.go kvBucket,
+// Ledger.Upgrade): a missing bucket is a *ledger.ConfigError naming the
+// upgrade, and so is one whose settings differ from what syncledger creates.
+// A ledger that does not exist is an error wrapping ledger.ErrNotFound.
+func openKVBucket(ctx context.Context, js jetstream.JetStream, ledgerName, bucket string) (jetstream.KeyValue, error) {
+	kv, err := openKV(ctx, js, ledgerName, bucket)
 	return kv, unreachable(js.Conn(), err)
 }
 
-func openKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
-	// The bucket's stream info, as nats.go reads it to open or create the
-	// bucket, is the configuration checked: no request of its own.
-	seen := &seenInfo{subjects: []string{apiPrefix + "STREAM.INFO." + KVStream(bucket), apiPrefix + "STREAM.CREATE." + KVStream(bucket)}}
+func openKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket string) (jetstream.KeyValue, error) {
+	// The bucket's stream info, as nats.go reads it to open the bucket, is
+	// the configuration checked: no request of its own.
+	seen := &seenInfo{subjects: []string{apiPrefix + "STREAM.INFO." + KVStream(bucket)}}
 	js, err := jetstream.New(js.Conn(), jetstream.WithDefaultTimeout(js.Options().DefaultTimeout),
 		jetstream.WithClientTrace(&jetstream.ClientTrace{ResponseReceived: seen.received}))
 	if err != nil {
 		return nil, err
 	}
+	r := kvBucket(ledgerName, bucket)
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = createKV(ctx, js, ledgerName, bucket, description)
+		if _, err := js.Stream(ctx, ledger.StreamName(ledgerName)); errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("ledger %q: %w", ledgerName, ledger.ErrNotFound)
+		}
+		return nil, r.missing()
+	}
+	if errors.Is(err, jetstream.ErrBadBucket) {
+		st, err := js.Stream(ctx, KVStream(bucket))
+		if err != nil {
+			return nil, err
+		}
+		return nil, r.checkConfig(st.CachedInfo().Config)
 	}
 	if err != nil {
 		return nil, err
@@ -50,25 +60,10 @@ func openKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, des
 	if err != nil {
 		return nil, err
 	}
-	if err := kvBucket(ledgerName, bucket).check(st); err != nil {
+	if err := r.check(st); err != nil {
 		return nil, err
 	}
 	return kv, nil
-}
-
-func createKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
-	st, err := js.Stream(ctx, ledger.StreamName(ledgerName))
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("ledger %q: %w", ledgerName, ledger.ErrNotFound)
-	}
-	if err != nil {
-		return nil, err
-	}
-	kv, err := js.CreateKeyValue(ctx, kvConfig(bucket, description, st.CachedInfo().Config.Replicas))
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, bucket)
-	}
-	return kv, err
 }
 
 // seenInfo keeps the last answer to a stream info or create request of its

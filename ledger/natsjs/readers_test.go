@@ -29,6 +29,10 @@ func TestDeadLettersHoldNoState(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !direct {
+			// The ledger's dead letters, as the previous release made them.
+			if err := js.DeleteStream(ctx, DeadLetterStream(name)); err != nil {
+				t.Fatal(err)
+			}
 			cfg := deadLetterConfig(name, 1)
 			cfg.AllowDirect = false
 			if _, err := js.CreateStream(ctx, cfg); err != nil {
