@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy is a TCP proxy on loopback in front of one server (a nats-server),
@@ -13,6 +14,10 @@ import (
 // (SetRefusing), or cut a connection right after forwarding a client write
 // that contains a pattern — before the server's answer can come back, the way
 // a publish whose acknowledgement is lost looks to the client (CutAfter).
+// It can also be a far link: each direction delays what it forwards
+// (SetDelay: a round trip of both delays, in order, as a WAN adds latency),
+// and stalls (Stall: everything held, nothing lost, until Resume — a link
+// that stops answering without closing).
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -25,7 +30,16 @@ type Proxy struct {
 	cuts     int
 	drops    int
 	closed   bool
+	delay    [2]time.Duration // [toServer, toClient]
+	stalled  [2]bool
+	resumed  chan struct{} // closed and replaced by Resume
 }
+
+// Directions of a Proxy's traffic.
+const (
+	toServer = 0 // what clients send
+	toClient = 1 // what the server answers
+)
 
 // NewProxy listens on 127.0.0.1 (a free port) and forwards to target
 // ("host:port").
@@ -34,7 +48,7 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]net.Conn{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]net.Conn{}, resumed: make(chan struct{})}
 	go p.accept()
 	return p, nil
 }
@@ -78,30 +92,119 @@ func (p *Proxy) accept() {
 	}
 }
 
-// pipe copies from src to dst; fromClient writes are checked for the cut
-// pattern.
+// chunk is what one read forwards: its bytes, when it was read, and whether
+// the connection is cut once it is written (CutAfter).
+type chunk struct {
+	b   []byte
+	at  time.Time
+	cut bool
+}
+
+// pipe copies from src to dst through a queue, so that the direction's
+// delay and stalls hold what was read without slowing the reading (up to
+// the queue's bound); fromClient writes are checked for the cut pattern.
 func (p *Proxy) pipe(src, dst net.Conn, fromClient bool) {
+	dir := toClient
+	if fromClient {
+		dir = toServer
+	}
+	q := make(chan chunk, 256)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range q {
+			if !p.hold(dir, c.at) {
+				return
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				return
+			}
+			if c.cut {
+				p.closePair(src)
+				return
+			}
+		}
+	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				break
+			c := chunk{b: bytes.Clone(buf[:n]), at: time.Now()}
+			c.cut = fromClient && p.shouldCut(c.b)
+			select {
+			case q <- c:
+			case <-done:
+				err = io.ErrClosedPipe
 			}
-			if fromClient && p.shouldCut(buf[:n]) {
-				p.closePair(src)
-				return
+			if c.cut {
+				break
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
+	close(q)
+	<-done
 	if fromClient {
 		p.closePair(src)
 	} else {
 		p.closePair(dst)
 	}
+}
+
+// hold waits until what direction dir read at at may be written: its delay
+// past at, and no stall. It returns false once the proxy is closed.
+func (p *Proxy) hold(dir int, at time.Time) bool {
+	for {
+		p.mu.Lock()
+		closed, stalled, resumed, d := p.closed, p.stalled[dir], p.resumed, p.delay[dir]
+		p.mu.Unlock()
+		switch {
+		case closed:
+			return false
+		case stalled:
+			<-resumed
+			continue
+		}
+		if wait := time.Until(at.Add(d)); wait > 0 {
+			t := time.NewTimer(min(wait, 50*time.Millisecond)) // look at a stall or a new delay now and then
+			select {
+			case <-t.C:
+			case <-resumed:
+				t.Stop()
+			}
+			continue
+		}
+		return true
+	}
+}
+
+// SetDelay makes each direction forward what it reads that long after
+// reading it (toServer: what clients send; toClient: what the server
+// answers), in order: a request's round trip grows by both.
+func (p *Proxy) SetDelay(toServerDelay, toClientDelay time.Duration) {
+	p.mu.Lock()
+	p.delay = [2]time.Duration{toServerDelay, toClientDelay}
+	p.mu.Unlock()
+}
+
+// Stall holds, from now on, everything the chosen directions read, until
+// Resume: the connections stay open, nothing is lost, nothing arrives.
+func (p *Proxy) Stall(toServerDir, toClientDir bool) {
+	p.mu.Lock()
+	p.stalled = [2]bool{toServerDir, toClientDir}
+	p.mu.Unlock()
+}
+
+// Resume forwards again what a Stall held, in order (each chunk after its
+// delay).
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.stalled = [2]bool{}
+	close(p.resumed)
+	p.resumed = make(chan struct{})
+	p.mu.Unlock()
 }
 
 func (p *Proxy) shouldCut(b []byte) bool {
@@ -177,6 +280,8 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
+	close(p.resumed) // wake what a stall or a delay holds: it sees the proxy closed
+	p.resumed = make(chan struct{})
 	p.mu.Unlock()
 	err := p.ln.Close()
 	p.DropAll()
