@@ -105,6 +105,10 @@ func (l *Log) prepare(events []ledger.Event) (*commit, error) {
 // which the commit may be stored wrap ErrOutcomeUnknown.
 func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
 	l.opened.drop()
+	return l.append(ctx, events)
+}
+
+func (l *Log) append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
 	c, err := l.prepare(events)
 	if err != nil {
 		return nil, err

@@ -359,6 +359,12 @@ func (l *Log) adopt(c *streamSettings) error {
 	if err := ledgerStream(l.name).check(c); err != nil {
 		return err
 	}
+	l.record(c)
+	return nil
+}
+
+// record takes the ledger's identity from c, identified (identify).
+func (l *Log) record(c *streamSettings) {
 	md := c.Metadata
 	f, _ := strconv.Atoi(md[MetaFormat])
 	l.uuid = md[MetaUUID]
@@ -366,7 +372,6 @@ func (l *Log) adopt(c *streamSettings) error {
 	if checkNamespaceMark(md[MetaNamespaceOf], md[MetaNamespace]) == nil {
 		l.info.NamespaceOf, l.info.Namespace = md[MetaNamespaceOf], md[MetaNamespace]
 	}
-	return nil
 }
 
 // identify checks that c's metadata makes it a ledger of this name, in a

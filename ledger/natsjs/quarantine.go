@@ -97,6 +97,10 @@ func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine
 // role publish notices (natsauth); others get ErrPermission.
 func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	l.opened.drop()
+	return l.quarantine(ctx, q, force)
+}
+
+func (l *Log) quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
 	}
