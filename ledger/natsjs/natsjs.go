@@ -131,6 +131,11 @@ type Log struct {
 	q quarantines // the quarantine notices read so far
 
 	opened opened // the last seq Open's answer carried, for the first LastSeq
+
+	// rep, when set, is the mirror this Log reads through (mirror.go): its
+	// reads go to the mirror and, for what the mirror cannot give, to the
+	// origin; its writes go to the origin (nc).
+	rep *replica
 }
 
 // openFresh is how long after Open its answer's last seq may answer the first
