@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -58,6 +59,9 @@ type Client struct {
 	w, r    *nats.Conn // r is w without a Read endpoint
 	cfg     Config
 	watches watches
+	// wdown: with a Read endpoint, the write connection's last attempt to
+	// connect failed (dialBehind): the origin is out of reach.
+	wdown atomic.Bool
 }
 
 // Open connects to cfg.Write (and cfg.Read, when set). It sends no request:
@@ -89,7 +93,7 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read endpoint: %w", err)
 	}
-	w, err := dialBehind(ctx, cfg.Write, cfg.Name, cfg.ConnectTimeout, c.asyncError)
+	w, err := dialBehind(ctx, cfg.Write, cfg.Name, cfg.ConnectTimeout, c.asyncError, &c.wdown)
 	if err != nil {
 		r.Close()
 		return nil, err
@@ -179,7 +183,7 @@ func (l *Ledger) options(opts []Option) []Option {
 // opens the origin and reads there by direct gets.
 func (l *Ledger) Log(ctx context.Context, opts ...Option) (*Log, error) {
 	if l.c.r != l.c.w {
-		lg, ok, err := openReplica(ctx, l.c.w, l.c.r, l.name, l.options(opts))
+		lg, ok, err := openReplica(ctx, l.c.w, l.c.r, l.name, l.options(opts), l.c.wdown.Load)
 		if err != nil || ok {
 			return lg, err
 		}

@@ -182,21 +182,36 @@ func dial(ctx context.Context, e Endpoint, name string, timeout time.Duration, h
 // server on each operation (ErrUnreachable), not as a failed Open. Only the
 // credentials' own errors (a file that cannot be read) fail it at once. An
 // in-process endpoint connects at once, as dial does.
-func dialBehind(ctx context.Context, e Endpoint, name string, timeout time.Duration, handler nats.ErrHandler) (*nats.Conn, error) {
+//
+// down, when set, is true while the connection's last attempt to connect
+// failed (nats.go's reconnect errors), false once it is connected.
+func dialBehind(ctx context.Context, e Endpoint, name string, timeout time.Duration, handler nats.ErrHandler, down *atomic.Bool) (*nats.Conn, error) {
 	if e.InProcess != nil {
 		return dial(ctx, e, name, timeout, handler)
 	}
 	if timeout <= 0 {
 		timeout = DefaultConnectTimeout
 	}
+	if down == nil {
+		down = new(atomic.Bool)
+	}
 	auth, err := e.authOptions()
 	if err != nil {
 		return nil, err
 	}
+	up := func(*nats.Conn) { down.Store(false) }
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.Timeout(timeout),
 		nats.ErrorHandler(handler),
+		nats.ConnectHandler(up),
+		nats.ReconnectHandler(up),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if !errors.Is(err, errDeferred) {
+				down.Store(true)
+			}
+		}),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { down.Store(true) }),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		// The first dial is deferred (it fails at once, in this call), so

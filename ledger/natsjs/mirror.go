@@ -168,6 +168,7 @@ type replica struct {
 
 	checked chan struct{} // closed once the origin's identity was checked (verifyOrigin)
 	cerr    error         // its result
+	down    func() bool   // the write connection's last attempt to connect failed
 }
 
 // mirrorState is a mirror's STREAM.INFO answer: its bounds and its source.
@@ -176,14 +177,17 @@ type mirrorState struct {
 	Config struct {
 		Metadata map[string]string `json:"metadata"`
 	} `json:"config"`
-	State  stateOf `json:"state"`
-	Mirror *struct {
-		Lag    uint64        `json:"lag"`
-		Active time.Duration `json:"active"`
-		Error  *struct {
-			Description string `json:"description"`
-		} `json:"error,omitempty"`
-	} `json:"mirror,omitempty"`
+	State  stateOf     `json:"state"`
+	Mirror *mirrorInfo `json:"mirror,omitempty"`
+}
+
+// mirrorInfo is what a mirror's STREAM.INFO says of its source.
+type mirrorInfo struct {
+	Lag    uint64        `json:"lag"`    // the origin's messages it knows it lacks
+	Active time.Duration `json:"active"` // since its last contact with the origin
+	Error  *struct {
+		Description string `json:"description"`
+	} `json:"error,omitempty"`
 }
 
 // raise records that the origin holds at least seq, as of at.
@@ -323,12 +327,34 @@ func (r *replica) head(ctx context.Context, req ledger.HeadRequest) (ledger.Head
 // identity check could not reach it, or the write connection, once up, is
 // down.
 func (r *replica) originDown() bool {
+	if r.down() {
+		return true
+	}
 	select {
 	case <-r.checked:
 		return errors.Is(r.cerr, ledger.ErrUnreachable) || !r.o.nc.IsConnected()
 	default:
 		return false // not known yet
 	}
+}
+
+// reachable fails, with the way out, when the origin is out of reach, for
+// an operation only the origin answers (a write, the attestations): at once
+// when its connection failed to connect, else once the background check of
+// the origin (at most one request timeout after the Log's opening) found it
+// so.
+func (r *replica) reachable(ctx context.Context, name string) error {
+	if !r.down() {
+		select {
+		case <-r.checked:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !errors.Is(r.cerr, ledger.ErrUnreachable) {
+			return nil
+		}
+	}
+	return &OriginUnreachableError{Ledger: name, Mirror: r.where, Err: fmt.Errorf("the write endpoint does not answer: %w", ledger.ErrUnreachable)}
 }
 
 // partitionLastSeq answers Log.PartitionLastSeq: the mirror's once it holds
@@ -464,13 +490,30 @@ func (r *replica) readPartition(ctx context.Context, partition string, from ledg
 	return err
 }
 
+// quarantines answers Log.Quarantines: the notices the mirror holds (the
+// origin's, up to its last seq), and the origin's too when the origin is
+// known to hold more than the mirror.
+func (r *replica) quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
+	ok, err := r.covered(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		qs, err := r.m.Quarantines(ctx)
+		if err == nil || !unserved(err) {
+			return qs, err
+		}
+	}
+	return r.o.Quarantines(ctx)
+}
+
 // verifyOrigin checks, once, in the background from the Log's opening, the
 // origin's stream as Open would have (its identity, the lineage the mirror
 // states, its settings): a write waits for it. A read through the mirror
 // does not.
 func (r *replica) verifyOrigin(l *Log) {
 	defer close(r.checked)
-	ctx, cancel := context.WithTimeout(context.Background(), max(l.opts.timeout, DefaultConnectTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
 	defer cancel()
 	var st streamConfig
 	err := r.o.request(ctx, apiPrefix+"STREAM.INFO."+r.o.stream, nil, &st)
@@ -496,10 +539,8 @@ func (r *replica) verifyOrigin(l *Log) {
 // writable waits for the origin's check and returns its error, with a way
 // out when the origin is out of reach: reads go on from the mirror.
 func (r *replica) writable(ctx context.Context, name string) error {
-	select {
-	case <-r.checked:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := r.reachable(ctx, name); err != nil {
+		return err
 	}
 	if r.cerr == nil && r.o.nc.IsConnected() {
 		return nil
@@ -534,12 +575,16 @@ func (e *OriginUnreachableError) Unwrap() error { return e.Err }
 // the origin on nc: one STREAM.INFO of the mirror, on the read connection.
 // ok is false when rnc serves the origin's stream itself (a server of the
 // origin's cluster or domain): the caller opens the origin as usual.
-func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Option) (*Log, bool, error) {
+func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Option, down func() bool) (*Log, bool, error) {
 	m, err := newLog(rnc, name, opts)
 	if err != nil {
 		return nil, false, err
 	}
-	var st streamConfig
+	var st struct {
+		streamConfig
+		Mirror *mirrorInfo `json:"mirror,omitempty"`
+	}
+	now := time.Now()
 	err = m.request(ctx, apiPrefix+"STREAM.INFO."+m.stream, nil, &st)
 	if code, isAPI := apiCode(err); isAPI && code == codeStreamNotFound {
 		return nil, false, &ledger.ConfigError{Resource: fmt.Sprintf("the mirror of ledger %q (stream %s) on the read endpoint", name, m.stream),
@@ -573,10 +618,14 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 	if d := md[MetaMirrorDomain]; d != "" {
 		where += " in domain " + d
 	}
-	r := &replica{m: m, o: o, where: where, wait: mirrorWait, mlast: ledger.Seq(st.State.LastSeq), checked: make(chan struct{})}
+	r := &replica{m: m, o: o, where: where, wait: mirrorWait, mlast: ledger.Seq(st.State.LastSeq), checked: make(chan struct{}), down: down}
 	l.rep = r
 	if l.opts.openSeq {
-		l.opened = opened{last: ledger.Seq(st.State.LastSeq), at: time.Now(), valid: true}
+		h := ledger.Head{Seq: ledger.Seq(st.State.LastSeq), Mirror: where, AsOf: now}
+		if st.Mirror != nil {
+			h.AsOf, h.Lag = now.Add(-st.Mirror.Active), st.Mirror.Lag
+		}
+		l.opened = opened{head: h, at: time.Now(), valid: true}
 	}
 	go r.verifyOrigin(l)
 	return l, true, nil

@@ -74,6 +74,9 @@ func (l *Log) quarantined() map[ledger.Seq]ledger.Quarantine {
 
 // Quarantines returns every quarantine notice of the ledger, by quarantined seq.
 func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
+	if l.rep != nil {
+		return l.rep.quarantines(ctx)
+	}
 	last, err := l.LastSeq(ctx)
 	if err != nil {
 		return nil, err

@@ -24,8 +24,8 @@ import (
 // that knows of a later seq than the answer — a cache HWM another process moved
 // meanwhile — asks again and gets a fresh one.
 func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
-	if last, ok := l.opened.take(); ok {
-		return last, nil
+	if h, ok := l.opened.take(); ok {
+		return h.Seq, nil
 	}
 	b, err := l.viewBounds(ctx)
 	if err != nil {
@@ -59,7 +59,15 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 // by the stream leader (the origin's own answer: a direct get could be
 // answered by a mirror or a lagging replica), and with req.Commit the commit
 // id there, read through the leader too (one more request).
+//
+// With WithOpenSeq, the first LastSeq or Head (neither Origin nor Commit)
+// within openFresh of Open answers from Open's request, as LastSeq does.
 func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
+	if !req.Origin && !req.Commit {
+		if h, ok := l.opened.take(); ok {
+			return h, nil
+		}
+	}
 	if l.rep != nil {
 		h, err := l.rep.head(ctx, req)
 		if err != nil {

@@ -21,6 +21,12 @@ func (l rewoundLog) LastSeq(ctx context.Context) (ledger.Seq, error) {
 	return s - min(s, l.by), err
 }
 
+func (l rewoundLog) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
+	h, err := l.CommitLog.Head(ctx, req)
+	h.Seq -= min(h.Seq, l.by)
+	return h, err
+}
+
 func (l rewoundLog) PartitionLastSeq(ctx context.Context, p string) (ledger.Seq, error) {
 	s, err := l.CommitLog.PartitionLastSeq(ctx, p)
 	return s - min(s, l.by), err

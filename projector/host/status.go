@@ -51,6 +51,10 @@ type Status struct {
 	// Behind, Conflicts and Quarantined are unknown, and Ledger and UUID are
 	// the cache's own record.
 	Offline bool `json:"offline,omitempty"`
+	// Source is where Head came from and how stale it may be: the origin,
+	// or a mirror as of its last contact with the origin (its lag, and
+	// whether the origin was out of reach).
+	Source *ledger.Head `json:"source,omitempty"`
 }
 
 // Status reports the HWM against the log's head, the marks, and the uncommitted
@@ -72,6 +76,11 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("read log bounds: %w", err)
 	}
+	hd, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{})
+	if err != nil {
+		return Status{}, fmt.Errorf("read the log's head: %w", err)
+	}
+	b.Last = max(b.Last, hd.Seq)
 	st, err := h.rows.Load()
 	if err != nil {
 		return Status{}, err
@@ -79,7 +88,7 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	out := Status{
 		Ledger: s.info.Name, UUID: s.info.UUID, Host: h.cfg.Host, Cache: h.dir.Root(),
 		Head: b.Last, First: b.First, HWM: st.HWM, Partitions: map[string]PartitionStatus{},
-		Dirty: []string{},
+		Dirty: []string{}, Source: &hd,
 	}
 	out.Snapshot = h.newestSnapshot(ctx, s.info.UUID) // rebuild.go
 	out.Quarantined = []ledger.Seq{}

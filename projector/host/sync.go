@@ -23,6 +23,12 @@ type SyncOptions struct {
 	Lazy bool
 	// Progress, when set, is called after each applied batch.
 	Progress func(SyncResult)
+	// Fresh: the sync must see every commit the origin stored before it
+	// began — the caller holds a lock on what it syncs (swamp's model lock)
+	// and acts on "nothing new". A log read from a mirror may lag: a fresh
+	// sync first asks the origin for its head (one request no mirror
+	// answers), and the log then reads at least up to it.
+	Fresh bool
 }
 
 // SyncResult says what a sync did.
@@ -41,6 +47,10 @@ type SyncResult struct {
 	// Rebuilt: the log no longer held the events this cache needed, so the sync
 	// rebuilt it from a snapshot (counts include the restore).
 	Rebuilt bool `json:"rebuilt,omitempty"`
+	// Source is where the head the sync went by came from, and how stale
+	// it may be: the origin, or a mirror as of its last contact with the
+	// origin (nil: a scoped sync that asked only its partitions).
+	Source *ledger.Head `json:"source,omitempty"`
 }
 
 func (r *SyncResult) add(a applied) {
@@ -70,38 +80,55 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	} else if ok {
 		return h.finishRebuild(ctx, opt, seq) // rebuild.go
 	}
+	var source *ledger.Head
+	if opt.Fresh {
+		oh, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
+		if err != nil {
+			return SyncResult{}, fmt.Errorf("read the origin's head: %w", err)
+		}
+		source = &oh
+	}
 	if len(opt.Partitions) > 0 {
-		return h.syncScoped(ctx, opt)
+		res, err := h.syncScoped(ctx, opt)
+		if res.Source == nil {
+			res.Source = source
+		}
+		return res, err
 	}
 	_, uuid, hwm, err := h.checkLineage(ctx)
 	if err != nil {
 		return SyncResult{}, err
 	}
-	head, err := h.cfg.Log.LastSeq(ctx)
-	if err == nil && head < hwm {
+	hd, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{})
+	if err == nil && hd.Seq < hwm {
 		// The answer may predate commits another process applied to this
-		// cache since (a log answers its first LastSeq from its opening):
-		// only a fresh answer below the HWM is a rewound log.
-		head, err = h.cfg.Log.LastSeq(ctx)
+		// cache since (a log answers its first head from its opening), or
+		// be a mirror's that lags this cache's own commits: only the
+		// origin's answer below the HWM is a rewound log.
+		hd, err = h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
 	}
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
 	}
+	if source != nil && source.Seq > hd.Seq {
+		hd = *source // the log reads up to it (HeadRequest.Origin)
+	}
+	head := hd.Seq
 	if head < hwm {
-		return SyncResult{Head: head, HWM: hwm}, rewound(fmt.Sprintf("the log's last seq is %d, below this cache's HWM %d", head, hwm))
+		return SyncResult{Head: head, HWM: hwm, Source: &hd}, rewound(fmt.Sprintf("the log's last seq is %d, below this cache's HWM %d", head, hwm))
 	}
 	lazy, err := h.db.LazyCount()
 	if err != nil {
 		return SyncResult{}, err
 	}
 	if head == hwm && (uuid != "" || head == 0) && (opt.Lazy || lazy == 0) {
-		return SyncResult{UpToDate: true, Head: head, HWM: hwm}, nil // the fast path: one request
+		return SyncResult{UpToDate: true, Head: head, HWM: hwm, Source: &hd}, nil // the fast path: one request
 	}
 	s, err := h.load(ctx, opt.Lazy)
 	if err != nil {
 		return SyncResult{}, err
 	}
-	res := SyncResult{Head: head}
+	res := SyncResult{Head: head, Source: &hd}
 	if head > hwm {
 		err = h.readFull(ctx, s, hwm+1, head, &res, opt.Progress)
 		// A full cache: what the rest of the pull, from the HWM it reached,
@@ -314,11 +341,28 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	}
 	res := SyncResult{Scoped: true}
 	var todo []string
+	asked := false
 	for i, p := range parts {
 		last := lasts[i]
 		mk, err := h.rows.Mark(p)
 		if err != nil {
 			return res, err
+		}
+		if last < mk.Seq && !asked {
+			// A log read from a mirror may lag this cache's own commits:
+			// only the origin's answer below the mark is a rewound log. The
+			// origin's head makes the log read at least up to it.
+			oh, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
+			if err != nil {
+				return res, fmt.Errorf("read the origin's head: %w", err)
+			}
+			asked, res.Source = true, &oh
+		}
+		if last < mk.Seq {
+			if last, err = h.cfg.Log.PartitionLastSeq(ctx, p); err != nil {
+				return res, fmt.Errorf("read last seq of partition %q: %w", p, err)
+			}
+			lasts[i] = last
 		}
 		res.Head = max(res.Head, last)
 		if last < mk.Seq {
