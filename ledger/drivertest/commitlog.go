@@ -41,6 +41,10 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 		{"ChainThroughQuarantinedEvent", testLogChainThroughQuarantinedEvent},
 		{"Truncate", testLogTruncate},
 		{"Attest", testLogAttest},
+		{"Fenced", testLogFenced},
+		{"LockLostOrConflict", testLogLockLostOrConflict},
+		{"FencedRetry", testLogFencedRetry},
+		{"FenceRefuses", testLogFenceRefuses},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
