@@ -318,7 +318,14 @@ func (c *Core) Step(m Mode, rec ledger.Record) (Verdict, error) {
 // processed, so the HWM moves over it when it starts at HWM+1 (more generally:
 // when everything before it is processed). Either the whole commit is staged or,
 // on error, nothing.
-func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq) error {
+//
+// fences are those the commit was appended with (ledger.Fence): the log
+// stored their fence checks in the same atomic batch, at the seqs right after
+// the last event's (ledger.FenceCheckSeqs). They are no events and this host
+// knows what they hold, so they count as processed with the commit, each a
+// skipped record of its own (as a quarantine notice read by a full sync): the
+// HWM passes them with the commit.
+func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq, fences ...ledger.Fence) error {
 	if err := c.busy("record own commit"); err != nil {
 		return err
 	}
@@ -327,6 +334,9 @@ func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq) error {
 	}
 	if len(events) == 0 || len(events) != len(seqs) {
 		return bad("%d events with %d seqs", len(events), len(seqs))
+	}
+	if len(events)+len(fences) > ledger.MaxBatch {
+		return bad("%d events and %d fences: more than one batch holds", len(events), len(fences))
 	}
 	recs := make([]ledger.Record, len(events))
 	verdicts := make([]Verdict, len(events))
@@ -354,6 +364,11 @@ func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq) error {
 	for i, r := range recs {
 		if err := c.stage(own, r, verdicts[i]); err != nil {
 			return fmt.Errorf("record own commit: %w", err)
+		}
+	}
+	for _, s := range ledger.FenceCheckSeqs(seqs, len(fences)) {
+		if s > c.hwm {
+			c.pend.done[s] = commit{part: 1, parts: 1}
 		}
 	}
 	return nil

@@ -54,6 +54,52 @@ func TestSkippedRecords(t *testing.T) {
 	}
 }
 
+// A lock's fence records and a fenced commit's checks (ledger.Fence) are
+// skipped records of no partition: processed, each a commit of its own, so
+// the HWM passes them in a full read and a scoped read changes nothing. The
+// host's own fenced commit counts its checks as processed (RecordOwn), and
+// where the commit did not start at HWM+1 the HWM passes them all once the
+// full read fills the hole before it.
+func TestFenceRecords(t *testing.T) {
+	fence := func(seq ledger.Seq) ledger.Record {
+		return ledger.Record{Seq: seq, Skip: &ledger.Skip{Fence: &ledger.FenceRecord{Lock: "data/m/a/.lock"}}}
+	}
+	check := func(seq ledger.Seq) ledger.Record {
+		return ledger.Record{Seq: seq, Skip: &ledger.Skip{Check: &ledger.FenceCheck{Lock: "data/m/a/.lock", Fence: 6}}}
+	}
+	c := newCore(t, baseState(), Config{})
+	if v, err := c.Step(Scoped, fence(6)); err != nil || v != Skip || c.HasReady() {
+		t.Fatalf("scoped Step of a fence record = %v, %v (staged: %v)", v, err, c.HasReady())
+	}
+	for _, r := range []ledger.Record{fence(6), rec("a", 7, 3, 5, "a3"), check(8)} {
+		if _, err := c.Step(Full, r); err != nil {
+			t.Fatalf("Step seq %d: %v", r.Seq, err)
+		}
+	}
+	rd := c.mustReady()
+	if rd.HWM != 8 || rd.Marks["data--m--a"] != (Mark{3, 7}) {
+		t.Fatalf("Ready = %+v, want HWM 8 past the fence record and check", rd)
+	}
+	c.persistAdvance(rd)
+
+	// Own commit at 10 (its fence check at 11) while seq 9, another host's
+	// fence record, is unread: the HWM stays; reading 9 moves it to 11.
+	own := rec("b", 10, 2, 3, "b2")
+	if err := c.RecordOwn([]ledger.Event{own.Event}, []ledger.Seq{10}, ledger.Fence{Lock: "data/m/b/.lock", Seq: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if rd := c.mustReady(); rd.HWM != 8 {
+		t.Fatalf("own fenced commit after an unread seq: HWM %d, want 8", rd.HWM)
+	}
+	c.persistAdvance(c.mustReady())
+	if _, err := c.Step(Full, fence(9)); err != nil {
+		t.Fatal(err)
+	}
+	if rd := c.mustReady(); rd.HWM != 11 {
+		t.Fatalf("the hole read: HWM %d, want 11 (the own commit and its fence check)", rd.HWM)
+	}
+}
+
 // A commit's parts that lie (part 1/2 with no part 2) show at the next record,
 // which starts a commit: the error names the event that lies as the culprit,
 // the seq to quarantine; once it is skipped, the next commit applies.
