@@ -321,10 +321,13 @@ func (c *Core) Step(m Mode, rec ledger.Record) (Verdict, error) {
 //
 // fences are those the commit was appended with (ledger.Fence): the log
 // stored their fence checks in the same atomic batch, at the seqs right after
-// the last event's (ledger.FenceCheckSeqs). They are no events and this host
-// knows what they hold, so they count as processed with the commit, each a
-// skipped record of its own (as a quarantine notice read by a full sync): the
-// HWM passes them with the commit.
+// the last event's (ledger.FenceCheckSeqs), and each fence's Seq is the fence
+// record this host stored when it took the lock (CommitLog.TakeFence's
+// answer), before the commit. Neither is an event, and this host knows what
+// they hold, so they count as processed with the commit, each a skipped
+// record of its own (as a quarantine notice read by a full sync): the HWM
+// passes them with the commit — a lock taken between a pull and the push
+// (swamp's global lock) does not leave the HWM behind.
 func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq, fences ...ledger.Fence) error {
 	if err := c.busy("record own commit"); err != nil {
 		return err
@@ -337,6 +340,11 @@ func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq, fences ...led
 	}
 	if len(events)+len(fences) > ledger.MaxBatch {
 		return bad("%d events and %d fences: more than one batch holds", len(events), len(fences))
+	}
+	for _, f := range fences {
+		if f.Seq == 0 || f.Seq >= seqs[0] {
+			return bad("fence of lock %q at seq %d, not before the commit's seq %d", f.Lock, f.Seq, seqs[0])
+		}
 	}
 	recs := make([]ledger.Record, len(events))
 	verdicts := make([]Verdict, len(events))
@@ -366,7 +374,11 @@ func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq, fences ...led
 			return fmt.Errorf("record own commit: %w", err)
 		}
 	}
-	for _, s := range ledger.FenceCheckSeqs(seqs, len(fences)) {
+	skipped := ledger.FenceCheckSeqs(seqs, len(fences))
+	for _, f := range fences {
+		skipped = append(skipped, f.Seq)
+	}
+	for _, s := range skipped {
 		if s > c.hwm {
 			c.pend.done[s] = commit{part: 1, parts: 1}
 		}

@@ -85,8 +85,9 @@
 // processed: the HWM moves over it when it starts at HWM+1, and otherwise only
 // once a full sync has processed the seqs before it. A commit appended under
 // fences (ledger.Fence) ends its batch with their fence checks, right after its
-// events: RecordOwn counts them as processed with it, so the HWM passes them
-// too.
+// events, and each fence is a fence record this host stored when it took the
+// lock: RecordOwn counts both as processed with the commit, so the HWM passes
+// them too.
 //
 // # Durability and crash recovery
 //

@@ -82,21 +82,29 @@ func TestFenceRecords(t *testing.T) {
 	}
 	c.persistAdvance(rd)
 
-	// Own commit at 10 (its fence check at 11) while seq 9, another host's
-	// fence record, is unread: the HWM stays; reading 9 moves it to 11.
-	own := rec("b", 10, 2, 3, "b2")
-	if err := c.RecordOwn([]ledger.Event{own.Event}, []ledger.Seq{10}, ledger.Fence{Lock: "data/m/b/.lock", Seq: 9}); err != nil {
+	// This host's own fence record at 9 (it took a lock after its last
+	// sync), another host's at 10, unread; its own commit at 11 under the
+	// fence of 9, its check at 12. The HWM passes 9, its own, and stops
+	// before 10; reading 10 moves it to 12.
+	own := rec("b", 11, 2, 3, "b2")
+	if err := c.RecordOwn([]ledger.Event{own.Event}, []ledger.Seq{11}, ledger.Fence{Lock: "data/m/b/.lock", Seq: 9}); err != nil {
 		t.Fatal(err)
 	}
-	if rd := c.mustReady(); rd.HWM != 8 {
-		t.Fatalf("own fenced commit after an unread seq: HWM %d, want 8", rd.HWM)
+	if rd := c.mustReady(); rd.HWM != 9 {
+		t.Fatalf("own fenced commit after an unread seq: HWM %d, want 9 (its own fence record)", rd.HWM)
 	}
 	c.persistAdvance(c.mustReady())
-	if _, err := c.Step(Full, fence(9)); err != nil {
+	if _, err := c.Step(Full, fence(10)); err != nil {
 		t.Fatal(err)
 	}
-	if rd := c.mustReady(); rd.HWM != 11 {
-		t.Fatalf("the hole read: HWM %d, want 11 (the own commit and its fence check)", rd.HWM)
+	if rd := c.mustReady(); rd.HWM != 12 {
+		t.Fatalf("the hole read: HWM %d, want 12 (the own commit and its fence check)", rd.HWM)
+	}
+	c.persistAdvance(c.mustReady())
+	// A fence that is not a record before the commit is no fence of it.
+	next := rec("b", 13, 3, 11, "b3")
+	if err := c.RecordOwn([]ledger.Event{next.Event}, []ledger.Seq{13}, ledger.Fence{Lock: "l", Seq: 13}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("RecordOwn with a fence at the commit's seq = %v, want ErrInvalid", err)
 	}
 }
 

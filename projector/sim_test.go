@@ -919,7 +919,7 @@ func (s *sim) ownCommit(h *simHost) error {
 	}
 	var fences []ledger.Fence
 	if s.cfg.fences {
-		fences = simFences(s.r.IntN(3))
+		fences = s.takeLocks(h, s.r.IntN(3))
 	}
 	for attempt := 0; ; attempt++ {
 		if !treeAllows(h.cache, entries) {

@@ -12,7 +12,8 @@ import (
 //   - fence records: another host took a lock (fenceStep);
 //   - fence checks: a fenced commit's batch ends with one per fence, right
 //     after its events, remote writers' (fenceStep) and hosts' own commits
-//     (ownCommit) alike; the host's own commit counts its checks as processed
+//     (ownCommit, after the host took its locks: takeLocks) alike; the host's
+//     own commit counts its checks and its own fence records as processed
 //     (RecordOwn's fences).
 //
 // Hosts, rebuilds and the uninterrupted host must all skip them and let the
@@ -27,7 +28,7 @@ const simFenceLock = "data/sim/.lock"
 // writer's commit under it (its events, then its fence checks).
 func (s *sim) fenceStep() error {
 	if s.r.IntN(2) == 0 {
-		seq := s.log.fenceRecord("writer")
+		seq := s.log.fenceRecord("writer", simFenceLock)
 		s.logf("writer takes lock %s: fence record at seq %d", simFenceLock, seq)
 		s.stats["fence record"]++
 		return nil
@@ -54,14 +55,14 @@ func (s *sim) fenceStep() error {
 }
 
 // fenceRecord appends a fence record of the simulator's lock by host.
-func (l *simLog) fenceRecord(host string) ledger.Seq {
+func (l *simLog) fenceRecord(host, lock string) ledger.Seq {
 	seq := l.head() + 1
 	l.recs = append(l.recs, ledger.Record{
 		Seq: seq,
 		// Event is the checker's view (I7: a commit of its own, no
 		// partition); the core reads only Skip, as for a quarantine notice.
 		Event: ledger.Event{Ledger: l.info.UUID, Commit: fmt.Sprintf("fence-%d", seq), Part: 1, Parts: 1},
-		Skip:  &ledger.Skip{Fence: &ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.info.UUID, Lock: simFenceLock, Host: host, At: testTime}},
+		Skip:  &ledger.Skip{Fence: &ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.info.UUID, Lock: lock, Host: host, At: testTime}},
 	})
 	return seq
 }
@@ -93,12 +94,16 @@ func (l *simLog) appendFenced(evs []ledger.Event, lose bool, fences int) ([]ledg
 	return seqs, nil
 }
 
-// simFences returns n fences for a host's own commit (their seqs do not
-// matter: the simulator's fences hold).
-func simFences(n int) []ledger.Fence {
+// takeLocks is host h taking n locks before it commits: each a fence
+// record of its own in the log, whose seq is its fence (the simulator's
+// fences hold).
+func (s *sim) takeLocks(h *simHost, n int) []ledger.Fence {
 	out := make([]ledger.Fence, n)
 	for i := range out {
-		out[i] = ledger.Fence{Lock: fmt.Sprintf("%s/%d", simFenceLock, i), Seq: 1}
+		lock := fmt.Sprintf("%s/%d", simFenceLock, i)
+		seq := s.log.fenceRecord(h.name, lock)
+		s.logf("%s takes lock %s: fence record at seq %d", h.name, lock, seq)
+		out[i] = ledger.Fence{Lock: lock, Seq: seq}
 	}
 	return out
 }
