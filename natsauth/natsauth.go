@@ -14,9 +14,7 @@
 //     consumers, quarantines a bad message (publishes on syncledger.<ledger>.p.~q).
 //   - host: what a projector host needs for sync, commit, watch, exec, status,
 //     rebuild: publish commits on syncledger.<ledger>.p.> (not the admin's
-//     quarantine notices on .p.~q; the swamp agent's fence records of the
-//     locks it takes, on .p.~f<lock>, and its fenced commits' checks, on
-//     .p.~c, are under the same grant), write blobs to the
+//     quarantine notices on .p.~q), write blobs to the
 //     ledger's object store bucket (chunks and metadata, $O.<bucket>.C.> and
 //     $O.<bucket>.M.>), put its heartbeat (creating the heartbeat bucket if it is
 //     missing), use the ledger's swamp bucket (the swamp agent's locks, control
