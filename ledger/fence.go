@@ -31,6 +31,34 @@ import (
 // HWM passes it. Fence subjects keep their last record through retention
 // (TruncateBefore keeps every subject's last message).
 
+// LogFormat is the newest log format this code reads and writes: a log's
+// Info.Format (the stream's syncledger.format). Format 1 holds events and
+// quarantine notices; format 2 (FenceFormat) fence records and checks too.
+// A log keeps the format it was made with until an admin raises it, once
+// every reader runs a release that reads the new one: a build refuses a log
+// of a newer format (CheckLogFormat) rather than stop at a record it cannot
+// read. A log of format 1 refuses fences (TakeFence, a fenced Append).
+const (
+	LogFormat   = 2
+	FenceFormat = 2
+)
+
+// CheckLogFormat refuses a log format this build does not read.
+func CheckLogFormat(f int) error {
+	if f < 1 || f > LogFormat {
+		return fmt.Errorf("log format %d (this build reads 1 to %d; upgrade syncledger): %w", f, LogFormat, ErrUnknownVersion)
+	}
+	return nil
+}
+
+// Fenced reports whether the log holds fences (its format is FenceFormat or
+// later): only then do its locks' holders store fence records.
+func (i Info) Fenced() bool { return i.Format >= FenceFormat }
+
+// ErrNoFences: a fence asked of a log of a format before FenceFormat, which
+// readers of older releases read: nothing was stored.
+var ErrNoFences = fmt.Errorf("the log's format holds no fences (an admin raises it to %d once every reader runs a release that reads it): %w", FenceFormat, ErrInvalid)
+
 // Fence subject tokens (see above).
 const (
 	FenceTokenPrefix = "~f"

@@ -14,7 +14,7 @@ const MaxBatch = 1000
 type Info struct {
 	Name     string // ledger name, [A-Za-z0-9_-]{1,64}
 	UUID     string // lineage, fixed at creation
-	Format   int    // event format version
+	Format   int    // log format (LogFormat); events are FormatVersion
 	Blobs    string // blob store URL (file:///…, s3://…, gs://…, nats://…)
 	Replicas int
 
@@ -71,14 +71,16 @@ type CommitLog interface {
 	// the error is a *LockLostError — also when a chain moved too: a commit
 	// under a lost lock is never retried, so ErrLockLost is told first. A
 	// commit stored before the lock was taken from it is stored: a retry
-	// after an ambiguous failure returns its seqs.
+	// after an ambiguous failure returns its seqs. A log of a format before
+	// FenceFormat refuses fences (ErrNoFences).
 	Append(ctx context.Context, events []Event, fences ...Fence) ([]Seq, error)
 
 	// TakeFence stores rec, the fence record of a lock its holder has just
 	// taken, on the lock's fence subject (FenceSubject), and returns its seq:
 	// the holder's Fence of rec.Lock. From then on an Append carrying an
 	// earlier fence of the lock fails with a *LockLostError. A retry after an
-	// ambiguous failure stores rec once (its ID is its message id).
+	// ambiguous failure stores rec once (its ID is its message id). A log of a
+	// format before FenceFormat refuses it (ErrNoFences).
 	TakeFence(ctx context.Context, rec FenceRecord) (Seq, error)
 
 	// Read calls fn for every record with from ≤ seq ≤ to, in seq order. to = 0 means

@@ -246,8 +246,8 @@ func (c *Core) AdoptLineage(info ledger.Info) error {
 	if err := c.busy("adopt lineage"); err != nil {
 		return err
 	}
-	if info.Format != ledger.FormatVersion {
-		return fmt.Errorf("adopt lineage of %q: format %d (this build reads %d): %w", info.Name, info.Format, ledger.FormatVersion, ledger.ErrUnknownVersion)
+	if err := ledger.CheckLogFormat(info.Format); err != nil {
+		return fmt.Errorf("adopt lineage of %q: %w", info.Name, err)
 	}
 	if err := ledger.ValidateUUID(info.UUID); err != nil {
 		return fmt.Errorf("adopt lineage of %q: %w", info.Name, err)

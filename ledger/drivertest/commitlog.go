@@ -148,7 +148,7 @@ func wantBounds(t *testing.T, ctx context.Context, l ledger.CommitLog, first, la
 func testLogEmpty(t *testing.T, ctx context.Context, f LogFixture) {
 	l := f.Log
 	info, err := l.Info(ctx)
-	if err != nil || info.UUID == "" || info.Format != ledger.FormatVersion {
+	if err != nil || info.UUID == "" || info.Format != ledger.LogFormat {
 		t.Fatalf("Info = %+v, %v", info, err)
 	}
 	wantBounds(t, ctx, l, 1, 0)

@@ -65,7 +65,10 @@ func New(info ledger.Info, now func() time.Time) (*Log, error) {
 		info.UUID = id
 	}
 	if info.Format == 0 {
-		info.Format = ledger.FormatVersion
+		info.Format = ledger.LogFormat
+	}
+	if err := ledger.CheckLogFormat(info.Format); err != nil {
+		return nil, fmt.Errorf("memledger: %w", err)
 	}
 	info.Replicas = max(info.Replicas, 1)
 	if now == nil {
@@ -189,6 +192,9 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledge
 	if err := ctx.Err(); err != nil {
 		return nil, l.fail("append", err)
 	}
+	if len(fences) > 0 && !l.info.Fenced() {
+		return nil, l.fail("append", ledger.ErrNoFences)
+	}
 	k, id := len(events), events[0].Commit
 	n := k + len(fences)
 	subjects, data, ids := make([]string, n), make([][]byte, n), make([]string, n)
@@ -250,6 +256,9 @@ func (l *Log) lockLost(f ledger.Fence, last ledger.Seq) *ledger.LockLostError {
 func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq, error) {
 	if rec.Ledger != l.info.UUID {
 		return 0, fmt.Errorf("ledger %q take fence of lock %q: record of ledger %s: %w", l.info.Name, rec.Lock, rec.Ledger, ledger.ErrLineage)
+	}
+	if !l.info.Fenced() {
+		return 0, l.fail("take fence", ledger.ErrNoFences)
 	}
 	b, err := ledger.EncodeFenceRecord(rec)
 	if err != nil {

@@ -81,6 +81,9 @@ func (l *Log) prepare(events []ledger.Event, fences []ledger.Fence) (*commit, er
 	if err := ledger.CheckAppend(l.uuid, events, fences...); err != nil {
 		return nil, err
 	}
+	if len(fences) > 0 && !l.info.Fenced() {
+		return nil, fmt.Errorf("ledger %q append commit %s: %w", l.name, events[0].Commit, ledger.ErrNoFences)
+	}
 	k, id := len(events), events[0].Commit
 	n := k + len(fences)
 	c := &commit{id: id, events: events, fences: fences, subjects: make([]string, n), data: make([][]byte, n), expect: make([]ledger.Seq, n)}

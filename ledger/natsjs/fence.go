@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,6 +25,9 @@ func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq
 	fail := func(err error) error { return fmt.Errorf("ledger %q take fence of lock %q: %w", l.name, rec.Lock, err) }
 	if rec.Ledger != l.uuid {
 		return 0, fail(fmt.Errorf("record of ledger %s: %w", rec.Ledger, ledger.ErrLineage))
+	}
+	if !l.info.Fenced() {
+		return 0, fail(ledger.ErrNoFences)
 	}
 	b, err := ledger.EncodeFenceRecord(rec)
 	if err != nil {
@@ -66,4 +70,26 @@ func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq
 		}
 		wait = min(2*wait, maxRetryWait)
 	}
+}
+
+// RaiseFormat raises the ledger's log format (the stream's syncledger.format)
+// to ledger.LogFormat, the admin's step once every reader of the ledger runs
+// a release that reads it: builds that do not then refuse the ledger, saying
+// to upgrade, rather than stop at a record they cannot read (a fence).
+// Nothing else changes; a log already at the format is left as it is. It
+// returns the format the ledger had. Only the admin may (ledger.ErrPermission
+// otherwise). The Log keeps the format it was opened with: open it again.
+func (l *Log) RaiseFormat(ctx context.Context) (int, error) {
+	var had int
+	err := l.updateMeta(ctx, func(md map[string]string) bool {
+		f, err := strconv.Atoi(md[MetaFormat])
+		if had == 0 {
+			had = f
+		}
+		return err == nil && f >= ledger.LogFormat
+	}, func(md map[string]string) { md[MetaFormat] = strconv.Itoa(ledger.LogFormat) })
+	if err != nil {
+		return had, fmt.Errorf("ledger %q: raise its log format to %d: %w", l.name, ledger.LogFormat, err)
+	}
+	return had, nil
 }

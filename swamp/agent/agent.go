@@ -151,6 +151,8 @@ type Agent struct {
 	// request of this command, the end's included.
 	lostMu sync.Mutex
 	lost   error
+	// unfencedOnce says once that the ledger's format holds no fences.
+	unfencedOnce sync.Once
 
 	beats beats
 

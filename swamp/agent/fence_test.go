@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -221,5 +222,44 @@ func TestAgentLockLost(t *testing.T) {
 	}
 	if r := a2.call(map[string]any{"op": "push"}); r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 1 {
 		t.Fatalf("a's next push: %+v, want a's run published", r)
+	}
+}
+
+// On a ledger of log format 1 (made by a release before fences, read by
+// every release) locks are taken unfenced, and commits under them publish as
+// before: nothing an older reader cannot read is stored.
+func TestLocksUnfencedOnFormatOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	old, err := memledger.New(ledger.Info{Name: "old", Format: 1, Blobs: "file:///unused"}, e.clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.log = old
+	cache := t.TempDir()
+	c := serveAgent(t, Config{Host: "host-a", Ports: ports{e: e, cache: cache}})
+	if r := c.call(map[string]any{"op": "hello", "protocol": Protocol}); r.Error != nil {
+		t.Fatalf("hello: %+v", r.Error)
+	}
+	h := map[string]any{"holder": "a@laptop", "hostname": "laptop", "pid": 1, "nonce": "a"}
+	if r := c.call(map[string]any{"op": "lock.acquire", "key": "data/t/m/.lock", "holder": h, "ttlMs": 3000}); r.Error != nil {
+		t.Fatalf("acquire on a format-1 ledger: %+v", r.Error)
+	}
+	p := filepath.Join(cache, "data", "t", "m", "result", "latest")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.call(map[string]any{"op": "push"}); r.Error != nil {
+		t.Fatalf("push under an unfenced lock: %+v", r.Error)
+	}
+	var recs []ledger.Record
+	if err := old.Read(t.Context(), 1, 0, func(r ledger.Record) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Skip != nil {
+		t.Fatalf("the format-1 ledger holds %d records (%+v), want the commit's event alone", len(recs), recs)
 	}
 }

@@ -37,6 +37,16 @@ func (a *Agent) fence(ctx context.Context, key string, info LockInfo) (ledger.Fe
 	if err != nil {
 		return ledger.Fence{}, err
 	}
+	if !li.Fenced() {
+		// A ledger older releases read: no fence until its admin raises its
+		// format (syncledger init --format).
+		a.unfencedOnce.Do(func() {
+			a.cfg.Logger.Warn("swamp's locks are not fenced: a host stopped past a lock's TTL could publish under a lock another host took; "+
+				"once every host runs this release, an admin runs 'syncledger init --format "+fmt.Sprint(ledger.LogFormat)+"'",
+				"ledger", li.Name, "format", li.Format)
+		})
+		return ledger.Fence{}, nil
+	}
 	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
 		return ledger.Fence{}, err

@@ -100,7 +100,8 @@ type heldLock struct {
 
 // Fencer stores the fence record of lock key, which info's holder has just
 // taken (ledger.CommitLog.TakeFence on the ledger its commits go to), and
-// returns the holder's fence.
+// returns the holder's fence (zero: the ledger holds no fences, its format
+// being older: the lock is held unfenced).
 type Fencer func(ctx context.Context, key string, info LockInfo) (ledger.Fence, error)
 
 // NewLocks returns the locks of bucket kv, timed by clock (nil: the wall
