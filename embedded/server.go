@@ -80,15 +80,35 @@ type Config struct {
 	Logger *slog.Logger
 	// StartTimeout bounds how long Start waits for the server; default 30s.
 	StartTimeout time.Duration
+	// Reserve is the free space, in bytes, the server keeps on DataDir's
+	// filesystem: while less is free it refuses every write at once (clients
+	// see ledger.ErrServerFull), and it takes writes again, without a restart,
+	// once Reserve and half as much again are free. 0 means DefaultReserve;
+	// negative turns the disk watch off (nats-server's own behaviour: a write
+	// that finds the disk full is never answered, and its stream refuses
+	// writes until the server restarts).
+	Reserve int64
+	// DiskInterval is the longest time between two readings of the free
+	// space; 0 means DefaultDiskInterval. Nearer the reserve the watch reads
+	// it more often (before writes at 1 GiB/s could reach it), and a write
+	// that fails for lack of space wakes it at once.
+	DiskInterval time.Duration
+
+	// statDisk replaces fsx.DiskSpace in tests.
+	statDisk func(dir string) (free, size uint64, noInodes bool, err error)
 }
 
 // Server is a running embedded nats-server holding its data directory's lock.
 type Server struct {
-	ns   *server.Server
-	lock *dirLock
-	cfg  Config
-	addr *net.TCPAddr
-	once sync.Once
+	ns     *server.Server
+	opts   *server.Options
+	lock   *dirLock
+	cfg    Config
+	addr   *net.TCPAddr
+	once   sync.Once
+	logger *slog.Logger
+	logs   *logAdapter
+	disk   *diskWatch // nil when off
 	// internalPassword is the password of internalUser, when Config.Users is set.
 	internalPassword string
 }
@@ -148,6 +168,9 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("start server: %w", err)
 	}
 	s.lock = lock
+	if cfg.Reserve >= 0 {
+		s.startDiskWatch()
+	}
 	return s, nil
 }
 
@@ -164,6 +187,9 @@ func start(cfg Config, host string, port int) (*Server, error) {
 		StoreDir:   cfg.DataDir,
 		SyncAlways: cfg.SyncAlways,
 		NoSigs:     true,
+	}
+	if cfg.Reserve >= 0 {
+		opts.JetStreamMaxStore = noStoreLimit // the disk watch is the limit
 	}
 	internalPassword, err := cfg.authOptions(opts)
 	if err != nil {
@@ -208,7 +234,19 @@ func start(cfg Config, host string, port int) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, errors.New("no client listener")
 	}
-	return &Server{ns: ns, cfg: cfg, addr: addr, internalPassword: internalPassword}, nil
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{ns: ns, opts: opts, cfg: cfg, addr: addr, internalPassword: internalPassword, logger: logger, logs: log}, nil
+}
+
+// jsConfig is the JetStream configuration the server started with, for a
+// restart of JetStream in process (as nats-server's own restart builds it).
+func (s *Server) jsConfig() *server.JetStreamConfig {
+	o := s.opts
+	return &server.JetStreamConfig{StoreDir: o.StoreDir, SyncInterval: o.SyncInterval, SyncAlways: o.SyncAlways,
+		MaxMemory: o.JetStreamMaxMemory, MaxStore: o.JetStreamMaxStore, Domain: o.JetStreamDomain, Strict: !o.NoJetStreamStrict}
 }
 
 // ClientURL is a URL clients on this machine dial: the listen address with its
@@ -282,6 +320,9 @@ func (s *Server) Endpoint() natsjs.Endpoint {
 // safe to call more than once.
 func (s *Server) Shutdown() {
 	s.once.Do(func() {
+		if s.disk != nil {
+			s.disk.close()
+		}
 		s.ns.Shutdown()
 		s.ns.WaitForShutdown()
 		s.lock.release()

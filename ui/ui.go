@@ -62,7 +62,11 @@ type Config struct {
 	// here); nil shows no hosts.
 	Hosts func(ctx context.Context) ([]Host, error)
 	// Blobs, when set, is read for the entries of commits kept in manifests.
-	Blobs ledger.BlobStore
+	Blobs *ledger.Bucket
+	// Server, when set, asks the ledger's server whether it takes writes
+	// (natsjs.Ledger.ServerState), at every poll: a full server is shown
+	// first, with its data directory and the space to free.
+	Server func(ctx context.Context) (ledger.ServerState, error)
 	// Floor, when set, returns the lowest seq from which the log holds every
 	// event (projector/snapshot.Floor); nil means the log's first seq.
 	Floor func(ctx context.Context) (ledger.Seq, error)
@@ -117,17 +121,20 @@ type Rate struct {
 
 // State is what the page shows.
 type State struct {
-	Ledger     string      `json:"ledger"`
-	UUID       string      `json:"uuid"`
-	Head       ledger.Seq  `json:"head"`  // the log's last seq
-	First      ledger.Seq  `json:"first"` // the log's first seq
-	Read       ledger.Seq  `json:"read"`  // the last seq the dashboard has read
-	CaughtUp   bool        `json:"caughtUp"`
-	Rate       Rate        `json:"rate"`
-	Commits    []Commit    `json:"commits"` // newest first
-	Hosts      []Host      `json:"hosts"`
-	HostsError string      `json:"hostsError,omitempty"`
-	Partitions []Partition `json:"partitions"` // most recently extended first, at most MaxPartitions
+	Ledger     string     `json:"ledger"`
+	UUID       string     `json:"uuid"`
+	Head       ledger.Seq `json:"head"`  // the log's last seq
+	First      ledger.Seq `json:"first"` // the log's first seq
+	Read       ledger.Seq `json:"read"`  // the last seq the dashboard has read
+	CaughtUp   bool       `json:"caughtUp"`
+	Rate       Rate       `json:"rate"`
+	Commits    []Commit   `json:"commits"` // newest first
+	Hosts      []Host     `json:"hosts"`
+	HostsError string     `json:"hostsError,omitempty"`
+	// Server is what the server says of its disk (Config.Server), nil when
+	// it was not asked or did not answer.
+	Server     *ledger.ServerState `json:"server,omitempty"`
+	Partitions []Partition         `json:"partitions"` // most recently extended first, at most MaxPartitions
 	// PartitionCount is the number of partitions in the ledger.
 	PartitionCount int       `json:"partitionCount"`
 	Error          string    `json:"error,omitempty"` // the last error reading the log, until it reads again
@@ -356,7 +363,7 @@ func (d *Dashboard) add(ctx context.Context, r ledger.Record, done []consumers.C
 	caughtUp := r.Seq >= d.startEnd
 	d.mu.Unlock()
 	for _, c := range done {
-		var blobs ledger.BlobStore
+		var blobs *ledger.Bucket
 		if caughtUp {
 			blobs = d.cfg.Blobs // during the first read, manifests are read at the end
 		}
@@ -436,7 +443,7 @@ func (d *Dashboard) readColdHeads(ctx context.Context) error {
 	return nil
 }
 
-func (d *Dashboard) summarize(ctx context.Context, c consumers.Commit, blobs ledger.BlobStore) Commit {
+func (d *Dashboard) summarize(ctx context.Context, c consumers.Commit, blobs *ledger.Bucket) Commit {
 	s, err := consumers.Summarize(ctx, d.cfg.Ledger, c, blobs)
 	if err != nil {
 		d.log.Warn("dashboard: cannot read a manifest", "commit", c.ID, "err", err)
@@ -506,11 +513,20 @@ func (d *Dashboard) pollOnce(ctx context.Context) {
 	if d.cfg.Hosts != nil {
 		hosts, herr = d.cfg.Hosts(rctx)
 	}
+	var server *ledger.ServerState
+	if d.cfg.Server != nil {
+		if st, err := d.cfg.Server(rctx); err == nil {
+			server = &st
+		} else if ctx.Err() == nil {
+			d.log.Debug("dashboard: the server did not say whether it takes writes", "err", err)
+		}
+	}
 	if ctx.Err() != nil {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.st.Server = server
 	if berr == nil {
 		d.st.Head, d.st.First = max(d.st.Head, b.Last), b.First
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,4 +272,32 @@ func TestDashboardAfterRetention(t *testing.T) {
 	if st.Error != "" || len(st.Commits) != 2 {
 		t.Errorf("error %q, commits %+v", st.Error, st.Commits)
 	}
+}
+
+// TestDashboardServerFull: a server whose disk is full is in the state (and
+// leaves it once it takes writes again).
+func TestDashboardServerFull(t *testing.T) {
+	f := newFixture(t)
+	var full atomic.Bool
+	full.Store(true)
+	server := func(context.Context) (ledger.ServerState, error) {
+		if full.Load() {
+			return ledger.ServerState{Full: true, Dir: "/srv", Free: 1, Reserve: 2, Resume: 3}, nil
+		}
+		return ledger.ServerState{Stored: 5}, nil
+	}
+	d, err := New(Config{Log: f.log, Ledger: "dash", Server: server, Poll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	st := waitState(t, d, func(s State) bool { return s.Server != nil })
+	if !st.Server.Full || st.Server.Dir != "/srv" || st.Server.Need() != 2 {
+		t.Errorf("server %+v", st.Server)
+	}
+	full.Store(false)
+	waitState(t, d, func(s State) bool { return s.Server != nil && !s.Server.Full })
 }

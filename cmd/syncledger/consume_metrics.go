@@ -24,8 +24,9 @@ func newConsumeMetricsCmd(a *app) *cobra.Command {
 		Long: `Metrics counts the commits it consumes (commits, events per partition, bytes,
 files) and serves them at http://--listen/metrics with, read at each scrape, the
 ledger's head and first seq, every consumer's lag, ack floor and dead letters,
-and every host's HWM, lag behind the head and last heartbeat (from the hosts'
-heartbeat bucket; see syncledger hosts).`,
+every host's HWM, lag behind the head and last heartbeat (from the hosts'
+heartbeat bucket; see syncledger hosts), and whether the server refuses writes
+for lack of space (syncledger_server_full, with a full serve's free space).`,
 		Example: `  syncledger consume metrics --listen 127.0.0.1:9464`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -31,8 +31,12 @@ func runConsumeMetrics(ctx context.Context, a *app, o *consumeOpts, listen strin
 	if err != nil {
 		return err
 	}
+	lg, err := a.ledgerOn(ctx, a.ledgerName)
+	if err != nil {
+		return err
+	}
 	e, err := metrics.New(metrics.Config{Feed: feed, Heartbeats: hb, Log: l, Ledger: a.ledgerName, Blobs: consumeBlobs(ctx, a),
-		MaxPartitions: maxPartitions, Logger: a.logger})
+		Server: lg.ServerState, MaxPartitions: maxPartitions, Logger: a.logger})
 	if err != nil {
 		return err
 	}

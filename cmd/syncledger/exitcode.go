@@ -128,6 +128,15 @@ func newErrorObject(err error) errorObject {
 	case errors.As(err, &tr):
 		o.Detail = map[string]any{"from": tr.From, "first": tr.First}
 	}
+	var full *ledger.ServerFullError
+	if errors.As(err, &full) && full.State.Full {
+		st := full.State
+		o.Detail = map[string]any{"dir": st.Dir, "free": st.Free, "size": st.Size, "reserve": st.Reserve, "resume": st.Resume, "need": st.Need(), "stored": st.Stored}
+	}
+	var ns *host.NoSpaceError
+	if errors.As(err, &ns) {
+		o.Detail = map[string]any{"dir": ns.Dir, "free": ns.Free, "need": ns.Need, "files": ns.Files, "from": ns.From, "to": ns.To}
+	}
 	var pc *host.PartialCommitError
 	if errors.As(err, &pc) {
 		// The commits of a split change published before the failure.
@@ -143,7 +152,9 @@ func newErrorObject(err error) errorObject {
 // conflict (a commit's paths changed remotely too), local-changes (a sync or
 // rebuild would overwrite them), rebuild (the log no longer holds the events),
 // damaged-state (the cache's state database is damaged: rebuild),
-// lineage, permission, busy (another process holds the cache), not-found,
+// lineage, permission, server-full (the server refused a write for lack of
+// space: see errorNote), cache-full (a pull stopped on the cache's full disk),
+// busy (another process holds the cache), not-found,
 // bad-message (a message of the ledger every reader stops at: see quarantine),
 // invalid (bad input), checksum, or error.
 func errorKind(err error) string {
@@ -168,6 +179,10 @@ func errorKind(err error) string {
 		return "lineage"
 	case errors.Is(err, ledger.ErrPermission):
 		return "permission"
+	case errors.Is(err, ledger.ErrServerFull):
+		return "server-full"
+	case errors.As(err, new(*host.NoSpaceError)):
+		return "cache-full"
 	case errors.Is(err, statedb.ErrLocked):
 		return "busy"
 	case errors.Is(err, ledger.ErrRewound):

@@ -53,6 +53,9 @@ heartbeat under a key that is not its host's) is listed apart as skipped,
 with why and how to remove it; the other hosts are listed as ever ("skipped"
 in --json).
 
+A server whose disk is full (it refuses every host's writes until space is
+freed there) is said first, with what it says of its disk.
+
 "hosts forget HOST" removes a host that is gone for good; "hosts forget KEY"
 removes a skipped key. It reads the bucket again and fails if it is still
 there.`,
@@ -86,13 +89,18 @@ there.`,
 			for _, b := range list.Bad {
 				a.logger.Warn("skipping a value of the heartbeat bucket that is not a heartbeat", "key", b.Key, "why", b.Err)
 			}
+			server := a.serverState(ctx)
 			if asJSON {
 				return a.printJSON(struct {
-					Ledger  string     `json:"ledger"`
-					Head    ledger.Seq `json:"head"`
-					Hosts   []hostRow  `json:"hosts"`
-					Skipped []badRow   `json:"skipped"`
-				}{a.ledgerName, head, rows, list.Bad})
+					Ledger  string              `json:"ledger"`
+					Head    ledger.Seq          `json:"head"`
+					Hosts   []hostRow           `json:"hosts"`
+					Skipped []badRow            `json:"skipped"`
+					Server  *ledger.ServerState `json:"server,omitempty"`
+				}{a.ledgerName, head, rows, list.Bad, server})
+			}
+			if server != nil && server.Full {
+				fmt.Fprintf(a.stdout, "the server's disk is full, every host's writes are refused: %s (%s)\n", server, serverFullNote(*server))
 			}
 			if len(rows) == 0 {
 				fmt.Fprintf(a.stdout, "no host has reported to ledger %s yet (head %d)\n", a.ledgerName, head)
@@ -116,7 +124,7 @@ there.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, head, hosts: […], skipped: […]} as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, head, hosts: […], skipped: […], server: {full, dir, free, …}} as JSON")
 	forget := &cobra.Command{
 		Use:   "forget HOST|KEY",
 		Short: "Remove a host's heartbeat, or a skipped key of the heartbeat bucket",

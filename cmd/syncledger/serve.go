@@ -47,6 +47,7 @@ const defaultListen = "127.0.0.1:4222"
 // serveConfig is serve's part of embedded.Config, as its flags set it.
 type serveConfig struct {
 	Listen, DataDir       string
+	Reserve               string // --reserve: auto, off, or a size
 	Token, User, Password string
 	TLS                   struct {
 		CertFile, KeyFile, CAFile string
@@ -85,6 +86,11 @@ or client certificates (--tls-verify). Clients log in with --nats-user and
 --tls-cert and --tls-key make clients connect with TLS (tls://…; clients give
 --nats-ca); --tls-ca and --tls-verify also require client certificates.
 
+serve keeps --reserve of free space on the data directory's disk: below it
+every write is refused at once (clients say "the server's disk is full",
+naming the directory and the space to free), and once half as much again is
+free writes are taken again, without a restart.
+
 --ui ADDR serves the dashboard (see "syncledger ui") from this process.
 --json prints the startup information as one JSON object instead of text.`,
 		Example: `  syncledger serve
@@ -99,6 +105,7 @@ or client certificates (--tls-verify). Clients log in with --nats-user and
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.Listen, "listen", defaultListen, "client address host:port (port 0 picks a free one)")
 	fs.StringVar(&cfg.DataDir, "data", defaultDataDir(a.getenv), "data directory (JetStream store, blobs, lock)")
+	fs.StringVar(&cfg.Reserve, "reserve", "auto", "free space kept on the data directory's disk: writes are refused below it (auto: 64MiB, or a tenth of a smaller disk; off: never)")
 	fs.StringVar(&cfg.Token, "token", "", "require clients to present this token")
 	fs.StringVar(&cfg.User, "user", "", "require clients to log in as this user (with --password)")
 	fs.StringVar(&cfg.Password, "password", "", "the password for --user")
@@ -112,6 +119,7 @@ or client certificates (--tls-verify). Clients log in with --nats-user and
 	fs.BoolVar(&o.json, "json", false, "print the startup information as JSON")
 	a.bindEnv(fs, "listen", "SYNCLEDGER_LISTEN")
 	a.bindEnv(fs, "data", "SYNCLEDGER_DATA")
+	a.bindEnv(fs, "reserve", "SYNCLEDGER_SERVE_RESERVE")
 	a.bindEnv(fs, "token", "SYNCLEDGER_SERVE_TOKEN")
 	a.bindEnv(fs, "user", "SYNCLEDGER_SERVE_USER")
 	a.bindEnv(fs, "password", "SYNCLEDGER_SERVE_PASSWORD")
@@ -134,6 +142,26 @@ type serveInfo struct {
 	UUID   string `json:"uuid"`
 	Blobs  string `json:"blobs"`
 	UI     string `json:"ui,omitempty"` // the dashboard's URL
-	TLS    bool   `json:"tls"`
-	Auth   string `json:"auth"` // none, token, user, users, client-certificates
+	// Reserve is the free space kept on the data directory's disk (0: the
+	// watch is off), Free what is free now.
+	Reserve uint64 `json:"reserve"`
+	Free    uint64 `json:"free"`
+	TLS     bool   `json:"tls"`
+	Auth    string `json:"auth"` // none, token, user, users, client-certificates
+}
+
+// parseReserve parses --reserve: "auto" (0: embedded.DefaultReserve), "off"
+// or 0 (-1: no watch), or a size.
+func parseReserve(s string) (int64, error) {
+	switch s {
+	case "auto", "":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	n, err := parseSize(s)
+	if err != nil {
+		return 0, usagef("--reserve %q: want auto, off or a size such as 64MiB", s)
+	}
+	return n, nil // parseSize's 0 is -1: off
 }

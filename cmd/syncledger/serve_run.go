@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/syncledger/syncledger/embedded"
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/natsauth"
 )
@@ -54,8 +55,10 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 	if a.level > slog.LevelDebug {
 		cfg.Logger = a.newLogger(max(a.level, slog.LevelWarn))
 	}
-	cfg.Logger = cfg.Logger.With("component", "nats-server")
 	cfg.SyncAlways = true // an acknowledged commit survives power loss
+	if cfg.Reserve, err = parseReserve(sc.Reserve); err != nil {
+		return err
+	}
 	srv, err := embedded.Start(cfg)
 	switch {
 	case errors.Is(err, embedded.ErrInsecure):
@@ -86,7 +89,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 	}
 	info, created, err := createLedger(ctx, a, natsjs.LedgerConfig{Name: a.ledgerName, Blobs: blobsURL, Replicas: 1})
 	if err != nil {
-		return err
+		return ledger.WithServerState(err, srv.Disk()) // a disk already full: what to free
 	}
 	a.protectBlobs(ctx, info.Blobs) // first: a NATS bucket opens only write-once
 	if !created {
@@ -94,7 +97,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 			a.logger.Warn("the ledger exists with another blob store; its setting is kept",
 				"ledger", info.Name, "blobs", redactURL(info.Blobs), "asked", redactURL(a.blobsURL))
 		}
-		if _, err := a.openObjects(ctx, info.Blobs); err != nil {
+		if _, err := a.openBucket(ctx, info.Blobs, ledger.RetryPolicy{}); err != nil {
 			a.logger.Warn("the ledger's blob store does not open here", "err", err)
 		}
 	}
@@ -110,11 +113,12 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		}
 	}
 
+	disk := srv.Disk()
 	if o.json {
 		// One line, so that a supervisor can read it as soon as it is printed.
 		err = a.printJSON(serveInfo{URL: srv.ClientURL(), Data: srv.DataDir(), PID: os.Getpid(), Ledger: info.Name,
 			UUID: info.UUID, Blobs: redactURL(info.Blobs), UI: uiURL, TLS: cfg.TLS.CertFile != "",
-			Auth: authKind(cfg)})
+			Auth: authKind(cfg), Reserve: disk.Reserve, Free: disk.Free})
 		if err != nil {
 			return err
 		}
@@ -123,6 +127,15 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		fmt.Fprintf(w, "syncledger serve: NATS with JetStream listening on %s\n", srv.ClientURL())
 		fmt.Fprintf(w, "  data     %s (locked by pid %d)\n", srv.DataDir(), os.Getpid())
 		fmt.Fprintf(w, "  ledger   %s  uuid %s  blobs %s\n", info.Name, info.UUID, redactURL(info.Blobs))
+		if disk.Reserve > 0 {
+			fmt.Fprintf(w, "  disk     %s free; writes refused below %s free (--reserve)\n", ledger.Bytes(disk.Free), ledger.Bytes(disk.Reserve))
+		} else {
+			why := "--reserve off"
+			if cfg.Reserve >= 0 {
+				why = "its free space is not read on this system"
+			}
+			fmt.Fprintf(w, "  disk     not watched (%s): a full disk stalls writes until serve restarts\n", why)
+		}
 		if uiURL != "" {
 			fmt.Fprintf(w, "  dashboard %s\n", uiURL)
 		}

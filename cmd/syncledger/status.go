@@ -26,9 +26,13 @@ how many files are held as metadata only (lazy). --ignored also lists the files
 the ignore rules leave out (the defaults and .syncledgerignore, see the README): an
 ignored directory is listed once, with a trailing /.
 
+A server whose disk is full (it refuses every write until space is freed
+there) is shown first, with what it says of its disk.
+
 --json prints: ledger, uuid, host, cache, head, first, snapshot, hwm, behind,
 partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files,
-shadowed [paths], conflicts [paths].
+shadowed [paths], conflicts [paths], server {full, dir, free, size, reserve,
+resume, stored, since, cause}.
 
 Conflicts are dirty files the ledger changed too since this host synced them:
 'syncledger resolve' settles them. Shadowed files are indexed files the cache
@@ -50,6 +54,12 @@ type offlineStatus struct {
 	Unreachable string `json:"unreachable"` // why the ledger was not read
 }
 
+// onlineStatus is status --json when the server answered.
+type onlineStatus struct {
+	host.Status
+	Server *ledger.ServerState `json:"server,omitempty"` // nil: the server did not say
+}
+
 func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	h, err := a.ExistingHost(ctx)
 	var unreachable *unreachableError
@@ -65,15 +75,22 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	if err != nil {
 		return err
 	}
+	var server *ledger.ServerState
+	if !st.Offline {
+		server = a.serverState(ctx)
+	}
 	if asJSON {
 		if st.Offline {
 			return a.printJSON(offlineStatus{st, unreachable.Error()})
 		}
-		return a.printJSON(st)
+		return a.printJSON(onlineStatus{st, server})
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	if st.Offline {
 		fmt.Fprintf(w, "server\tunreachable: %v\n", unreachable.err)
+	}
+	if server != nil && server.Full {
+		fmt.Fprintf(w, "server\tDISK FULL, refusing writes: %s\n", server)
 	}
 	fmt.Fprintf(w, "ledger\t%s (%s)\n", st.Ledger, st.UUID)
 	fmt.Fprintf(w, "host\t%s\n", st.Host)

@@ -102,6 +102,10 @@ func (swampWaysOut) Setup(repo, ns string) string {
 // Init is the command line that creates a ledger (errorNote's).
 func (swampWaysOut) Init() string { return "syncledger init" }
 
+// ServerFull is what to do about a write the server refused for lack of
+// space (errorNote's).
+func (swampWaysOut) ServerFull(st ledger.ServerState) string { return serverFullNote(st) }
+
 // command is the command line cmd ("syncledger …") with the globals.
 func (w swampWaysOut) command(cmd string) string {
 	rest, ok := strings.CutPrefix(cmd, "syncledger ")
@@ -201,6 +205,15 @@ func (k swampKV) Delete(ctx context.Context, key string, last uint64) error {
 func (k swampKV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
 	es, err := k.KV.List(ctx, prefix)
 	return es, swampRefusal(k.base, err)
+}
+
+// ServerState asks the datastore's ledger's server what it says of its disk.
+func (p swampPorts) ServerState(ctx context.Context) (ledger.ServerState, error) {
+	lg, err := p.ledgerOn(ctx, p.ledgerName)
+	if err != nil {
+		return ledger.ServerState{}, err
+	}
+	return lg.ServerState(ctx)
 }
 
 // Beat records the host's position in the heartbeats of the datastore's ledger.

@@ -155,6 +155,9 @@ func (a *app) dashboard(ctx context.Context, poll ...time.Duration) (*ui.Dashboa
 		a.logger.Warn("the dashboard will not list the files of large commits: cannot open the blob store", "err", err)
 	}
 	cfg.Partitions = l.Partitions
+	if lg, err := a.ledgerOn(ctx, a.ledgerName); err == nil {
+		cfg.Server = lg.ServerState
+	}
 	return ui.New(cfg)
 }
 

@@ -78,8 +78,16 @@ const retentionBoundCommand = "syncledger snapshot --retention-bound 0   (admin;
 // command that shows more, or one to run only after a judgement the command
 // cannot make ("" if none).
 func errorNote(err error) string {
-	var cg *host.ContentGoneError
+	var (
+		cg   *host.ContentGoneError
+		full *ledger.ServerFullError
+		ns   *host.NoSpaceError
+	)
 	switch {
+	case errors.As(err, &full):
+		return serverFullNote(full.State)
+	case errors.As(err, &ns):
+		return cacheFullNote(ns)
 	case errors.Is(err, ledger.ErrNoLedger):
 		return "create it with `syncledger init`"
 	case errors.Is(err, host.ErrNoChange):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -48,6 +49,14 @@ func TestWayOutTable(t *testing.T) {
 		{"no ledger", fmt.Errorf("open ledger %q: %w", "x", ledger.ErrNoLedger), []string{}, "create it with `syncledger init`"},
 		{"resolve of no change", fmt.Errorf("resolve x: %w", host.ErrNoChange), []string{}, "'syncledger status' lists conflicts"},
 		{"rewound", fmt.Errorf("sync: %w", ledger.ErrRewound), []string{}, "syncledger rebuild"},
+		{"server full", &ledger.ServerFullError{State: ledger.ServerState{Full: true, Dir: "/srv/sl", Free: 12 << 20, Reserve: 64 << 20, Resume: 96 << 20}}, []string{},
+			"free 84.0 MiB on the disk of serve's data directory /srv/sl, then run this again: the server takes writes by itself once it has room, nothing to restart"},
+		{"server full, the refusal alone", fmt.Errorf("put blob: %w", &ledger.ServerFullError{}), []string{},
+			"free space on the disk of serve's data directory (its --data), or raise the store limit of a nats-server of your own, then run this again: the server takes writes by itself once it has room, nothing to restart"},
+		{"cache full", &host.NoSpaceError{Dir: "/c", Free: 1 << 20, Need: 5 << 20, Files: 3, From: 4, To: 9, Err: syscall.ENOSPC}, []string{},
+			"free up to 4.0 MiB on the disk of the cache /c (the rest of the pull is 5.0 MiB; 1.0 MiB is free), then sync again: what was applied is kept"},
+		{"cache full, the pull's size unknown", &host.NoSpaceError{Dir: "/c", Err: syscall.ENOSPC}, []string{},
+			"free space on the disk of the cache /c, then sync again: what was applied is kept"},
 		{"plain", errors.New("boom"), []string{}, ""},
 	} {
 		err := fmt.Errorf("%s: %w", "cmd", tc.err)

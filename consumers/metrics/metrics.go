@@ -21,7 +21,11 @@
 //	syncledger_host_hwm_seq{host}                 from the hosts' heartbeats
 //	syncledger_host_lag{host}                     head − hwm
 //	syncledger_host_last_seen_timestamp_seconds{host}
-//	syncledger_collect_up{source="stream"|"consumers"|"hosts"}  1 if that read worked
+//	syncledger_server_full                        1 while the server refuses writes for lack of space
+//	syncledger_server_stored_bytes                what the server's store holds
+//	syncledger_server_disk_free_bytes, syncledger_server_disk_resume_bytes
+//	                                              a full serve's free space, and where it takes writes again
+//	syncledger_collect_up{source="stream"|"consumers"|"hosts"|"server"}  1 if that read worked
 //
 // Every metric has the constant label ledger="<name>". The partition label has
 // at most Config.MaxPartitions values; further partitions are counted under
@@ -67,7 +71,10 @@ type Config struct {
 	Heartbeats ledger.KV
 	Ledger     string // ledger name
 	// Blobs, when set, is read for the sizes of commits kept in manifests.
-	Blobs ledger.BlobStore
+	Blobs *ledger.Bucket
+	// Server, when set, asks the ledger's server whether it takes writes
+	// (natsjs.Ledger.ServerState) at each scrape.
+	Server func(ctx context.Context) (ledger.ServerState, error)
 	// MaxPartitions bounds the partition label's values; 0 means DefaultMaxPartitions.
 	MaxPartitions int
 	// ScrapeTimeout bounds the server reads of one scrape; 0 means DefaultScrapeTimeout.
@@ -91,6 +98,7 @@ type Exporter struct {
 
 	// The families read from the server at each scrape.
 	head, first, lag, ackFloor, dead, hwm, hostLag, seen, skipped, up *prometheus.Desc
+	full, stored, free, resume                                        *prometheus.Desc
 
 	hb *heartbeat.Store
 }
@@ -147,6 +155,10 @@ func New(cfg Config) (*Exporter, error) {
 	e.seen = desc("syncledger_host_last_seen_timestamp_seconds", "When the server stored the host's last heartbeat.", "host")
 	e.skipped = desc("syncledger_hosts_skipped", "Keys of the heartbeat bucket whose values are not heartbeats (skipped; see syncledger hosts).")
 	e.up = desc("syncledger_collect_up", "1 if the scrape-time read of the source worked.", "source")
+	e.full = desc("syncledger_server_full", "1 while the server refuses writes for lack of space (see docs/ops.md, A full disk).")
+	e.stored = desc("syncledger_server_stored_bytes", "Bytes the server's store holds.")
+	e.free = desc("syncledger_server_disk_free_bytes", "Bytes free on a full serve's data directory's filesystem.")
+	e.resume = desc("syncledger_server_disk_resume_bytes", "Free bytes at which a full serve takes writes again.")
 	return e, nil
 }
 
@@ -242,6 +254,21 @@ func (p positions) Collect(ch chan<- prometheus.Metric) {
 				gauge(e.hostLag, float64(max(b.Last, h.HWM)-h.HWM), h.Host)
 			}
 			gauge(e.seen, float64(h.Seen.UnixNano())/1e9, h.Host)
+		}
+	}
+	if e.cfg.Server != nil {
+		st, err := e.cfg.Server(ctx)
+		if up("server", err) {
+			full := 0.0
+			if st.Full {
+				full = 1
+			}
+			gauge(e.full, full)
+			gauge(e.stored, float64(st.Stored))
+			if st.Full && st.Dir != "" {
+				gauge(e.free, float64(st.Free))
+				gauge(e.resume, float64(st.Resume))
+			}
 		}
 	}
 }

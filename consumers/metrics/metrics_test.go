@@ -15,6 +15,7 @@ import (
 	"github.com/syncledger/syncledger/consumers/consumertest"
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/consumers/metrics"
+	"github.com/syncledger/syncledger/ledger"
 )
 
 // scrape fetches url and parses it with the Prometheus text parser.
@@ -198,5 +199,44 @@ func TestScrapeBadHeartbeats(t *testing.T) {
 	}
 	if n := len(mfs["syncledger_host_hwm_seq"].GetMetric()); n != 2 {
 		t.Errorf("%d host series, want 2 (h1 once)", n)
+	}
+}
+
+// TestScrapeServerFull: a server that refuses writes for lack of space is
+// syncledger_server_full 1, with a full serve's free space and resume level.
+func TestScrapeServerFull(t *testing.T) {
+	t.Parallel()
+	l := consumertest.New(t, "m")
+	full := ledger.ServerState{Full: true, Dir: "/srv", Free: 10, Reserve: 64, Resume: 96, Stored: 1000}
+	e, err := metrics.New(metrics.Config{Feed: l.Feed, Heartbeats: l.KV, Log: l.Log, Ledger: l.Name,
+		Server: func(context.Context) (ledger.ServerState, error) { return full, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.HTTPHandler())
+	defer srv.Close()
+	mfs := scrape(t, srv.URL+"/metrics")
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"syncledger_server_full", nil, 1},
+		{"syncledger_server_stored_bytes", nil, 1000},
+		{"syncledger_server_disk_free_bytes", nil, 10},
+		{"syncledger_server_disk_resume_bytes", nil, 96},
+		{"syncledger_collect_up", []string{"source", "server"}, 1},
+	} {
+		if got, ok := value(mfs, tc.name, tc.labels...); !ok || got != tc.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	full = ledger.ServerState{Stored: 5}
+	mfs = scrape(t, srv.URL+"/metrics")
+	if got, ok := value(mfs, "syncledger_server_full"); !ok || got != 0 {
+		t.Errorf("syncledger_server_full = %v (present %v) once the server takes writes, want 0", got, ok)
+	}
+	if _, ok := value(mfs, "syncledger_server_disk_free_bytes"); ok {
+		t.Error("a free space series for a server that takes writes")
 	}
 }

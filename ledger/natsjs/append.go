@@ -176,7 +176,7 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledge
 		ambiguous = ambiguous || !final
 		lastErr = err
 		if final && !ambiguous {
-			return nil, fmt.Errorf("append %v: %w", c, l.refusal(err))
+			return nil, fmt.Errorf("append %v: %w", c, l.refusal(ctx, err))
 		}
 		res, rerr := l.resolve(ctx, c)
 		switch {
@@ -198,7 +198,7 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledge
 			}
 			return nil, fmt.Errorf("append %v: %w", c, res.conflict)
 		case final:
-			return nil, fmt.Errorf("append %v: %w", c, l.refusal(err))
+			return nil, fmt.Errorf("append %v: %w", c, l.refusal(ctx, err))
 		}
 		if attempt >= l.opts.attempts {
 			return nil, fmt.Errorf("append %v: %d attempts: %w: %w (retry Append with the same events)", c, attempt, ErrOutcomeUnknown, unreachable(l.nc, lastErr))
@@ -241,10 +241,14 @@ func refused(err error) bool {
 	return true
 }
 
-// refusal maps a definite refusal to the ledger's sentinels where one fits.
-func (l *Log) refusal(err error) error {
+// refusal maps a definite refusal to the ledger's sentinels where one fits: a
+// server without room for it is a *ledger.ServerFullError, with what the
+// server says of its disk.
+func (l *Log) refusal(ctx context.Context, err error) error {
 	code, _ := apiCode(err)
 	switch {
+	case ServerFull(err) != nil:
+		return withServerState(ctx, l.nc, l.name, l.opts.timeout, ServerFull(err))
 	case code == codeStreamNotFound:
 		return fmt.Errorf("stream %s: %w (%v)", l.stream, ledger.ErrNotFound, err)
 	case code == codeBatchTooLarge, errors.Is(err, nats.ErrMaxPayload):

@@ -171,6 +171,17 @@
 // tell an emptied subject from a new one — so MaxAge must stay 0 unless
 // snapshots cover everything it can drop (docs/design.md §6).
 //
+// # A full server
+//
+// A write the server has no room for is refused, not retried: err_code 10002
+// (a full serve closed its store: embedded's disk watch), 10023 or 10047 (a
+// store limit of a nats-server of its own) is a *ledger.ServerFullError
+// (ServerFull; natsblob maps the same codes). An append's error carries what
+// the server says of its disk; Ledger.ServerState asks it for the others (one
+// $JS.API.INFO request, which every role may send: a full store's limit is
+// reached; then, while it is full, up to 1 s for serve's word on the ledger's
+// server subject, which every role may read and only an admin may publish).
+//
 // # Timeouts
 //
 // Every method takes ctx first. When ctx has no deadline, each request to the

@@ -60,7 +60,7 @@ func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq
 			return 0, fail(fmt.Errorf("%w: %w", ErrOutcomeUnknown, unreachable(l.nc, context.Cause(ctx))))
 		}
 		if refused(err) {
-			return 0, fail(l.refusal(err))
+			return 0, fail(l.refusal(ctx, err))
 		}
 		if attempt >= l.opts.attempts {
 			return 0, fail(fmt.Errorf("%d attempts: %w: %w", attempt, ErrOutcomeUnknown, unreachable(l.nc, err)))

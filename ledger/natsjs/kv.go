@@ -135,6 +135,9 @@ func (k *KV) mapErr(op, key string, err error) error {
 	if code, ok := apiCode(err); ok && code == jetstream.JSErrCodeStreamWrongLastSequence {
 		return fmt.Errorf("%s %s: %w", op, key, ledger.ErrConflict)
 	}
+	if full := ServerFull(err); full != nil {
+		return fmt.Errorf("%s %s: %w", op, key, full)
+	}
 	return fmt.Errorf("%s %s: %w", op, key, unreachable(k.nc, err))
 }
 

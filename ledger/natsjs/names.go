@@ -12,6 +12,7 @@ import "github.com/syncledger/syncledger/ledger"
 //	syncledger.<ledger>.p.~c        fenced commits' fence checks (ledger.FenceCheckSubject)
 //	SYNCLEDGER-DLQ_<ledger>         the feed's dead letters (DeadLetterStream)
 //	syncledger.<ledger>.dlq.<name>  a consumer's dead letters (DeadLetterSubject)
+//	syncledger.<ledger>.server      what serve says of its disk (ServerSubject)
 //	SYNCLEDGER_HOSTS_<ledger>       the host heartbeats' bucket (HeartbeatBucket)
 //	SYNCLEDGER_SWAMP_<ledger>       swamp's locks and control plane (SwampBucket)
 //	KV_<bucket>, $KV.<bucket>.>     a key-value bucket's stream and subjects
@@ -47,3 +48,12 @@ func SwampBucket(ledgerName string) string { return "SYNCLEDGER_SWAMP_" + ledger
 
 // KVStream returns the stream of a key-value bucket.
 func KVStream(bucket string) string { return KVStreamPrefix + bucket }
+
+// ServerSubject returns the subject on which serve tells a ledger's clients
+// what it knows of its disk (a ledger.ServerState as JSON, twice a second while
+// the disk is full, and once when writes are taken again). It is no stream's:
+// nothing stores it. Every role may subscribe to it (syncledger.<ledger>.>),
+// only an admin may publish on it.
+func ServerSubject(ledgerName string) string {
+	return ledger.SubjectRoot + "." + ledgerName + ".server"
+}

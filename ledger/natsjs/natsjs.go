@@ -261,6 +261,9 @@ func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Opt
 		if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			continue // created, or created concurrently by someone else: read it back
 		}
+		if full := ServerFull(err); full != nil {
+			err = full
+		}
 		return nil, fmt.Errorf("create ledger %q: create stream %s: %w", cfg.Name, l.stream, err)
 	}
 	return nil, fmt.Errorf("create ledger %q: stream %s keeps appearing and disappearing", cfg.Name, l.stream)

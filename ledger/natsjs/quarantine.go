@@ -154,7 +154,7 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 		if perr := l.permissionDenied(); perr != nil {
 			return fail(perr)
 		}
-		return fail(l.refusal(err))
+		return fail(l.refusal(ctx, err))
 	}
 	return ledger.Seq(ack.Sequence), nil
 }

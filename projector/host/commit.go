@@ -323,7 +323,7 @@ func (e *PartialCommitError) Unwrap() error { return e.Err }
 // its batch — appends its events under opt's fences and records them, adding
 // the commit to res (its paths while res holds fewer than opt.MaxPaths, when
 // positive).
-func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content ledger.BlobBatch, opt CommitOptions, res *CommitResult) error {
+func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content *ledger.BlobBatch, opt CommitOptions, res *CommitResult) error {
 	now := h.cfg.Now()
 	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {

@@ -172,7 +172,7 @@ func (e *env) freshHost(name string) *Host {
 }
 
 func (e *env) snapCfg() snapshot.Config {
-	return snapshot.Config{Log: e.log, Blobs: e.blobs, Objects: e.objs}
+	return snapshot.Config{Log: e.log, Blobs: e.blobs, Objects: e.blobs}
 }
 
 func mustTake(t *testing.T, e *env) snapshot.TakeResult {
@@ -379,7 +379,7 @@ func rebuilt(t *testing.T, h *Host, wantSnap ledger.Seq) *Host {
 
 func mustGet(t *testing.T, e *env, info snapshot.Info) *snapshot.Snapshot {
 	t.Helper()
-	s, err := snapshot.Get(context.Background(), e.objs, info)
+	s, err := snapshot.Get(context.Background(), e.blobs, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func mustGet(t *testing.T, e *env, info snapshot.Info) *snapshot.Snapshot {
 
 func readObject(t *testing.T, e *env, key string) []byte {
 	t.Helper()
-	rc, err := e.objs.GetObject(context.Background(), key)
+	rc, err := e.blobs.GetObject(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func readObject(t *testing.T, e *env, key string) []byte {
 
 func putObject(t *testing.T, e *env, key string, b []byte) {
 	t.Helper()
-	if err := e.objs.PutObject(context.Background(), key, bytes.NewReader(b), int64(len(b))); err != nil {
+	if err := e.blobs.PutObject(context.Background(), key, bytes.NewReader(b), int64(len(b))); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -497,7 +497,7 @@ func testGC(t *testing.T, e *env, dir string, w *workload, live *Host, want host
 		sameImage(t, "host "+h.cfg.Host+" after gc", imageOf(t, h), ref)
 	}
 	// A rebuild from the older (fallback) snapshot still finds its blobs.
-	infos, _ := snapshot.List(ctx, e.objs, want.State.Ledger)
+	infos, _ := snapshot.List(ctx, e.blobs, want.State.Ledger)
 	if len(infos) < 2 {
 		t.Fatalf("gc left %d snapshots; the fallback one must stay", len(infos))
 	}

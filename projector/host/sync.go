@@ -104,12 +104,15 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	res := SyncResult{Head: head}
 	if head > hwm {
 		err = h.readFull(ctx, s, hwm+1, head, &res, opt.Progress)
+		// A full cache: what the rest of the pull, from the HWM it reached,
+		// writes.
+		err = h.noSpace(ctx, err, s.core.HWM()+1, head, opt.Lazy)
 	}
 	if errors.Is(err, ledger.ErrTruncated) {
 		return h.rebuildAfterTruncation(ctx, opt, err) // rebuild.go
 	}
 	if err == nil && !opt.Lazy && lazy > 0 {
-		err = h.hydrateAll(ctx, s, &res)
+		err = h.noSpace(ctx, h.hydrateAll(ctx, s, &res), 1, 0, false)
 	}
 	res.HWM = s.core.HWM()
 	return res, err

@@ -26,7 +26,7 @@ type Ports interface {
 	// Host opens the datastore's cache on its ledger.
 	Host(ctx context.Context) (*host.Host, error)
 	// Blobs opens the ledger's blob store (verify checks it answers).
-	Blobs(ctx context.Context) (ledger.BlobStore, error)
+	Blobs(ctx context.Context) (*ledger.Bucket, error)
 	// SwampKV opens the swamp bucket (Bucket) of the datastore's ledger (for
 	// a namespace, the base ledger's: see swamp.NamespaceLedger).
 	SwampKV(ctx context.Context) (ledger.KV, error)
@@ -41,6 +41,10 @@ type Ports interface {
 	// Beat records this host's position in the ledger's heartbeats (package
 	// consumers/heartbeat), best effort: a failure is the port's to log.
 	Beat(ctx context.Context, hwm, head ledger.Seq)
+	// ServerState asks the ledger's server what it says of its disk, when a
+	// write was refused for lack of space (ledger.ErrServerFull): a full
+	// serve names its data directory and the space to free.
+	ServerState(ctx context.Context) (ledger.ServerState, error)
 }
 
 // Watch is the cache's running `syncledger watch`, asked as a commit asks it
@@ -81,6 +85,10 @@ type WaysOut interface {
 	Setup(repo, ns string) string
 	// Init returns the command that creates the ledger.
 	Init() string
+	// ServerFull returns what to do about a write the server refused for
+	// lack of space, from what the server says of its disk (st.Full false:
+	// it said nothing more).
+	ServerFull(st ledger.ServerState) string
 }
 
 // Config configures an Agent.
@@ -266,6 +274,9 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			if err != nil && ctx.Err() != nil && context.Cause(ctx) != context.Canceled {
 				err = context.Cause(ctx) // why the agent is ending: say that
 			}
+			if err != nil {
+				err = a.withServerState(ctx, err)
+			}
 			resp := Response{ID: req.ID, Result: res}
 			if err != nil {
 				resp.Result, resp.Error = nil, a.describe(err)
@@ -382,14 +393,36 @@ func (e *NamespaceError) Error() string {
 	return fmt.Sprintf("swamp's datastore namespace is %q, but this datastore's syncledger config is for %q", e.Swamp, e.Config)
 }
 
+// withServerState returns err with what the server says of its disk when err
+// is a write it refused for lack of space that does not say so yet (a blob
+// put's, a lock's): one question, bounded.
+func (a *Agent) withServerState(ctx context.Context, err error) error {
+	var full *ledger.ServerFullError
+	if !errors.As(err, &full) || full.State.Full || ctx.Err() != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, serverStateWait)
+	defer cancel()
+	st, serr := a.cfg.Ports.ServerState(ctx)
+	if serr != nil {
+		return err
+	}
+	return ledger.WithServerState(err, st)
+}
+
+// serverStateWait bounds withServerState's question.
+const serverStateWait = 3 * time.Second
+
 // describe turns err into the answer's error, with what to do about it.
 func (a *Agent) describe(err error) *Failure {
 	var (
-		ce *host.ConflictError
-		le *host.LocalChangesError
-		ll *ledger.LockLostError
-		pe *ProtocolError
-		ne *NamespaceError
+		ce   *host.ConflictError
+		le   *host.LocalChangesError
+		ll   *ledger.LockLostError
+		pe   *ProtocolError
+		ne   *NamespaceError
+		full *ledger.ServerFullError
+		ns   *host.NoSpaceError
 	)
 	switch {
 	case errors.As(err, &pe) && pe.Extension > Protocol:
@@ -425,6 +458,10 @@ func (a *Agent) describe(err error) *Failure {
 			strings.Join(le.Paths, ", "), mine, theirs)}
 	case errors.Is(err, ledger.ErrPermission):
 		return &Failure{Kind: "permission", Message: "syncledger: " + err.Error()}
+	case errors.As(err, &full):
+		return &Failure{Kind: "error", Message: fmt.Sprintf("syncledger: %v: %s", err, a.cfg.WaysOut.ServerFull(full.State))}
+	case errors.As(err, &ns):
+		return &Failure{Kind: "error", Message: fmt.Sprintf("syncledger: %v: free space on this host's disk, then run swamp again (what was pulled is kept)", err)}
 	case errors.Is(err, ledger.ErrNotFound):
 		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with '%s', or fix \"ledger\" in the datastore config of .swamp.yaml)", err, a.cfg.WaysOut.Init())}
 	case errors.Is(err, ledger.ErrUnreachable):

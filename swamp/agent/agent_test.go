@@ -100,6 +100,10 @@ func (waysOut) Setup(repo, ns string) string {
 
 func (waysOut) Init() string { return "syncledger init" }
 
+func (waysOut) ServerFull(st ledger.ServerState) string {
+	return fmt.Sprintf("free %d bytes on the server's %s, then run this again", st.Need(), st.Dir)
+}
+
 // countingWatch is a watch that answers "scan the whole cache" (no dirty
 // set to trust), recording the hints it was given and the acks.
 type countingWatch struct {
@@ -447,6 +451,26 @@ func TestDescribe(t *testing.T) {
 		if f.Kind != tc.kind || f.Message != tc.want {
 			t.Errorf("describe(%v) = %+v, want kind %s, message\n%s", tc.err, f, tc.kind, tc.want)
 		}
+	}
+}
+
+// TestDescribeServerFull: a write the server refused for lack of space is
+// answered with what the server says of its disk (asked through the ports:
+// a blob put's refusal does not know it) and the way out.
+func TestDescribeServerFull(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.full = &ledger.ServerState{Full: true, Dir: "/srv/data", Free: 10, Size: 1000, Reserve: 100, Resume: 150}
+	a, err := New(Config{Ports: ports{e: e}, WaysOut: waysOut{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.withServerState(t.Context(), fmt.Errorf("push: put blob b: %w", &ledger.ServerFullError{}))
+	f := a.describe(err)
+	want := "syncledger: push: put blob b: the server's disk is full (/srv/data has 10 B free of 1000 B; the server refuses writes below 100 B free and takes them again at 150 B): " +
+		"free 140 bytes on the server's /srv/data, then run this again"
+	if f.Kind != "error" || f.Message != want {
+		t.Errorf("describe = %+v, want message\n%s", f, want)
 	}
 }
 

@@ -33,20 +33,11 @@ func (k *suspendedKV) Update(ctx context.Context, key string, value []byte, last
 // logFencer stores fence records of host on e's log, on e's clock, as an
 // agent does.
 func logFencer(e *env, hostID string) Fencer {
-	a := &Agent{cfg: Config{Host: hostID, Ports: fixedLog{e.log}, Clock: e.clock}}
-	return a.fence
+	return func(ctx context.Context, key string, info LockInfo) (ledger.Fence, error) {
+		f, _, err := takeFence(ctx, e.log, hostID, e.clock.Now(), key, info)
+		return f, err
+	}
 }
-
-type fixedLog struct{ log ledger.CommitLog }
-
-func (f fixedLog) Host(context.Context) (*host.Host, error)            { return nil, ledger.ErrNotFound }
-func (f fixedLog) Blobs(context.Context) (ledger.BlobStore, error)     { return nil, ledger.ErrNotFound }
-func (f fixedLog) SwampKV(context.Context) (ledger.KV, error)          { return nil, ledger.ErrNotFound }
-func (f fixedLog) CommitLog(context.Context) (ledger.CommitLog, error) { return f.log, nil }
-func (f fixedLog) Foreign(context.Context, string) (*host.Host, error) {
-	return nil, ledger.ErrNotFound
-}
-func (f fixedLog) Beat(context.Context, ledger.Seq, ledger.Seq) {}
 
 // Every lock taken, new or over an expired holder, has its fence record in
 // the ledger before Acquire returns; Fences lists the fences of the locks

@@ -27,7 +27,8 @@ type env struct {
 	clock *fakeClock
 	log   *memledger.Log
 	kv    *memledger.KV
-	blobs ledger.BlobStore
+	blobs *ledger.Bucket
+	full  *ledger.ServerState // what the server says of its disk (ports.ServerState)
 }
 
 var ledgerN atomic.Int64
@@ -44,7 +45,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{clock: clock, log: l, kv: memledger.NewKV(clock.Now), blobs: ledger.NewBlobStore(s)}
+	return &env{clock: clock, log: l, kv: memledger.NewKV(clock.Now), blobs: ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1})}
 }
 
 // ports are the agent's ports on e, with the cache cache.
@@ -59,7 +60,7 @@ func (p ports) Host(context.Context) (*host.Host, error) {
 	return host.Open(host.Config{Cache: p.cache, Host: "h", Log: p.e.log, Blobs: p.e.blobs})
 }
 
-func (p ports) Blobs(context.Context) (ledger.BlobStore, error) { return p.e.blobs, nil }
+func (p ports) Blobs(context.Context) (*ledger.Bucket, error) { return p.e.blobs, nil }
 
 func (p ports) SwampKV(context.Context) (ledger.KV, error) {
 	if p.kv != nil {
@@ -72,6 +73,14 @@ func (p ports) CommitLog(context.Context) (ledger.CommitLog, error) { return p.e
 
 func (p ports) Foreign(context.Context, string) (*host.Host, error) {
 	return nil, ledger.ErrNotFound
+}
+
+// ServerState is a full serve's word when the env's server is full.
+func (p ports) ServerState(context.Context) (ledger.ServerState, error) {
+	if p.e.full != nil {
+		return *p.e.full, nil
+	}
+	return ledger.ServerState{}, nil
 }
 
 func (p ports) Beat(_ context.Context, hwm, head ledger.Seq) {

@@ -33,25 +33,34 @@ func (a *Agent) fence(ctx context.Context, key string, info LockInfo) (ledger.Fe
 	if err != nil {
 		return ledger.Fence{}, err
 	}
-	li, err := log.Info(ctx)
-	if err != nil {
-		return ledger.Fence{}, err
+	now := time.Now
+	if a.cfg.Clock != nil {
+		now = a.cfg.Clock.Now
 	}
-	if !li.Fenced() {
-		// A ledger older releases read: no fence until its admin raises its
-		// format (syncledger init --format).
+	f, li, err := takeFence(ctx, log, a.cfg.Host, now(), key, info)
+	if err == nil && f.Lock == "" {
 		a.unfencedOnce.Do(func() {
 			a.cfg.Logger.Warn("swamp's locks are not fenced: a host stopped past a lock's TTL could publish under a lock another host took; "+
 				"once every host runs this release, an admin runs 'syncledger init --format "+fmt.Sprint(ledger.LogFormat)+"'",
 				"ledger", li.Name, "format", li.Format)
 		})
-		return ledger.Fence{}, nil
+	}
+	return f, err
+}
+
+// takeFence stores in log the fence record of lock key, which info's holder
+// on host hostID ("": its machine) took at now, and returns the fence; a
+// zero fence on a ledger whose format holds none (ledger.Info.Fenced: no
+// fence until its admin raises its format), with the ledger's Info.
+func takeFence(ctx context.Context, log ledger.CommitLog, hostID string, now time.Time, key string, info LockInfo) (ledger.Fence, ledger.Info, error) {
+	li, err := log.Info(ctx)
+	if err != nil || !li.Fenced() {
+		return ledger.Fence{}, li, err
 	}
 	id, err := ledger.NewCommitID(rand.Reader)
 	if err != nil {
-		return ledger.Fence{}, err
+		return ledger.Fence{}, li, err
 	}
-	hostID := a.cfg.Host
 	if hostID == "" {
 		hostID = info.Hostname
 	}
@@ -59,16 +68,12 @@ func (a *Agent) fence(ctx context.Context, key string, info LockInfo) (ledger.Fe
 	if len(holder) > ledger.MaxHostLen {
 		holder = holder[:ledger.MaxHostLen]
 	}
-	now := time.Now
-	if a.cfg.Clock != nil {
-		now = a.cfg.Clock.Now
-	}
 	seq, err := log.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: li.UUID, Lock: key, ID: id,
-		Host: clipHost(hostID), Holder: strings.ToValidUTF8(holder, "?"), At: now().UTC()})
+		Host: clipHost(hostID), Holder: strings.ToValidUTF8(holder, "?"), At: now.UTC()})
 	if err != nil {
-		return ledger.Fence{}, err
+		return ledger.Fence{}, li, err
 	}
-	return ledger.Fence{Lock: key, Seq: seq}, nil
+	return ledger.Fence{Lock: key, Seq: seq}, li, nil
 }
 
 // clipHost keeps a host id within a fence record's bound.

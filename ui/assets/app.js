@@ -49,6 +49,21 @@ function render(st) {
   const err = $("error");
   err.hidden = !st.error;
   err.textContent = st.error ? "Reading the ledger failed: " + st.error : "";
+  const full = $("server-full");
+  const sv = st.server;
+  full.hidden = !(sv && sv.full);
+  full.textContent = "";
+  if (sv && sv.full) {
+    let t = "The server's disk is full: every write is refused";
+    if (sv.dir) {
+      t += ". " + sv.dir + " has " + bytes(sv.free || 0) + " free; the server takes writes again at " + bytes(sv.resume || 0) + " free";
+      const need = (sv.resume || 0) - (sv.free || 0);
+      if (need > 0) t += ": free " + bytes(need) + " there";
+    } else {
+      t += " (its store holds " + bytes(sv.stored || 0) + ")";
+    }
+    full.textContent = t + ". Writes resume by themselves, nothing to restart.";
+  }
 
   const rows = st.hosts || [];
   const hosts = rows.filter((h) => !h.error); // an error row is a key holding no heartbeat
