@@ -611,7 +611,10 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 		return nil, false, err
 	}
 	for _, x := range []*Log{l, o} {
-		x.uuid, x.info = m.uuid, m.info
+		// The origin republishes what it stores (a mirror is made only of
+		// an origin that does: CreateMirror); followers near the mirror
+		// hear it over the leaf node.
+		x.uuid, x.info, x.republish = m.uuid, m.info, true
 	}
 	md := st.Config.Metadata
 	where := m.stream
@@ -708,6 +711,9 @@ func (c *Client) CreateMirror(ctx context.Context, name string, replicas int) (M
 	lg, err := OpenLog(ctx, c.w, name, WithTimeout(c.cfg.Timeout))
 	if err != nil {
 		return fail(fmt.Errorf("the origin: %w", err))
+	}
+	if !lg.republish {
+		return fail(fmt.Errorf("the origin's stream %s does not republish what it stores (a ledger of an earlier release): followers near the mirror would hear nothing; way out: %s, then mirror create again: %w", lg.stream, RePublishRepair, ledger.ErrInvalid))
 	}
 	var st streamConfig
 	if err := lg.request(ctx, apiPrefix+"STREAM.INFO."+lg.stream, nil, &st); err != nil {
