@@ -35,7 +35,7 @@ var commands = []func(*app) *cobra.Command{
 	newVerifyCmd,
 	newFetchCmd,
 	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd, newQuarantineCmd,
-	newConsumeCmd, newTailCmd, newHostsCmd,
+	newConsumeCmd, newTailCmd, newHostsCmd, newMirrorCmd,
 	newSwampCmd,
 	newConfigCmd,
 	newUICmd,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -97,10 +98,21 @@ func (a *app) checkModels(ctx context.Context, models []string, head ledger.Seq)
 
 // printSync prints a sync's result for people: what it pulled, then where it stands.
 func printSync(a *app, r host.SyncResult) {
+	from := ""
+	if r.Source != nil && !r.Source.FromOrigin() {
+		// Read through a mirror (--read-nats): up to date with it, which
+		// may lag the origin.
+		from = "; head from " + r.Source.Describe(time.Now())
+	}
 	if r.UpToDate {
-		fmt.Fprintf(a.stdout, "up to date (hwm %d)\n", r.HWM)
+		fmt.Fprintf(a.stdout, "up to date (hwm %d%s)\n", r.HWM, from)
 		return
 	}
+	defer func() {
+		if from != "" {
+			fmt.Fprintf(a.stdout, "(%s)\n", from[2:])
+		}
+	}()
 	printPaths(a, r.Paths)
 	scope := ""
 	if r.Scoped {

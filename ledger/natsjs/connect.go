@@ -217,7 +217,7 @@ func dialBehind(ctx context.Context, e Endpoint, name string, timeout time.Durat
 		// The first dial is deferred (it fails at once, in this call), so
 		// nats.Connect returns and the real one runs in the background,
 		// at once; later attempts back off to nats.go's usual wait.
-		nats.SetCustomDialer(&deferredDialer{d: net.Dialer{Timeout: timeout}}),
+		nats.SetCustomDialer(&deferredDialer{d: net.Dialer{Timeout: timeout}, down: down}),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration {
 			if attempts <= 1 {
 				return 0
@@ -233,17 +233,26 @@ func dialBehind(ctx context.Context, e Endpoint, name string, timeout time.Durat
 }
 
 // deferredDialer fails its first dial (see dialBehind) and dials TCP after.
+// A dial after the first real one means the connection before it failed or
+// was lost — a server that accepts and closes, or never answers the
+// handshake, fails no dial and tells nats.go's callbacks nothing —: down is
+// set then, until the connection is up (dialBehind's handlers).
 type deferredDialer struct {
 	d     net.Dialer
 	dials atomic.Int32
+	down  *atomic.Bool
 }
 
 // errDeferred is the first dial's failure: not an error anyone sees.
 var errDeferred = errors.New("connect deferred to the background")
 
 func (d *deferredDialer) Dial(network, address string) (net.Conn, error) {
-	if d.dials.Add(1) == 1 {
+	n := d.dials.Add(1)
+	if n == 1 {
 		return nil, errDeferred
+	}
+	if n > 2 {
+		d.down.Store(true)
 	}
 	return d.d.Dial(network, address)
 }

@@ -289,6 +289,9 @@ func (r *replica) bounds(ctx context.Context) (ledger.Bounds, error) {
 // head answers Log.Head (see ledger.HeadRequest).
 func (r *replica) head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
 	if req.Origin {
+		if r.down() {
+			return ledger.Head{}, &OriginUnreachableError{Ledger: r.o.name, Mirror: r.where, Err: fmt.Errorf("the write endpoint does not answer: %w", ledger.ErrUnreachable)}
+		}
 		h, err := r.o.Head(ctx, req)
 		if err != nil {
 			return ledger.Head{}, err
@@ -321,6 +324,28 @@ func (r *replica) head(ctx context.Context, req ledger.HeadRequest) (ledger.Head
 		h.Commit, err = r.m.commitAt(ctx, b.Last)
 	}
 	return h, err
+}
+
+// MirrorHead is the mirror's own head, as the mirror says it (one stream
+// info of the mirror): its last seq, its last contact with the origin and
+// the messages it knows it lacks, never raised to what this Log knows the
+// origin holds (Head does that). ok is false when the Log does not read
+// through a mirror.
+func (l *Log) MirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error) {
+	r := l.rep
+	if r == nil {
+		return ledger.Head{}, false, nil
+	}
+	now := time.Now()
+	st, b, err := r.state(ctx)
+	if err != nil {
+		return ledger.Head{}, true, fmt.Errorf("ledger %q: the mirror %s: %w", l.name, r.where, err)
+	}
+	h = ledger.Head{Seq: b.Last, Mirror: r.where, AsOf: now, OriginUnreachable: r.originDown()}
+	if st.Mirror != nil {
+		h.AsOf, h.Lag = now.Add(-st.Mirror.Active), st.Mirror.Lag
+	}
+	return h, true, nil
 }
 
 // originDown reports whether the origin was found out of reach: its

@@ -51,9 +51,10 @@ type Status struct {
 	// Behind, Conflicts and Quarantined are unknown, and Ledger and UUID are
 	// the cache's own record.
 	Offline bool `json:"offline,omitempty"`
-	// Source is where Head came from and how stale it may be: the origin,
-	// or a mirror as of its last contact with the origin (its lag, and
-	// whether the origin was out of reach).
+	// Source is where the log's head was read and how stale it may be: the
+	// origin, or a mirror as of its last contact with the origin (its lag,
+	// and whether the origin was out of reach). Through a mirror, Head is
+	// the origin's when the origin answered (one request more).
 	Source *ledger.Head `json:"source,omitempty"`
 }
 
@@ -81,6 +82,19 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 		return Status{}, fmt.Errorf("read the log's head: %w", err)
 	}
 	b.Last = max(b.Last, hd.Seq)
+	if !hd.FromOrigin() {
+		// Read through a mirror: the origin says how far behind it is
+		// (one request to it), or that it cannot be reached.
+		oh, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
+		switch {
+		case errors.Is(err, ledger.ErrUnreachable):
+			hd.OriginUnreachable = true
+		case err != nil:
+			return Status{}, fmt.Errorf("read the origin's head: %w", err)
+		default:
+			b.Last = max(b.Last, oh.Seq)
+		}
+	}
 	st, err := h.rows.Load()
 	if err != nil {
 		return Status{}, err
