@@ -99,8 +99,13 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	if err != nil {
 		return SyncResult{}, err
 	}
-	hd, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{})
-	if err == nil && hd.Seq < hwm {
+	var hd ledger.Head
+	if source != nil {
+		hd = *source // the origin's own answer: nothing is fresher
+	} else {
+		hd, err = h.cfg.Log.Head(ctx, ledger.HeadRequest{})
+	}
+	if err == nil && hd.Seq < hwm && source == nil {
 		// The answer may predate commits another process applied to this
 		// cache since (a log answers its first head from its opening), or
 		// be a mirror's that lags this cache's own commits: only the
@@ -109,9 +114,6 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	}
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
-	}
-	if source != nil && source.Seq > hd.Seq {
-		hd = *source // the log reads up to it (HeadRequest.Origin)
 	}
 	head := hd.Seq
 	if head < hwm {

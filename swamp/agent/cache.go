@@ -226,7 +226,12 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 		// (a push that did not reach the ledger, or was made under a lock
 		// lost) move past them, and are published at once, whatever model
 		// this command runs, under the locks it holds.
-		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly})
+		//
+		// Under a lock the pull is fresh: it asks the origin for its head
+		// (one request a mirror never answers) and reads up to it, so the
+		// locked model's latest commit is here even when this host reads
+		// from a lagging mirror.
+		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly, Fresh: a.holding(ctx)})
 		if err == nil && len(rn.Moved)+len(rn.Regenerated) > 0 {
 			var (
 				cr   host.CommitResult

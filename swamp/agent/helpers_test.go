@@ -54,10 +54,18 @@ type ports struct {
 	cache string
 	beats chan [2]ledger.Seq // the beats sent (nil: dropped)
 	kv    ledger.KV          // the swamp bucket as this agent reaches it (nil: e.kv)
+	log   ledger.CommitLog   // the ledger as this agent reads it (nil: e.log)
+}
+
+func (p ports) commitLog() ledger.CommitLog {
+	if p.log != nil {
+		return p.log
+	}
+	return p.e.log
 }
 
 func (p ports) Host(context.Context) (*host.Host, error) {
-	return host.Open(host.Config{Cache: p.cache, Host: "h", Log: p.e.log, Blobs: p.e.blobs})
+	return host.Open(host.Config{Cache: p.cache, Host: "h", Log: p.commitLog(), Blobs: p.e.blobs})
 }
 
 func (p ports) Blobs(context.Context) (*ledger.Bucket, error) { return p.e.blobs, nil }
@@ -69,7 +77,7 @@ func (p ports) SwampKV(context.Context) (ledger.KV, error) {
 	return p.e.kv, nil
 }
 
-func (p ports) CommitLog(context.Context) (ledger.CommitLog, error) { return p.e.log, nil }
+func (p ports) CommitLog(context.Context) (ledger.CommitLog, error) { return p.commitLog(), nil }
 
 func (p ports) Foreign(context.Context, string) (*host.Host, error) {
 	return nil, ledger.ErrNotFound
