@@ -357,7 +357,7 @@ func (r *replica) originDown() bool {
 	}
 	select {
 	case <-r.checked:
-		return errors.Is(r.cerr, ledger.ErrUnreachable) || !r.o.nc.IsConnected()
+		return errors.Is(r.checkErr(), ledger.ErrUnreachable) || !r.o.nc.IsConnected()
 	default:
 		return false // not known yet
 	}
@@ -367,7 +367,8 @@ func (r *replica) originDown() bool {
 // an operation only the origin answers (a write, the attestations): at once
 // when its connection failed to connect, else once the background check of
 // the origin (at most one request timeout after the Log's opening) found it
-// so.
+// so. An origin out of reach when the Log opened and connected since is
+// checked again, here: a long-lived process writes once it is back.
 func (r *replica) reachable(ctx context.Context, name string) error {
 	if !r.down() {
 		select {
@@ -375,8 +376,17 @@ func (r *replica) reachable(ctx context.Context, name string) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if !errors.Is(r.cerr, ledger.ErrUnreachable) {
+		if !errors.Is(r.checkErr(), ledger.ErrUnreachable) {
 			return nil
+		}
+		if r.o.nc.IsConnected() {
+			err := r.checkOrigin(ctx)
+			r.mu.Lock()
+			r.cerr = err
+			r.mu.Unlock()
+			if !errors.Is(err, ledger.ErrUnreachable) {
+				return nil // writable says what else it found
+			}
 		}
 	}
 	return &OriginUnreachableError{Ledger: name, Mirror: r.where, Err: fmt.Errorf("the write endpoint does not answer: %w", ledger.ErrUnreachable)}
@@ -540,25 +550,43 @@ func (r *replica) verifyOrigin(l *Log) {
 	defer close(r.checked)
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
 	defer cancel()
+	err := r.checkOrigin(ctx)
+	r.mu.Lock()
+	r.cerr = err
+	r.mu.Unlock()
+}
+
+// checkErr is the result of the origin's last check (verifyOrigin, or
+// reachable's again).
+func (r *replica) checkErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cerr
+}
+
+// checkOrigin checks the origin's stream (one stream info): its identity,
+// the lineage the mirror states, its settings; and raises the floor to its
+// last seq.
+func (r *replica) checkOrigin(ctx context.Context) error {
+	o := r.o
+	ctx, cancel := o.reqCtx(ctx)
+	defer cancel()
 	var st streamConfig
-	err := r.o.request(ctx, apiPrefix+"STREAM.INFO."+r.o.stream, nil, &st)
+	err := o.request(ctx, apiPrefix+"STREAM.INFO."+o.stream, nil, &st)
 	if code, ok := apiCode(err); ok && code == codeStreamNotFound {
-		r.cerr = fmt.Errorf("the origin of ledger %q has no stream %s (the mirror %s copies it): %w", l.name, r.o.stream, r.where, ledger.ErrNoLedger)
-		return
+		return fmt.Errorf("the origin of ledger %q has no stream %s (the mirror %s copies it): %w", o.name, o.stream, r.where, ledger.ErrNoLedger)
 	}
 	if err != nil {
-		r.cerr = fmt.Errorf("the origin of ledger %q: %w", l.name, r.o.mapErr(err))
-		return
+		return fmt.Errorf("the origin of ledger %q: %w", o.name, o.mapErr(err))
 	}
-	if u := st.Config.Metadata[MetaUUID]; u != l.uuid {
-		r.cerr = fmt.Errorf("the origin's stream %s holds ledger %s, its mirror %s ledger %s: %w", r.o.stream, u, r.where, l.uuid, ledger.ErrLineage)
-		return
+	if u := st.Config.Metadata[MetaUUID]; u != o.uuid {
+		return fmt.Errorf("the origin's stream %s holds ledger %s, its mirror %s ledger %s: %w", o.stream, u, r.where, o.uuid, ledger.ErrLineage)
 	}
-	if err := ledgerStream(l.name).check(&st.Config); err != nil {
-		r.cerr = err
-		return
+	if err := ledgerStream(o.name).check(&st.Config); err != nil {
+		return err
 	}
 	r.raise(ledger.Seq(st.State.LastSeq), time.Now())
+	return nil
 }
 
 // writable waits for the origin's check and returns its error, with a way
@@ -567,10 +595,10 @@ func (r *replica) writable(ctx context.Context, name string) error {
 	if err := r.reachable(ctx, name); err != nil {
 		return err
 	}
-	if r.cerr == nil && r.o.nc.IsConnected() {
+	err := r.checkErr()
+	if err == nil && r.o.nc.IsConnected() {
 		return nil
 	}
-	err := r.cerr
 	if err == nil {
 		err = fmt.Errorf("connection %s: %w", r.o.nc.Status(), ledger.ErrUnreachable)
 	}

@@ -344,6 +344,19 @@ func TestMirrorOriginDown(t *testing.T) {
 	if rs := readAll(t, g.origin, 1, 0); len(rs) != 1 {
 		t.Fatalf("the origin holds %v after the refused commit", seqsOf(rs))
 	}
+	// The origin is back: the same Log (a long-lived host) checks it again
+	// and writes, once its connection is up.
+	deadline := time.Now().Add(20 * time.Second)
+	for !l.rep.o.nc.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the write connection did not reconnect: %v", l.rep.o.nc.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	seqs, err := l.Append(ctx, mkCommit(t, l, part{partition: "a", modelSeq: 2, prev: 1}))
+	if err != nil || seqs[0] != 2 {
+		t.Fatalf("Append once the origin is back = %v, %v", seqs, err)
+	}
 }
 
 // TestMirrorDirectGetTrap: a mirror in the origin's own domain joins the
