@@ -146,3 +146,63 @@ func TestRegionsCLI(t *testing.T) {
 		t.Fatalf("region B's status after the refused commit: %+v", st)
 	}
 }
+
+// TestSeedScenarioRegionsCLI is TestSeedScenarioCLI (swamp-club#3193) with the
+// control host in region B, reading through the mirror: a scoped sync and a
+// no-op commit leave hwm < head — the head the origin says, not the
+// mirror's —; with the link between the regions stalled after another run,
+// status still counts it as behind (the origin's word); a full sync once the
+// mirror caught up pulls the other model and hwm == head.
+func TestSeedScenarioRegionsCLI(t *testing.T) {
+	t.Parallel()
+	c := newRegionsCLI(t, "seed")
+	if r := c.origin.runEnv([]string{"SYNCLEDGER_READ_NATS=" + c.r.Mirror.ClientURL()}, "mirror", "create"); r.code != 0 {
+		t.Fatalf("mirror create: %+v", r)
+	}
+	control, writer := t.TempDir(), t.TempDir()
+	hc := []string{"--cache", control, "--host", "control"}
+	hw := []string{"--cache", writer, "--host", "writer"}
+	c.b.ok(append(hc, "sync")...)
+	put(t, writer, "data/command/shell/vpc/result/1/raw", "vpc-id: vpc-0abc")
+	c.origin.ok(append(hw, "commit", "-m", "model method run vpc execute")...)
+	put(t, writer, "data/command/shell/consumer/result/1/raw", "consumed vpc-0abc")
+	c.origin.ok(append(hw, "commit", "-m", "model method run consumer execute")...)
+	c.caughtUp(2)
+
+	out := c.b.ok(append(hc, "sync", "--model", "command/shell:consumer")...)
+	if !strings.Contains(out, "data/command/shell/consumer/result/1/raw") {
+		t.Fatalf("scoped sync through the mirror did not pull the consumer:\n%s", out)
+	}
+	if out := c.b.ok(append(hc, "commit")...); !strings.Contains(out, "nothing to commit") {
+		t.Fatalf("no-op commit: %s", out)
+	}
+	st := c.b.status(control)
+	if st.HWM >= st.Head {
+		t.Fatalf("hwm %d, head %d: region B's control claims commits it never read (#3193)", st.HWM, st.Head)
+	}
+	// Another run reaches the origin only.
+	c.r.Link.Stall(true, true)
+	put(t, writer, "data/command/shell/consumer/result/2/raw", "second run")
+	c.origin.ok(append(hw, "commit", "-m", "model method run consumer execute")...)
+	if st := c.b.status(control); st.Head != 3 || st.Behind != 3-st.HWM {
+		t.Fatalf("region B's status behind a stalled mirror: %+v; want the origin's head 3", st)
+	}
+	c.r.Link.Resume()
+	c.caughtUp(3)
+	out = c.b.ok(append(hc, "sync")...)
+	if !strings.Contains(out, "data/command/shell/vpc/result/1/raw") {
+		t.Fatalf("full sync did not pull vpc:\n%s", out)
+	}
+	if st := c.b.status(control); st.HWM != st.Head || st.Behind != 0 {
+		t.Fatalf("after a full sync: hwm %d, head %d", st.HWM, st.Head)
+	}
+	c.origin.ok(append(hw, "sync")...)
+	if got, want := tree(t, control), tree(t, writer); len(got) != len(want) {
+		t.Fatalf("caches differ: control %v, writer %v", got, want)
+	}
+	for p, v := range tree(t, writer) {
+		if tree(t, control)[p] != v {
+			t.Fatalf("%s: control %q, writer %q", p, tree(t, control)[p], v)
+		}
+	}
+}
