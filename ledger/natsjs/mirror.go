@@ -289,7 +289,7 @@ func (r *replica) bounds(ctx context.Context) (ledger.Bounds, error) {
 // head answers Log.Head (see ledger.HeadRequest).
 func (r *replica) head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
 	if req.Origin {
-		if r.down() {
+		if r.writeDown() {
 			return ledger.Head{}, &OriginUnreachableError{Ledger: r.o.name, Mirror: r.where, Err: fmt.Errorf("the write endpoint does not answer: %w", ledger.ErrUnreachable)}
 		}
 		h, err := r.o.Head(ctx, req)
@@ -326,6 +326,11 @@ func (r *replica) head(ctx context.Context, req ledger.HeadRequest) (ledger.Head
 	return h, err
 }
 
+// writeDown reports whether the write connection's last attempt to connect
+// failed and it is not connected since (its handlers run after the status
+// changes: a connection up again may still be marked down a moment).
+func (r *replica) writeDown() bool { return r.down() && !r.o.nc.IsConnected() }
+
 // MirrorHead is the mirror's own head, as the mirror says it (one stream
 // info of the mirror): its last seq, its last contact with the origin and
 // the messages it knows it lacks, never raised to what this Log knows the
@@ -352,7 +357,7 @@ func (l *Log) MirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error
 // identity check could not reach it, or the write connection, once up, is
 // down.
 func (r *replica) originDown() bool {
-	if r.down() {
+	if r.writeDown() {
 		return true
 	}
 	select {
@@ -370,7 +375,7 @@ func (r *replica) originDown() bool {
 // so. An origin out of reach when the Log opened and connected since is
 // checked again, here: a long-lived process writes once it is back.
 func (r *replica) reachable(ctx context.Context, name string) error {
-	if !r.down() {
+	if !r.writeDown() {
 		select {
 		case <-r.checked:
 		case <-ctx.Done():
@@ -641,7 +646,7 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 	err = m.request(ctx, apiPrefix+"STREAM.INFO."+m.stream, nil, &st)
 	if code, isAPI := apiCode(err); isAPI && code == codeStreamNotFound {
 		return nil, false, &ledger.ConfigError{Resource: fmt.Sprintf("the mirror of ledger %q (stream %s) on the read endpoint", name, m.stream),
-			Setting: "the stream", Found: "missing", Want: "a mirror of the origin's", Repair: "an admin's syncledger mirror create makes it (with --nats the origin, --nats-read this server)"}
+			Setting: "the stream", Found: "missing", Want: "a mirror of the origin's", Repair: "an admin's syncledger mirror create makes it (with --nats the origin, --read-nats this server)"}
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("open ledger %q on the read endpoint: %w", name, m.mapErr(err))
@@ -694,6 +699,10 @@ func (l *Log) adoptMirror(c *streamSettings) error {
 		return err
 	}
 	if err := mirrorStream(l.name).check(c); err != nil {
+		var ce *ledger.ConfigError
+		if errors.As(err, &ce) {
+			ce.Repair = repairMirror // no update makes a mirror so
+		}
 		return err
 	}
 	l.record(c)
