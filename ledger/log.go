@@ -58,6 +58,16 @@ type CommitLog interface {
 	// PartitionHead returns the partition's last event; ErrNotFound if it has none.
 	PartitionHead(ctx context.Context, partition string) (Record, error)
 
+	// CommitAt returns the id of the commit whose event the log stores at seq,
+	// quarantined or not: what a host compares with the commit it applied there
+	// to tell the history it applied from another one under the same seqs (a
+	// server restored from an older backup, then written to). "" when the
+	// message at seq is not an event of this ledger (a quarantine notice, a
+	// message that does not decode); ErrNotFound when the log holds no message
+	// at seq (past its last, or dropped). One request, the cheapest read of a
+	// message the log offers.
+	CommitAt(ctx context.Context, seq Seq) (string, error)
+
 	// Append publishes one commit's events (Part 1..Parts, in order) atomically and
 	// returns their seqs. Each event must extend its partition's chain (its Prev is
 	// the partition's current last seq); otherwise nothing is stored and the error

@@ -22,6 +22,18 @@ type MessageReader struct {
 	parts map[string]string // subject → partition
 }
 
+// CommitOf returns the commit id of the message stored at seq on subject
+// with body data, when it is an event of ledger name of lineage uuid on its
+// own partition's subject; "" otherwise (CommitLog.CommitAt).
+func CommitOf(name, uuid string, seq Seq, subject string, data []byte) string {
+	r := MessageReader{Name: name, UUID: uuid}
+	rec, err := r.Record(seq, subject, data)
+	if err != nil || rec.Skip != nil {
+		return ""
+	}
+	return rec.Event.Commit
+}
+
 // maxReaderParts bounds a reader's subject table.
 const maxReaderParts = 1 << 14
 

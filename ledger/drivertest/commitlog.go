@@ -41,6 +41,7 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 		{"ChainThroughQuarantinedEvent", testLogChainThroughQuarantinedEvent},
 		{"Truncate", testLogTruncate},
 		{"Attest", testLogAttest},
+		{"CommitAt", testLogCommitAt},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -463,4 +464,47 @@ func testLogTruncate(t *testing.T, ctx context.Context, f LogFixture) {
 		logAppend(t, ctx, l, p) // each chain goes on from its kept head
 	}
 	wantBounds(t, ctx, l, 4, 9)
+}
+
+// testLogCommitAt: CommitAt names the commit of each event stored, its
+// quarantined ones included; "" for a notice or a message that is no event;
+// ErrNotFound past the last seq and for a dropped one.
+func testLogCommitAt(t *testing.T, ctx context.Context, f LogFixture) {
+	l := f.Log
+	info, _ := l.Info(ctx)
+	ab := logCommit(t, ctx, l, logNext(t, ctx, l, "a"), logNext(t, ctx, l, "b"))
+	if _, err := l.Append(ctx, ab); err != nil { // seqs 1, 2
+		t.Fatal(err)
+	}
+	bad, err := f.Publish(ledger.Subject(info.Name, "c"), []byte(`{"not":"an event"}`)) // seq 3
+	if err != nil {
+		t.Fatal(err)
+	}
+	logAppend(t, ctx, l, "a") // seq 4
+	if _, err := l.Quarantine(ctx, quarantine(4), true); err != nil { // notice at seq 5
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		seq  ledger.Seq
+		want string
+	}{{1, ab[0].Commit}, {2, ab[0].Commit}, {bad, ""}, {5, ""}} {
+		if got, err := l.CommitAt(ctx, tc.seq); err != nil || got != tc.want {
+			t.Errorf("CommitAt(%d) = %q, %v; want %q", tc.seq, got, err, tc.want)
+		}
+	}
+	if got, err := l.CommitAt(ctx, 4); err != nil || got == "" || got == ab[0].Commit {
+		t.Errorf("CommitAt(4), a quarantined event = %q, %v; want its own commit id", got, err)
+	}
+	if _, err := l.CommitAt(ctx, 6); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("CommitAt past the last seq = %v, want ErrNotFound", err)
+	}
+	for _, p := range []string{"a", "b"} {
+		logAppend(t, ctx, l, p) // seqs 6, 7: the heads of a and b
+	}
+	if _, err := l.TruncateBefore(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.CommitAt(ctx, 1); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("CommitAt of a dropped seq = %v, want ErrNotFound", err)
+	}
 }

@@ -179,6 +179,70 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 	return ledger.Record{}, l.fail(fmt.Sprintf("partition %q head", partition), fmt.Errorf("no events: %w", ledger.ErrNotFound))
 }
 
+// CommitAt returns the commit id of the event stored at seq; see
+// ledger.CommitLog.
+func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", l.fail("commit at", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.at(seq)
+	if !ok {
+		return "", l.fail(fmt.Sprintf("commit at seq %d", seq), fmt.Errorf("no message: %w", ledger.ErrNotFound))
+	}
+	return ledger.CommitOf(l.info.Name, l.info.UUID, seq, m.subject, m.data), nil
+}
+
+// Rewind drops every message after seq to: the log a server holds once
+// restored from a backup taken when its last seq was to (the messages, their
+// subjects' indexes, the message ids it deduplicates and the quarantine
+// notices after to are gone; attestations are kept, as the stream's metadata
+// of a backup of that time would hold them). A test knob.
+func (l *Log) Rewind(to ledger.Seq) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if to >= l.last() {
+		return
+	}
+	if to < l.first-1 {
+		to = l.first - 1
+	}
+	l.msgs = l.msgs[:to+1-l.first]
+	clear(l.subject)
+	for subj, seqs := range l.bySubj {
+		i := len(seqs)
+		for i > 0 && seqs[i-1] > to {
+			i--
+		}
+		if i == 0 {
+			delete(l.bySubj, subj)
+			continue
+		}
+		l.bySubj[subj] = seqs[:i]
+		l.subject[subj] = seqs[i-1]
+	}
+	for id, seq := range l.ids {
+		if seq > to {
+			delete(l.ids, id)
+		}
+	}
+	// The notices still held, read again (the first of a seq wins).
+	clear(l.q)
+	rd := &ledger.MessageReader{Name: l.info.Name, UUID: l.info.UUID}
+	for _, seq := range l.bySubj[ledger.QuarantineSubject(l.info.Name)] {
+		m, ok := l.at(seq)
+		if !ok {
+			continue
+		}
+		if q, ok := rd.NoticeOf(seq, m.subject, m.data); ok {
+			if _, dup := l.q[q.Seq]; !dup {
+				l.q[q.Seq] = q
+			}
+		}
+	}
+}
+
 // Append stores one commit's events atomically, each extending its
 // partition's chain; see ledger.CommitLog.
 func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {

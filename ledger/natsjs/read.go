@@ -57,6 +57,19 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 	return m.Seq, nil
 }
 
+// CommitAt returns the commit id of the event stored at seq, from one direct
+// get of that seq (see ledger.CommitLog).
+func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	m, ok, err := l.directGet(ctx, msgGetRequest{Seq: uint64(seq)})
+	if err != nil {
+		return "", fmt.Errorf("ledger %q commit at seq %d: %w", l.name, seq, l.mapErr(err))
+	}
+	if !ok || m.Seq != seq {
+		return "", fmt.Errorf("ledger %q commit at seq %d: no message: %w", l.name, seq, ledger.ErrNotFound)
+	}
+	return ledger.CommitOf(l.name, l.uuid, seq, m.Subject, m.Data), nil
+}
+
 // PartitionHead returns the partition's last event; ledger.ErrNotFound if none.
 func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
 	m, ok, err := l.directLast(ctx, ledger.Subject(l.name, partition))

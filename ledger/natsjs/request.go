@@ -218,7 +218,13 @@ type msgGetRequest struct {
 // directLast reads the last message of a subject with a direct get (served by any
 // replica). ok is false when the subject has no message.
 func (l *Log) directLast(ctx context.Context, subj string) (m rawMsg, ok bool, err error) {
-	body, _ := json.Marshal(msgGetRequest{LastFor: subj})
+	return l.directGet(ctx, msgGetRequest{LastFor: subj})
+}
+
+// directGet runs one direct get (served by any replica) answered by one
+// message; ok is false when none matches.
+func (l *Log) directGet(ctx context.Context, req msgGetRequest) (m rawMsg, ok bool, err error) {
+	body, _ := json.Marshal(req)
 	err = l.whileUnavailable(ctx, func(ctx context.Context) error {
 		resp, err := l.rnc.RequestWithContext(ctx, apiPrefix+"DIRECT.GET."+l.stream, body)
 		if err != nil {
