@@ -480,7 +480,7 @@ func testLogCommitAt(t *testing.T, ctx context.Context, f LogFixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logAppend(t, ctx, l, "a") // seq 4
+	logAppend(t, ctx, l, "a")                                         // seq 4
 	if _, err := l.Quarantine(ctx, quarantine(4), true); err != nil { // notice at seq 5
 		t.Fatal(err)
 	}
