@@ -446,6 +446,14 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 			if err := tx.PutMark(p, m); err != nil {
 				return err
 			}
+			if err := tx.PutMarkCommit(p, statedb.Commit{Seq: m.Seq, ID: s.commits[m.Seq]}); err != nil {
+				return err
+			}
+		}
+		if c, ok := s.hwmCommit(rd.HWM); ok {
+			if err := tx.SetHWMCommit(c); err != nil {
+				return err
+			}
 		}
 		return tx.SetHWM(rd.HWM)
 	})
@@ -455,6 +463,7 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 	for _, ch := range rd.Changes {
 		delete(s.journal, ch.Path)
 	}
+	s.persisted(rd)
 	return nil
 }
 

@@ -332,6 +332,9 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	if err := s.core.RecordOwn(events, seqs); err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
+	for i, ev := range events {
+		s.staged(ledger.Record{Seq: seqs[i], Event: ev})
+	}
 	flushed := make(map[string]bool, len(sc.changes))
 	for _, e := range sc.changes {
 		flushed[e.Path] = true

@@ -248,6 +248,25 @@ type session struct {
 	core    *projector.Core
 	journal map[string]statedb.JournalEntry // what interrupted applies left (see statedb.JournalEntry)
 	info    ledger.Info
+	// commits are the commit ids of the events staged since the last Ready
+	// persisted, by seq, and ends those of them that end a commit: recorded
+	// beside the marks and the HWM they move (statedb.Commit, identity.go).
+	commits, ends map[ledger.Seq]string
+}
+
+// staged notes the commit of a record staged into the core (an event, not a
+// record every reader skips).
+func (s *session) staged(rec ledger.Record) {
+	if rec.Skip != nil || rec.Event.Commit == "" {
+		return
+	}
+	if s.commits == nil {
+		s.commits, s.ends = map[ledger.Seq]string{}, map[ledger.Seq]string{}
+	}
+	s.commits[rec.Seq] = rec.Event.Commit
+	if rec.LastOfCommit() {
+		s.ends[rec.Seq] = rec.Event.Commit
+	}
 }
 
 // stateRows is how a Host reads the rows of its state database (index

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -88,5 +89,42 @@ func TestSyncAfterAnotherProcessMovedHWM(t *testing.T) {
 	res, err := h.Sync(ctx, SyncOptions{})
 	if err != nil || !res.UpToDate || res.HWM != 2 || res.Head != 2 {
 		t.Fatalf("sync = %+v, %v; want up to date at hwm 2, head 2", res, err)
+	}
+}
+
+// TestSyncDetectsForkAtHWM is issue 39's silent divergence: a server
+// restored from an older backup (the log rewound to seq 3), then written to
+// until its head is again this host's HWM. Seqs alone say "up to date"; the
+// commit at the HWM says otherwise.
+func TestSyncDetectsForkAtHWM(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b, c := e.host("a"), e.host("b"), e.host("c")
+	for i, h := range []*Host{a, b, a} {
+		writeFile(t, h, fmt.Sprintf("audit/%d", i), "before the backup")
+		mustCommit(t, h, "")
+	}
+	mustSync(t, c, SyncOptions{})
+	writeFile(t, a, "data/m/1/raw", "a's run, after the backup")
+	mustCommit(t, a, "")
+	writeFile(t, a, "data/m/2/raw", "a's next run")
+	mustCommit(t, a, "")
+	if res := mustSync(t, b, SyncOptions{}); res.HWM != 5 {
+		t.Fatalf("b's HWM = %d, want 5", res.HWM)
+	}
+	e.mem.Rewind(3) // the backup taken at seq 3, restored
+	writeFile(t, c, "data/m/1/raw", "c's run, on the restored server")
+	mustCommit(t, c, "")
+	writeFile(t, c, "audit/c", "c")
+	mustCommit(t, c, "") // head 5 again
+	res, err := b.Sync(context.Background(), SyncOptions{})
+	var fe *ForkError
+	if res.UpToDate || !errors.Is(err, ledger.ErrRewound) || !errors.As(err, &fe) || fe.Seq != 5 || fe.Got == "" {
+		t.Fatalf("sync at an HWM whose commit the log replaced = %+v, %v; want a *ForkError at seq 5", res, err)
+	}
+	// A partition's mark is checked the same way by a scoped sync.
+	res, err = b.Sync(context.Background(), SyncOptions{Partitions: []string{ledger.PartitionKey("data/m/1/raw")}})
+	if res.UpToDate || !errors.As(err, &fe) || fe.Partition == "" {
+		t.Fatalf("scoped sync of a partition whose mark's commit the log replaced = %+v, %v; want a *ForkError", res, err)
 	}
 }

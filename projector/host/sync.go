@@ -87,8 +87,11 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
 	}
-	if head < hwm {
-		return SyncResult{Head: head, HWM: hwm}, rewound(fmt.Sprintf("the log's last seq is %d, below this cache's HWM %d", head, hwm))
+	// Identity, not seq alone: the log's commit at the HWM's commit must be
+	// the one this cache applied (identity.go) — also, and above all, when
+	// the head is the HWM.
+	if err := h.checkHWM(ctx, head, hwm); err != nil {
+		return SyncResult{Head: head, HWM: hwm}, err
 	}
 	lazy, err := h.db.LazyCount()
 	if err != nil {
@@ -198,6 +201,7 @@ func (r *run) offer(ctx context.Context, m projector.Mode, rec ledger.Record) er
 			return recordError(rec.Seq, err)
 		}
 	}
+	r.s.staged(rec)
 	r.res.Events++
 	if v == projector.Apply {
 		r.res.Applied++
@@ -294,7 +298,17 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	// The scoped fast path: one request per partition, all in flight at once (at
 	// most scopedRequests), so that it costs about one round trip, not one per
 	// partition.
+	// A partition whose mark's commit is recorded is checked by identity too
+	// (identity.go): the log's commit at the mark, asked at once.
 	lasts := make([]ledger.Seq, len(parts))
+	marks := make([]statedb.Commit, len(parts))
+	got := make([]string, len(parts))
+	for i, p := range parts {
+		var err error
+		if marks[i], err = h.db.MarkCommit(p); err != nil {
+			return SyncResult{}, err
+		}
+	}
 	var g errgroup.Group
 	g.SetLimit(scopedRequests)
 	for i, p := range parts {
@@ -304,6 +318,18 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 			}
 			return nil
 		})
+		if marks[i].Known() {
+			g.Go(func() (err error) {
+				got[i], err = h.cfg.Log.CommitAt(ctx, marks[i].Seq)
+				if errors.Is(err, ledger.ErrNotFound) {
+					return nil // past the partition's last (the rewind below), or dropped by retention
+				}
+				if err != nil {
+					return fmt.Errorf("read the commit at partition %q's mark: %w", p, err)
+				}
+				return nil
+			})
+		}
 	}
 	_, _, _, err := h.checkLineage(ctx)
 	if gerr := g.Wait(); err == nil {
@@ -322,7 +348,10 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 		}
 		res.Head = max(res.Head, last)
 		if last < mk.Seq {
-			return res, rewound(fmt.Sprintf("partition %q ends at seq %d, below this cache's mark at seq %d", p, last, mk.Seq))
+			return res, &ForkError{Seq: mk.Seq, Want: marks[i].ID, Head: last, HWM: mk.Seq, Partition: p}
+		}
+		if marks[i].Known() && got[i] != "" && got[i] != marks[i].ID {
+			return res, &ForkError{Seq: mk.Seq, Want: marks[i].ID, Got: got[i], Head: last, HWM: mk.Seq, Partition: p}
 		}
 		if last != mk.Seq {
 			todo = append(todo, p)
@@ -357,9 +386,4 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	err = r.flush(ctx)
 	res.HWM = s.core.HWM()
 	return res, err
-}
-
-// rewound is the error of a log that ends below what this cache applied.
-func rewound(what string) error {
-	return fmt.Errorf("%s: %w: the server lost events this cache applied (restored from an older backup, or replaced); restore the server's data, or, if the ledger was rewound on purpose, rebuild this cache", what, ledger.ErrRewound)
 }

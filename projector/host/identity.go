@@ -1,0 +1,199 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/projector"
+	"github.com/syncledger/syncledger/projector/statedb"
+)
+
+// A host tells the history it applied by the commits at its marks, not by
+// seqs alone (docs/design.md §4, "Identity"): a server restored from an older
+// backup and written to since holds, at the seqs this cache applied, other
+// commits — or, at a seq past its head, none. So beside each partition's mark
+// the state records the commit of the event there, and beside the HWM the
+// last commit at or below it (statedb.Commit); a sync, a status, a watch and
+// a commit compare the log's commit at that seq with it before they trust
+// the HWM. The check is one request (CommitAt), made only when there is
+// something to compare: the fast path (head == HWM) makes it, and a sync
+// that reads makes it before reading.
+
+// hwmCommit returns the last commit-ending seq at or below hwm that s staged,
+// with its commit: the HWM's commit a Ready persisting hwm records.
+func (s *session) hwmCommit(hwm ledger.Seq) (statedb.Commit, bool) {
+	var c statedb.Commit
+	for seq, id := range s.ends {
+		if seq <= hwm && seq > c.Seq {
+			c = statedb.Commit{Seq: seq, ID: id}
+		}
+	}
+	return c, c.Known()
+}
+
+// persisted forgets the commits of what rd persisted: the seqs at or below
+// its HWM, and those of the marks it moved.
+func (s *session) persisted(rd projector.Ready) {
+	for seq := range s.ends {
+		if seq <= rd.HWM {
+			delete(s.ends, seq)
+		}
+	}
+	for seq := range s.commits {
+		if seq <= rd.HWM {
+			delete(s.commits, seq)
+		}
+	}
+	for _, m := range rd.Marks {
+		delete(s.commits, m.Seq)
+	}
+}
+
+// ForkError: the log holds, at a seq this cache applied, another commit than
+// the one the cache applied there, or no message at all — the server lost
+// events this cache applied (restored from an older backup, or replaced) and,
+// for another commit, was written to since. It wraps ledger.ErrRewound. A
+// sync heals it (heal.go): what the ledger lost is republished from this
+// cache, and nothing this cache holds is deleted; never a quarantine.
+type ForkError struct {
+	Seq  ledger.Seq // the seq this cache applied
+	Want string     // the commit this cache applied there
+	Got  string     // the log's commit there: "" when the log holds none (Head < Seq) or no event there
+	Head ledger.Seq // the log's last seq (of Partition's subject, when set)
+	HWM  ledger.Seq // this cache's HWM (Partition's mark, when set)
+	// Partition, when set: a scoped sync's check of this partition's mark.
+	Partition string
+}
+
+func (e *ForkError) Error() string {
+	if e.Partition != "" {
+		if e.Head < e.Seq {
+			return fmt.Sprintf("partition %q ends at seq %d, below this cache's mark at seq %d: %v: the server lost commits this cache applied (restored from an older backup, or replaced)",
+				e.Partition, e.Head, e.Seq, ledger.ErrRewound)
+		}
+		return fmt.Sprintf("the log holds commit %s at seq %d, partition %q's mark, where this cache applied commit %s: %v: the server lost commits this cache applied (restored from an older backup) and was written to since",
+			e.Got, e.Seq, e.Partition, e.Want, ledger.ErrRewound)
+	}
+	switch {
+	case e.Want == "" && e.Head >= e.Seq:
+		return fmt.Sprintf("the log holds commit %s at seq %d, this cache's HWM, whose files and marks say it applied another there: %v: the server lost commits this cache applied (restored from an older backup) and was written to since",
+			e.Got, e.Seq, ledger.ErrRewound)
+	case e.Head < e.Seq:
+		return fmt.Sprintf("the log's last seq is %d, below seq %d this cache applied (its HWM is %d): %v: the server lost commits this cache applied (restored from an older backup, or replaced)",
+			e.Head, e.Seq, e.HWM, ledger.ErrRewound)
+	case e.Got == "":
+		return fmt.Sprintf("the log holds no commit at seq %d, where this cache applied commit %s (its HWM is %d, the log's head %d): %v: the server lost commits this cache applied",
+			e.Seq, e.Want, e.HWM, e.Head, ledger.ErrRewound)
+	}
+	return fmt.Sprintf("the log holds commit %s at seq %d, where this cache applied commit %s (its HWM is %d, the log's head %d): %v: the server lost commits this cache applied (restored from an older backup) and was written to since",
+		e.Got, e.Seq, e.Want, e.HWM, e.Head, ledger.ErrRewound)
+}
+
+func (e *ForkError) Unwrap() error { return ledger.ErrRewound }
+
+// checkCommit compares the log's commit at c.Seq with c, the commit this
+// cache applied there: a *ForkError when they differ (or the log ends before
+// c.Seq), nil when they agree, or when the log can no longer tell (the seq
+// dropped by retention: a host that far behind is rebuilt from a snapshot
+// anyway; a quarantined message still names its commit).
+func (h *Host) checkCommit(ctx context.Context, c statedb.Commit, head, hwm ledger.Seq) error {
+	if !c.Known() {
+		return nil
+	}
+	if head < c.Seq {
+		return &ForkError{Seq: c.Seq, Want: c.ID, Head: head, HWM: hwm}
+	}
+	got, err := h.cfg.Log.CommitAt(ctx, c.Seq)
+	if errors.Is(err, ledger.ErrNotFound) {
+		b, berr := h.cfg.Log.Bounds(ctx)
+		if berr != nil {
+			return fmt.Errorf("read the log's bounds: %w", berr)
+		}
+		if c.Seq < b.First {
+			return nil
+		}
+		return &ForkError{Seq: c.Seq, Want: c.ID, Head: max(head, b.Last), HWM: hwm}
+	}
+	if err != nil {
+		return fmt.Errorf("read the commit at seq %d: %w", c.Seq, err)
+	}
+	if got != c.ID {
+		return &ForkError{Seq: c.Seq, Want: c.ID, Got: got, Head: head, HWM: hwm}
+	}
+	return nil
+}
+
+// checkHWM checks the HWM's commit against the log whose last seq is head
+// (see checkCommit); a log that ends below the HWM is a *ForkError too.
+func (h *Host) checkHWM(ctx context.Context, head, hwm ledger.Seq) error {
+	c, err := h.db.HWMCommit()
+	if err != nil {
+		return err
+	}
+	if head < hwm {
+		f := &ForkError{Seq: hwm, Head: head, HWM: hwm}
+		if c.Seq == hwm {
+			f.Want = c.ID
+		}
+		return f
+	}
+	if !c.Known() && hwm > 0 {
+		return h.adoptHWMCommit(ctx, hwm)
+	}
+	return h.checkCommit(ctx, c, head, hwm)
+}
+
+// adoptHWMCommit records the HWM's commit of a cache that has none (made by
+// a release before these records, or rebuilt from a snapshot alone): the
+// log's commit at the HWM, once the marks and rows say this cache applied
+// that event there — its partition's mark at that seq and modelSeq, and each
+// of its files indexed as of that seq with its digest (deleted: not
+// indexed), unless a later event of the partition (a scoped sync) moved them
+// past it. A record at the HWM that is not an event (a quarantine notice)
+// leaves it unknown until the HWM moves.
+func (h *Host) adoptHWMCommit(ctx context.Context, hwm ledger.Seq) error {
+	var rec *ledger.Record
+	err := h.cfg.Log.Read(ctx, hwm, hwm, func(r ledger.Record) error {
+		rec = &r
+		return nil
+	})
+	if errors.Is(err, ledger.ErrTruncated) {
+		return nil // a sync rebuilds this cache from a snapshot anyway
+	}
+	if err != nil {
+		return fmt.Errorf("read the commit at the HWM %d: %w", hwm, err)
+	}
+	if rec == nil || rec.Skip != nil || !rec.LastOfCommit() {
+		return nil
+	}
+	ev := rec.Event
+	fork := &ForkError{Seq: hwm, Got: ev.Commit, Head: hwm, HWM: hwm}
+	mk, err := h.db.Mark(ev.Partition)
+	if err != nil {
+		return err
+	}
+	switch {
+	case mk.Seq < hwm, mk.Seq == hwm && mk.ModelSeq != ev.ModelSeq:
+		return fork
+	case mk.Seq == hwm:
+		for _, e := range ev.Entries { // a manifest's entries are not read for this
+			row, ok, err := h.rows.Get(e.Path)
+			if err != nil {
+				return err
+			}
+			switch {
+			case ok && row.Seq > hwm:
+			case e.Deleted && ok, !e.Deleted && (!ok || row.Seq != hwm || row.Digest != e.SHA256):
+				return fork
+			}
+		}
+	}
+	c := statedb.Commit{Seq: hwm, ID: ev.Commit}
+	if err := h.db.Update(func(tx *statedb.Tx) error { return tx.SetHWMCommit(c) }); err != nil {
+		return fmt.Errorf("record the HWM's commit: %w", err)
+	}
+	h.log.Info("recorded the commit at this cache's HWM", "seq", hwm, "commit", ev.Commit)
+	return nil
+}
