@@ -446,14 +446,9 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 			if err := tx.PutMark(p, m); err != nil {
 				return err
 			}
-			if err := tx.PutMarkCommit(p, statedb.Commit{Seq: m.Seq, ID: s.commits[m.Seq]}); err != nil {
-				return err
-			}
 		}
-		if c, ok := s.hwmCommit(rd.HWM); ok {
-			if err := tx.SetHWMCommit(c); err != nil {
-				return err
-			}
+		if err := s.persistCommits(tx, rd); err != nil {
+			return err
 		}
 		return tx.SetHWM(rd.HWM)
 	})
@@ -463,7 +458,7 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 	for _, ch := range rd.Changes {
 		delete(s.journal, ch.Path)
 	}
-	s.persisted(rd)
+	clear(s.commits) // every event staged was in rd
 	return nil
 }
 

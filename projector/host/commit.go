@@ -314,6 +314,14 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	if err != nil {
 		return err
 	}
+	if !s.checked {
+		// Never publish on top of a history the log no longer holds
+		// (identity.go): a sync heals it first.
+		if err := h.checkLastCommit(ctx); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		s.checked = true
+	}
 	c := ledger.Commit{ID: id, Host: h.cfg.Host, At: now, Message: msg, Entries: sc.changes}
 	events, err := s.core.CommitEvents(c)
 	if err != nil {

@@ -249,9 +249,12 @@ type session struct {
 	journal map[string]statedb.JournalEntry // what interrupted applies left (see statedb.JournalEntry)
 	info    ledger.Info
 	// commits are the commit ids of the events staged since the last Ready
-	// persisted, by seq, and ends those of them that end a commit: recorded
-	// beside the marks and the HWM they move (statedb.Commit, identity.go).
-	commits, ends map[ledger.Seq]string
+	// persisted, by seq: recorded beside the marks they move
+	// (statedb.Commit, identity.go).
+	commits map[ledger.Seq]string
+	// checked: a commit of this session found the log's commit at the HWM
+	// the one this cache applied (identity.go).
+	checked bool
 }
 
 // staged notes the commit of a record staged into the core (an event, not a
@@ -261,12 +264,9 @@ func (s *session) staged(rec ledger.Record) {
 		return
 	}
 	if s.commits == nil {
-		s.commits, s.ends = map[ledger.Seq]string{}, map[ledger.Seq]string{}
+		s.commits = map[ledger.Seq]string{}
 	}
 	s.commits[rec.Seq] = rec.Event.Commit
-	if rec.LastOfCommit() {
-		s.ends[rec.Seq] = rec.Event.Commit
-	}
 }
 
 // stateRows is how a Host reads the rows of its state database (index

@@ -14,41 +14,30 @@ import (
 // seqs alone (docs/design.md §4, "Identity"): a server restored from an older
 // backup and written to since holds, at the seqs this cache applied, other
 // commits — or, at a seq past its head, none. So beside each partition's mark
-// the state records the commit of the event there, and beside the HWM the
-// last commit at or below it (statedb.Commit); a sync, a status, a watch and
-// a commit compare the log's commit at that seq with it before they trust
-// the HWM. The check is one request (CommitAt), made only when there is
-// something to compare: the fast path (head == HWM) makes it, and a sync
+// the state records the commit of the event there, and the top commit, the
+// commit of the event at the highest seq this cache applied (statedb.Commit);
+// a sync, a status, a watch and a commit compare the log's commit at the top
+// commit's seq with it before they trust the HWM or the marks. A restored log
+// holds a prefix of the history this cache applied and then other commits,
+// so the history agrees at every lower seq when it agrees there. The check
+// is one request (CommitAt): the fast path (head == HWM) makes it, and a sync
 // that reads makes it before reading.
 
-// hwmCommit returns the last commit-ending seq at or below hwm that s staged,
-// with its commit: the HWM's commit a Ready persisting hwm records.
-func (s *session) hwmCommit(hwm ledger.Seq) (statedb.Commit, bool) {
-	var c statedb.Commit
-	for seq, id := range s.ends {
-		if seq <= hwm && seq > c.Seq {
-			c = statedb.Commit{Seq: seq, ID: id}
+// persistCommits records, in the transaction persisting rd, the commits at
+// the marks rd moves and the top commit (statedb.Commit): the highest of
+// them, the event at the highest seq rd applies.
+func (s *session) persistCommits(tx *statedb.Tx, rd projector.Ready) error {
+	var top statedb.Commit
+	for p, m := range rd.Marks {
+		c := statedb.Commit{Seq: m.Seq, ID: s.commits[m.Seq]}
+		if err := tx.PutMarkCommit(p, c); err != nil {
+			return err
+		}
+		if c.Known() && c.Seq > top.Seq {
+			top = c
 		}
 	}
-	return c, c.Known()
-}
-
-// persisted forgets the commits of what rd persisted: the seqs at or below
-// its HWM, and those of the marks it moved.
-func (s *session) persisted(rd projector.Ready) {
-	for seq := range s.ends {
-		if seq <= rd.HWM {
-			delete(s.ends, seq)
-		}
-	}
-	for seq := range s.commits {
-		if seq <= rd.HWM {
-			delete(s.commits, seq)
-		}
-	}
-	for _, m := range rd.Marks {
-		delete(s.commits, m.Seq)
-	}
+	return tx.SetTopCommit(top)
 }
 
 // ForkError: the log holds, at a seq this cache applied, another commit than
@@ -58,13 +47,13 @@ func (s *session) persisted(rd projector.Ready) {
 // sync heals it (heal.go): what the ledger lost is republished from this
 // cache, and nothing this cache holds is deleted; never a quarantine.
 type ForkError struct {
-	Seq  ledger.Seq // the seq this cache applied
-	Want string     // the commit this cache applied there
-	Got  string     // the log's commit there: "" when the log holds none (Head < Seq) or no event there
-	Head ledger.Seq // the log's last seq (of Partition's subject, when set)
-	HWM  ledger.Seq // this cache's HWM (Partition's mark, when set)
+	Seq  ledger.Seq `json:"seq"`            // the seq this cache applied
+	Want string     `json:"want,omitempty"` // the commit this cache applied there ("": not recorded)
+	Got  string     `json:"got,omitempty"`  // the log's commit there: "" when the log holds none (Head < Seq) or no event there
+	Head ledger.Seq `json:"head"`           // the log's last seq (of Partition's subject, when set)
+	HWM  ledger.Seq `json:"hwm"`            // this cache's HWM (Partition's mark, when set)
 	// Partition, when set: a scoped sync's check of this partition's mark.
-	Partition string
+	Partition string `json:"partition,omitempty"`
 }
 
 func (e *ForkError) Error() string {
@@ -125,10 +114,10 @@ func (h *Host) checkCommit(ctx context.Context, c statedb.Commit, head, hwm ledg
 	return nil
 }
 
-// checkHWM checks the HWM's commit against the log whose last seq is head
-// (see checkCommit); a log that ends below the HWM is a *ForkError too.
+// checkHWM checks the top commit against the log whose last seq is head (see
+// checkCommit); a log that ends below the HWM is a *ForkError too.
 func (h *Host) checkHWM(ctx context.Context, head, hwm ledger.Seq) error {
-	c, err := h.db.HWMCommit()
+	c, err := h.db.TopCommit()
 	if err != nil {
 		return err
 	}
@@ -145,8 +134,8 @@ func (h *Host) checkHWM(ctx context.Context, head, hwm ledger.Seq) error {
 	return h.checkCommit(ctx, c, head, hwm)
 }
 
-// adoptHWMCommit records the HWM's commit of a cache that has none (made by
-// a release before these records, or rebuilt from a snapshot alone): the
+// adoptHWMCommit records the top commit of a cache that has none (made by a
+// release before these records, or rebuilt from a snapshot alone): the
 // log's commit at the HWM, once the marks and rows say this cache applied
 // that event there — its partition's mark at that seq and modelSeq, and each
 // of its files indexed as of that seq with its digest (deleted: not
@@ -191,9 +180,24 @@ func (h *Host) adoptHWMCommit(ctx context.Context, hwm ledger.Seq) error {
 		}
 	}
 	c := statedb.Commit{Seq: hwm, ID: ev.Commit}
-	if err := h.db.Update(func(tx *statedb.Tx) error { return tx.SetHWMCommit(c) }); err != nil {
+	if err := h.db.Update(func(tx *statedb.Tx) error { return tx.SetTopCommit(c) }); err != nil {
 		return fmt.Errorf("record the HWM's commit: %w", err)
 	}
 	h.log.Info("recorded the commit at this cache's HWM", "seq", hwm, "commit", ev.Commit)
 	return nil
+}
+
+// checkLastCommit checks the top commit against the log without asking for
+// its head (a commit about to publish, a watch about to apply): the log's
+// commit at that seq, one request; nothing when it is not recorded.
+func (h *Host) checkLastCommit(ctx context.Context) error {
+	c, err := h.db.TopCommit()
+	if err != nil || !c.Known() {
+		return err
+	}
+	_, hwm, err := h.db.HWM()
+	if err != nil {
+		return err
+	}
+	return h.checkCommit(ctx, c, c.Seq, hwm)
 }

@@ -4,52 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
-// rewoundLog is a log whose server lost its last events: it answers last seqs
-// below what was stored, as a server restored from an older backup would.
-type rewoundLog struct {
-	ledger.CommitLog
-	by ledger.Seq
-}
-
-func (l rewoundLog) LastSeq(ctx context.Context) (ledger.Seq, error) {
-	s, err := l.CommitLog.LastSeq(ctx)
-	return s - min(s, l.by), err
-}
-
-func (l rewoundLog) PartitionLastSeq(ctx context.Context, p string) (ledger.Seq, error) {
-	s, err := l.CommitLog.PartitionLastSeq(ctx, p)
-	return s - min(s, l.by), err
-}
-
-// A log that ends below the cache's HWM (or a partition below its mark) is an
-// error naming what to do, never "up to date": the fast paths used to answer
-// that nothing was new.
+// A log that ends below the cache's HWM (or a partition below its mark) is
+// never "up to date": the fast paths used to answer that nothing was new.
+// The sync heals it (heal.go): what the ledger lost is republished from the
+// cache, full and scoped alike.
 func TestSyncRefusesRewoundLog(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.host("a")
-	for _, p := range []string{"audit/1", "audit/2"} {
-		writeFile(t, a, p, p)
-		mustCommit(t, a, "")
-	}
-	mustSync(t, a, SyncOptions{})
-	dir := a.Dir().Root()
-	a.Close()
-	b, err := Open(Config{Cache: dir, Host: "a", Log: rewoundLog{e.log, 1}, Blobs: e.blobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
 	for _, opt := range []SyncOptions{{}, {Partitions: []string{"audit"}}} {
-		res, err := b.Sync(context.Background(), opt)
-		if !errors.Is(err, ledger.ErrRewound) || res.UpToDate {
-			t.Errorf("sync %+v of a rewound log: %+v, %v; want ErrRewound", opt, res, err)
+		e := newEnv(t)
+		a := e.host("a")
+		for _, p := range []string{"audit/1", "audit/2"} {
+			writeFile(t, a, p, p)
+			mustCommit(t, a, "")
+		}
+		mustSync(t, a, SyncOptions{})
+		e.mem.Rewind(1)
+		res, err := a.Sync(context.Background(), opt)
+		if err != nil || res.UpToDate || res.Healed == nil || res.Healed.Fork == nil {
+			t.Fatalf("sync %+v of a rewound log: %+v, %v; want it healed", opt, res, err)
+		}
+		if got, _ := readFile(t, a, "audit/2"); got != "audit/2" {
+			t.Fatalf("audit/2 after the heal: %q", got)
+		}
+		if last, _ := e.log.LastSeq(context.Background()); last != 2 {
+			t.Fatalf("the log's last seq after the heal = %d, want 2 (audit/2 republished)", last)
 		}
 	}
 }
@@ -92,14 +81,13 @@ func TestSyncAfterAnotherProcessMovedHWM(t *testing.T) {
 	}
 }
 
-// TestSyncDetectsForkAtHWM is issue 39's silent divergence: a server
-// restored from an older backup (the log rewound to seq 3), then written to
-// until its head is again this host's HWM. Seqs alone say "up to date"; the
-// commit at the HWM says otherwise.
-func TestSyncDetectsForkAtHWM(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	a, b, c := e.host("a"), e.host("b"), e.host("c")
+// forkedEnv makes TestSyncDetectsForkAtHWM's story: a and b committed
+// after the backup at seq 3 (b synced to seq 5), the server restored, and c
+// wrote until the head is 5 again. It returns the hosts.
+func forkedEnv(t *testing.T) (e *env, a, b, c *Host) {
+	t.Helper()
+	e = newEnv(t)
+	a, b, c = e.host("a"), e.host("b"), e.host("c")
 	for i, h := range []*Host{a, b, a} {
 		writeFile(t, h, fmt.Sprintf("audit/%d", i), "before the backup")
 		mustCommit(t, h, "")
@@ -107,24 +95,160 @@ func TestSyncDetectsForkAtHWM(t *testing.T) {
 	mustSync(t, c, SyncOptions{})
 	writeFile(t, a, "data/m/1/raw", "a's run, after the backup")
 	mustCommit(t, a, "")
-	writeFile(t, a, "data/m/2/raw", "a's next run")
-	mustCommit(t, a, "")
-	if res := mustSync(t, b, SyncOptions{}); res.HWM != 5 {
-		t.Fatalf("b's HWM = %d, want 5", res.HWM)
-	}
-	e.mem.Rewind(3) // the backup taken at seq 3, restored
+	writeFile(t, b, "data/n/1/raw", "b's run, after the backup")
+	mustCommit(t, b, "")
+	mustSync(t, b, SyncOptions{})
+	e.mem.Rewind(3)
 	writeFile(t, c, "data/m/1/raw", "c's run, on the restored server")
 	mustCommit(t, c, "")
 	writeFile(t, c, "audit/c", "c")
-	mustCommit(t, c, "") // head 5 again
-	res, err := b.Sync(context.Background(), SyncOptions{})
-	var fe *ForkError
-	if res.UpToDate || !errors.Is(err, ledger.ErrRewound) || !errors.As(err, &fe) || fe.Seq != 5 || fe.Got == "" {
-		t.Fatalf("sync at an HWM whose commit the log replaced = %+v, %v; want a *ForkError at seq 5", res, err)
+	mustCommit(t, c, "")
+	return e, a, b, c
+}
+
+// TestStatusAndCommitSeeFork: status reports the fork (not "behind 0"), and a
+// commit refuses to publish on top of a history the log no longer holds,
+// publishing nothing.
+func TestStatusAndCommitSeeFork(t *testing.T) {
+	t.Parallel()
+	e, _, b, _ := forkedEnv(t)
+	st := mustStatus(t, b)
+	if st.Forked == nil || st.Forked.Seq != 5 || st.Behind != 0 {
+		t.Fatalf("status of a forked cache: forked %+v, behind %d; want the fork at seq 5", st.Forked, st.Behind)
 	}
-	// A partition's mark is checked the same way by a scoped sync.
-	res, err = b.Sync(context.Background(), SyncOptions{Partitions: []string{ledger.PartitionKey("data/m/1/raw")}})
-	if res.UpToDate || !errors.As(err, &fe) || fe.Partition == "" {
-		t.Fatalf("scoped sync of a partition whose mark's commit the log replaced = %+v, %v; want a *ForkError", res, err)
+	writeFile(t, b, "audit/b-later", "b's edit on the forked cache")
+	before, _ := e.log.LastSeq(context.Background())
+	_, err := b.Commit(context.Background(), CommitOptions{Message: "on a fork"})
+	if !errors.Is(err, ledger.ErrRewound) {
+		t.Fatalf("commit on a forked cache = %v, want ErrRewound", err)
+	}
+	if after, _ := e.log.LastSeq(context.Background()); after != before {
+		t.Fatalf("the forked commit published: head %d → %d", before, after)
+	}
+}
+
+// TestHealAfterRestore is issue 39's story on the library: after a backup at
+// seq 3, a and b each published a run (b synced both); the server was
+// restored from the backup and c wrote until the head was b's HWM again, c's
+// run at the path of a's. Each host detects the fork, even b at head ==
+// HWM; none deletes anything: b republishes its run, a's run stays under the
+// conflicts directory of both (the ledger holds c's at that path), and all
+// hosts converge.
+func TestHealAfterRestore(t *testing.T) {
+	t.Parallel()
+	e, a, b, c := forkedEnv(t)
+	ctx := context.Background()
+	res, err := b.Sync(ctx, SyncOptions{})
+	if err != nil || res.UpToDate || res.Healed == nil {
+		t.Fatalf("b's sync at head == HWM on a forked ledger = %+v, %v; want healed", res, err)
+	}
+	hd := res.Healed
+	if hd.Fork == nil || hd.Fork.Seq != 5 || hd.Common != 3 {
+		t.Fatalf("b's heal: fork %+v, common %d; want the fork at 5, common 3", hd.Fork, hd.Common)
+	}
+	if !slices.Equal(hd.Republish, []string{"data/n/1/raw"}) || !slices.Equal(hd.Kept, []string{"data/m/1/raw"}) || hd.Published == nil || hd.Published.Nothing {
+		t.Fatalf("b's heal: republish %v, kept %v, published %+v; want b's run republished, a's kept", hd.Republish, hd.Kept, hd.Published)
+	}
+	kept, err := os.ReadFile(filepath.Join(b.Dir().Root(), filepath.FromSlash(hd.KeptIn), "data/m/1/raw"))
+	if err != nil || string(kept) != "a's run, after the backup" {
+		t.Fatalf("a's run kept by b: %q, %v", kept, err)
+	}
+	// a's HWM (4) is below the head; its commit there is c's now.
+	res, err = a.Sync(ctx, SyncOptions{})
+	if err != nil || res.Healed == nil || !slices.Equal(res.Healed.Kept, []string{"data/m/1/raw"}) {
+		t.Fatalf("a's sync = %+v, %v; want healed, its run kept", res, err)
+	}
+	for _, h := range []*Host{a, b, c} {
+		mustSync(t, h, SyncOptions{})
+	}
+	want := cacheFiles(t, c)
+	for _, h := range []*Host{a, b} {
+		if diff := cmp.Diff(want, cacheFiles(t, h)); diff != "" {
+			t.Fatalf("host %s differs from c (-c +%s):\n%s", h.cfg.Host, h.cfg.Host, diff)
+		}
+	}
+	if want["data/n/1/raw"] != "b's run, after the backup" || want["data/m/1/raw"] != "c's run, on the restored server" {
+		t.Fatalf("the converged cache: %v", want)
+	}
+	for _, h := range []*Host{a, b, c} {
+		if st := mustStatus(t, h); st.Forked != nil || len(st.Dirty) != 0 || st.HWM != st.Head {
+			t.Fatalf("host %s after the heal: forked %+v, dirty %v, hwm %d, head %d", h.cfg.Host, st.Forked, st.Dirty, st.HWM, st.Head)
+		}
+	}
+	_ = e
+}
+
+// TestHealRewoundOnly: restored and not written to since (the head below
+// the HWMs). b, which synced both runs, republishes both; a finds its run
+// the ledger's again (dropped as the same) and republishes nothing.
+func TestHealRewoundOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	writeFile(t, a, "audit/0", "before")
+	mustCommit(t, a, "")
+	mustSync(t, b, SyncOptions{})
+	writeFile(t, a, "data/m/1/raw", "a's run")
+	mustCommit(t, a, "")
+	mustSync(t, b, SyncOptions{})
+	writeFile(t, b, "data/n/1/raw", "b's run")
+	mustCommit(t, b, "")
+	writeFile(t, b, "audit/0", "b's edit, not committed")
+	e.mem.Rewind(1)
+	ctx := context.Background()
+	res, err := b.Sync(ctx, SyncOptions{})
+	if err != nil || res.Healed == nil || !slices.Equal(res.Healed.Republish, []string{"data/m/1/raw", "data/n/1/raw"}) ||
+		!slices.Equal(res.Healed.Local, []string{"audit/0"}) {
+		t.Fatalf("b's heal = %+v, %v; want both runs republished, its edit put back uncommitted", res.Healed, err)
+	}
+	if got, _ := readFile(t, b, "audit/0"); got != "b's edit, not committed" {
+		t.Fatalf("b's local edit after the heal: %q", got)
+	}
+	if st := mustStatus(t, b); !slices.Equal(st.Dirty, []string{"audit/0"}) {
+		t.Fatalf("b's uncommitted edit: dirty %v; want it still uncommitted", st.Dirty)
+	}
+	res, err = a.Sync(ctx, SyncOptions{})
+	if err != nil || res.Healed == nil || res.Healed.Same != 1 || len(res.Healed.Republish) != 0 || len(res.Healed.Kept) != 0 {
+		t.Fatalf("a's heal = %+v, %v; want its run found the same", res.Healed, err)
+	}
+	if diff := cmp.Diff(cacheFiles(t, a), map[string]string{"audit/0": "before", "data/m/1/raw": "a's run", "data/n/1/raw": "b's run"}); diff != "" {
+		t.Fatalf("a's cache:\n%s", diff)
+	}
+}
+
+// TestRebuildOnRewoundKeeps: `rebuild` on a rewound ledger used to remove
+// the files the server lost ("0 files restored, 0 kept, 495 removed"). It
+// keeps them, put back uncommitted, for a commit to republish.
+func TestRebuildOnRewoundKeeps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.host("a")
+	for _, p := range []string{"audit/1", "data/m/1/raw", "data/m/2/raw"} {
+		writeFile(t, a, p, p)
+		mustCommit(t, a, "")
+	}
+	e.mem.Rewind(1)
+	res, err := a.Rebuild(context.Background(), RebuildOptions{})
+	if err != nil || res.Healed == nil || len(res.Healed.Republish) != 2 || res.Healed.Published != nil {
+		t.Fatalf("rebuild of a rewound ledger = %+v, %v; want two files put back", res, err)
+	}
+	for _, p := range []string{"data/m/1/raw", "data/m/2/raw"} {
+		if got, _ := readFile(t, a, p); got != p {
+			t.Fatalf("%s after the rebuild: %q", p, got)
+		}
+	}
+	if cr := mustCommit(t, a, "republish"); cr.Written != 2 {
+		t.Fatalf("the commit after the rebuild published %d files, want 2", cr.Written)
+	}
+}
+
+// TestScopedSyncHeals: a scoped sync that finds its partition's mark gone
+// heals the cache too.
+func TestScopedSyncHeals(t *testing.T) {
+	t.Parallel()
+	_, _, b, _ := forkedEnv(t)
+	res, err := b.Sync(context.Background(), SyncOptions{Partitions: []string{ledger.PartitionKey("data/n/1/raw")}})
+	if err != nil || res.Healed == nil || !slices.Equal(res.Healed.Republish, []string{"data/n/1/raw"}) {
+		t.Fatalf("scoped sync on a fork = %+v, %v; want healed", res, err)
 	}
 }

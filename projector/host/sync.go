@@ -23,6 +23,14 @@ type SyncOptions struct {
 	Lazy bool
 	// Progress, when set, is called after each applied batch.
 	Progress func(SyncResult)
+	// NoRepublish: when the sync heals a cache whose ledger lost commits it
+	// applied (heal.go), it puts back what the ledger lost and leaves it
+	// uncommitted, for the caller to publish (swamp renumbers first);
+	// otherwise the sync commits it.
+	NoRepublish bool
+	// Together, when set, names the group a path belongs to ("" for none):
+	// a heal puts back a group's files, or keeps them aside, together.
+	Together func(path string) string
 }
 
 // SyncResult says what a sync did.
@@ -41,6 +49,10 @@ type SyncResult struct {
 	// Rebuilt: the log no longer held the events this cache needed, so the sync
 	// rebuilt it from a snapshot (counts include the restore).
 	Rebuilt bool `json:"rebuilt,omitempty"`
+	// Healed: the ledger had lost commits this cache applied (a server
+	// restored from an older backup); the sync rebuilt the cache from the
+	// ledger and put back what it lost, republished (heal.go).
+	Healed *Healed `json:"healed,omitempty"`
 }
 
 func (r *SyncResult) add(a applied) {
@@ -70,8 +82,16 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	} else if ok {
 		return h.finishRebuild(ctx, opt, seq) // rebuild.go
 	}
+	if h.healing() {
+		return h.healSync(ctx, opt, nil) // heal.go: an interrupted heal
+	}
 	if len(opt.Partitions) > 0 {
-		return h.syncScoped(ctx, opt)
+		res, err := h.syncScoped(ctx, opt)
+		var fe *ForkError
+		if errors.As(err, &fe) {
+			return h.healSync(ctx, opt, fe)
+		}
+		return res, err
 	}
 	_, uuid, hwm, err := h.checkLineage(ctx)
 	if err != nil {
@@ -91,6 +111,10 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	// the one this cache applied (identity.go) — also, and above all, when
 	// the head is the HWM.
 	if err := h.checkHWM(ctx, head, hwm); err != nil {
+		var fe *ForkError
+		if errors.As(err, &fe) {
+			return h.healSync(ctx, opt, fe)
+		}
 		return SyncResult{Head: head, HWM: hwm}, err
 	}
 	lazy, err := h.db.LazyCount()
@@ -113,6 +137,15 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	}
 	if errors.Is(err, ledger.ErrTruncated) {
 		return h.rebuildAfterTruncation(ctx, opt, err) // rebuild.go
+	}
+	var re *ledger.RecordError
+	if errors.As(err, &re) {
+		// A message the core refuses after a server restore: the fork, not
+		// the message, is what to act on (never a quarantine).
+		var fe *ForkError
+		if cerr := h.checkLastCommit(ctx); errors.As(cerr, &fe) {
+			return h.healSync(ctx, opt, fe)
+		}
 	}
 	if err == nil && !opt.Lazy && lazy > 0 {
 		err = h.noSpace(ctx, h.hydrateAll(ctx, s, &res), 1, 0, false)

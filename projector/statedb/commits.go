@@ -13,21 +13,24 @@ import (
 // tell the history it applied from another one under the same seqs — a server
 // restored from an older backup and written to since holds other commits at
 // the seqs this cache applied (docs/design.md §4, "Identity"). Beside each
-// partition's mark, the commit of the event at the mark; and the HWM's
-// commit, the last commit ending at or below the HWM that this host applied.
+// partition's mark, the commit of the event at the mark; and the top commit,
+// the commit of the event at the highest seq this host applied — at the HWM,
+// or above it (the host's own commit that did not start at HWM+1, a scoped
+// sync's): a log restored to before it lost it.
 //
-// Each is stored with its seq and counts only while it is the seq of what it
-// names: a release before these records moves marks and HWM without them, so
-// a record whose seq is not the mark's is unknown, never wrong. A cache made
-// by such a release opens with none: the sync fills the HWM's commit once,
+// A mark's record holds its seq and counts only while it is the mark's seq:
+// a release before these records moves marks without them, so a record whose
+// seq is not the mark's is unknown, never wrong (and a top commit such a
+// release did not move is still one this cache applied). A cache made by such
+// a release opens with none: the sync fills the top commit once, at the HWM,
 // after checking it against the marks and rows (projector/host), and each
 // mark's as its partition moves.
 
 var (
 	// bCommits holds, per partition, the commit at its mark (Commit).
 	bCommits = []byte("commits")
-	// kHWMCommit: the HWM's commit (Commit).
-	kHWMCommit = []byte("hwm-commit")
+	// kTopCommit: the top commit (Commit).
+	kTopCommit = []byte("top-commit")
 )
 
 // Commit is a commit this host applied and the seq of its event there.
@@ -110,22 +113,14 @@ func (d *DB) MarkCommits(fn func(partition string, c Commit) bool) error {
 	})
 }
 
-// HWMCommit returns the HWM's commit: the last commit ending at or below the
-// HWM this host applied (its seq is the commit's last part's). The zero
-// Commit when unknown, or above the HWM (a record no transaction of this
-// release wrote).
-func (d *DB) HWMCommit() (Commit, error) {
+// TopCommit returns the top commit: the commit of the event at the highest
+// seq this cache applied (the zero Commit when unknown).
+func (d *DB) TopCommit() (Commit, error) {
 	var c Commit
 	err := d.view(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bMeta)
 		var err error
-		if c, err = unmarshalCommit(m.Get(kHWMCommit)); err != nil {
-			return err
-		}
-		if c.Seq > ledger.Seq(getU64(m, kHWM)) {
-			c = Commit{}
-		}
-		return nil
+		c, err = unmarshalCommit(tx.Bucket(bMeta).Get(kTopCommit))
+		return err
 	})
 	return c, err
 }
@@ -140,11 +135,13 @@ func (t *Tx) PutMarkCommit(partition string, c Commit) error {
 	return b.Put([]byte(partition), c.marshal())
 }
 
-// SetHWMCommit records the HWM's commit (see HWMCommit).
-func (t *Tx) SetHWMCommit(c Commit) error {
+// SetTopCommit records the top commit (see TopCommit) when c is above the
+// one recorded, or when none is.
+func (t *Tx) SetTopCommit(c Commit) error {
 	m := t.tx.Bucket(bMeta)
-	if !c.Known() {
-		return m.Delete(kHWMCommit)
+	cur, err := unmarshalCommit(m.Get(kTopCommit))
+	if err != nil || !c.Known() || cur.Known() && cur.Seq >= c.Seq {
+		return err
 	}
-	return m.Put(kHWMCommit, c.marshal())
+	return m.Put(kTopCommit, c.marshal())
 }

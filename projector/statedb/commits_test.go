@@ -8,9 +8,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// TestCommits: the commits at the marks and at the HWM round-trip; a record
-// whose seq is not its mark's (a release before them moved the mark), or
-// above the HWM, is unknown; Reset clears them.
+// TestCommits: the commits at the marks and the top commit round-trip (the
+// top only rises); a record whose seq is not its mark's (a release before
+// them moved the mark) is unknown; Reset clears them.
 func TestCommits(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	db, err := Open(path, time.Second)
@@ -26,7 +26,8 @@ func TestCommits(t *testing.T) {
 			func() error { return tx.PutMark("q", Mark{ModelSeq: 1, Seq: 9}) },
 			func() error { return tx.PutMarkCommit("p", a) },
 			func() error { return tx.PutMarkCommit("q", b) },
-			func() error { return tx.SetHWMCommit(b) },
+			func() error { return tx.SetTopCommit(b) },
+			func() error { return tx.SetTopCommit(a) }, // below: b stays
 		} {
 			if err := f(); err != nil {
 				return err
@@ -40,8 +41,8 @@ func TestCommits(t *testing.T) {
 	if c, err := db.MarkCommit("p"); err != nil || c != a {
 		t.Fatalf("MarkCommit(p) = %+v, %v; want %+v", c, err, a)
 	}
-	if c, err := db.HWMCommit(); err != nil || c != b {
-		t.Fatalf("HWMCommit = %+v, %v; want %+v", c, err, b)
+	if c, err := db.TopCommit(); err != nil || c != b {
+		t.Fatalf("TopCommit = %+v, %v; want %+v", c, err, b)
 	}
 	var got []string
 	if err := db.MarkCommits(func(p string, c Commit) bool { got = append(got, p+"@"+c.ID); return true }); err != nil || len(got) != 2 {
@@ -61,8 +62,8 @@ func TestCommits(t *testing.T) {
 	if err := db.Update(func(tx *Tx) error { return tx.Reset() }); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := db.HWMCommit(); err != nil || c.Known() {
-		t.Fatalf("HWMCommit after Reset = %+v, %v", c, err)
+	if c, err := db.TopCommit(); err != nil || c.Known() {
+		t.Fatalf("TopCommit after Reset = %+v, %v", c, err)
 	}
 	if c, err := db.MarkCommit("q"); err != nil || c.Known() {
 		t.Fatalf("MarkCommit(q) after Reset = %+v, %v", c, err)
@@ -99,8 +100,8 @@ func TestCommitsMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if c, err := db.HWMCommit(); err != nil || c.Known() {
-		t.Fatalf("HWMCommit of an older cache = %+v, %v; want unknown", c, err)
+	if c, err := db.TopCommit(); err != nil || c.Known() {
+		t.Fatalf("TopCommit of an older cache = %+v, %v; want unknown", c, err)
 	}
 	if c, err := db.MarkCommit("p"); err != nil || c.Known() {
 		t.Fatalf("MarkCommit of an older cache = %+v, %v; want unknown", c, err)
