@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -250,5 +251,65 @@ func TestScopedSyncHeals(t *testing.T) {
 	res, err := b.Sync(context.Background(), SyncOptions{Partitions: []string{ledger.PartitionKey("data/n/1/raw")}})
 	if err != nil || res.Healed == nil || !slices.Equal(res.Healed.Republish, []string{"data/n/1/raw"}) {
 		t.Fatalf("scoped sync on a fork = %+v, %v; want healed", res, err)
+	}
+}
+
+// TestWatchHealsAfterRestore: a watch running while its server is restored
+// from an older backup and written to applies nothing of the other history
+// on top of its own: before each commit it checks the log's commit at the
+// top commit, and on a fork it syncs again, which heals.
+func TestWatchHealsAfterRestore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	writeFile(t, a, "audit/0", "before the backup")
+	mustCommit(t, a, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan SyncResult, 100)
+	done := make(chan error, 1)
+	go func() { done <- b.Watch(ctx, SyncOptions{}, func(r SyncResult) { got <- r }) }()
+	wait := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for !ok() {
+			select {
+			case <-got:
+			case err := <-done:
+				t.Fatalf("watch stopped with %v while waiting for %s", err, what)
+			case <-deadline:
+				t.Fatalf("watch: no %s", what)
+			}
+		}
+	}
+	has := func(p, want string) func() bool {
+		return func() bool { s, ok := readFile(t, b, p); return ok && s == want }
+	}
+	wait("first commit", has("audit/0", "before the backup"))
+	writeFile(t, a, "data/m/1/raw", "a's run, after the backup")
+	mustCommit(t, a, "")
+	wait("a's run", has("data/m/1/raw", "a's run, after the backup"))
+	e.mem.Rewind(1)
+	c := e.host("c")
+	writeFile(t, c, "data/x/1/raw", "c's run, on the restored server")
+	mustCommit(t, c, "") // seq 2 again, another commit
+	writeFile(t, c, "audit/c", "c")
+	mustCommit(t, c, "")
+	// b republishes a's run (the watch's heal), and follows c's commits.
+	wait("the heal", func() bool {
+		last, _ := e.log.LastSeq(context.Background())
+		s, ok := readFile(t, b, "audit/c")
+		return last >= 4 && ok && s == "c"
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch stopped with %v", err)
+	}
+	mustSync(t, c, SyncOptions{})
+	if diff := cmp.Diff(cacheFiles(t, c), cacheFiles(t, b)); diff != "" {
+		t.Fatalf("b's cache differs from c's after the watch healed (-c +b):\n%s", diff)
+	}
+	if s, _ := readFile(t, c, "data/m/1/raw"); s != "a's run, after the backup" {
+		t.Fatalf("a's run not republished: c holds %q", s)
 	}
 }
