@@ -58,6 +58,9 @@ func errorCommands(err error) []string {
 		return []string{"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}
 	case errors.As(err, &c):
 		return c.Commands()
+	case errors.Is(err, ledger.ErrRewound):
+		// Never a quarantine: nothing is wrong with the ledger's messages.
+		return []string{rewoundCommand}
 	case errors.Is(err, projector.ErrAppliedQuarantined):
 		return []string{"syncledger rebuild"}
 	case errors.As(err, &re):
@@ -69,6 +72,10 @@ func errorCommands(err error) []string {
 	}
 	return []string{}
 }
+
+// rewoundCommand is the way out of a ledger that lost commits this cache
+// applied: a sync heals the cache and republishes them (host/heal.go).
+const rewoundCommand = "syncledger sync   (rebuilds this cache from the ledger and republishes the commits the ledger lost; deletes nothing)"
 
 // retentionBoundCommand removes a retention bound the log contradicts
 // (snapshot.WrongBound: the log holds every event below it).
@@ -92,8 +99,6 @@ func errorNote(err error) string {
 		return "create it with `syncledger init`"
 	case errors.Is(err, host.ErrNoChange):
 		return "'syncledger status' lists conflicts"
-	case errors.Is(err, ledger.ErrRewound):
-		return "syncledger rebuild"
 	case errors.As(err, &cg) && !cg.Behind():
 		return "see syncledger log"
 	}
