@@ -55,6 +55,11 @@ type PullResult struct {
 	// versions the pull moved past another host's and published
 	// (swamp.SyncRenumbered); the extension prints them.
 	Renumbered []string `json:"renumbered,omitempty"`
+	// Healed says, one line each, what the pull did to a cache whose ledger
+	// had lost commits it applied (a server restored from an older backup):
+	// what it republished, found republished, kept aside; the extension
+	// prints them.
+	Healed []string `json:"healed,omitempty"`
 }
 
 // PushRequest is swamp's pushChanged (push), preparePush (prepare) and

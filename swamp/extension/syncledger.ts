@@ -31,6 +31,7 @@ export type PullResult = {
   hwm: number;
   head: number;
   renumbered?: string[];
+  healed?: string[];
 };
 export type PushRequest = {
   hints?: string[];
@@ -614,6 +615,9 @@ export class SyncService {
     });
     for (const line of r.renumbered ?? []) {
       console.error(`${TYPE}: this host's run, published after another host's run of the same version: ${line}`);
+    }
+    for (const line of r.healed ?? []) {
+      console.error(`${TYPE}: ${line}`);
     }
     return r.files;
   }
