@@ -347,8 +347,12 @@ func (a *Agent) verify(ctx context.Context, req VerifyRequest) (VerifyResult, er
 		if _, err := bl.Stat(ctx, ledger.DigestOf(nil)); err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return VerifyResult{}, fmt.Errorf("blob store: %w", err)
 		}
-		return VerifyResult{Head: st.Head, HWM: st.HWM, Ledger: st.Ledger, UUID: st.UUID,
-			Cache: st.Cache, Dirty: len(st.Dirty), Files: st.Files}, nil
+		out := VerifyResult{Head: st.Head, HWM: st.HWM, Ledger: st.Ledger, UUID: st.UUID,
+			Cache: st.Cache, Dirty: len(st.Dirty), Files: st.Files}
+		if st.Forked != nil {
+			out.Forked = st.Forked.Error()
+		}
+		return out, nil
 	})
 }
 

@@ -114,6 +114,10 @@ type VerifyResult struct {
 	Cache  string     `json:"cache"`
 	Dirty  int        `json:"dirty"`
 	Files  int        `json:"files"`
+	// Forked, when set, says the ledger lost commits this host applied (a
+	// server restored from an older backup): head and hwm say nothing then;
+	// the next pull republishes them.
+	Forked string `json:"forked,omitempty"`
 }
 
 // ForeignCatalogsRequest is swamp's pullForeignCatalogs.
