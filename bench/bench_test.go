@@ -264,7 +264,7 @@ func BenchmarkColdCommit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h, dir, err := r.openHost(lg, ledger.NewBlobStore(objs), "cold", "bench")
+		h, dir, err := r.openHost(lg, ledger.NewBucket(objs, noRetry), "cold", "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -312,7 +312,7 @@ func commitOneFile(b *testing.B, hinted bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, dir, err := r.openHost(lg, ledger.NewBlobStore(objs), "commit", "bench")
+	h, dir, err := r.openHost(lg, ledger.NewBucket(objs, noRetry), "commit", "bench")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func BenchmarkLazySync(b *testing.B) {
 	loop(b)
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		h, dir, err := r.openHost(lg, ledger.NewBlobStore(objs), "lazy", "bench")
+		h, dir, err := r.openHost(lg, ledger.NewBucket(objs, noRetry), "lazy", "bench")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -174,7 +174,7 @@ func lazySync(ctx context.Context, lg ledger.CommitLog, sp childSpec) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	h, err := host.Open(host.Config{Cache: sp.Cache, Host: "replay", Log: lg, Blobs: host.BlobStack(objs)})
+	h, err := host.Open(host.Config{Cache: sp.Cache, Host: "replay", Log: lg, Blobs: ledger.NewBucket(objs, ledger.RetryPolicy{})})
 	if err != nil {
 		return 0, err
 	}
@@ -193,7 +193,7 @@ func buildSnapshot(ctx context.Context, lg ledger.CommitLog, sp childSpec) (int,
 	if err != nil {
 		return 0, err
 	}
-	s, err := snapshot.Build(ctx, snapshot.BuildConfig{Log: lg, Blobs: ledger.NewBlobStore(objs)})
+	s, err := snapshot.Build(ctx, snapshot.BuildConfig{Log: lg, Blobs: ledger.NewBucket(objs, noRetry)})
 	if err != nil {
 		return 0, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector"
 	"github.com/syncledger/syncledger/projector/statedb"
@@ -89,7 +90,7 @@ func writeTree(root string, l layout, gen int) error {
 // PUTs, 32 at a time, and appends them as commits of at most 50 models (one
 // event per model, as a host's commit of those files would): the data set the
 // sync rows read, without paying for host commits of 100,000 files.
-func seedLedger(ctx context.Context, lg *natsjs.Log, objs ledger.ObjectStore, l layout, gen int) error {
+func seedLedger(ctx context.Context, lg *natsjs.Log, objs driver.Bucket, l layout, gen int) error {
 	type job struct{ m, f int }
 	jobs := make(chan job)
 	var (
@@ -107,7 +108,7 @@ func seedLedger(ctx context.Context, lg *natsjs.Log, objs ledger.ObjectStore, l 
 				b := content(gen, j.m, j.f, l.Size)
 				d := ledger.DigestOf(b)
 				digests[j.m][j.f] = d
-				if err := objs.PutObject(ctx, ledger.BlobKey(d), bytes.NewReader(b), int64(len(b))); err != nil {
+				if err := objs.Put(ctx, ledger.BlobKey(d), bytes.NewReader(b), int64(len(b))); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -125,7 +126,7 @@ func seedLedger(ctx context.Context, lg *natsjs.Log, objs ledger.ObjectStore, l 
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("seed blobs: %w", err)
 	}
-	blobs := ledger.NewBlobStore(objs)
+	blobs := ledger.NewBucket(objs, noRetry)
 	for first := 0; first < l.Models; first += 50 {
 		models := min(50, l.Models-first)
 		id, err := ledger.NewCommitID(rand.Reader)

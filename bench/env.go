@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/ledger/s3blob"
@@ -144,10 +145,14 @@ func (e *env) createLedger(ctx context.Context, nc *nats.Conn, stem string) (*na
 	return natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: e.name(stem), Blobs: "file:///bench"})
 }
 
-// fileObjects is a file object store under the scratch directory.
-func (e *env) fileObjects(elem ...string) (ledger.ObjectStore, error) {
+// fileObjects is a file object store's driver under the scratch directory.
+func (e *env) fileObjects(elem ...string) (driver.Bucket, error) {
 	return fileblob.New(fileblob.Config{Dir: e.path(elem...)})
 }
+
+// noRetry is the retry policy of the scenarios' buckets where they measure the
+// stores' own speed: one attempt, as the raw loops make.
+var noRetry = ledger.RetryPolicy{Attempts: 1}
 
 // s3Objects is an S3 object store under a fresh prefix (below the run's own
 // root: a server given by SYNCLEDGER_TEST_S3_ENDPOINT keeps the objects).

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsblob"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
@@ -24,8 +25,8 @@ type dataset struct {
 	gen     int
 	nc      *nats.Conn
 	log     *natsjs.Log
-	objs    ledger.ObjectStore
-	blobs   ledger.BlobStore
+	objs    driver.Bucket // the raw store, for the raw loops
+	blobs   *ledger.Bucket
 	digests [][]ledger.Digest // [model][file]
 }
 
@@ -87,7 +88,7 @@ func (r *runner) newDataset(ctx context.Context, n int, store string) (*dataset,
 	if err != nil {
 		return nil, err
 	}
-	var objs ledger.ObjectStore
+	var objs driver.Bucket
 	if store == "nats" {
 		objs, err = natsblob.New(ctx, natsblob.Config{Conn: nc, Bucket: r.e.name(stem)})
 	} else {
@@ -96,7 +97,7 @@ func (r *runner) newDataset(ctx context.Context, n int, store string) (*dataset,
 	if err != nil {
 		return nil, err
 	}
-	d := &dataset{l: layoutOf(n, r.sz.fileSize), gen: n, nc: nc, log: lg, objs: objs, blobs: host.BlobStack(objs)}
+	d := &dataset{l: layoutOf(n, r.sz.fileSize), gen: n, nc: nc, log: lg, objs: objs, blobs: ledger.NewBucket(objs, ledger.RetryPolicy{})}
 	if err := seedLedger(ctx, lg, objs, d.l, d.gen); err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func (r *runner) newDataset(ctx context.Context, n int, store string) (*dataset,
 }
 
 // openHost opens a host on a new cache directory.
-func (r *runner) openHost(lg ledger.CommitLog, blobs ledger.BlobStore, stem, id string) (*host.Host, string, error) {
+func (r *runner) openHost(lg ledger.CommitLog, blobs *ledger.Bucket, stem, id string) (*host.Host, string, error) {
 	dir := r.e.path("caches", r.e.name(stem))
 	h, err := host.Open(host.Config{Cache: dir, Host: id, Log: lg, Blobs: blobs, Parallel: r.sz.parallel})
 	if err != nil {

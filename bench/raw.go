@@ -15,6 +15,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
@@ -183,9 +184,9 @@ func parallel(n, par int, f func(i int) error) error {
 }
 
 // rawGets GETs the objects, par at a time, reading each body to its end.
-func rawGets(ctx context.Context, objs ledger.ObjectStore, keys []string, par int) error {
+func rawGets(ctx context.Context, objs driver.Bucket, keys []string, par int) error {
 	return parallel(len(keys), par, func(i int) error {
-		rc, err := objs.GetObject(ctx, keys[i])
+		rc, err := objs.Get(ctx, keys[i])
 		if err != nil {
 			return err
 		}
@@ -196,8 +197,8 @@ func rawGets(ctx context.Context, objs ledger.ObjectStore, keys []string, par in
 }
 
 // rawPuts PUTs the bodies under the keys, par at a time.
-func rawPuts(ctx context.Context, objs ledger.ObjectStore, keys []string, bodies [][]byte, par int) error {
+func rawPuts(ctx context.Context, objs driver.Bucket, keys []string, bodies [][]byte, par int) error {
 	return parallel(len(keys), par, func(i int) error {
-		return objs.PutObject(ctx, keys[i], bytes.NewReader(bodies[i]), int64(len(bodies[i])))
+		return objs.Put(ctx, keys[i], bytes.NewReader(bodies[i]), int64(len(bodies[i])))
 	})
 }

@@ -149,7 +149,7 @@ func (r *runner) b13at(ctx context.Context, l bulkLayout, runs int) error {
 		var (
 			lg                         *natsjs.Log
 			blobsDir                   string
-			blobs                      ledger.BlobStore
+			blobs                      *ledger.Bucket
 			h                          *host.Host
 			dir                        string
 			rawTree, rawBlobs, rawSync string
@@ -185,7 +185,7 @@ func (r *runner) b13at(ctx context.Context, l bulkLayout, runs int) error {
 				if err != nil {
 					return err
 				}
-				blobs = ledger.NewBlobStore(objs)
+				blobs = ledger.NewBucket(objs, noRetry)
 				if h, dir, err = r.openHost(lg, blobs, "b13", "bench-b13"); err != nil {
 					return err
 				}

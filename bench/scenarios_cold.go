@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/projector/host"
 )
@@ -76,7 +77,7 @@ func (r *runner) b6(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				if h, dir, err = r.openHost(lg, ledger.NewBlobStore(objs), "b6", "bench-b6"); err != nil {
+				if h, dir, err = r.openHost(lg, ledger.NewBucket(objs, noRetry), "b6", "bench-b6"); err != nil {
 					return err
 				}
 				gen++
@@ -96,7 +97,7 @@ func (r *runner) b6(ctx context.Context) error {
 			},
 		}
 		var (
-			objs   ledger.ObjectStore
+			objs   driver.Bucket
 			keys   []string
 			bodies [][]byte
 			bp     *batchPublisher

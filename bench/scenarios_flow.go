@@ -204,7 +204,7 @@ func (r *runner) b7parts(ctx context.Context, parts int) error {
 	if err != nil {
 		return err
 	}
-	blobs := ledger.NewBlobStore(objs)
+	blobs := ledger.NewBucket(objs, noRetry)
 	nc0, err := r.e.connect()
 	if err != nil {
 		return err

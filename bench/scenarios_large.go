@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -45,7 +46,7 @@ func (r *runner) b14(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		blobs := ledger.NewBlobStore(objs)
+		blobs := ledger.NewBucket(objs, noRetry)
 		rawObjs, err := r.e.s3Objects(ctx, "b14raw")
 		if err != nil {
 			return err
@@ -59,7 +60,7 @@ func (r *runner) b14(ctx context.Context) error {
 				return err
 			}
 			defer f.Close()
-			return rawObjs.PutObject(ctx, rawKey, f, size)
+			return rawObjs.Put(ctx, rawKey, f, size)
 		})}
 		commitOp := op{s: &sCommit,
 			prep: func() (err error) {
@@ -85,7 +86,7 @@ func (r *runner) b14(ctx context.Context) error {
 			},
 		}
 		getOp := op{s: &sGet, run: wrap(func() error {
-			rc, err := rawObjs.GetObject(ctx, rawKey)
+			rc, err := rawObjs.Get(ctx, rawKey)
 			if err != nil {
 				return err
 			}
@@ -107,8 +108,8 @@ func (r *runner) b14(ctx context.Context) error {
 			done: func() error {
 				b.Close()
 				os.RemoveAll(dirB)
-				for _, o := range []ledger.ObjectStore{objs, rawObjs} {
-					_ = o.ListObjects(ctx, "", func(info ledger.ObjectInfo) error { return o.DeleteObject(ctx, info.Key) })
+				for _, o := range []driver.Bucket{objs, rawObjs} {
+					_ = o.List(ctx, "", func(info ledger.ObjectInfo) error { return o.Delete(ctx, info.Key) })
 				}
 				return lg.Delete(ctx)
 			},

@@ -47,7 +47,7 @@ func TestSummarizeResolvesManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs := ledger.NewBlobStore(objs)
+	blobs := ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})
 	es := []ledger.Entry{
 		{Path: "b/x", SHA256: ledger.DigestOf([]byte("x")), Size: 7, Mode: 0o600},
 		{Path: "b/gone", Deleted: true},

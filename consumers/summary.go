@@ -51,7 +51,7 @@ type SummaryEntry struct {
 // Summarize returns c's summary. Entries kept in a manifest blob are read from
 // blobs; with nil blobs they are listed in Unresolved instead. A manifest that
 // cannot be read or decoded is an error.
-func Summarize(ctx context.Context, ledgerName string, c Commit, blobs ledger.BlobStore) (Summary, error) {
+func Summarize(ctx context.Context, ledgerName string, c Commit, blobs *ledger.Bucket) (Summary, error) {
 	s := Summary{
 		Ledger: ledgerName, Seq: c.Seq, Commit: c.ID, Host: c.Host, At: c.At.UTC(), Message: c.Message,
 		Parts: c.Parts, Partitions: c.Partitions(),

@@ -201,7 +201,7 @@ func failover(t *testing.T, bin string, killAt float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs := ledger.NewBlobStore(objs)
+	blobs := ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})
 	openHost := func(name string, nc *nats.Conn) *host.Host {
 		l, err := natsjs.OpenLog(ctx, nc, "failover", opts...)
 		if err != nil {
@@ -257,8 +257,13 @@ func failover(t *testing.T, bin string, killAt float64) {
 				}
 				for rel, content := range files {
 					p := filepath.Join(dir, filepath.FromSlash(rel))
-					if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+					err := os.MkdirAll(filepath.Dir(p), 0o755)
+					if err == nil {
 						err = os.WriteFile(p, []byte(content), 0o644)
+					}
+					if err != nil {
+						t.Errorf("c%d round %d: write %s: %v", i, r, rel, err)
+						return
 					}
 				}
 				deadline := time.Now().Add(90 * time.Second)

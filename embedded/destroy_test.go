@@ -70,10 +70,11 @@ func TestNoRoleDestroysContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hobjs, err := natsblob.New(ctx, natsblob.Config{Conn: hc, Bucket: bucket})
+	hobjsDrv, err := natsblob.New(ctx, natsblob.Config{Conn: hc, Bucket: bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
+	hobjs := ledger.NewBucket(hobjsDrv, ledger.RetryPolicy{Attempts: 1})
 	blobs := map[string][]byte{}
 	var prev ledger.Record
 	for i, path := range []string{"audit/one", "audit/two", "data/x/y/z/raw"} {
@@ -302,10 +303,11 @@ func TestNoRoleDestroysContent(t *testing.T) {
 	if err := al.Read(ctx, 1, 3, func(r ledger.Record) error { read = append(read, r); return nil }); err != nil || len(read) != 3 {
 		t.Fatalf("the ledger's commits after the attack: %d read, %v", len(read), err)
 	}
-	aobjs, err := natsblob.New(ctx, natsblob.Config{Conn: admin, Bucket: bucket})
+	aobjsDrv, err := natsblob.New(ctx, natsblob.Config{Conn: admin, Bucket: bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
+	aobjs := ledger.NewBucket(aobjsDrv, ledger.RetryPolicy{Attempts: 1})
 	for key, want := range blobs {
 		rc, err := aobjs.GetObject(ctx, key)
 		if err != nil {

@@ -202,10 +202,11 @@ func TestDiskFullClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs, err := natsblob.New(ctx, natsblob.Config{Conn: nc, Bucket: "fullblobs"})
+	blobsDrv, err := natsblob.New(ctx, natsblob.Config{Conn: nc, Bucket: "fullblobs"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	blobs := ledger.NewBucket(blobsDrv, ledger.RetryPolicy{})
 	ev := func(i int) []ledger.Event {
 		id, _ := ledger.NewCommitID(rand.Reader)
 		return []ledger.Event{{V: ledger.FormatVersion, Ledger: l.UUID(), Commit: id, Host: "h", At: time.Now(), Partition: "audit",

@@ -54,12 +54,13 @@ func TestThreatModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aobjs, err := natsblob.New(ctx, natsblob.Config{Conn: admin, Bucket: bucket})
+	aobjsDrv, err := natsblob.New(ctx, natsblob.Config{Conn: admin, Bucket: bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
+	aobjs := ledger.NewBucket(aobjsDrv, ledger.RetryPolicy{Attempts: 1})
 	content := []byte("the content of audit/one")
-	d, err := ledger.PutBytes(ctx, ledger.NewBlobStore(aobjs), content)
+	d, err := ledger.PutBytes(ctx, aobjs, content)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestThreatModel(t *testing.T) {
 	if _, err := al.Append(ctx, []ledger.Event{ev}); err != nil {
 		t.Fatal(err)
 	}
-	scfg := snapshot.Config{Log: al, Blobs: ledger.NewBlobStore(aobjs), Objects: aobjs}
+	scfg := snapshot.Config{Log: al, Blobs: aobjs, Objects: aobjs}
 	taken, err := snapshot.Take(ctx, scfg, snapshot.TakeOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestThreatModel(t *testing.T) {
 		nc  *nats.Conn
 		v   *violations
 		log *natsjs.Log
-		obj *natsblob.Store
+		obj *ledger.Bucket
 	}
 	// Each row gets connections of its own: a refusal is reported on the
 	// connection, and one row's must not answer for another's.
@@ -109,7 +110,7 @@ func TestThreatModel(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s opens the bucket: %v", role, err)
 		}
-		return conn{nc, v, l, o}
+		return conn{nc, v, l, ledger.NewBucket(o, ledger.RetryPolicy{Attempts: 1})}
 	}
 	// request sends a JetStream API request and returns the server's answer
 	// error, or the permissions violation it got instead.
@@ -158,7 +159,7 @@ func TestThreatModel(t *testing.T) {
 		{"host", "stream", "purge", false, func(c conn) error { return request(c, "$JS.API.STREAM.PURGE."+ledger.StreamName(name), nil) }},
 		{"tooling", "stream", "purge", false, func(c conn) error { return request(c, "$JS.API.STREAM.PURGE."+ledger.StreamName(name), nil) }},
 		{"host", "blobs", "put a blob", true, func(c conn) error {
-			_, err := ledger.PutBytes(ctx, ledger.NewBlobStore(c.obj), []byte("a host's blob"))
+			_, err := ledger.PutBytes(ctx, c.obj, []byte("a host's blob"))
 			return err
 		}},
 		{"tooling", "blobs", "put a blob", false, func(c conn) error {
@@ -252,11 +253,11 @@ func TestThreatModel(t *testing.T) {
 		t.Errorf("floor after the host's attempts: %d %v, want 1", floor, err)
 	}
 	squat := []byte("predictable content")
-	sd, err := ledger.PutBytes(ctx, ledger.NewBlobStore(host.obj), squat)
+	sd, err := ledger.PutBytes(ctx, host.obj, squat)
 	if err != nil {
 		t.Fatalf("honest put over the squatted key: %v", err)
 	}
-	if b, err := ledger.ReadBlob(ctx, ledger.NewBlobStore(aobjs), sd); err != nil || !bytes.Equal(b, squat) {
+	if b, err := ledger.ReadBlob(ctx, aobjs, sd); err != nil || !bytes.Equal(b, squat) {
 		t.Errorf("a reader of the squatted key after the honest put: %q %v", b, err)
 	}
 	// The host's attempts on the consumers left them as they were; the admin's

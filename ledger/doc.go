@@ -4,14 +4,20 @@
 // (the ordered, chained event stream, its quarantine notices and retention), Feed
 // (durable, filtered, acknowledged delivery of the log to named consumers, with a
 // dead letter), KV (revision-checked side buckets on the server's clock) and
-// BlobStore (content-addressed file content) over ObjectStore, which it
-// names (BlobStore.Objects: snapshots live there beside the blobs). Commits is the one
-// commit grouper every reader uses: strict for a full read of the log, filtered
-// for a partition filter's or a feed's. Every implementation of a
-// port passes its conformance suite (ledger/drivertest) — the NATS adapters
-// (ledger/natsjs, ledger/natsblob) and the in-memory twin (ledger/memledger)
-// alike — and decodes stored messages with the one MessageReader. It imports
-// only the standard library and github.com/google/uuid.
+// Bucket, the object storage: content-addressed file content (Put, Get, …) and,
+// beside the blobs, keyed objects (snapshots). Bucket is a concrete type over a
+// small driver (ledger/driver.Bucket: ledger/fileblob, s3blob, gcsblob,
+// natsblob, memledger's), after go-cloud's blob: what every backend must do it
+// does once — key and context checks, the closed state, error codes to
+// sentinels, the one RetryPolicy with its bounds, content addressing and
+// verification, batches — and a driver does only what its backend must.
+// Commits is the one commit grouper every reader uses: strict for a full read
+// of the log, filtered for a partition filter's or a feed's. Every
+// implementation of a port passes its conformance suite (ledger/drivertest) —
+// the NATS adapter (ledger/natsjs), the blob drivers and the in-memory twin
+// (ledger/memledger) alike — and decodes stored messages with the one
+// MessageReader. It imports only the standard library, github.com/google/uuid
+// and its own ledger/driver.
 //
 // # Protocol
 //

@@ -32,6 +32,10 @@ var (
 	// ErrPermission: the server refused the operation for lack of permission
 	// (for example a read-only tooling user publishing a commit).
 	ErrPermission = errors.New("permission denied")
+	// ErrNoBucket: the bucket (or directory, or stream) an object store lives
+	// in does not exist: a store configured wrong, never an absent object, so
+	// it does not wrap ErrNotFound.
+	ErrNoBucket = errors.New("no such bucket")
 	// ErrRewound: the log ends below a seq this reader already read or applied
 	// (its last seq, or a partition's, is below the reader's HWM or mark): the
 	// server lost events, having been restored from an older backup or replaced
@@ -81,7 +85,8 @@ func (e *TruncatedError) Error() string {
 
 func (e *TruncatedError) Unwrap() error { return ErrTruncated }
 
-// ErrClosed is what a closed Subscription's Next returns.
+// ErrClosed is what a closed Subscription's Next returns, and every operation
+// of a closed Bucket.
 var ErrClosed = errors.New("closed")
 
 // PermissionError is returned (wrapped) when the server refused an operation

@@ -8,18 +8,6 @@ import (
 // RootPartition is the partition of files at the top of the datastore.
 const RootPartition = "_root"
 
-// singleShardDirs are swamp's subdirectories with one shard each (the later
-// extension version, which adds "config" to the 2026.08 list).
-var singleShardDirs = map[string]bool{
-	"workflows-evaluated": true,
-	"auto-definitions":    true,
-	"audit":               true,
-	"telemetry":           true,
-	"logs":                true,
-	"files":               true,
-	"config":              true,
-}
-
 // SwampPartitionKey is swamp's partitionKeyFromPath (s3_cache_sync.ts, the later
 // extension version; ../shared/reference/swamp-datastore.md §1.5), byte for byte:
 //

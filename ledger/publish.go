@@ -12,7 +12,7 @@ import (
 // events to log, atomically (CommitLog.Append). Every writer of commits — a
 // host's commit, swamp import — publishes through it.
 //
-// The caller stores first every blob an entry names (BlobStore.Put, which is
+// The caller stores first every blob an entry names (Bucket.Put, which is
 // durable when it returns, or a batch's Put: PublishBatch flushes the batch)
 // and makes durable whatever else the events vouch for (a host fsyncs its
 // committed files): nothing in the log may name content that is not durable. A blob stored for a commit that is then not
@@ -22,7 +22,7 @@ import (
 // catch up and build the commit again), or an error wrapping
 // ErrOutcomeUnknown, after which the commit may be stored; publishing the
 // same events again stores nothing twice and returns their seqs.
-func Publish(ctx context.Context, log CommitLog, blobs BlobStore, events []Event) ([]Seq, error) {
+func Publish(ctx context.Context, log CommitLog, blobs *Bucket, events []Event) ([]Seq, error) {
 	return PublishBatch(ctx, log, blobs.Batch(), events)
 }
 
@@ -31,8 +31,8 @@ func Publish(ctx context.Context, log CommitLog, blobs BlobStore, events []Event
 // the manifests made durable together — before the events are appended, so
 // nothing in the log names a blob a power cut could lose. b is done with
 // after it: a caller publishing several commits from one batch passes it to
-// the first and a new one (BlobStore.Batch) to each next.
-func PublishBatch(ctx context.Context, log CommitLog, b BlobBatch, events []Event) ([]Seq, error) {
+// the first and a new one (Bucket.Batch) to each next.
+func PublishBatch(ctx context.Context, log CommitLog, b *BlobBatch, events []Event) ([]Seq, error) {
 	wire := make([]Event, len(events))
 	for i, ev := range events {
 		w, manifest, err := Externalize(ev)

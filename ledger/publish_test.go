@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 )
@@ -22,7 +23,7 @@ import (
 type manifestChecking struct {
 	ledger.CommitLog
 	t       *testing.T
-	blobs   ledger.BlobStore
+	blobs   *ledger.Bucket
 	appends int
 }
 
@@ -39,12 +40,14 @@ func (l *manifestChecking) Append(ctx context.Context, events []ledger.Event) ([
 	return l.CommitLog.Append(ctx, events)
 }
 
-// failingPuts is an object store whose puts fail.
-type failingPuts struct{ ledger.ObjectStore }
+// failingPuts is a blob driver whose puts fail, its batches' too.
+type failingPuts struct{ driver.Bucket }
 
 var errPut = errors.New("put refused")
 
-func (failingPuts) PutObject(context.Context, string, io.Reader, int64) error { return errPut }
+func (failingPuts) Put(context.Context, string, io.Reader, int64) error { return errPut }
+
+func (f failingPuts) NewBatch() driver.Batch { return driver.DurableEach(f) }
 
 // publishEvents returns one commit's events on log: a partition whose
 // entries do not fit inline (a manifest) and a small one.
@@ -68,7 +71,7 @@ func publishEvents(t *testing.T, log *memledger.Log) []ledger.Event {
 
 // newPublishLedger returns an empty log, a blob store over a file store, and
 // that file store.
-func newPublishLedger(t *testing.T) (*memledger.Log, ledger.BlobStore, ledger.ObjectStore) {
+func newPublishLedger(t *testing.T) (*memledger.Log, *ledger.Bucket, driver.Bucket) {
 	t.Helper()
 	log, err := memledger.New(ledger.Info{Name: "pub"}, nil)
 	if err != nil {
@@ -78,7 +81,7 @@ func newPublishLedger(t *testing.T) (*memledger.Log, ledger.BlobStore, ledger.Ob
 	if err != nil {
 		t.Fatal(err)
 	}
-	return log, ledger.NewBlobStore(objs), objs
+	return log, ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1}), objs
 }
 
 // Publish stores a manifest before the append that names it, and the events
@@ -124,7 +127,7 @@ func TestPublishManifestFailure(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	log, _, objs := newPublishLedger(t)
-	blobs := ledger.NewBlobStore(failingPuts{objs})
+	blobs := ledger.NewBucket(failingPuts{objs}, ledger.RetryPolicy{Attempts: 1})
 	cl := &manifestChecking{CommitLog: log, t: t, blobs: blobs}
 	if _, err := ledger.Publish(ctx, cl, blobs, publishEvents(t, log)); !errors.Is(err, errPut) {
 		t.Fatalf("Publish with a failing blob store = %v, want %v", err, errPut)

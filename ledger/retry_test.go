@@ -11,14 +11,16 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/drivertest"
 	"github.com/syncledger/syncledger/ledger/fileblob"
+	"github.com/syncledger/syncledger/ledger/memledger"
 )
 
 // scripted fails the first fails[op] calls of each op with err, then passes
-// them to the file store.
+// them to the driver under it (a file store).
 type scripted struct {
-	ledger.ObjectStore
+	driver.Bucket
 	fails map[string]int
 	err   error
 	calls map[string]*atomic.Int64
@@ -31,7 +33,7 @@ func newScripted(t *testing.T, err error, fails map[string]int) *scripted {
 	if ferr != nil {
 		t.Fatal(ferr)
 	}
-	s := &scripted{ObjectStore: fs, fails: fails, err: err, calls: map[string]*atomic.Int64{}}
+	s := &scripted{Bucket: fs, fails: fails, err: err, calls: map[string]*atomic.Int64{}}
 	for _, op := range []string{"put", "get", "stat", "delete", "list"} {
 		s.calls[op] = &atomic.Int64{}
 	}
@@ -49,25 +51,28 @@ func (s *scripted) fail(ctx context.Context, op string) error {
 	return nil
 }
 
-func (s *scripted) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+func (s *scripted) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	if err := s.fail(ctx, "put"); err != nil {
 		_, _ = io.CopyN(io.Discard, r, 3) // a put that broke after reading a little
 		return err
 	}
-	return s.ObjectStore.PutObject(ctx, key, r, size)
+	return s.Bucket.Put(ctx, key, r, size)
 }
 
-func (s *scripted) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+// NewBatch: the scripted puts and stats, each durable when it returns.
+func (s *scripted) NewBatch() driver.Batch { return driver.DurableEach(s) }
+
+func (s *scripted) Stat(ctx context.Context, key string) (ledger.ObjectInfo, error) {
 	if err := s.fail(ctx, "stat"); err != nil {
 		return ledger.ObjectInfo{}, err
 	}
-	return s.ObjectStore.StatObject(ctx, key)
+	return s.Bucket.Stat(ctx, key)
 }
 
-func (s *scripted) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
+func (s *scripted) List(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
 	failing := s.fail(ctx, "list")
 	n := 0
-	return s.ObjectStore.ListObjects(ctx, prefix, func(info ledger.ObjectInfo) error {
+	return s.Bucket.List(ctx, prefix, func(info ledger.ObjectInfo) error {
 		if failing != nil && n == 1 {
 			return failing // fails part way, after one object
 		}
@@ -84,22 +89,38 @@ func TestRetryingStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	t.Run("put replays its content", func(t *testing.T) {
+		// Kept as it is read (a pipe, a stream), or sought back (a file).
+		for _, r := range []io.Reader{noSeek{strings.NewReader("hello world")}, strings.NewReader("hello world")} {
+			s := newScripted(t, errTransient, map[string]int{"put": 2})
+			rs := ledger.NewBucket(s, quick)
+			if err := rs.PutObject(ctx, "k", r, 11); err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(must(rs.GetObject(ctx, "k")))
+			if err != nil || string(b) != "hello world" {
+				t.Fatalf("%T: read back %q, %v", r, b, err)
+			}
+			if n := s.calls["put"].Load(); n != 3 {
+				t.Fatalf("%T: %d put attempts, want 3", r, n)
+			}
+		}
+	})
+	t.Run("a blob's content that can seek is sent again whatever its length", func(t *testing.T) {
 		s := newScripted(t, errTransient, map[string]int{"put": 2})
-		rs := ledger.NewRetryingStore(s, quick)
-		if err := rs.PutObject(ctx, "k", strings.NewReader("hello world"), 11); err != nil {
-			t.Fatal(err)
+		p := quick
+		p.MaxReplay = 2
+		body := bytes.Repeat([]byte("longer than the buffer "), 100)
+		d := ledger.DigestOf(body)
+		if err := ledger.NewBucket(s, p).Put(ctx, d, bytes.NewReader(body), int64(len(body))); err != nil {
+			t.Fatalf("put of %d bytes from a bytes.Reader through two failures: %v", len(body), err)
 		}
-		b, err := io.ReadAll(must(rs.GetObject(ctx, "k")))
-		if err != nil || string(b) != "hello world" {
-			t.Fatalf("read back %q, %v", b, err)
-		}
-		if n := s.calls["put"].Load(); n != 3 {
-			t.Fatalf("%d put attempts, want 3", n)
+		if got, err := ledger.ReadBlob(ctx, ledger.NewBucket(s, p), d); err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("read back %d bytes, %v", len(got), err)
 		}
 	})
 	t.Run("gives up after the attempts, naming them", func(t *testing.T) {
 		s := newScripted(t, errTransient, map[string]int{"stat": 10})
-		_, err := ledger.NewRetryingStore(s, quick).StatObject(ctx, "k")
+		_, err := ledger.NewBucket(s, quick).StatObject(ctx, "k")
 		if !errors.Is(err, errTransient) || !strings.Contains(err.Error(), "gave up after 4 attempts") {
 			t.Fatalf("err = %v", err)
 		}
@@ -107,7 +128,7 @@ func TestRetryingStore(t *testing.T) {
 	t.Run("definite answers are not retried", func(t *testing.T) {
 		for _, final := range []error{ledger.ErrNotFound, ledger.ErrInvalid, ledger.ErrChecksum, &ledger.ServerFullError{}, context.Canceled} {
 			s := newScripted(t, final, map[string]int{"stat": 10})
-			if _, err := ledger.NewRetryingStore(s, quick).StatObject(ctx, "k"); !errors.Is(err, final) {
+			if _, err := ledger.NewBucket(s, quick).StatObject(ctx, "k"); !errors.Is(err, final) {
 				t.Fatalf("err = %v, want %v", err, final)
 			}
 			if n := s.calls["stat"].Load(); n != 1 {
@@ -118,7 +139,7 @@ func TestRetryingStore(t *testing.T) {
 	t.Run("the content's reader failing is not retried", func(t *testing.T) {
 		s := newScripted(t, errTransient, nil)
 		boom := errors.New("disk read error")
-		err := ledger.NewRetryingStore(s, quick).PutObject(ctx, "k", io.MultiReader(strings.NewReader("ab"), iotest{boom}), -1)
+		err := ledger.NewBucket(s, quick).PutObject(ctx, "k", io.MultiReader(strings.NewReader("ab"), iotest{boom}), -1)
 		if !errors.Is(err, boom) {
 			t.Fatalf("err = %v, want the reader's error", err)
 		}
@@ -130,7 +151,7 @@ func TestRetryingStore(t *testing.T) {
 		s := newScripted(t, errTransient, map[string]int{"put": 1})
 		p := quick
 		p.MaxReplay = 2
-		err := ledger.NewRetryingStore(s, p).PutObject(ctx, "k", strings.NewReader("longer"), 6)
+		err := ledger.NewBucket(s, p).PutObject(ctx, "k", noSeek{strings.NewReader("longer")}, 6)
 		if !errors.Is(err, errTransient) || !strings.Contains(err.Error(), "not retried") {
 			t.Fatalf("err = %v", err)
 		}
@@ -140,22 +161,22 @@ func TestRetryingStore(t *testing.T) {
 		s.hang = true
 		p := quick
 		p.AttemptTimeout = 20 * time.Millisecond
-		if err := s.ObjectStore.PutObject(ctx, "k", strings.NewReader("x"), 1); err != nil {
+		if err := s.Bucket.Put(ctx, "k", strings.NewReader("x"), 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ledger.NewRetryingStore(s, p).StatObject(ctx, "k"); err != nil {
+		if _, err := ledger.NewBucket(s, p).StatObject(ctx, "k"); err != nil {
 			t.Fatalf("stat after a hang: %v", err)
 		}
 	})
 	t.Run("a list that fails part way resumes without repeating", func(t *testing.T) {
 		s := newScripted(t, errTransient, map[string]int{"list": 1})
 		for _, k := range []string{"a", "b", "c"} {
-			if err := s.ObjectStore.PutObject(ctx, k, bytes.NewReader(nil), 0); err != nil {
+			if err := s.Bucket.Put(ctx, k, bytes.NewReader(nil), 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var got []string
-		err := ledger.NewRetryingStore(s, quick).ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
+		err := ledger.NewBucket(s, quick).ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
 			got = append(got, info.Key)
 			return nil
 		})
@@ -165,37 +186,37 @@ func TestRetryingStore(t *testing.T) {
 	})
 	t.Run("fn's error is returned, not retried", func(t *testing.T) {
 		s := newScripted(t, errTransient, nil)
-		if err := s.ObjectStore.PutObject(ctx, "a", bytes.NewReader(nil), 0); err != nil {
+		if err := s.Bucket.Put(ctx, "a", bytes.NewReader(nil), 0); err != nil {
 			t.Fatal(err)
 		}
 		stop := errors.New("stop")
-		err := ledger.NewRetryingStore(s, quick).ListObjects(ctx, "", func(ledger.ObjectInfo) error { return stop })
+		err := ledger.NewBucket(s, quick).ListObjects(ctx, "", func(ledger.ObjectInfo) error { return stop })
 		if err != stop {
 			t.Fatalf("err = %v, want fn's error as is", err)
 		}
 	})
-	t.Run("Objects is the retrying store", func(t *testing.T) {
-		rs := ledger.NewRetryingStore(newScripted(t, nil, nil), quick)
-		if got := ledger.NewBlobStore(rs).Objects(); got != rs {
-			t.Fatal("the blob store's Objects is not the retrying store")
+	t.Run("blob operations are retried as keyed ones are", func(t *testing.T) {
+		s := newScripted(t, errTransient, map[string]int{"stat": 2})
+		bs := ledger.NewBucket(s, quick)
+		d := ledger.DigestOf([]byte("x"))
+		if err := s.Bucket.Put(ctx, ledger.BlobKey(d), strings.NewReader("x"), 1); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := bs.Stat(ctx, d); err != nil || info.Size != 1 {
+			t.Fatalf("blob Stat through two failures = %+v, %v", info, err)
+		}
+		if n := s.calls["stat"].Load(); n != 3 {
+			t.Fatalf("%d stat attempts, want 3", n)
 		}
 	})
 }
 
-// selfRetrying is a scripted store whose client retries its own requests; its
-// gets' bodies fail after 3 bytes, the first fails["get"] times.
-type selfRetrying struct {
-	*scripted
-	attempts *atomic.Int64 // as RetryRequests set them
-}
+// cutting is a scripted store whose gets' bodies fail after 3 bytes, the
+// first fails["get"] times.
+type cutting struct{ *scripted }
 
-func (s selfRetrying) RetryRequests(attempts int) ledger.ObjectStore {
-	s.attempts.Store(int64(attempts))
-	return s
-}
-
-func (s selfRetrying) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	rc, err := s.ObjectStore.GetObject(ctx, key)
+func (s cutting) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := s.Bucket.Get(ctx, key)
 	if err != nil || s.calls["get"].Add(1) > int64(s.fails["get"]) {
 		return rc, err
 	}
@@ -205,28 +226,13 @@ func (s selfRetrying) GetObject(ctx context.Context, key string) (io.ReadCloser,
 	}{io.MultiReader(io.LimitReader(rc, 3), iotest{s.err}), rc}, nil
 }
 
-// TestRetryingStoreOfRequestRetrier: a store whose client retries its own
-// requests gets the policy's attempts and is not retried again, and a get
-// body it cuts part way is resumed.
-func TestRetryingStoreOfRequestRetrier(t *testing.T) {
+// TestRetryingStoreResumesCutBodies: a get body that fails part way is
+// continued from a new get, and reads whole.
+func TestRetryingStoreResumesCutBodies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := selfRetrying{newScripted(t, errTransient, map[string]int{"put": 1, "stat": 5, "get": 2}), &atomic.Int64{}}
-	rs := ledger.NewRetryingStore(s, quick)
-	if n := s.attempts.Load(); n != int64(quick.Attempts) {
-		t.Fatalf("the store's client was given %d attempts, want the policy's %d", n, quick.Attempts)
-	}
-	if err := rs.PutObject(ctx, "k", strings.NewReader("hello world"), 11); !errors.Is(err, errTransient) {
-		t.Fatalf("put = %v, want the store's error", err)
-	}
-	if _, err := rs.StatObject(ctx, "k"); !errors.Is(err, errTransient) || strings.Contains(err.Error(), "attempts") {
-		t.Fatalf("stat = %v, want the store's error as it is", err)
-	}
-	for op, want := range map[string]int64{"put": 1, "stat": 1} {
-		if n := s.calls[op].Load(); n != want {
-			t.Errorf("%d %s attempts, want %d", n, op, want)
-		}
-	}
+	s := cutting{newScripted(t, errTransient, map[string]int{"get": 2})}
+	rs := ledger.NewBucket(s, quick)
 	if err := rs.PutObject(ctx, "k", strings.NewReader("hello world"), 11); err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +245,9 @@ func TestRetryingStoreOfRequestRetrier(t *testing.T) {
 	}
 }
 
+// noSeek hides its reader's Seek: content that cannot be sought back.
+type noSeek struct{ io.Reader }
+
 type iotest struct{ err error }
 
 func (r iotest) Read([]byte) (int, error) { return 0, r.err }
@@ -250,13 +259,15 @@ func must(rc io.ReadCloser, err error) io.ReadCloser {
 	return rc
 }
 
-// TestRetryingStoreConformance: the retrying store keeps the ObjectStore and
-// BlobStore contracts (atomic puts, failing readers, cancellation, list order).
+// TestRetryingStoreConformance: a bucket that retries keeps the contracts
+// of keyed objects and blobs (atomic puts, failing readers, cancellation,
+// list order), and a missing bucket and a refused permission are final.
 func TestRetryingStoreConformance(t *testing.T) {
 	t.Parallel()
-	newStore := func(t *testing.T) ledger.ObjectStore {
-		return ledger.NewRetryingStore(newScripted(t, nil, nil), quick)
-	}
-	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, newStore) })
-	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, newStore) })
+	drivertest.TestBucket(t, drivertest.Harness{
+		New:      func(t *testing.T) driver.Bucket { return newScripted(t, nil, nil) },
+		NoBucket: func(*testing.T) driver.Bucket { return memledger.MissingBucket() },
+		Denied:   func(*testing.T) driver.Bucket { return memledger.DeniedBucket() },
+		Retry:    quick,
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector/snapshot"
@@ -23,11 +24,12 @@ func newLedger(t *testing.T) (snapshot.Config, string) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	objs, err := fileblob.New(fileblob.Config{Dir: dir})
+	objsDrv, err := fileblob.New(fileblob.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snapshot.Config{Log: lg, Blobs: ledger.NewBlobStore(objs), Objects: objs}, dir
+	objs := ledger.NewBucket(objsDrv, ledger.RetryPolicy{Attempts: 1})
+	return snapshot.Config{Log: lg, Blobs: objs, Objects: objs}, dir
 }
 
 // commit stores content and appends a one-file commit to partition "audit".
@@ -119,12 +121,12 @@ func TestTakeRetainGC(t *testing.T) {
 	}
 }
 
-// staleListing is an ObjectStore whose listing reports every object as stored
+// staleListing is a blob driver whose listing reports every object as stored
 // long ago, as a listing taken before a commit stored a blob again would.
-type staleListing struct{ ledger.ObjectStore }
+type staleListing struct{ driver.Bucket }
 
-func (s staleListing) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	return s.ObjectStore.ListObjects(ctx, prefix, func(oi ledger.ObjectInfo) error {
+func (s staleListing) List(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
+	return s.Bucket.List(ctx, prefix, func(oi ledger.ObjectInfo) error {
 		oi.ModTime = oi.ModTime.Add(-48 * time.Hour)
 		return fn(oi)
 	})
@@ -145,7 +147,7 @@ func TestGCKeepsBlobStoredAgain(t *testing.T) {
 	if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(ledger.BlobKey(gone))), old, old); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Blobs = ledger.NewBlobStore(staleListing{cfg.Objects})
+	cfg.Blobs = cfg.Objects.View(func(d driver.Bucket) driver.Bucket { return staleListing{d} })
 	res, err := GC(ctx, cfg, GCOptions{Grace: 24 * time.Hour, DryRun: true})
 	if err != nil || len(res.Deleted) != 2 {
 		t.Fatalf("dry run over a stale listing: %+v %v; want both unpublished blobs listed", res, err)

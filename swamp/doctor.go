@@ -27,7 +27,7 @@ type DoctorConfig struct {
 	Cache string
 	// Remote is the datastore the cache syncs with; its root is swamp's client
 	// prefix.
-	Remote    ledger.ObjectStore
+	Remote    *ledger.Bucket
 	Namespace string
 	// Repair rewrites the sidecar so that swamp's next pull takes its slow path
 	// (see Sidecar.Disarm), after writing a backup of it. No data file is

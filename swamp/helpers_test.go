@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector"
@@ -41,7 +42,7 @@ type env struct {
 		ledger.CommitLog
 		UUID() string
 	}
-	blobs ledger.BlobStore
+	blobs *ledger.Bucket
 	dir   string // the blob store's directory
 }
 
@@ -55,16 +56,17 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{log: l, blobs: ledger.NewBlobStore(fileStore(t, dir)), dir: dir}
+	return &env{log: l, blobs: fileStore(t, dir), dir: dir}
 }
 
-func fileStore(t testing.TB, dir string) *fileblob.Store {
+// fileStore returns a bucket over a file store on dir, retrying nothing.
+func fileStore(t testing.TB, dir string) *ledger.Bucket {
 	t.Helper()
 	s, err := fileblob.New(fileblob.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1})
 }
 
 func fixture(t testing.TB, name string) string {
@@ -100,7 +102,7 @@ func copyDir(t testing.TB, src string) string {
 	return dst
 }
 
-func (e *env) importConfig(src ledger.ObjectStore, ns string) ImportConfig {
+func (e *env) importConfig(src *ledger.Bucket, ns string) ImportConfig {
 	return ImportConfig{Source: src, Namespace: ns, SourceName: "test", Log: e.log, Blobs: e.blobs, Host: "importer",
 		TempDir: os.TempDir()}
 }
@@ -179,7 +181,7 @@ func wantOneCommitEach(t testing.TB, st ledgerState) {
 // index parsers: read _meta.json (v2), assemble every listed shard, download
 // every entry, and check each against its size and sha256. It returns rel →
 // content.
-func pullV2(t testing.TB, objs ledger.ObjectStore, layout index.Layout) (map[string][]byte, int64) {
+func pullV2(t testing.TB, objs *ledger.Bucket, layout index.Layout) (map[string][]byte, int64) {
 	t.Helper()
 	tree, seq, err := tryPullV2(testCtx(t), objs, layout)
 	if err != nil {
@@ -188,7 +190,7 @@ func pullV2(t testing.TB, objs ledger.ObjectStore, layout index.Layout) (map[str
 	return tree, seq
 }
 
-func tryPullV2(ctx context.Context, objs ledger.ObjectStore, layout index.Layout) (map[string][]byte, int64, error) {
+func tryPullV2(ctx context.Context, objs *ledger.Bucket, layout index.Layout) (map[string][]byte, int64, error) {
 	b, err := getAll(ctx, objs, layout.MetaKey())
 	if err != nil {
 		return nil, 0, err
@@ -225,7 +227,7 @@ func tryPullV2(ctx context.Context, objs ledger.ObjectStore, layout index.Layout
 	return tree, meta.CommitSeq, nil
 }
 
-func getAll(ctx context.Context, objs ledger.ObjectStore, key string) ([]byte, error) {
+func getAll(ctx context.Context, objs *ledger.Bucket, key string) ([]byte, error) {
 	rc, err := objs.GetObject(ctx, key)
 	if err != nil {
 		return nil, err
@@ -323,13 +325,16 @@ func hashTree(t testing.TB, dir string) map[string]string {
 
 // failingStore fails the puts whose key fail selects.
 type failingStore struct {
-	ledger.ObjectStore
+	driver.Bucket
 	fail func(key string) bool
 }
 
-func (f *failingStore) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+func (f *failingStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	if f.fail(key) {
 		return fmt.Errorf("injected failure putting %s", key)
 	}
-	return f.ObjectStore.PutObject(ctx, key, r, size)
+	return f.Bucket.Put(ctx, key, r, size)
 }
+
+// NewBatch: the failing puts, each durable when it returns.
+func (f *failingStore) NewBatch() driver.Batch { return driver.DurableEach(f) }

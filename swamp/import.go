@@ -46,14 +46,14 @@ const (
 // ImportConfig configures Import.
 type ImportConfig struct {
 	// Source is the swamp datastore; its root is swamp's client prefix.
-	Source ledger.ObjectStore
+	Source *ledger.Bucket
 	// Namespace selects a namespaced datastore ("" for solo mode).
 	Namespace string
 	// SourceName names the source in commit messages (a URL without credentials).
 	SourceName string
 	// Log and Blobs are the ledger's; the ledger must exist.
 	Log   ledger.CommitLog
-	Blobs ledger.BlobStore
+	Blobs *ledger.Bucket
 	// Host is the committer's host id.
 	Host string
 	// AcceptMismatch imports the bytes an object holds even when they do not
@@ -356,7 +356,7 @@ func (im *importer) fold(ctx context.Context, p string, st *partitionState) erro
 
 // eventEntries returns an event's entries, reading its manifest blob when the
 // entries were too large to inline.
-func eventEntries(ctx context.Context, blobs ledger.BlobStore, ev ledger.Event) ([]ledger.Entry, error) {
+func eventEntries(ctx context.Context, blobs *ledger.Bucket, ev ledger.Event) ([]ledger.Entry, error) {
 	if ev.Manifest.IsZero() {
 		return ev.Entries, nil
 	}

@@ -245,7 +245,7 @@ func TestImportDeltaAndConflict(t *testing.T) {
 func TestImportLargePartitionUsesManifest(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.blobs = ledger.NewBlobStore(newMemStore()) // a thousand fsyncs would dominate
+	e.blobs = newMemStore() // a thousand fsyncs would dominate
 	src := newMemStore()
 	pad := strings.Repeat("a-rather-long-name-to-fill-the-event-", 5)
 	for i := range 1000 {

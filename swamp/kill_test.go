@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
@@ -126,10 +127,10 @@ func TestImportChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &stallStore{ObjectStore: fileStore(t, os.Getenv("SWAMP_SRC"))}
+	st := &stallStore{}
 	cfg := ImportConfig{
-		Source:     st,
-		SourceName: "test", Log: l, Blobs: ledger.NewBlobStore(fileStore(t, os.Getenv("SWAMP_BLOBS"))),
+		Source:     fileStore(t, os.Getenv("SWAMP_SRC")).View(func(d driver.Bucket) driver.Bucket { st.Bucket = d; return st }),
+		SourceName: "test", Log: l, Blobs: fileStore(t, os.Getenv("SWAMP_BLOBS")),
 		Host: "importer", Parallel: 1,
 		Progress: func(p ImportProgress) {
 			fmt.Printf("done %d\n", p.Done)
@@ -147,18 +148,18 @@ func TestImportChild(t *testing.T) {
 // stallStore, once armed, lets one more object be read and stalls in the read
 // after it.
 type stallStore struct {
-	ledger.ObjectStore
+	driver.Bucket
 	armed atomic.Bool
 	reads atomic.Int64 // since armed
 }
 
-func (s *stallStore) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
+func (s *stallStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if s.armed.Load() && s.reads.Add(1) == 2 {
 		fmt.Println("stalled")
 		time.Sleep(testTimeout) // killed long before
 		return nil, fmt.Errorf("not killed within %v", testTimeout)
 	}
-	return s.ObjectStore.GetObject(ctx, key)
+	return s.Bucket.Get(ctx, key)
 }
 
 // natsLedger is an env whose ledger is on a nats-server, which processes share.
@@ -175,5 +176,5 @@ func newNATSLedger(t testing.TB, nc *nats.Conn) natsLedger {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return natsLedger{env: &env{log: l, blobs: ledger.NewBlobStore(fileStore(t, dir)), dir: dir}, name: name}
+	return natsLedger{env: &env{log: l, blobs: fileStore(t, dir), dir: dir}, name: name}
 }

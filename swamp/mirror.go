@@ -37,8 +37,8 @@ const (
 // MirrorConfig configures a Mirror.
 type MirrorConfig struct {
 	Log    ledger.CommitLog
-	Blobs  ledger.BlobStore
-	Target ledger.ObjectStore // the swamp datastore to keep; its root is swamp's client prefix
+	Blobs  *ledger.Bucket
+	Target *ledger.Bucket // the swamp datastore to keep; its root is swamp's client prefix
 	// Namespace writes a namespaced layout ("{ns}/…"); "" for solo mode.
 	Namespace string
 	// DeleteGrace is how long an object the meta no longer reaches (a deleted

@@ -22,6 +22,7 @@ import (
 
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/gcsblob"
 	"github.com/syncledger/syncledger/ledger/s3blob"
 	"github.com/syncledger/syncledger/swamp/index"
@@ -44,11 +45,11 @@ const fakeBucket = "swamp-fake"
 
 // A backend opens stores on prefixes of one bucket of one server (gofakes3 in
 // this process, fake-gcs-server in its own).
-type backend func(t testing.TB, prefix string) ledger.ObjectStore
+type backend func(t testing.TB, prefix string) *ledger.Bucket
 
 func fileBackend(t testing.TB) backend {
 	root := t.TempDir()
-	return func(t testing.TB, prefix string) ledger.ObjectStore { return fileStore(t, filepath.Join(root, prefix)) }
+	return func(t testing.TB, prefix string) *ledger.Bucket { return fileStore(t, filepath.Join(root, prefix)) }
 }
 
 func s3Backend(t testing.TB) backend {
@@ -59,13 +60,13 @@ func s3Backend(t testing.TB) backend {
 	}
 	srv := httptest.NewServer(gofakes3.New(mem, gofakes3.WithTimeSkewLimit(0)).Server())
 	t.Cleanup(srv.Close)
-	return func(t testing.TB, prefix string) ledger.ObjectStore {
+	return func(t testing.TB, prefix string) *ledger.Bucket {
 		st, err := s3blob.New(testCtx(t), s3blob.Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL, Region: "us-east-1",
 			PathStyle: true, Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), TempDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st
+		return ledger.NewBucket(st, ledger.RetryPolicy{Attempts: 1})
 	}
 }
 
@@ -73,17 +74,17 @@ func gcsBackend(t testing.TB) backend {
 	t.Helper()
 	srv := gcstest.Start(t)
 	srv.CreateBucket(t, fakeBucket)
-	return func(t testing.TB, prefix string) ledger.ObjectStore {
+	return func(t testing.TB, prefix string) *ledger.Bucket {
 		st, err := gcsblob.New(testCtx(t), gcsblob.Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL(), HTTPClient: &http.Client{}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st
+		return ledger.NewBucket(st, ledger.RetryPolicy{Attempts: 1})
 	}
 }
 
 // upload copies a fixture directory into a store, key for key.
-func upload(t testing.TB, dir string, dst ledger.ObjectStore) {
+func upload(t testing.TB, dir string, dst *ledger.Bucket) {
 	t.Helper()
 	ctx := testCtx(t)
 	err := fileStore(t, dir).ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
@@ -219,7 +220,7 @@ func TestMirrorRoundTrip(t *testing.T) {
 	}
 }
 
-func mustGet(t testing.TB, objs ledger.ObjectStore, key string) []byte {
+func mustGet(t testing.TB, objs *ledger.Bucket, key string) []byte {
 	t.Helper()
 	b, err := getAll(testCtx(t), objs, key)
 	if err != nil {
@@ -268,9 +269,11 @@ func TestMirrorRedoesAfterFailure(t *testing.T) {
 	for i, failOn := range []string{"audit/f", "_index/audit.json", "_index/_meta.json", "_control/" + ControlName} {
 		e.commit(t, map[string][]byte{"audit/f": []byte(fmt.Sprint("v", i)), fmt.Sprint("audit/n", i): []byte("n")})
 		var failed atomic.Bool
-		target := &failingStore{ObjectStore: fileStore(t, dir), fail: func(key string) bool {
-			return key == failOn && failed.CompareAndSwap(false, true)
-		}}
+		target := fileStore(t, dir).View(func(d driver.Bucket) driver.Bucket {
+			return &failingStore{Bucket: d, fail: func(key string) bool {
+				return key == failOn && failed.CompareAndSwap(false, true)
+			}}
+		})
 		m, _ := NewMirror(MirrorConfig{Log: e.log, Blobs: e.blobs, Target: target})
 		if _, err := m.Step(ctx); err == nil {
 			t.Fatalf("failing %s: step succeeded", failOn)
@@ -292,7 +295,7 @@ func TestMirrorConsistency(t *testing.T) {
 	t.Parallel()
 	const commits = 500
 	e := newEnv(t)
-	e.blobs = ledger.NewBlobStore(newMemStore()) // fsyncs would dominate the run time
+	e.blobs = newMemStore() // fsyncs would dominate the run time
 	ctx := testCtx(t)
 	target := newMemStore()
 	m, err := NewMirror(MirrorConfig{Log: e.log, Blobs: e.blobs, Target: target, DeleteGrace: 5 * time.Second})

@@ -45,7 +45,7 @@ type Snapshot struct {
 }
 
 // readObject reads a whole (index) object, at most index.MaxObjectSize bytes.
-func readObject(ctx context.Context, objs ledger.ObjectStore, key string) ([]byte, error) {
+func readObject(ctx context.Context, objs *ledger.Bucket, key string) ([]byte, error) {
 	rc, err := objs.GetObject(ctx, key)
 	if err != nil {
 		return nil, err
@@ -74,7 +74,7 @@ func readObject(ctx context.Context, objs ledger.ObjectStore, key string) ([]byt
 // Internal files are dropped from the result and named in Snapshot.Internal. A
 // meta that is present but does not parse is an error (swamp's later version
 // refuses it too) rather than a silent fall-back to a possibly stale monolith.
-func ReadRemote(ctx context.Context, objs ledger.ObjectStore, layout index.Layout) (*Snapshot, error) {
+func ReadRemote(ctx context.Context, objs *ledger.Bucket, layout index.Layout) (*Snapshot, error) {
 	b, err := readObject(ctx, objs, layout.MetaKey())
 	switch {
 	case err == nil:
@@ -104,7 +104,7 @@ func ReadRemote(ctx context.Context, objs ledger.ObjectStore, layout index.Layou
 	return readListing(ctx, objs, layout)
 }
 
-func readV2(ctx context.Context, objs ledger.ObjectStore, layout index.Layout, meta index.Meta) (*Snapshot, error) {
+func readV2(ctx context.Context, objs *ledger.Bucket, layout index.Layout, meta index.Meta) (*Snapshot, error) {
 	s := &Snapshot{Format: FormatV2, CommitSeq: meta.CommitSeq, Partitions: meta.Partitions, Entries: map[string]index.Entry{}}
 	for _, p := range meta.Partitions {
 		b, err := readObject(ctx, objs, layout.ShardKey(p))
@@ -159,7 +159,7 @@ func isInternal(rel string) bool {
 // directory makes a solo-mode listing treat that directory as a namespace.
 var namespaceMarkers = []string{index.NamespaceFile, index.MetaName, index.MonolithName}
 
-func readListing(ctx context.Context, objs ledger.ObjectStore, layout index.Layout) (*Snapshot, error) {
+func readListing(ctx context.Context, objs *ledger.Bucket, layout index.Layout) (*Snapshot, error) {
 	var infos []ledger.ObjectInfo
 	err := objs.ListObjects(ctx, layout.Prefix(), func(info ledger.ObjectInfo) error {
 		infos = append(infos, info)

@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // ExtensionType is the datastore type the extension registers with swamp.
@@ -325,14 +326,18 @@ func expandEnv(p string) (string, error) {
 // OnlyDatastoreDirs returns objs seen as a filesystem datastore (keys under
 // prefix, "" or "NS/"): only files under DatastoreDirs are listed or read —
 // never swamp's local-only directories (secrets, bundles, …) or databases.
-func OnlyDatastoreDirs(objs ledger.ObjectStore, prefix string) ledger.ObjectStore {
-	return dirsStore{objs, prefix}
+func OnlyDatastoreDirs(objs *ledger.Bucket, prefix string) *ledger.Bucket {
+	return objs.View(func(d driver.Bucket) driver.Bucket { return dirsStore{d, prefix} })
 }
 
+// dirsStore is the view of OnlyDatastoreDirs on a bucket's driver.
 type dirsStore struct {
-	ledger.ObjectStore
+	driver.Bucket
 	prefix string
 }
+
+// errOutside is the answer for a key outside the datastore's directories.
+var errOutside = errors.New("not in a datastore directory")
 
 func (s dirsStore) ok(key string) bool {
 	rel, found := strings.CutPrefix(key, s.prefix)
@@ -340,22 +345,29 @@ func (s dirsStore) ok(key string) bool {
 	return found && slices.Contains(DatastoreDirs, dir)
 }
 
-func (s dirsStore) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	if !s.ok(key) {
-		return nil, fmt.Errorf("%s: %w", key, ledger.ErrNotFound)
+func (s dirsStore) ErrorCode(err error) driver.ErrorCode {
+	if errors.Is(err, errOutside) {
+		return driver.NotFound
 	}
-	return s.ObjectStore.GetObject(ctx, key)
+	return s.Bucket.ErrorCode(err)
 }
 
-func (s dirsStore) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+func (s dirsStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if !s.ok(key) {
-		return ledger.ObjectInfo{}, fmt.Errorf("%s: %w", key, ledger.ErrNotFound)
+		return nil, errOutside
 	}
-	return s.ObjectStore.StatObject(ctx, key)
+	return s.Bucket.Get(ctx, key)
 }
 
-func (s dirsStore) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	return s.ObjectStore.ListObjects(ctx, prefix, func(o ledger.ObjectInfo) error {
+func (s dirsStore) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
+	if !s.ok(key) {
+		return driver.ObjectInfo{}, errOutside
+	}
+	return s.Bucket.Stat(ctx, key)
+}
+
+func (s dirsStore) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
+	return s.Bucket.List(ctx, prefix, func(o driver.ObjectInfo) error {
 		if !s.ok(o.Key) {
 			return nil
 		}

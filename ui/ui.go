@@ -62,7 +62,7 @@ type Config struct {
 	// here); nil shows no hosts.
 	Hosts func(ctx context.Context) ([]Host, error)
 	// Blobs, when set, is read for the entries of commits kept in manifests.
-	Blobs ledger.BlobStore
+	Blobs *ledger.Bucket
 	// Server, when set, asks the ledger's server whether it takes writes
 	// (natsjs.Ledger.ServerState), at every poll: a full server is shown
 	// first, with its data directory and the space to free.
@@ -363,7 +363,7 @@ func (d *Dashboard) add(ctx context.Context, r ledger.Record, done []consumers.C
 	caughtUp := r.Seq >= d.startEnd
 	d.mu.Unlock()
 	for _, c := range done {
-		var blobs ledger.BlobStore
+		var blobs *ledger.Bucket
 		if caughtUp {
 			blobs = d.cfg.Blobs // during the first read, manifests are read at the end
 		}
@@ -443,7 +443,7 @@ func (d *Dashboard) readColdHeads(ctx context.Context) error {
 	return nil
 }
 
-func (d *Dashboard) summarize(ctx context.Context, c consumers.Commit, blobs ledger.BlobStore) Commit {
+func (d *Dashboard) summarize(ctx context.Context, c consumers.Commit, blobs *ledger.Bucket) Commit {
 	s, err := consumers.Summarize(ctx, d.cfg.Ledger, c, blobs)
 	if err != nil {
 		d.log.Warn("dashboard: cannot read a manifest", "commit", c.ID, "err", err)

@@ -45,11 +45,12 @@ func TestRebuildAdoptWayOutCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := fileblob.New(fileblob.Config{Dir: blobDir})
+	fs, err := fileblob.New(fileblob.Config{Dir: blobDir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := snapshot.Build(t.Context(), snapshot.BuildConfig{Log: l, Blobs: ledger.NewBlobStore(objs)})
+	objs := ledger.NewBucket(fs, ledger.RetryPolicy{Attempts: 1})
+	s, err := snapshot.Build(t.Context(), snapshot.BuildConfig{Log: l, Blobs: objs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/blobs"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsjs"
-	"github.com/syncledger/syncledger/projector/host"
 )
 
 // DefaultNATS is the NATS URL used when neither --nats, SYNCLEDGER_NATS nor
@@ -74,7 +74,7 @@ type app struct {
 // mu is taken last, and never held while opening.
 type opened struct {
 	blobsMu sync.Mutex
-	blobs   ledger.BlobStore
+	blobs   *ledger.Bucket
 	logMu   sync.Mutex
 	log     *natsjs.Log
 	connMu  sync.Mutex
@@ -342,8 +342,11 @@ func (a *app) BlobsURL(ctx context.Context) (string, error) {
 	return info.Blobs, nil
 }
 
-// Blobs opens the ledger's blob store on first use (see BlobsURL).
-func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
+// Blobs opens the ledger's blob store on first use (see BlobsURL), under the
+// default retry policy: transient failures (5xx, resets, timeouts) are
+// retried with backoff; a commit that still cannot upload fails before it
+// publishes anything.
+func (a *app) Blobs(ctx context.Context) (*ledger.Bucket, error) {
 	a.res.blobsMu.Lock()
 	defer a.res.blobsMu.Unlock()
 	if a.res.blobs != nil {
@@ -353,42 +356,59 @@ func (a *app) Blobs(ctx context.Context) (ledger.BlobStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := a.openStore(ctx, raw)
+	b, err := a.openBucket(ctx, raw, ledger.RetryPolicy{})
 	if err != nil {
 		return nil, err
 	}
-	a.res.blobs = host.BlobStack(objs)
-	return a.res.blobs, nil
+	a.res.blobs = b
+	return b, nil
 }
 
-// openObjects opens the object store at raw, with bounded retries; a nats://
-// store is the NATS client's.
-func (a *app) openObjects(ctx context.Context, raw string) (ledger.ObjectStore, error) {
-	objs, err := a.openStore(ctx, raw)
+// openBucket opens the bucket at raw under the retry policy p, through
+// blobs.Open (the one way a blob store, or a swamp datastore, is built), and
+// closes it when the command ends. A nats:// store uses the NATS connection.
+func (a *app) openBucket(ctx context.Context, raw string, p ledger.RetryPolicy) (*ledger.Bucket, error) {
+	opts, err := a.blobsOptions(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	// Transient failures (5xx, resets, timeouts) are retried with backoff; a
-	// commit that still cannot upload fails before it publishes anything.
-	return ledger.NewRetryingStore(objs, ledger.RetryPolicy{}), nil
+	opts.Retry = p
+	b, err := blobs.Open(ctx, raw, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", redactURL(raw), err)
+	}
+	a.onClose(func() { _ = b.Close() })
+	return b, nil
 }
 
-// openStore opens the object store at raw, without retries.
-func (a *app) openStore(ctx context.Context, raw string) (ledger.ObjectStore, error) {
+// openDriver opens the driver of the store at raw, for an admin's checks of
+// the backend's own settings (protectBlobs); the caller closes it.
+func (a *app) openDriver(ctx context.Context, raw string) (driver.Bucket, error) {
+	spec, err := blobs.ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := a.blobsOptions(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	d, err := blobs.OpenDriver(ctx, spec, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", redactURL(raw), err)
+	}
+	return d, nil
+}
+
+// blobsOptions is what blobs.Open needs besides raw: for a nats:// store, the
+// NATS connection.
+func (a *app) blobsOptions(ctx context.Context, raw string) (blobs.Options, error) {
 	var opts blobs.Options
 	if strings.HasPrefix(raw, "nats:") {
 		c, err := a.NATS(ctx)
 		if err != nil {
-			return nil, err
+			return blobs.Options{}, err
 		}
 		opts.NATS = c.ObjectStore
 	}
-	objs, err := blobs.Open(ctx, raw, opts)
-	if err != nil {
-		return nil, fmt.Errorf("open blob store %s: %w", redactURL(raw), err)
-	}
-	if c, ok := objs.(io.Closer); ok {
-		a.onClose(func() { _ = c.Close() })
-	}
-	return objs, nil
+	return opts, nil
 }

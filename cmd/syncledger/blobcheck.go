@@ -28,8 +28,8 @@ func (a *app) probeBlobs(ctx context.Context, raw string) error {
 	fail := func(step string, err error) error {
 		return fmt.Errorf("the blob store %s does not work (%s): %w; check its URL and credentials — nothing was created", redactURL(raw), step, err)
 	}
-	a.hardenBlobs(ctx, raw) // a NATS bucket made without it opens only write-once
-	objs, err := a.openStore(ctx, raw)
+	a.hardenBlobs(ctx, raw)                                              // a NATS bucket made without it opens only write-once
+	objs, err := a.openBucket(ctx, raw, ledger.RetryPolicy{Attempts: 1}) // a probe: fail fast
 	if err != nil {
 		return fail("open", err)
 	}
@@ -61,9 +61,11 @@ func (a *app) probeBlobs(ctx context.Context, raw string) error {
 	return nil
 }
 
-// protector is a blob store that can tell whether it keeps stored objects from
-// being deleted or overwritten by itself (S3 and GCS: versioning or an object
-// lock; a NATS bucket: written once).
+// protector is a blob driver that can tell whether its bucket keeps stored
+// objects from being deleted or overwritten by itself (S3 and GCS: versioning
+// or an object lock; a NATS bucket: written once). These are an admin's checks
+// of a backend's own settings, not operations of the blob store: they are
+// asked of the driver (blobs.OpenDriver), not of the ledger.Bucket.
 type protector interface {
 	Protection(ctx context.Context) (protected bool, how string, err error)
 }
@@ -96,11 +98,12 @@ func (a *app) protectBlobs(ctx context.Context, raw string) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	a.hardenBlobs(ctx, raw)
-	objs, err := a.openStore(ctx, raw)
+	objs, err := a.openDriver(ctx, raw)
 	if err != nil {
 		a.logger.Warn("could not check whether the blob store protects stored blobs", "blobs", redactURL(raw), "err", err)
 		return
 	}
+	defer objs.Close()
 	p, ok := objs.(protector)
 	if !ok {
 		return // a directory: its file permissions protect it

@@ -115,7 +115,7 @@ func (a *app) Feed(ctx context.Context) (ledger.Feed, error) {
 
 // consumeBlobs opens the ledger's blob store to read manifests; without one,
 // consumers list large commits' manifests as unresolved.
-func consumeBlobs(ctx context.Context, a *app) ledger.BlobStore {
+func consumeBlobs(ctx context.Context, a *app) *ledger.Bucket {
 	b, err := a.Blobs(ctx)
 	if err != nil {
 		a.logger.Warn("the entries of large commits will not be listed: cannot open the blob store", "err", err)

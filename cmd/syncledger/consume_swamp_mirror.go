@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/swamp"
 )
 
@@ -50,7 +51,7 @@ with its output. --once mirrors up to the ledger's head and exits.`,
 			if to == "" {
 				return usagef("--to is required: the swamp datastore to write")
 			}
-			target, err := a.openObjects(ctx, to)
+			target, err := a.openBucket(ctx, to, ledger.RetryPolicy{})
 			if err != nil {
 				return err
 			}

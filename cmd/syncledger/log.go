@@ -160,7 +160,7 @@ type logPrinter struct {
 	filter  map[string]bool // nil: every partition
 	commits ledger.Commits
 
-	blobs     ledger.BlobStore
+	blobs     *ledger.Bucket
 	blobsErr  error
 	blobsOpen bool
 }

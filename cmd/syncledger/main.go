@@ -69,7 +69,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if cause := a.aborted(); err != nil && cause != nil && !errors.Is(err, ledger.ErrPermission) {
 		err = fmt.Errorf("%w (%v)", cause, err)
 	}
-	if errors.Is(err, ledger.ErrPermission) {
+	var refused *ledger.BucketError
+	switch {
+	case errors.As(err, &refused) && errors.Is(refused, ledger.ErrPermission):
+		err = fmt.Errorf("%w (the blob store refused this process's credentials: see docs/ops.md, Blob store credentials)", err)
+	case errors.Is(err, ledger.ErrPermission):
 		err = fmt.Errorf("%w (this NATS user lacks the permission: see docs/ops.md, Permissions)", err)
 	}
 	if err != nil && !a.started {

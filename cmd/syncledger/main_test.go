@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -36,9 +35,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binPath = filepath.Join(dir, "syncledger")
+	// go test puts its own GOROOT/bin first on the test's PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		fmt.Fprintf(os.Stderr, "the go command is not on PATH (%v): run the tests with go test, or put Go's bin directory on PATH\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
 	// `go run -exec cp` builds as go build does, then copies the binary out;
 	// unlike go build it keeps the linked binary in the build cache, so an

@@ -47,7 +47,7 @@ func TestReservedPathsCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs := ledger.NewBlobStore(objs)
+	blobs := ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})
 	a, b := t.TempDir(), t.TempDir()
 	ha := []string{"--cache", a, "--host", "a"}
 	hb := []string{"--cache", b, "--host", "b"}

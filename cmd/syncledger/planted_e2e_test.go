@@ -58,15 +58,16 @@ func TestPlantedSnapshotNeverAdoptedCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := fileblob.New(fileblob.Config{Dir: blobDir})
+	objsDrv, err := fileblob.New(fileblob.Config{Dir: blobDir})
 	if err != nil {
 		t.Fatal(err)
 	}
+	objs := ledger.NewBucket(objsDrv, ledger.RetryPolicy{Attempts: 1})
 	base, attested, err := snapshot.Select(ctx, l, objs, l.UUID(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	planted, err := snapshot.Build(ctx, snapshot.BuildConfig{Log: l, Blobs: ledger.NewBlobStore(objs), Base: base})
+	planted, err := snapshot.Build(ctx, snapshot.BuildConfig{Log: l, Blobs: objs, Base: base})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +145,11 @@ func TestPlantedRetentionBoundCLI(t *testing.T) {
 	}
 	defer nc.Close()
 	ctx := t.Context()
-	obj, err := natsblob.New(ctx, natsblob.Config{Conn: nc, Bucket: "syncledger-default"})
+	objDrv, err := natsblob.New(ctx, natsblob.Config{Conn: nc, Bucket: "syncledger-default"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	obj := ledger.NewBucket(objDrv, ledger.RetryPolicy{Attempts: 1})
 	key := snapshot.Prefix + info.UUID + "/retention.json"
 	planted := fmt.Appendf(nil, `{"v":1,"ledger":%q,"before":%d}`, info.UUID, uint64(1)<<40)
 	if err := obj.PutObject(ctx, key, bytes.NewReader(planted), int64(len(planted))); err != nil {

@@ -130,7 +130,6 @@ type powerLoss struct {
 // plHost is a cache on the mount and what its completed commands acknowledged.
 type plHost struct {
 	name  string
-	dir   string
 	hwm   ledger.Seq
 	marks map[string]ledger.Seq
 }
@@ -512,7 +511,7 @@ func (p *powerLoss) checkPublished() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	blobs := ledger.NewBlobStore(objs)
+	blobs := ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})
 	err = p.lg.Read(context.Background(), p.read+1, head, func(r ledger.Record) error {
 		if r.Event.Part == r.Event.Parts {
 			p.commits++

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/dirty"
 	"github.com/syncledger/syncledger/projector/host"
 )
@@ -227,14 +225,4 @@ func (p *progress) done() {
 	} else if !p.tty && time.Since(p.start) >= p.every && p.phase != "" {
 		fmt.Fprintln(p.w, p.line(p.p))
 	}
-}
-
-// Objects returns the object store under the ledger's blob store (snapshots
-// live there beside the blobs), opening it on first use.
-func (a *app) Objects(ctx context.Context) (ledger.ObjectStore, error) {
-	bl, err := a.Blobs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return bl.Objects(), nil
 }

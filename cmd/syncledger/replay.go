@@ -46,12 +46,8 @@ them, only a snapshot's own seq can be replayed.`,
 			if err != nil {
 				return err
 			}
-			objs, err := a.Objects(ctx)
-			if err != nil {
-				return err
-			}
 			pr := a.newProgress("replay", o.quiet)
-			res, err := host.Replay(ctx, host.ReplayConfig{Log: lg, Blobs: bl, Snapshots: objs, Into: o.into,
+			res, err := host.Replay(ctx, host.ReplayConfig{Log: lg, Blobs: bl, Into: o.into,
 				To: ledger.Seq(o.to), Partitions: parts, Logger: a.logger, Progress: pr.update})
 			pr.done()
 			if err != nil {

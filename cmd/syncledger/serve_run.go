@@ -97,7 +97,7 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 			a.logger.Warn("the ledger exists with another blob store; its setting is kept",
 				"ledger", info.Name, "blobs", redactURL(info.Blobs), "asked", redactURL(a.blobsURL))
 		}
-		if _, err := a.openObjects(ctx, info.Blobs); err != nil {
+		if _, err := a.openBucket(ctx, info.Blobs, ledger.RetryPolicy{}); err != nil {
 			a.logger.Warn("the ledger's blob store does not open here", "err", err)
 		}
 	}

@@ -105,11 +105,7 @@ func (a *app) snapshotConfig(ctx context.Context) (snapshot.Config, error) {
 	if err != nil {
 		return snapshot.Config{}, err
 	}
-	objs, err := a.Objects(ctx)
-	if err != nil {
-		return snapshot.Config{}, err
-	}
-	return snapshot.Config{Log: lg, Blobs: bl, Objects: objs, Logger: a.logger}, nil
+	return snapshot.Config{Log: lg, Blobs: bl, Objects: bl, Logger: a.logger}, nil
 }
 
 func runSnapshot(cmd *cobra.Command, a *app, o snapshotOpts, args []string) error {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/swamp"
 )
 
@@ -59,7 +60,7 @@ Stop swamp on the host while repairing.`,
 			if cache == "" || from == "" {
 				return usagef("--cache (the swamp cache directory) and --from (the datastore URL) are required")
 			}
-			remote, err := a.openObjects(ctx, from)
+			remote, err := a.openBucket(ctx, from, ledger.RetryPolicy{})
 			if err != nil {
 				return err
 			}

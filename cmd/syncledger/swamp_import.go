@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/swamp"
 )
 
@@ -133,7 +134,7 @@ The ledger must exist: create it with "syncledger init" first.`,
 // filesystem datastore's data directories only, with dirs), reporting each
 // partition on stderr.
 func (a *app) swampImport(ctx context.Context, from, ns string, dirs bool, opts swamp.ImportConfig) (swamp.ImportSummary, error) {
-	src, err := a.openObjects(ctx, from)
+	src, err := a.openBucket(ctx, from, ledger.RetryPolicy{})
 	if err != nil {
 		return swamp.ImportSummary{}, err
 	}

@@ -69,7 +69,7 @@ func runTail(ctx context.Context, a *app, keys []string, from ledger.Seq, asJSON
 	}
 	var (
 		g         = ledger.Commits{Filtered: true}
-		blobs     ledger.BlobStore
+		blobs     *ledger.Bucket
 		blobsOpen bool
 	)
 	show := func(c consumers.Commit) error {

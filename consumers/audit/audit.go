@@ -69,7 +69,7 @@ type Config struct {
 	Sync bool
 	// Blobs, when set, is read for the entries of commits kept in manifests;
 	// without it their manifests are listed as unresolved.
-	Blobs ledger.BlobStore
+	Blobs *ledger.Bucket
 	// Log, when set, is read to check that each commit given follows the last
 	// one written without a gap (see GapError). Partitions are the partitions
 	// the consumer filters on (none: all): events of others are no gap.

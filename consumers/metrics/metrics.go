@@ -71,7 +71,7 @@ type Config struct {
 	Heartbeats ledger.KV
 	Ledger     string // ledger name
 	// Blobs, when set, is read for the sizes of commits kept in manifests.
-	Blobs ledger.BlobStore
+	Blobs *ledger.Bucket
 	// Server, when set, asks the ledger's server whether it takes writes
 	// (natsjs.Ledger.ServerState) at each scrape.
 	Server func(ctx context.Context) (ledger.ServerState, error)

@@ -59,7 +59,7 @@ type Config struct {
 	// never followed.
 	Client *http.Client
 	// Blobs, when set, is read for the entries of commits kept in manifests.
-	Blobs ledger.BlobStore
+	Blobs *ledger.Bucket
 	// UserAgent defaults to "syncledger-webhook".
 	UserAgent string
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // Workload is what Exercise does to a blob store under faults.
@@ -40,9 +41,9 @@ func (r Result) String() string {
 		r.Puts, r.PutsFailed, r.Gets, r.GetsFailed, r.ChecksumRefused, r.PartialVisibleAfterError)
 }
 
-// Exercise puts and reads blobs through ledger.NewBlobStore over faulty (with
-// w.Retry's retries when set), then checks against clean — the same storage
-// without faults — that:
+// Exercise puts and reads blobs through a ledger.Bucket over the driver faulty
+// (with w.Retry's retries when set, else none), then checks against clean —
+// the driver of the same storage without faults — that:
 //
 //   - every put either succeeded or returned an error naming the blob;
 //   - every get returned the exact content or an error: never other bytes
@@ -51,7 +52,7 @@ func (r Result) String() string {
 //   - a blob whose put failed is absent or stored whole (never partial: a
 //     reference to it would be to a blob that does not verify, I6);
 //   - with retries, at least w.MinPutSuccess of the puts succeeded.
-func Exercise(t testing.TB, ctx context.Context, faulty, clean ledger.ObjectStore, w Workload) Result {
+func Exercise(t testing.TB, ctx context.Context, faulty, clean driver.Bucket, w Workload) Result {
 	t.Helper()
 	if w.Blobs == 0 {
 		w.Blobs = 40
@@ -62,11 +63,11 @@ func Exercise(t testing.TB, ctx context.Context, faulty, clean ledger.ObjectStor
 	if w.Parallel == 0 {
 		w.Parallel = 4
 	}
-	objs := faulty
+	policy := ledger.RetryPolicy{Attempts: 1}
 	if w.Retry != nil {
-		objs = ledger.NewRetryingStore(faulty, *w.Retry)
+		policy = *w.Retry
 	}
-	bs := ledger.NewBlobStore(objs)
+	bs := ledger.NewBucket(faulty, policy)
 	r := rand.New(rand.NewPCG(w.Seed, w.Seed^0xfa17))
 	contents := make([][]byte, w.Blobs)
 	for i := range contents {
@@ -128,7 +129,7 @@ func Exercise(t testing.TB, ctx context.Context, faulty, clean ledger.ObjectStor
 			res.GetsFailed++
 		}
 	})
-	cleanBlobs := ledger.NewBlobStore(clean)
+	cleanBlobs := ledger.NewBucket(clean, ledger.RetryPolicy{Attempts: 1})
 	for i, b := range contents {
 		d := ledger.DigestOf(b)
 		got, err := ledger.ReadBlob(ctx, cleanBlobs, d)

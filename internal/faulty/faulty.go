@@ -1,5 +1,6 @@
 // Package faulty injects storage and network faults for tests, deterministically
-// from a seed: an ObjectStore wrapper (Store) with 5xx-like errors, timeouts,
+// from a seed: a wrapper of a blob driver (Store, a driver.Bucket whose batches
+// draw faults too, so tests take production's batched path) with 5xx-like errors, timeouts,
 // connection resets, truncated bodies, slow responses and lost acknowledgements;
 // an http.RoundTripper (Transport) doing the same at the HTTP level in front of
 // an S3 or GCS server (gofakes3, fake-gcs-server, a real one); and a TCP proxy
@@ -25,7 +26,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // Fault is one kind of injected failure.
@@ -223,23 +224,62 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Store is a ledger.ObjectStore that injects faults into another.
+// Store is a driver.Bucket that injects faults into another, its batches'
+// puts and stats included (a batch's Flush gets none: it is not retried).
 type Store struct {
 	*dice
-	inner ledger.ObjectStore
+	inner driver.Bucket
 }
 
-var _ ledger.ObjectStore = (*Store)(nil)
+var _ driver.Bucket = (*Store)(nil)
 
 // New wraps inner.
-func New(inner ledger.ObjectStore, cfg Config) *Store {
+func New(inner driver.Bucket, cfg Config) *Store {
 	return &Store{dice: newDice(cfg), inner: inner}
 }
 
-// Inner returns the wrapped store (for checks that must not see faults).
-func (s *Store) Inner() ledger.ObjectStore { return s.inner }
+// Inner returns the wrapped driver (for checks that must not see faults).
+func (s *Store) Inner() driver.Bucket { return s.inner }
 
-func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
+// ErrorCode implements driver.Bucket: an injected fault is transient.
+func (s *Store) ErrorCode(err error) driver.ErrorCode {
+	if errors.Is(err, ErrInjected) {
+		return driver.Unknown
+	}
+	return s.inner.ErrorCode(err)
+}
+
+// PreferPut implements driver.Bucket: the wrapped driver's.
+func (s *Store) PreferPut(size int64) bool { return s.inner.PreferPut(size) }
+
+// Close implements driver.Bucket: it closes the wrapped driver.
+func (s *Store) Close() error { return s.inner.Close() }
+
+// NewBatch implements driver.Bucket: the wrapped driver's batch, its puts
+// and stats drawing faults as the store's do.
+func (s *Store) NewBatch() driver.Batch { return &batch{s: s, b: s.inner.NewBatch()} }
+
+type batch struct {
+	s *Store
+	b driver.Batch
+}
+
+func (b *batch) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	return b.s.put(ctx, b.b.Put, key, r, size)
+}
+
+func (b *batch) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
+	return b.s.stat(ctx, b.b.Stat, key)
+}
+
+func (b *batch) Flush(ctx context.Context) error { return b.b.Flush(ctx) }
+
+// Put implements driver.Bucket.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	return s.put(ctx, s.inner.Put, key, r, size)
+}
+
+func (s *Store) put(ctx context.Context, put func(context.Context, string, io.Reader, int64) error, key string, r io.Reader, size int64) error {
 	switch f := s.draw("put", key, ServerError, Timeout, Reset, Slow, LostAck); f {
 	case ServerError:
 		return &Error{Op: "put", Key: key, Fault: f}
@@ -252,15 +292,16 @@ func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int
 	case Slow:
 		sleep(ctx, s.cfg.Delay)
 	case LostAck:
-		if err := s.inner.PutObject(ctx, key, r, size); err != nil {
+		if err := put(ctx, key, r, size); err != nil {
 			return err
 		}
 		return &Error{Op: "put", Key: key, Fault: f}
 	}
-	return s.inner.PutObject(ctx, key, r, size)
+	return put(ctx, key, r, size)
 }
 
-func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
+// Get implements driver.Bucket.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	f := s.draw("get", key, ServerError, Timeout, Reset, Truncate, Slow)
 	switch f {
 	case ServerError:
@@ -268,7 +309,7 @@ func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error
 	case Timeout:
 		return nil, s.hang(ctx, "get", key)
 	}
-	rc, err := s.inner.GetObject(ctx, key)
+	rc, err := s.inner.Get(ctx, key)
 	if err != nil || f == 0 {
 		return rc, err
 	}
@@ -325,34 +366,41 @@ func (b *faultyBody) Read(p []byte) (int, error) {
 	return b.ReadCloser.Read(p)
 }
 
-func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+// Stat implements driver.Bucket.
+func (s *Store) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
+	return s.stat(ctx, s.inner.Stat, key)
+}
+
+func (s *Store) stat(ctx context.Context, stat func(context.Context, string) (driver.ObjectInfo, error), key string) (driver.ObjectInfo, error) {
 	switch f := s.draw("stat", key, ServerError, Timeout, Slow); f {
 	case ServerError:
-		return ledger.ObjectInfo{}, &Error{Op: "stat", Key: key, Fault: f}
+		return driver.ObjectInfo{}, &Error{Op: "stat", Key: key, Fault: f}
 	case Timeout:
-		return ledger.ObjectInfo{}, s.hang(ctx, "stat", key)
+		return driver.ObjectInfo{}, s.hang(ctx, "stat", key)
 	case Slow:
 		sleep(ctx, s.cfg.Delay)
 	}
-	return s.inner.StatObject(ctx, key)
+	return stat(ctx, key)
 }
 
-func (s *Store) DeleteObject(ctx context.Context, key string) error {
+// Delete implements driver.Bucket.
+func (s *Store) Delete(ctx context.Context, key string) error {
 	switch f := s.draw("delete", key, ServerError, Timeout, LostAck); f {
 	case ServerError:
 		return &Error{Op: "delete", Key: key, Fault: f}
 	case Timeout:
 		return s.hang(ctx, "delete", key)
 	case LostAck:
-		if err := s.inner.DeleteObject(ctx, key); err != nil {
+		if err := s.inner.Delete(ctx, key); err != nil {
 			return err
 		}
 		return &Error{Op: "delete", Key: key, Fault: f}
 	}
-	return s.inner.DeleteObject(ctx, key)
+	return s.inner.Delete(ctx, key)
 }
 
-func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
+// List implements driver.Bucket.
+func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
 	f := s.draw("list", prefix, ServerError, Reset, Slow)
 	switch f {
 	case ServerError:
@@ -361,7 +409,7 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 		sleep(ctx, s.cfg.Delay)
 	}
 	n := 0
-	err := s.inner.ListObjects(ctx, prefix, func(info ledger.ObjectInfo) error {
+	err := s.inner.List(ctx, prefix, func(info driver.ObjectInfo) error {
 		if f == Reset && n == 1 {
 			return &Error{Op: "list", Key: prefix, Fault: Reset} // after one object
 		}
@@ -374,12 +422,12 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 	return err
 }
 
-// ReadAll reads a whole object without faults (for checks).
-func ReadAll(ctx context.Context, objs ledger.ObjectStore, key string) ([]byte, error) {
+// ReadAll reads a whole object of a driver without faults (for checks).
+func ReadAll(ctx context.Context, objs driver.Bucket, key string) ([]byte, error) {
 	if s, ok := objs.(*Store); ok {
 		objs = s.inner
 	}
-	rc, err := objs.GetObject(ctx, key)
+	rc, err := objs.Get(ctx, key)
 	if err != nil {
 		return nil, err
 	}

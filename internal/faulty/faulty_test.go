@@ -13,10 +13,11 @@ import (
 
 	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 )
 
-func fileStore(t *testing.T) ledger.ObjectStore {
+func fileStore(t *testing.T) driver.Bucket {
 	t.Helper()
 	s, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -38,7 +39,7 @@ func TestDeterministic(t *testing.T) {
 		s := faulty.New(fileStore(t), faulty.Config{Seed: 7, Rate: 0.5, Faults: []faulty.Fault{faulty.ServerError}})
 		got := map[string][]bool{}
 		for _, k := range order {
-			_, err := s.StatObject(ctx, k)
+			_, err := s.Stat(ctx, k)
 			got[k] = append(got[k], errors.Is(err, faulty.ErrInjected))
 		}
 		return fmt.Sprint(got)
@@ -135,25 +136,26 @@ func TestTruncatedBodyRefused(t *testing.T) {
 	ctx := context.Background()
 	clean := fileStore(t)
 	content := bytes.Repeat([]byte("syncledger "), 1000)
-	d, err := ledger.PutBytes(ctx, ledger.NewBlobStore(clean), content)
+	none := ledger.RetryPolicy{Attempts: 1}
+	d, err := ledger.PutBytes(ctx, ledger.NewBucket(clean, none), content)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fs := faulty.New(clean, faulty.Config{Seed: 1, Rate: 1, Faults: []faulty.Fault{faulty.Truncate}})
-	_, err = ledger.ReadBlob(ctx, ledger.NewBlobStore(fs), d)
+	_, err = ledger.ReadBlob(ctx, ledger.NewBucket(fs, none), d)
 	if !errors.Is(err, ledger.ErrChecksum) {
 		t.Fatalf("read of a truncated body: %v, want ErrChecksum", err)
 	}
 	// Retries do not help a clean EOF (only verification sees it), and do not
 	// hide it either.
-	_, err = ledger.ReadBlob(ctx, ledger.NewBlobStore(ledger.NewRetryingStore(fs, retry)), d)
+	_, err = ledger.ReadBlob(ctx, ledger.NewBucket(fs, retry), d)
 	if !errors.Is(err, ledger.ErrChecksum) {
 		t.Fatalf("read of a truncated body through retries: %v, want ErrChecksum", err)
 	}
-	// A reset body is resumed by the retrying store and verifies.
+	// A reset body is resumed under the retry policy and verifies.
 	fs = faulty.New(clean, faulty.Config{Seed: 1, Rate: 0.5, Faults: []faulty.Fault{faulty.Reset}})
 	for range 10 {
-		got, err := ledger.ReadBlob(ctx, ledger.NewBlobStore(ledger.NewRetryingStore(fs, retry)), d)
+		got, err := ledger.ReadBlob(ctx, ledger.NewBucket(fs, retry), d)
 		if err != nil || !bytes.Equal(got, content) {
 			t.Fatalf("read through resets with retries: %d bytes, %v", len(got), err)
 		}

@@ -55,9 +55,10 @@ func Path(pkg string) (string, error) {
 // processes of several packages may ask at once: a file lock lets the first
 // build while the others wait, then find it cached.
 func build(pkg string) (string, error) {
+	// go test puts its own GOROOT/bin first on the test's PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("build %s: the go command is not on PATH (%v): run the tests with go test, or put Go's bin directory on PATH", filepath.Base(pkg), err)
 	}
 	name := filepath.Base(strings.TrimSuffix(pkg, "/v2"))
 	unlock := lockFile(filepath.Join(os.TempDir(), "syncledger-testtool-"+name+".lock"))

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/gcsblob"
 	"github.com/syncledger/syncledger/ledger/s3blob"
@@ -45,12 +45,16 @@ type Spec struct {
 	Replicas int // nats: replicas of a bucket Open creates (0 = 1)
 }
 
-// Options carries what a URL cannot: live connections.
+// Options carries what a URL cannot: live connections, and the retry policy.
 type Options struct {
-	// NATS opens a nats:// store, the bucket of its URL (with its replicas
-	// when it creates it), on a connection the caller holds:
-	// natsblob.Opener(conn). Required for nats:// URLs.
-	NATS func(ctx context.Context, bucket string, replicas int) (ledger.ObjectStore, error)
+	// NATS opens a nats:// store's driver, the bucket of its URL (with its
+	// replicas when it creates it), on a connection the caller holds: the
+	// NATS adapter's Client.ObjectStore, or natsblob.Opener(conn). Required
+	// for nats:// URLs.
+	NATS func(ctx context.Context, bucket string, replicas int) (driver.Bucket, error)
+	// Retry is the bucket's retry policy (ledger.RetryPolicy: the zero value
+	// is the default, 4 attempts).
+	Retry ledger.RetryPolicy
 }
 
 func invalid(raw, format string, args ...any) error {
@@ -128,7 +132,7 @@ func bucketAndPrefix(raw string, u *url.URL) (bucket, prefix string, err error) 
 	}
 	prefix = strings.Trim(u.Path, "/")
 	if prefix != "" {
-		if err := backend.ValidateKey(prefix); err != nil {
+		if err := ledger.ValidateKey(prefix); err != nil {
 			return "", "", invalid(raw, "prefix: %v", err)
 		}
 	}
@@ -191,10 +195,11 @@ func parseNATS(raw string, u *url.URL, q url.Values) (Spec, error) {
 	return spec, nil
 }
 
-// Open parses rawURL and opens the object store it names. A store that holds
-// resources of its own (the gs:// client) implements io.Closer; callers should close
-// it when done.
-func Open(ctx context.Context, rawURL string, opts Options) (ledger.ObjectStore, error) {
+// Open parses rawURL and opens the bucket it names: the one way the ledger's
+// blob store (and a swamp datastore) is built, the driver the URL names under
+// ledger.NewBucket with opts.Retry. Close it when done (the gs:// client holds
+// connections).
+func Open(ctx context.Context, rawURL string, opts Options) (*ledger.Bucket, error) {
 	spec, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
@@ -202,10 +207,21 @@ func Open(ctx context.Context, rawURL string, opts Options) (ledger.ObjectStore,
 	return OpenSpec(ctx, spec, opts)
 }
 
-// OpenSpec opens the object store spec describes.
-func OpenSpec(ctx context.Context, spec Spec, opts Options) (ledger.ObjectStore, error) {
+// OpenSpec opens the bucket spec describes (see Open).
+func OpenSpec(ctx context.Context, spec Spec, opts Options) (*ledger.Bucket, error) {
+	d, err := OpenDriver(ctx, spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.NewBucket(d, opts.Retry), nil
+}
+
+// OpenDriver opens the driver spec names, for what only a backend can tell
+// (whether its bucket protects stored objects: Protection, Harden); every
+// other use goes through Open. Close it when done.
+func OpenDriver(ctx context.Context, spec Spec, opts Options) (driver.Bucket, error) {
 	var (
-		objs ledger.ObjectStore
+		objs driver.Bucket
 		err  error
 	)
 	// Each case assigns only on success: a nil *Store in a non-nil interface would

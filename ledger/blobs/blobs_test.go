@@ -18,6 +18,7 @@ import (
 
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsblob"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
@@ -113,7 +114,7 @@ func TestParseURLInvalid(t *testing.T) {
 }
 
 // roundTrip puts and gets one object through an opened store.
-func roundTrip(t *testing.T, objs ledger.ObjectStore) {
+func roundTrip(t *testing.T, objs *ledger.Bucket) {
 	t.Helper()
 	ctx := t.Context()
 	data := []byte("through the URL opener")
@@ -173,11 +174,11 @@ func TestOpenGCS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, ok := objs.(io.Closer)
-	if !ok {
-		t.Fatalf("gs:// store is not an io.Closer")
-	}
-	defer c.Close()
+	defer func() {
+		if err := objs.Close(); err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	}()
 	roundTrip(t, objs)
 	if _, err := srv.GetObject("bucket", "pre/dir/key"); err != nil {
 		t.Errorf("object not at bucket/pre/dir/key: %v", err)
@@ -192,7 +193,7 @@ func TestOpenNATS(t *testing.T) {
 	// The opener gets the URL's bucket and replicas; its error is Open's.
 	refused := errors.New("refused")
 	var got string
-	_, err := Open(t.Context(), "nats://other?replicas=3", Options{NATS: func(_ context.Context, bucket string, replicas int) (ledger.ObjectStore, error) {
+	_, err := Open(t.Context(), "nats://other?replicas=3", Options{NATS: func(_ context.Context, bucket string, replicas int) (driver.Bucket, error) {
 		got = fmt.Sprint(bucket, " ", replicas)
 		return nil, refused
 	}})

@@ -14,7 +14,7 @@ import (
 // testBlobBatch: blobs put through a batch at once — new ones, one stored
 // before, the same content twice — read back verified after Flush; a blob
 // stored before is taken as stored only after it read back (no second put).
-func testBlobBatch(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobBatch(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	before := randomBytes(60, 7_000)
 	dBefore := putBlob(t, ctx, bs, before)
 	contents := [][]byte{before, randomBytes(61, 0), randomBytes(62, 100), randomBytes(63, 300_000)}
@@ -22,7 +22,7 @@ func testBlobBatch(t *testing.T, ctx context.Context, objs *countingStore, bs le
 		contents = append(contents, randomBytes(uint64(70+i), 50*i+1))
 	}
 	contents = append(contents, contents[5]) // the same content twice
-	puts := objs.puts.Load()
+	puts := c.puts.Load()
 	b := bs.Batch()
 	var g errgroup.Group
 	for _, c := range contents {
@@ -37,7 +37,7 @@ func testBlobBatch(t *testing.T, ctx context.Context, objs *countingStore, bs le
 	for _, c := range contents {
 		wantContent(t, "ReadBlob after Flush", readBlob(t, ctx, bs, ledger.DigestOf(c)), c)
 	}
-	if n := objs.puts.Load() - puts; n < int64(len(contents)-2) || n > int64(len(contents)-1) {
+	if n := c.puts.Load() - puts; n < int64(len(contents)-2) || n > int64(len(contents)-1) {
 		t.Errorf("a batch of %d blobs, one stored before and one content twice, made %d PutObject calls, want %d or %d",
 			len(contents), n, len(contents)-2, len(contents)-1)
 	}
@@ -47,7 +47,7 @@ func testBlobBatch(t *testing.T, ctx context.Context, objs *countingStore, bs le
 // testBlobBatchOverSquattedKey: other bytes under a blob's key, stored before
 // the batch or beside it after it first looked at the key's directory, are
 // never taken for the blob: after Flush it reads as its content (issue 26).
-func testBlobBatchOverSquattedKey(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobBatchOverSquattedKey(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	b := bs.Batch()
 	for i, n := range []int{10, 300_000} {
 		data := randomBytes(uint64(80+n), n)
@@ -58,7 +58,7 @@ func testBlobBatchOverSquattedKey(t *testing.T, ctx context.Context, objs *count
 				t.Fatal(err)
 			}
 		}
-		put(t, ctx, objs, ledger.BlobKey(d), bytes.Repeat([]byte{'z'}, n))
+		put(t, ctx, bs, ledger.BlobKey(d), bytes.Repeat([]byte{'z'}, n))
 		if err := b.Put(ctx, d, bytes.NewReader(data), int64(n)); err != nil {
 			t.Fatalf("batch Put over a squatted key = %v", err)
 		}
@@ -73,7 +73,7 @@ func testBlobBatchOverSquattedKey(t *testing.T, ctx context.Context, objs *count
 
 // testBlobBatchMismatch: content that does not hash to its digest fails its
 // batch Put with ErrChecksum and leaves no blob under the digest.
-func testBlobBatchMismatch(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobBatchMismatch(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	right := randomBytes(90, 5000)
 	d := ledger.DigestOf(right)
 	wrong := bytes.Clone(right)
@@ -85,5 +85,5 @@ func testBlobBatchMismatch(t *testing.T, ctx context.Context, objs *countingStor
 	if err := b.Flush(ctx); err != nil {
 		t.Fatalf("Flush = %v", err)
 	}
-	wantBlobAbsent(t, ctx, objs, bs, d)
+	wantBlobAbsent(t, ctx, bs, d)
 }

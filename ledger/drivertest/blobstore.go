@@ -11,16 +11,23 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
-// TestBlobStore runs the BlobStore conformance suite against ledger.NewBlobStore over
-// the ObjectStore newStore returns (a new, empty one per subtest). Corruption is
-// injected by writing bytes straight to ledger.BlobKey(d) through the ObjectStore.
-func TestBlobStore(t *testing.T, newStore func(t *testing.T) ledger.ObjectStore) {
+// TestBlobStore runs the conformance suite of content-addressed blobs: a
+// ledger.Bucket over the driver newStore returns (a new, empty one per
+// subtest), retrying nothing. Corruption is injected by writing bytes straight
+// to ledger.BlobKey(d) as a keyed object.
+func TestBlobStore(t *testing.T, newStore func(t *testing.T) driver.Bucket) {
+	t.Helper()
+	testBlobStore(t, newStore, once)
+}
+
+func testBlobStore(t *testing.T, newStore func(t *testing.T) driver.Bucket, p ledger.RetryPolicy) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore)
+		fn   func(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket)
 	}{
 		{"PutGet", testBlobPutGet},
 		{"KeyLayout", testBlobKeyLayout},
@@ -44,13 +51,15 @@ func TestBlobStore(t *testing.T, newStore func(t *testing.T) ledger.ObjectStore)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := &countingStore{ObjectStore: newStore(t)}
-			tc.fn(t, testContext(t), objs, ledger.NewBlobStore(objs))
+			c := &counter{Bucket: newStore(t)}
+			tc.fn(t, testContext(t), c, open(t, c, p))
 		})
 	}
+	t.Run("CutBody", func(t *testing.T) { testBlobCutBody(t, testContext(t), newStore) })
+	t.Run("BatchRetried", func(t *testing.T) { testBlobBatchRetried(t, testContext(t), newStore) })
 }
 
-func putBlob(t *testing.T, ctx context.Context, bs ledger.BlobStore, b []byte) ledger.Digest {
+func putBlob(t *testing.T, ctx context.Context, bs *ledger.Bucket, b []byte) ledger.Digest {
 	t.Helper()
 	d, err := ledger.PutBytes(ctx, bs, b)
 	if err != nil {
@@ -59,7 +68,7 @@ func putBlob(t *testing.T, ctx context.Context, bs ledger.BlobStore, b []byte) l
 	return d
 }
 
-func readBlob(t *testing.T, ctx context.Context, bs ledger.BlobStore, d ledger.Digest) []byte {
+func readBlob(t *testing.T, ctx context.Context, bs *ledger.Bucket, d ledger.Digest) []byte {
 	t.Helper()
 	b, err := ledger.ReadBlob(ctx, bs, d)
 	if err != nil {
@@ -69,19 +78,19 @@ func readBlob(t *testing.T, ctx context.Context, bs ledger.BlobStore, d ledger.D
 }
 
 // wantBlobAbsent fails unless no blob and no object is stored under d.
-func wantBlobAbsent(t *testing.T, ctx context.Context, objs ledger.ObjectStore, bs ledger.BlobStore, d ledger.Digest) {
+func wantBlobAbsent(t *testing.T, ctx context.Context, bs *ledger.Bucket, d ledger.Digest) {
 	t.Helper()
 	if _, err := bs.Stat(ctx, d); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("Stat(%s) = %v, want ErrNotFound", d, err)
 	}
-	if _, err := objs.StatObject(ctx, ledger.BlobKey(d)); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := bs.StatObject(ctx, ledger.BlobKey(d)); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("StatObject(BlobKey(%s)) = %v, want ErrNotFound", d, err)
 	}
 }
 
 // wantCorrupt fails unless reading blob d to EOF fails with ErrChecksum, both with a
 // plain io.ReadAll and through ReadBlob.
-func wantCorrupt(t *testing.T, ctx context.Context, bs ledger.BlobStore, d ledger.Digest) {
+func wantCorrupt(t *testing.T, ctx context.Context, bs *ledger.Bucket, d ledger.Digest) {
 	t.Helper()
 	rc, err := bs.Get(ctx, d)
 	if err != nil {
@@ -97,7 +106,7 @@ func wantCorrupt(t *testing.T, ctx context.Context, bs ledger.BlobStore, d ledge
 	}
 }
 
-func testBlobPutGet(t *testing.T, ctx context.Context, _ *countingStore, bs ledger.BlobStore) {
+func testBlobPutGet(t *testing.T, ctx context.Context, _ *counter, bs *ledger.Bucket) {
 	data := randomBytes(20, 70_000)
 	d := putBlob(t, ctx, bs, data)
 	if d != ledger.DigestOf(data) {
@@ -110,7 +119,7 @@ func testBlobPutGet(t *testing.T, ctx context.Context, _ *countingStore, bs ledg
 	}
 }
 
-func testBlobKeyLayout(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobKeyLayout(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	data := []byte("hello, blob")
 	d := putBlob(t, ctx, bs, data)
 	hex := d.String()
@@ -118,13 +127,13 @@ func testBlobKeyLayout(t *testing.T, ctx context.Context, objs *countingStore, b
 	if got := ledger.BlobKey(d); got != want {
 		t.Errorf("BlobKey = %q, want %q", got, want)
 	}
-	if got := keys(list(t, ctx, objs, "")); !slices.Equal(got, []string{want}) {
+	if got := keys(list(t, ctx, bs, "")); !slices.Equal(got, []string{want}) {
 		t.Errorf("objects after one Put = %q, want [%q]", got, want)
 	}
-	wantContent(t, "object at BlobKey", get(t, ctx, objs, want), data)
+	wantContent(t, "object at BlobKey", get(t, ctx, bs, want), data)
 }
 
-func testBlobNotFound(t *testing.T, ctx context.Context, _ *countingStore, bs ledger.BlobStore) {
+func testBlobNotFound(t *testing.T, ctx context.Context, _ *counter, bs *ledger.Bucket) {
 	d := ledger.DigestOf([]byte("never stored"))
 	if rc, err := bs.Get(ctx, d); !errors.Is(err, ledger.ErrNotFound) {
 		if err == nil {
@@ -137,17 +146,17 @@ func testBlobNotFound(t *testing.T, ctx context.Context, _ *countingStore, bs le
 	}
 }
 
-func testBlobPutIdempotent(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobPutIdempotent(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	data := randomBytes(21, 10_000)
 	d := putBlob(t, ctx, bs, data)
-	if n := objs.puts.Load(); n != 1 {
+	if n := c.puts.Load(); n != 1 {
 		t.Fatalf("first Put made %d PutObject calls, want 1", n)
 	}
 	putBlob(t, ctx, bs, data)
 	if err := bs.Put(ctx, d, onlyReader{bytes.NewReader(data)}, -1); err != nil {
 		t.Fatalf("Put(size -1) of a present blob = %v", err)
 	}
-	if n := objs.puts.Load(); n != 1 {
+	if n := c.puts.Load(); n != 1 {
 		t.Errorf("three Puts of one blob made %d PutObject calls, want 1", n)
 	}
 	wantContent(t, "ReadBlob", readBlob(t, ctx, bs, d), data)
@@ -155,25 +164,25 @@ func testBlobPutIdempotent(t *testing.T, ctx context.Context, objs *countingStor
 
 // A blob stored longer ago than ledger.BlobRefreshAge is stored again, so that
 // its time is recent for blob GC; the stored object's time moves forward.
-func testBlobPutRefreshesOld(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobPutRefreshesOld(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	data := randomBytes(22, 5_000)
 	d := putBlob(t, ctx, bs, data)
-	objs.age.Store(int64(ledger.BlobRefreshAge - time.Minute))
+	c.age.Store(int64(ledger.BlobRefreshAge - time.Minute))
 	putBlob(t, ctx, bs, data)
-	if n := objs.puts.Load(); n != 1 {
+	if n := c.puts.Load(); n != 1 {
 		t.Fatalf("Put of a blob stored %v ago made %d PutObject calls in all, want 1 (taken as is)", ledger.BlobRefreshAge-time.Minute, n)
 	}
-	objs.age.Store(int64(ledger.BlobRefreshAge + time.Minute))
-	before, err := objs.StatObject(ctx, ledger.BlobKey(d))
+	c.age.Store(int64(ledger.BlobRefreshAge + time.Minute))
+	before, err := bs.StatObject(ctx, ledger.BlobKey(d))
 	if err != nil {
 		t.Fatal(err)
 	}
 	putBlob(t, ctx, bs, data)
-	if n := objs.puts.Load(); n != 2 {
+	if n := c.puts.Load(); n != 2 {
 		t.Fatalf("Put of a blob stored %v ago made %d PutObject calls in all, want 2 (stored again)", ledger.BlobRefreshAge+time.Minute, n)
 	}
-	objs.age.Store(0)
-	after, err := objs.StatObject(ctx, ledger.BlobKey(d))
+	c.age.Store(0)
+	after, err := bs.StatObject(ctx, ledger.BlobKey(d))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +192,7 @@ func testBlobPutRefreshesOld(t *testing.T, ctx context.Context, objs *countingSt
 	wantContent(t, "ReadBlob", readBlob(t, ctx, bs, d), data)
 }
 
-func testBlobPutMismatch(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobPutMismatch(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	right := randomBytes(22, 5000)
 	d := ledger.DigestOf(right)
 	wrong := bytes.Clone(right)
@@ -201,7 +210,7 @@ func testBlobPutMismatch(t *testing.T, ctx context.Context, objs *countingStore,
 		if err := bs.Put(ctx, d, tc.r, tc.size); !errors.Is(err, ledger.ErrChecksum) {
 			t.Errorf("%s: Put(content not hashing to d) = %v, want ErrChecksum", tc.name, err)
 		}
-		wantBlobAbsent(t, ctx, objs, bs, d)
+		wantBlobAbsent(t, ctx, bs, d)
 	}
 	var got []ledger.Digest
 	if err := bs.List(ctx, func(d ledger.Digest, _ ledger.ObjectInfo) error {
@@ -212,17 +221,17 @@ func testBlobPutMismatch(t *testing.T, ctx context.Context, objs *countingStore,
 	}
 }
 
-func testBlobPutFailingReader(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobPutFailingReader(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	data := randomBytes(23, 200_000)
 	d := ledger.DigestOf(data)
 	err := bs.Put(ctx, d, &failingReader{good: data[:100_000], err: errBoom}, int64(len(data)))
 	if !errors.Is(err, errBoom) {
 		t.Errorf("Put with a failing reader = %v, want the reader's error", err)
 	}
-	wantBlobAbsent(t, ctx, objs, bs, d)
+	wantBlobAbsent(t, ctx, bs, d)
 }
 
-func testBlobEmpty(t *testing.T, ctx context.Context, _ *countingStore, bs ledger.BlobStore) {
+func testBlobEmpty(t *testing.T, ctx context.Context, _ *counter, bs *ledger.Bucket) {
 	d := putBlob(t, ctx, bs, nil)
 	if got := readBlob(t, ctx, bs, d); len(got) != 0 {
 		t.Errorf("ReadBlob(empty) = %d bytes", len(got))
@@ -232,7 +241,7 @@ func testBlobEmpty(t *testing.T, ctx context.Context, _ *countingStore, bs ledge
 	}
 }
 
-func testBlobLargeUnknownSize(t *testing.T, ctx context.Context, _ *countingStore, bs ledger.BlobStore) {
+func testBlobLargeUnknownSize(t *testing.T, ctx context.Context, _ *counter, bs *ledger.Bucket) {
 	data := randomBytes(24, 2<<20+1)
 	d := ledger.DigestOf(data)
 	if err := bs.Put(ctx, d, onlyReader{bytes.NewReader(data)}, -1); err != nil {
@@ -243,40 +252,40 @@ func testBlobLargeUnknownSize(t *testing.T, ctx context.Context, _ *countingStor
 
 // testBlobFlippedByte: a stored blob whose bytes changed under it (bit rot, a bad
 // disk, a tampering host) is reported as ErrChecksum by a read to EOF.
-func testBlobFlippedByte(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobFlippedByte(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	for _, data := range [][]byte{[]byte("hello"), randomBytes(25, 100_000)} {
 		d := putBlob(t, ctx, bs, data)
 		for _, at := range []int{0, len(data) / 2, len(data) - 1} {
 			bad := bytes.Clone(data)
 			bad[at] ^= 0x01
-			put(t, ctx, objs, ledger.BlobKey(d), bad)
+			put(t, ctx, bs, ledger.BlobKey(d), bad)
 			wantCorrupt(t, ctx, bs, d)
 		}
 	}
 }
 
-func testBlobTruncated(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobTruncated(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	data := randomBytes(26, 50_000)
 	d := putBlob(t, ctx, bs, data)
 	for _, n := range []int{len(data) - 1, len(data) / 2, 0} {
-		put(t, ctx, objs, ledger.BlobKey(d), data[:n])
+		put(t, ctx, bs, ledger.BlobKey(d), data[:n])
 		wantCorrupt(t, ctx, bs, d)
 	}
 }
 
-func testBlobExtended(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobExtended(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	data := randomBytes(27, 50_000)
 	d := putBlob(t, ctx, bs, data)
-	put(t, ctx, objs, ledger.BlobKey(d), append(bytes.Clone(data), 0))
+	put(t, ctx, bs, ledger.BlobKey(d), append(bytes.Clone(data), 0))
 	wantCorrupt(t, ctx, bs, d)
 }
 
 // testBlobPutRepairsWrongSize: Put of a blob whose stored object has another size
 // than the one given uploads it again (a truncated upload is healed).
-func testBlobPutRepairsWrongSize(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobPutRepairsWrongSize(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	data := randomBytes(28, 10_000)
 	d := putBlob(t, ctx, bs, data)
-	put(t, ctx, objs, ledger.BlobKey(d), data[:5000])
+	put(t, ctx, bs, ledger.BlobKey(d), data[:5000])
 	putBlob(t, ctx, bs, data)
 	wantContent(t, "ReadBlob after repair", readBlob(t, ctx, bs, d), data)
 }
@@ -285,17 +294,17 @@ func testBlobPutRepairsWrongSize(t *testing.T, ctx context.Context, objs *counti
 // blob's key before its content (by whoever may put objects, knowing the
 // digest of predictable content) do not make Put take the blob as stored:
 // after Put, the blob reads as its content (issue 26).
-func testBlobPutOverSquattedKey(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobPutOverSquattedKey(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	for _, n := range []int{10, 300_000} {
 		data := randomBytes(uint64(40+n), n)
 		d := ledger.DigestOf(data)
-		put(t, ctx, objs, ledger.BlobKey(d), bytes.Repeat([]byte{'z'}, n))
+		put(t, ctx, bs, ledger.BlobKey(d), bytes.Repeat([]byte{'z'}, n))
 		putBlob(t, ctx, bs, data)
 		wantContent(t, "ReadBlob after a put over a squatted key", readBlob(t, ctx, bs, d), data)
 	}
 }
 
-func testBlobList(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobList(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	var want []ledger.Digest
 	size := map[ledger.Digest]int64{}
 	for i := range 5 {
@@ -317,7 +326,7 @@ func testBlobList(t *testing.T, ctx context.Context, objs *countingStore, bs led
 		ledger.BlobPrefix + wrongFan + "/" + foreign.String(), // wrong fan-out directory
 		ledger.BlobPrefix + "README",
 	} {
-		put(t, ctx, objs, key, []byte("not a blob"))
+		put(t, ctx, bs, key, []byte("not a blob"))
 	}
 	var got []ledger.Digest
 	err := bs.List(ctx, func(d ledger.Digest, info ledger.ObjectInfo) error {
@@ -342,13 +351,13 @@ func testBlobList(t *testing.T, ctx context.Context, objs *countingStore, bs led
 	}
 }
 
-func testBlobDelete(t *testing.T, ctx context.Context, objs *countingStore, bs ledger.BlobStore) {
+func testBlobDelete(t *testing.T, ctx context.Context, c *counter, bs *ledger.Bucket) {
 	d := putBlob(t, ctx, bs, []byte("short-lived"))
 	kept := putBlob(t, ctx, bs, []byte("kept"))
 	if err := bs.Delete(ctx, d); err != nil {
 		t.Fatalf("Delete = %v", err)
 	}
-	wantBlobAbsent(t, ctx, objs, bs, d)
+	wantBlobAbsent(t, ctx, bs, d)
 	if err := bs.Delete(ctx, d); err != nil {
 		t.Errorf("Delete(absent) = %v, want nil", err)
 	}

@@ -13,16 +13,24 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
-// TestObjectStore runs the ObjectStore conformance suite. newStore must return a new,
-// empty store on each call; it is called once per subtest, with the subtest's t (so
-// it can register cleanups).
-func TestObjectStore(t *testing.T, newStore func(t *testing.T) ledger.ObjectStore) {
+// TestObjectStore runs the conformance suite of keyed objects: a
+// ledger.Bucket over the driver newStore returns, retrying nothing (so that
+// no answer of the driver is hidden). newStore must return the driver of a
+// new, empty bucket on each call; it is called once per subtest, with the
+// subtest's t (so it can register cleanups).
+func TestObjectStore(t *testing.T, newStore func(t *testing.T) driver.Bucket) {
+	t.Helper()
+	testObjectStore(t, newStore, once)
+}
+
+func testObjectStore(t *testing.T, newStore func(t *testing.T) driver.Bucket, p ledger.RetryPolicy) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, ctx context.Context, s ledger.ObjectStore)
+		fn   func(t *testing.T, ctx context.Context, s *ledger.Bucket)
 	}{
 		{"PutGetStat", testPutGetStat},
 		{"NotFound", testNotFound},
@@ -47,17 +55,15 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) ledger.ObjectStor
 		{"BatchStat", testBatchStat},
 		{"BatchFailedPut", testBatchFailedPut},
 	}
-	if _, ok := newStore(t).(ledger.Batcher); !ok {
-		t.Errorf("the store does not implement ledger.Batcher: every ObjectStore batches its durable puts (ledger.DurableEach if each put is durable on return)")
-	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, testContext(t), newStore(t))
+			tc.fn(t, testContext(t), open(t, newStore(t), p))
 		})
 	}
+	t.Run("CutBody", func(t *testing.T) { testCutBody(t, testContext(t), newStore) })
 }
 
-func testPutGetStat(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testPutGetStat(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	const key = "dir/sub/object.bin"
 	data := randomBytes(1, 1000)
 	put(t, ctx, s, key, data)
@@ -72,7 +78,7 @@ func testPutGetStat(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	wantModTime(t, "StatObject", info.ModTime)
 }
 
-func testNotFound(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testNotFound(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	put(t, ctx, s, "present/object", []byte("x"))
 	for _, key := range []string{"missing", "present/missing", "present/object/below", "present"} {
 		rc, err := s.GetObject(ctx, key)
@@ -89,7 +95,7 @@ func testNotFound(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	}
 }
 
-func testDeleteMissing(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testDeleteMissing(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	if err := s.DeleteObject(ctx, "never/stored"); err != nil {
 		t.Errorf("DeleteObject(absent) = %v, want nil", err)
 	}
@@ -100,7 +106,7 @@ func testDeleteMissing(t *testing.T, ctx context.Context, s ledger.ObjectStore) 
 	wantContent(t, "GetObject after deleting its prefix", get(t, ctx, s, "dir/object"), []byte("x"))
 }
 
-func testDelete(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testDelete(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	put(t, ctx, s, "a/doomed", []byte("bye"))
 	put(t, ctx, s, "a/kept", []byte("stay"))
 	if err := s.DeleteObject(ctx, "a/doomed"); err != nil {
@@ -117,7 +123,7 @@ func testDelete(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	wantContent(t, "GetObject after re-put", get(t, ctx, s, "a/doomed"), []byte("back"))
 }
 
-func testOverwrite(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testOverwrite(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	const key = "over/write"
 	put(t, ctx, s, key, randomBytes(2, 300))
 	put(t, ctx, s, key, []byte("short"))
@@ -132,7 +138,7 @@ func testOverwrite(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	}
 }
 
-func testZeroLength(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testZeroLength(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	for _, tc := range []struct {
 		key  string
 		size int64
@@ -158,7 +164,7 @@ func testZeroLength(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	}
 }
 
-func testLarge(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testLarge(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	const key = "large/object"
 	data := randomBytes(3, 5<<20+123)
 	put(t, ctx, s, key, data)
@@ -168,7 +174,7 @@ func testLarge(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	}
 }
 
-func testUnknownSize(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testUnknownSize(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	for _, tc := range []struct {
 		key string
 		n   int
@@ -186,7 +192,7 @@ func testUnknownSize(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 
 // testReadsToEOF: PutObject reads its input to EOF even when it knows the size, the
 // contract BlobStore's verification depends on.
-func testReadsToEOF(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testReadsToEOF(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	for _, size := range []int64{100, -1} {
 		r := &eofReader{r: bytes.NewReader(randomBytes(4, 100))}
 		if err := s.PutObject(ctx, "eof/object", r, size); err != nil {
@@ -198,7 +204,7 @@ func testReadsToEOF(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	}
 }
 
-func testSizeMismatch(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testSizeMismatch(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	for _, tc := range []struct {
 		name string
 		n    int
@@ -213,7 +219,7 @@ func testSizeMismatch(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	}
 }
 
-func testFailingReader(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testFailingReader(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	good := randomBytes(6, 256<<10)
 	for _, tc := range []struct {
 		name string
@@ -234,7 +240,7 @@ func testFailingReader(t *testing.T, ctx context.Context, s ledger.ObjectStore) 
 	wantAbsent(t, ctx, s, "failing/at-once")
 }
 
-func testFailingReaderKeepsPrevious(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testFailingReaderKeepsPrevious(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	const key = "failing/over-existing"
 	old := randomBytes(7, 1000)
 	put(t, ctx, s, key, old)
@@ -250,7 +256,7 @@ func testFailingReaderKeepsPrevious(t *testing.T, ctx context.Context, s ledger.
 
 // testKeyCharacters: keys with characters that need escaping in URLs and subjects
 // round-trip unchanged.
-func testKeyCharacters(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testKeyCharacters(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	ks := []string{
 		"chars/with space",
 		"chars/plus+sign",
@@ -279,7 +285,7 @@ func testKeyCharacters(t *testing.T, ctx context.Context, s ledger.ObjectStore) 
 	}
 }
 
-func testInvalidKeys(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testInvalidKeys(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	bad := []string{
 		"", "/abs", "trailing/", "double//slash", "..", "../up", "a/../b", "a/..",
 		".", "./a", "a/./b", `back\slash`, "nul\x00", "newline\n", "\xff\xfe",
@@ -313,7 +319,7 @@ func testInvalidKeys(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	}
 }
 
-func testList(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testList(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	// Chosen so that lexical key order differs from a directory walk's order
 	// ('-' and '.' sort before '/', '0' after it), and so that no key is also a
 	// "directory" of another (a filesystem cannot hold both "a" and "a/b").
@@ -355,7 +361,7 @@ func testList(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	}
 }
 
-func testListEmpty(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testListEmpty(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	for _, prefix := range []string{"", "a", "a/"} {
 		if got := list(t, ctx, s, prefix); len(got) != 0 {
 			t.Errorf("ListObjects(%q) on an empty store = %q", prefix, keys(got))
@@ -363,7 +369,7 @@ func testListEmpty(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 	}
 }
 
-func testListStopsOnError(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testListStopsOnError(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	for _, key := range []string{"s/1", "s/2", "s/3"} {
 		put(t, ctx, s, key, []byte(key))
 	}
@@ -381,7 +387,7 @@ func testListStopsOnError(t *testing.T, ctx context.Context, s ledger.ObjectStor
 	}
 }
 
-func testCancelledContext(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testCancelledContext(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	put(t, ctx, s, "there", []byte("x"))
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -407,7 +413,7 @@ func testCancelledContext(t *testing.T, ctx context.Context, s ledger.ObjectStor
 	wantContent(t, "GetObject after cancelled delete", get(t, ctx, s, "there"), []byte("x"))
 }
 
-func testCancelDuringPut(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testCancelDuringPut(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	for _, size := range []int64{1 << 20, -1} {
 		cctx, cancel := context.WithCancel(ctx)
 		r := &cancellingReader{r: bytes.NewReader(randomBytes(9, 1<<20)), cancel: cancel}
@@ -423,8 +429,8 @@ func testCancelDuringPut(t *testing.T, ctx context.Context, s ledger.ObjectStore
 // testBatch: objects put through a batch, several at once and across
 // directories, read back whole through the batch's stat and, after Flush,
 // through the store; none of them is listed in part.
-func testBatch(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
-	b := ledger.NewObjectBatch(s)
+func testBatch(t *testing.T, ctx context.Context, s *ledger.Bucket) {
+	b := s.NewBatch()
 	want := map[string][]byte{}
 	for i := range 24 {
 		n := []int{0, 1, 300, 200 << 10}[i%4] // a zero-length object; one of several chunks
@@ -459,7 +465,7 @@ func testBatch(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 		t.Errorf("ListObjects(batch/) after Flush = %q, want %q", got, want)
 	}
 	// A flushed batch is done with: the next group takes a new one.
-	b2 := ledger.NewObjectBatch(s)
+	b2 := s.NewBatch()
 	put2 := []byte("second batch")
 	if err := b2.PutObject(ctx, "batch/d0/o00", bytes.NewReader(put2), int64(len(put2))); err != nil {
 		t.Fatalf("PutObject in a second batch = %v", err)
@@ -474,9 +480,9 @@ func testBatch(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 // present, with its size, for one stored before the batch; an object stored
 // beside the batch after it first looked may be reported either way, but a
 // put of it through the batch still leaves the batch's content.
-func testBatchStat(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testBatchStat(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	put(t, ctx, s, "stat/before", []byte("before"))
-	b := ledger.NewObjectBatch(s)
+	b := s.NewBatch()
 	if _, err := b.StatObject(ctx, "stat/absent"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("batch StatObject(absent) = %v, want ErrNotFound", err)
 	}
@@ -509,10 +515,10 @@ func testBatchStat(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
 // testBatchFailedPut: a put through a batch that fails (its reader, its size,
 // an invalid key, a cancelled context) leaves nothing, or the previous object,
 // after Flush; the batch's other objects are stored.
-func testBatchFailedPut(t *testing.T, ctx context.Context, s ledger.ObjectStore) {
+func testBatchFailedPut(t *testing.T, ctx context.Context, s *ledger.Bucket) {
 	old := randomBytes(11, 1000)
 	put(t, ctx, s, "bfail/kept", old)
-	b := ledger.NewObjectBatch(s)
+	b := s.NewBatch()
 	if err := b.PutObject(ctx, "bfail/kept", &failingReader{good: randomBytes(12, 300<<10), err: errBoom}, -1); !errors.Is(err, errBoom) {
 		t.Errorf("batch PutObject with a failing reader = %v, want the reader's error", err)
 	}

@@ -6,20 +6,21 @@ import (
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // TestPrefixIsolation checks a store that takes a key prefix (S3, GCS): stores
 // on one bucket under the prefixes "", "a", "/ab/" and "a/b" each put the key
 // "k"; each lists only the keys under its own prefix, relative to it (the
 // slashes around a prefix do not matter), and the store without a prefix lists
-// them all. open returns a store on one shared, initially empty bucket under
-// prefix.
-func TestPrefixIsolation(t *testing.T, open func(t *testing.T, prefix string) ledger.ObjectStore) {
+// them all. newStore returns the driver of a store on one shared, initially
+// empty bucket under prefix.
+func TestPrefixIsolation(t *testing.T, newStore func(t *testing.T, prefix string) driver.Bucket) {
 	t.Helper()
 	ctx := testContext(t)
-	stores := map[string]ledger.ObjectStore{}
+	stores := map[string]*ledger.Bucket{}
 	for _, p := range []string{"", "a", "/ab/", "a/b"} {
-		s := open(t, p)
+		s := open(t, newStore(t, p), once)
 		stores[p] = s
 		if err := s.PutObject(ctx, "k", strings.NewReader(p), int64(len(p))); err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package fileblob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
@@ -14,23 +15,21 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/internal/fsx"
-	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // flushParallel is how many directory fsyncs a Flush runs at once: on a disk,
 // concurrent fsyncs share the journal's commits.
 const flushParallel = 16
 
-var _ ledger.Batcher = (*Store)(nil)
-
-// NewBatch implements ledger.Batcher: each put writes, fsyncs and renames its
+// NewBatch implements driver.Bucket: each put writes, fsyncs and renames its
 // file as PutObject does, and Flush fsyncs each directory the batch's puts
 // renamed into, once — one directory fsync per directory touched instead of
 // one per object. StatObject answers an absent key from one listing of its
 // directory (read on the batch's second question about it: a batch of one
 // object stats it) with no syscall of its own; a key the listing holds is
 // stat'ed.
-func (s *Store) NewBatch() ledger.ObjectBatch {
+func (s *Store) NewBatch() driver.Batch {
 	return &batch{s: s, seed: maphash.MakeSeed(), dirs: map[string]bool{}, lists: map[string]*listing{}}
 }
 
@@ -61,19 +60,13 @@ type listing struct {
 	err   error
 }
 
-func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := checkKey(key); err != nil {
-		return fmt.Errorf("put object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
-	}
+func (b *batch) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	if b.flushed() {
-		return fmt.Errorf("put object %q: %w", key, errFlushed)
+		return errFlushed
 	}
 	dir, err := b.s.write(ctx, key, r, size)
 	if err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
+		return err
 	}
 	b.mu.Lock()
 	done, l := b.done, b.lists[dir]
@@ -81,7 +74,7 @@ func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int
 	b.mu.Unlock()
 	if done {
 		// Flush ran meanwhile and may not have synced dir.
-		return fmt.Errorf("put object %q: %w", key, errFlushed)
+		return errFlushed
 	}
 	if l != nil {
 		l.mu.Lock()
@@ -93,7 +86,7 @@ func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int
 	return nil
 }
 
-var errFlushed = fmt.Errorf("the batch was flushed: %w", ledger.ErrInvalid)
+var errFlushed = errors.New("the batch was flushed")
 
 func (b *batch) flushed() bool {
 	b.mu.Lock()
@@ -101,19 +94,16 @@ func (b *batch) flushed() bool {
 	return b.done
 }
 
-// StatObject: a key its directory's listing lacks is absent (ErrNotFound),
-// which costs nothing after the listing; others are the store's StatObject.
+// Stat: a key its directory's listing lacks is absent, which costs nothing
+// after the listing; others are the store's Stat.
 // A listing is a hint that may be stale, never proof: an object stored since
 // is stored again (identical content under its own address), and one
 // removed since is found absent by the stat.
-func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
-	if err := checkKey(key); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
+func (b *batch) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
+	path, err := b.s.path(key)
+	if err != nil {
+		return driver.ObjectInfo{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
-	}
-	path := b.s.path(key)
 	dir, name := filepath.Dir(path), filepath.Base(path)
 	b.mu.Lock()
 	l := b.lists[dir]
@@ -134,9 +124,9 @@ func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 	}
 	l.mu.Unlock()
 	if missing {
-		return ledger.ObjectInfo{}, absent(key)
+		return driver.ObjectInfo{}, errAbsent
 	}
-	info, err := b.s.StatObject(ctx, key)
+	info, err := b.s.Stat(ctx, key)
 	if err == nil {
 		// Present, but perhaps put by a batch never flushed (a commit that
 		// failed before its publish): its name may not be durable yet. A
@@ -173,7 +163,7 @@ func readNames(dir string, seed maphash.Seed) (map[uint64]struct{}, error) {
 }
 
 // Flush fsyncs every directory the batch renamed into or found an object in
-// (StatObject), each once: from then on every object it put or found survives
+// (Stat), each once: from then on every object it put or found survives
 // a power cut (each file's content was fsynced before its rename, each new
 // directory into its parent).
 func (b *batch) Flush(ctx context.Context) error {

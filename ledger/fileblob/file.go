@@ -12,9 +12,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // tmpPrefix begins the names of the temporary files puts write before renaming.
@@ -26,13 +26,13 @@ type Config struct {
 	Dir string
 }
 
-// Store is a ledger.ObjectStore on a directory. It is safe for concurrent use, also
+// Store is the driver.Bucket on a directory. It is safe for concurrent use, also
 // by several processes sharing the directory.
 type Store struct {
 	dir string
 }
 
-var _ ledger.ObjectStore = (*Store)(nil)
+var _ driver.Bucket = (*Store)(nil)
 
 // New returns the Store rooted at cfg.Dir.
 func New(cfg Config) (*Store, error) {
@@ -59,23 +59,20 @@ func New(cfg Config) (*Store, error) {
 // Dir returns the store's absolute root directory.
 func (s *Store) Dir() string { return s.dir }
 
-func checkKey(key string) error {
-	if err := backend.ValidateKey(key); err != nil {
-		return err
-	}
-	if !strings.Contains(key, tmpPrefix) {
-		return nil
-	}
-	for seg := range strings.SplitSeq(key, "/") {
-		if strings.HasPrefix(seg, tmpPrefix) {
-			return fmt.Errorf("object key %q: segment begins with reserved %q: %w", key, tmpPrefix, ledger.ErrInvalid)
+// errReserved is the error of a key the store keeps for its temporary files.
+var errReserved = fmt.Errorf("a segment begins with the reserved %q", tmpPrefix)
+
+// path is key's path below the root; a key with a segment the store keeps for
+// its temporary files has none (errReserved).
+func (s *Store) path(key string) (string, error) {
+	if strings.Contains(key, tmpPrefix) {
+		for seg := range strings.SplitSeq(key, "/") {
+			if strings.HasPrefix(seg, tmpPrefix) {
+				return "", errReserved
+			}
 		}
 	}
-	return nil
-}
-
-func (s *Store) path(key string) string {
-	return filepath.Join(s.dir, filepath.FromSlash(key))
+	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
 }
 
 // notFound reports whether err means the path does not exist, including the case
@@ -84,34 +81,71 @@ func notFound(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// PutObject implements ledger.ObjectStore.
-func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := checkKey(key); err != nil {
-		return fmt.Errorf("put object: %w", err)
+// errAbsent is the error of a key that names no object (a missing path, a
+// directory, a key below a file): most of a commit's questions (new content),
+// so one value, not one a question.
+var errAbsent = fs.ErrNotExist
+
+// errNoRoot is the error of a store whose root directory is gone (a disk
+// unmounted, a directory removed): the store does not make it again, as a
+// put into a mount point's empty directory would store what the disk should.
+var errNoRoot = errors.New("the store's root directory does not exist")
+
+// absent is the answer for a path that does not exist: errAbsent, or
+// errNoRoot when the root itself is gone.
+func (s *Store) absent() error {
+	if _, err := os.Stat(s.dir); notFound(err) {
+		return errNoRoot
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
+	return errAbsent
+}
+
+// ErrorCode implements driver.Bucket.
+func (s *Store) ErrorCode(err error) driver.ErrorCode {
+	switch {
+	case errors.Is(err, errNoRoot):
+		return driver.NoBucket
+	case notFound(err):
+		return driver.NotFound
+	case errors.Is(err, fs.ErrPermission):
+		return driver.PermissionDenied
+	case errors.Is(err, errReserved), errors.Is(err, errFlushed):
+		return driver.Invalid
 	}
+	return driver.Unknown
+}
+
+// PreferPut implements driver.Bucket: asking costs less than writing.
+func (s *Store) PreferPut(int64) bool { return false }
+
+// Close implements driver.Bucket: the store holds nothing.
+func (s *Store) Close() error { return nil }
+
+// Put implements driver.Bucket.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	dir, err := s.write(ctx, key, r, size)
-	if err == nil {
-		err = fsx.SyncDir(dir)
-	}
 	if err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
+		return err
 	}
-	return nil
+	return fsx.SyncDir(dir)
 }
 
 // write stores the object under its key, its content fsynced before the
 // rename (a name never points at content a power cut could lose), and returns
 // the directory whose fsync makes the name durable.
 func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64) (dir string, err error) {
-	path := s.path(key)
+	path, err := s.path(key)
+	if err != nil {
+		return "", err
+	}
 	dir = filepath.Dir(path)
 	// Most puts go to a directory that exists (a blob store has 256): try
 	// first, create the directories only when it is missing.
 	f, err := fsx.CreateTemp(dir, tmpPrefix)
 	if errors.Is(err, fs.ErrNotExist) {
+		if err := s.absent(); err == errNoRoot {
+			return "", err
+		}
 		if err := mkdirAll(dir); err != nil {
 			return "", err
 		}
@@ -126,14 +160,7 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64) 
 			os.Remove(f.Name())
 		}
 	}()
-	pr := backend.NewPutReader(ctx, r, size)
-	if _, err := ledger.Copy(f, pr); err != nil {
-		if rerr := pr.Err(); rerr != nil {
-			return "", rerr
-		}
-		return "", err
-	}
-	if err := pr.Done(); err != nil {
+	if _, err := ledger.Copy(f, r); err != nil {
 		return "", err
 	}
 	if err := f.Sync(); err != nil {
@@ -172,83 +199,66 @@ func mkdirAll(dir string) error {
 	return fsx.SyncDir(parent)
 }
 
-// GetObject implements ledger.ObjectStore. The returned reader is the open file.
-func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := checkKey(key); err != nil {
-		return nil, fmt.Errorf("get object: %w", err)
+// Get implements driver.Bucket. The returned reader is the open file.
+func (s *Store) Get(_ context.Context, key string) (io.ReadCloser, error) {
+	path, err := s.path(key)
+	if err != nil {
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, err)
-	}
-	f, err := os.Open(s.path(key))
+	f, err := os.Open(path)
 	if err != nil {
 		if notFound(err) {
-			return nil, fmt.Errorf("get object %q: %w", key, ledger.ErrNotFound)
+			return nil, s.absent()
 		}
-		return nil, fmt.Errorf("get object %q: %w", key, err)
+		return nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("get object %q: %w", key, err)
+		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("get object %q: %w", key, ledger.ErrNotFound)
+		return nil, errAbsent
 	}
 	return f, nil
 }
 
-// StatObject implements ledger.ObjectStore.
-func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
-	if err := checkKey(key); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
+// Stat implements driver.Bucket.
+func (s *Store) Stat(_ context.Context, key string) (driver.ObjectInfo, error) {
+	path, err := s.path(key)
+	if err != nil {
+		return driver.ObjectInfo{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
-	}
-	fi, err := os.Stat(s.path(key))
+	fi, err := os.Stat(path)
 	if err != nil {
 		if notFound(err) {
-			return ledger.ObjectInfo{}, absent(key)
+			return driver.ObjectInfo{}, s.absent()
 		}
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+		return driver.ObjectInfo{}, err
 	}
 	if !fi.Mode().IsRegular() {
-		return ledger.ObjectInfo{}, absent(key)
+		return driver.ObjectInfo{}, errAbsent
 	}
-	return ledger.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+	return driver.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
-// absentError is StatObject's answer for a key that names no object: most
-// of a commit's questions (new content), so its message is formatted only
-// when read.
-type absentError struct{ key string }
-
-func absent(key string) error { return &absentError{key} }
-
-func (e *absentError) Error() string {
-	return fmt.Sprintf("stat object %q: %v", e.key, ledger.ErrNotFound)
-}
-
-func (e *absentError) Unwrap() error { return ledger.ErrNotFound }
-
-// DeleteObject implements ledger.ObjectStore. A key naming a directory (a prefix of
+// Delete implements driver.Bucket. A key naming a directory (a prefix of
 // other keys) is not an object: deleting it does nothing.
-func (s *Store) DeleteObject(ctx context.Context, key string) error {
-	if err := checkKey(key); err != nil {
-		return fmt.Errorf("delete object: %w", err)
+func (s *Store) Delete(_ context.Context, key string) error {
+	path, err := s.path(key)
+	if err != nil {
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete object %q: %w", key, err)
-	}
-	path := s.path(key)
 	fi, err := os.Lstat(path)
 	if err != nil {
 		if notFound(err) {
+			if err := s.absent(); err == errNoRoot {
+				return err
+			}
 			return nil
 		}
-		return fmt.Errorf("delete object %q: %w", key, err)
+		return err
 	}
 	if fi.IsDir() {
 		return nil
@@ -257,22 +267,16 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 		if notFound(err) {
 			return nil
 		}
-		return fmt.Errorf("delete object %q: %w", key, err)
+		return err
 	}
-	if err := fsx.SyncDir(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("delete object %q: %w", key, err)
-	}
-	return nil
+	return fsx.SyncDir(filepath.Dir(path))
 }
 
-// ListObjects implements ledger.ObjectStore. It walks only the directory named by
-// the prefix up to its last "/", in key order. fn's error is returned as is.
-func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := backend.ValidatePrefix(prefix); err != nil {
-		return fmt.Errorf("list objects: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, err)
+// List implements driver.Bucket. It walks only the directory named by the
+// prefix up to its last "/", in key order. fn's error is returned as is.
+func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
+	if err := s.absent(); err == errNoRoot {
+		return err
 	}
 	base := prefix[:strings.LastIndexByte(prefix, '/')+1]
 	return s.walk(ctx, base, prefix, fn)
@@ -283,13 +287,13 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 // directory at its place yields the keys in lexical order: all keys below directory
 // "a" begin with "a/" and so sort together, exactly where "a/" sorts among its
 // siblings.
-func (s *Store) walk(ctx context.Context, relDir, prefix string, fn func(ledger.ObjectInfo) error) error {
+func (s *Store) walk(ctx context.Context, relDir, prefix string, fn func(driver.ObjectInfo) error) error {
 	entries, err := os.ReadDir(filepath.Join(s.dir, filepath.FromSlash(relDir)))
 	if err != nil {
 		if notFound(err) {
 			return nil // nothing stored below relDir, or relDir is an object
 		}
-		return fmt.Errorf("list objects %q: %w", prefix, err)
+		return err
 	}
 	sortName := func(e fs.DirEntry) string {
 		if e.IsDir() {
@@ -317,16 +321,16 @@ func (s *Store) walk(ctx context.Context, relDir, prefix string, fn func(ledger.
 				continue
 			}
 			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("list objects %q: %w", prefix, err)
+				return err
 			}
 			fi, err := e.Info()
 			if err != nil {
 				if notFound(err) {
 					continue // deleted since ReadDir
 				}
-				return fmt.Errorf("list objects %q: %w", prefix, err)
+				return err
 			}
-			if err := fn(ledger.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}); err != nil {
+			if err := fn(driver.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}); err != nil {
 				return err
 			}
 		}

@@ -13,10 +13,11 @@ import (
 	"testing"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/drivertest"
 )
 
-func newStore(t *testing.T) ledger.ObjectStore {
+func newStore(t *testing.T) *Store {
 	t.Helper()
 	s, err := New(Config{Dir: filepath.Join(t.TempDir(), "root")})
 	if err != nil {
@@ -25,9 +26,42 @@ func newStore(t *testing.T) ledger.ObjectStore {
 	return s
 }
 
-func TestObjectStoreConformance(t *testing.T) { drivertest.TestObjectStore(t, newStore) }
+// open returns the bucket over a new Store, retrying nothing (the tests
+// here are of the driver).
+func open(cfg Config) (*ledger.Bucket, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1}), nil
+}
 
-func TestBlobStoreConformance(t *testing.T) { drivertest.TestBlobStore(t, newStore) }
+func TestConformance(t *testing.T) {
+	drivertest.TestBucket(t, drivertest.Harness{
+		New: func(t *testing.T) driver.Bucket { return newStore(t) },
+		// The root removed under the store (a disk unmounted): a put must
+		// not make it again.
+		NoBucket: func(t *testing.T) driver.Bucket {
+			s := newStore(t)
+			if err := os.RemoveAll(s.Dir()); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		// A root the process may not enter.
+		Denied: func(t *testing.T) driver.Bucket {
+			if os.Geteuid() == 0 {
+				t.Skip("running as root: file permissions deny nothing")
+			}
+			s := newStore(t)
+			if err := os.Chmod(s.Dir(), 0); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.Chmod(s.Dir(), 0o755) })
+			return s
+		},
+	})
+}
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
@@ -73,8 +107,9 @@ func tempFiles(t *testing.T, dir string) []string {
 func TestTempFilesNeverListed(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := newStore(t).(*Store)
-	if err := s.PutObject(ctx, "x/a", strings.NewReader("a"), 1); err != nil {
+	s := newStore(t)
+	b := ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1})
+	if err := b.PutObject(ctx, "x/a", strings.NewReader("a"), 1); err != nil {
 		t.Fatal(err)
 	}
 	// Leftovers of crashed puts, at the root and beside an object.
@@ -84,7 +119,7 @@ func TestTempFilesNeverListed(t *testing.T) {
 		}
 	}
 	var got []string
-	if err := s.ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
+	if err := b.ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
 		got = append(got, info.Key)
 		return nil
 	}); err != nil {
@@ -94,10 +129,10 @@ func TestTempFilesNeverListed(t *testing.T) {
 		t.Errorf("ListObjects = %q, want %q", got, want)
 	}
 	for _, key := range []string{tmpPrefix + "123", "x/" + tmpPrefix + "456", tmpPrefix + "d/k"} {
-		if _, err := s.GetObject(ctx, key); !errors.Is(err, ledger.ErrInvalid) {
+		if _, err := b.GetObject(ctx, key); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("GetObject(%q) = %v, want ErrInvalid", key, err)
 		}
-		if err := s.PutObject(ctx, key, strings.NewReader("x"), 1); !errors.Is(err, ledger.ErrInvalid) {
+		if err := b.PutObject(ctx, key, strings.NewReader("x"), 1); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("PutObject(%q) = %v, want ErrInvalid", key, err)
 		}
 	}
@@ -120,12 +155,13 @@ func (f *failAfter) Read(p []byte) (int, error) {
 func TestFailedPutLeavesNoTempFile(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := newStore(t).(*Store)
+	s := newStore(t)
+	b := ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1})
 	boom := errors.New("boom")
-	if err := s.PutObject(ctx, "d/k", &failAfter{n: 100 << 10, err: boom}, -1); !errors.Is(err, boom) {
+	if err := b.PutObject(ctx, "d/k", &failAfter{n: 100 << 10, err: boom}, -1); !errors.Is(err, boom) {
 		t.Fatalf("PutObject = %v, want boom", err)
 	}
-	if err := s.PutObject(ctx, "d/k", strings.NewReader("short"), 10); err == nil {
+	if err := b.PutObject(ctx, "d/k", strings.NewReader("short"), 10); err == nil {
 		t.Fatalf("PutObject(size mismatch) = nil")
 	}
 	if got := tempFiles(t, s.Dir()); len(got) != 0 {
@@ -138,7 +174,7 @@ func TestFailedPutLeavesNoTempFile(t *testing.T) {
 func TestKeyIsDirectory(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := newStore(t)
+	s := ledger.NewBucket(newStore(t), ledger.RetryPolicy{Attempts: 1})
 	if err := s.PutObject(ctx, "a/b", strings.NewReader("ab"), 2); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +199,8 @@ func TestKeyIsDirectory(t *testing.T) {
 func TestConcurrentPutGet(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := newStore(t)
+	fs := newStore(t)
+	s := ledger.NewBucket(fs, ledger.RetryPolicy{Attempts: 1})
 	const key = "race/key"
 	versions := make([][]byte, 4)
 	for i := range versions {
@@ -205,7 +242,7 @@ func TestConcurrentPutGet(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := tempFiles(t, s.(*Store).Dir()); len(got) != 0 {
+	if got := tempFiles(t, fs.Dir()); len(got) != 0 {
 		t.Errorf("temporary files left behind: %q", got)
 	}
 }

@@ -27,7 +27,7 @@ func TestPowerLossFileStore(t *testing.T) {
 	ctx := context.Background()
 	acked := map[string][]byte{}
 	for cut := range 10 {
-		s, err := New(Config{Dir: filepath.Join(m.Dir, "data", "blobs")})
+		s, err := open(Config{Dir: filepath.Join(m.Dir, "data", "blobs")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestPowerLossFileBatch(t *testing.T) {
 	flushed, unflushed := map[string][]byte{}, map[string][]byte{}
 	lost := 0
 	for cut := range 10 {
-		s, err := New(Config{Dir: filepath.Join(m.Dir, "data", "blobs")})
+		s, err := open(Config{Dir: filepath.Join(m.Dir, "data", "blobs")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestPowerLossFileBatch(t *testing.T) {
 }
 
 // holds reports whether the object key reads back as want.
-func holds(ctx context.Context, s *Store, key string, want []byte) error {
+func holds(ctx context.Context, s *ledger.Bucket, key string, want []byte) error {
 	rc, err := s.GetObject(ctx, key)
 	if err != nil {
 		return err

@@ -286,10 +286,10 @@ func TestCredentials(t *testing.T) {
 			}
 			t.Cleanup(func() { s.Close() })
 			ctx := t.Context()
-			if err := s.PutObject(ctx, "k", strings.NewReader("v"), 1); err != nil {
+			if err := bucket(s).PutObject(ctx, "k", strings.NewReader("v"), 1); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.StatObject(ctx, "k"); err != nil {
+			if _, err := bucket(s).StatObject(ctx, "k"); err != nil {
 				t.Fatal(err)
 			}
 			if n := refused.Load(); n != 0 {
@@ -311,7 +311,7 @@ func TestUnauthorizedRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.StatObject(t.Context(), "k")
+	_, err = bucket(s).StatObject(t.Context(), "k")
 	var status interface{ HTTPStatusCode() int }
 	if err == nil || !errors.As(err, &status) || status.HTTPStatusCode() != http.StatusUnauthorized {
 		t.Fatalf("stat without credentials = %v, want an error with HTTP status 401", err)
@@ -333,11 +333,11 @@ func TestClientMadeOnFirstUse(t *testing.T) {
 		t.Fatalf("New with an unreadable credential file = %v, want no error until first use", err)
 	}
 	defer s.Close()
-	_, err = s.StatObject(t.Context(), "k")
+	_, err = bucket(s).StatObject(t.Context(), "k")
 	if err == nil || !strings.Contains(err.Error(), "missing.json") || !strings.Contains(err.Error(), "gcloud auth application-default login") {
 		t.Fatalf("first use = %v, want the credential file's error and the way out", err)
 	}
-	if _, err := s.StatObject(t.Context(), "k"); err == nil {
+	if _, err := bucket(s).StatObject(t.Context(), "k"); err == nil {
 		t.Fatal("second use succeeded")
 	}
 }

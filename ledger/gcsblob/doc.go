@@ -1,6 +1,8 @@
-// Package gcs is the ledger.ObjectStore on a Google Cloud Storage bucket, through
-// the official client, cloud.google.com/go/storage, on GCS's JSON API over
-// HTTP (storage.NewClient; not its gRPC transport).
+// Package gcsblob is the blob driver (ledger/driver.Bucket) on a Google Cloud
+// Storage bucket, through the official client, cloud.google.com/go/storage, on
+// GCS's JSON API over HTTP (storage.NewClient; not its gRPC transport). It is
+// used through a ledger.Bucket (blobs.Open), which checks keys and the
+// context, retries and verifies: the driver only speaks GCS.
 //
 // Keys live below an optional prefix in the bucket: with Prefix "ledgers/prod", key
 // "blobs/sha256/ab/ab12…" is the object "ledgers/prod/blobs/sha256/ab/ab12…".
@@ -42,10 +44,11 @@
 //
 // # Errors and retries
 //
-// A missing object or bucket maps to ledger.ErrNotFound; deleting an absent
-// object is not an error. Other answers are errors carrying the HTTP status
-// (HTTPStatusCode, which ledger.DefaultRetryable reads) and GCS's message.
-// Failures caused by the context wrap its error. The client's own retries are
-// turned off, so that there is one retry layer: the caller wraps the store in
-// ledger.NewRetryingStore.
+// ErrorCode maps a missing bucket to ledger.ErrNoBucket (an object's 404,
+// which GCS gives for a missing bucket too, asks the bucket's attributes once,
+// until the bucket has been seen), a missing object to ledger.ErrNotFound,
+// and 401 and 403 to ledger.ErrPermission. Other answers are errors carrying
+// the HTTP status (HTTPStatusCode, which ledger.DefaultRetryable reads) and
+// GCS's message. The client's own retries are turned off, so that there is
+// one retry layer: the ledger.Bucket's (ledger.RetryPolicy).
 package gcsblob

@@ -12,7 +12,7 @@ import (
 // TestHTTPFaults runs the shared fault workload (faulty.Exercise) against
 // fake-gcs-server with faults injected at the HTTP level (see
 // faulty.Transport), alone and under ours
-// (ledger.NewRetryingStore). Puts succeed after bounded retries or fail naming
+// (a ledger.Bucket's retry policy). Puts succeed after bounded retries or fail naming
 // the blob; no get ever yields bytes other than the blob's; every blob a put
 // acknowledged reads back.
 func TestHTTPFaults(t *testing.T) {

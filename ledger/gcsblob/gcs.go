@@ -16,8 +16,8 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // DefaultChunkSize is the size of one request of a resumable upload, and the
@@ -47,7 +47,7 @@ type Config struct {
 	ChunkSize int
 }
 
-// Store is a ledger.ObjectStore on a GCS bucket. It is safe for concurrent use.
+// Store is the driver.Bucket on a GCS bucket. It is safe for concurrent use.
 type Store struct {
 	// open makes the client on first use: finding Application Default
 	// Credentials reads files and may ask the metadata server, which a command
@@ -57,9 +57,10 @@ type Store struct {
 	name      string                         // the bucket's name
 	root      string                         // "" or the prefix with one trailing slash
 	chunkSize int
+	seen      atomic.Bool // the bucket was seen to exist (bucketOf)
 }
 
-var _ ledger.ObjectStore = (*Store)(nil)
+var _ driver.Bucket = (*Store)(nil)
 
 // New validates cfg and returns the Store. It makes no request and looks for
 // no credentials: the client is made on the store's first use, where missing
@@ -73,7 +74,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	var root string
 	if p := strings.Trim(cfg.Prefix, "/"); p != "" {
-		if err := backend.ValidateKey(p); err != nil {
+		if err := ledger.ValidateKey(p); err != nil {
 			return nil, fmt.Errorf("new gcs store: Config.Prefix: %w", err)
 		}
 		root = p + "/"
@@ -108,8 +109,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("gcs client: %w (Application Default Credentials: run `gcloud auth application-default login`, "+
 				"or set GOOGLE_APPLICATION_CREDENTIALS to a credential file)", err)
 		}
-		// One retry layer: the caller's ledger.NewRetryingStore, which every
-		// backend but S3 shares, bounds each attempt and replays puts.
+		// One retry layer: the portable type's (ledger.RetryPolicy), which
+		// every backend shares, bounds each attempt and replays puts.
 		// RetryNever alone would leave the chunks of a resumable upload retried
 		// (the upload code retries them unless given a retry function); a
 		// function that refuses every error turns off all of the client's
@@ -121,7 +122,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Close releases the client's connections, if it was made.
+// Close implements driver.Bucket: it releases the client's connections, if
+// it was made.
 func (s *Store) Close() error {
 	if c := s.client.Load(); c != nil {
 		return c.Close()
@@ -139,18 +141,16 @@ func (s *Store) object(key string) (*storage.ObjectHandle, error) {
 	return b.Object(s.root + key), nil
 }
 
-// PreferPut implements ledger.PutPreferrer: an object up to 1 MiB, sent in one
+// PreferPut implements driver.Bucket: an object up to 1 MiB, sent in one
 // request, is sent again rather than asked for first (one request, not two).
 func (s *Store) PreferPut(size int64) bool { return size >= 0 && size <= 1<<20 }
 
-// NewBatch implements ledger.Batcher. GCS acknowledges a put once the object
+// NewBatch implements driver.Bucket. GCS acknowledges a put once the object
 // is stored durably, so the natural batch is the puts as they are, as many at
 // once as the caller runs (a commit: its Parallel); Flush has nothing left to
 // wait for. A small object skips the existence check (PreferPut): presence
 // costs no request.
-func (s *Store) NewBatch() ledger.ObjectBatch { return ledger.DurableEach(s) }
-
-var _ ledger.Batcher = (*Store)(nil)
+func (s *Store) NewBatch() driver.Batch { return driver.DurableEach(s) }
 
 // statusError carries a GCS answer's status to ledger.DefaultRetryable.
 type statusError struct{ err *googleapi.Error }
@@ -159,34 +159,59 @@ func (e statusError) Error() string       { return e.err.Error() }
 func (e statusError) Unwrap() error       { return e.err }
 func (e statusError) HTTPStatusCode() int { return e.err.Code }
 
-// mapErr maps the storage client's errors to the ledger's: a missing object or
-// bucket is ledger.ErrNotFound, an answer carries its HTTP status, and a failure
-// caused by the context wraps its error.
-func mapErr(ctx context.Context, err error) error {
+// ErrorCode implements driver.Bucket: a missing bucket is driver.NoBucket
+// (see bucketOf), a missing object driver.NotFound, a 401 or 403 (missing or
+// refused credentials, a policy's refusal) driver.PermissionDenied.
+func (s *Store) ErrorCode(err error) driver.ErrorCode {
 	var api *googleapi.Error
 	switch {
-	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist):
-		return fmt.Errorf("%w (%v)", ledger.ErrNotFound, err)
+	case errors.Is(err, storage.ErrBucketNotExist):
+		return driver.NoBucket
+	case errors.Is(err, storage.ErrObjectNotExist):
+		return driver.NotFound
 	case errors.As(err, &api) && api.Code == http.StatusNotFound:
-		return fmt.Errorf("%w (%v)", ledger.ErrNotFound, err)
-	case errors.As(err, &api):
-		err = statusError{api}
+		return driver.NotFound
+	case errors.As(err, &api) && (api.Code == http.StatusForbidden || api.Code == http.StatusUnauthorized):
+		return driver.PermissionDenied
 	}
-	return backend.CtxErr(ctx, err)
+	return driver.Unknown
 }
 
-// PutObject implements ledger.ObjectStore (see the package doc).
-func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := backend.ValidateKey(key); err != nil {
-		return fmt.Errorf("put object: %w", err)
+// bucketOf tells, after an answer that something is not found (an object's,
+// which GCS gives for a missing bucket too), whether the bucket exists: once,
+// by reading the bucket's attributes, until it has been seen to (the answer
+// is kept). A missing bucket makes err wrap storage.ErrBucketNotExist.
+func (s *Store) bucketOf(ctx context.Context, err error) error {
+	var api *googleapi.Error
+	if s.seen.Load() || !errors.Is(err, storage.ErrObjectNotExist) && !(errors.As(err, &api) && api.Code == http.StatusNotFound) {
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
+	b, oerr := s.open()
+	if oerr != nil {
+		return err
 	}
-	if err := s.put(ctx, key, r, size); err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
+	_, aerr := b.Attrs(ctx)
+	switch {
+	case aerr == nil:
+		s.seen.Store(true)
+	case errors.Is(aerr, storage.ErrBucketNotExist):
+		return fmt.Errorf("%w (%w)", aerr, err)
 	}
-	return nil
+	return err
+}
+
+// apiErr makes an answer of GCS carry its HTTP status (statusError).
+func apiErr(err error) error {
+	var api *googleapi.Error
+	if errors.As(err, &api) {
+		return statusError{api}
+	}
+	return err
+}
+
+// Put implements driver.Bucket (see the package doc).
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	return s.put(ctx, key, r, size)
 }
 
 // put writes the content through the client's Writer, which finalizes the
@@ -203,16 +228,12 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) er
 	w := o.NewWriter(wctx)
 	w.ChunkSize = s.chunkSize
 	w.ContentType = "application/octet-stream"
-	pr := backend.NewPutReader(ctx, r, size)
-	n, err := io.Copy(w, pr)
-	if rerr := pr.Err(); rerr != nil {
-		return rerr // the content's fault, not the server's
-	}
+	n, err := io.Copy(w, r)
 	if err != nil {
-		return mapErr(ctx, err)
+		return apiErr(err)
 	}
 	if err := w.Close(); err != nil {
-		return mapErr(ctx, err)
+		return s.bucketOf(ctx, apiErr(err))
 	}
 	if got := w.Attrs().Size; got != n {
 		return fmt.Errorf("gcs: stored %d bytes, sent %d", got, n)
@@ -220,100 +241,70 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64) er
 	return nil
 }
 
-// GetObject implements ledger.ObjectStore. The client's reader checks the
-// object's CRC32C at its end and resumes a download cut short.
-func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := backend.ValidateKey(key); err != nil {
-		return nil, fmt.Errorf("get object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, err)
-	}
+// Get implements driver.Bucket. The client's reader checks the object's
+// CRC32C at its end and resumes a download cut short.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	// The store writes no Content-Encoding, so GCS never transcodes a download
 	// and the CRC32C it reports is the bytes'.
 	o, err := s.object(key)
 	if err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, err)
+		return nil, err
 	}
 	rd, err := o.NewReader(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
+		return nil, s.bucketOf(ctx, apiErr(err))
 	}
-	return &reader{ctx: ctx, key: key, rd: rd}, nil
+	return &reader{rd: rd}, nil
 }
 
-// reader names the key and the context in a download's errors.
-type reader struct {
-	ctx context.Context
-	key string
-	rd  *storage.Reader
-}
+// reader gives a download's errors their HTTP status.
+type reader struct{ rd *storage.Reader }
 
 func (r *reader) Read(b []byte) (int, error) {
 	n, err := r.rd.Read(b)
 	if err != nil && err != io.EOF {
-		err = fmt.Errorf("get object %q: %w", r.key, mapErr(r.ctx, err))
+		err = apiErr(err)
 	}
 	return n, err
 }
 
 func (r *reader) Close() error { return r.rd.Close() }
 
-// StatObject implements ledger.ObjectStore.
-func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
-	if err := backend.ValidateKey(key); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
-	}
+// Stat implements driver.Bucket.
+func (s *Store) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
 	o, err := s.object(key)
 	if err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+		return driver.ObjectInfo{}, err
 	}
 	a, err := o.Attrs(ctx)
 	if err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
+		return driver.ObjectInfo{}, s.bucketOf(ctx, apiErr(err))
 	}
-	return ledger.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated}, nil
+	return driver.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated}, nil
 }
 
-// DeleteObject implements ledger.ObjectStore.
-func (s *Store) DeleteObject(ctx context.Context, key string) error {
-	if err := backend.ValidateKey(key); err != nil {
-		return fmt.Errorf("delete object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete object %q: %w", key, err)
-	}
+// Delete implements driver.Bucket.
+func (s *Store) Delete(ctx context.Context, key string) error {
 	o, err := s.object(key)
 	if err != nil {
-		return fmt.Errorf("delete object %q: %w", key, err)
+		return err
 	}
 	if err := o.Delete(ctx); err != nil {
-		if err := mapErr(ctx, err); !errors.Is(err, ledger.ErrNotFound) {
-			return fmt.Errorf("delete object %q: %w", key, err)
-		}
+		return s.bucketOf(ctx, apiErr(err))
 	}
 	return nil
 }
 
-// ListObjects implements ledger.ObjectStore, page by page (GCS lists names in
-// lexical order). fn's error is returned as is.
-func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := backend.ValidatePrefix(prefix); err != nil {
-		return fmt.Errorf("list objects: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, err)
-	}
+// List implements driver.Bucket, page by page (GCS lists names in lexical
+// order). fn's error is returned as is.
+func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
 	q := &storage.Query{Prefix: s.root + prefix}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, err)
+		return err
 	}
 	b, err := s.open()
 	if err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, err)
+		return err
 	}
 	it := b.Objects(ctx, q)
 	for {
@@ -322,13 +313,13 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("list objects %q: %w", prefix, mapErr(ctx, err))
+			return s.bucketOf(ctx, apiErr(err))
 		}
 		key, ok := strings.CutPrefix(a.Name, s.root)
-		if !ok || backend.ValidateKey(key) != nil {
-			continue // not an object this store could have written
+		if !ok {
+			continue // not below the store's root
 		}
-		if err := fn(ledger.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated}); err != nil {
+		if err := fn(driver.ObjectInfo{Key: key, Size: a.Size, ModTime: a.Updated}); err != nil {
 			return err
 		}
 	}
@@ -345,7 +336,7 @@ func (s *Store) Protection(ctx context.Context) (protected bool, how string, err
 	}
 	a, err := b.Attrs(ctx)
 	if err != nil {
-		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.name, mapErr(ctx, err))
+		return false, "", fmt.Errorf("read the settings of bucket %q: %w", s.name, apiErr(err))
 	}
 	switch {
 	case a.VersioningEnabled:

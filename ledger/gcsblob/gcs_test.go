@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/syncledger/syncledger/internal/gcstest"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/drivertest"
 )
 
@@ -30,9 +32,9 @@ func fakeConfig(srv *gcstest.Server, prefix string) Config {
 	return Config{Bucket: fakeBucket, Prefix: prefix, Endpoint: srv.URL(), HTTPClient: &http.Client{}}
 }
 
-func storeMaker(srv *gcstest.Server, root string) func(t *testing.T) ledger.ObjectStore {
+func storeMaker(srv *gcstest.Server, root string) func(t *testing.T) driver.Bucket {
 	var n atomic.Int64
-	return func(t *testing.T) ledger.ObjectStore {
+	return func(t *testing.T) driver.Bucket {
 		t.Helper()
 		s, err := New(t.Context(), fakeConfig(srv, fmt.Sprintf("%s/t%03d", root, n.Add(1))))
 		if err != nil {
@@ -42,17 +44,52 @@ func storeMaker(srv *gcstest.Server, root string) func(t *testing.T) ledger.Obje
 	}
 }
 
+// bucket is the portable type over s, retrying nothing (the tests here are
+// of the driver).
+func bucket(s driver.Bucket) *ledger.Bucket {
+	return ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1})
+}
+
 func TestFakeGCS(t *testing.T) {
 	t.Parallel()
 	srv := startFake(t)
-	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, storeMaker(srv, "objects")) })
-	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(srv, "blobs")) })
+	drivertest.TestBucket(t, drivertest.Harness{
+		New: storeMaker(srv, "objects"),
+		NoBucket: func(t *testing.T) driver.Bucket {
+			cfg := fakeConfig(srv, "gone")
+			cfg.Bucket = "no-such-bucket"
+			return newStore(t, cfg)
+		},
+		// A server that refuses every request, as GCS refuses credentials
+		// an IAM policy does not allow: 403.
+		Denied: func(t *testing.T) driver.Bucket {
+			api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_, _ = io.WriteString(w, `{"error":{"code":403,"message":"denied by policy","errors":[{"reason":"forbidden"}]}}`)
+			}))
+			t.Cleanup(api.Close)
+			return newStore(t, Config{Bucket: fakeBucket, Endpoint: api.URL, HTTPClient: &http.Client{}})
+		},
+	})
+}
+
+// newStore returns the Store cfg configures, closed when the test ends.
+func newStore(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	s, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 func TestPrefixIsolation(t *testing.T) {
 	t.Parallel()
 	srv := startFake(t)
-	drivertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) ledger.ObjectStore {
+	drivertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) driver.Bucket {
 		s, err := New(t.Context(), fakeConfig(srv, prefix))
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +123,7 @@ func TestEmulatorHost(t *testing.T) {
 	srv := startFake(t)
 	t.Setenv("STORAGE_EMULATOR_HOST", srv.URL())
 	var n atomic.Int64
-	newStore := func(t *testing.T) ledger.ObjectStore {
+	newStore := func(t *testing.T) driver.Bucket {
 		t.Helper()
 		s, err := New(t.Context(), Config{Bucket: fakeBucket, Prefix: fmt.Sprintf("t%03d", n.Add(1)), ChunkSize: 256 << 10})
 		if err != nil {
@@ -130,7 +167,7 @@ func TestCutDownloadRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if err := s.PutObject(ctx, "k", strings.NewReader("content"), 7); err != nil {
+	if err := bucket(s).PutObject(ctx, "k", strings.NewReader("content"), 7); err != nil {
 		t.Fatal(err)
 	}
 	cfg := fakeConfig(srv, "cut")
@@ -139,7 +176,7 @@ func TestCutDownloadRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := cut.GetObject(ctx, "k")
+	rc, err := bucket(cut).GetObject(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
-var _ ledger.Batcher = (*Store)(nil)
-
-// NewBatch implements ledger.Batcher. A put sends its chunks and waits for
+// NewBatch implements driver.Bucket. A put sends its chunks and waits for
 // their acknowledgements, as PutObject does — an object's metadata never
 // names chunks the stream has not stored — then publishes its metadata
 // without waiting; Flush waits for every metadata acknowledgement at once. A
@@ -26,7 +24,7 @@ var _ ledger.Batcher = (*Store)(nil)
 // anything names them, the questions asked at once gathered into one request
 // (presence): a new blob costs no request of its own; a key something names
 // gets the full StatObject.
-func (s *Store) NewBatch() ledger.ObjectBatch {
+func (s *Store) NewBatch() driver.Batch {
 	return &batch{s: s, pending: map[string]*ack{}, absent: map[string]bool{}, presence: &presence{s: s}}
 }
 
@@ -66,34 +64,21 @@ func (a *ack) wait(ctx context.Context) error {
 	return a.err
 }
 
-var errFlushed = fmt.Errorf("the batch was flushed: %w", ledger.ErrInvalid)
+var errFlushed = errors.New("the batch was flushed")
 
-func (b *batch) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := backend.ValidateKey(key); err != nil {
-		return fmt.Errorf("put object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
-	}
+func (b *batch) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	b.mu.Lock()
 	absent := b.absent[key]
 	delete(b.absent, key)
 	b.mu.Unlock()
-	pr := backend.NewPutReader(ctx, r, size)
-	var err error
 	if _, blob := wantDigest(key); absent && blob {
 		// A blob key just found absent: a new version without asking again.
 		// Whoever stored the key meanwhile made it a key of two versions, and
 		// readers take the first that holds the content the key names
 		// (pick): any honest one is this content.
-		err = b.s.upload(ctx, key, pr, b.publishMeta)
-	} else {
-		err = b.s.put(ctx, key, pr, b.publishMeta)
+		return full(b.s.gone(ctx, b.s.upload(ctx, key, r, size, b.publishMeta)))
 	}
-	if err != nil {
-		return fmt.Errorf("put object %q: %w", key, full(backend.CtxErr(ctx, err)))
-	}
-	return nil
+	return full(b.s.gone(ctx, b.s.put(ctx, key, r, size, b.publishMeta)))
 }
 
 // publishMeta publishes info's metadata message, its acknowledgement left to
@@ -118,13 +103,13 @@ func (b *batch) publishMeta(_ context.Context, key string, info *jetstream.Objec
 	return nil
 }
 
-func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
+func (b *batch) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
 	b.mu.Lock()
 	a := b.pending[key]
 	b.mu.Unlock()
 	if a != nil {
 		if err := a.wait(ctx); err != nil {
-			return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
+			return driver.ObjectInfo{}, b.s.gone(ctx, err)
 		}
 	}
 	if _, blob := wantDigest(key); blob && a == nil {
@@ -132,10 +117,10 @@ func (b *batch) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, 
 			b.mu.Lock()
 			b.absent[key] = true
 			b.mu.Unlock()
-			return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, ledger.ErrNotFound)
+			return driver.ObjectInfo{}, ledger.ErrNotFound
 		}
 	}
-	info, err := b.s.StatObject(ctx, key)
+	info, err := b.s.Stat(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
 		b.mu.Lock()
 		b.absent[key] = true

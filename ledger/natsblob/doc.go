@@ -1,4 +1,7 @@
-// Package natsblob is the ledger.ObjectStore on a NATS JetStream object store bucket.
+// Package natsblob is the blob driver (ledger/driver.Bucket) on a NATS
+// JetStream object store bucket, used through a ledger.Bucket (blobs.Open,
+// with the NATS adapter's Client.ObjectStore), which checks keys and the
+// context, retries and verifies.
 //
 // It keeps the object store's layout, so nats.go's object store and the nats CLI
 // read its buckets: each key is one object, whose content is sent as chunks of
@@ -22,7 +25,7 @@
 //     later on the object's subjects does not change what it reads. A later copy
 //     of the same metadata (a put of the same content again) only moves the
 //     object's time, which garbage collection reads.
-//   - Putting other content under a stored key, and DeleteObject, purge the
+//   - Putting other content under a stored key, and Delete, purge the
 //     object's subjects: only the admin role may purge.
 //
 // A put that fails before its metadata is stored leaves its chunks behind,
@@ -30,27 +33,27 @@
 //
 // # Puts
 //
-// PutObject reads through a reader that fails, instead of returning io.EOF, when
+// Put reads through the ledger.Bucket's reader, which fails, instead of returning io.EOF, when
 // the caller's reader fails, when the context is done, or when the content's
 // length differs from the declared size, so none of those reaches the metadata
 // step. Chunks are published asynchronously, at most 64 awaiting their
 // acknowledgement.
 //
-// A batch (NewBatch, ledger.ObjectBatch) puts the same way, chunks awaited
+// A batch (NewBatch, driver.Batch) puts the same way, chunks awaited
 // before the metadata is published — an object's metadata never names chunks
 // the stream has not acknowledged — but leaves the metadata's acknowledgement
 // to Flush, which awaits all of them at once: a small object's put is one
-// round trip, not two. The batch's StatObject of a blob key asks first whether
+// round trip, not two. The batch's Stat of a blob key asks first whether
 // any metadata message names it, the questions asked at once gathered into one
 // batched direct get (multi_last, up to 256 subjects): a new blob costs no
 // request of its own, and a key found absent is put without asking again. A
-// key something names gets the full StatObject, and BlobBatch reads its
+// key something names gets the full Stat, and the ledger.BlobBatch reads its
 // content back before trusting it (a squatted key never is). A put reads into
 // a buffer the size of the object when it is smaller than a chunk.
 //
 // # Reads
 //
-// A GetObject's reader is bound to a context for its whole life (each chunk is
+// A Get's reader is bound to a context for its whole life (each chunk is
 // a direct get of the next message on the object's chunk subject: no consumer
 // per read). If the caller's context has no deadline,
 // Config.ReadTimeout (default DefaultReadTimeout) bounds the read. The object's
@@ -59,6 +62,10 @@
 //
 // # Errors
 //
-// An absent object is ledger.ErrNotFound; deleting an absent object is not an
-// error. Failures caused by the context wrap its error.
+// A bucket whose stream is gone is ledger.ErrNoBucket (a request no stream
+// answered is followed by one question to the JetStream API, so that a server
+// that does not answer stays transient). A permission violation reaches the
+// client asynchronously, as the connection's error: the NATS adapter maps
+// those. An absent object is ledger.ErrNotFound; deleting an absent object is not an
+// error.
 package natsblob

@@ -13,7 +13,7 @@ import (
 // TestFaults runs the shared fault workload (faulty.Exercise) on the NATS
 // object store: API-level faults (faulty.Store) on a connection that goes
 // through a proxy dropping every connection every 150 ms, with retries
-// (ledger.NewRetryingStore). Puts succeed after bounded retries or fail naming
+// (a ledger.Bucket's retry policy). Puts succeed after bounded retries or fail naming
 // the blob; no get ever yields bytes other than the blob's; every blob a put
 // acknowledged reads back.
 func TestFaults(t *testing.T) {

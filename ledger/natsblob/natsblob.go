@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // DefaultReadTimeout bounds a GetObject's whole read when neither the caller's
@@ -43,7 +43,7 @@ type Config struct {
 	ReadTimeout time.Duration
 }
 
-// Store is a ledger.ObjectStore on a JetStream object store bucket. It is safe for
+// Store is the driver.Bucket on a JetStream object store bucket. It is safe for
 // concurrent use.
 type Store struct {
 	js          jetstream.JetStream
@@ -52,7 +52,7 @@ type Store struct {
 	readTimeout time.Duration
 }
 
-var _ ledger.ObjectStore = (*Store)(nil)
+var _ driver.Bucket = (*Store)(nil)
 
 // StreamName returns the name of the stream behind bucket.
 func StreamName(bucket string) string { return "OBJ_" + bucket }
@@ -107,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("new nats object store: open bucket %q: %w", cfg.Bucket, backend.CtxErr(ctx, err))
+		return nil, fmt.Errorf("new nats object store: open bucket %q: %w", cfg.Bucket, err)
 	}
 	s := &Store{js: js, stream: st, bucket: cfg.Bucket, readTimeout: cfg.ReadTimeout}
 	if s.readTimeout == 0 {
@@ -150,41 +150,62 @@ func (s *Store) metaSubject(key string) string {
 
 func (s *Store) chunkSubject(id string) string { return "$O." + s.bucket + ".C." + id }
 
-func mapErr(ctx context.Context, err error) error {
-	if errors.Is(err, ledger.ErrNotFound) {
+// ErrorCode implements driver.Bucket: a stream not found is a bucket that
+// does not exist (see gone); a permission violation a refusal.
+func (s *Store) ErrorCode(err error) driver.ErrorCode {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return driver.NotFound
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return driver.NoBucket
+	case errors.Is(err, nats.ErrPermissionViolation):
+		return driver.PermissionDenied
+	case errors.Is(err, errFlushed):
+		return driver.Invalid
+	}
+	return driver.Unknown
+}
+
+// gone tells a bucket that does not exist from a server that does not
+// answer: a request no stream answered (nats.ErrNoResponders: a direct get of
+// a stream that is gone, or whose servers are all down; a chunk published
+// where no stream listens) is followed by one question to the JetStream API,
+// whose answer says whether the bucket's stream exists. A stream not found
+// makes err wrap jetstream.ErrStreamNotFound (driver.NoBucket); anything else
+// leaves err as it is, transient.
+func (s *Store) gone(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
 		return err
 	}
-	return backend.CtxErr(ctx, err)
+	if _, serr := s.js.Stream(ctx, StreamName(s.bucket)); errors.Is(serr, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("bucket %q: %w (%w)", s.bucket, serr, err)
+	}
+	return err
 }
 
-// StatObject implements ledger.ObjectStore.
-func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
-	if err := backend.ValidateKey(key); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
-	}
+// PreferPut implements driver.Bucket: a put of a stored key reads its chunks
+// back (see put), which costs more than asking.
+func (s *Store) PreferPut(int64) bool { return false }
+
+// Close implements driver.Bucket: the connection stays the caller's.
+func (s *Store) Close() error { return nil }
+
+// Stat implements driver.Bucket.
+func (s *Store) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
 	m, _, err := s.pick(ctx, key)
-	var mt time.Time
-	if err == nil {
-		mt, err = s.modTime(ctx, key, m)
-	}
 	if err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
+		return driver.ObjectInfo{}, s.gone(ctx, err)
 	}
-	return ledger.ObjectInfo{Key: key, Size: int64(m.Size), ModTime: mt}, nil
+	mt, err := s.modTime(ctx, key, m)
+	if err != nil {
+		return driver.ObjectInfo{}, s.gone(ctx, err)
+	}
+	return driver.ObjectInfo{Key: key, Size: int64(m.Size), ModTime: mt}, nil
 }
 
-// DeleteObject implements ledger.ObjectStore. It purges the object's subjects,
-// which needs the admin role.
-func (s *Store) DeleteObject(ctx context.Context, key string) error {
-	if err := backend.ValidateKey(key); err != nil {
-		return fmt.Errorf("delete object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete object %q: %w", key, err)
-	}
+// Delete implements driver.Bucket. It purges the object's subjects, which
+// needs the admin role.
+func (s *Store) Delete(ctx context.Context, key string) error {
 	m, err := s.first(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil
@@ -192,25 +213,16 @@ func (s *Store) DeleteObject(ctx context.Context, key string) error {
 	if err == nil {
 		err = s.purge(ctx, key, m)
 	}
-	if err != nil {
-		return fmt.Errorf("delete object %q: %w", key, mapErr(ctx, err))
-	}
-	return nil
+	return s.gone(ctx, err)
 }
 
-// ListObjects implements ledger.ObjectStore. The bucket's metadata is read in
-// full (the first message of each object, as GetObject reads it), filtered and
-// sorted before fn is called. fn's error is returned as is.
-func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := backend.ValidatePrefix(prefix); err != nil {
-		return fmt.Errorf("list objects: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, err)
-	}
+// List implements driver.Bucket. The bucket's metadata is read in full (the
+// first message of each object, as Get reads it), filtered and sorted before
+// fn is called. fn's error is returned as is.
+func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
 	infos, err := s.list(ctx, prefix)
 	if err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, backend.CtxErr(ctx, err))
+		return s.gone(ctx, err)
 	}
 	for _, info := range infos {
 		if err := fn(info); err != nil {
@@ -220,7 +232,7 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 	return nil
 }
 
-func (s *Store) list(ctx context.Context, prefix string) ([]ledger.ObjectInfo, error) {
+func (s *Store) list(ctx context.Context, prefix string) ([]driver.ObjectInfo, error) {
 	cons, err := s.js.OrderedConsumer(ctx, StreamName(s.bucket), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{MetaSubjects(s.bucket)},
 	})
@@ -262,14 +274,14 @@ func (s *Store) list(ctx context.Context, prefix string) ([]ledger.ObjectInfo, e
 			break // nothing more now
 		}
 	}
-	var infos []ledger.ObjectInfo
+	var infos []driver.ObjectInfo
 	for name, e := range objs {
-		if !strings.HasPrefix(name, prefix) || backend.ValidateKey(name) != nil {
+		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		infos = append(infos, ledger.ObjectInfo{Key: name, Size: int64(e.first.Size), ModTime: e.mod})
+		infos = append(infos, driver.ObjectInfo{Key: name, Size: int64(e.first.Size), ModTime: e.mod})
 	}
-	slices.SortFunc(infos, func(a, b ledger.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(infos, func(a, b driver.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	return infos, nil
 }
 

@@ -32,11 +32,11 @@ func TestBatchPresence(t *testing.T) {
 	body := func(i int) string { return fmt.Sprintf("blob %d %s", i, strings.Repeat("x", i)) }
 	key := func(i int) string { return ledger.BlobKey(ledger.DigestOf([]byte(body(i)))) }
 	for i := range stored {
-		if err := s.PutObject(ctx, key(i), strings.NewReader(body(i)), int64(len(body(i)))); err != nil {
+		if err := bucket(s).PutObject(ctx, key(i), strings.NewReader(body(i)), int64(len(body(i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b := s.NewBatch()
+	b := bucket(s).NewBatch()
 	before := nc.Stats().OutMsgs
 	var g errgroup.Group
 	for i := stored; i < stored+fresh; i++ {

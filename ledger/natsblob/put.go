@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -25,30 +24,21 @@ func digestOf(h hash.Hash) string {
 	return "SHA-256=" + base64.URLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// PutObject implements ledger.ObjectStore (see the package doc).
-func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := backend.ValidateKey(key); err != nil {
-		return fmt.Errorf("put object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
-	}
-	if err := s.put(ctx, key, backend.NewPutReader(ctx, r, size), s.publishMeta); err != nil {
-		return fmt.Errorf("put object %q: %w", key, full(backend.CtxErr(ctx, err)))
-	}
-	return nil
+// Put implements driver.Bucket (see the package doc).
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	return full(s.gone(ctx, s.put(ctx, key, r, size, s.publishMeta)))
 }
 
 // publisher stores an object's metadata message, which makes it visible:
 // Store.publishMeta, or a batch's, which leaves the acknowledgement to Flush.
 type publisher func(ctx context.Context, key string, info *jetstream.ObjectInfo) error
 
-func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader, pub publisher) error {
+func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, pub publisher) error {
 	old, none, err := s.pick(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) || err == nil && none {
 		// Absent, or every stored version lies: a new version, which readers
 		// take as the first that holds what it records (pick).
-		return s.upload(ctx, key, pr, pub)
+		return s.upload(ctx, key, r, size, pub)
 	}
 	if err != nil {
 		return err
@@ -63,10 +53,7 @@ func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader, pub 
 	defer os.Remove(spool.Name())
 	defer spool.Close()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(spool, h), pr)
-	if err == nil {
-		err = pr.Done()
-	}
+	n, err := io.Copy(io.MultiWriter(spool, h), r)
 	if err != nil {
 		return err
 	}
@@ -84,7 +71,7 @@ func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader, pub 
 		if _, err := spool.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n), pub)
+		return s.upload(ctx, key, spool, n, pub)
 	}
 	if want, ok := wantDigest(key); !ok || old.Digest == want {
 		// Other content in place of what the key holds: only by purging it
@@ -97,17 +84,18 @@ func (s *Store) put(ctx context.Context, key string, pr *backend.PutReader, pub 
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	return s.upload(ctx, key, backend.NewPutReader(ctx, spool, n), pub)
+	return s.upload(ctx, key, spool, n, pub)
 }
 
-// upload sends pr's content as chunks on a new subject, then its metadata.
-// Nothing is visible until the metadata is stored; a failed upload leaves its
-// chunks behind, unreferenced.
-func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader, pub publisher) error {
+// upload sends r's content (size bytes; -1: unknown) as chunks on a new
+// subject, then its metadata. Nothing is visible until the metadata is
+// stored, after r's io.EOF; a failed upload leaves its chunks behind,
+// unreferenced.
+func (s *Store) upload(ctx context.Context, key string, r io.Reader, size int64, pub publisher) error {
 	id := nuid.Next()
 	subj := s.chunkSubject(id)
 	h := sha256.New()
-	buf := make([]byte, chunkBuf(pr.Size()))
+	buf := make([]byte, chunkBuf(size))
 	var (
 		acks  []jetstream.PubAckFuture
 		total uint64
@@ -126,7 +114,7 @@ func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader, p
 		return nil
 	}
 	for {
-		n, rerr := io.ReadFull(pr, buf)
+		n, rerr := io.ReadFull(r, buf)
 		if n > 0 {
 			h.Write(buf[:n])
 			total += uint64(n)
@@ -148,9 +136,6 @@ func (s *Store) upload(ctx context.Context, key string, pr *backend.PutReader, p
 		if rerr != nil {
 			return rerr
 		}
-	}
-	if err := pr.Done(); err != nil {
-		return err
 	}
 	if err := wait(); err != nil {
 		return err

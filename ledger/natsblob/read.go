@@ -10,25 +10,18 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// GetObject implements ledger.ObjectStore.
-func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := backend.ValidateKey(key); err != nil {
-		return nil, fmt.Errorf("get object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, err)
-	}
+// Get implements driver.Bucket.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	m, _, err := s.pick(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
+		return nil, s.gone(ctx, err)
 	}
 	r, err := s.open(ctx, key, m)
 	if err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, err)
+		return nil, s.gone(ctx, err)
 	}
 	return r, nil
 }
@@ -93,7 +86,7 @@ func (r *objectReader) Read(p []byte) (int, error) {
 			return 0, fmt.Errorf("read object %q: chunk %d of %d is missing: %w", r.key, r.chunks+1, r.info.Chunks, ledger.ErrChecksum)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("read object %q: %w", r.key, backend.CtxErr(r.ctx, err))
+			return 0, fmt.Errorf("read object %q: %w", r.key, err)
 		}
 		if m.Subject != r.subj || m.Sequence < r.next {
 			return 0, fmt.Errorf("read object %q: asked for the next chunk from seq %d, got seq %d on %s: %w", r.key, r.next, m.Sequence, m.Subject, ledger.ErrInvalid)

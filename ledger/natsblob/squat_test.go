@@ -42,8 +42,8 @@ func TestSquattedBlobKey(t *testing.T) {
 		{"names chunks never stored", func(c, _ []byte) (string, string) { return "NONE", digestOfBytes(c) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bucket := "squat" + string(rune('a'+i))
-			s, err := New(ctx, Config{Conn: nc, Bucket: bucket})
+			name := "squat" + string(rune('a'+i))
+			s, err := New(ctx, Config{Conn: nc, Bucket: name})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +57,7 @@ func TestSquattedBlobKey(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			oi := jetstream.ObjectInfo{ObjectMeta: jetstream.ObjectMeta{Name: key}, Bucket: bucket, NUID: nuid,
+			oi := jetstream.ObjectInfo{ObjectMeta: jetstream.ObjectMeta{Name: key}, Bucket: name, NUID: nuid,
 				Size: uint64(len(content)), Chunks: 1, Digest: digest}
 			b, _ := json.Marshal(oi)
 			if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: s.metaSubject(key), Data: b}); err != nil {
@@ -65,29 +65,29 @@ func TestSquattedBlobKey(t *testing.T) {
 			}
 
 			// The honest commit's put.
-			if err := ledger.NewBlobStore(s).Put(ctx, d, bytes.NewReader(content), int64(len(content))); err != nil {
+			if err := bucket(s).Put(ctx, d, bytes.NewReader(content), int64(len(content))); err != nil {
 				t.Fatalf("honest put over a squatted key: %v", err)
 			}
 			// Every reader reads the content, and its size.
-			r, err := New(ctx, Config{Conn: nc, Bucket: bucket})
+			r, err := New(ctx, Config{Conn: nc, Bucket: name})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := ledger.ReadBlob(ctx, ledger.NewBlobStore(r), d)
+			got, err := ledger.ReadBlob(ctx, bucket(r), d)
 			if err != nil || !bytes.Equal(got, content) {
 				t.Fatalf("a reader after the honest put: %q, %v", got, err)
 			}
-			if info, err := r.StatObject(ctx, key); err != nil || info.Size != int64(len(content)) {
+			if info, err := bucket(r).StatObject(ctx, key); err != nil || info.Size != int64(len(content)) {
 				t.Errorf("stat after the honest put: %+v %v", info, err)
 			}
 			// A later lie changes nothing, and a second honest put finds it stored.
 			if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: s.metaSubject(key), Data: b}); err != nil {
 				t.Fatal(err)
 			}
-			if err := ledger.NewBlobStore(s).Put(ctx, d, bytes.NewReader(content), int64(len(content))); err != nil {
+			if err := bucket(s).Put(ctx, d, bytes.NewReader(content), int64(len(content))); err != nil {
 				t.Fatal(err)
 			}
-			if got, err := ledger.ReadBlob(ctx, ledger.NewBlobStore(r), d); err != nil || !strings.EqualFold(string(got), string(content)) {
+			if got, err := ledger.ReadBlob(ctx, bucket(r), d); err != nil || !strings.EqualFold(string(got), string(content)) {
 				t.Fatalf("a reader after a later lie: %q, %v", got, err)
 			}
 		})

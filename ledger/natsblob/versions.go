@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
 )
 
@@ -54,7 +53,7 @@ func (s *Store) versions(ctx context.Context, key string, limit int) ([]meta, er
 			break
 		}
 		if err != nil {
-			return nil, backend.CtxErr(ctx, err)
+			return nil, err
 		}
 		if oi, ok := version(key, m.Data); ok && !slices.ContainsFunc(out, func(v meta) bool { return v.NUID == oi.NUID }) {
 			oi.ModTime = m.Time
@@ -93,7 +92,7 @@ func (s *Store) pick(ctx context.Context, key string) (m meta, none bool, err er
 	}
 	last, err := s.stream.GetLastMsgForSubject(ctx, s.metaSubject(key))
 	if err != nil {
-		return meta{}, false, backend.CtxErr(ctx, err)
+		return meta{}, false, err
 	}
 	if oi, ok := version(key, last.Data); last.Sequence == m.seq || ok && oi.NUID == m.NUID && oi.Digest == m.Digest && oi.Size == m.Size {
 		return m, false, nil
@@ -141,7 +140,7 @@ func (s *Store) holds(ctx context.Context, key string, v meta) (bool, error) {
 func (s *Store) modTime(ctx context.Context, key string, first meta) (time.Time, error) {
 	m, err := s.stream.GetLastMsgForSubject(ctx, s.metaSubject(key))
 	if err != nil {
-		return time.Time{}, backend.CtxErr(ctx, err)
+		return time.Time{}, err
 	}
 	var last jetstream.ObjectInfo
 	if m.Sequence != first.seq && json.Unmarshal(m.Data, &last) == nil && last.Name == key && !last.Deleted &&

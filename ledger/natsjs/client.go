@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsblob"
 )
 
@@ -126,7 +127,7 @@ func (c *Client) debug(msg string, err error) {
 // settings differ from what syncledger creates (expect.go objectStore: one
 // that is not write-once, for instance) is a *ledger.ConfigError. Its
 // signature is blobs.Options' NATS.
-func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (ledger.ObjectStore, error) {
+func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (driver.Bucket, error) {
 	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket, Replicas: replicas})
 	if err != nil {
 		return nil, err // not a nil *Store in a non-nil interface

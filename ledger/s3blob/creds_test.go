@@ -105,10 +105,11 @@ func (s *signer) use(t *testing.T) error {
 	if err != nil {
 		return err
 	}
-	if err := st.PutObject(t.Context(), "k", bytes.NewReader([]byte("signed")), 6); err != nil {
+	b := bucket(st)
+	if err := b.PutObject(t.Context(), "k", bytes.NewReader([]byte("signed")), 6); err != nil {
 		return err
 	}
-	_, err = st.StatObject(t.Context(), "k")
+	_, err = b.StatObject(t.Context(), "k")
 	return err
 }
 

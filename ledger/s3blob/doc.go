@@ -1,10 +1,12 @@
-// Package s3 is the ledger.ObjectStore on an Amazon S3 bucket or any S3-compatible
-// server (MinIO, versitygw, Ceph RGW, …).
+// Package s3blob is the blob driver (ledger/driver.Bucket) on an Amazon S3
+// bucket or any S3-compatible server (MinIO, versitygw, Ceph RGW, …). It is
+// used through a ledger.Bucket (blobs.Open), which checks keys and the
+// context, retries and verifies: the driver only speaks S3.
 //
 // It is the official AWS SDK's S3 client (aws-sdk-go-v2's service/s3), its
 // transfer manager for multipart uploads (feature/s3/transfermanager) and its
-// configuration loader (config.LoadDefaultConfig), used whole: the region,
-// the endpoint, the retry policy and the credentials come from the AWS
+// configuration loader (config.LoadDefaultConfig), used whole but for
+// retries: the region, the endpoint and the credentials come from the AWS
 // configuration the way the AWS CLI reads it, and every credential source the
 // CLI accepts without a prompt works — the environment's keys, the shared
 // config and credentials files (AWS_PROFILE, AWS_CONFIG_FILE,
@@ -36,12 +38,12 @@
 //
 // # Retries
 //
-// The SDK's retryer retries each request (the AWS configuration's
-// AWS_MAX_ATTEMPTS / max_attempts and AWS_RETRY_MODE / retry_mode; 3 attempts
-// in standard mode by default), rewinding the spooled body of a put. The Store
-// is a ledger.RequestRetrier: ledger.NewRetryingStore gives the SDK its
-// policy's attempts (unless the AWS configuration names them) and does not
-// retry the requests again; it only resumes a get body that fails part way.
+// The SDK's retryer is off (aws.NopRetryer, whatever AWS_MAX_ATTEMPTS or
+// max_attempts say): each call makes one attempt of each request, and
+// retrying is the ledger.Bucket's, under the one policy every backend shares
+// (ledger.RetryPolicy), as GCS's client's retries are off under it. A put is
+// retried whole (a multipart upload from its first part), its content sought
+// back.
 //
 // # Puts
 //
@@ -68,9 +70,9 @@
 // capped at 5 GiB, and spooling gigabytes costs their write): parts of
 // Config.PartSize (16 MiB) are read into memory — the part being sent, the
 // next one being read, at most three parts — and each is a seekable body the
-// SDK signs and retries. The upload is completed only after the reader
-// returned io.EOF, which backend.PutReader does only without error, within
-// the context, at the declared size; any failure aborts the upload (within 30
+// SDK signs. The upload is completed only after the reader returned io.EOF,
+// which the ledger.Bucket's reader does only without error, within the
+// context, at the declared size; any failure aborts the upload (within 30
 // s, even after the context ended), so the object never appears in part and
 // the previous version stays; an abort that fails too leaves parts that a
 // bucket lifecycle rule (AbortIncompleteMultipartUpload) removes. (The
@@ -79,7 +81,9 @@
 //
 // # Errors
 //
-// NoSuchKey, NotFound and other 404 answers (except NoSuchBucket) map to
-// ledger.ErrNotFound; deleting an absent key is not an error. Failures caused by the
-// context wrap its error. The SDK's logger is disabled.
+// ErrorCode maps NoSuchBucket to ledger.ErrNoBucket (a HEAD's bare 404 asks
+// HeadBucket once, until the bucket has been seen), NoSuchKey, NotFound and
+// other 404 answers to ledger.ErrNotFound, AccessDenied and every other 403 (a
+// policy's refusal, a wrong secret, an expired token) to ledger.ErrPermission;
+// the ledger.Bucket makes none of them retried. The SDK's logger is disabled.
 package s3blob

@@ -13,8 +13,8 @@ import (
 // in-process S3 server with faults injected at the HTTP level: 503 answers,
 // hanging requests, connections reset while sending or receiving, response
 // bodies cut short (with and without their length), slow answers, and answers
-// lost after the server stored or deleted. The SDK's own retryer runs under
-// ours (ledger.NewRetryingStore). Puts succeed after bounded retries or fail
+// lost after the server stored or deleted, alone and under ours
+// (a ledger.Bucket's retry policy; the SDK's own retryer is off). Puts succeed after bounded retries or fail
 // naming the blob; no get ever yields bytes other than the blob's; every blob
 // a put acknowledged reads back.
 func TestHTTPFaults(t *testing.T) {
@@ -31,7 +31,7 @@ func TestHTTPFaults(t *testing.T) {
 		retry *ledger.RetryPolicy
 		floor float64
 	}{
-		{"sdk retries only", 1, nil, 0},
+		{"no retries", 1, nil, 0},
 		{"with retrying store", 2, &ledger.RetryPolicy{Attempts: 5, Wait: time.Millisecond, MaxWait: 10 * time.Millisecond, AttemptTimeout: 3 * time.Second}, 0.97},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

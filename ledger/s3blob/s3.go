@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -18,8 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/syncledger/syncledger/internal/backend"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // DefaultRegion is used when neither Config.Region nor the SDK's default chain
@@ -75,23 +76,21 @@ const (
 	minPartSize           = 5 << 20
 )
 
-// Store is a ledger.ObjectStore on an S3 bucket. It is safe for concurrent use.
+// Store is the driver.Bucket on an S3 bucket. It is safe for concurrent use.
 type Store struct {
 	client         *awss3.Client
 	uploads        *transfermanager.Client
-	aws            aws.Config // as loaded, for RetryRequests
+	aws            aws.Config // as loaded
 	cfg            Config
 	bucket         string
 	root           string // "" or the prefix with one trailing slash
 	tempDir        string
 	multipartAbove int64
 	partSize       int64
+	seen           atomic.Bool // the bucket was seen to exist (bucketOf)
 }
 
-var (
-	_ ledger.ObjectStore    = (*Store)(nil)
-	_ ledger.RequestRetrier = (*Store)(nil)
-)
+var _ driver.Bucket = (*Store)(nil)
 
 // New validates cfg, loads the AWS configuration and returns the Store. It
 // makes no request: a missing bucket or bad credentials show on first use.
@@ -114,7 +113,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		st.multipartAbove = DefaultMultipartAbove
 	}
 	st.multipartAbove = max(st.multipartAbove, st.partSize)
-	st.connect(0)
+	st.connect()
 	return st, nil
 }
 
@@ -126,7 +125,7 @@ func validate(cfg Config) (root string, err error) {
 		return "", fmt.Errorf("bucket name %q: %w", cfg.Bucket, ledger.ErrInvalid)
 	}
 	if p := strings.Trim(cfg.Prefix, "/"); p != "" {
-		if err := backend.ValidateKey(p); err != nil {
+		if err := ledger.ValidateKey(p); err != nil {
 			return "", fmt.Errorf("Config.Prefix: %w", err)
 		}
 		root = p + "/"
@@ -140,107 +139,122 @@ func validate(cfg Config) (root string, err error) {
 	return root, nil
 }
 
-// mapErr maps S3's errors to the ledger sentinels and the context's error.
-func mapErr(ctx context.Context, err error) error {
+// ErrorCode implements driver.Bucket: NoSuchBucket is driver.NoBucket;
+// NoSuchKey, NotFound and other 404 answers driver.NotFound; AccessDenied and
+// every 403 (a policy's refusal, credentials S3 does not accept: a wrong
+// secret, an expired token) driver.PermissionDenied.
+func (s *Store) ErrorCode(err error) driver.ErrorCode {
 	var apiErr smithy.APIError
 	var respErr *awshttp.ResponseError
 	switch {
-	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket":
-		return err
+	case errors.As(err, new(errNoBucket)), errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket":
+		return driver.NoBucket
 	case errors.As(err, &apiErr) && (apiErr.ErrorCode() == "NoSuchKey" || apiErr.ErrorCode() == "NotFound"):
-		return ledger.ErrNotFound
+		return driver.NotFound
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "AccessDenied":
+		return driver.PermissionDenied
 	case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusNotFound:
-		return fmt.Errorf("%w (%v)", ledger.ErrNotFound, err)
+		return driver.NotFound
+	case errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusForbidden:
+		return driver.PermissionDenied
 	}
-	return backend.CtxErr(ctx, err)
+	return driver.Unknown
 }
 
-// PreferPut implements ledger.PutPreferrer: an object the put spools in memory
-// is sent again rather than asked for first (one request instead of a HEAD and
-// a PUT; the HEAD costs about as much as the PUT of a few KiB).
+// errNoBucket is the answer of a HEAD of an object in a bucket that does not
+// exist, which says only 404 (a HEAD's answer has no body to name
+// NoSuchBucket): see bucketOf.
+type errNoBucket struct{ err error }
+
+func (e errNoBucket) Error() string {
+	return "NoSuchBucket: the bucket does not exist (" + e.err.Error() + ")"
+}
+func (e errNoBucket) Unwrap() error { return e.err }
+
+// bucketOf tells, after a HEAD of an object answered 404, whether the bucket
+// exists: once, by a HEAD of the bucket, until it has been seen to (the
+// answer is kept). A missing bucket makes err an errNoBucket.
+func (s *Store) bucketOf(ctx context.Context, err error) error {
+	var respErr *awshttp.ResponseError
+	if s.seen.Load() || !errors.As(err, &respErr) || respErr.HTTPStatusCode() != http.StatusNotFound {
+		return err
+	}
+	_, herr := s.client.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(s.bucket)})
+	switch {
+	case herr == nil:
+		s.seen.Store(true)
+	case errors.As(herr, &respErr) && respErr.HTTPStatusCode() == http.StatusNotFound:
+		return errNoBucket{err}
+	}
+	return err
+}
+
+// PreferPut implements driver.Bucket: an object the put spools in memory is
+// sent again rather than asked for first (one request instead of a HEAD and a
+// PUT; the HEAD costs about as much as the PUT of a few KiB).
 func (s *Store) PreferPut(size int64) bool { return size >= 0 && size <= memSpoolLimit }
 
-// NewBatch implements ledger.Batcher. S3 acknowledges a put once the object
+// NewBatch implements driver.Bucket. S3 acknowledges a put once the object
 // is stored durably, so the natural batch is the puts as they are, as many at
 // once as the caller runs (a commit: its Parallel); Flush has nothing left to
 // wait for. A small object skips the existence check (PreferPut): presence
 // costs no request.
-func (s *Store) NewBatch() ledger.ObjectBatch { return ledger.DurableEach(s) }
+func (s *Store) NewBatch() driver.Batch { return driver.DurableEach(s) }
 
-var _ ledger.Batcher = (*Store)(nil)
+// Close implements driver.Bucket: the SDK's client holds nothing to release.
+func (s *Store) Close() error { return nil }
 
-// PutObject implements ledger.ObjectStore: it spools the content and sends one
-// PUT, or above Config.MultipartAbove (and for an unknown size) streams it as a
+// Put implements driver.Bucket: it spools the content and sends one PUT, or
+// above Config.MultipartAbove (and for an unknown size) streams it as a
 // multipart upload (see the package doc).
-func (s *Store) PutObject(ctx context.Context, key string, r io.Reader, size int64) error {
-	if err := backend.ValidateKey(key); err != nil {
-		return fmt.Errorf("put object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
-	}
-	pr := backend.NewPutReader(ctx, r, size)
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	if size < 0 || size > s.multipartAbove {
-		if err := s.putMultipart(ctx, s.root+key, pr, size); err != nil {
-			return fmt.Errorf("put object %q: %w", key, err)
-		}
-		return nil
+		return s.putMultipart(ctx, s.root+key, r, size)
 	}
-	body, n, cleanup, err := s.spool(pr, size)
+	body, n, cleanup, err := s.spool(r, size)
 	if err != nil {
-		return fmt.Errorf("put object %q: %w", key, err)
+		return err
 	}
 	defer cleanup()
 	_, err = s.client.PutObject(ctx, &awss3.PutObjectInput{
 		Bucket: aws.String(s.bucket), Key: aws.String(s.root + key),
 		Body: body, ContentLength: aws.Int64(n), ContentType: aws.String(contentType),
 	})
-	if err != nil {
-		return fmt.Errorf("put object %q: %w", key, backend.CtxErr(ctx, err))
-	}
-	return nil
+	return err
 }
 
 const contentType = "application/octet-stream"
 
-// putMultipart sends pr through the SDK's transfer manager: a multipart
-// upload of parts of Config.PartSize, each a seekable body the SDK signs,
-// checksums and retries, or one PUT if all of it fits in one part. The
-// manager completes the upload only once pr returned io.EOF, which it does
-// only without error at the declared size (backend.PutReader); any failure,
-// the reader's included, aborts the upload.
-func (s *Store) putMultipart(ctx context.Context, key string, pr *backend.PutReader, size int64) error {
+// putMultipart sends r through the SDK's transfer manager: a multipart
+// upload of parts of Config.PartSize, each a seekable body the SDK signs and
+// checksums, or one PUT if all of it fits in one part. The manager completes
+// the upload only once r returned io.EOF, which the portable type's reader
+// does only without error at the declared size; any failure, the reader's
+// included, aborts the upload.
+func (s *Store) putMultipart(ctx context.Context, key string, r io.Reader, size int64) error {
 	in := &transfermanager.UploadObjectInput{
-		Bucket: aws.String(s.bucket), Key: aws.String(key), Body: pr, ContentType: aws.String(contentType),
+		Bucket: aws.String(s.bucket), Key: aws.String(key), Body: r, ContentType: aws.String(contentType),
 	}
 	if size >= 0 {
 		in.ContentLength = aws.Int64(size)
 	}
-	if _, err := s.uploads.UploadObject(ctx, in); err != nil {
-		if rerr := pr.Err(); rerr != nil {
-			return rerr // the content's own failure, not the upload's
-		}
-		return backend.CtxErr(ctx, err)
-	}
-	return pr.Done()
+	_, err := s.uploads.UploadObject(ctx, in)
+	return err
 }
 
-// spool reads pr to EOF and returns its content as a seekable body of n bytes,
+// spool reads r to EOF and returns its content as a seekable body of n bytes,
 // in memory if it is at most memSpoolLimit bytes, else in a temporary file that
 // cleanup removes.
-func (s *Store) spool(pr *backend.PutReader, size int64) (body io.ReadSeeker, n int64, cleanup func(), err error) {
+func (s *Store) spool(r io.Reader, size int64) (body io.ReadSeeker, n int64, cleanup func(), err error) {
 	var buf bytes.Buffer
 	if size >= 0 && size <= memSpoolLimit {
 		buf.Grow(int(size) + 1)
 	}
-	if _, err := io.CopyN(&buf, pr, memSpoolLimit+1); err != nil && err != io.EOF {
+	if _, err := io.CopyN(&buf, r, memSpoolLimit+1); err != nil && err != io.EOF {
 		return nil, 0, nil, err
 	}
 	if buf.Len() <= memSpoolLimit {
-		if err := pr.Done(); err != nil {
-			return nil, 0, nil, err
-		}
-		return bytes.NewReader(buf.Bytes()), int64(buf.Len()), func() {}, nil
+		return bytes.NewReader(buf.Bytes()), int64(buf.Len()), func() {}, nil // r ended: io.EOF
 	}
 	f, err := os.CreateTemp(s.tempDir, "syncledger-s3-put-*")
 	if err != nil {
@@ -254,14 +268,8 @@ func (s *Store) spool(pr *backend.PutReader, size int64) (body io.ReadSeeker, n 
 		cleanup()
 		return nil, 0, nil, fmt.Errorf("spool: %w", err)
 	}
-	if _, err := io.Copy(f, pr); err != nil {
-		cleanup()
-		if rerr := pr.Err(); rerr != nil {
-			return nil, 0, nil, rerr
-		}
-		return nil, 0, nil, fmt.Errorf("spool: %w", err)
-	}
-	if err := pr.Done(); err != nil {
+	rest, err := io.Copy(f, r)
+	if err != nil {
 		cleanup()
 		return nil, 0, nil, err
 	}
@@ -269,79 +277,50 @@ func (s *Store) spool(pr *backend.PutReader, size int64) (body io.ReadSeeker, n 
 		cleanup()
 		return nil, 0, nil, fmt.Errorf("spool: %w", err)
 	}
-	return f, pr.N(), cleanup, nil
+	return f, int64(buf.Len()) + rest, cleanup, nil
 }
 
-// GetObject implements ledger.ObjectStore. The reader streams the response body.
-func (s *Store) GetObject(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := backend.ValidateKey(key); err != nil {
-		return nil, fmt.Errorf("get object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, err)
-	}
+// Get implements driver.Bucket. The reader streams the response body.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.root + key)})
 	if err != nil {
-		return nil, fmt.Errorf("get object %q: %w", key, mapErr(ctx, err))
+		return nil, err
 	}
 	return out.Body, nil
 }
 
-// StatObject implements ledger.ObjectStore.
-func (s *Store) StatObject(ctx context.Context, key string) (ledger.ObjectInfo, error) {
-	if err := backend.ValidateKey(key); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, err)
-	}
+// Stat implements driver.Bucket.
+func (s *Store) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
 	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.root + key)})
 	if err != nil {
-		return ledger.ObjectInfo{}, fmt.Errorf("stat object %q: %w", key, mapErr(ctx, err))
+		return driver.ObjectInfo{}, s.bucketOf(ctx, err)
 	}
-	return ledger.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified)}, nil
+	return driver.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified)}, nil
 }
 
-// DeleteObject implements ledger.ObjectStore.
-func (s *Store) DeleteObject(ctx context.Context, key string) error {
-	if err := backend.ValidateKey(key); err != nil {
-		return fmt.Errorf("delete object: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete object %q: %w", key, err)
-	}
+// Delete implements driver.Bucket.
+func (s *Store) Delete(ctx context.Context, key string) error {
 	_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.root + key)})
-	if err != nil {
-		if err := mapErr(ctx, err); !errors.Is(err, ledger.ErrNotFound) {
-			return fmt.Errorf("delete object %q: %w", key, err)
-		}
-	}
-	return nil
+	return err
 }
 
-// ListObjects implements ledger.ObjectStore, page by page (S3 returns keys in
-// UTF-8 byte order, which is Go's string order). fn's error is returned as is.
-func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.ObjectInfo) error) error {
-	if err := backend.ValidatePrefix(prefix); err != nil {
-		return fmt.Errorf("list objects: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("list objects %q: %w", prefix, err)
-	}
+// List implements driver.Bucket, page by page (S3 returns keys in UTF-8 byte
+// order, which is Go's string order). fn's error is returned as is.
+func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectInfo) error) error {
 	pages := awss3.NewListObjectsV2Paginator(s.client, &awss3.ListObjectsV2Input{
 		Bucket: aws.String(s.bucket), Prefix: aws.String(s.root + prefix),
 	})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("list objects %q: %w", prefix, mapErr(ctx, err))
+			return err
 		}
 		for _, obj := range page.Contents {
 			key, ok := strings.CutPrefix(aws.ToString(obj.Key), s.root)
-			if !ok || backend.ValidateKey(key) != nil {
-				continue // not an object this store could have written
+			if !ok {
+				continue // not below the store's root
 			}
-			if err := fn(ledger.ObjectInfo{Key: key, Size: aws.ToInt64(obj.Size), ModTime: aws.ToTime(obj.LastModified)}); err != nil {
+			if err := fn(driver.ObjectInfo{Key: key, Size: aws.ToInt64(obj.Size), ModTime: aws.ToTime(obj.LastModified)}); err != nil {
 				return err
 			}
 		}
@@ -355,7 +334,7 @@ func (s *Store) ListObjects(ctx context.Context, prefix string, fn func(ledger.O
 func (s *Store) Protection(ctx context.Context) (protected bool, how string, err error) {
 	v, err := s.client.GetBucketVersioning(ctx, &awss3.GetBucketVersioningInput{Bucket: aws.String(s.bucket)})
 	if err != nil {
-		return false, "", fmt.Errorf("read the versioning of bucket %q: %w", s.bucket, mapErr(ctx, err))
+		return false, "", fmt.Errorf("read the versioning of bucket %q: %w", s.bucket, err)
 	}
 	if v.Status == types.BucketVersioningStatusEnabled {
 		return true, "versioning enabled", nil

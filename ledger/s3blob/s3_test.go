@@ -23,6 +23,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/drivertest"
 )
 
@@ -50,9 +51,9 @@ func startFake(t *testing.T) Config {
 
 // storeMaker returns a newStore for the conformance suites: each call a Store on a
 // fresh prefix below root in base's bucket.
-func storeMaker(base Config, root string) func(t *testing.T) ledger.ObjectStore {
+func storeMaker(base Config, root string) func(t *testing.T) driver.Bucket {
 	var n atomic.Int64
-	return func(t *testing.T) ledger.ObjectStore {
+	return func(t *testing.T) driver.Bucket {
 		t.Helper()
 		cfg := base
 		cfg.Prefix = fmt.Sprintf("%s/t%03d", root, n.Add(1))
@@ -64,11 +65,38 @@ func storeMaker(base Config, root string) func(t *testing.T) ledger.ObjectStore 
 	}
 }
 
+// bucket is the portable type over s, retrying nothing (the tests here are
+// of the driver).
+func bucket(s driver.Bucket) *ledger.Bucket {
+	return ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1})
+}
+
 func TestFakeS3(t *testing.T) {
 	t.Parallel()
 	cfg := startFake(t)
-	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, storeMaker(cfg, "objects")) })
-	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(cfg, "blobs")) })
+	missing := cfg
+	missing.Bucket = "no-such-bucket"
+	drivertest.TestBucket(t, drivertest.Harness{
+		New:      storeMaker(cfg, "objects"),
+		NoBucket: storeMaker(missing, "gone"),
+		Denied:   storeMaker(denying(t), "denied"),
+	})
+}
+
+// denying returns a Config for an S3 server that refuses every request as a
+// bucket policy denying the caller does: 403 AccessDenied.
+func denying(t *testing.T) Config {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		if r.Method != http.MethodHead {
+			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return Config{Bucket: fakeBucket, Endpoint: srv.URL, Region: "us-east-1", PathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), TempDir: t.TempDir()}
 }
 
 // TestRealS3 runs the suites against the S3 server at SYNCLEDGER_TEST_S3_ENDPOINT
@@ -100,8 +128,17 @@ func TestRealS3(t *testing.T) {
 	}
 	root := fmt.Sprintf("syncledger-test-%d", time.Now().UnixNano())
 	t.Cleanup(func() { deleteAll(t, cfg, root) })
-	t.Run("ObjectStore", func(t *testing.T) { drivertest.TestObjectStore(t, storeMaker(cfg, root+"/objects")) })
-	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(cfg, root+"/blobs")) })
+	missing := cfg
+	missing.Bucket = fmt.Sprintf("syncledger-missing-%d", time.Now().UnixNano())
+	wrong := cfg
+	wrong.Credentials = credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), "not-the-secret", "")
+	drivertest.TestBucket(t, drivertest.Harness{
+		New:      storeMaker(cfg, root+"/objects"),
+		NoBucket: storeMaker(missing, "gone"),
+		// Credentials the server does not accept: 403, as a denying
+		// policy's AccessDenied.
+		Denied: storeMaker(wrong, root+"/denied"),
+	})
 	t.Run("Multipart", func(t *testing.T) { testMultipart(t, cfg, root+"/mp") })
 }
 
@@ -126,11 +163,12 @@ func deleteAll(t *testing.T, cfg Config, root string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg.Prefix = root
-	s, err := New(ctx, cfg)
+	st, err := New(ctx, cfg)
 	if err != nil {
 		t.Errorf("cleanup: %v", err)
 		return
 	}
+	s := bucket(st)
 	var ks []string
 	if err := s.ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
 		ks = append(ks, info.Key)
@@ -148,7 +186,7 @@ func deleteAll(t *testing.T, cfg Config, root string) {
 func TestPrefixIsolation(t *testing.T) {
 	t.Parallel()
 	base := startFake(t)
-	drivertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) ledger.ObjectStore {
+	drivertest.TestPrefixIsolation(t, func(t *testing.T, prefix string) driver.Bucket {
 		cfg := base
 		cfg.Prefix = prefix
 		s, err := New(t.Context(), cfg)
@@ -179,11 +217,11 @@ func TestMissingBucketIsNotNotFound(t *testing.T) {
 	t.Parallel()
 	cfg := startFake(t)
 	cfg.Bucket = "no-such-bucket"
-	s, err := New(t.Context(), cfg)
+	st, err := New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetObject(t.Context(), "k"); err == nil || errors.Is(err, ledger.ErrNotFound) {
+	if _, err := bucket(st).GetObject(t.Context(), "k"); err == nil || errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("GetObject in a missing bucket = %v, want an error that is not ErrNotFound", err)
 	}
 }
@@ -204,7 +242,7 @@ func testMultipart(t *testing.T, cfg Config, root string) {
 	t.Run("BlobStore", func(t *testing.T) { drivertest.TestBlobStore(t, storeMaker(cfg, root+"-blobs")) })
 
 	ctx := t.Context()
-	s := storeMaker(cfg, root)(t)
+	s := bucket(storeMaker(cfg, root)(t))
 	big := make([]byte, 2*minPartSize+12345)
 	for i := range big {
 		big[i] = byte(i * 7 / 3)

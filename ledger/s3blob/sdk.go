@@ -59,10 +59,11 @@ func loadAWS(ctx context.Context, cfg Config) (aws.Config, error) {
 	return awsCfg, nil
 }
 
-// connect sets the store's S3 client and transfer manager, with attempts
-// attempts per request unless the AWS configuration names the number
-// (AWS_MAX_ATTEMPTS, max_attempts; 0: the SDK's default, 3).
-func (s *Store) connect(attempts int) {
+// connect sets the store's S3 client and transfer manager. The client makes
+// one attempt per request, whatever the AWS configuration says
+// (AWS_MAX_ATTEMPTS, max_attempts): retrying is the ledger.Bucket's, one
+// policy for every backend (ledger.RetryPolicy).
+func (s *Store) connect() {
 	s.client = awss3.NewFromConfig(s.aws, func(o *awss3.Options) {
 		if s.cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(s.cfg.Endpoint)
@@ -71,9 +72,7 @@ func (s *Store) connect(attempts int) {
 		if s.cfg.HTTPClient != nil {
 			o.HTTPClient = s.cfg.HTTPClient
 		}
-		if attempts > 0 && s.aws.RetryMaxAttempts == 0 {
-			o.RetryMaxAttempts = attempts
-		}
+		o.Retryer = aws.NopRetryer{}
 		// An S3-compatible server (any endpoint of one's own) may lack the
 		// newest checksum headers (x-amz-checksum-*, aws-chunked trailers):
 		// checksums only where an operation requires one, unless the AWS
@@ -97,15 +96,6 @@ func (s *Store) connect(attempts int) {
 
 // abortTimeout bounds the abort of a failed multipart upload.
 const abortTimeout = 30 * time.Second
-
-// RetryRequests implements ledger.RequestRetrier: the SDK's retryer retries
-// each request, up to attempts times unless the AWS configuration names the
-// number (AWS_MAX_ATTEMPTS, max_attempts; AWS_RETRY_MODE, retry_mode).
-func (s *Store) RetryRequests(attempts int) ledger.ObjectStore {
-	c := *s
-	c.connect(attempts)
-	return &c
-}
 
 // checksumsConfigured reports whether the environment or the shared
 // configuration sets the request checksum calculation or the response

@@ -26,17 +26,6 @@ type applied struct {
 	Paths                           []string
 }
 
-func (a *applied) add(b applied) {
-	a.Written += b.Written
-	a.Deleted += b.Deleted
-	a.Lazy += b.Lazy
-	a.Indexed += b.Indexed
-	a.Kept += b.Kept
-	a.Removed += b.Removed
-	a.Bytes += b.Bytes
-	a.Paths = append(a.Paths, b.Paths...)
-}
-
 // diskState is what the cache holds at a path, as far as the apply needs to know.
 type diskState struct {
 	// keep: an ignored file holding this host's own content where the ledger
@@ -481,7 +470,7 @@ func (s *session) leftover(path string, ds diskState) bool {
 
 // fetch downloads f's blob and writes it at path in dir, verified, its content
 // fsynced; the directories on its path are synced by the caller (Dir.Flush).
-func fetch(ctx context.Context, blobs ledger.BlobStore, st *cachefs.Stater, path string, f *projector.File) (cachefs.FileInfo, error) {
+func fetch(ctx context.Context, blobs *ledger.Bucket, st *cachefs.Stater, path string, f *projector.File) (cachefs.FileInfo, error) {
 	rc, err := blobs.Get(ctx, f.SHA256)
 	if err != nil {
 		return cachefs.FileInfo{}, fmt.Errorf("fetch %s: %w", path, err)

@@ -16,16 +16,17 @@ import (
 )
 
 // faultyHost opens a host whose blob store injects faults (faulty.Store over
-// the env's store) under the retrying store (ledger.NewRetryingStore), as
-// cmd/syncledger is meant to wire it.
+// the env's driver, its batches' puts and stats included: the host's commits
+// take production's batched path) under retry's policy (none if nil), as
+// cmd/syncledger wires it (blobs.Open).
 func (e *env) faultyHost(name string, cfg faulty.Config, retry *ledger.RetryPolicy) (*Host, *faulty.Store) {
 	e.t.Helper()
 	fs := faulty.New(e.objs, cfg)
-	objs := ledger.ObjectStore(fs)
+	p := ledger.RetryPolicy{Attempts: 1}
 	if retry != nil {
-		objs = ledger.NewRetryingStore(fs, *retry)
+		p = *retry
 	}
-	h, err := Open(Config{Cache: e.t.TempDir(), Host: name, Log: e.log, Blobs: ledger.NewBlobStore(objs)})
+	h, err := Open(Config{Cache: e.t.TempDir(), Host: name, Log: e.log, Blobs: ledger.NewBucket(fs, p)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -98,8 +99,8 @@ func (e *env) checkContent(ctx context.Context, h *Host) {
 // TestBlobFaults commits and syncs through blob stores that fail a third of
 // their calls (5xx, timeouts, resets, truncated bodies, slow answers, lost
 // acks). Without retries a commit either succeeds or fails with an error naming
-// the upload, having published nothing; with retries (ledger.NewRetryingStore)
-// every commit succeeds. No event ever references a blob that is not stored
+// the upload, having published nothing; with retries (the bucket's retry
+// policy) every commit succeeds. No event ever references a blob that is not stored
 // (I6); a sync either completes or fails, and never leaves a file whose
 // content no event wrote (I5); once the faults stop, every host converges.
 func TestBlobFaults(t *testing.T) {

@@ -49,7 +49,7 @@ func BenchmarkColdCommitFiles(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h, err := Open(Config{Cache: cache, Host: "bench", Log: lg, Blobs: ledger.NewBlobStore(objs)})
+		h, err := Open(Config{Cache: cache, Host: "bench", Log: lg, Blobs: ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})})
 		if err != nil {
 			b.Fatal(err)
 		}

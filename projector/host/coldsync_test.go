@@ -100,15 +100,16 @@ func coldSync(t *testing.T, store string, files int) {
 		}
 		url = fmt.Sprintf("s3://%s/coldsync-%d?endpoint=%s&region=%s&path-style=true", bucket, time.Now().UnixNano(), endpoint, region)
 	}
-	objs, err := blobs.Open(ctx, url, blobs.Options{NATS: natsblob.Opener(nc)})
+	objs, err := blobs.Open(ctx, url, blobs.Options{NATS: natsblob.Opener(nc), Retry: ledger.RetryPolicy{Attempts: 1}})
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}
+	t.Cleanup(func() { objs.Close() })
 	lg, err := natsjs.CreateLog(ctx, nc, natsjs.LedgerConfig{Name: "coldsync", Blobs: url})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs)}
+	e := &env{t: t, nc: nc, log: lg, blobs: objs}
 	a, b, c := e.host("a"), e.host("b"), e.host("c")
 	const parts = 200
 	for i := range files {

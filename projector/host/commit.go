@@ -308,7 +308,7 @@ func (e *PartialCommitError) Unwrap() error { return e.Err }
 // publish makes one commit durable — its files, then the blobs of content,
 // its batch — appends its events and records them, adding the commit to res
 // (its paths while res holds fewer than maxPaths, when positive).
-func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content ledger.BlobBatch, maxPaths int, res *CommitResult) error {
+func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content *ledger.BlobBatch, maxPaths int, res *CommitResult) error {
 	now := h.cfg.Now()
 	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {

@@ -70,9 +70,9 @@
 // directory, as git finds its repository). A cache keeps its own host id in
 // .syncledger/host-id (CacheHostID makes one from the hostname and a random
 // suffix; StoreHostID records it once, the first process to store one wins),
-// so two caches on one machine are two hosts. BlobStack is the blob store a
-// host runs on over an object store (the retrying store under the
-// content-addressed layer); the CLI and the bench both open hosts on it.
+// so two caches on one machine are two hosts. A host runs on a ledger.Bucket
+// (Config.Blobs), which the CLI opens through blobs.Open, the one way it is
+// built: the retry policy and the content addressing are the Bucket's.
 //
 // # Sharing a cache between processes
 //

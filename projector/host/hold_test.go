@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/projector/ignore"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
@@ -93,7 +93,7 @@ func testCommitHold(t *testing.T, named bool) {
 		changed = slices.Collect(maps.Keys(cacheFiles(t, a)))
 	}
 	puts := &atomic.Int64{}
-	a.cfg.Blobs = countedBlobs{a.cfg.Blobs, puts}
+	a.cfg.Blobs = a.cfg.Blobs.View(func(d driver.Bucket) driver.Bucket { return countedBlobs{d, puts} })
 	res := commit("cold", 0)
 	// Each file's content is new and stored once: what the scan staged
 	// before it stopped holding is not stored again by the groups' commits.
@@ -167,22 +167,25 @@ func testCommitHold(t *testing.T, named bool) {
 	}
 }
 
-// countedBlobs counts the puts of the batches of a BlobStore.
+// countedBlobs counts the blob puts asked of a bucket's batches: each asks
+// the driver's batch first whether the blob is stored (a file driver prefers
+// no put to the question, and the tests retry nothing), so the batches'
+// stats count them.
 type countedBlobs struct {
-	ledger.BlobStore
+	driver.Bucket
 	puts *atomic.Int64
 }
 
-func (c countedBlobs) Batch() ledger.BlobBatch { return countedBatch{c.BlobStore.Batch(), c.puts} }
+func (c countedBlobs) NewBatch() driver.Batch { return countedBatch{c.Bucket.NewBatch(), c.puts} }
 
 type countedBatch struct {
-	ledger.BlobBatch
+	driver.Batch
 	puts *atomic.Int64
 }
 
-func (b countedBatch) Put(ctx context.Context, d ledger.Digest, r io.Reader, size int64) error {
+func (b countedBatch) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
 	b.puts.Add(1)
-	return b.BlobBatch.Put(ctx, d, r, size)
+	return b.Batch.Stat(ctx, key)
 }
 
 // TestHoldGroups: groups of whole partitions in order, at most maxParts and

@@ -53,10 +53,10 @@ type Config struct {
 	Cache string           // cache directory
 	Host  string           // this host's id, recorded in its commits
 	Log   ledger.CommitLog // the ledger's log
-	Blobs ledger.BlobStore // the ledger's blob store
-	// Snapshots is the object store holding the ledger's snapshots (rebuild,
-	// status); nil means the store under Blobs (BlobStore.Objects).
-	Snapshots ledger.ObjectStore
+	Blobs *ledger.Bucket   // the ledger's blob store
+	// Snapshots is the bucket holding the ledger's snapshots (rebuild,
+	// status); nil means Blobs (snapshots live beside the blobs).
+	Snapshots *ledger.Bucket
 	// Logger receives progress and warnings; nil discards.
 	Logger *slog.Logger
 	// Now is the clock for commit times; nil means time.Now.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/syncledger/syncledger/internal/testmain"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/ledger/natsjs"
@@ -33,8 +34,8 @@ type env struct {
 	mem   *memledger.Log // newEnv only
 	log   ledger.CommitLog
 	uuid  string
-	objs  ledger.ObjectStore
-	blobs ledger.BlobStore
+	objs  driver.Bucket
+	blobs *ledger.Bucket
 	dir   string // the file object store's directory
 }
 
@@ -46,7 +47,7 @@ func (e *env) corruptBlob(d ledger.Digest) {
 		e.t.Fatal(err)
 	}
 	b[0] ^= 0xff
-	if err := e.objs.PutObject(context.Background(), ledger.BlobKey(d), bytes.NewReader(b), int64(len(b))); err != nil {
+	if err := e.blobs.PutObject(context.Background(), ledger.BlobKey(d), bytes.NewReader(b), int64(len(b))); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -95,7 +96,7 @@ func withBlobs(t *testing.T, e *env) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.objs, e.blobs = objs, ledger.NewBlobStore(objs)
+	e.objs, e.blobs = objs, ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})
 	return e
 }
 

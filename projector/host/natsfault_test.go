@@ -45,7 +45,7 @@ func natsEnv(t *testing.T, url string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBlobStore(objs)}
+	return &env{t: t, nc: nc, log: lg, objs: objs, blobs: ledger.NewBucket(objs, ledger.RetryPolicy{Attempts: 1})}
 }
 
 // commitUntil commits h's changes, again after each failure (a failed commit

@@ -62,14 +62,14 @@ type RebuildResult struct {
 }
 
 // snapshots returns the object store holding snapshots; nil if there is none.
-func (h *Host) snapshots() ledger.ObjectStore {
+func (h *Host) snapshots() *ledger.Bucket {
 	if h.cfg.Snapshots != nil {
 		return h.cfg.Snapshots
 	}
 	if h.cfg.Blobs == nil { // OpenLocal
 		return nil
 	}
-	return h.cfg.Blobs.Objects()
+	return h.cfg.Blobs
 }
 
 // newestSnapshot returns the seq of the newest snapshot listed (0 if none, or

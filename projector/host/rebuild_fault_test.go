@@ -81,7 +81,7 @@ func TestRebuildKeepsFilesOfInterruptedApply(t *testing.T) {
 	mustCommit(t, writer, "delete ghost")
 	writeFile(t, writer, "audit/keep", "k2")
 	mustCommit(t, writer, "later")
-	cfg := snapshot.Config{Log: e.log, Blobs: e.blobs, Objects: e.objs}
+	cfg := snapshot.Config{Log: e.log, Blobs: e.blobs, Objects: e.blobs}
 	if _, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestSyncFinishesInterruptedRebuild(t *testing.T) {
 	writer := e.host("writer")
 	writeFile(t, writer, "audit/x", "v1")
 	mustCommit(t, writer, "v1")
-	cfg := snapshot.Config{Log: e.log, Blobs: e.blobs, Objects: e.objs}
+	cfg := snapshot.Config{Log: e.log, Blobs: e.blobs, Objects: e.blobs}
 	if _, err := snapshot.Take(ctx, cfg, snapshot.TakeOptions{}); err != nil {
 		t.Fatal(err)
 	}

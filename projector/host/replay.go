@@ -22,10 +22,10 @@ import (
 // ReplayConfig says what Replay materialises, and where.
 type ReplayConfig struct {
 	Log   ledger.CommitLog
-	Blobs ledger.BlobStore
-	// Snapshots is the object store holding snapshots; nil means the store under
-	// Blobs (BlobStore.Objects).
-	Snapshots ledger.ObjectStore
+	Blobs *ledger.Bucket
+	// Snapshots is the bucket holding snapshots; nil means Blobs (snapshots
+	// live beside the blobs).
+	Snapshots *ledger.Bucket
 	// Into is the directory to write the files into; it must not exist or be empty.
 	Into string
 	// To is the seq to materialise: the tree is the datastore as it was after the
@@ -74,7 +74,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayResult, error) {
 	}
 	objs := cfg.Snapshots
 	if objs == nil && cfg.Blobs != nil {
-		objs = cfg.Blobs.Objects()
+		objs = cfg.Blobs
 	}
 	if err := emptyDir(cfg.Into); err != nil {
 		return res, fmt.Errorf("replay: %w", err)

@@ -18,7 +18,7 @@ import (
 // flushed — every blob durable — before anything is published
 // (ledger.PublishBatch). A blob stored for a commit that is then not
 // published is garbage that blob GC collects.
-func (h *Host) commitStage(ctx context.Context, stored map[ledger.Digest]bool, b ledger.BlobBatch) stage {
+func (h *Host) commitStage(ctx context.Context, stored map[ledger.Digest]bool, b *ledger.BlobBatch) stage {
 	return func(e ledger.Entry, f *os.File, body []byte) error {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("commit: sync %s: %w", e.Path, err)
@@ -32,7 +32,7 @@ func (h *Host) commitStage(ctx context.Context, stored map[ledger.Digest]bool, b
 
 // prepareStage stores each changed file's content in b (Prepare flushes it):
 // the files' durability is the Commit's to ensure.
-func prepareStage(ctx context.Context, b ledger.BlobBatch) stage {
+func prepareStage(ctx context.Context, b *ledger.BlobBatch) stage {
 	return func(e ledger.Entry, f *os.File, body []byte) error { return putContent(ctx, b, e, f, body) }
 }
 
@@ -40,7 +40,7 @@ func prepareStage(ctx context.Context, b ledger.BlobBatch) stage {
 // read again from its start and verified against e's digest while it is
 // sent (a file changed since it was hashed fails with ErrChecksum: nothing is
 // published).
-func putContent(ctx context.Context, b ledger.BlobBatch, e ledger.Entry, f *os.File, body []byte) error {
+func putContent(ctx context.Context, b *ledger.BlobBatch, e ledger.Entry, f *os.File, body []byte) error {
 	var r io.Reader = f
 	if body != nil {
 		r = bytes.NewReader(body)

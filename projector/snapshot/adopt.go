@@ -120,7 +120,7 @@ func Adopt(ctx context.Context, cfg Config, opt AdoptOptions) (AdoptResult, erro
 		var s *Snapshot
 		if err == nil {
 			si.SHA256, si.Attested = ledger.DigestOf(bs), true
-			s, err = Get(ctx, bytesStore{key: si.Key, b: bs}, si)
+			s, err = read(bytes.NewReader(bs), si)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -275,26 +275,11 @@ func (v *verifier) check(ctx context.Context, s *Snapshot) (bool, error) {
 	return true, nil
 }
 
-func readAll(ctx context.Context, objs ledger.ObjectStore, key string) ([]byte, error) {
+func readAll(ctx context.Context, objs *ledger.Bucket, key string) ([]byte, error) {
 	rc, err := objs.GetObject(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
 	return io.ReadAll(rc)
-}
-
-// bytesStore serves one object from memory, for Get's checks on bytes read
-// once.
-type bytesStore struct {
-	ledger.ObjectStore
-	key string
-	b   []byte
-}
-
-func (s bytesStore) GetObject(_ context.Context, key string) (io.ReadCloser, error) {
-	if key != s.key {
-		return nil, ledger.ErrNotFound
-	}
-	return io.NopCloser(bytes.NewReader(s.b)), nil
 }

@@ -20,7 +20,7 @@ import (
 type history struct {
 	t    *testing.T
 	cfg  Config
-	objs *fileblob.Store
+	objs *ledger.Bucket
 	lg   *memledger.Log
 	uuid string
 	head map[string]ledger.Record
@@ -32,12 +32,13 @@ func newHistory(t *testing.T) *history {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
+	objsDrv, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	objs := ledger.NewBucket(objsDrv, ledger.RetryPolicy{Attempts: 1})
 	return &history{t: t, lg: lg, objs: objs, uuid: lg.UUID(), head: map[string]ledger.Record{},
-		cfg: Config{Log: lg, Blobs: ledger.NewBlobStore(objs), Objects: objs}}
+		cfg: Config{Log: lg, Blobs: objs, Objects: objs}}
 }
 
 // commit appends a one-file commit writing path.

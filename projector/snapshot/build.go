@@ -12,7 +12,7 @@ import (
 // BuildConfig says what Build replays.
 type BuildConfig struct {
 	Log   ledger.CommitLog
-	Blobs ledger.BlobStore // manifests of events too large to inline
+	Blobs *ledger.Bucket // manifests of events too large to inline
 	// Base is the state to start from (a snapshot); nil starts from an empty
 	// ledger (seq 0) and replays the whole log.
 	Base *Snapshot

@@ -25,9 +25,6 @@ const FormatVersion = 1
 // kind names the document in its header and trailer.
 const kind = "syncledger-snapshot"
 
-// maxLine bounds one line of the decoded form (an entry with the longest path).
-const maxLine = ledger.MaxPathLen + 1024
-
 // Snapshot is a ledger's index at a commit boundary: what a host that has
 // applied every event up to Seq holds (its HWM, marks and index rows), minus
 // the host-local facts (mtimes, lazy flags).
@@ -172,7 +169,7 @@ func Encode(w io.Writer, s *Snapshot) error {
 		Entries: len(s.Entries), Marks: len(s.Marks), Bytes: s.Bytes()})
 	for i := 0; err == nil && i < len(s.Entries); i++ {
 		e := s.Entries[i]
-		err = enc.Encode(wireEntry{Path: e.Path, SHA256: e.SHA256, Size: e.Size, Mode: e.Mode, Seq: e.Seq})
+		err = enc.Encode(wireEntry(e))
 	}
 	for _, p := range slices.Sorted(maps.Keys(s.Marks)) {
 		if err != nil {

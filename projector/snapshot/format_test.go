@@ -177,10 +177,11 @@ func newAttestLog(t *testing.T) *memledger.Log {
 func TestStoreListSelect(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
+	objsDrv, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	objs := ledger.NewBucket(objsDrv, ledger.RetryPolicy{Attempts: 1})
 	lg := newAttestLog(t)
 	var infos []Info
 	for _, n := range []int{3, 9, 12} {
@@ -234,10 +235,11 @@ func TestStoreListSelect(t *testing.T) {
 func TestForgedSnapshotNeverUsed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	objs, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
+	objsDrv, err := fileblob.New(fileblob.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	objs := ledger.NewBucket(objsDrv, ledger.RetryPolicy{Attempts: 1})
 	lg := newAttestLog(t)
 	if _, err := Put(ctx, lg, objs, sample(3)); err != nil {
 		t.Fatal(err)
@@ -290,7 +292,7 @@ func TestAdopt(t *testing.T) {
 	if _, _, err := Select(ctx, lg, objs, uuid, nil, nil); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("Select before adopting: %v, want none usable", err)
 	}
-	res, err := Adopt(ctx, Config{Log: lg, Blobs: ledger.NewBlobStore(objs), Objects: objs}, AdoptOptions{})
+	res, err := Adopt(ctx, Config{Log: lg, Blobs: objs, Objects: objs}, AdoptOptions{})
 	if err != nil || len(res.Adopted) != 2 || len(res.Skipped) != 1 || res.Retained != 25 || !res.Legacy {
 		t.Fatalf("Adopt = %+v, %v", res, err)
 	}

@@ -68,9 +68,9 @@ func parseKey(uuid, key string) (ledger.Seq, bool) {
 
 // List returns the snapshots of ledger uuid, newest (highest seq) first. Listing,
 // not a pointer, decides which snapshot is newest: a snapshot is visible only
-// once complete (ObjectStore.PutObject is atomic), so there is nothing to keep in
+// once complete (Bucket.PutObject is atomic), so there is nothing to keep in
 // step.
-func List(ctx context.Context, objs ledger.ObjectStore, uuid string) ([]Info, error) {
+func List(ctx context.Context, objs *ledger.Bucket, uuid string) ([]Info, error) {
 	var out []Info
 	err := objs.ListObjects(ctx, Prefix+uuid+"/", func(oi ledger.ObjectInfo) error {
 		if seq, ok := parseKey(uuid, oi.Key); ok {
@@ -99,7 +99,7 @@ func Attest(ctx context.Context, log ledger.CommitLog, infos []Info) ([]Info, er
 }
 
 // ListAttested is List followed by Attest.
-func ListAttested(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, uuid string) ([]Info, error) {
+func ListAttested(ctx context.Context, log ledger.CommitLog, objs *ledger.Bucket, uuid string) ([]Info, error) {
 	infos, err := List(ctx, objs, uuid)
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func attested(ctx context.Context, log ledger.CommitLog) (ledger.Attestations, e
 // Put encodes s, stores it under Key(s.Ledger, s.Seq) and has the log attest
 // it (only the admin role may: ledger.ErrPermission otherwise, and the stored
 // object is never used). Storing the same snapshot twice stores the same bytes.
-func Put(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, s *Snapshot) (Info, error) {
+func Put(ctx context.Context, log ledger.CommitLog, objs *ledger.Bucket, s *Snapshot) (Info, error) {
 	var buf bytes.Buffer
 	if err := Encode(&buf, s); err != nil {
 		return Info{}, err
@@ -143,7 +143,7 @@ func Put(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, s *
 // (info.Attested, see Attest) and its stored bytes hash to the attested
 // digest (else ErrNotAttested); besides Decode's checks, the snapshot must be
 // of the ledger and seq its key names.
-func Get(ctx context.Context, objs ledger.ObjectStore, info Info) (*Snapshot, error) {
+func Get(ctx context.Context, objs *ledger.Bucket, info Info) (*Snapshot, error) {
 	if !info.Attested {
 		return nil, fmt.Errorf("read snapshot %s: the log attests no snapshot at seq %d: %w", info.Key, info.Seq, ErrNotAttested)
 	}
@@ -152,7 +152,12 @@ func Get(ctx context.Context, objs ledger.ObjectStore, info Info) (*Snapshot, er
 		return nil, fmt.Errorf("read snapshot %s: %w", info.Key, err)
 	}
 	defer rc.Close()
-	vr := ledger.NewVerifyingReader(rc, info.SHA256)
+	return read(rc, info)
+}
+
+// read is Get's checks of the snapshot r holds.
+func read(r io.Reader, info Info) (*Snapshot, error) {
+	vr := ledger.NewVerifyingReader(r, info.SHA256)
 	s, err := Decode(vr)
 	if err == nil {
 		_, err = io.Copy(io.Discard, vr) // to the end, where the digest is checked
@@ -170,7 +175,7 @@ func Get(ctx context.Context, objs ledger.ObjectStore, info Info) (*Snapshot, er
 }
 
 // Delete removes a stored snapshot.
-func Delete(ctx context.Context, objs ledger.ObjectStore, info Info) error {
+func Delete(ctx context.Context, objs *ledger.Bucket, info Info) error {
 	if err := objs.DeleteObject(ctx, info.Key); err != nil {
 		return fmt.Errorf("delete snapshot %s: %w", info.Key, err)
 	}
@@ -182,7 +187,7 @@ func Delete(ctx context.Context, objs ledger.ObjectStore, info Info) error {
 // that does not (not attested, corrupt, truncated, unreadable) is reported to
 // skipped (may be nil) and the next older one is tried. No such snapshot: an
 // error wrapping ledger.ErrNotFound.
-func Select(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, uuid string, usable func(Info) bool, skipped func(Info, error)) (*Snapshot, Info, error) {
+func Select(ctx context.Context, log ledger.CommitLog, objs *ledger.Bucket, uuid string, usable func(Info) bool, skipped func(Info, error)) (*Snapshot, Info, error) {
 	infos, err := ListAttested(ctx, log, objs, uuid)
 	if err != nil {
 		return nil, Info{}, err
@@ -214,7 +219,7 @@ type wireRetention struct {
 // legacyRetained reads the retention bound an older release recorded beside
 // the snapshots (snapshots/<uuid>/retention.json), for Adopt: the blob store
 // is no authority on it any more (ledger.Attestations).
-func legacyRetained(ctx context.Context, objs ledger.ObjectStore, uuid string) (ledger.Seq, error) {
+func legacyRetained(ctx context.Context, objs *ledger.Bucket, uuid string) (ledger.Seq, error) {
 	rc, err := objs.GetObject(ctx, retentionKey(uuid))
 	if errors.Is(err, ledger.ErrNotFound) {
 		return 0, nil
@@ -282,7 +287,7 @@ type Object struct {
 // else any role that writes blobs put there), in key order, the snapshots of
 // ledger uuid marked as attested or not: the whole of what the object store
 // says beside the blobs, for an admin to judge (snapshot --list).
-func Inventory(ctx context.Context, log ledger.CommitLog, objs ledger.ObjectStore, uuid string) ([]Object, error) {
+func Inventory(ctx context.Context, log ledger.CommitLog, objs *ledger.Bucket, uuid string) ([]Object, error) {
 	a, err := attested(ctx, log)
 	if err != nil {
 		return nil, err

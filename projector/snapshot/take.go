@@ -14,8 +14,8 @@ import (
 // snapshots.
 type Config struct {
 	Log     ledger.CommitLog
-	Blobs   ledger.BlobStore
-	Objects ledger.ObjectStore
+	Blobs   *ledger.Bucket
+	Objects *ledger.Bucket
 	// Logger receives warnings (skipped snapshots) and progress; nil discards.
 	Logger *slog.Logger
 	// Progress, when set, is called while events are replayed.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -95,7 +96,7 @@ func openBolt(path string, wait time.Duration) (db *bolt.DB, err error) {
 	if err != nil && corruptOpen(err) {
 		return nil, &CorruptError{Path: path, Reason: err.Error()}
 	}
-	if err != nil && !errors.Is(err, bolt.ErrTimeout) {
+	if err != nil && !errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
 	return db, err
@@ -110,8 +111,8 @@ func firstLine(s string) string {
 // corruptOpen reports whether err from bolt.Open says the file is damaged
 // (both meta pages invalid, a page size it cannot use).
 func corruptOpen(err error) bool {
-	return errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) ||
-		errors.Is(err, bolt.ErrInvalidMapping)
+	return errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) || errors.Is(err, bolterrors.ErrVersionMismatch) ||
+		errors.Is(err, bolterrors.ErrInvalidMapping)
 }
 
 // Check reads every row of the database (each decoded) and then runs

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
@@ -163,7 +164,7 @@ func OpenContext(ctx context.Context, path string, wait time.Duration) (*DB, err
 	_, serr := os.Lstat(path)
 	created := errors.Is(serr, fs.ErrNotExist)
 	db, err := openBoltContext(ctx, path, wait)
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open state %s: %w", path, ErrLocked)
 	}
 	if err != nil {
@@ -289,11 +290,11 @@ func openBoltContext(ctx context.Context, path string, wait time.Duration) (*bol
 		step := lockPoll
 		if wait > 0 {
 			if step = min(time.Until(deadline), lockPoll); step <= 0 {
-				return nil, bolt.ErrTimeout
+				return nil, bolterrors.ErrTimeout
 			}
 		}
 		db, err := openBolt(path, step)
-		if !errors.Is(err, bolt.ErrTimeout) {
+		if !errors.Is(err, bolterrors.ErrTimeout) {
 			return db, err
 		}
 	}

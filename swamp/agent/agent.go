@@ -26,7 +26,7 @@ type Ports interface {
 	// Host opens the datastore's cache on its ledger.
 	Host(ctx context.Context) (*host.Host, error)
 	// Blobs opens the ledger's blob store (verify checks it answers).
-	Blobs(ctx context.Context) (ledger.BlobStore, error)
+	Blobs(ctx context.Context) (*ledger.Bucket, error)
 	// SwampKV opens the swamp bucket (Bucket) of the datastore's ledger (for
 	// a namespace, the base ledger's: see swamp.NamespaceLedger).
 	SwampKV(ctx context.Context) (ledger.KV, error)

@@ -27,7 +27,7 @@ type env struct {
 	clock *fakeClock
 	log   *memledger.Log
 	kv    *memledger.KV
-	blobs ledger.BlobStore
+	blobs *ledger.Bucket
 	full  *ledger.ServerState // what the server says of its disk (ports.ServerState)
 }
 
@@ -45,7 +45,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{clock: clock, log: l, kv: memledger.NewKV(clock.Now), blobs: ledger.NewBlobStore(s)}
+	return &env{clock: clock, log: l, kv: memledger.NewKV(clock.Now), blobs: ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1})}
 }
 
 // ports are the agent's ports on e, with the cache cache.
@@ -59,7 +59,7 @@ func (p ports) Host(context.Context) (*host.Host, error) {
 	return host.Open(host.Config{Cache: p.cache, Host: "h", Log: p.e.log, Blobs: p.e.blobs})
 }
 
-func (p ports) Blobs(context.Context) (ledger.BlobStore, error) { return p.e.blobs, nil }
+func (p ports) Blobs(context.Context) (*ledger.Bucket, error) { return p.e.blobs, nil }
 
 func (p ports) SwampKV(context.Context) (ledger.KV, error) { return p.e.kv, nil }
 

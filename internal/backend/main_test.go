@@ -1,9 +1,0 @@
-package backend
-
-import (
-	"testing"
-
-	"github.com/syncledger/syncledger/internal/testmain"
-)
-
-func TestMain(m *testing.M) { testmain.Main(m) }
