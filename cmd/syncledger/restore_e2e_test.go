@@ -153,7 +153,9 @@ func TestHotCopyRestoreCLI(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data")
 	srv, url, _ := serveT(t, data)
-	env := func(url string) *shell { return &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+url, "SYNCLEDGER_LOG_LEVEL=warn")} }
+	env := func(url string) *shell {
+		return &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+url, "SYNCLEDGER_LOG_LEVEL=warn")}
+	}
 	c := env(url)
 	a, b, n := t.TempDir(), t.TempDir(), t.TempDir()
 	host := func(cache, name string, args ...string) []string {
