@@ -141,7 +141,11 @@ func SyncRenumbered(ctx context.Context, h *host.Host, opt host.SyncOptions) (ho
 	opt.NoRepublish, opt.Together = true, Together
 	res, err := h.Sync(ctx, opt)
 	if res.Healed != nil && len(res.Healed.Kept) > 0 {
-		if kerr := renumberKept(h, res.Healed); kerr != nil && err == nil {
+		kerr := renumberKept(h, res.Healed)
+		if kerr == nil {
+			kerr = dropRegenerated(h, res.Healed, &rn)
+		}
+		if kerr != nil && err == nil {
 			err = kerr
 		}
 	}
@@ -221,6 +225,45 @@ func renumberKept(h *host.Host, hd *host.Healed) error {
 	// What stays in the heal's directory is what it says it kept.
 	hd.Kept = slices.DeleteFunc(hd.Kept, func(p string) bool { _, _, ok := versionFile(p); return ok })
 	return nil
+}
+
+// dropRegenerated removes from what a heal kept aside the files swamp writes
+// again anyway (Regenerated: the latest markers, which place sets, evaluated
+// definitions): the ledger's version stands, as SyncRenumbered takes it over
+// this host's in any conflict. They are listed in rn.Regenerated.
+func dropRegenerated(h *host.Host, hd *host.Healed, rn *Renumbered) error {
+	kept := filepath.Join(h.Dir().Root(), filepath.FromSlash(hd.KeptIn))
+	var err error
+	hd.Kept = slices.DeleteFunc(hd.Kept, func(p string) bool {
+		if !Regenerated(p) || err != nil {
+			return false
+		}
+		if rerr := os.Remove(filepath.Join(kept, filepath.FromSlash(p))); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = rerr
+			return false
+		}
+		rn.Regenerated = append(rn.Regenerated, p)
+		return true
+	})
+	if len(hd.Kept) == 0 {
+		removeEmpty(kept)
+		hd.KeptIn = ""
+	}
+	return err
+}
+
+// removeEmpty removes the empty directories at and under dir, deepest first.
+func removeEmpty(dir string) {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i])
+	}
 }
 
 // setAside sets aside this host's unpublished versions whose numbers the

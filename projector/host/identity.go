@@ -57,27 +57,21 @@ type ForkError struct {
 }
 
 func (e *ForkError) Error() string {
-	if e.Partition != "" {
-		if e.Head < e.Seq {
-			return fmt.Sprintf("partition %q ends at seq %d, below this cache's mark at seq %d: %v: the server lost commits this cache applied (restored from an older backup, or replaced)",
-				e.Partition, e.Head, e.Seq, ledger.ErrRewound)
-		}
-		return fmt.Sprintf("the log holds commit %s at seq %d, partition %q's mark, where this cache applied commit %s: %v: the server lost commits this cache applied (restored from an older backup) and was written to since",
-			e.Got, e.Seq, e.Partition, e.Want, ledger.ErrRewound)
-	}
+	const lost = "the server lost commits this cache applied (restored from an older backup, or replaced)"
+	const since = "the server lost commits this cache applied (restored from an older backup) and was written to since"
 	switch {
-	case e.Want == "" && e.Head >= e.Seq:
-		return fmt.Sprintf("the log holds commit %s at seq %d, this cache's HWM, whose files and marks say it applied another there: %v: the server lost commits this cache applied (restored from an older backup) and was written to since",
-			e.Got, e.Seq, ledger.ErrRewound)
+	case e.Partition != "" && e.Head < e.Seq:
+		return fmt.Sprintf("partition %q ends at seq %d, below this cache's mark at seq %d: %s", e.Partition, e.Head, e.Seq, lost)
+	case e.Partition != "":
+		return fmt.Sprintf("the log holds commit %s at seq %d, partition %q's mark, where this cache applied commit %s: %s", e.Got, e.Seq, e.Partition, e.Want, since)
 	case e.Head < e.Seq:
-		return fmt.Sprintf("the log's last seq is %d, below seq %d this cache applied (its HWM is %d): %v: the server lost commits this cache applied (restored from an older backup, or replaced)",
-			e.Head, e.Seq, e.HWM, ledger.ErrRewound)
+		return fmt.Sprintf("the log's last seq is %d, below seq %d this cache applied (its HWM is %d): %s", e.Head, e.Seq, e.HWM, lost)
+	case e.Want == "":
+		return fmt.Sprintf("the log holds commit %s at seq %d, this cache's HWM, whose files and marks say it applied another there: %s", e.Got, e.Seq, since)
 	case e.Got == "":
-		return fmt.Sprintf("the log holds no commit at seq %d, where this cache applied commit %s (its HWM is %d, the log's head %d): %v: the server lost commits this cache applied",
-			e.Seq, e.Want, e.HWM, e.Head, ledger.ErrRewound)
+		return fmt.Sprintf("the log holds no commit at seq %d, where this cache applied commit %s (its HWM is %d, the log's head %d): %s", e.Seq, e.Want, e.HWM, e.Head, lost)
 	}
-	return fmt.Sprintf("the log holds commit %s at seq %d, where this cache applied commit %s (its HWM is %d, the log's head %d): %v: the server lost commits this cache applied (restored from an older backup) and was written to since",
-		e.Got, e.Seq, e.Want, e.HWM, e.Head, ledger.ErrRewound)
+	return fmt.Sprintf("the log holds commit %s at seq %d, where this cache applied commit %s (its HWM is %d, the log's head %d): %s", e.Got, e.Seq, e.Want, e.HWM, e.Head, since)
 }
 
 func (e *ForkError) Unwrap() error { return ledger.ErrRewound }

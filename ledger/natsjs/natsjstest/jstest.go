@@ -60,6 +60,10 @@ func RunServer(t testing.TB) (*Server, *nats.Conn) {
 	return s, Connect(t, s.ClientURL())
 }
 
+// StoreDir is the server's JetStream store directory (a test copies it, or
+// puts a copy back, while the server is stopped).
+func (s *Server) StoreDir() string { return s.store }
+
 // ClientURL is the server's client URL, nats://127.0.0.1:port.
 func (s *Server) ClientURL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.port) }
 
