@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/projector/statedb"
 )
 
 // A log that ends below the cache's HWM (or a partition below its mark) is
@@ -311,5 +313,65 @@ func TestWatchHealsAfterRestore(t *testing.T) {
 	}
 	if s, _ := readFile(t, c, "data/m/1/raw"); s != "a's run, after the backup" {
 		t.Fatalf("a's run not republished: c holds %q", s)
+	}
+}
+
+// TestOldCacheAdoptsTopCommit: a cache made by a release before the commit
+// records (no commits bucket, no top commit) syncs as before — up to date at
+// the head, no heal — and records the top commit on the way, once its marks
+// and rows agree with the log's event at its HWM (and is healed when they do
+// not: a cache of another history).
+func TestOldCacheAdoptsTopCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := e.host("a"), e.host("b")
+	for _, p := range []string{"audit/1", "data/m/1/raw", "data/n/1/raw"} {
+		writeFile(t, a, p, p)
+		mustCommit(t, a, "")
+	}
+	mustSync(t, b, SyncOptions{})
+	forget := func(h *Host) {
+		t.Helper()
+		dir := h.Dir().Root()
+		h.Close()
+		db, err := bolt.Open(filepath.Join(dir, ledger.StateDir, "state.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(tx *bolt.Tx) error {
+			if err := tx.DeleteBucket([]byte("commits")); err != nil {
+				return err
+			}
+			return tx.Bucket([]byte("meta")).Delete([]byte("top-commit"))
+		})
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	forget(b)
+	b = e.hostAt("b", b.Dir().Root())
+	res, err := b.Sync(context.Background(), SyncOptions{})
+	if err != nil || !res.UpToDate || res.Healed != nil {
+		t.Fatalf("an older cache's sync at the head = %+v, %v; want up to date, no heal", res, err)
+	}
+	var top statedb.Commit
+	if err := b.View(func(db *statedb.DB) (err error) { top, err = db.TopCommit(); return err }); err != nil || top.Seq != 3 || !top.Known() {
+		t.Fatalf("top commit after the older cache's sync: %+v, %v; want the one at seq 3", top, err)
+	}
+	// An older cache of a history the log no longer holds: found forked.
+	forget(b)
+	b = e.hostAt("b", b.Dir().Root())
+	e.mem.Rewind(2)
+	writeFile(t, a, "data/x/1/raw", "another commit at seq 3")
+	if _, err := a.Commit(context.Background(), CommitOptions{}); !errors.Is(err, ledger.ErrRewound) {
+		t.Fatalf("a's commit on the rewound log: %v", err)
+	}
+	c := e.host("c")
+	writeFile(t, c, "data/x/1/raw", "c's commit at seq 3")
+	mustCommit(t, c, "")
+	res, err = b.Sync(context.Background(), SyncOptions{})
+	if err != nil || res.UpToDate || res.Healed == nil || !slices.Equal(res.Healed.Republish, []string{"data/n/1/raw"}) {
+		t.Fatalf("an older cache's sync on another history = %+v, %v; want healed, data/n republished", res, err)
 	}
 }
