@@ -168,7 +168,7 @@ func newRestoreCmd(a *app) *cobra.Command {
 stream restored with JetStream's own restore — the object store first (content
 before the events that reference it), then the log with its consumers, then
 swamp's bucket, the heartbeats and the dead letters — exactly as they were.
-Then it applies this release's configuration to them (as an upgrade does), and
+Then it makes them as this release makes them ('syncledger upgrade'), and
 checks that the snapshots' attestations and the retention bound are the
 backup's, setting them again if not. For a blob store outside NATS it checks
 that the store still holds every blob the backup lists (blobs.txt).
@@ -276,13 +276,19 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 // the backup's, setting again what differs. It returns what it changed.
 func hardenRestored(ctx context.Context, a *app, b *natsjs.Backup) ([]string, error) {
 	var changed []string
-	// THE UPGRADE CALL SITE (issue 38's least privilege, branch leastpriv):
-	// once `syncledger upgrade` lands on main, call its function here —
-	// upgradeLedger(ctx, a, b.Ledger) — so a restored ledger's resources are
-	// made as this release makes them, whatever release took the backup.
-	// Until then what main hardens by itself: the object store made
-	// write-once (what init does).
-	a.hardenBlobs(ctx, b.Blobs)
+	// The upgrade (issue 38's least privilege): the restored resources made
+	// as this release makes them, whatever release took the backup — the
+	// stream, the buckets, the dead letters, the object store.
+	changes, err := upgradeLedger(ctx, a, b.Ledger)
+	for _, ch := range changes {
+		if ch.Action != "" {
+			changed = append(changed, fmt.Sprintf("%s: %s", ch.Resource, ch.Action))
+		}
+	}
+	if err != nil {
+		return changed, err
+	}
+	a.resetLedger() // the upgrade may have made a resource anew
 	lg, err := a.Log(ctx)
 	if err != nil {
 		return changed, err

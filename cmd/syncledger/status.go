@@ -32,6 +32,10 @@ there) is shown first, with what it says of its disk.
 A cache whose ledger lost commits it applied (its server restored from an older
 backup) is shown as FORKED, never as behind 0: the next sync republishes them.
 
+Status also checks what the server lets this user do: permissions older or
+wider than this build's (a server configured before this release) are
+reported on stderr, with the command that renders them again.
+
 --json prints: ledger, uuid, host, cache, head, first, snapshot, hwm, behind,
 forked {seq, want, got, head, hwm} (when forked),
 partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files,
@@ -82,6 +86,9 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	var server *ledger.ServerState
 	if !st.Offline {
 		server = a.serverState(ctx)
+		if p := a.permissionProblem(ctx); p != "" {
+			a.logger.Warn(p)
+		}
 	}
 	if asJSON {
 		if st.Offline {

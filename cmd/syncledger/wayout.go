@@ -33,6 +33,7 @@ func errorCommands(err error) []string {
 		ns *host.NoSnapshotError
 		wb *snapshot.WrongBoundError
 		re *ledger.RecordError
+		ce *ledger.ConfigError
 		c  commander
 	)
 	switch {
@@ -61,6 +62,8 @@ func errorCommands(err error) []string {
 	case errors.Is(err, ledger.ErrRewound):
 		// Never a quarantine: nothing is wrong with the ledger's messages.
 		return []string{rewoundCommand}
+	case errors.As(err, &ce) && strings.HasPrefix(ce.Repair, "run syncledger upgrade"):
+		return []string{upgradeCommand}
 	case errors.Is(err, projector.ErrAppliedQuarantined):
 		return []string{"syncledger rebuild"}
 	case errors.As(err, &re):
@@ -76,6 +79,10 @@ func errorCommands(err error) []string {
 // rewoundCommand is the way out of a ledger that lost commits this cache
 // applied: a sync heals the cache and republishes them (host/heal.go).
 const rewoundCommand = "syncledger sync   (rebuilds this cache from the ledger and republishes the commits the ledger lost; deletes nothing)"
+
+// upgradeCommand makes every resource of the ledger as this build makes it
+// (natsjs's *ledger.ConfigError names it as its repair).
+const upgradeCommand = "syncledger upgrade   (admin; makes the ledger's streams, buckets and dead letters as this release makes them)"
 
 // retentionBoundCommand removes a retention bound the log contradicts
 // (snapshot.WrongBound: the log holds every event below it).
@@ -140,4 +147,4 @@ func quarantineCommand(re *ledger.RecordError) string {
 // unprotectedNote is what the warning of a blob store that does not protect
 // stored blobs adds when an admin's init can fix it (a NATS bucket made
 // without write-once).
-const unprotectedNote = "run 'syncledger init' as an admin to fix it"
+const unprotectedNote = "run 'syncledger upgrade' as an admin to fix it"

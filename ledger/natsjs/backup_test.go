@@ -34,6 +34,12 @@ func TestBackupRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := lg.Upgrade(ctx); err != nil { // the buckets and dead letters, as an admin makes them
+		t.Fatal(err)
+	}
+	if _, err := c.UpgradeObjectStore(ctx, "bkblobs", 1); err != nil {
+		t.Fatal(err)
+	}
 	objs, err := c.ObjectStore(ctx, "bkblobs", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +91,7 @@ func TestBackupRestore(t *testing.T) {
 	for _, s := range b.Streams {
 		roles = append(roles, s.Role)
 	}
-	if diff := cmp.Diff([]string{RoleLog, RoleObjects, RoleSwamp, RoleHeartbeats}, roles); diff != "" {
+	if diff := cmp.Diff([]string{RoleLog, RoleObjects, RoleSwamp, RoleHeartbeats, RoleDeadLetters}, roles); diff != "" {
 		t.Fatalf("streams backed up (-want +got):\n%s", diff)
 	}
 	if _, err := lg.Backup(ctx, dir, BackupOptions{}); !errors.Is(err, ledger.ErrInvalid) {
