@@ -56,6 +56,7 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 		{"Truncate", testLogTruncate},
 		{"Attest", testLogAttest},
 		{"CommitAt", testLogCommitAt},
+		{"Head", testLogHead},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -636,5 +637,26 @@ func testLogCommitAt(t *testing.T, ctx context.Context, f LogFixture) {
 	}
 	if _, err := l.CommitAt(ctx, 1); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("CommitAt of a dropped seq = %v, want ErrNotFound", err)
+	}
+}
+
+// testLogHead: Head is LastSeq with a stamp that stays while the last
+// message does and changes with the next one; "" on an empty log.
+func testLogHead(t *testing.T, ctx context.Context, f LogFixture) {
+	l := f.Log
+	if last, stamp, err := l.Head(ctx); err != nil || last != 0 || stamp != "" {
+		t.Fatalf("Head of an empty log = %d, %q, %v", last, stamp, err)
+	}
+	logAppend(t, ctx, l, "a")
+	last, s1, err := l.Head(ctx)
+	if err != nil || last != 1 || s1 == "" {
+		t.Fatalf("Head = %d, %q, %v; want seq 1 and a stamp", last, s1, err)
+	}
+	if _, again, err := l.Head(ctx); err != nil || again != s1 {
+		t.Fatalf("Head again = %q, %v; want the same stamp %q", again, err, s1)
+	}
+	logAppend(t, ctx, l, "a")
+	if last, s2, err := l.Head(ctx); err != nil || last != 2 || s2 == "" || s2 == s1 {
+		t.Fatalf("Head after an append = %d, %q, %v; want seq 2 and another stamp than %q", last, s2, err, s1)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -40,12 +41,14 @@ type Log struct {
 	q       map[ledger.Seq]ledger.Quarantine
 	att     ledger.Attestations
 	grew    chan struct{} // closed and replaced when a message is stored
+	stored  uint64        // messages stored, ever (Head's stamps)
 }
 
 type msg struct {
 	subject string
 	data    []byte
 	dropped bool
+	stamp   uint64 // Head's stamp: the log's count of messages stored when it was
 }
 
 var _ ledger.CommitLog = (*Log)(nil)
@@ -96,7 +99,8 @@ func (l *Log) at(seq ledger.Seq) (msg, bool) {
 func (l *Log) store(subjects []string, data [][]byte, ids []string) []ledger.Seq {
 	seqs := make([]ledger.Seq, len(subjects))
 	for i := range subjects {
-		l.msgs = append(l.msgs, msg{subject: subjects[i], data: data[i]})
+		l.stored++ // never reset: a message stored after a Rewind has a stamp of its own
+		l.msgs = append(l.msgs, msg{subject: subjects[i], data: data[i], stamp: l.stored})
 		seqs[i] = l.last()
 		l.subject[subjects[i]] = seqs[i]
 		l.bySubj[subjects[i]] = append(l.bySubj[subjects[i]], seqs[i])
@@ -143,6 +147,22 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 		first++
 	}
 	return ledger.Bounds{First: first, Last: l.last()}, nil
+}
+
+// Head returns the last seq and a stamp of the message there; see
+// ledger.CommitLog.
+func (l *Log) Head(ctx context.Context) (ledger.Seq, string, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, "", l.fail("head", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last := l.last()
+	m, ok := l.at(last)
+	if !ok {
+		return last, "", nil
+	}
+	return last, strconv.FormatUint(m.stamp, 10), nil
 }
 
 // PartitionLastSeq returns the seq of the partition subject's last message.

@@ -143,17 +143,18 @@ const openFresh = 500 * time.Millisecond
 type opened struct {
 	mu    sync.Mutex
 	last  ledger.Seq
+	stamp string // Head's stamp of the message at last
 	at    time.Time
 	valid bool
 }
 
-// take returns the last seq Open read, once, if it is still fresh.
-func (o *opened) take() (ledger.Seq, bool) {
+// take returns the last seq Open read and its stamp, once, if still fresh.
+func (o *opened) take() (ledger.Seq, string, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ok := o.valid && time.Since(o.at) < openFresh
 	o.valid = false
-	return o.last, ok
+	return o.last, o.stamp, ok
 }
 
 // drop forgets it: this Log is about to write (append, quarantine, purge).
@@ -344,7 +345,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
 	if l.opts.openSeq {
-		l.opened = opened{last: ledger.Seq(st.State.LastSeq), at: time.Now(), valid: true}
+		l.opened = opened{last: ledger.Seq(st.State.LastSeq), stamp: st.State.stamp(), at: time.Now(), valid: true}
 	}
 	return l, nil
 }

@@ -24,14 +24,22 @@ import (
 // that knows of a later seq than the answer — a cache HWM another process moved
 // meanwhile — asks again and gets a fresh one.
 func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
-	if last, ok := l.opened.take(); ok {
-		return last, nil
+	last, _, err := l.Head(ctx)
+	return last, err
+}
+
+// Head is LastSeq with the stored time of the message at the last seq (the
+// stream info's last_ts) as its stamp: the same request, the opening's
+// answer included.
+func (l *Log) Head(ctx context.Context) (ledger.Seq, string, error) {
+	if last, stamp, ok := l.opened.take(); ok {
+		return last, stamp, nil
 	}
-	b, err := l.bounds(ctx)
+	b, stamp, err := l.boundsStamp(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("ledger %q last seq: %w", l.name, err)
+		return 0, "", fmt.Errorf("ledger %q last seq: %w", l.name, err)
 	}
-	return b.Last, nil
+	return b.Last, stamp, nil
 }
 
 // Bounds returns the stream's first and last seq; an empty stream has

@@ -255,6 +255,9 @@ type session struct {
 	// checked: a commit of this session found the log's commit at the HWM
 	// the one this cache applied (identity.go).
 	checked bool
+	// head is the log's head a full sync reads to, with its stamp in ID
+	// (ledger.CommitLog.Head): recorded with the top commit when they meet.
+	head statedb.Commit
 }
 
 // staged notes the commit of a record staged into the core (an event, not a

@@ -26,6 +26,10 @@ import (
 // persistCommits records, in the transaction persisting rd, the commits at
 // the marks rd moves and the top commit (statedb.Commit): the highest of
 // them, the event at the highest seq rd applies.
+//
+// When that is the log's head the sync read (s.head), it records the head's
+// stamp too: the next no-op sync then checks the top commit without a request
+// (checkHead).
 func (s *session) persistCommits(tx *statedb.Tx, rd projector.Ready) error {
 	var top statedb.Commit
 	for p, m := range rd.Marks {
@@ -37,7 +41,13 @@ func (s *session) persistCommits(tx *statedb.Tx, rd projector.Ready) error {
 			top = c
 		}
 	}
-	return tx.SetTopCommit(top)
+	if err := tx.SetTopCommit(top); err != nil {
+		return err
+	}
+	if top.Known() && top.Seq == s.head.Seq && s.head.ID != "" {
+		return tx.SetTopStamp(top.Seq, s.head.ID)
+	}
+	return nil
 }
 
 // ForkError: the log holds, at a seq this cache applied, another commit than
@@ -115,6 +125,11 @@ func (h *Host) checkHWM(ctx context.Context, head, hwm ledger.Seq) error {
 	if err != nil {
 		return err
 	}
+	return h.checkTop(ctx, c, head, hwm)
+}
+
+// checkTop is checkHWM for the top commit c.
+func (h *Host) checkTop(ctx context.Context, c statedb.Commit, head, hwm ledger.Seq) error {
 	if head < hwm {
 		f := &ForkError{Seq: hwm, Head: head, HWM: hwm}
 		if c.Seq == hwm {
@@ -126,6 +141,32 @@ func (h *Host) checkHWM(ctx context.Context, head, hwm ledger.Seq) error {
 		return h.adoptHWMCommit(ctx, hwm)
 	}
 	return h.checkCommit(ctx, c, head, hwm)
+}
+
+// checkHead is a full sync's identity check (see checkHWM) against the log's
+// head and its stamp (ledger.CommitLog.Head): when the head is the top
+// commit's seq with the stamp this cache recorded when it last found the
+// commit there, the log still holds it and no request is made — a no-op sync
+// stays one request; otherwise the log's commit there is asked, and the
+// stamp recorded once it agrees (a write, once per head).
+func (h *Host) checkHead(ctx context.Context, top statedb.Commit, head ledger.Seq, stamp string, hwm ledger.Seq) error {
+	stamped := top.Known() && head == top.Seq && stamp != ""
+	if stamped {
+		known, err := h.db.TopStamp()
+		if err != nil {
+			return err
+		}
+		if known == stamp {
+			return nil
+		}
+	}
+	if err := h.checkTop(ctx, top, head, hwm); err != nil || !stamped {
+		return err
+	}
+	if err := h.db.Update(func(tx *statedb.Tx) error { return tx.SetTopStamp(head, stamp) }); err != nil {
+		return fmt.Errorf("record the log's stamp of the top commit: %w", err)
+	}
+	return nil
 }
 
 // adoptHWMCommit records the top commit of a cache that has none (made by a

@@ -375,3 +375,53 @@ func TestOldCacheAdoptsTopCommit(t *testing.T) {
 		t.Fatalf("an older cache's sync on another history = %+v, %v; want healed, data/n republished", res, err)
 	}
 }
+
+// countingLog counts the identity checks' requests.
+type countingLog struct {
+	ledger.CommitLog
+	commitAt int
+}
+
+func (l *countingLog) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	l.commitAt++
+	return l.CommitLog.CommitAt(ctx, seq)
+}
+
+// TestNoOpSyncChecksByStamp: a no-op sync checks the top commit by the log's
+// stamp of its head, in the request it makes anyway: a CommitAt only when the
+// stamp is not the one recorded (after the host's own commit, once), none
+// after a sync that read to the head, none when nothing changed.
+func TestNoOpSyncChecksByStamp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.host("a")
+	cl := &countingLog{CommitLog: e.log}
+	b, err := Open(Config{Cache: t.TempDir(), Host: "b", Log: cl, Blobs: e.blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	writeFile(t, a, "audit/1", "a")
+	mustCommit(t, a, "")
+	mustSync(t, b, SyncOptions{}) // read to the head: its stamp recorded
+	n := cl.commitAt
+	for range 3 {
+		if res := mustSync(t, b, SyncOptions{}); !res.UpToDate {
+			t.Fatalf("no-op sync: %+v", res)
+		}
+	}
+	if cl.commitAt != n {
+		t.Fatalf("three no-op syncs after a sync to the head asked CommitAt %d times, want 0", cl.commitAt-n)
+	}
+	writeFile(t, b, "audit/2", "b")
+	if _, err := b.Commit(context.Background(), CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n = cl.commitAt
+	for range 3 {
+		mustSync(t, b, SyncOptions{})
+	}
+	if cl.commitAt != n+1 {
+		t.Fatalf("three no-op syncs after b's own commit asked CommitAt %d times, want once", cl.commitAt-n)
+	}
+}

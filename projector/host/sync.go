@@ -97,12 +97,16 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	if err != nil {
 		return SyncResult{}, err
 	}
-	head, err := h.cfg.Log.LastSeq(ctx)
+	top, err := h.db.TopCommit()
+	if err != nil {
+		return SyncResult{}, err
+	}
+	head, stamp, err := h.cfg.Log.Head(ctx)
 	if err == nil && head < hwm {
 		// The answer may predate commits another process applied to this
 		// cache since (a log answers its first LastSeq from its opening):
 		// only a fresh answer below the HWM is a rewound log.
-		head, err = h.cfg.Log.LastSeq(ctx)
+		head, stamp, err = h.cfg.Log.Head(ctx)
 	}
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
@@ -110,7 +114,7 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	// Identity, not seq alone: the log's commit at the HWM's commit must be
 	// the one this cache applied (identity.go) — also, and above all, when
 	// the head is the HWM.
-	if err := h.checkHWM(ctx, head, hwm); err != nil {
+	if err := h.checkHead(ctx, top, head, stamp, hwm); err != nil {
 		var fe *ForkError
 		if errors.As(err, &fe) {
 			return h.healSync(ctx, opt, fe)
@@ -128,6 +132,7 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	if err != nil {
 		return SyncResult{}, err
 	}
+	s.head = statedb.Commit{Seq: head, ID: stamp}
 	res := SyncResult{Head: head}
 	if head > hwm {
 		err = h.readFull(ctx, s, hwm+1, head, &res, opt.Progress)

@@ -31,6 +31,9 @@ var (
 	bCommits = []byte("commits")
 	// kTopCommit: the top commit (Commit).
 	kTopCommit = []byte("top-commit")
+	// kTopStamp: the log's stamp of the top commit's message when this cache
+	// last found it there (Commit: its seq and the stamp).
+	kTopStamp = []byte("top-stamp")
 )
 
 // Commit is a commit this host applied and the seq of its event there.
@@ -144,4 +147,38 @@ func (t *Tx) SetTopCommit(c Commit) error {
 		return err
 	}
 	return m.Put(kTopCommit, c.marshal())
+}
+
+// TopStamp returns the log's stamp (ledger.CommitLog.Head) of the message
+// at the top commit's seq when this cache last found the top commit there:
+// while the log's head is that seq with that stamp, the log holds that
+// commit there still. "" when unknown, or of another seq than the top
+// commit's.
+func (d *DB) TopStamp() (string, error) {
+	var stamp string
+	err := d.view(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bMeta)
+		top, err := unmarshalCommit(m.Get(kTopCommit))
+		if err != nil {
+			return err
+		}
+		st, err := unmarshalCommit(m.Get(kTopStamp))
+		if err != nil {
+			return err
+		}
+		if top.Known() && st.Seq == top.Seq {
+			stamp = st.ID
+		}
+		return nil
+	})
+	return stamp, err
+}
+
+// SetTopStamp records the log's stamp of the message at seq (see TopStamp).
+func (t *Tx) SetTopStamp(seq ledger.Seq, stamp string) error {
+	m := t.tx.Bucket(bMeta)
+	if stamp == "" {
+		return m.Delete(kTopStamp)
+	}
+	return m.Put(kTopStamp, Commit{Seq: seq, ID: stamp}.marshal())
 }

@@ -180,7 +180,7 @@ func (t *Tx) Reset() error {
 		}
 	}
 	m := t.tx.Bucket(bMeta)
-	for _, k := range [][]byte{kHWM, kLazy, kRestoring, kTopCommit} {
+	for _, k := range [][]byte{kHWM, kLazy, kRestoring, kTopCommit, kTopStamp} {
 		if err := m.Delete(k); err != nil {
 			return err
 		}
