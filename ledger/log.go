@@ -64,6 +64,11 @@ type CommitLog interface {
 	// Quarantine; reading from there finds no event).
 	PartitionLastSeq(ctx context.Context, partition string) (Seq, error)
 
+	// PartitionTip is PartitionLastSeq with the commit id of the message
+	// there (CommitAt's answer for that seq), in the same request: what a
+	// scoped sync compares with the commit at its mark.
+	PartitionTip(ctx context.Context, partition string) (Seq, string, error)
+
 	// PartitionHead returns the partition's last event; ErrNotFound if it has none.
 	PartitionHead(ctx context.Context, partition string) (Record, error)
 

@@ -1,6 +1,9 @@
 package ledger
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // MessageReader turns the messages a log stores (a seq, a subject and a body)
 // into Records, the one way every CommitLog implementation does it: a quarantine
@@ -25,13 +28,27 @@ type MessageReader struct {
 // CommitOf returns the commit id of the message stored at seq on subject
 // with body data, when it is an event of ledger name of lineage uuid on its
 // own partition's subject; "" otherwise (CommitLog.CommitAt).
+//
+// It reads the event's identity alone (its ledger, commit and partition
+// fields), not its entries: a host compares commit ids, the read that applies
+// the event validates it.
 func CommitOf(name, uuid string, seq Seq, subject string, data []byte) string {
-	r := MessageReader{Name: name, UUID: uuid}
-	rec, err := r.Record(seq, subject, data)
-	if err != nil || rec.Skip != nil {
+	if subject == QuarantineSubject(name) {
 		return ""
 	}
-	return rec.Event.Commit
+	p, err := PartitionFromSubject(name, subject)
+	if err != nil {
+		return ""
+	}
+	var id struct {
+		Ledger    string `json:"ledger"`
+		Commit    string `json:"commit"`
+		Partition string `json:"partition"`
+	}
+	if json.Unmarshal(data, &id) != nil || id.Ledger != uuid || id.Partition != p {
+		return ""
+	}
+	return id.Commit
 }
 
 // maxReaderParts bounds a reader's subject table.

@@ -629,6 +629,15 @@ func testLogCommitAt(t *testing.T, ctx context.Context, f LogFixture) {
 	if _, err := l.CommitAt(ctx, 6); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("CommitAt past the last seq = %v, want ErrNotFound", err)
 	}
+	for _, tc := range []struct {
+		p    string
+		seq  ledger.Seq
+		want string
+	}{{"b", 2, ab[0].Commit}, {"c", bad, ""}, {"none", 0, ""}} {
+		if seq, got, err := l.PartitionTip(ctx, tc.p); err != nil || seq != tc.seq || got != tc.want {
+			t.Errorf("PartitionTip(%s) = %d, %q, %v; want %d, %q", tc.p, seq, got, err, tc.seq, tc.want)
+		}
+	}
 	for _, p := range []string{"a", "b"} {
 		logAppend(t, ctx, l, p) // seqs 6, 7: the heads of a and b
 	}

@@ -175,6 +175,22 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 	return l.subject[ledger.Subject(l.info.Name, partition)], nil
 }
 
+// PartitionTip returns the partition's last seq and the commit there; see
+// ledger.CommitLog.
+func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, "", l.fail("partition tip", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seq := l.subject[ledger.Subject(l.info.Name, partition)]
+	m, ok := l.at(seq)
+	if !ok {
+		return seq, "", nil
+	}
+	return seq, ledger.CommitOf(l.info.Name, l.info.UUID, seq, m.subject, m.data), nil
+}
+
 // PartitionHead returns the partition's last event; ErrNotFound if none.
 func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
 	if err := ctx.Err(); err != nil {

@@ -65,6 +65,20 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 	return m.Seq, nil
 }
 
+// PartitionTip returns the partition's last seq and the commit id of the
+// message there, from one direct get of the subject's last message (see
+// ledger.CommitLog).
+func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+	m, ok, err := l.directLast(ctx, ledger.Subject(l.name, partition))
+	if err != nil {
+		return 0, "", fmt.Errorf("ledger %q partition %q tip: %w", l.name, partition, l.mapErr(err))
+	}
+	if !ok {
+		return 0, "", nil
+	}
+	return m.Seq, ledger.CommitOf(l.name, l.uuid, m.Seq, m.Subject, m.Data), nil
+}
+
 // CommitAt returns the commit id of the event stored at seq, from one direct
 // get of that seq (see ledger.CommitLog).
 func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {

@@ -337,7 +337,7 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	// most scopedRequests), so that it costs about one round trip, not one per
 	// partition.
 	// A partition whose mark's commit is recorded is checked by identity too
-	// (identity.go): the log's commit at the mark, asked at once.
+	// (identity.go): the log's commit at the mark.
 	lasts := make([]ledger.Seq, len(parts))
 	marks := make([]statedb.Commit, len(parts))
 	got := make([]string, len(parts))
@@ -351,23 +351,27 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	g.SetLimit(scopedRequests)
 	for i, p := range parts {
 		g.Go(func() (err error) {
-			if lasts[i], err = h.cfg.Log.PartitionLastSeq(ctx, p); err != nil {
+			// The partition's last seq and the commit there: a partition
+			// at its mark is checked in this one request.
+			var tip string
+			if lasts[i], tip, err = h.cfg.Log.PartitionTip(ctx, p); err != nil {
 				return fmt.Errorf("read last seq of partition %q: %w", p, err)
 			}
-			return nil
-		})
-		if marks[i].Known() {
-			g.Go(func() (err error) {
+			switch {
+			case !marks[i].Known() || lasts[i] < marks[i].Seq:
+			case lasts[i] == marks[i].Seq:
+				got[i] = tip
+			default: // something to read: the commit at the mark, asked
 				got[i], err = h.cfg.Log.CommitAt(ctx, marks[i].Seq)
 				if errors.Is(err, ledger.ErrNotFound) {
-					return nil // past the partition's last (the rewind below), or dropped by retention
+					return nil // dropped by retention: the read finds the gap
 				}
 				if err != nil {
 					return fmt.Errorf("read the commit at partition %q's mark: %w", p, err)
 				}
-				return nil
-			})
-		}
+			}
+			return nil
+		})
 	}
 	_, _, _, err := h.checkLineage(ctx)
 	if gerr := g.Wait(); err == nil {
