@@ -47,17 +47,15 @@ type CommitLog interface {
 	// later seq asks again.
 	LastSeq(ctx context.Context) (Seq, error)
 
-	// Head is LastSeq with a stamp of the message stored at the last seq
-	// ("" for none, or a log that cannot tell), in the same request: the
-	// same message keeps its stamp, another one stored at that seq — the log
-	// of a server restored from an older backup and written to since — has
-	// another (JetStream: the time the server stored it). A host compares
-	// it with the stamp it saw when it last checked the commit there, and
-	// asks for the commit (CommitAt) only when they differ.
-	Head(ctx context.Context) (Seq, string, error)
-
 	// Bounds returns the first and last seq.
 	Bounds(ctx context.Context) (Bounds, error)
+
+	// Head returns where the log ends and who says so (see Head): the
+	// source it reads from, or the origin itself when req.Origin is set,
+	// with the stamp of the message there in the same request (Head.Stamp).
+	// A log read from a mirror never reads below what it learned the
+	// origin holds: its own appends, and the heads the origin gave it.
+	Head(ctx context.Context, req HeadRequest) (Head, error)
 
 	// PartitionLastSeq returns the seq of the partition's last event, 0 if the
 	// partition has none (or of a quarantined message after it: see

@@ -149,20 +149,27 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 	return ledger.Bounds{First: first, Last: l.last()}, nil
 }
 
-// Head returns the last seq and a stamp of the message there; see
-// ledger.CommitLog.
-func (l *Log) Head(ctx context.Context) (ledger.Seq, string, error) {
+// Head returns the log's last seq, answered now by the log itself (an
+// in-memory log has no mirror: every head is the origin's), with the stamp of
+// the message there (the log's count of messages stored when it was, which a
+// Rewind does not reset) and the commit id there when asked for and the
+// message is an event.
+func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, "", l.fail("head", err)
+		return ledger.Head{}, l.fail("head", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	last := l.last()
-	m, ok := l.at(last)
-	if !ok {
-		return last, "", nil
+	h := ledger.Head{Seq: l.last(), AsOf: l.now()}
+	if m, ok := l.at(h.Seq); ok {
+		h.Stamp = strconv.FormatUint(m.stamp, 10)
+		if req.Commit {
+			if r, err := l.reader().Record(h.Seq, m.subject, m.data); err == nil && r.Skip == nil {
+				h.Commit = r.Event.Commit
+			}
+		}
 	}
-	return last, strconv.FormatUint(m.stamp, 10), nil
+	return h, nil
 }
 
 // PartitionLastSeq returns the seq of the partition subject's last message.

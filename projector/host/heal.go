@@ -139,13 +139,14 @@ func (h *Host) healing() bool {
 // forked reports the fork a full sync would find (nil if none): the log's
 // last seq against hwm, and the HWM's commit.
 func (h *Host) forked(ctx context.Context, hwm ledger.Seq) (*ForkError, error) {
-	head, err := h.cfg.Log.LastSeq(ctx)
-	if err == nil && head < hwm {
-		head, err = h.cfg.Log.LastSeq(ctx) // see Sync
+	hd, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{})
+	if err == nil && hd.Seq < hwm {
+		hd, err = h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true}) // see Sync
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read last seq: %w", err)
 	}
+	head := hd.Seq
 	err = h.checkHWM(ctx, head, hwm)
 	var fe *ForkError
 	if errors.As(err, &fe) {

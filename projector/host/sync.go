@@ -101,16 +101,17 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	if err != nil {
 		return SyncResult{}, err
 	}
-	head, stamp, err := h.cfg.Log.Head(ctx)
-	if err == nil && head < hwm {
+	hd, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{})
+	if err == nil && hd.Seq < hwm {
 		// The answer may predate commits another process applied to this
-		// cache since (a log answers its first LastSeq from its opening):
-		// only a fresh answer below the HWM is a rewound log.
-		head, stamp, err = h.cfg.Log.Head(ctx)
+		// cache since (a log answers its first head from its opening):
+		// only the origin's answer below the HWM is a rewound log.
+		hd, err = h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
 	}
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
 	}
+	head, stamp := hd.Seq, hd.Stamp
 	// Identity, not seq alone: the log's commit at the HWM's commit must be
 	// the one this cache applied (identity.go) — also, and above all, when
 	// the head is the HWM.
