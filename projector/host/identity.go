@@ -27,9 +27,9 @@ import (
 // the marks rd moves and the top commit (statedb.Commit): the highest of
 // them, the event at the highest seq rd applies.
 //
-// When that is the log's head the sync read (s.head), it records the head's
-// stamp too: the next no-op sync then checks the top commit without a request
-// (checkHead).
+// When rd's HWM is the log's head the sync read (s.head), it records the
+// head's stamp too: the next no-op sync then checks the history it applied
+// without a request (checkHead).
 func (s *session) persistCommits(tx *statedb.Tx, rd projector.Ready) error {
 	var top statedb.Commit
 	for p, m := range rd.Marks {
@@ -44,8 +44,8 @@ func (s *session) persistCommits(tx *statedb.Tx, rd projector.Ready) error {
 	if err := tx.SetTopCommit(top); err != nil {
 		return err
 	}
-	if top.Known() && top.Seq == s.head.Seq && s.head.ID != "" {
-		return tx.SetTopStamp(top.Seq, s.head.ID)
+	if rd.HWM == s.head.Seq && s.head.ID != "" {
+		return tx.SetTopStamp(rd.HWM, s.head.ID)
 	}
 	return nil
 }
@@ -64,6 +64,10 @@ type ForkError struct {
 	HWM  ledger.Seq `json:"hwm"`            // this cache's HWM (Partition's mark, when set)
 	// Partition, when set: a scoped sync's check of this partition's mark.
 	Partition string `json:"partition,omitempty"`
+	// Skipped: this cache applied no event at Seq (it passed a lock's fence
+	// record or a quarantine notice there, above its top commit), and the
+	// log holds one there now.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 func (e *ForkError) Error() string {
@@ -76,6 +80,10 @@ func (e *ForkError) Error() string {
 		return fmt.Sprintf("the log holds commit %s at seq %d, partition %q's mark, where this cache applied commit %s: %s", e.Got, e.Seq, e.Partition, e.Want, since)
 	case e.Head < e.Seq:
 		return fmt.Sprintf("the log's last seq is %d, below seq %d this cache applied (its HWM is %d): %s", e.Head, e.Seq, e.HWM, lost)
+	case e.Skipped && e.Got == "":
+		return fmt.Sprintf("the log holds another message at seq %d than the one this cache passed there (its HWM is %d, the log's head %d): %s", e.Seq, e.HWM, e.Head, since)
+	case e.Skipped:
+		return fmt.Sprintf("the log holds commit %s at seq %d, where this cache applied no commit (its HWM is %d, the log's head %d): %s", e.Got, e.Seq, e.HWM, e.Head, since)
 	case e.Want == "":
 		return fmt.Sprintf("the log holds commit %s at seq %d, this cache's HWM, whose files and marks say it applied another there: %s", e.Got, e.Seq, since)
 	case e.Got == "":
@@ -140,17 +148,59 @@ func (h *Host) checkTop(ctx context.Context, c statedb.Commit, head, hwm ledger.
 	if !c.Known() && hwm > 0 {
 		return h.adoptHWMCommit(ctx, hwm)
 	}
-	return h.checkCommit(ctx, c, head, hwm)
+	if err := h.checkCommit(ctx, c, head, hwm); err != nil {
+		return err
+	}
+	return h.checkSkipped(ctx, c, head, hwm)
+}
+
+// checkSkipped checks the messages above the top commit c up to the HWM:
+// this cache applied no event there (the top commit is the highest it
+// applied), only passed fence records, fence checks and notices, so an event
+// the log holds there now is one of another history (a *ForkError, Skipped):
+// a log restored at or above c and written to since. One read of those
+// messages, only when the HWM is above c; nothing when c is not recorded or
+// the log no longer holds them (dropped by retention: as checkCommit).
+func (h *Host) checkSkipped(ctx context.Context, c statedb.Commit, head, hwm ledger.Seq) error {
+	if !c.Known() || hwm <= c.Seq {
+		return nil
+	}
+	var fork *ForkError
+	err := h.cfg.Log.Read(ctx, c.Seq+1, hwm, func(r ledger.Record) error {
+		if r.Skip == nil {
+			fork = &ForkError{Seq: r.Seq, Got: r.Event.Commit, Head: head, HWM: hwm, Skipped: true}
+			return errStop
+		}
+		return nil
+	})
+	var re *ledger.RecordError
+	switch {
+	case fork != nil:
+		return fork
+	case errors.As(err, &re):
+		// A message this cache passed is one the log refuses now: another
+		// message than the one passed (a quarantine stays).
+		return &ForkError{Seq: re.Seq, Head: head, HWM: hwm, Skipped: true}
+	case errors.Is(err, ledger.ErrTruncated):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the log from seq %d to the HWM %d: %w", c.Seq+1, hwm, err)
+	}
+	return nil
 }
 
 // checkHead is a full sync's identity check (see checkHWM) against the log's
-// head and its stamp (ledger.CommitLog.Head): when the head is the top
-// commit's seq with the stamp this cache recorded when it last found the
-// commit there, the log still holds it and no request is made — a no-op sync
-// stays one request; otherwise the log's commit there is asked, and the
-// stamp recorded once it agrees (a write, once per head).
+// head and its stamp (ledger.Head.Stamp): when the head is the HWM with the
+// stamp this cache recorded when it last found the log holding its history
+// up to there, the log still holds it and no request is made — a no-op sync
+// stays one request. The message at the HWM may be any (an event, a lock's
+// fence record, a notice): a restored log is a prefix of the history and
+// then other messages, each with a stamp of its own, so the same message at
+// the HWM means the same history below it. Otherwise the log's commit at the
+// top commit is asked, and the messages above it (checkTop), and the stamp
+// recorded once they agree (a write, once per head).
 func (h *Host) checkHead(ctx context.Context, top statedb.Commit, head ledger.Seq, stamp string, hwm ledger.Seq) error {
-	stamped := top.Known() && head == top.Seq && stamp != ""
+	stamped := head == hwm && hwm > 0 && stamp != ""
 	if stamped {
 		known, err := h.db.TopStamp()
 		if err != nil {
@@ -164,7 +214,7 @@ func (h *Host) checkHead(ctx context.Context, top statedb.Commit, head ledger.Se
 		return err
 	}
 	if err := h.db.Update(func(tx *statedb.Tx) error { return tx.SetTopStamp(head, stamp) }); err != nil {
-		return fmt.Errorf("record the log's stamp of the top commit: %w", err)
+		return fmt.Errorf("record the log's stamp of the HWM's message: %w", err)
 	}
 	return nil
 }
@@ -224,7 +274,8 @@ func (h *Host) adoptHWMCommit(ctx context.Context, hwm ledger.Seq) error {
 
 // checkLastCommit checks the top commit against the log without asking for
 // its head (a commit about to publish, a watch about to apply): the log's
-// commit at that seq, one request; nothing when it is not recorded.
+// commit at that seq, one request, and the messages above it up to the HWM
+// (checkSkipped) when there are; nothing when it is not recorded.
 func (h *Host) checkLastCommit(ctx context.Context) error {
 	c, err := h.db.TopCommit()
 	if err != nil || !c.Known() {
@@ -234,5 +285,8 @@ func (h *Host) checkLastCommit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.checkCommit(ctx, c, c.Seq, hwm)
+	if err := h.checkCommit(ctx, c, c.Seq, hwm); err != nil {
+		return err
+	}
+	return h.checkSkipped(ctx, c, c.Seq, hwm)
 }

@@ -342,7 +342,13 @@ func TestOldCacheAdoptsTopCommit(t *testing.T) {
 			if err := tx.DeleteBucket([]byte("commits")); err != nil {
 				return err
 			}
-			return tx.Bucket([]byte("meta")).Delete([]byte("top-commit"))
+			// A release before the records wrote no top commit, nor the
+			// stamp of the message at its HWM.
+			meta := tx.Bucket([]byte("meta"))
+			if err := meta.Delete([]byte("top-stamp")); err != nil {
+				return err
+			}
+			return meta.Delete([]byte("top-commit"))
 		})
 		db.Close()
 		if err != nil {
@@ -380,6 +386,12 @@ func TestOldCacheAdoptsTopCommit(t *testing.T) {
 type countingLog struct {
 	ledger.CommitLog
 	commitAt int
+	reads    int
+}
+
+func (l *countingLog) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
+	l.reads++
+	return l.CommitLog.Read(ctx, from, to, fn)
 }
 
 func (l *countingLog) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
@@ -423,5 +435,71 @@ func TestNoOpSyncChecksByStamp(t *testing.T) {
 	}
 	if cl.commitAt != n+1 {
 		t.Fatalf("three no-op syncs after b's own commit asked CommitAt %d times, want once", cl.commitAt-n)
+	}
+	// A head that is no event (a lock's fence record, above the top
+	// commit): its stamp, recorded by the sync that read it, serves too.
+	e.takeFence("model/m", "a")
+	mustSync(t, b, SyncOptions{})
+	n, r := cl.commitAt, cl.reads
+	for range 3 {
+		if res := mustSync(t, b, SyncOptions{}); !res.UpToDate {
+			t.Fatalf("no-op sync at a fence record: %+v", res)
+		}
+	}
+	if cl.commitAt != n || cl.reads != r {
+		t.Fatalf("three no-op syncs at a fence record asked CommitAt %d times and read %d times, want neither", cl.commitAt-n, cl.reads-r)
+	}
+}
+
+// A cache whose HWM is past its top commit — the messages above it are no
+// events (a lock's fence record, a quarantine notice) — applied nothing
+// there; a restored log written to since may hold an event there. b's HWM
+// is a fence record above a's commit; the server restored to that commit,
+// c's commit takes the fence's seq: head == HWM and the top commit agrees,
+// yet b lacks c's commit. Sync, status and commit must see the fork, and the
+// sync heal it: b ends with c's file and a's. (Found when fences came: the
+// top commit alone was checked.)
+func TestForkPastTopCommit(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"sync", "status", "commit"} {
+		t.Run(path, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			a, b, c := e.host("a"), e.host("b"), e.host("c")
+			writeFile(t, a, "audit/a", "a")
+			mustCommit(t, a, "") // seq 1
+			mustSync(t, c, SyncOptions{})
+			e.takeFence("model/m", "a") // seq 2: no event
+			if res := mustSync(t, b, SyncOptions{}); res.HWM != 2 {
+				t.Fatalf("b's sync reached hwm %d, want 2", res.HWM)
+			}
+			e.mem.Rewind(1)
+			writeFile(t, c, "audit/c", "c")
+			mustCommit(t, c, "") // seq 2 again: an event b never applied
+			switch path {
+			case "status":
+				if st := mustStatus(t, b); st.Forked == nil || st.Forked.Seq != 2 {
+					t.Fatalf("status: forked %+v, behind %d; want the fork at seq 2", st.Forked, st.Behind)
+				}
+				return
+			case "commit":
+				writeFile(t, b, "audit/b", "b")
+				if _, err := b.Commit(ctx, CommitOptions{}); !errors.Is(err, ledger.ErrRewound) {
+					t.Fatalf("commit on a forked cache = %v, want ErrRewound", err)
+				}
+				return
+			default:
+				res, err := b.Sync(ctx, SyncOptions{})
+				if err != nil || res.UpToDate || res.Healed == nil || res.Healed.Fork == nil {
+					t.Fatalf("sync of b = %+v, %v; want the fork at seq 2 healed", res, err)
+				}
+			}
+			if got, _ := readFile(t, b, "audit/c"); got != "c" {
+				t.Fatalf("b's audit/c after the heal = %q, want c's commit", got)
+			}
+			if got, _ := readFile(t, b, "audit/a"); got != "a" {
+				t.Fatalf("b's audit/a after the heal = %q", got)
+			}
+		})
 	}
 }

@@ -31,8 +31,9 @@ var (
 	bCommits = []byte("commits")
 	// kTopCommit: the top commit (Commit).
 	kTopCommit = []byte("top-commit")
-	// kTopStamp: the log's stamp of the top commit's message when this cache
-	// last found it there (Commit: its seq and the stamp).
+	// kTopStamp: the log's stamp of the message at the HWM when this cache
+	// last found the log holding its history up to there (Commit: the seq
+	// and the stamp; see TopStamp).
 	kTopStamp = []byte("top-stamp")
 )
 
@@ -149,24 +150,20 @@ func (t *Tx) SetTopCommit(c Commit) error {
 	return m.Put(kTopCommit, c.marshal())
 }
 
-// TopStamp returns the log's stamp (ledger.CommitLog.Head) of the message
-// at the top commit's seq when this cache last found the top commit there:
-// while the log's head is that seq with that stamp, the log holds that
-// commit there still. "" when unknown, or of another seq than the top
-// commit's.
+// TopStamp returns the log's stamp (ledger.Head.Stamp) of the message at
+// the HWM when this cache last found the log holding its history up to there
+// (the top commit and the messages above it): while the log's head is the
+// HWM with that stamp, the log holds that history still. "" when unknown, or
+// of another seq than the HWM's (the HWM moved since).
 func (d *DB) TopStamp() (string, error) {
 	var stamp string
 	err := d.view(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bMeta)
-		top, err := unmarshalCommit(m.Get(kTopCommit))
-		if err != nil {
-			return err
-		}
 		st, err := unmarshalCommit(m.Get(kTopStamp))
 		if err != nil {
 			return err
 		}
-		if top.Known() && st.Seq == top.Seq {
+		if st.Known() && st.Seq == ledger.Seq(getU64(m, kHWM)) {
 			stamp = st.ID
 		}
 		return nil
