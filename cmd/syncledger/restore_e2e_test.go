@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // forkStatus is what status --json says of a forked cache.
@@ -226,5 +228,80 @@ func TestHotCopyRestoreCLI(t *testing.T) {
 		if diff := cmp.Diff(want, tree(t, h)); diff != "" {
 			t.Fatalf("cache %s differs from n's (-n +%s):\n%s", h, h, diff)
 		}
+	}
+}
+
+// TestBackupRestoreRolesCLI: backup and restore are the admin's — a host's
+// and tooling's are refused, naming the permission, and change nothing — and
+// restore makes the ledger as this release makes it: a backup whose swamp
+// bucket takes roll-ups (as a release before issue 38 made it) comes back
+// hardened (the upgrade's configuration), the commits with it.
+func TestBackupRestoreRolesCLI(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := t.Context()
+	cache := filepath.Join(r.dir, "web-1")
+	put(t, cache, "audit/a", "a")
+	r.ok(r.host, "--cache", cache, "commit", "-m", "one")
+	admin := r.attacker("admin")
+	swampStream := "KV_" + natsjs.SwampBucket(rigLedger)
+	rollups := func() bool {
+		t.Helper()
+		s, err := admin.js.Stream(ctx, swampStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().Config.AllowRollup
+	}
+	s, err := admin.js.Stream(ctx, swampStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := s.CachedInfo().Config
+	old.AllowRollup = true
+	if _, err := admin.js.UpdateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "backup")
+	for _, who := range []struct {
+		name string
+		env  []string
+	}{{"host", r.host}, {"tooling", r.tool}} {
+		if res := cli(t, who.env, "backup", dir); res.code == 0 || !strings.Contains(res.stderr, "permission") {
+			t.Fatalf("%s's backup: %+v; want refused for permission", who.name, res)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "backup.json")); err == nil {
+			t.Fatalf("%s's refused backup left a backup.json", who.name)
+		}
+	}
+	r.ok(r.admin, "backup", dir)
+	put(t, cache, "audit/b", "b")
+	r.ok(r.host, "--cache", cache, "commit", "-m", "after the backup")
+	for _, who := range []struct {
+		name string
+		env  []string
+	}{{"host", r.host}, {"tooling", r.tool}} {
+		if res := cli(t, who.env, "restore", dir, "--replace", "--keep", filepath.Join(t.TempDir(), "kept")); res.code == 0 || !strings.Contains(res.stderr, "permission") {
+			t.Fatalf("%s's restore: %+v; want refused for permission", who.name, res)
+		}
+	}
+	if out := r.ok(r.host, "--cache", cache, "sync"); !strings.Contains(out, "up to date") {
+		t.Fatalf("the host's sync after refused restores:\n%s", out)
+	}
+	if !rollups() {
+		t.Fatal("the swamp bucket changed by refused restores")
+	}
+	r.ok(r.admin, "restore", dir, "--replace", "--keep", filepath.Join(t.TempDir(), "kept"))
+	if rollups() {
+		t.Fatal("the restored swamp bucket still takes roll-ups: restore did not make it as this release does")
+	}
+	// The host heals: its commit after the backup is republished.
+	if out := r.ok(r.host, "--cache", cache, "sync"); !strings.Contains(out, "the ledger lost commits this cache applied") {
+		t.Fatalf("the host's sync after the restore:\n%s", out)
+	}
+	fresh := filepath.Join(r.dir, "fresh")
+	r.ok(r.host, "--cache", fresh, "--host", "fresh", "sync")
+	if got := tree(t, fresh); got["audit/a"] != "a" || got["audit/b"] != "b" {
+		t.Fatalf("a fresh host after the restore and the heal holds %v", got)
 	}
 }
