@@ -503,3 +503,58 @@ func TestForkPastTopCommit(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchHealsPastTopCommit is TestForkPastTopCommit for a watch: its
+// first sync leaves the HWM at a fence record above the top commit; the
+// server is restored to the top commit and c's commits take the fence's seq
+// and the next. Before applying c's second commit the watch finds the event
+// where it passed the fence record, heals and follows on: b ends as c.
+func TestWatchHealsPastTopCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b, c := e.host("a"), e.host("b"), e.host("c")
+	writeFile(t, a, "audit/a", "a")
+	mustCommit(t, a, "") // seq 1
+	mustSync(t, c, SyncOptions{})
+	e.takeFence("model/m", "a") // seq 2: no event
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan SyncResult, 100)
+	done := make(chan error, 1)
+	go func() { done <- b.Watch(ctx, SyncOptions{}, func(r SyncResult) { got <- r }) }()
+	wait := func(what string, ok func(SyncResult) bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case r := <-got:
+				if ok(r) {
+					return
+				}
+			case err := <-done:
+				t.Fatalf("watch stopped with %v while waiting for %s", err, what)
+			case <-deadline:
+				t.Fatalf("watch: no %s", what)
+			}
+		}
+	}
+	wait("the first sync past the fence record", func(r SyncResult) bool { return r.HWM >= 2 })
+	e.mem.Rewind(1)
+	writeFile(t, c, "audit/c", "c")
+	mustCommit(t, c, "") // seq 2 again: an event b passed no event at
+	writeFile(t, c, "audit/c2", "c2")
+	mustCommit(t, c, "") // seq 3: the watch's next commit
+	wait("the heal", func(SyncResult) bool {
+		s, ok := readFile(t, b, "audit/c")
+		s2, ok2 := readFile(t, b, "audit/c2")
+		return ok && s == "c" && ok2 && s2 == "c2"
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch stopped with %v", err)
+	}
+	mustSync(t, c, SyncOptions{})
+	if diff := cmp.Diff(cacheFiles(t, c), cacheFiles(t, b)); diff != "" {
+		t.Fatalf("b's cache differs from c's after the watch healed (-c +b):\n%s", diff)
+	}
+}

@@ -306,6 +306,12 @@ func (e *ContentGoneError) Unwrap() error { return e.Err }
 func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResult)) error {
 	for {
 		err := h.watch(ctx, opt, applied)
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			// Cancelled between the first sync and the follow (or during
+			// either): what was applied is persisted, transaction by
+			// transaction, as documented.
+			return nil
+		}
 		if !errors.Is(err, ledger.ErrRewound) || ctx.Err() != nil {
 			return err
 		}
