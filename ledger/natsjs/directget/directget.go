@@ -192,6 +192,13 @@ func (s Stream) Last(ctx context.Context, subject string) (Msg, bool, error) {
 	}
 }
 
+// At asks the stream leader for the message at seq (its answer is JSON: the
+// subject and seq are the server's, whatever headers the message carries);
+// ok is false when the stream holds none there.
+func (s Stream) At(ctx context.Context, seq uint64) (Msg, bool, error) {
+	return s.leader(ctx, request{Seq: seq})
+}
+
 // lastByScan is LastPerSubject by Scan.
 func (s Stream) lastByScan(ctx context.Context, filter string) ([]Msg, error) {
 	last := map[string]Msg{}
