@@ -73,6 +73,7 @@ package natsauth
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/ledger"
@@ -415,4 +416,39 @@ func validBucket(b string) bool {
 		}
 	}
 	return true
+}
+
+// Match reports whether the NATS subject pattern p matches subject, the
+// server's way for a publish: tokens split on ".", "*" one token, a last ">"
+// one or more; a wildcard in subject is matched as a literal token.
+func Match(p, subject string) bool {
+	pt, st := strings.Split(p, "."), strings.Split(subject, ".")
+	for i, t := range pt {
+		switch {
+		case t == ">" && i == len(pt)-1:
+			return len(st) > i
+		case i >= len(st):
+			return false
+		case t != "*" && t != st[i]:
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
+
+// Allows reports whether the list lets its user publish to subject (or
+// subscribe to it, a literal subject): some allow matches it and no deny
+// does.
+func (l SubjectPermission) Allows(subject string) bool {
+	for _, d := range l.Deny {
+		if Match(d, subject) {
+			return false
+		}
+	}
+	for _, a := range l.Allow {
+		if Match(a, subject) {
+			return true
+		}
+	}
+	return false
 }
