@@ -860,38 +860,19 @@ func subjectOf(t *testing.T, stream string, body []byte) string {
 // if it refused the publish for the user's permissions.
 func (a *attacker) send(m *nats.Msg) string {
 	a.t.Helper()
-	before := a.violations()
-	inbox := a.nc.NewRespInbox()
-	sub, err := a.nc.SubscribeSync(inbox)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	m.Reply = inbox
-	if err := a.nc.PublishMsg(m); err != nil {
-		a.t.Fatal(err)
-	}
-	if err := a.nc.Flush(); err != nil {
-		a.t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if a.violations() > before {
-			return ""
-		}
-		if r, err := sub.NextMsg(20 * time.Millisecond); err == nil {
-			if len(r.Data) == 0 {
-				return "(answered: " + r.Header.Get("Status") + " " + r.Header.Get("Description") + ")"
-			}
-			return string(r.Data)
-		}
-	}
-	// A batch's message before its commit is answered by nothing.
 	if m.Header.Get("Nats-Batch-Id") != "" && m.Header.Get("Nats-Batch-Commit") == "" {
+		// A batch's message before its commit is answered only if the
+		// stream refuses it.
+		if got, ok := a.exchange(m, time.Second); ok {
+			return got
+		}
 		return `(no answer: a batch's first message)`
 	}
-	a.t.Fatalf("%s: no answer and no refusal of a publish to %s", a.who, m.Subject)
-	return ""
+	got, ok := a.exchange(m, 5*time.Second)
+	if !ok {
+		a.t.Fatalf("%s: no answer and no refusal of a publish to %s", a.who, m.Subject)
+	}
+	return got
 }
 
 // publishRefused publishes m without a reply subject (to what nothing
