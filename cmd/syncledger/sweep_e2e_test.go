@@ -464,6 +464,7 @@ func (s *sw) api(t *testing.T, a *attacker, perms *natsauth.Permissions, g natsa
 	if sent == 0 {
 		t.Errorf("no request the server declares matches %s", g.Subject)
 	}
+	t.Logf("%d requests under %s", sent, g.Subject)
 }
 
 // acks publishes acknowledgements of every kind under ack subjects of the
