@@ -141,7 +141,7 @@ func threatTable(t *testing.T) string {
 		fmt.Fprintf(&b, "| %s | after its rows | — | — | — | every honest host converges: both sync to the same files; a running `watch` applies a new commit, `log --follow` prints it, the `audit` consumer records every commit; `hosts`, `log`, `status`, `consume dead-letters`, `snapshot --list` answer | `%s` |\n", r.name, "TestHostileSweep/"+r.name)
 	}
 	fmt.Fprintf(&b, "| host (unscoped) | publish `$KV.%s.<another host's key>` | allow | heartbeats | a host user not scoped to its host ids | a host scoped to `web-1` writing `web-2`'s beat: refused; an unscoped host's: stored (monitoring only: `hosts` shows it, nothing decides on it), and `web-2`'s next sync writes its own over it | `%s` |\n", "SYNCLEDGER_HOSTS_"+rigLedger, sweepHeartbeat)
-	fmt.Fprintf(&b, "| all | at the end | — | — | — | no configuration changed and nothing stored lost; a lock three hosts take is taken once; the audit file holds every commit; the honest hosts, a fresh one and a rebuilt one hold the same files | `TestHostileSweep` |\n")
+	fmt.Fprintf(&b, "| all | at the end | — | — | — | no configuration changed and nothing stored lost; a lock three hosts take is taken once; the admin quarantines a seq whose notice's message id (without its nonce) a host stored first, and the notice is stored and listed; the audit file holds every commit; the honest hosts, a fresh one and a rebuilt one hold the same files | `TestHostileSweep` |\n")
 	fmt.Fprintf(&b, "\n</details>\n\n")
 	return b.String()
 }

@@ -116,6 +116,9 @@ type sw struct {
 	watchOut, followOut  *drained
 	auditFile            string
 	caches               []string
+	// quarantined are the commits of seqs the sweep's admin quarantined:
+	// the audit file may hold them (recorded before), the ledger skips them.
+	quarantined map[string]bool
 }
 
 // drained collects a process's stdout lines as they come (a reader that
@@ -1134,7 +1137,7 @@ func (s *sw) waitAudit(t *testing.T) {
 			var sum struct {
 				Commit string `json:"commit"`
 			}
-			if json.Unmarshal([]byte(l), &sum) == nil {
+			if json.Unmarshal([]byte(l), &sum) == nil && !s.quarantined[sum.Commit] {
 				got[sum.Commit] = true
 			}
 		}
@@ -1199,9 +1202,57 @@ func (s *sw) final(t *testing.T) {
 	if wins != 1 || conflicts != 2 {
 		t.Errorf("a lock taken by three hosts: %d took it, %d were refused", wins, conflicts)
 	}
+	s.preemptedQuarantine(t)
 	s.readersRead(t, "the sweep")
 	checkConverged(&shell{t: t, env: s.env["web-2"]}, s.caches)
 	if code := s.audit.stop(t, syscall.SIGINT); code != 0 {
 		t.Errorf("consume audit exit %d; stderr:\n%s", code, s.audit.stderr)
+	}
+}
+
+// preemptedQuarantine: a host stores a message under the message id the
+// admin's quarantine notice of a seq would carry without its nonce, and the
+// admin quarantines that seq: the notice is stored and listed (the seq is one
+// of the host's own events, a delete of a path no one holds, so skipping it
+// changes no host's files).
+func (s *sw) preemptedQuarantine(t *testing.T) {
+	host := s.connect(t, "web-1", "web-1-pw")
+	tg := s.targets(t, natsauth.Grant{Subject: ledger.SubjectPrefix(rigLedger) + ">"})[0]
+	var commit string
+	publish := func(id string) uint64 {
+		body := tg.body()
+		e, err := ledger.DecodeEvent(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit = e.Commit
+		m := nats.NewMsg(subjectOf(t, tg.stream, body))
+		m.Data = body
+		if id != "" {
+			m.Header.Set("Nats-Msg-Id", id)
+		}
+		var ack struct {
+			Seq   uint64          `json:"seq"`
+			Error json.RawMessage `json:"error"`
+		}
+		got := host.send(m)
+		if err := json.Unmarshal([]byte(got), &ack); err != nil || ack.Seq == 0 || ack.Error != nil {
+			t.Fatalf("a host's event (message id %q): %s", id, got)
+		}
+		return ack.Seq
+	}
+	seq := publish("")
+	if s.quarantined == nil {
+		s.quarantined = map[string]bool{}
+	}
+	s.quarantined[commit] = true
+	publish(fmt.Sprintf("quarantine/%d", seq))
+	s.ok("ops", "quarantine", strconv.FormatUint(seq, 10), "--force", "--reason", "sweep: a notice whose message id a host took first")
+	var listed []quarantineRow
+	if err := json.Unmarshal([]byte(s.ok("ops", "quarantine", "--list", "--json")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(listed, func(r quarantineRow) bool { return r.Seq == ledger.Seq(seq) }) {
+		t.Errorf("quarantine --list after quarantining seq %d, whose notice's id a host took first: %+v", seq, listed)
 	}
 }
