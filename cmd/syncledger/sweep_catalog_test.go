@@ -37,33 +37,36 @@ var serverSubjects = sync.OnceValues(func() ([]string, error) {
 	}
 	dir, version, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, filepath.Join(dir, "server"), func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
+	entries, err := os.ReadDir(filepath.Join(dir, "server"))
 	if err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			for _, d := range f.Decls {
-				gd, ok := d.(*ast.GenDecl)
-				if !ok || gd.Tok != token.CONST {
-					continue
-				}
-				for _, s := range gd.Specs {
-					for _, v := range s.(*ast.ValueSpec).Values {
-						lit, ok := v.(*ast.BasicLit)
-						if !ok || lit.Kind != token.STRING {
-							continue
-						}
-						subj, err := strconv.Unquote(lit.Value)
-						if err != nil || !strings.HasPrefix(subj, "$JS") || strings.ContainsAny(subj, " {}") {
-							continue
-						}
-						subj = strings.TrimSuffix(strings.ReplaceAll(subj, "%s", "*"), ".")
-						seen[subj] = true
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, "server", e.Name()), nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, s := range gd.Specs {
+				for _, v := range s.(*ast.ValueSpec).Values {
+					lit, ok := v.(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						continue
 					}
+					subj, err := strconv.Unquote(lit.Value)
+					if err != nil || !strings.HasPrefix(subj, "$JS") || strings.ContainsAny(subj, " {}") {
+						continue
+					}
+					subj = strings.TrimSuffix(strings.ReplaceAll(subj, "%s", "*"), ".")
+					seen[subj] = true
 				}
 			}
 		}

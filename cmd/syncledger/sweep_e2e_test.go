@@ -955,7 +955,6 @@ func (s *sw) rawPublish(t *testing.T, r sweepRole, subject, hdr string, body []b
 	fmt.Fprintf(conn, "CONNECT %s\r\nSUB _INBOX.raw 1\r\nHPUB %s _INBOX.raw %d %d\r\n%s%s\r\nPING\r\n", connect, subject, len(hdr), len(hdr)+len(body), hdr, body)
 	deadline := time.Now().Add(5 * time.Second)
 	_ = conn.SetReadDeadline(deadline)
-	stored := false
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
@@ -971,11 +970,9 @@ func (s *sw) rawPublish(t *testing.T, r sweepRole, subject, hdr string, body []b
 			if _, err := io.ReadFull(br, payload); err != nil {
 				t.Fatal(err)
 			}
-			stored = !strings.Contains(string(payload), `"error"`)
-			return stored
-		case strings.HasPrefix(line, "PONG"):
-			// the answer follows the PONG on a stream's publish
+			return !strings.Contains(string(payload), `"error"`)
 		}
+		// A PONG (or the server's PING, INFO): the stream's answer follows.
 	}
 }
 
