@@ -112,10 +112,11 @@ type sw struct {
 	consumers map[string]string
 	messages  map[string]string // stream/seq → subject and data
 	// the readers that run throughout, their output drained
-	watch, follow, audit *proc
-	watchOut, followOut  *drained
-	auditFile            string
-	caches               []string
+	watch, follow, audit, tail   *proc
+	watchOut, followOut, tailOut *drained
+	uiURL                        string // the tooling user's dashboard
+	auditFile                    string
+	caches                       []string
 	// quarantined are the commits of seqs the sweep's admin quarantined:
 	// the audit file may hold them (recorded before), the ledger skips them.
 	quarantined map[string]bool
@@ -307,7 +308,7 @@ func (s *sw) commit(host, rel, content, msg string) {
 // keys (a held lock, the control plane, the namespace registry), the
 // durable consumers audit and hook, a dead letter of hook; and starts the
 // readers that run throughout: a host's watch, the tooling user's log
-// --follow and its audit consumer.
+// --follow, tail, dashboard and audit consumer.
 func (s *sw) honest() {
 	t := s.t
 	s.caches = []string{s.cache("web-1"), s.cache("web-2")}
@@ -340,6 +341,19 @@ func (s *sw) honest() {
 	s.follow = startProc(t, s.env["grafana"], "log", "--follow")
 	s.followOut = drain(s.follow)
 	s.followOut.wait(t, s.follow, "honest batch")
+	s.tail = startProc(t, s.env["grafana"], "tail", "--from", "1")
+	s.tailOut = drain(s.tail)
+	s.tailOut.wait(t, s.tail, "honest batch")
+	ui := startProc(t, s.env["grafana"], "ui", "--listen", "127.0.0.1:0", "--json", "--poll", "100ms")
+	var out struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal([]byte(ui.line(t, `^\{`)), &out); err != nil {
+		t.Fatalf("ui --json: %v", err)
+	}
+	s.uiURL = out.URL
+	drain(ui)
+	waitCommit(t, s.uiURL, "honest batch")
 	s.ok("web-3", "--cache", s.cache("web-3"), "sync")
 	s.watch = startProc(t, s.env["web-3"], "--cache", s.cache("web-3"), "watch")
 	s.watchOut = drain(s.watch)
@@ -1066,9 +1080,9 @@ func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
 
 // readersRead checks, after a role's attacks, that every honest host
 // converges and every reader reads: both hosts sync to the same files, the
-// running watch applies a new commit, log --follow prints it, the audit
-// consumer records it, and hosts, log, status, dead letters and the
-// snapshot listing answer.
+// running watch applies a new commit, log --follow and tail print it, the
+// dashboard shows it, the audit consumer records it, and hosts, log,
+// status, dead letters and the snapshot listing answer.
 func (s *sw) readersRead(t *testing.T, role string) {
 	t.Helper()
 	msg := "after " + role
@@ -1081,6 +1095,8 @@ func (s *sw) readersRead(t *testing.T, role string) {
 		t.Fatalf("web-1 and web-2 differ after the %s attacks (-web-1 +web-2):\n%s", role, d)
 	}
 	s.followOut.wait(t, s.follow, msg)
+	s.tailOut.wait(t, s.tail, msg)
+	waitCommit(t, s.uiURL, msg)
 	deadline := time.Now().Add(30 * time.Second)
 	for tree(t, s.cache("web-3"))["audit/"+role] != msg {
 		if time.Now().After(deadline) {
