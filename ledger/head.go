@@ -7,9 +7,9 @@ import (
 
 // Head is where a log ends, as the source that answered saw it: what a host
 // may claim when it says it is up to date, and how stale that claim may be.
-// It serves the sync fast path (nothing past the HWM), the detection of a
-// rewound log (the commit at the head), a retention check (never above the
-// head), and what status and hosts report.
+// It serves the sync fast path (nothing past the HWM, and nothing else at it:
+// Stamp), the detection of a rewound log (the commit at the head), a
+// retention check (never above the head), and what status and hosts report.
 //
 // A log read from a mirror (a copy of the origin's stream near the host,
 // which keeps the origin's seqs) answers from the mirror unless asked for the
@@ -23,6 +23,19 @@ type Head struct {
 	// (HeadRequest.Commit) and the message there is an event of this
 	// ledger; "" otherwise.
 	Commit string `json:"commit,omitempty"`
+	// Stamp identifies the message stored at Seq, read in the same request
+	// as Seq ("" for none, or a source that cannot tell): the same message
+	// keeps its stamp; another one stored at that seq — the log of a server
+	// restored from an older backup and written to since — has another.
+	// On JetStream it is the time the server stored the message (the stream
+	// state's last_ts: a stream snapshot or a copy of the store restored
+	// keeps it); memledger counts the messages it stored. Stamps are
+	// compared for equality only: a host that saw this stamp when it last
+	// checked the commit at Seq knows, without asking, that the commit is
+	// still there; another stamp for the same message (another source
+	// answered) costs it that question (Commit, CommitAt), never a wrong
+	// answer.
+	Stamp string `json:"stamp,omitempty"`
 	// Mirror names the mirror that answered ("" when the origin did): the
 	// mirror's stream and where it is, for people.
 	Mirror string `json:"mirror,omitempty"`

@@ -316,7 +316,7 @@ func (r *replica) head(ctx context.Context, req ledger.HeadRequest) (ledger.Head
 		}
 		return h, err
 	}
-	h := ledger.Head{Seq: b.Last, Mirror: r.where, AsOf: now, OriginUnreachable: r.originDown()}
+	h := ledger.Head{Seq: b.Last, Stamp: st.State.stamp(), Mirror: r.where, AsOf: now, OriginUnreachable: r.originDown()}
 	if st.Mirror != nil {
 		h.AsOf, h.Lag = now.Add(-st.Mirror.Active), st.Mirror.Lag
 	}
@@ -346,7 +346,7 @@ func (l *Log) MirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error
 	if err != nil {
 		return ledger.Head{}, true, fmt.Errorf("ledger %q: the mirror %s: %w", l.name, r.where, err)
 	}
-	h = ledger.Head{Seq: b.Last, Mirror: r.where, AsOf: now, OriginUnreachable: r.originDown()}
+	h = ledger.Head{Seq: b.Last, Stamp: st.State.stamp(), Mirror: r.where, AsOf: now, OriginUnreachable: r.originDown()}
 	if st.Mirror != nil {
 		h.AsOf, h.Lag = now.Add(-st.Mirror.Active), st.Mirror.Lag
 	}
@@ -411,6 +411,33 @@ func (r *replica) partitionLastSeq(ctx context.Context, partition string) (ledge
 		}
 	}
 	return r.o.PartitionLastSeq(ctx, partition)
+}
+
+// partitionTip answers Log.PartitionTip as partitionLastSeq does: the
+// mirror's once it holds the floor, else the origin's.
+func (r *replica) partitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+	ok, err := r.covered(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	if ok {
+		s, c, err := r.m.PartitionTip(ctx, partition)
+		if err == nil || !unserved(err) {
+			return s, c, err
+		}
+	}
+	return r.o.PartitionTip(ctx, partition)
+}
+
+// commitAt answers Log.CommitAt: the mirror keeps the origin's seqs, so the
+// message it holds at seq is the origin's; what it lacks (a gap, a skip,
+// past its last) or cannot answer is asked of the origin.
+func (r *replica) commitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	c, err := r.m.CommitAt(ctx, seq)
+	if err == nil || !(unserved(err) || errors.Is(err, ledger.ErrNotFound)) {
+		return c, err
+	}
+	return r.o.CommitAt(ctx, seq)
 }
 
 // partitionHead answers Log.PartitionHead as partitionLastSeq does. The
@@ -682,7 +709,7 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 	r := &replica{m: m, o: o, where: where, wait: mirrorWait, mlast: ledger.Seq(st.State.LastSeq), checked: make(chan struct{}), down: down}
 	l.rep = r
 	if l.opts.openSeq {
-		h := ledger.Head{Seq: ledger.Seq(st.State.LastSeq), Mirror: where, AsOf: now}
+		h := ledger.Head{Seq: ledger.Seq(st.State.LastSeq), Stamp: st.State.stamp(), Mirror: where, AsOf: now}
 		if st.Mirror != nil {
 			h.AsOf, h.Lag = now.Add(-st.Mirror.Active), st.Mirror.Lag
 		}

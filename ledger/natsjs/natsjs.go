@@ -134,7 +134,7 @@ type Log struct {
 
 	q quarantines // the quarantine notices read so far
 
-	opened opened // the last seq Open's answer carried, for the first LastSeq
+	opened opened // the head Open's answer carried, for the first LastSeq or Head
 
 	// rep, when set, is the mirror this Log reads through (mirror.go): its
 	// reads go to the mirror and, for what the mirror cannot give, to the
@@ -355,7 +355,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
 	if l.opts.openSeq {
-		l.opened = opened{head: ledger.Head{Seq: ledger.Seq(st.State.LastSeq), AsOf: asOf}, at: time.Now(), valid: true}
+		l.opened = opened{head: ledger.Head{Seq: ledger.Seq(st.State.LastSeq), Stamp: st.State.stamp(), AsOf: asOf}, at: time.Now(), valid: true}
 	}
 	return l, nil
 }

@@ -57,11 +57,12 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 
 // Head returns the stream's last seq from one stream info request answered
 // by the stream leader (the origin's own answer: a direct get could be
-// answered by a mirror or a lagging replica), and with req.Commit the commit
-// id there, read through the leader too (one more request).
-//
-// With WithOpenSeq, the first LastSeq or Head (neither Origin nor Commit)
-// within openFresh of Open answers from Open's request, as LastSeq does.
+// answered by a mirror or a lagging replica), with the stored time of the
+// message there (the stream state's last_ts) as its stamp, and with
+// req.Commit the commit id there, read through the leader too (one more
+// request). With WithOpenSeq, the first call within openFresh of Open that
+// asks neither for the origin nor for the commit answers from Open's stream info request, as LastSeq
+// does: a no-op sync makes one request, not two.
 func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
 	if !req.Origin && !req.Commit {
 		if h, ok := l.opened.take(); ok {
@@ -76,11 +77,11 @@ func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, er
 		return h, nil
 	}
 	asOf := time.Now()
-	b, err := l.bounds(ctx)
+	b, stamp, err := l.boundsStamp(ctx)
 	if err != nil {
 		return ledger.Head{}, fmt.Errorf("ledger %q head: %w", l.name, err)
 	}
-	h := ledger.Head{Seq: b.Last, AsOf: asOf}
+	h := ledger.Head{Seq: b.Last, Stamp: stamp, AsOf: asOf}
 	if req.Commit && b.Last >= b.First {
 		if h.Commit, err = l.commitAt(ctx, b.Last); err != nil {
 			return ledger.Head{}, fmt.Errorf("ledger %q head: %w", l.name, err)
@@ -119,6 +120,39 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 		return 0, nil
 	}
 	return m.Seq, nil
+}
+
+// PartitionTip returns the partition's last seq and the commit id of the
+// message there, from one direct get of the subject's last message (see
+// ledger.CommitLog).
+func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+	if l.rep != nil {
+		return l.rep.partitionTip(ctx, partition)
+	}
+	m, ok, err := l.directLast(ctx, ledger.Subject(l.name, partition))
+	if err != nil {
+		return 0, "", fmt.Errorf("ledger %q partition %q tip: %w", l.name, partition, l.mapErr(err))
+	}
+	if !ok {
+		return 0, "", nil
+	}
+	return m.Seq, ledger.CommitOf(l.name, l.uuid, m.Seq, m.Subject, m.Data), nil
+}
+
+// CommitAt returns the commit id of the event stored at seq, from one direct
+// get of that seq (see ledger.CommitLog).
+func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	if l.rep != nil {
+		return l.rep.commitAt(ctx, seq)
+	}
+	m, ok, err := l.directGet(ctx, msgGetRequest{Seq: uint64(seq)})
+	if err != nil {
+		return "", fmt.Errorf("ledger %q commit at seq %d: %w", l.name, seq, l.mapErr(err))
+	}
+	if !ok || m.Seq != seq {
+		return "", fmt.Errorf("ledger %q commit at seq %d: no message: %w", l.name, seq, ledger.ErrNotFound)
+	}
+	return ledger.CommitOf(l.name, l.uuid, seq, m.Subject, m.Data), nil
 }
 
 // PartitionHead returns the partition's last event; ledger.ErrNotFound if none.
