@@ -130,8 +130,12 @@ func TestRegionHostSeesItsCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Close()
+	res, err = b2.Sync(ctx, SyncOptions{Partitions: []string{ledger.PartitionKey("data/m/2")}})
+	if err != nil || !res.UpToDate || res.Healed != nil || res.Source == nil || !res.Source.FromOrigin() {
+		t.Fatalf("a new process's scoped sync behind a lagging mirror: %+v, %v; want up to date, by the origin's word, never healed", res, err)
+	}
 	res, err = b2.Sync(ctx, SyncOptions{})
-	if err != nil || !res.UpToDate || res.HWM != 2 || res.Source == nil || !res.Source.FromOrigin() {
+	if err != nil || !res.UpToDate || res.HWM != 2 || res.Healed != nil || res.Source == nil || !res.Source.FromOrigin() {
 		t.Fatalf("a new process's sync behind a lagging mirror: %+v, %v; want up to date at 2, by the origin's word", res, err)
 	}
 }

@@ -409,6 +409,28 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 		return SyncResult{}, err
 	}
 	res := SyncResult{Scoped: true}
+	for i, p := range parts {
+		if lasts[i] >= marks[i].Seq {
+			continue
+		}
+		if res.Source == nil {
+			// A log read from a mirror may lag this cache's own commits:
+			// only the origin's answer below the mark is a rewound log. The
+			// origin's head makes the log read at least up to it.
+			oh, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
+			if err != nil {
+				return res, fmt.Errorf("read the origin's head: %w", err)
+			}
+			res.Source = &oh
+		}
+		var tip string
+		if lasts[i], tip, err = h.cfg.Log.PartitionTip(ctx, p); err != nil {
+			return res, fmt.Errorf("read last seq of partition %q: %w", p, err)
+		}
+		if lasts[i] == marks[i].Seq {
+			got[i] = tip
+		}
+	}
 	var todo []string
 	for i, p := range parts {
 		last := lasts[i]
