@@ -119,7 +119,10 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}
-	if err := h.checkHWM(ctx, b.Last, st.HWM); err != nil {
+	if hd.OriginUnreachable && b.Last < st.HWM {
+		// A mirror behind this cache, the origin out of reach: nothing
+		// says the log lost what this cache holds (no fork is claimed).
+	} else if err := h.checkHWM(ctx, b.Last, st.HWM); err != nil {
 		if !errors.As(err, &out.Forked) {
 			return out, err
 		}
