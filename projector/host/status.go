@@ -119,10 +119,13 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}
-	if hd.OriginUnreachable && b.Last < st.HWM {
-		// A mirror behind this cache, the origin out of reach: nothing
-		// says the log lost what this cache holds (no fork is claimed).
-	} else if err := h.checkHWM(ctx, b.Last, st.HWM); err != nil {
+	// A mirror behind this cache, the origin out of reach: nothing says the
+	// log lost what this cache holds (no fork is claimed).
+	var cerr error
+	if !(hd.OriginUnreachable && b.Last < st.HWM) {
+		cerr = h.checkHWM(ctx, b.Last, st.HWM)
+	}
+	if err := cerr; err != nil {
 		if !errors.As(err, &out.Forked) {
 			return out, err
 		}
