@@ -67,16 +67,25 @@ func (h Head) Staleness(now time.Time) time.Duration {
 }
 
 // String says where the head came from, for people: "seq 42 (origin)" or
-// "seq 40 (mirror SYNCLEDGER_prod in domain eu, as of 1.2s ago, lag 2)".
+// "seq 40 (mirror SYNCLEDGER_prod in domain eu, as of 15:04:05.000 UTC,
+// lag 2)". Describe says how old the answer is instead.
 func (h Head) String() string {
-	return h.describe(time.Now())
-}
-
-func (h Head) describe(now time.Time) string {
 	if h.FromOrigin() {
 		return fmt.Sprintf("seq %d (origin)", h.Seq)
 	}
-	s := fmt.Sprintf("seq %d (mirror %s, as of %s ago", h.Seq, h.Mirror, h.Staleness(now).Round(time.Millisecond))
+	return h.mirrorText(h.AsOf.UTC().Format("15:04:05.000 UTC"))
+}
+
+// Describe is String with the mirror's staleness at now ("as of 1.2s ago").
+func (h Head) Describe(now time.Time) string {
+	if h.FromOrigin() {
+		return h.String()
+	}
+	return h.mirrorText(h.Staleness(now).Round(time.Millisecond).String() + " ago")
+}
+
+func (h Head) mirrorText(asOf string) string {
+	s := fmt.Sprintf("seq %d (mirror %s, as of %s", h.Seq, h.Mirror, asOf)
 	if h.Lag > 0 {
 		s += fmt.Sprintf(", lag %d", h.Lag)
 	}
