@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/swamp"
@@ -125,11 +127,38 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 		given = a.host
 	}
 	a.hostDefault = false
-	h, _, err := host.OpenAs(dir, given, func(id string) (*host.Host, error) {
+	h, _, err := host.OpenAs(dir, a.idConfig(ctx, given), func(id string) (*host.Host, error) {
 		a.setHost(id)
 		return a.openHost(ctx)
 	})
 	return h, err
+}
+
+// idConfig is how Host names the cache's host (host.OpenAs): given, else
+// the cache's own id; a new one (or a copied cache's) is USER@HOST, with a
+// suffix where the ledger's heartbeats already hold that host; the machine
+// is SYNCLEDGER_MACHINE_ID if set (machines cloned from one image share
+// /etc/machine-id), else host.MachineID.
+func (a *app) idConfig(ctx context.Context, given string) host.IDConfig {
+	machine := a.getenv("SYNCLEDGER_MACHINE_ID")
+	if machine == "" {
+		machine = host.MachineID()
+	}
+	return host.IDConfig{
+		Given:   given,
+		Machine: machine,
+		Taken: func(id string) bool {
+			kv, err := a.Heartbeats(ctx)
+			if err != nil {
+				return false
+			}
+			gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err = kv.Get(gctx, heartbeat.Key(id))
+			return err == nil
+		},
+		Note: func(msg string) { fmt.Fprintf(a.stderr, "syncledger: note: %s\n", msg) },
+	}
 }
 
 // LocalHost opens the cache without its ledger (host.OpenLocal), for status
