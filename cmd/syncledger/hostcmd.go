@@ -140,13 +140,9 @@ func (a *app) Host(ctx context.Context) (*host.Host, error) {
 // is SYNCLEDGER_MACHINE_ID if set (machines cloned from one image share
 // /etc/machine-id), else host.MachineID.
 func (a *app) idConfig(ctx context.Context, given string) host.IDConfig {
-	machine := a.getenv("SYNCLEDGER_MACHINE_ID")
-	if machine == "" {
-		machine = host.MachineID()
-	}
 	return host.IDConfig{
 		Given:   given,
-		Machine: machine,
+		Machine: a.machine(),
 		Taken: func(id string) bool {
 			kv, err := a.Heartbeats(ctx)
 			if err != nil {
@@ -159,6 +155,25 @@ func (a *app) idConfig(ctx context.Context, given string) host.IDConfig {
 		},
 		Note: func(msg string) { fmt.Fprintf(a.stderr, "syncledger: note: %s\n", msg) },
 	}
+}
+
+// machine is this machine's id (host.IDConfig.Machine).
+func (a *app) machine() string {
+	if m := a.getenv("SYNCLEDGER_MACHINE_ID"); m != "" {
+		return m
+	}
+	return host.MachineID()
+}
+
+// knownHostID is the host id a command on the cache at dir will run as,
+// when it is known before the cache is opened: the one given, else the
+// cache's own (host.KnownID); "" when the first open decides it.
+func (a *app) knownHostID(dir string) string {
+	if !a.hostDefault {
+		return a.host
+	}
+	id, _ := host.KnownID(dir, a.machine())
+	return id
 }
 
 // LocalHost opens the cache without its ledger (host.OpenLocal), for status

@@ -61,6 +61,7 @@ directory (.syncledger/foreign/NS).`,
 				Namespace: ns,
 				Version:   versionString(),
 				Cache:     cache,
+				Host:      a.knownHostID(cache),
 				// Other namespaces' caches open from a copy of the configuration
 				// taken now, before the agent's goroutines use a.
 				Ports:   swampPorts{app: a, base: base, proto: a.sibling(base, ""), cache: cache},

@@ -333,3 +333,17 @@ func newHostID(taken func(string) bool) (string, error) {
 	}
 	return id, nil
 }
+
+// KnownID returns the host id the cache at dir keeps, when it is this
+// cache's own — recorded, and the cache not a copy found on another machine
+// or path (which OpenAs gives a new one) — without opening the cache.
+func KnownID(dir, machine string) (string, bool) {
+	id, stored, err := storedID(dir)
+	if err != nil || !stored {
+		return "", false
+	}
+	if o, ok := readOrigin(dir); ok && o.copyOf(originHere(dir, machine)) {
+		return "", false
+	}
+	return id, true
+}

@@ -92,6 +92,10 @@ type WaysOut interface {
 type Config struct {
 	Version string // the binary's version; hello answers with it
 	Cache   string // for messages
+	// Host is this host's id, as its commits and heartbeats name it: the
+	// locks it takes say so (LockInfo.Host). "": unknown, the locks name the
+	// machine alone.
+	Host string
 	// Namespace is the datastore's namespace ("" none): the cache (Host) is
 	// its ledger's, and swamp's paths, NS/…, are the cache's paths under NS/.
 	Namespace string

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"os/user"
+	"strings"
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -26,7 +28,7 @@ func (a *Agent) lockAcquire(ctx context.Context, req LockAcquireRequest) (bool, 
 		return false, err
 	}
 	h := req.Holder
-	info := LockInfo{Holder: h.Holder, Hostname: h.Hostname, PID: h.PID, Nonce: h.Nonce}
+	info := LockInfo{Holder: holderName(h.Holder, h.Hostname), Hostname: h.Hostname, PID: h.PID, Nonce: h.Nonce, Host: a.cfg.Host}
 	if err := a.locks.Acquire(ctx, req.Key, info, ms(req.TTLMs), ms(req.RetryMs), ms(req.MaxWaitMs)); err != nil {
 		return false, err
 	}
@@ -52,6 +54,24 @@ func (a *Agent) lockForceRelease(ctx context.Context, req LockForceReleaseReques
 		return false, err
 	}
 	return a.locks.ForceRelease(ctx, req.Key, req.Nonce)
+}
+
+// holderName is who takes a lock, USER@MACHINE as swamp names it, with the
+// user this process runs as where swamp knew none (no USER in its
+// environment: the extension says "swamp", swamp itself "unknown"), so that
+// a lock's messages name a person, not only a machine (issue 39).
+func holderName(holder, machine string) string {
+	name, at, ok := strings.Cut(holder, "@")
+	if ok && name != "" && name != "swamp" && name != "unknown" {
+		return holder
+	}
+	if !ok {
+		at = machine
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username + "@" + at
+	}
+	return holder
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -98,6 +98,7 @@ export type LockInfo = {
   ttlMs: number;
   nonce?: string;
   heldSince?: string;
+  host?: string;
 };
 export type LockForceReleaseRequest = {
   key: string;
@@ -535,7 +536,7 @@ export class Lock {
       this.agent.call({ op: "lock.inspect", key: this.key }).then((h) => {
         if (h && h.nonce !== nonce) {
           console.error(
-            `${TYPE}: waiting for lock ${this.key}, held by ${h.holder} (host ${h.hostname}, pid ${h.pid}) ` +
+            `${TYPE}: waiting for lock ${this.key}, held by ${h.holder} (host ${h.host ?? h.hostname}, pid ${h.pid}) ` +
               `since ${h.heldSince ?? h.acquiredAt}`,
           );
         }
