@@ -139,7 +139,7 @@ the environment swamp runs in or from the user's configuration file
 			}
 			a.beat(ctx, "swamp setup", sres.HWM, sres.Head)
 			out := map[string]any{"repo": repo, "extension": inst.Extension, "config": inst.Config, "hostFile": inst.HostFile,
-				"cache": hostCache, "ledger": a.ledgerName, "previous": cur.Type, "committed": cres.Written + cres.Deleted,
+				"cache": hostCache, "host": a.hostName(), "ledger": a.ledgerName, "previous": cur.Type, "committed": cres.Written + cres.Deleted,
 				"pulled": sres.Written + sres.Deleted, "hwm": sres.HWM, "head": sres.Head, "swampCommand": swamp.SetupCommand(cfg, lazy)}
 			if imported != nil {
 				out["imported"] = imported
@@ -157,6 +157,7 @@ the environment swamp runs in or from the user's configuration file
 					}
 				}
 				fmt.Fprintf(a.stdout, "synced the cache %s: pulled %d files; hwm %d, head %d\n", hostCache, sres.Written+sres.Deleted, sres.HWM, sres.Head)
+				fmt.Fprintf(a.stdout, "this host is %s in the ledger's commits, heartbeats (syncledger hosts) and swamp's locks (setup --host NAME names it otherwise)\n", a.hostName())
 				fmt.Fprintf(a.stdout, "(swamp's own equivalent, which needs a swamp-club login:\n  %s)\n", swamp.SetupCommand(cfg, lazy))
 			})
 		},
