@@ -62,6 +62,9 @@ type HostConfig struct {
 	Host   string   `json:"host,omitempty"`   // default: as every command (SYNCLEDGER_HOST, the config file, the hostname)
 	NATS   string   `json:"nats,omitempty"`   // this host's way to the server, if not the repo's
 	Flags  []string `json:"flags,omitempty"`  // more global flags, e.g. --nats-creds FILE
+	// Offline lets swamp run on the cache when the server cannot be reached
+	// (the agent's --offline-ok).
+	Offline bool `json:"offline,omitempty"`
 }
 
 // DefaultCache is a repo's syncledger cache when HostConfig names none.
@@ -131,7 +134,7 @@ func Install(repo string, cfg ExtensionConfig, host HostConfig, lazy bool) (Inst
 		return out, err
 	}
 	hf := filepath.Join(repo, HostFile)
-	if host.Binary == "" && host.Cache == "" && host.Host == "" && host.NATS == "" && len(host.Flags) == 0 {
+	if host.Binary == "" && host.Cache == "" && host.Host == "" && host.NATS == "" && len(host.Flags) == 0 && !host.Offline {
 		if err := os.Remove(hf); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return out, err
 		}

@@ -22,6 +22,7 @@ func newSwampSetupCmd(a *app) *cobra.Command {
 	var (
 		repo, ns                 string
 		lazy, asJSON, skipImport bool
+		offlineOK                bool
 		lockTTL                  int64
 		binary                   string
 	)
@@ -50,9 +51,15 @@ func newSwampSetupCmd(a *app) *cobra.Command {
 The extension and the datastore block are the same on every host: commit them.
 What differs between hosts stays out of git, in REPO/.swamp/syncledger-host.json
 (.swamp/ is swamp's per-host directory): --binary, or this binary when
-'syncledger' on PATH is another; --cache; --host; --nats-creds, --nats-nkey
-FILE, --nats-ca, --nats-cert, --nats-key given on the command line. The
-extension runs 'syncledger' from PATH (or $SYNCLEDGER_BINARY) otherwise.
+'syncledger' on PATH is another; --cache; --host; --offline-ok; --nats-creds,
+--nats-nkey FILE, --nats-ca, --nats-cert, --nats-key given on the command line.
+The extension runs 'syncledger' from PATH (or $SYNCLEDGER_BINARY) otherwise.
+
+--offline-ok lets swamp run on this host's cache when the server cannot be
+reached (a laptop on a train): its changes stay in the cache and the next
+swamp command that reaches the server publishes them (docs/swamp.md,
+"Offline"). Without it, swamp commands that pull fail while the server is
+away; reads of the cache work either way.
 
 Setup writes no NATS user, password or token anywhere: swamp's agent reads them
 as every syncledger command does, from SYNCLEDGER_NATS_USER/_PASSWORD/_TOKEN in
@@ -76,7 +83,7 @@ the environment swamp runs in or from the user's configuration file
 			if err != nil && !skipImport {
 				return usagef("%v: move its data yourself, or run setup with --skip-import to leave it where it is", err)
 			}
-			hc, err := a.swampHostConfig(binary)
+			hc, err := a.swampHostConfig(binary, offlineOK)
 			if err != nil {
 				return err
 			}
@@ -168,6 +175,7 @@ the environment swamp runs in or from the user's configuration file
 	cmd.Flags().BoolVar(&skipImport, "skip-import", false, "do not import the data of the repo's current datastore (it stays where it is)")
 	cmd.Flags().Int64Var(&lockTTL, "lock-ttl-ms", 0, "TTL of swamp's locks in ms (default 30000): a holder that dies loses its lock this long after its last renewal")
 	cmd.Flags().StringVar(&binary, "binary", "", "the syncledger binary the extension runs on this host (default: syncledger on PATH)")
+	cmd.Flags().BoolVar(&offlineOK, "offline-ok", false, "on this host, let swamp run on the cache when the server cannot be reached, and publish at the next command that reaches it")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -177,8 +185,8 @@ the environment swamp runs in or from the user's configuration file
 // binary if the one on PATH is another. It refuses a NATS user, password or
 // token that only the command line gives: setup writes them nowhere, and
 // swamp's agent would not have them.
-func (a *app) swampHostConfig(binary string) (swamp.HostConfig, error) {
-	var host swamp.HostConfig
+func (a *app) swampHostConfig(binary string, offlineOK bool) (swamp.HostConfig, error) {
+	host := swamp.HostConfig{Offline: offlineOK}
 	if urlHasUser(a.natsURL) {
 		return host, usagef("--nats: setup writes the NATS URL into .swamp.yaml, which git tracks, and this one carries a user or password: "+
 			"give the URL without them, and the user and password to swamp's agent through SYNCLEDGER_NATS_USER and SYNCLEDGER_NATS_PASSWORD "+

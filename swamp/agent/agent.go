@@ -38,6 +38,9 @@ type Ports interface {
 	// Beat records this host's position in the ledger's heartbeats (package
 	// consumers/heartbeat), best effort: a failure is the port's to log.
 	Beat(ctx context.Context, hwm, head ledger.Seq)
+	// LocalHost opens the datastore's cache without its ledger
+	// (host.OpenLocal), for when the server cannot be reached (offline.go).
+	LocalHost(ctx context.Context) (*host.Host, error)
 	// ServerState asks the ledger's server what it says of its disk, when a
 	// write was refused for lack of space (ledger.ErrServerFull): a full
 	// serve names its data directory and the space to free.
@@ -103,6 +106,10 @@ type Config struct {
 	WaysOut   WaysOut // required
 	// Watch is the cache's `syncledger watch`, if one runs (nil: DirtyWatch).
 	Watch Watch
+	// Offline lets swamp run on the cache when the ledger's server cannot be
+	// reached (the opt-in, offline.go); false: requests that need the ledger
+	// fail, as they always did.
+	Offline bool
 	// Clock times the locks (nil: the wall clock).
 	Clock Clock
 	// Logger receives the agent's warnings (nil: discarded).
@@ -159,6 +166,15 @@ type Agent struct {
 	unpushed map[string]bool
 	closed   bool
 	pipes    *closePipes // the close pipes (nil: none)
+
+	// Offline (offline.go): why the ledger was not reached (under offMu),
+	// whether h is the cache opened without it (under hostMu), the locks
+	// taken meanwhile, and the end of the open at the agent's start.
+	offMu    sync.Mutex
+	offline  error
+	local    bool
+	offLocks *offlineLocks
+	openDone chan struct{}
 }
 
 // New returns an agent for cfg.
@@ -172,7 +188,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{cfg: cfg, hostMu: semaphore.NewWeighted(1)}, nil
+	return &Agent{cfg: cfg, hostMu: semaphore.NewWeighted(1), offLocks: newOfflineLocks(cfg.Cache), openDone: make(chan struct{})}, nil
 }
 
 // lockHost takes the cache for one operation, waiting while another runs,
@@ -301,6 +317,7 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	if a.watch != nil {
 		a.watch.Close()
 	}
+	a.offLocks.releaseAll()
 	a.beats.wait()
 	if stopped {
 		return nil

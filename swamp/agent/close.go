@@ -72,13 +72,16 @@ func (a *Agent) close(ctx context.Context, req CloseRequest) (PushResult, error)
 func (a *Agent) publishUnpushed(ctx context.Context) (PushResult, error) {
 	hints := a.unpushedHints()
 	if len(hints) == 0 {
-		return PushResult{}, nil
+		return a.staleResult(ctx), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
 	defer cancel()
 	a.hinted()
 	a.scanned()
 	return cacheOp(a, ctx, a.cfg.Namespace, func(h *host.Host) (PushResult, error) {
+		if a.local {
+			return a.offlineResult(h, len(hints)), nil
+		}
 		changed, done := a.changed(ctx, hints)
 		if changed == nil {
 			// No dirty set: swamp marks every path dirty before it writes
@@ -87,6 +90,9 @@ func (a *Agent) publishUnpushed(ctx context.Context) (PushResult, error) {
 			changed, done = hints, func() {}
 		}
 		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: at swamp's exit", Changed: changed})
+		if a.offlineOK(err) {
+			return a.offlineResult(h, len(hints)), nil
+		}
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				err = errors.New("the ledger did not answer within " + closeTimeout.String())

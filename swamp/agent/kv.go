@@ -25,6 +25,9 @@ func (a *Agent) bucket(ctx context.Context) (ledger.KV, error) {
 
 func (a *Agent) lockAcquire(ctx context.Context, req LockAcquireRequest) (bool, error) {
 	if _, err := a.bucket(ctx); err != nil {
+		if a.offlineOK(err) {
+			return true, a.offLocks.acquire(ctx, req.Key, ms(req.RetryMs), ms(req.MaxWaitMs))
+		}
 		return false, err
 	}
 	h := req.Holder
@@ -37,6 +40,10 @@ func (a *Agent) lockAcquire(ctx context.Context, req LockAcquireRequest) (bool, 
 
 func (a *Agent) lockRelease(ctx context.Context, req LockKeyRequest) (bool, error) {
 	if _, err := a.bucket(ctx); err != nil {
+		if a.offlineOK(err) {
+			a.offLocks.release(req.Key)
+			return true, nil
+		}
 		return false, err
 	}
 	return true, a.locks.Release(ctx, req.Key)
@@ -44,6 +51,9 @@ func (a *Agent) lockRelease(ctx context.Context, req LockKeyRequest) (bool, erro
 
 func (a *Agent) lockInspect(ctx context.Context, req LockKeyRequest) (*LockInfo, error) {
 	if _, err := a.bucket(ctx); err != nil {
+		if a.offlineOK(err) {
+			return nil, nil // offline: no other host's lock is known
+		}
 		return nil, err
 	}
 	return a.locks.Inspect(ctx, req.Key)
@@ -51,6 +61,9 @@ func (a *Agent) lockInspect(ctx context.Context, req LockKeyRequest) (*LockInfo,
 
 func (a *Agent) lockForceRelease(ctx context.Context, req LockForceReleaseRequest) (bool, error) {
 	if _, err := a.bucket(ctx); err != nil {
+		if a.offlineOK(err) {
+			return false, nil
+		}
 		return false, err
 	}
 	return a.locks.ForceRelease(ctx, req.Key, req.Nonce)
