@@ -123,8 +123,12 @@ type Log struct {
 	stream string // stream name
 	prefix string // subject prefix, "syncledger.<name>.p."
 	uuid   string // lineage, read at open
-	info   ledger.Info
-	opts   options
+	// republish: the stream republishes what it stores (expect.go
+	// ledgerRePublish); false on a ledger made before that, whose followers
+	// then read the head every followTick.
+	republish bool
+	info      ledger.Info
+	opts      options
 
 	faults faults // fault injection: empty unless built with -tags failpoints
 
@@ -359,6 +363,7 @@ func (l *Log) adopt(c *streamSettings) error {
 	if err := ledgerStream(l.name).check(c); err != nil {
 		return err
 	}
+	l.republish = republishes(l.name).holds(c)
 	md := c.Metadata
 	f, _ := strconv.Atoi(md[MetaFormat])
 	l.uuid = md[MetaUUID]
