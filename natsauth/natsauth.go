@@ -290,7 +290,7 @@ func hostGrants(n names) []Grant {
 	g := common(n)
 	g = append(g,
 		allow(Publish, n.commits, "stream "+n.stream, "commit: a commit's events"),
-		allow(Publish, natsjs.KVSubjectPrefix+n.hb+".>", "bucket "+n.hb, "sync, watch: put its heartbeat (hosts forget deletes, by a marker)"),
+		allow(Publish, natsjs.KVSubjectPrefix+n.hb+".>", "bucket "+n.hb, "sync, watch: put its heartbeat (hosts forget is the admin's purge)"),
 		allow(Publish, natsjs.KVSubjectPrefix+n.swamp+".>", "bucket "+n.swamp, "the swamp agent: take and release locks, the control plane, the namespace registry"),
 	)
 	if n.bucket != "" {
