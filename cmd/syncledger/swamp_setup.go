@@ -160,7 +160,7 @@ the environment swamp runs in or from the user's configuration file
 				if inst.HostFile != "" {
 					fmt.Fprintf(a.stdout, "wrote this host's settings to %s (not for git)\n", inst.HostFile)
 					if gitTracks(repo, inst.HostFile) {
-						fmt.Fprintf(a.stderr, "note: git does not ignore %s: add .swamp/ to the repo's .gitignore (as 'swamp repo init --include-gitignore' does); it holds this host's settings\n", inst.HostFile)
+						fmt.Fprintf(a.stderr, "note: git does not ignore %s: add the line .swamp/ to the repo's .gitignore (swamp repo init writes it there); it holds this host's settings\n", inst.HostFile)
 					}
 				}
 				fmt.Fprintf(a.stdout, "synced the cache %s: pulled %d files; hwm %d, head %d\n", hostCache, sres.Written+sres.Deleted, sres.HWM, sres.Head)
