@@ -313,7 +313,7 @@ func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig
 		RePublish:          ledgerRePublish(l.name),
 		Metadata: map[string]string{
 			MetaUUID:   uuid,
-			MetaFormat: strconv.Itoa(ledger.FormatVersion),
+			MetaFormat: strconv.Itoa(ledger.LogFormat),
 			MetaBlobs:  cfg.Blobs,
 			MetaName:   l.name,
 		},
@@ -388,8 +388,8 @@ func (l *Log) identify(c *streamSettings) error {
 	if err != nil || f < 1 {
 		return fmt.Errorf("stream %s: bad %s %q: %w", l.stream, MetaFormat, md[MetaFormat], ledger.ErrInvalid)
 	}
-	if f > ledger.FormatVersion {
-		return fmt.Errorf("stream %s has format %d (this build reads %d; upgrade syncledger): %w", l.stream, f, ledger.FormatVersion, ledger.ErrUnknownVersion)
+	if f > ledger.LogFormat {
+		return fmt.Errorf("stream %s has format %d (this build reads 1 to %d; upgrade syncledger): %w", l.stream, f, ledger.LogFormat, ledger.ErrUnknownVersion)
 	}
 	if err := ledger.ValidateUUID(md[MetaUUID]); err != nil {
 		return fmt.Errorf("stream %s: %s: %w", l.stream, MetaUUID, err)

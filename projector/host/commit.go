@@ -38,6 +38,14 @@ type CommitOptions struct {
 	// whole, as a trusted dirty set does (package dirty). Empty means nothing
 	// changed: the commit reads no index. Nil scans the whole cache.
 	Changed []string
+	// Fences are the locks the commit is made under (ledger.Fence: swamp's
+	// locks, as the agent holds them): each of its commits carries them, and
+	// the log refuses one once another holder took a lock since, storing
+	// nothing (*ledger.LockLostError, ErrLockLost). A lost lock is not retried
+	// like a chain conflict: Commit returns it, the changes kept in the cache,
+	// uncommitted. Each fence takes a message of the commit's batch, so a
+	// commit then holds that many partitions fewer.
+	Fences []ledger.Fence
 }
 
 // CommitResult says what a commit did. A change of more partitions than one
@@ -166,7 +174,7 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, bound 
 			return nil
 		}
 		h.fp.at("commit-after-scan")
-		bs := batches(sc.changes, h.cfg.CommitPartitions)
+		bs := batches(sc.changes, h.commitPartitions(opt))
 		n := len(res.Commits) - before + len(bs)
 		var changes []ledger.Entry // the batch the chain moved under
 		for _, b := range bs {
@@ -174,7 +182,7 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, bound 
 			if n > 1 {
 				msg = PartMessage(opt.Message, len(res.Commits)-before+1, n)
 			}
-			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, content, opt.MaxPaths, res)
+			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, content, opt, res)
 			content = h.cfg.Blobs.Batch() // the next commit's manifests
 			var ce *ledger.ConflictError
 			if errors.As(err, &ce) {
@@ -213,7 +221,7 @@ func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, bound 
 // commit anyway, and a commit's memory grows with its files — each group's
 // commit scanning only its partitions and holding what it finds.
 func (h *Host) commitGroups(ctx context.Context, s *session, opt CommitOptions, sc scanned, res *CommitResult) error {
-	groups := holdGroups(sc.over, h.cfg.CommitPartitions, max(1, h.cfg.CommitHold/8))
+	groups := holdGroups(sc.over, h.commitPartitions(opt), max(1, h.cfg.CommitHold/8))
 	h.log.Info("change too large for one commit: publishing it by partitions", "partitions", len(sc.over), "commits", len(groups))
 	first := len(res.Commits)
 	for i, g := range groups {
@@ -229,6 +237,12 @@ func (h *Host) commitGroups(ctx context.Context, s *session, opt CommitOptions, 
 	}
 	res.Nothing = len(res.Commits) == 0
 	return nil
+}
+
+// commitPartitions is the most partitions one commit of opt holds: its batch
+// holds its fence checks too.
+func (h *Host) commitPartitions(opt CommitOptions) int {
+	return max(1, min(h.cfg.CommitPartitions, ledger.MaxBatch-len(opt.Fences)))
 }
 
 // holdGroups splits the partitions of over (each with its count of changed
@@ -306,9 +320,10 @@ func (e *PartialCommitError) Error() string {
 func (e *PartialCommitError) Unwrap() error { return e.Err }
 
 // publish makes one commit durable — its files, then the blobs of content,
-// its batch — appends its events and records them, adding the commit to res
-// (its paths while res holds fewer than maxPaths, when positive).
-func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content *ledger.BlobBatch, maxPaths int, res *CommitResult) error {
+// its batch — appends its events under opt's fences and records them, adding
+// the commit to res (its paths while res holds fewer than opt.MaxPaths, when
+// positive).
+func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content *ledger.BlobBatch, opt CommitOptions, res *CommitResult) error {
 	now := h.cfg.Now()
 	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
@@ -324,12 +339,12 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	}
 	// The content is stored (the scan's stage, in content) and the files are
 	// durable: publish, the batch flushed and the manifests stored first.
-	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.cfg.Log), content, events)
+	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.cfg.Log), content, events, opt.Fences...)
 	if err != nil {
 		return err
 	}
 	h.fp.at("commit-after-append")
-	if err := s.core.RecordOwn(events, seqs); err != nil {
+	if err := s.core.RecordOwn(events, seqs, opt.Fences...); err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
 	}
 	flushed := make(map[string]bool, len(sc.changes))
@@ -346,7 +361,7 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	h.fp.at("commit-after-persist")
 	part := CommitPart{Commit: id, Seqs: seqs, Partitions: len(events)}
 	for _, e := range sc.changes {
-		if maxPaths <= 0 || len(res.Paths) < maxPaths {
+		if opt.MaxPaths <= 0 || len(res.Paths) < opt.MaxPaths {
 			res.Paths = append(res.Paths, e.Path)
 		}
 		if e.Deleted {

@@ -233,8 +233,9 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 			return PullResult{HWM: h.HWM(), Head: h.HWM(), Offline: a.offlineWhy()}, nil
 		}
 		// This host's data versions that another host's runs took meanwhile
-		// (a push that did not reach the ledger) move past them, and are
-		// published at once, whatever model this command runs.
+		// (a push that did not reach the ledger, or was made under a lock
+		// lost) move past them, and are published at once, whatever model
+		// this command runs, under the locks it holds.
 		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly})
 		if a.offlineOK(err) {
 			return PullResult{HWM: h.HWM(), Head: h.HWM(), Offline: a.offlineWhy()}, nil
@@ -244,7 +245,8 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 				cr   host.CommitResult
 				more swamp.Renumbered
 			)
-			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: this host's runs, published after another host's"})
+			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: this host's runs, published after another host's", Fences: a.fences(ctx)})
+			err = a.published(err)
 			rn.Moved = append(rn.Moved, more.Moved...)
 			res.HWM = cr.HWM
 		}
@@ -290,7 +292,8 @@ func (a *Agent) commit(ctx context.Context, req PushRequest) (PushResult, error)
 }
 
 // publish is push and commit: one commit of what changed (more when it
-// touches more partitions than one commit holds).
+// touches more partitions than one commit holds), under every lock this
+// agent holds (fences).
 func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushResult, error) {
 	a.hinted() // rather than doing the hints' work twice
 	a.scanned()
@@ -316,10 +319,11 @@ func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushRe
 			changed, done = a.changed(ctx, hints)
 		}
 		taken := a.unpushedHints()
-		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed})
+		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed, Fences: a.fences(ctx)})
 		if a.offlineOK(err) {
 			return a.offlineResult(h, len(hints)), nil
 		}
+		err = a.published(err)
 		if err == nil {
 			done()
 			a.pushed(taken)

@@ -57,6 +57,7 @@ type ports struct {
 	e     *env
 	cache string
 	beats chan [2]ledger.Seq // the beats sent (nil: dropped)
+	kv    ledger.KV          // the swamp bucket as this agent reaches it (nil: e.kv)
 }
 
 func (p ports) Host(context.Context) (*host.Host, error) {
@@ -81,7 +82,17 @@ func (p ports) SwampKV(context.Context) (ledger.KV, error) {
 	if p.e.down.Load() {
 		return nil, errDown
 	}
+	if p.kv != nil {
+		return p.kv, nil
+	}
 	return p.e.kv, nil
+}
+
+func (p ports) CommitLog(context.Context) (ledger.CommitLog, error) {
+	if p.e.down.Load() {
+		return nil, errDown
+	}
+	return p.e.log, nil
 }
 
 func (p ports) Foreign(context.Context, string) (*host.Host, error) {
