@@ -135,9 +135,10 @@ has that name, or when the host beat again meanwhile (it is running: stop it
 first).
 
 Only the admin role may forget: the key is removed by a purge of the bucket's
-stream, which the server refuses every role below admin. (A host credential
-can still put a delete marker on any key of the bucket through NATS itself:
-the heartbeats are monitoring, not a boundary.)`,
+stream, which the server refuses every role below admin. (A host user scoped
+to its host id — serve --users "hosts:" — may delete its own key through NATS
+itself, and no other; an unscoped host user any key: its heartbeats are
+monitoring, not a boundary.)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -186,7 +187,7 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 		defer cancel()
 		// A user without the host role may not beat: that is a warning too.
 		if err = heartbeat.NewStore(kv).Put(bctx, b); errors.Is(err, ledger.ErrPermission) {
-			err = fmt.Errorf("%w (the host role may)", err)
+			err = fmt.Errorf("%w (the host role may; a host user given host ids writes only theirs: run as one of them, --host ID)", err)
 		}
 	}
 	if err != nil {
