@@ -329,6 +329,14 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	if err != nil {
 		return err
 	}
+	if !s.checked {
+		// Never publish on top of a history the log no longer holds
+		// (identity.go): a sync heals it first.
+		if err := h.checkLastCommit(ctx); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		s.checked = true
+	}
 	c := ledger.Commit{ID: id, Host: h.cfg.Host, At: now, Message: msg, Entries: sc.changes}
 	events, err := s.core.CommitEvents(c)
 	if err != nil {
@@ -346,6 +354,9 @@ func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, 
 	h.fp.at("commit-after-append")
 	if err := s.core.RecordOwn(events, seqs, opt.Fences...); err != nil {
 		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
+	}
+	for i, ev := range events {
+		s.staged(ledger.Record{Seq: seqs[i], Event: ev})
 	}
 	flushed := make(map[string]bool, len(sc.changes))
 	for _, e := range sc.changes {
