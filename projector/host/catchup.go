@@ -12,27 +12,27 @@ import (
 
 // catchUp reads the new events of the partitions the local changes touch. If one
 // of them changes a locally changed path to other content, it stops with a
-// *ConflictError; otherwise it applies them (scoped: the HWM does not move).
-func (h *Host) catchUp(ctx context.Context, s *session, changes []ledger.Entry, res *CommitResult) error {
+// *ConflictError; otherwise it applies them (scoped: the HWM does not move)
+// and returns how many it applied.
+func (h *Host) catchUp(ctx context.Context, s *session, changes []ledger.Entry) (int, error) {
 	sr := SyncResult{}
 	r := &run{h: h, s: s, res: &sr}
 	recs, err := h.partitionTails(ctx, r, changes)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if conflicts := projector.Conflicts(changes, recs); len(conflicts) > 0 {
-		return &ConflictError{Paths: conflicts}
+		return 0, &ConflictError{Paths: conflicts}
 	}
 	for _, rec := range recs {
 		if err := r.offer(ctx, projector.Scoped, rec); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if err := r.flush(ctx); err != nil {
-		return err
+		return 0, err
 	}
-	res.Pulled += sr.Applied
-	return nil
+	return sr.Applied, nil
 }
 
 // partitionTails is the one catch-up read of a partition: the events of the

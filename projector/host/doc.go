@@ -61,7 +61,7 @@
 // A commit holds at most Config.CommitHold changed files:
 // a larger change is counted per partition and published by groups of whole
 // partitions of at most an eighth of that many files, each group's commit
-// walking only its partitions (commitGroups), so memory does not grow with the
+// walking only its partitions (the write pipeline's split), so memory does not grow with the
 // datastore.
 //
 // # A cache's identity and stack

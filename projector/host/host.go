@@ -81,6 +81,9 @@ type Config struct {
 	CommitHold int
 	// LockWait is how long to wait for another process holding the cache; 0 means 10s.
 	LockWait time.Duration
+	// Policy is the one retry policy of every push (Commit); the zero value
+	// is the default.
+	Policy Policy
 
 	local bool // OpenLocal: no ledger
 }
