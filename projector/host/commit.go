@@ -34,6 +34,14 @@ type CommitOptions struct {
 	// whole, as a trusted dirty set does (package dirty). Empty means nothing
 	// changed: the commit reads no index. Nil scans the whole cache.
 	Changed []string
+	// Settle, when set, is the push's way to settle a conflict with another
+	// host's commits (a *ConflictError: paths both changed): swamp's
+	// renumbering moves this host's data versions past the ledger's
+	// (swamp.CommitRenumbered). Called under the push (the cache held), it
+	// may sync, resolve and move files; when it returns nil the push scans
+	// its whole scope again and publishes what it finds, up to
+	// Config.Policy's Settles times. Its error ends the push.
+	Settle func(ctx context.Context, conflict *ConflictError) error
 }
 
 // CommitResult says what a commit did. A change of more partitions than one

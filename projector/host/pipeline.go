@@ -29,6 +29,7 @@ import (
 // more files than a commit holds, a group of its partitions (holdGroups).
 type group struct {
 	parts   partitions
+	changed []string // CommitOptions.Changed: nil scans the whole scope
 	bound   scanBound
 	stored  map[ledger.Digest]bool // content stored already: not staged again
 	message string                 // its commits' message, before "(part i of n)"
@@ -90,6 +91,7 @@ type step int
 const (
 	stepPlan    step = iota // plan the next group (next)
 	stepCatchUp             // catch up with the conflicted commit's partitions, then plan its group again
+	stepSettle              // settle the conflict (CommitOptions.Settle), then plan the whole scope again
 	stepDone                // nothing left: the push succeeded
 	stepFail                // the push stops with the outcome's error
 )
@@ -98,11 +100,13 @@ const (
 type push struct {
 	opt    CommitOptions
 	policy Policy
+	scope  group   // the whole change: the first group, and the one planned again after a settle
 	queue  []group // the groups left to plan; the first is the one planned now
 	// conflicts counts the chain conflicts the commit being published met
-	// since the last one published (Policy.Conflicts).
-	conflicts int
-	res       CommitResult
+	// since the last one published (Policy.Conflicts); settles the conflicts
+	// settled (Policy.Settles).
+	conflicts, settles int
+	res                CommitResult
 }
 
 // newPush starts the push of opt: one group, the options' scope.
@@ -111,8 +115,8 @@ func newPush(opt CommitOptions, policy Policy, hold int) *push {
 	if len(opt.Paths) > 0 {
 		bound.hold = 0 // a few paths, picked from the whole change
 	}
-	g := group{parts: partitionFilter(opt.Partitions), bound: bound, stored: opt.Stored, message: opt.Message}
-	return &push{opt: opt, policy: policy, queue: []group{g}}
+	g := group{parts: partitionFilter(opt.Partitions), changed: opt.Changed, bound: bound, stored: opt.Stored, message: opt.Message}
+	return &push{opt: opt, policy: policy, scope: g, queue: []group{g}}
 }
 
 // next returns the group to plan next; false: nothing is left.
@@ -125,8 +129,9 @@ func (p *push) next() (group, bool) {
 }
 
 // advance folds the outcome of planning and publishing the first group into
-// the push, and says what comes next under the policy. maxParts is the most
-// partitions a commit holds, hold the most files.
+// the push, and says what comes next under the policy, with the error that
+// stops it (stepFail) or the conflict to settle (stepSettle). maxParts is
+// the most partitions a commit holds, hold the most files.
 func (p *push) advance(o outcome, maxParts, hold int) (step, error) {
 	for _, r := range o.recorded {
 		p.res = p.res.with(r, p.opt.MaxPaths)
@@ -149,8 +154,19 @@ func (p *push) advance(o outcome, maxParts, hold int) (step, error) {
 			return stepFail, fmt.Errorf("commit: gave up after %d attempts: %w", p.conflicts, o.err)
 		}
 		return stepCatchUp, nil
+	case p.opt.Settle != nil && errors.As(o.err, new(*ConflictError)) && p.settles < p.policy.settles():
+		p.settles++
+		return stepSettle, o.err // the conflict to settle
 	}
 	return stepFail, o.err
+}
+
+// settled starts the push again once a conflict was settled: the whole
+// scope, scanned whole (what a settlement moves is new paths).
+func (p *push) settled() {
+	g := p.scope
+	g.changed = nil
+	p.queue, p.conflicts = []group{g}, 0
 }
 
 // split replaces the first group, whose scan found more files than a commit
@@ -176,6 +192,7 @@ func (p *push) split(pl plan, maxParts, hold int) []group {
 	for i, g := range parts {
 		groups[i] = group{
 			parts:   partitionFilter(g),
+			changed: first.changed,
 			bound:   scanBound{noDeletions: !slices.ContainsFunc(g, func(p string) bool { return pl.overDeleted[p] })},
 			stored:  stored,
 			message: first.message,
@@ -216,26 +233,58 @@ func (h *Host) runPush(ctx context.Context, s *session, p *push) (CommitResult, 
 		}
 		o := h.planAndPublish(ctx, s, p, g, maxParts)
 		st, err := p.advance(o, maxParts, h.cfg.CommitHold)
-		switch st {
-		case stepFail:
+		for st == stepCatchUp || st == stepSettle {
+			if st == stepCatchUp {
+				st, err = h.catchUpPush(ctx, s, p, o)
+				continue
+			}
+			if s, err = h.settle(ctx, p, err); err != nil {
+				return p.res, err
+			}
+			st = stepPlan
+		}
+		if st == stepFail {
 			return p.res, err
-		case stepDone:
-		case stepCatchUp:
-			var ce *ledger.ConflictError
-			errors.As(o.err, &ce)
-			h.log.Info("chain moved, syncing touched partitions", "partition", ce.Partition, "attempt", p.conflicts)
-			pulled, err := h.catchUp(ctx, s, o.conflicted)
-			p.res.Pulled += pulled
-			if err != nil {
-				return p.res, err
-			}
-			if err := ledger.SleepCtx(ctx, p.policy.backoff(p.conflicts, h.cfg.Now())); err != nil {
-				return p.res, err
-			}
 		}
 	}
 	p.res.Nothing, p.res.HWM = len(p.res.Commits) == 0, s.core.HWM()
 	return p.res, nil
+}
+
+// settle settles the conflict err (a *ConflictError) with the options'
+// Settle, and returns a new session (a settlement syncs, moving the state)
+// for the push to plan its whole scope again.
+func (h *Host) settle(ctx context.Context, p *push, err error) (*session, error) {
+	var ce *ConflictError
+	errors.As(err, &ce)
+	if err := p.opt.Settle(ctx, ce); err != nil {
+		return nil, err
+	}
+	s, err := h.load(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	p.settled()
+	return s, nil
+}
+
+// catchUpPush reads and applies the new events of the partitions of the
+// commit that met a chain conflict, then waits the policy's backoff: the
+// group is planned again next. A change of those events to a path the
+// commit changes (a *ConflictError) goes back to the push (advance).
+func (h *Host) catchUpPush(ctx context.Context, s *session, p *push, o outcome) (step, error) {
+	var ce *ledger.ConflictError
+	errors.As(o.err, &ce)
+	h.log.Info("chain moved, syncing touched partitions", "partition", ce.Partition, "attempt", p.conflicts)
+	pulled, err := h.catchUp(ctx, s, o.conflicted)
+	p.res.Pulled += pulled
+	if err != nil {
+		return p.advance(outcome{err: err}, 0, 0)
+	}
+	if err := ledger.SleepCtx(ctx, p.policy.backoff(p.conflicts, h.cfg.Now())); err != nil {
+		return stepFail, err
+	}
+	return stepPlan, nil
 }
 
 // planAndPublish plans group g (plan), then publishes and records its
@@ -275,7 +324,7 @@ func (h *Host) planAndPublish(ctx context.Context, s *session, p *push, g group,
 // durable and the plan carries the counts to split the group by.
 func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group, maxParts int) (plan, error) {
 	content := h.cfg.Blobs.Batch() // flushed by the first publish
-	sc, err := h.scan(s, g.parts, opt.Changed, h.commitStage(ctx, g.stored, content), g.bound)
+	sc, err := h.scan(s, g.parts, g.changed, h.commitStage(ctx, g.stored, content), g.bound)
 	if err != nil {
 		return plan{}, err
 	}

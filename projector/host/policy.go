@@ -14,6 +14,17 @@ type Policy struct {
 	// 1–7 ms (n the conflicts so far; the jitter keeps two hosts fighting over
 	// one partition from retrying in lockstep). 0 means 20.
 	Conflicts int
+	// Settles is the most conflicts a push settles (CommitOptions.Settle:
+	// swamp's renumbering), each followed by a scan of its whole scope. 0
+	// means 3.
+	Settles int
+}
+
+func (p Policy) settles() int {
+	if p.Settles <= 0 {
+		return 3
+	}
+	return p.Settles
 }
 
 func (p Policy) conflicts() int {
