@@ -143,7 +143,8 @@ func (c *content) again() (io.Reader, bool) {
 func (c *content) failed() bool { return c.err != nil && c.err != io.EOF }
 
 // idleTimer ends a put's attempt once the store has read nothing of its
-// content for the policy's AttemptTimeout (nil when it has none).
+// content, and its driver reported no progress of sending it
+// (driver.Progress), for the policy's AttemptTimeout (nil when it has none).
 type idleTimer struct {
 	t      *time.Timer
 	d      time.Duration
@@ -163,7 +164,8 @@ func (b *Bucket) idle(ctx context.Context) (context.Context, *idleTimer) {
 		it.ended.Store(true)
 		cancel()
 	})
-	return ctx, it
+	// A driver that sends from a copy of the content reports its sending.
+	return driver.WithProgress(ctx, it.restart), it
 }
 
 func (it *idleTimer) restart() {

@@ -50,14 +50,14 @@ func (h *Host) partitionTails(ctx context.Context, r *run, changes []ledger.Entr
 		if err != nil {
 			return nil, err
 		}
-		last, err := h.cfg.Log.PartitionLastSeq(ctx, p)
+		last, err := h.logPort().PartitionLastSeq(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("read last seq of partition %q: %w", p, err)
 		}
 		if last <= mk.Seq {
 			continue
 		}
-		err = h.cfg.Log.ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
+		err = h.logPort().ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
 			if err := r.resolve(ctx, &rec); err != nil {
 				return err
 			}

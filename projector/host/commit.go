@@ -93,7 +93,9 @@ const DefaultCommitHold = 1 << 17
 // those published and recorded, and the rest of the changes uncommitted in the
 // cache: the next Commit publishes them; the result lists the commits
 // published.
-func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
+func (h *Host) Commit(ctx context.Context, opt CommitOptions) (_ CommitResult, err error) {
+	ctx, done := h.watching(ctx, "commit")
+	defer func() { err = done(err) }()
 	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return CommitResult{}, aerr

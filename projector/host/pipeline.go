@@ -297,7 +297,7 @@ func (h *Host) planAndPublish(ctx context.Context, s *session, p *push, g group,
 	}
 	for i, c := range pl.commits {
 		if i > 0 {
-			c.content = h.cfg.Blobs.Batch() // the commit's manifests
+			c.content = h.blobsPort().Batch() // the commit's manifests
 		}
 		pub, err := h.publish(ctx, s, c, p.opt)
 		if err != nil {
@@ -323,7 +323,7 @@ func (h *Host) planAndPublish(ctx context.Context, s *session, p *push, g group,
 // first carrying the batch. Past the scan's hold, what it staged is made
 // durable and the plan carries the counts to split the group by.
 func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group, maxParts int) (plan, error) {
-	content := h.cfg.Blobs.Batch() // flushed by the first publish
+	content := h.blobsPort().Batch() // flushed by the first publish
 	sc, err := h.scan(s, g.parts, g.changed, h.commitStage(ctx, g.stored, content), g.bound)
 	if err != nil {
 		return plan{}, err
@@ -375,7 +375,7 @@ func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOpt
 	}
 	// The content is stored (the plan's stage, in content) and the files are
 	// durable: publish, the batch flushed and the manifests stored first.
-	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.cfg.Log), c.content, events)
+	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.logPort()), c.content, events)
 	if err != nil {
 		return published{}, err
 	}

@@ -2,6 +2,14 @@ package host
 
 import (
 	"time"
+
+	"github.com/syncledger/syncledger/ledger"
+)
+
+// Defaults of Policy.
+const (
+	DefaultWait   = 60 * time.Second
+	DefaultReport = 3 * time.Second
 )
 
 // Policy is a push's one retry policy (Config.Policy): which failures a
@@ -18,6 +26,40 @@ type Policy struct {
 	// swamp's renumbering), each followed by a scan of its whole scope. 0
 	// means 3.
 	Settles int
+	// Wait is the longest an operation that reaches the ledger — a push, a
+	// pull, a fetch — waits for an answer, from the ledger's server or the
+	// blob store, without any coming (wait.go): then it gives up, with a
+	// *WaitError. 0 means DefaultWait. Each request to the blob store is
+	// given a third of it (its AttemptTimeout: for a put, with none of the
+	// content taken or sent), so a lost one is asked again within it.
+	Wait time.Duration
+	// Report is how long a wait lasts before the operation says what it
+	// waits for (Config.Waiting), and a quarter of how often it says it
+	// again. 0 means DefaultReport.
+	Report time.Duration
+}
+
+func (p Policy) wait() time.Duration {
+	if p.Wait <= 0 {
+		return DefaultWait
+	}
+	return p.Wait
+}
+
+func (p Policy) reportAfter() time.Duration {
+	if p.Report <= 0 {
+		return DefaultReport
+	}
+	return p.Report
+}
+
+// blobRetry is the blob store's policy base under the push's bound: each
+// attempt bounded by a third of Wait, unless base bounds it more.
+func (p Policy) blobRetry(base ledger.RetryPolicy) ledger.RetryPolicy {
+	if t := p.wait() / 3; base.AttemptTimeout <= 0 || base.AttemptTimeout > t {
+		base.AttemptTimeout = t
+	}
+	return base
 }
 
 func (p Policy) settles() int {

@@ -59,7 +59,9 @@ var errStop = errors.New("stop")
 
 // Sync brings the cache up to date with the log (full) or with some partitions
 // (scoped).
-func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
+func (h *Host) Sync(ctx context.Context, opt SyncOptions) (_ SyncResult, err error) {
+	ctx, done := h.watching(ctx, "sync")
+	defer func() { err = done(err) }()
 	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return SyncResult{}, aerr
@@ -77,12 +79,12 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	if err != nil {
 		return SyncResult{}, err
 	}
-	head, err := h.cfg.Log.LastSeq(ctx)
+	head, err := h.logPort().LastSeq(ctx)
 	if err == nil && head < hwm {
 		// The answer may predate commits another process applied to this
 		// cache since (a log answers its first LastSeq from its opening):
 		// only a fresh answer below the HWM is a rewound log.
-		head, err = h.cfg.Log.LastSeq(ctx)
+		head, err = h.logPort().LastSeq(ctx)
 	}
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
@@ -153,7 +155,7 @@ func (r *run) resolve(ctx context.Context, rec *ledger.Record) error {
 	if rec.Event.Manifest.IsZero() || len(rec.Event.Entries) > 0 {
 		return nil
 	}
-	b, err := ledger.ReadBlob(ctx, r.h.cfg.Blobs, rec.Event.Manifest)
+	b, err := ledger.ReadBlob(ctx, r.h.blobsPort(), rec.Event.Manifest)
 	if err != nil {
 		return fmt.Errorf("read manifest of seq %d: %w", rec.Seq, err)
 	}
@@ -235,7 +237,7 @@ func recordError(seq ledger.Seq, err error) error {
 // fillGap reads the partition's missing events by subject and stages them scoped.
 func (r *run) fillGap(ctx context.Context, gap *projector.GapError) error {
 	r.h.log.Info("filling gap", "partition", gap.Partition, "from", gap.From, "to", gap.To)
-	err := r.h.cfg.Log.ReadPartition(ctx, gap.Partition, gap.From, func(rec ledger.Record) error {
+	err := r.h.logPort().ReadPartition(ctx, gap.Partition, gap.From, func(rec ledger.Record) error {
 		if rec.Seq >= gap.Seq {
 			return errStop
 		}
@@ -249,7 +251,7 @@ func (r *run) fillGap(ctx context.Context, gap *projector.GapError) error {
 
 func (h *Host) readFull(ctx context.Context, s *session, from, to ledger.Seq, res *SyncResult, progress func(SyncResult)) error {
 	r := &run{h: h, s: s, res: res, progress: progress}
-	err := h.cfg.Log.Read(ctx, from, to, func(rec ledger.Record) error { return r.offer(ctx, projector.Full, rec) })
+	err := h.logPort().Read(ctx, from, to, func(rec ledger.Record) error { return r.offer(ctx, projector.Full, rec) })
 	if err == nil {
 		err = r.flush(ctx)
 	} else if ferr := r.flush(ctx); ferr != nil { // keep what was read before the error
@@ -299,7 +301,7 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	g.SetLimit(scopedRequests)
 	for i, p := range parts {
 		g.Go(func() (err error) {
-			if lasts[i], err = h.cfg.Log.PartitionLastSeq(ctx, p); err != nil {
+			if lasts[i], err = h.logPort().PartitionLastSeq(ctx, p); err != nil {
 				return fmt.Errorf("read last seq of partition %q: %w", p, err)
 			}
 			return nil
@@ -346,7 +348,7 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 		if err != nil {
 			return res, err
 		}
-		if err := h.cfg.Log.ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
+		if err := h.logPort().ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
 			return r.offer(ctx, projector.Scoped, rec)
 		}); err != nil {
 			_ = r.flush(ctx)
