@@ -44,8 +44,8 @@
 // error wrapping ErrPermanent skips the retries. After the last attempt the
 // commit's events and the error are stored, as a DeadLetter, in the feed's dead
 // letters (on JetStream: syncledger.<ledger>.dlq.<consumer>, kept by the stream
-// SYNCLEDGER-DLQ_<ledger>, created on first use, outside the ledger stream's
-// subjects); then the events are acknowledged and the Runner moves on. A message
+// SYNCLEDGER-DLQ_<ledger>, made with the ledger by the admin, outside the
+// ledger stream's subjects); then the events are acknowledged and the Runner moves on. A message
 // that does not decode is dead-lettered at once. Positions reports each
 // consumer's position and dead-letter count, ReadDeadLetters reads them back.
 //

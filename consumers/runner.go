@@ -84,6 +84,11 @@ type Runner struct {
 
 // New validates cfg and returns a Runner.
 func New(cfg Config) (*Runner, error) {
+	return newRunner(cfg, true)
+}
+
+// newRunner validates cfg (its Log and Handler only if it is to run).
+func newRunner(cfg Config, run bool) (*Runner, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("new consumer %q: "+format+": %w", append([]any{cfg.Name}, append(args, ledger.ErrInvalid)...)...)
 	}
@@ -91,9 +96,9 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("new consumer: %w", err)
 	}
 	switch {
-	case cfg.Feed == nil || cfg.Log == nil:
+	case cfg.Feed == nil || run && cfg.Log == nil:
 		return nil, bad("a feed and a log are required")
-	case cfg.Handler == nil:
+	case run && cfg.Handler == nil:
 		return nil, bad("no handler")
 	case cfg.MaxDeliver < 0 || cfg.FlushEvery < 0 || cfg.AckWait < 0 || cfg.DrainTimeout < 0:
 		return nil, bad("negative setting")
@@ -156,6 +161,11 @@ func (r *Runner) partitions() []string {
 	return ps
 }
 
+// feedConsumer is the durable consumer the Runner runs.
+func (r *Runner) feedConsumer() ledger.FeedConsumer {
+	return ledger.FeedConsumer{Name: r.cfg.Name, Partitions: r.partitions(), Start: r.cfg.Start.feed(), AckWait: r.cfg.AckWait}
+}
+
 // errStopped ends a session when the Run context is done mid-commit.
 var errStopped = errors.New("stopped")
 
@@ -170,9 +180,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer %q: read ledger info: %w", r.cfg.Name, err)
 	}
-	sub, err := r.cfg.Feed.Subscribe(ctx, ledger.FeedConsumer{
-		Name: r.cfg.Name, Partitions: r.partitions(), Start: r.cfg.Start.feed(), AckWait: r.cfg.AckWait,
-	})
+	sub, err := r.cfg.Feed.Subscribe(ctx, r.feedConsumer())
 	if err != nil {
 		return fmt.Errorf("consumer %q: %w", r.cfg.Name, err)
 	}

@@ -55,3 +55,19 @@ func Delete(ctx context.Context, feed ledger.Feed, name string) error {
 	}
 	return nil
 }
+
+// Create makes the durable consumer a Runner of cfg runs — its name, filter,
+// start and ack wait — without running it: the admin's (syncledger consume
+// create), so that a user who may only fetch and acknowledge its own
+// consumer (the tooling role) finds it made. cfg.Handler and cfg.Log are not
+// needed. An existing consumer with cfg's filter is left as it is.
+func Create(ctx context.Context, cfg Config) error {
+	r, err := newRunner(cfg, false)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Feed.Create(ctx, r.feedConsumer()); err != nil {
+		return fmt.Errorf("create consumer %q: %w", cfg.Name, err)
+	}
+	return nil
+}

@@ -107,18 +107,7 @@ func (cfg *Config) authOptions(opts *server.Options) (internalPassword string, e
 			return "", err
 		}
 		internalPassword = hex.EncodeToString(b[:])
-		opts.Users = append(opts.Users, &server.User{Username: internalUser, Password: internalPassword})
-		if cfg.User != "" {
-			opts.Users = append(opts.Users, &server.User{Username: cfg.User, Password: cfg.Password})
-		}
-		for _, u := range cfg.Users {
-			perms := serverPermissions(u.Permissions)
-			if u.Nkey != "" {
-				opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.Nkey, Permissions: perms})
-			} else {
-				opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms})
-			}
-		}
+		cfg.setUsers(opts, internalPassword)
 	}
 	if t := cfg.TLS; t.enabled() {
 		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
@@ -130,6 +119,61 @@ func (cfg *Config) authOptions(opts *server.Options) (internalPassword string, e
 		opts.TLSConfig, opts.TLS, opts.TLSVerify, opts.TLSTimeout = tc, true, t.Verify, 2
 	}
 	return internalPassword, nil
+}
+
+// setUsers sets the users of opts: the internal user, the unrestricted
+// Config.User, and Config.Users with their permissions.
+func (cfg *Config) setUsers(opts *server.Options, internalPassword string) {
+	opts.Users = []*server.User{{Username: internalUser, Password: internalPassword}}
+	opts.Nkeys = nil
+	if cfg.User != "" {
+		opts.Users = append(opts.Users, &server.User{Username: cfg.User, Password: cfg.Password})
+	}
+	for _, u := range cfg.Users {
+		perms := serverPermissions(u.Permissions)
+		if u.Nkey != "" {
+			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.Nkey, Permissions: perms})
+		} else {
+			opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms})
+		}
+	}
+}
+
+// SetUsers replaces the server's users (Config.Users) while it runs: a user
+// no longer listed is disconnected and refused from then on, one whose
+// permissions changed has the new ones, and every other connection goes on
+// untouched. It is how one host is revoked without touching the others
+// (serve re-reads its users on SIGHUP). A server started without users
+// cannot be given some (that is a change of how clients log in): restart it.
+func (s *Server) SetUsers(users []User) error {
+	s.usersMu.Lock()
+	defer s.usersMu.Unlock()
+	if s.internalPassword == "" {
+		return fmt.Errorf("set users: the server was started without users: %w", ErrConfig)
+	}
+	cfg := s.cfg
+	cfg.Users = users
+	if err := cfg.validateAuth(); err != nil {
+		return fmt.Errorf("set users: %w", err)
+	}
+	if len(users) == 0 {
+		return fmt.Errorf("set users: no users (the server would take only its own): %w", ErrConfig)
+	}
+	// The options the server started with, these users in place of its
+	// users (s.opts itself stays as started: the disk watch reads it).
+	opts := s.opts.Clone()
+	cfg.setUsers(opts, s.internalPassword)
+	if err := s.ns.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("set users: %w", err)
+	}
+	// A reload gives the account back its JetStream limits: a full disk's
+	// refusal of writes is put back.
+	if s.disk != nil {
+		if err := s.disk.reclose(); err != nil {
+			return fmt.Errorf("set users: refuse writes again on the full disk: %w", err)
+		}
+	}
+	return nil
 }
 
 func serverPermissions(p *natsauth.Permissions) *server.Permissions {

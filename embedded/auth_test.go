@@ -258,3 +258,78 @@ func openBeats(ctx context.Context, nc *nats.Conn, ledgerName string) (*heartbea
 	}
 	return heartbeat.NewStore(kv), nil
 }
+
+// TestSetUsersRevokesOne: one credential per host; the server's users set
+// again without host B disconnects B and refuses it from then on, while A and
+// C, connected before, keep their connections and their rights, and connect
+// again as before.
+func TestSetUsersRevokesOne(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	scope := natsauth.Scope{Ledger: "revoke"}
+	hostPerms := perms(t, natsauth.RoleHost, scope)
+	users := []User{
+		{Name: "host-a", Password: "a-pw", Permissions: hostPerms},
+		{Name: "host-b", Password: "b-pw", Permissions: hostPerms},
+		{Name: "host-c", Password: "c-pw", Permissions: hostPerms},
+	}
+	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Users: users})
+	admin, err := s.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := natsjs.CreateLog(ctx, admin, natsjs.LedgerConfig{Name: "revoke", UUID: "0190b0a1-0000-4000-8000-000000000009", Blobs: "file:///b"}); err != nil {
+		t.Fatal(err)
+	}
+	conns := map[string]*nats.Conn{}
+	closed := map[string]chan struct{}{}
+	for _, u := range users {
+		ch := make(chan struct{})
+		closed[u.Name] = ch
+		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(u.Name, u.Password), nats.MaxReconnects(0),
+			nats.ClosedHandler(func(*nats.Conn) { close(ch) }), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		conns[u.Name] = nc
+	}
+	commit := func(nc *nats.Conn, host string) error {
+		l, err := natsjs.OpenLog(ctx, nc, "revoke", natsjs.WithTimeout(time.Second), natsjs.WithRetry(1, 0))
+		if err != nil {
+			return err
+		}
+		_, err = l.Append(ctx, []ledger.Event{event(t, l.UUID(), host, "data/t/"+host+"/m/1/raw", ledger.Record{})})
+		return err
+	}
+	if err := s.SetUsers([]User{users[0], users[2]}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed["host-b"]:
+	case <-time.After(10 * time.Second):
+		t.Fatal("host B's connection is still open after its user was removed")
+	}
+	if _, err := nats.Connect(s.ClientURL(), nats.UserInfo("host-b", "b-pw"), nats.MaxReconnects(0)); err == nil {
+		t.Error("host B connects after its user was removed")
+	}
+	for i, h := range []string{"host-a", "host-c"} {
+		if conns[h].IsClosed() {
+			t.Errorf("%s's connection closed by the reload", h)
+		}
+		if err := commit(conns[h], h); err != nil {
+			t.Errorf("%s commits after B's removal: %v", h, err)
+		}
+		u := []User{users[0], users[2]}[i]
+		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(u.Name, u.Password))
+		if err != nil {
+			t.Errorf("%s connects again: %v", h, err)
+			continue
+		}
+		nc.Close()
+	}
+	if err := (&Server{}).SetUsers(users); err == nil {
+		t.Error("SetUsers on a server started without users succeeded")
+	}
+}

@@ -220,6 +220,25 @@ func (w *diskWatch) closeStore() error {
 	return acc.UpdateJetStreamLimits(map[string]server.JetStreamAccountLimits{"": lim})
 }
 
+// reclose refuses writes again after a reload of the server's options
+// (SetUsers), which gives the account back the JetStream limits it started
+// with: while the disk is full, the store limit goes back to 0; the limits
+// saved for when it has room again stay as they were.
+func (w *diskWatch) reclose() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.state.Full || !w.s.ns.JetStreamEnabled() {
+		return nil
+	}
+	acc := w.s.ns.GlobalAccount()
+	lim := acc.JetStreamUsage().Limits
+	if lim.MaxStore == 0 {
+		return nil
+	}
+	lim.MaxStore = 0
+	return acc.UpdateJetStreamLimits(map[string]server.JetStreamAccountLimits{"": lim})
+}
+
 // openStore takes writes again: the store's limits as they were, or, when a
 // write failed for lack of space since JetStream started (its store keeps
 // that error until it is reopened) or JetStream stopped, JetStream restarted

@@ -299,3 +299,55 @@ func TestDiskStateRoles(t *testing.T) {
 
 	}
 }
+
+// TestSetUsersKeepsDiskFull: revoking a user (SetUsers reloads the server's
+// options, which gives the account back its JetStream limits) while the disk
+// is full leaves every write refused; once there is room again, writes are
+// taken.
+func TestSetUsersKeepsDiskFull(t *testing.T) {
+	t.Parallel()
+	disk := &fakeDisk{}
+	disk.free.Store(fakeSize / 2)
+	const reserve = 64 << 20
+	p := perms(t, natsauth.RoleHost, natsauth.Scope{Ledger: "full"})
+	users := []User{{Name: "a", Password: "a-pw", Permissions: p}, {Name: "b", Password: "b-pw", Permissions: p}}
+	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Reserve: reserve, DiskInterval: 10 * time.Millisecond, statDisk: disk.stat, Users: users})
+	nc, err := s.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: ledger.StreamName("full"), Subjects: []string{ledger.SubjectPrefix("full") + ">"}}); err != nil {
+		t.Fatal(err)
+	}
+	states := serverStates(t, nc, "full")
+	publish := func() error {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := js.Publish(pctx, ledger.Subject("full", "p"), []byte("x"))
+		return err
+	}
+	for range 3 {
+		if err := publish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	disk.free.Store(reserve - 1)
+	nextState(t, states, true)
+	if err := publish(); codeOf(err) != 10002 {
+		t.Fatalf("a write on the full disk: %v, want err_code 10002", err)
+	}
+	if err := s.SetUsers(users[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(); codeOf(err) != 10002 {
+		t.Fatalf("a write on the full disk after a user was revoked: %v, want err_code 10002", err)
+	}
+	disk.free.Store(reserve * 2)
+	nextState(t, states, false)
+	if err := publish(); err != nil {
+		t.Fatalf("a write once there is room: %v", err)
+	}
+}

@@ -35,11 +35,13 @@ func TestThreatModel(t *testing.T) {
 	ctx := t.Context()
 	const name, bucket = "threat", "syncledger-threat"
 	scope := natsauth.Scope{Ledger: name, ObjectBucket: bucket}
+	toolScope := scope
+	toolScope.Consumers = []string{"audit"} // the tooling user runs the audit consumer
 	hostKey := embeddedtest.NewNkey(t)
 	s := startT(t, Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), User: "admin", Password: "admin-pw",
 		Users: []User{
 			{Nkey: hostKey.Public, Permissions: perms(t, natsauth.RoleHost, scope)},
-			{Name: "tool", Password: "tool-pw", Permissions: perms(t, natsauth.RoleTooling, scope)},
+			{Name: "tool", Password: "tool-pw", Permissions: perms(t, natsauth.RoleTooling, toolScope)},
 		}})
 	hostNkey, err := nats.NkeyOptionFromSeed(writeSeed(t, hostKey.Seed))
 	if err != nil {
@@ -86,9 +88,8 @@ func TestThreatModel(t *testing.T) {
 	if err := putBeat(ctx, admin, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ajs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: agent.Bucket(name)}); err != nil {
-		t.Fatal(err)
-	}
+	// The ledger's buckets and dead letters are made with it (the swamp
+	// bucket included).
 
 	type conn struct {
 		nc  *nats.Conn
@@ -201,8 +202,32 @@ func TestThreatModel(t *testing.T) {
 		{"tooling", "consumers", "delete a durable consumer", false, func(c conn) error {
 			return request(c, "$JS.API.CONSUMER.DELETE."+ledger.StreamName(name)+".audit", nil)
 		}},
-		{"tooling", "consumers", "reset a durable consumer", true, func(c conn) error {
+		{"tooling", "consumers", "reset its own durable consumer", true, func(c conn) error {
 			return request(c, "$JS.API.CONSUMER.RESET."+ledger.StreamName(name)+".audit", nil)
+		}},
+		{"tooling", "consumers", "fetch from its own durable consumer", true, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.MSG.NEXT."+ledger.StreamName(name)+".audit", []byte(`{"batch":1,"no_wait":true}`))
+		}},
+		{"tooling", "consumers", "reset another's durable consumer", false, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.RESET."+ledger.StreamName(name)+".webhook", nil)
+		}},
+		{"tooling", "consumers", "fetch from another's durable consumer", false, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.MSG.NEXT."+ledger.StreamName(name)+".webhook", []byte(`{"batch":1,"no_wait":true}`))
+		}},
+		{"host", "consumers", "fetch from a durable consumer", false, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.MSG.NEXT."+ledger.StreamName(name)+".audit", []byte(`{"batch":1,"no_wait":true}`))
+		}},
+		{"host", "consumers", "create (update) a durable consumer", false, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.CREATE."+ledger.StreamName(name)+".audit", []byte(`{"stream_name":"`+ledger.StreamName(name)+`","config":{"durable_name":"audit","ack_policy":"all"}}`))
+		}},
+		{"tooling", "consumers", "create (update) a durable consumer", false, func(c conn) error {
+			return request(c, "$JS.API.CONSUMER.CREATE."+ledger.StreamName(name)+".audit", []byte(`{"stream_name":"`+ledger.StreamName(name)+`","config":{"durable_name":"audit","ack_policy":"all"}}`))
+		}},
+		{"host", "swamp locks", "create the bucket", false, func(c conn) error {
+			return request(c, "$JS.API.STREAM.CREATE.KV_"+agent.Bucket(name)+"x", []byte(`{"name":"KV_`+agent.Bucket(name)+`x"}`))
+		}},
+		{"tooling", "dead letters", "create the stream", false, func(c conn) error {
+			return request(c, "$JS.API.STREAM.CREATE."+natsjs.DeadLetterStream(name)+"x", []byte(`{"name":"`+natsjs.DeadLetterStream(name)+`x"}`))
 		}},
 		{"host", "heartbeats", "put its heartbeat", true, func(c conn) error {
 			return putBeat(ctx, c.nc, name, heartbeat.Beat{Host: "h1", HWM: 1, Head: 1})

@@ -111,6 +111,8 @@ type Server struct {
 	disk   *diskWatch // nil when off
 	// internalPassword is the password of internalUser, when Config.Users is set.
 	internalPassword string
+
+	usersMu sync.Mutex // SetUsers
 }
 
 // validate checks cfg and returns the listen host and port (server.RANDOM_PORT

@@ -27,7 +27,17 @@ type Feed interface {
 	// ack floor): the dropped messages are never delivered, and a reader that
 	// must see every seq checks for gaps itself (consumers/audit does). A new
 	// consumer whose Start.Seq the log no longer holds is a *TruncatedError.
+	//
+	// Creating a consumer is the admin's (Create): a Subscribe of a user the
+	// server does not let create one, of a consumer that does not exist, is a
+	// *NoConsumerError.
 	Subscribe(ctx context.Context, c FeedConsumer) (Subscription, error)
+
+	// Create makes the durable consumer c as Subscribe would, without
+	// subscribing: the admin's, so that a user who may only read its own
+	// consumer finds it made. An existing one with c's filter is left as it
+	// is; one with another filter is ErrInvalid (FilterError).
+	Create(ctx context.Context, c FeedConsumer) error
 
 	// Positions returns the consumers Subscribe made, sorted by name.
 	Positions(ctx context.Context) ([]FeedPosition, error)
@@ -141,6 +151,21 @@ func CheckFeedConsumer(c FeedConsumer) error {
 	}
 	return nil
 }
+
+// NoConsumerError is Subscribe's error for a durable consumer that does not
+// exist and that this user may not create: an admin creates consumers
+// (Feed.Create; syncledger consume create). Err is the server's refusal (a
+// *PermissionError): errors.Is(err, ErrPermission) and ErrNotFound hold.
+type NoConsumerError struct {
+	Name string
+	Err  error
+}
+
+func (e *NoConsumerError) Error() string {
+	return fmt.Sprintf("consumer %q does not exist, and this user may not create it: an admin creates consumers (%v)", e.Name, e.Err)
+}
+
+func (e *NoConsumerError) Unwrap() []error { return []error{ErrNotFound, e.Err} }
 
 // FilterError is Subscribe's refusal of an existing consumer made with
 // another filter.

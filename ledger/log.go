@@ -82,6 +82,12 @@ type CommitLog interface {
 
 	// Follow calls fn for every record from seq from on, in order, waiting for new
 	// ones, until ctx is done (returning ctx.Err()) or fn returns an error.
+	// Truncation and decoding are handled as in Read. A follower holds no
+	// state on the log's server (no consumer: any number of followers cost it
+	// nothing each, and a killed one leaves nothing), and whatever the log
+	// tells followers of new records is best effort: a follower that missed
+	// it delivers every record all the same (drivertest's
+	// FollowHoldsNoServerState, FollowSurvivesMissedNotices).
 	Follow(ctx context.Context, from Seq, fn func(Record) error) error
 
 	// Quarantines returns every quarantine notice stored up to the log's last

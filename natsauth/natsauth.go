@@ -1,40 +1,54 @@
 // Package natsauth defines the NATS subject permissions of syncledger's roles and
 // renders them as a nats-server authorization block.
 //
+// A role's permissions are a list of grants (Grants): each a subject pattern
+// the role may publish or subscribe to — or, denied, may never, whatever a
+// wider allow added by hand says — with the resource it concerns and why.
+// The list is the one source: For turns it into nats-server's allow and deny
+// lists, Render into a configuration block, and documentation and the
+// hostile-client tests can enumerate it row by row.
+//
 // A role's permissions are scoped to one ledger (Scope): its stream, its hosts'
-// heartbeat bucket, its consumers' dead-letter stream and, when the ledger's blobs
-// live in a NATS object store, that bucket. NATS wildcards match whole subject
-// tokens only ("SYNCLEDGER_*" is not a wildcard), so per-ledger lists are also the
-// only way to name a ledger's streams without naming every stream.
+// heartbeat bucket, its swamp bucket, its consumers' dead-letter stream and,
+// when the ledger's blobs live in a NATS object store, that bucket; for the
+// tooling role, also the durable consumers it runs (Scope.Consumers). NATS
+// wildcards match whole subject tokens only ("SYNCLEDGER_*" is not a
+// wildcard), so per-ledger lists are also the only way to name a ledger's
+// streams without naming every stream.
 //
 // The roles:
 //
-//   - admin: no restriction. Creates ledgers (init, serve), purges the stream
-//     (snapshot --retain-margin), collects blobs (gc), forgets hosts, deletes
-//     consumers, quarantines a bad message (publishes on syncledger.<ledger>.p.~q).
-//   - host: what a projector host needs for sync, commit, watch, exec, status,
-//     rebuild: publish commits on syncledger.<ledger>.p.> (not the admin's
-//     quarantine notices on .p.~q), write blobs to the
-//     ledger's object store bucket (chunks and metadata, $O.<bucket>.C.> and
-//     $O.<bucket>.M.>), put its heartbeat (creating the heartbeat bucket if it is
-//     missing), use the ledger's swamp bucket (the swamp agent's locks, control
-//     plane and namespace registry: SwampBucket, created if missing), and read
-//     everything through the JetStream API (stream info,
-//     direct and leader gets, ordered consumers). It cannot update, delete or
-//     purge any stream, nor delete a message, nor delete or reset a durable
-//     consumer: it cannot destroy or alter a
-//     commit or a stored blob (the streams refuse roll-ups, and readers of the
-//     object store keep an object's first metadata; see docs/ops.md, Threat
-//     model).
-//   - tooling: read-only monitoring and consumers (log, tail, hosts, consume,
-//     the dashboard, metrics): stream info, gets and consumers on the ledger's
-//     streams, acknowledgements, and its consumers' dead letters (publishing to
-//     syncledger.<ledger>.dlq.> and creating the dead-letter stream once), and
-//     resetting the ledger's durable consumers to their ack floor (what a
-//     restarted consumer does). It cannot publish commits, write blobs or
-//     heartbeats, delete a consumer, or create, update, delete or purge any
-//     other stream; the deny lists say so explicitly, so a wider allow added by
-//     hand cannot grant it.
+//   - admin: no restriction. Makes and changes every resource of a ledger
+//     (init, upgrade, serve, swamp setup of a namespace, consume create),
+//     purges the stream (snapshot --retain-margin), collects blobs (gc),
+//     forgets hosts, deletes consumers, quarantines a bad message (publishes
+//     on syncledger.<ledger>.p.~q).
+//   - host: what a projector host needs for sync, commit, watch, exec,
+//     status, rebuild and the swamp agent: publish commits on
+//     syncledger.<ledger>.p.> (not the admin's quarantine notices on .p.~q),
+//     write blobs to the ledger's object store bucket (chunks and metadata),
+//     put and delete keys of the heartbeat and swamp buckets, and read the
+//     ledger's streams by stream info and direct and leader gets. Nothing
+//     else: no stream or consumer of any kind is created, changed, purged or
+//     deleted, and no consumer is read (the deny lists say so explicitly, so
+//     a wider allow added by hand cannot grant it). What it may write cannot
+//     remove what it does not own: the streams refuse roll-ups, message TTLs
+//     and batches where none is needed (ledger/natsjs expect.go), and readers
+//     keep an object's first metadata (ledger/natsblob).
+//   - tooling: read-only monitoring and the consumers it runs (log, tail,
+//     hosts, the dashboard, metrics, consume): stream info and gets on the
+//     ledger's streams but the swamp bucket's (its control plane may hold
+//     secrets), the list of the ledger's consumers, and on each durable
+//     consumer named for it (Scope.Consumers) — which the admin creates —
+//     fetch, acknowledge, info, the reset to its ack floor a restart does,
+//     and its dead letters. No commits, blobs, keys, streams or consumers of
+//     its own; never another consumer's messages or acknowledgements.
+//
+// Every role subscribes to syncledger.<ledger>.>, which holds the stream's
+// republish of what it stored (syncledger.<ledger>.stored.>, what followers
+// read: watch, log --follow, tail, the dashboard), and no role below admin
+// publishes there (the deny lists name it): a message on it was stored by the
+// stream, at the seq it states.
 //
 // Every role subscribes to _INBOX.> for JetStream API answers. On a server shared
 // with untrusted users, give each user its own inbox prefix instead (nats-server's
@@ -48,12 +62,17 @@ package natsauth
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsblob"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 )
+
+// Version is the version of the permissions this package renders: a
+// server whose users were given an older one (Marker) should have them
+// rendered again. 2: nothing below the admin creates or changes a
+// resource (issue 38).
+const Version = 2
 
 // Role names a permission template.
 type Role string
@@ -96,118 +115,258 @@ type Scope struct {
 	// ObjectBucket is the NATS object store bucket of the ledger's blobs (the
 	// bucket of a nats://BUCKET blob URL); empty when the blobs live elsewhere.
 	ObjectBucket string
+	// Consumers are the durable consumers of the ledger a tooling user runs
+	// (consume audit --name NAME …): it may fetch, acknowledge, read and
+	// reset those, and store their dead letters; none when empty. The
+	// admin creates them (syncledger consume create). Other roles ignore it.
+	Consumers []string
 }
 
-// For returns role's permissions in scope; nil for admin (no restriction).
-func For(role Role, s Scope) (*Permissions, error) {
+// Verb is what a grant lets a user do with its subject.
+type Verb string
+
+// The verbs.
+const (
+	Publish   Verb = "publish"   // a message or a JetStream API request
+	Subscribe Verb = "subscribe" // receive messages
+)
+
+// Grant is one line of a role's permissions: a subject pattern the role may
+// publish or subscribe to, or — Deny — never may, whatever else allows it.
+type Grant struct {
+	Verb    Verb   `json:"verb"`
+	Subject string `json:"subject"`
+	Deny    bool   `json:"deny,omitempty"`
+	// Resource is what it concerns, by the server's names: "stream
+	// SYNCLEDGER_prod", "bucket SYNCLEDGER_HOSTS_prod", "consumer audit",
+	// "any stream", "inboxes".
+	Resource string `json:"resource"`
+	// Why says what needs it, or what the refusal keeps.
+	Why string `json:"why"`
+}
+
+// names are the server's names of what a scope covers.
+type names struct {
+	ledger, stream, commits, all  string
+	hb, hbStream, swamp, swStream string
+	dlqStream, bucket, objStream  string
+	consumers                     []string
+}
+
+func namesOf(s Scope) names {
+	n := names{
+		ledger:    s.Ledger,
+		stream:    natsjs.StreamName(s.Ledger),
+		commits:   ledger.SubjectPrefix(s.Ledger) + ">",
+		all:       ledger.SubjectRoot + "." + s.Ledger + ".>",
+		hb:        natsjs.HeartbeatBucket(s.Ledger),
+		swamp:     natsjs.SwampBucket(s.Ledger),
+		dlqStream: natsjs.DeadLetterStream(s.Ledger),
+		bucket:    s.ObjectBucket,
+		consumers: s.Consumers,
+	}
+	n.hbStream, n.swStream = natsjs.KVStream(n.hb), natsjs.KVStream(n.swamp)
+	if s.ObjectBucket != "" {
+		n.objStream = natsblob.StreamName(s.ObjectBucket)
+	}
+	return n
+}
+
+// Marker is the subject of this Version that every role below the admin
+// may publish to, and that nothing reads: a user the server refuses it has
+// older permissions (those of a release before, rendered before this build:
+// an allow list without it); status and swamp doctor probe it (Probes). The
+// permissions of a version allow the markers of every version since 2, so
+// that an older build finds a later one's permissions current.
+func Marker() string { return markerOf(Version) }
+
+func markerOf(v int) string { return fmt.Sprintf("_SYNCLEDGER.PERMISSIONS.V%d", v) }
+
+// validate checks a scope.
+func (s Scope) validate() error {
 	if err := ledger.ValidateName(s.Ledger); err != nil {
-		return nil, fmt.Errorf("permissions: %w", err)
+		return fmt.Errorf("permissions: %w", err)
 	}
 	if s.ObjectBucket != "" && !validBucket(s.ObjectBucket) {
-		return nil, fmt.Errorf("permissions: object store bucket %q: want letters, digits, '-' and '_': %w", s.ObjectBucket, ledger.ErrInvalid)
+		return fmt.Errorf("permissions: object store bucket %q: want letters, digits, '-' and '_': %w", s.ObjectBucket, ledger.ErrInvalid)
 	}
-	var (
-		stream  = natsjs.StreamName(s.Ledger)
-		commits = ledger.SubjectPrefix(s.Ledger) + ">"
-		all     = ledger.SubjectRoot + "." + s.Ledger + ".>"
-		dlq     = natsjs.DeadLetterSubject(s.Ledger, ">")
-		kv      = natsjs.HeartbeatBucket(s.Ledger)
-		kvStr   = natsjs.KVStream(kv)
-		swamp   = natsjs.SwampBucket(s.Ledger)
-		swStr   = natsjs.KVStream(swamp)
-		dlqStr  = natsjs.DeadLetterStream(s.Ledger)
-		objStr  = natsblob.StreamName(s.ObjectBucket)
-	)
-	streams := []string{stream, kvStr, dlqStr}
-	if s.ObjectBucket != "" {
-		streams = append(streams, objStr)
-	}
-	// Reading: stream info, gets, ordered and durable consumers, acks.
-	read := []string{"$JS.API.INFO"}
-	readOf := func(st string) {
-		read = append(read,
-			"$JS.API.STREAM.INFO."+st,
-			"$JS.API.STREAM.MSG.GET."+st,
-			"$JS.API.DIRECT.GET."+st,
-			"$JS.API.DIRECT.GET."+st+".>",
-			"$JS.API.CONSUMER.CREATE."+st,
-			"$JS.API.CONSUMER.CREATE."+st+".>",
-			"$JS.API.CONSUMER.DURABLE.CREATE."+st+".>",
-			"$JS.API.CONSUMER.INFO."+st+".>",
-			"$JS.API.CONSUMER.MSG.NEXT."+st+".>",
-			"$JS.API.CONSUMER.NAMES."+st,
-			"$JS.API.CONSUMER.LIST."+st,
-			"$JS.ACK."+st+".>",
-			"$JS.FC."+st+".>",
-		)
-	}
-	for _, st := range streams {
-		readOf(st)
-	}
-	sub := SubjectPermission{Allow: []string{"_INBOX.>", all}}
-	// Never granted to host or tooling: changes to the ledger's stream.
-	noStreamChanges := []string{
-		"$JS.API.STREAM.UPDATE.>",
-		"$JS.API.STREAM.DELETE.>",
-		"$JS.API.STREAM.MSG.DELETE.>",
-		"$JS.API.STREAM.PURGE." + stream,
-	}
-	// Never granted to host or tooling: deleting a durable consumer (a
-	// webhook's or the audit's), or moving one the host does not run. Deleting
-	// is the admin's (`consume delete`); the tooling role resets the ledger's
-	// consumers it runs to their ack floor when they start (consumers.Runner),
-	// and the audit consumer refuses to record past a gap a moved position
-	// leaves (consumers/audit).
-	// The key-value buckets hold no durable consumer of ours, only the
-	// ordered ones nats.go makes for a watch or a key listing, which it deletes
-	// when the watch stops (a refused delete waits out the request timeout):
-	// deleting those is allowed (kvDelete).
-	var noConsumerChanges []string
-	for _, st := range streams { // the ledger's, its dead letters', its object store's
-		if st == kvStr {
-			continue
+	seen := map[string]bool{}
+	for _, c := range s.Consumers {
+		if !ledger.IsToken(c, 64) || seen[c] {
+			return fmt.Errorf("permissions: consumer %q: want [A-Za-z0-9_-]{1,64}, once: %w", c, ledger.ErrInvalid)
 		}
-		noConsumerChanges = append(noConsumerChanges, "$JS.API.CONSUMER.DELETE."+st+".>", "$JS.API.CONSUMER.RESET."+st+".>")
+		seen[c] = true
 	}
-	kvDelete := func(st string) string { return "$JS.API.CONSUMER.DELETE." + st + ".>" }
+	return nil
+}
+
+// Grants returns role's grants in scope, allows first; none for the admin
+// (no restriction).
+func Grants(role Role, s Scope) ([]Grant, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	n := namesOf(s)
 	switch role {
 	case RoleAdmin:
 		return nil, nil
 	case RoleHost:
-		pub := []string{commits, natsjs.KVSubjectPrefix + kv + ".>", "$JS.API.STREAM.CREATE." + kvStr,
-			natsjs.KVSubjectPrefix + swamp + ".>", "$JS.API.STREAM.CREATE." + swStr, kvDelete(kvStr), kvDelete(swStr)}
-		readOf(swStr) // swamp's control plane may hold secrets: hosts only
-		if s.ObjectBucket != "" {
-			// Writing a blob: its chunks, then its metadata. The bucket refuses
-			// roll-ups and message deletes, and readers keep an object's first
-			// metadata (ledger/natsblob), so these cannot alter a stored blob.
-			pub = append(pub, natsblob.ChunkSubjects(s.ObjectBucket), natsblob.MetaSubjects(s.ObjectBucket))
-		}
-		// No purge of any stream: blobs are written once, and a host never
-		// removes anything.
-		deny := append([]string{"$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
-		deny = append(deny, noConsumerChanges...)
-		// Quarantine notices (readers skip the seq they name) are the admin's.
-		deny = append(deny, ledger.QuarantineSubject(s.Ledger))
-		return &Permissions{
-			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},
-			Subscribe: sub,
-		}, nil
+		return hostGrants(n), nil
 	case RoleTooling:
-		pub := []string{dlq, "$JS.API.STREAM.CREATE." + dlqStr, "$JS.API.CONSUMER.RESET." + stream + ".>", kvDelete(kvStr)}
-		deny := append([]string{commits, "$KV.>", "$O.>", "$JS.API.STREAM.CREATE." + stream,
-			"$JS.API.STREAM.CREATE." + kvStr, "$JS.API.STREAM.CREATE." + swStr, "$JS.API.STREAM.PURGE.>"}, noStreamChanges[:3]...)
-		for _, c := range noConsumerChanges {
-			if strings.HasPrefix(c, "$JS.API.CONSUMER.DELETE.") {
-				deny = append(deny, c)
-			}
-		}
-		return &Permissions{
-			Publish:   SubjectPermission{Allow: append(pub, read...), Deny: deny},
-			Subscribe: sub,
-		}, nil
+		return toolingGrants(n), nil
 	}
 	return nil, fmt.Errorf("permissions: unknown role %q: %w", role, ledger.ErrInvalid)
+}
+
+// allow and deny make grants.
+func allow(v Verb, subject, resource, why string) Grant {
+	return Grant{Verb: v, Subject: subject, Resource: resource, Why: why}
+}
+
+func deny(subject, resource, why string) Grant {
+	return Grant{Verb: Publish, Subject: subject, Deny: true, Resource: resource, Why: why}
+}
+
+// reads are the requests that read stream st: its info, and gets of its
+// messages by seq or subject (direct, and from the leader).
+func reads(st, why string) []Grant {
+	res := "stream " + st
+	return []Grant{
+		allow(Publish, "$JS.API.STREAM.INFO."+st, res, why+": stream info"),
+		allow(Publish, "$JS.API.STREAM.MSG.GET."+st, res, why+": a message from the leader"),
+		allow(Publish, "$JS.API.DIRECT.GET."+st, res, why+": a message by seq (direct get)"),
+		allow(Publish, "$JS.API.DIRECT.GET."+st+".>", res, why+": the last message of subjects (direct get)"),
+	}
+}
+
+// common are every role's: answers, its account's JetStream info, and the
+// ledger's own subjects to subscribe to.
+func common(n names) []Grant {
+	return append([]Grant{
+		allow(Subscribe, "_INBOX.>", "inboxes", "the answers to its JetStream API requests and publishes"),
+		allow(Subscribe, n.all, "ledger "+n.ledger, "the ledger's subjects"),
+		allow(Subscribe, natsjs.StoredSubjects(n.ledger), "stream "+n.stream, "watch, log --follow, tail, the dashboard: the stream's republish of what it stored, read holding no consumer"),
+		allow(Publish, "$JS.API.INFO", "account", "JetStream's account info (nats.go asks it)"),
+	}, markers()...)
+}
+
+// refusals are what no role below the admin may do, to any stream: every
+// change of a stream or a consumer.
+func refusals(n names) []Grant {
+	const anyStream = "any stream"
+	return []Grant{
+		deny("$JS.API.STREAM.CREATE.>", anyStream, "streams and buckets are made by the admin only, with syncledger's settings (a bucket made first by someone else decides its keys' lifetime)"),
+		deny("$JS.API.STREAM.UPDATE.>", anyStream, "a stream's settings are the admin's"),
+		deny("$JS.API.STREAM.DELETE.>", anyStream, "deleting a stream is the admin's"),
+		deny("$JS.API.STREAM.PURGE.>", anyStream, "purges are the admin's (retention, quarantine)"),
+		deny("$JS.API.STREAM.MSG.DELETE.>", anyStream, "no message is deleted but by the admin's purge"),
+		deny("$JS.API.STREAM.RESTORE.>", anyStream, "a restore makes a stream"),
+		deny("$JS.API.STREAM.SNAPSHOT.>", anyStream, "a snapshot is a backup, the admin's"),
+		deny("$JS.API.STREAM.PEER.>", anyStream, "cluster placement is the operator's"),
+		deny("$JS.API.STREAM.LEADER.>", anyStream, "cluster placement is the operator's"),
+		deny("$JS.API.CONSUMER.CREATE.>", "any consumer", "durable consumers are made by the admin only (consume create): a create on a running one is an update, and a thousand fill the server's limit"),
+		deny("$JS.API.CONSUMER.DURABLE.CREATE.>", "any consumer", "durable consumers are made by the admin only"),
+		deny("$JS.API.CONSUMER.DELETE.>", "any consumer", "deleting a consumer is the admin's (consume delete)"),
+		deny("$JS.API.CONSUMER.PAUSE.>", "any consumer", "pausing a consumer is the admin's"),
+		deny("$JS.API.CONSUMER.UNPIN.>", "any consumer", "pinning is the admin's"),
+		deny("$JS.API.CONSUMER.LEADER.>", "any consumer", "cluster placement is the operator's"),
+		deny("$JS.API.ACCOUNT.>", "account", "the account's streams are the admin's"),
+		deny("$JS.API.META.>", "cluster", "the operator's"),
+		deny("$JS.API.SERVER.>", "cluster", "the operator's"),
+		deny(natsjs.StoredSubjects(n.ledger), "stream "+n.stream, "the stream's republish of what it stored is the server's: a follower takes what arrives there for stored"),
+	}
+}
+
+// markers are the version markers this version's permissions allow.
+func markers() []Grant {
+	var g []Grant
+	for v := 2; v <= Version; v++ {
+		g = append(g, allow(Publish, markerOf(v), "permissions", fmt.Sprintf("marks permissions of version %d or later (nothing reads it): status and swamp doctor probe it", v)))
+	}
+	return g
+}
+
+func hostGrants(n names) []Grant {
+	g := common(n)
+	g = append(g,
+		allow(Publish, n.commits, "stream "+n.stream, "commit: a commit's events"),
+		allow(Publish, natsjs.KVSubjectPrefix+n.hb+".>", "bucket "+n.hb, "sync, watch: put its heartbeat (hosts forget deletes, by a marker)"),
+		allow(Publish, natsjs.KVSubjectPrefix+n.swamp+".>", "bucket "+n.swamp, "the swamp agent: take and release locks, the control plane, the namespace registry"),
+	)
+	if n.bucket != "" {
+		g = append(g,
+			allow(Publish, natsblob.ChunkSubjects(n.bucket), "stream "+n.objStream, "commit: a blob's chunks"),
+			allow(Publish, natsblob.MetaSubjects(n.bucket), "stream "+n.objStream, "commit: a blob's metadata"),
+		)
+	}
+	g = append(g, reads(n.stream, "sync, status, rebuild")...)
+	g = append(g, reads(n.hbStream, "its heartbeat")...)
+	g = append(g, reads(n.swStream, "the swamp agent (hosts only: the control plane may hold secrets)")...)
+	if n.bucket != "" {
+		g = append(g, reads(n.objStream, "sync: blobs")...)
+	}
+	g = append(g, refusals(n)...)
+	g = append(g,
+		deny("$JS.API.CONSUMER.>", "any consumer", "a host reads no consumer: sync reads by direct gets"),
+		deny("$JS.ACK.>", "any consumer", "a host acknowledges for no consumer"),
+		deny(ledger.QuarantineSubject(n.ledger), "stream "+n.stream, "quarantine notices (readers skip the seq they name) are the admin's"),
+	)
+	return g
+}
+
+func toolingGrants(n names) []Grant {
+	g := common(n)
+	g = append(g, reads(n.stream, "log, tail, the dashboard, consumers: the ledger")...)
+	g = append(g, reads(n.hbStream, "hosts, the dashboard, metrics: the heartbeats")...)
+	g = append(g, reads(n.dlqStream, "consume dead-letters, consume status")...)
+	if n.bucket != "" {
+		g = append(g, reads(n.objStream, "consumers: large commits' manifests")...)
+	}
+	g = append(g,
+		allow(Publish, "$JS.API.CONSUMER.LIST."+n.stream, "stream "+n.stream, "consume status, the dashboard: the consumers' positions"),
+		allow(Publish, "$JS.API.CONSUMER.NAMES."+n.stream, "stream "+n.stream, "consume status: the consumers' names"),
+	)
+	for _, c := range n.consumers {
+		res := "consumer " + c
+		g = append(g,
+			allow(Publish, "$JS.API.CONSUMER.INFO."+n.stream+"."+c, res, "consume: its own consumer's position"),
+			allow(Publish, "$JS.API.CONSUMER.MSG.NEXT."+n.stream+"."+c, res, "consume: fetch its own consumer's messages"),
+			allow(Publish, "$JS.API.CONSUMER.RESET."+n.stream+"."+c, res, "consume: a restart resumes at its own consumer's ack floor"),
+			allow(Publish, "$JS.ACK."+n.stream+"."+c+".>", res, "consume: acknowledge its own consumer's messages"),
+			allow(Publish, natsjs.DeadLetterSubject(n.ledger, c), "stream "+n.dlqStream, "consume: its own consumer's dead letters"),
+		)
+	}
+	g = append(g, refusals(n)...)
+	g = append(g,
+		deny(n.commits, "stream "+n.stream, "tooling publishes no commit"),
+		deny("$KV.>", "any bucket", "tooling writes no key (the heartbeats are the hosts', the swamp bucket's keys swamp's)"),
+		deny("$O.>", "any object store", "tooling writes no blob"),
+	)
+	return g
+}
+
+// For returns role's permissions in scope (Grants as nats-server's allow and
+// deny lists); nil for admin (no restriction).
+func For(role Role, s Scope) (*Permissions, error) {
+	g, err := Grants(role, s)
+	if err != nil || role == RoleAdmin {
+		return nil, err
+	}
+	var p Permissions
+	for _, x := range g {
+		sp := &p.Publish
+		if x.Verb == Subscribe {
+			sp = &p.Subscribe
+		}
+		l := &sp.Allow
+		if x.Deny {
+			l = &sp.Deny
+		}
+		if !slices.Contains(*l, x.Subject) {
+			*l = append(*l, x.Subject)
+		}
+	}
+	return &p, nil
 }
 
 func validBucket(b string) bool {

@@ -2,6 +2,7 @@ package natsauth
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -9,8 +10,42 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
+// match reports whether NATS subject pattern p matches subject (a literal
+// subject, or a pattern a request could be: wildcards in it match as
+// literals, which is what the server checks a publish against).
+func match(p, subject string) bool {
+	pt, st := strings.Split(p, "."), strings.Split(subject, ".")
+	for i, t := range pt {
+		switch {
+		case t == ">":
+			return len(st) > i
+		case i >= len(st):
+			return false
+		case t == "*" || t == st[i]:
+		default:
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
+
+// allows reports whether p lets its user publish (or subscribe to) subject.
+func allows(l SubjectPermission, subject string) bool {
+	for _, d := range l.Deny {
+		if match(d, subject) {
+			return false
+		}
+	}
+	for _, a := range l.Allow {
+		if match(a, subject) {
+			return true
+		}
+	}
+	return false
+}
+
 func TestFor(t *testing.T) {
-	s := Scope{Ledger: "prod", ObjectBucket: "syncledger-prod"}
+	s := Scope{Ledger: "prod", ObjectBucket: "syncledger-prod", Consumers: []string{"audit"}}
 	if p, err := For(RoleAdmin, s); p != nil || err != nil {
 		t.Errorf("admin: %v %v, want no restriction", p, err)
 	}
@@ -27,59 +62,64 @@ func TestFor(t *testing.T) {
 		subject string
 		want    bool
 	}{
-		{host, "syncledger.prod.p.>", true},
-		{host, "$KV.SYNCLEDGER_HOSTS_prod.>", true},
-		{host, "$O.syncledger-prod.C.>", true},
-		{host, "$O.syncledger-prod.M.>", true},
-		{host, "$O.syncledger-prod.>", false},
-		{host, "$JS.API.STREAM.PURGE.OBJ_syncledger-prod", false},
-		{host, "$JS.API.DIRECT.GET.SYNCLEDGER_prod.>", true},
-		{host, "$JS.API.STREAM.PURGE.SYNCLEDGER_prod", false},
-		{host, "$JS.API.STREAM.CREATE.SYNCLEDGER_prod", false},
-		{host, "$KV.SYNCLEDGER_SWAMP_prod.>", true},
-		{host, "$JS.API.STREAM.CREATE.KV_SYNCLEDGER_SWAMP_prod", true},
-		{host, "$JS.API.DIRECT.GET.KV_SYNCLEDGER_SWAMP_prod.>", true},
-		{host, "$JS.API.CONSUMER.CREATE.KV_SYNCLEDGER_SWAMP_prod.>", true},
-		{tool, "syncledger.prod.p.>", false},
-		{tool, "syncledger.prod.dlq.>", true},
-		{tool, "$JS.API.CONSUMER.CREATE.SYNCLEDGER_prod.>", true},
-		{tool, "$O.syncledger-prod.>", false},
-		{tool, "$KV.SYNCLEDGER_HOSTS_prod.>", false},
-		{tool, "$JS.API.STREAM.CREATE.SYNCLEDGER-DLQ_prod", true},
-		// Durable consumers: deleting is the admin's; the tooling role resets
-		// the ledger's consumers it runs to their ack floor when they start.
-		{host, "$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>", false},
-		{host, "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.>", false},
-		{tool, "$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>", false},
-		{tool, "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.>", true},
-		{tool, "$JS.API.CONSUMER.RESET.KV_SYNCLEDGER_HOSTS_prod.>", false},
-		{tool, "$KV.SYNCLEDGER_SWAMP_prod.>", false},
-		{tool, "$JS.API.DIRECT.GET.KV_SYNCLEDGER_SWAMP_prod.>", false},
-		// A watch's or a key listing's ordered consumer on a key-value bucket
-		// is deleted by nats.go when it stops: allowed there (no durable
-		// consumer of ours lives in a bucket).
-		{host, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_HOSTS_prod.>", true},
-		{host, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_SWAMP_prod.>", true},
-		{tool, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_HOSTS_prod.>", true},
-		{tool, "$JS.API.CONSUMER.DELETE.KV_SYNCLEDGER_SWAMP_prod.>", false},
+		{host, "syncledger.prod.p.abc", true},
+		{host, "syncledger.prod.p.~q", false},
+		{host, "$KV.SYNCLEDGER_HOSTS_prod.h1", true},
+		{host, "$KV.SYNCLEDGER_SWAMP_prod.lock", true},
+		{host, "$O.syncledger-prod.C.x", true},
+		{host, "$O.syncledger-prod.M.x", true},
+		{host, "$O.syncledger-prod.X.x", false},
+		{host, "$JS.API.DIRECT.GET.SYNCLEDGER_prod", true},
+		{host, "$JS.API.DIRECT.GET.KV_SYNCLEDGER_SWAMP_prod.$KV.SYNCLEDGER_SWAMP_prod.k", true},
+		{host, "$JS.API.STREAM.INFO.OBJ_syncledger-prod", true},
+		{tool, "syncledger.prod.p.abc", false},
+		{tool, "syncledger.prod.dlq.audit", true},
+		{tool, "syncledger.prod.dlq.webhook", false},
+		{tool, "$O.syncledger-prod.C.x", false},
+		{tool, "$KV.SYNCLEDGER_HOSTS_prod.h1", false},
+		{tool, "$KV.SYNCLEDGER_SWAMP_prod.k", false},
+		{tool, "$JS.API.DIRECT.GET.KV_SYNCLEDGER_SWAMP_prod", false},
+		{tool, "$JS.API.STREAM.INFO.KV_SYNCLEDGER_HOSTS_prod", true},
+		// Its own durable consumer: fetch, acknowledge, info, reset; no
+		// other's, and none created.
+		{tool, "$JS.API.CONSUMER.MSG.NEXT.SYNCLEDGER_prod.audit", true},
+		{tool, "$JS.API.CONSUMER.INFO.SYNCLEDGER_prod.audit", true},
+		{tool, "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.audit", true},
+		{tool, "$JS.ACK.SYNCLEDGER_prod.audit.1.2.2.1700000000.0", true},
+		{tool, "$JS.API.CONSUMER.MSG.NEXT.SYNCLEDGER_prod.webhook", false},
+		{tool, "$JS.API.CONSUMER.INFO.SYNCLEDGER_prod.webhook", false},
+		{tool, "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.webhook", false},
+		{tool, "$JS.ACK.SYNCLEDGER_prod.webhook.1.2.2.1700000000.0", false},
+		{tool, "$JS.API.CONSUMER.LIST.SYNCLEDGER_prod", true},
+		{tool, "$JS.API.CONSUMER.CREATE.SYNCLEDGER_prod.audit", false},
+		{host, "$JS.API.CONSUMER.MSG.NEXT.SYNCLEDGER_prod.audit", false},
+		{host, "$JS.ACK.SYNCLEDGER_prod.audit.1.2.2.1700000000.0", false},
+		{host, Marker(), true},
+		{host, "syncledger.prod.stored.abc", false},
+		{tool, "syncledger.prod.stored.abc", false},
+		{tool, Marker(), true},
 	} {
-		got := slices.Contains(tc.p.Publish.Allow, tc.subject)
-		if got != tc.want {
-			t.Errorf("%v publish allows %q = %v, want %v", tc.p == host, tc.subject, got, tc.want)
+		if got := allows(tc.p.Publish, tc.subject); got != tc.want {
+			t.Errorf("%s publish %q = %v, want %v", map[bool]string{true: "host", false: "tooling"}[tc.p == host], tc.subject, got, tc.want)
 		}
 	}
-	for _, d := range []string{"syncledger.prod.p.>", "$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$O.>", "$KV.>"} {
-		if !slices.Contains(tool.Publish.Deny, d) {
-			t.Errorf("tooling does not deny %q", d)
-		}
-	}
-	if !slices.Contains(tool.Publish.Deny, "$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>") {
-		t.Error("tooling does not deny deleting the ledger's consumers")
-	}
-	for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.UPDATE.>",
-		"$JS.API.CONSUMER.DELETE.SYNCLEDGER_prod.>", "$JS.API.CONSUMER.RESET.SYNCLEDGER_prod.>"} {
-		if !slices.Contains(host.Publish.Deny, d) {
-			t.Errorf("host does not deny %q", d)
+	// Nothing below the admin makes or changes a resource of the ledger:
+	// no create or update of any of its streams, no consumer create, in
+	// any form the API takes.
+	streams := []string{"SYNCLEDGER_prod", "KV_SYNCLEDGER_HOSTS_prod", "KV_SYNCLEDGER_SWAMP_prod", "SYNCLEDGER-DLQ_prod", "OBJ_syncledger-prod", "OTHER"}
+	for _, p := range []*Permissions{host, tool} {
+		for _, st := range streams {
+			for _, subj := range []string{
+				"$JS.API.STREAM.CREATE." + st, "$JS.API.STREAM.UPDATE." + st, "$JS.API.STREAM.DELETE." + st,
+				"$JS.API.STREAM.PURGE." + st, "$JS.API.STREAM.MSG.DELETE." + st, "$JS.API.STREAM.RESTORE." + st,
+				"$JS.API.CONSUMER.CREATE." + st, "$JS.API.CONSUMER.CREATE." + st + ".audit", "$JS.API.CONSUMER.CREATE." + st + ".audit.syncledger.prod.p.x",
+				"$JS.API.CONSUMER.DURABLE.CREATE." + st + ".audit", "$JS.API.CONSUMER.DELETE." + st + ".audit",
+				"$JS.API.CONSUMER.PAUSE." + st + ".audit",
+			} {
+				if allows(p.Publish, subj) {
+					t.Errorf("%v allows %q", p == host, subj)
+				}
+			}
 		}
 	}
 	// Without an object store bucket, no object store subjects.
@@ -89,7 +129,14 @@ func TestFor(t *testing.T) {
 			t.Errorf("host without bucket allows %q", a)
 		}
 	}
-	for _, bad := range []Scope{{Ledger: "a.b"}, {Ledger: ""}, {Ledger: "x", ObjectBucket: "a.b"}} {
+	// A tooling user without consumers reads no consumer's messages.
+	p, _ = For(RoleTooling, Scope{Ledger: "prod"})
+	for _, a := range p.Publish.Allow {
+		if strings.Contains(a, "MSG.NEXT") || strings.HasPrefix(a, "$JS.ACK") || strings.Contains(a, ".dlq.") {
+			t.Errorf("tooling without consumers allows %q", a)
+		}
+	}
+	for _, bad := range []Scope{{Ledger: "a.b"}, {Ledger: ""}, {Ledger: "x", ObjectBucket: "a.b"}, {Ledger: "x", Consumers: []string{"a.b"}}, {Ledger: "x", Consumers: []string{"a", "a"}}} {
 		if _, err := For(RoleHost, bad); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("For(%+v): %v, want ErrInvalid", bad, err)
 		}
@@ -99,19 +146,58 @@ func TestFor(t *testing.T) {
 	}
 }
 
+// TestGrants: every grant says what it concerns and why, and the
+// permissions are the grants (so a table generated from Grants is what the
+// server enforces).
+func TestGrants(t *testing.T) {
+	s := Scope{Ledger: "prod", ObjectBucket: "syncledger-prod", Consumers: []string{"audit", "hook"}}
+	for _, r := range []Role{RoleHost, RoleTooling} {
+		g, err := Grants(r, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := For(r, s)
+		n := 0
+		for _, x := range g {
+			if x.Resource == "" || x.Why == "" || x.Subject == "" || (x.Verb != Publish && x.Verb != Subscribe) || x.Deny && x.Verb != Publish {
+				t.Errorf("%s: grant %+v lacks a part", r, x)
+			}
+			l := p.Publish
+			if x.Verb == Subscribe {
+				l = p.Subscribe
+			}
+			in := l.Allow
+			if x.Deny {
+				in = l.Deny
+			}
+			if !slices.Contains(in, x.Subject) {
+				t.Errorf("%s: grant %+v not in the permissions", r, x)
+			}
+			n++
+		}
+		if total := len(p.Publish.Allow) + len(p.Publish.Deny) + len(p.Subscribe.Allow) + len(p.Subscribe.Deny); total != n {
+			t.Errorf("%s: %d grants, %d subjects in the permissions", r, n, total)
+		}
+	}
+	if g, err := Grants(RoleAdmin, s); g != nil || err != nil {
+		t.Errorf("admin grants %v %v, want none", g, err)
+	}
+}
+
 func TestParseUser(t *testing.T) {
 	nkey := "U" + strings.Repeat("A", 55)
 	for in, want := range map[string]User{
-		"web-1:host":      {Name: "web-1", Role: RoleHost},
-		"ops:admin":       {Name: "ops", Role: RoleAdmin},
-		nkey + ":tooling": {Nkey: nkey, Role: RoleTooling},
+		"web-1:host":              {Name: "web-1", Role: RoleHost},
+		"ops:admin":               {Name: "ops", Role: RoleAdmin},
+		nkey + ":tooling":         {Nkey: nkey, Role: RoleTooling},
+		"graf:tooling:audit,hook": {Name: "graf", Role: RoleTooling, Consumers: []string{"audit", "hook"}},
 	} {
 		got, err := ParseUser(in)
-		if err != nil || got != want {
+		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("ParseUser(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"web-1", ":host", "a:root", "a b:host", `a"b:host`} {
+	for _, bad := range []string{"web-1", ":host", "a:root", "a b:host", `a"b:host`, "a:host:audit", "a:tooling:x.y", "a:tooling:"} {
 		if _, err := ParseUser(bad); err == nil {
 			t.Errorf("ParseUser(%q) accepted", bad)
 		}
@@ -136,6 +222,21 @@ func TestRender(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("Render output lacks %s:\n%s", want, out)
 		}
+	}
+	// A tooling user with consumers of its own has a variable of its own;
+	// a variable no user names is left out (nats-server takes it for an
+	// unknown field).
+	out, err = Render(Scope{Ledger: "default"}, []User{{Name: "web-1", Role: RoleHost}, {Name: "graf", Role: RoleTooling, Consumers: []string{"audit"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SYNCLEDGER_TOOLING_GRAF = {", "permissions: $SYNCLEDGER_TOOLING_GRAF}", `"$JS.API.CONSUMER.MSG.NEXT.SYNCLEDGER_default.audit"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Render output lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "SYNCLEDGER_TOOLING = {") {
+		t.Errorf("Render output holds a variable no user names:\n%s", out)
 	}
 	if _, err := Render(Scope{Ledger: "default"}, []User{{Name: "x", Nkey: nkey, Role: RoleHost}}); err == nil {
 		t.Error("a user with a name and an nkey rendered")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/blobs"
+	"github.com/syncledger/syncledger/ledger/natsjs"
 )
 
 // probeTimeout bounds the whole blob store probe.
@@ -28,7 +29,9 @@ func (a *app) probeBlobs(ctx context.Context, raw string) error {
 	fail := func(step string, err error) error {
 		return fmt.Errorf("the blob store %s does not work (%s): %w; check its URL and credentials — nothing was created", redactURL(raw), step, err)
 	}
-	a.hardenBlobs(ctx, raw)                                              // a NATS bucket made without it opens only write-once
+	if _, err := a.hardenBlobs(ctx, raw, 1); err != nil { // a NATS bucket opens only as syncledger makes it
+		return fail("create", err)
+	}
 	objs, err := a.openBucket(ctx, raw, ledger.RetryPolicy{Attempts: 1}) // a probe: fail fast
 	if err != nil {
 		return fail("open", err)
@@ -70,24 +73,31 @@ type protector interface {
 	Protection(ctx context.Context) (protected bool, how string, err error)
 }
 
-// hardenBlobs makes the blob store at raw write-once where it can (an
-// admin's init and serve): a NATS bucket made without it (by nats.go's object
-// store, or an older syncledger), which natsjs refuses to open until then.
-func (a *app) hardenBlobs(ctx context.Context, raw string) {
+// hardenBlobs makes the blob store at raw as syncledger makes it where it
+// can (an admin's init, serve and upgrade): a NATS bucket is created, or made
+// write-once if it was made without it (by nats.go's object store, or an
+// older syncledger), which natsjs refuses to open until then. It reports
+// what it did, if anything.
+func (a *app) hardenBlobs(ctx context.Context, raw string, replicas int) (natsjs.Change, error) {
 	spec, err := blobs.ParseURL(raw)
 	if err != nil || spec.Scheme != blobs.SchemeNATS {
-		return
+		return natsjs.Change{}, nil
+	}
+	if spec.Replicas > 0 {
+		replicas = spec.Replicas
 	}
 	c, err := a.NATS(ctx)
-	if err == nil {
-		var changed bool
-		if changed, err = c.HardenObjectStore(ctx, spec.Bucket); changed {
-			a.logger.Info("the blob store's bucket is now write-once: roll-ups and message deletes are refused", "blobs", redactURL(raw))
-		}
-	}
 	if err != nil {
-		a.logger.Warn("could not make the blob store's bucket write-once", "blobs", redactURL(raw), "err", err)
+		return natsjs.Change{}, err
 	}
+	ch, err := c.UpgradeObjectStore(ctx, spec.Bucket, replicas)
+	if err != nil {
+		return ch, fmt.Errorf("the blob store %s: %w", redactURL(raw), err)
+	}
+	if ch.Action == "changed" {
+		a.logger.Info("the blob store's bucket is now as syncledger makes it (written once: roll-ups and message deletes are refused)", "blobs", redactURL(raw), "settings", ch.Settings)
+	}
+	return ch, nil
 }
 
 // protectBlobs turns on the protection of the blob store at raw where it can
@@ -97,7 +107,9 @@ func (a *app) hardenBlobs(ctx context.Context, raw string) {
 func (a *app) protectBlobs(ctx context.Context, raw string) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	a.hardenBlobs(ctx, raw)
+	if _, err := a.hardenBlobs(ctx, raw, 1); err != nil {
+		a.logger.Warn("could not make the blob store's bucket as syncledger makes it", "err", err)
+	}
 	objs, err := a.openDriver(ctx, raw)
 	if err != nil {
 		a.logger.Warn("could not check whether the blob store protects stored blobs", "blobs", redactURL(raw), "err", err)

@@ -53,9 +53,16 @@ func cli(t *testing.T, env []string, args ...string) result {
 // test's).
 func cliIn(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
+	return cliBin(t, binPath, dir, env, args...)
+}
+
+// cliBin runs the binary bin (this build's, or another release's) to
+// completion in dir.
+func cliBin(t *testing.T, bin, dir string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
@@ -84,7 +91,13 @@ type proc struct {
 
 func startProc(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binPath, args...), lines: make(chan string, 1000), stderr: new(bytes.Buffer), done: make(chan struct{})}
+	return startProcBin(t, binPath, env, args...)
+}
+
+// startProcBin starts the binary bin (this build's, or another release's).
+func startProcBin(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), lines: make(chan string, 1000), stderr: new(bytes.Buffer), done: make(chan struct{})}
 	p.cmd.Env = env
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()

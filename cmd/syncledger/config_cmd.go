@@ -298,36 +298,82 @@ func printSettings(a *app, file string, out []setting) error {
 
 func newConfigPermissionsCmd(a *app) *cobra.Command {
 	var (
-		users  []string
-		asJSON bool
+		users     []string
+		consumers []string
+		role      string
+		asJSON    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "permissions",
 		Short: "Print a nats-server authorization block with the host and tooling roles",
 		Long: `Permissions prints a nats-server authorization block for the ledger --ledger:
-the subject permissions of the host role (publish commits, write blobs and
-heartbeats, read everything) and of the read-only tooling role (read and consume
-only: no commits, no blob, heartbeat or stream changes), and the users given with
---user NAME:ROLE or --user NKEY:ROLE (roles: admin, host, tooling). A user's
-password is read by nats-server from the environment variable
-SYNCLEDGER_PASSWORD_<NAME>. deploy/nats/permissions/ holds the output for the
-ledger "default".
+the subject permissions of the host role (publish commits, write blobs,
+heartbeats and swamp keys, read the ledger) and of the tooling role (read; fetch
+and acknowledge only the durable consumers named with --consumer, which an
+admin creates with "consume create"), and the users given with --user
+NAME:ROLE or --user NKEY:ROLE (roles: admin, host, tooling; NAME:tooling:C1,C2
+for a tooling user with consumers of its own). No role below admin creates or
+changes a stream, a bucket or a consumer. Give each host a user of its own:
+removing it revokes that host alone. A user's password is read by nats-server
+from the environment variable SYNCLEDGER_PASSWORD_<NAME>.
+deploy/nats/permissions/ holds the output for the ledger "default".
+
+--role ROLE prints that role's grants instead, one per line: verb, subject,
+allow or deny, the resource and why (--json: as JSON). --json alone prints the
+host and tooling permissions, and the version of these permissions.
 
 The blobs' object store bucket is the one of --blobs when it is a nats:// URL,
 else the one init creates (syncledger-LEDGER); a non-NATS --blobs omits it.
-serve --users applies the same roles to the embedded server.`,
-		Example: `  syncledger --ledger prod config permissions --user ops:admin --user web-1:host --user grafana:tooling > auth.conf`,
-		Args:    cobra.NoArgs,
+serve --users applies the same roles to the embedded server. Re-render them
+after upgrading syncledger when status says the server's are older.`,
+		Example: `  syncledger --ledger prod config permissions --user ops:admin --user web-1:host --user web-2:host --user grafana:tooling --consumer audit > auth.conf
+  syncledger --ledger prod config permissions --role tooling --consumer audit`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			scope, err := permissionScope(a.ledgerName, a.blobsURL)
 			if err != nil {
 				return err
 			}
+			scope.Consumers = consumers
+			if role != "" {
+				r, err := natsauth.ParseRole(role)
+				if err != nil {
+					return usagef("--role: %v", err)
+				}
+				g, err := natsauth.Grants(r, scope)
+				if err != nil {
+					return &usageError{err}
+				}
+				if asJSON {
+					if g == nil {
+						g = []natsauth.Grant{}
+					}
+					return a.printJSON(struct {
+						Version int              `json:"version"`
+						Role    natsauth.Role    `json:"role"`
+						Grants  []natsauth.Grant `json:"grants"`
+					}{natsauth.Version, r, g})
+				}
+				if r == natsauth.RoleAdmin {
+					_, err := fmt.Fprintln(a.stdout, "admin: no restriction")
+					return err
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "VERB\tSUBJECT\tRULE\tRESOURCE\tWHY")
+				for _, x := range g {
+					kind := "allow"
+					if x.Deny {
+						kind = "deny"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.Verb, x.Subject, kind, x.Resource, x.Why)
+				}
+				return tw.Flush()
+			}
 			if asJSON {
-				out := map[string]*natsauth.Permissions{}
+				out := map[string]any{"version": natsauth.Version}
 				for _, r := range []natsauth.Role{natsauth.RoleHost, natsauth.RoleTooling} {
 					if out[string(r)], err = natsauth.For(r, scope); err != nil {
-						return err
+						return &usageError{err}
 					}
 				}
 				return a.printJSON(out)
@@ -348,7 +394,9 @@ serve --users applies the same roles to the embedded server.`,
 			return err
 		},
 	}
-	cmd.Flags().StringArrayVar(&users, "user", []string{"admin:admin", "host:host", "tooling:tooling"}, "a user, NAME:ROLE or NKEY:ROLE; repeatable")
+	cmd.Flags().StringArrayVar(&users, "user", []string{"admin:admin", "host:host", "tooling:tooling"}, "a user, NAME:ROLE or NKEY:ROLE (NAME:tooling:CONSUMER,… for its own consumers); repeatable")
+	cmd.Flags().StringArrayVar(&consumers, "consumer", nil, "a durable consumer the tooling role runs (consume … --name NAME); repeatable")
+	cmd.Flags().StringVar(&role, "role", "", "print this role's grants (admin, host, tooling) instead")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the host and tooling permissions as JSON instead")
 	return cmd
 }

@@ -35,13 +35,19 @@ keeps its position in its target instead: see its help.)
 --model TYPE:ID and --partition KEY (repeatable) restrict a new consumer to those
 partitions; --start (all, new or a seq) says where a new consumer begins. Both
 are fixed when the consumer is created: delete it (consume delete NAME) to
-change them.`,
+change them.
+
+The server keeps consumers, and only an admin makes them: "consume create NAME"
+(with the same --model, --partition and --start) as an admin, then run the
+consumer as the tooling user the admin named it for ("config permissions
+--consumer NAME"). An admin running a consumer that does not exist yet creates
+it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newConsumeAuditCmd(a), newConsumeWebhookCmd(a), newConsumeMetricsCmd(a),
 		newConsumeSwampMirrorCmd(a), // consume_swamp_mirror.go (swamp interop)
-		newConsumeStatusCmd(a), newConsumeDeadLettersCmd(a), newConsumeDeleteCmd(a))
+		newConsumeCreateCmd(a), newConsumeStatusCmd(a), newConsumeDeadLettersCmd(a), newConsumeDeleteCmd(a))
 	return cmd
 }
 
@@ -97,10 +103,90 @@ func (o *consumeOpts) run(ctx context.Context, a *app, h consumers.Handler) erro
 	err = r.Run(ctx)
 	st := r.Stats()
 	a.logger.Info("consumer stopped", "consumer", o.name, "handled", st.Handled, "retries", st.Retries, "deadLetters", st.DeadLetters, "seq", st.Seq)
+	if nc := (*ledger.NoConsumerError)(nil); errors.As(err, &nc) {
+		return &noConsumerError{err: fmt.Errorf("consume %s: %w", o.name, err), create: o.createCommand(keys)}
+	}
+	if pe := (*ledger.PermissionError)(nil); errors.As(err, &pe) && (strings.HasPrefix(pe.Subject, "$JS.API.CONSUMER.") || strings.HasPrefix(pe.Subject, "$JS.ACK.")) {
+		return fmt.Errorf("consume %s: %w (a tooling user runs only the consumers named for it: syncledger config permissions --consumer %s renders them, or consumers: [%s] for it in serve's users)", o.name, err, o.name, o.name)
+	}
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", o.name, err)
 	}
 	return nil
+}
+
+// createCommand is the admin's command that makes the consumer these options
+// run.
+func (o *consumeOpts) createCommand(keys []string) string {
+	cmd := "syncledger consume create " + o.name
+	for _, k := range keys {
+		cmd += " --partition " + k
+	}
+	if o.start != "all" {
+		cmd += " --start " + o.start
+	}
+	return cmd
+}
+
+// noConsumerError is a consumer that does not exist and that this user may
+// not create, with the admin's command that makes it.
+type noConsumerError struct {
+	err    error
+	create string
+}
+
+func (e *noConsumerError) Error() string { return e.err.Error() }
+func (e *noConsumerError) Unwrap() error { return e.err }
+func (e *noConsumerError) Commands() []string {
+	return []string{e.create + "   (admin; then run this consumer again)"}
+}
+
+func newConsumeCreateCmd(a *app) *cobra.Command {
+	var o consumeOpts
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a consumer's durable position on the server (the admin role)",
+		Long: `Create makes the durable consumer NAME that "consume KIND --name NAME" runs,
+without running it: its filter (--model, --partition) and where it begins
+(--start: all, new or a seq) are fixed now. Only an admin may create consumers;
+the tooling user that runs it needs the permissions of --consumer NAME
+("config permissions --consumer NAME", or consumers: [NAME] in serve's users).
+A consumer that exists with the same filter is left as it is.`,
+		Example: `  syncledger consume create audit
+  syncledger consume create hooks --model command/shell:vpc --start new`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			o.name = args[0]
+			if err := consumers.ValidateName(o.name); err != nil {
+				return &usageError{err}
+			}
+			start, err := consumers.ParseStart(o.start)
+			if err != nil {
+				return &usageError{fmt.Errorf("--start: %w", err)}
+			}
+			keys, err := o.scope.keys()
+			if err != nil {
+				return err
+			}
+			feed, err := a.Feed(ctx)
+			if err != nil {
+				return err
+			}
+			if err := consumers.Create(ctx, consumers.Config{Feed: feed, Name: o.name, Partitions: keys, Start: start}); err != nil {
+				return err
+			}
+			parts := "every partition"
+			if len(keys) > 0 {
+				parts = strings.Join(keys, ",")
+			}
+			_, err = fmt.Fprintf(a.stdout, "consumer %s: %s, from %s\n", o.name, parts, o.start)
+			return err
+		},
+	}
+	o.scope.addFlags(cmd.Flags(), "consume")
+	cmd.Flags().StringVar(&o.start, "start", "all", "where the consumer begins: all, new, or a seq")
+	return cmd
 }
 
 // Feed opens the ledger's feed (the consumers' delivery and dead letters) on

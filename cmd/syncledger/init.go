@@ -88,6 +88,15 @@ func createLedger(ctx context.Context, a *app, cfg natsjs.LedgerConfig) (info le
 		return info, false, err
 	}
 	l, err := lg.Log(ctx)
+	if ce := (*ledger.ConfigError)(nil); errors.As(err, &ce) && ce.Setting == "republish" {
+		// A ledger made before followers read the stream's republish: the
+		// admin's init adds it (natsjs.RePublishRepair).
+		if _, rerr := lg.RePublish(ctx); rerr != nil {
+			return info, false, fmt.Errorf("open ledger %q: %w; adding it: %w", cfg.Name, err, rerr)
+		}
+		a.logger.Info("ledger upgraded: its stream now republishes what it stores (followers read it, holding no consumer)", "ledger", cfg.Name)
+		l, err = lg.Log(ctx)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, ledger.ErrNotFound):

@@ -91,6 +91,7 @@ func TestJSONErrorEveryCommand(t *testing.T) {
 		"sync":                 {"--cache", cache, "sync", "--json"},
 		"tail":                 {"tail", "--json"},
 		"ui":                   {"ui", "--listen", "0.0.0.0:0", "--json"},
+		"upgrade":              {"upgrade", "--json"},
 		"verify":               {"--cache", t.TempDir(), "verify", "--json"},
 		"watch":                {"--cache", cache, "watch", "--json"},
 	}

@@ -71,6 +71,7 @@ func TestJSONEveryCommand(t *testing.T) {
 	ok("config permissions", "config", "permissions", "--json")
 
 	c.ok("init", "--blobs", "file://"+t.TempDir())
+	ok("upgrade", "upgrade", "--json")
 	a, b := t.TempDir(), t.TempDir()
 	ha := []string{"--cache", a, "--host", "a"}
 	hb := []string{"--cache", b, "--host", "b"}

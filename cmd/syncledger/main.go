@@ -24,6 +24,7 @@ import (
 var commands = []func(*app) *cobra.Command{
 	newServeCmd,
 	newInitCmd,
+	newUpgradeCmd,
 	newLogCmd,
 	newSyncCmd,
 	newCommitCmd,

@@ -49,7 +49,7 @@ func TestServeUsersTLS(t *testing.T) {
 	users := writeFile(t, filepath.Join(dir, "users.yaml"), `users:
   - {user: ops, password: ops-pw, role: admin}
   - {nkey: `+hostKey.Public+`, role: host}
-  - {user: grafana, password: graf-pw, role: tooling}
+  - {user: grafana, password: graf-pw, role: tooling, consumers: [audit]}
 `)
 	srv, info := serveJSON(t, cliEnv("SYNCLEDGER_SERVE_USERS="+users), "--listen", "0.0.0.0:0", "--data", filepath.Join(dir, "data"),
 		"--tls-cert", c.ServerCert, "--tls-key", c.ServerKey, "--tls-ca", c.CA, "--tls-verify", "--blobs", "nats://syncledger-default")
@@ -80,8 +80,12 @@ func TestServeUsersTLS(t *testing.T) {
 		hosts.Hosts[0].Host != "web-1" || hosts.Hosts[0].HWM != 1 {
 		t.Errorf("tooling hosts --json: %+v (%v)", r, err)
 	}
-	// A durable consumer as the tooling user (its dead-letter stream is created
-	// on first use); SIGINT stops it cleanly.
+	// A durable consumer the admin made, run by the tooling user it was named
+	// for (the dead letters were made with the ledger); SIGINT stops it
+	// cleanly.
+	if r := cli(t, cliEnv(append(tlsEnv, "NATS_USER=ops", "NATS_PASSWORD=ops-pw")...), "consume", "create", "audit"); r.code != 0 {
+		t.Fatalf("admin consume create: %+v", r)
+	}
 	audit := filepath.Join(dir, "audit.jsonl")
 	cons := startProc(t, tool, "consume", "audit", "--file", audit)
 	deadline := time.Now().Add(20 * time.Second)

@@ -91,6 +91,10 @@ every write is refused at once (clients say "the server's disk is full",
 naming the directory and the space to free), and once half as much again is
 free writes are taken again, without a restart.
 
+Give each host a user of its own in --users: to revoke one host, remove its
+user from the file and send serve SIGHUP; that host is disconnected and
+refused, every other connection goes on untouched.
+
 --ui ADDR serves the dashboard (see "syncledger ui") from this process.
 --json prints the startup information as one JSON object instead of text.`,
 		Example: `  syncledger serve

@@ -18,11 +18,16 @@ import (
 //     role: host                # admin, host or tooling (natsauth)
 //   - nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4
 //     role: tooling
+//     consumers: [audit]       # the durable consumers it runs (tooling only)
+//
+// One user per host: removing one (and a SIGHUP to serve) revokes that host
+// alone.
 type serveUser struct {
-	User     string `yaml:"user" json:"user,omitempty"`
-	Password string `yaml:"password" json:"password,omitempty"`
-	Nkey     string `yaml:"nkey" json:"nkey,omitempty"`
-	Role     string `yaml:"role" json:"role"`
+	User      string   `yaml:"user" json:"user,omitempty"`
+	Password  string   `yaml:"password" json:"password,omitempty"`
+	Nkey      string   `yaml:"nkey" json:"nkey,omitempty"`
+	Role      string   `yaml:"role" json:"role"`
+	Consumers []string `yaml:"consumers" json:"consumers,omitempty"`
 }
 
 // usersFlag is serve's --users: a YAML file of users, or (from the

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -91,7 +93,31 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 	if err != nil {
 		return ledger.WithServerState(err, srv.Disk()) // a disk already full: what to free
 	}
-	a.protectBlobs(ctx, info.Blobs) // first: a NATS bucket opens only write-once
+	// serve's own configuration: every resource of its ledger as this
+	// release makes it (created with a new ledger; upgraded on an older one).
+	changes, err := upgradeLedger(ctx, a, info.Name)
+	if err != nil {
+		return err
+	}
+	for _, ch := range changes {
+		if ch.Action != "" && !created {
+			a.logger.Info("upgraded", "resource", ch.Resource, "action", ch.Action, "settings", ch.Settings)
+		}
+	}
+	a.protectBlobs(ctx, info.Blobs)
+	// The users' permissions name the ledger's object store bucket: the
+	// ledger's own, which an existing ledger (made with --blobs before)
+	// knows and this command line may not.
+	if ls, err := permissionScope(info.Name, info.Blobs); err == nil && len(cfg.Users) > 0 && ls.ObjectBucket != scope.ObjectBucket {
+		scope = ls
+		eu, err := embeddedUsers(users, scope)
+		if err == nil {
+			err = srv.SetUsers(eu)
+		}
+		if err != nil {
+			return fmt.Errorf("give the users the ledger's blob store %s: %w", redactURL(info.Blobs), err)
+		}
+	}
 	if !created {
 		if a.blobsURL != "" && info.Blobs != a.blobsURL {
 			a.logger.Warn("the ledger exists with another blob store; its setting is kept",
@@ -147,9 +173,40 @@ func runServe(ctx context.Context, a *app, cmd *cobra.Command, sc serveConfig, o
 		fmt.Fprintln(w, "Stop with Ctrl-C.")
 	}
 
-	<-ctx.Done()
-	a.logger.Info("shutting down", "data", srv.DataDir())
-	return uiDone()
+	// SIGHUP re-reads --users: a host whose user is gone is disconnected and
+	// refused, every other connection goes on (docs/ops.md, Revoking a host).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			a.logger.Info("shutting down", "data", srv.DataDir())
+			return uiDone()
+		case <-hup:
+			if err := reloadUsers(srv, o, scope); err != nil {
+				a.logger.Error("users not reloaded: the previous ones stay", "err", err)
+				continue
+			}
+			a.logger.Info("users reloaded", "users", o.users.String())
+		}
+	}
+}
+
+// reloadUsers gives the running server the users --users names now.
+func reloadUsers(srv *embedded.Server, o *serveOpts, scope natsauth.Scope) error {
+	if o.users.path == "" {
+		return errors.New("serve was given no --users file to read again (inline users need a restart)")
+	}
+	users, err := o.users.load()
+	if err != nil {
+		return err
+	}
+	eu, err := embeddedUsers(users, scope)
+	if err != nil {
+		return err
+	}
+	return srv.SetUsers(eu)
 }
 
 func authKind(cfg embedded.Config) string {
@@ -214,9 +271,14 @@ func embeddedUsers(users []serveUser, scope natsauth.Scope) ([]embedded.User, er
 		if err != nil {
 			return nil, usagef("--users: user %d: %v", i+1, err)
 		}
-		perms, err := natsauth.For(role, scope)
+		if len(u.Consumers) > 0 && role != natsauth.RoleTooling {
+			return nil, usagef("--users: user %d: only a tooling user runs consumers (consumers: is for role tooling)", i+1)
+		}
+		own := scope
+		own.Consumers = u.Consumers
+		perms, err := natsauth.For(role, own)
 		if err != nil {
-			return nil, usagef("--users: %v", err)
+			return nil, usagef("--users: user %d: %v", i+1, err)
 		}
 		out = append(out, embedded.User{Name: u.User, Password: u.Password, Nkey: u.Nkey, Permissions: perms})
 	}

@@ -29,6 +29,10 @@ ignored directory is listed once, with a trailing /.
 A server whose disk is full (it refuses every write until space is freed
 there) is shown first, with what it says of its disk.
 
+Status also checks what the server lets this user do: permissions older or
+wider than this build's (a server configured before this release) are
+reported on stderr, with the command that renders them again.
+
 --json prints: ledger, uuid, host, cache, head, first, snapshot, hwm, behind,
 partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files,
 shadowed [paths], conflicts [paths], server {full, dir, free, size, reserve,
@@ -78,6 +82,9 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	var server *ledger.ServerState
 	if !st.Offline {
 		server = a.serverState(ctx)
+		if p := a.permissionProblem(ctx); p != "" {
+			a.logger.Warn(p)
+		}
 	}
 	if asJSON {
 		if st.Offline {

@@ -51,7 +51,12 @@ sidecar is written first, to --backup-dir (default: the cache's parent
 directory, since swamp could push a file left in the cache). With --repair the
 exit code is 0 once swamp's next sync can fetch every finding, 5 if some file
 differs at the same size (swamp's pull may keep such a file: delete it by hand).
-Stop swamp on the host while repairing.`,
+Stop swamp on the host while repairing.
+
+When the ledger's server answers (--nats, --ledger and credentials as every
+command), doctor also checks what it lets this user do: permissions older or
+wider than this build's are reported on stderr, with the command that renders
+them again.`,
 		Example: `  syncledger swamp doctor --cache ~/.swamp/repos/4f6c… --from 's3://swamp-bucket/datastore?region=eu-west-1'
   syncledger swamp doctor --cache ~/.swamp/repos/4f6c… --from gs://swamp-bucket/prefix --namespace team-a --repair`,
 		Args: cobra.NoArgs,
@@ -67,6 +72,9 @@ Stop swamp on the host while repairing.`,
 			rep, err := swamp.Doctor(ctx, swamp.DoctorConfig{Cache: cache, Remote: remote, Namespace: ns, Repair: repair, BackupDir: backupDir})
 			if err != nil {
 				return err
+			}
+			if p := a.permissionProblem(ctx); p != "" {
+				a.logger.Warn(p)
 			}
 			if asJSON {
 				if err := a.printJSON(rep); err != nil {

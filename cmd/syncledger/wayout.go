@@ -33,6 +33,7 @@ func errorCommands(err error) []string {
 		ns *host.NoSnapshotError
 		wb *snapshot.WrongBoundError
 		re *ledger.RecordError
+		ce *ledger.ConfigError
 		c  commander
 	)
 	switch {
@@ -58,6 +59,8 @@ func errorCommands(err error) []string {
 		return []string{"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}
 	case errors.As(err, &c):
 		return c.Commands()
+	case errors.As(err, &ce) && strings.HasPrefix(ce.Repair, "run syncledger upgrade"):
+		return []string{upgradeCommand}
 	case errors.Is(err, projector.ErrAppliedQuarantined):
 		return []string{"syncledger rebuild"}
 	case errors.As(err, &re):
@@ -69,6 +72,10 @@ func errorCommands(err error) []string {
 	}
 	return []string{}
 }
+
+// upgradeCommand makes every resource of the ledger as this build makes it
+// (natsjs's *ledger.ConfigError names it as its repair).
+const upgradeCommand = "syncledger upgrade   (admin; makes the ledger's streams, buckets and dead letters as this release makes them)"
 
 // retentionBoundCommand removes a retention bound the log contradicts
 // (snapshot.WrongBound: the log holds every event below it).
@@ -135,4 +142,4 @@ func quarantineCommand(re *ledger.RecordError) string {
 // unprotectedNote is what the warning of a blob store that does not protect
 // stored blobs adds when an admin's init can fix it (a NATS bucket made
 // without write-once).
-const unprotectedNote = "run 'syncledger init' as an admin to fix it"
+const unprotectedNote = "run 'syncledger upgrade' as an admin to fix it"

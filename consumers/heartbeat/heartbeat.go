@@ -3,8 +3,8 @@
 // metrics consumer can see every host's HWM and how far behind it is.
 //
 // On NATS the bucket of ledger <name> is SYNCLEDGER_HOSTS_<name>
-// (natsjs: Client.Ledger(name).Heartbeats()), created on first use with one value per key and the
-// ledger stream's replicas. A host's key is its host id escaped to the
+// (natsjs: Client.Ledger(name).Heartbeats()), made with the ledger by the admin
+// with one value per key, no roll-ups and the ledger stream's replicas. A host's key is its host id escaped to the
 // bucket's key alphabet (Key); its value is a Beat as JSON:
 //
 //	{"host":"web-1","hwm":120,"head":124,"time":"2026-…Z","version":"…","command":"watch"}

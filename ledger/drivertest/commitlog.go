@@ -18,6 +18,18 @@ type LogFixture struct {
 	// Publish stores a raw message on subject, unchecked: what a credential
 	// allowed to publish there could store. It returns the message's seq.
 	Publish func(subject string, data []byte) (ledger.Seq, error)
+	// MissNotices, when set, makes the log stop telling its followers of
+	// the records it stores (on JetStream: the stream stops republishing
+	// them, as when a republish is lost) until the function it returns is
+	// called. A follower must deliver every record all the same, in order:
+	// the notices are best effort. nil: the log has no notices a follower
+	// could miss (memledger).
+	MissNotices func(t *testing.T) (restore func())
+	// ReaderState, when set, returns how many objects the log's server
+	// holds for readers (on JetStream: the stream's consumers). Followers
+	// must add none, and leave none behind. nil: the log has no server
+	// (memledger).
+	ReaderState func(ctx context.Context) (int, error)
 }
 
 // TestCommitLog runs the ledger.CommitLog conformance suite. newLog must
@@ -36,6 +48,8 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 		{"ReadRanges", testLogReadRanges},
 		{"ReadPartition", testLogReadPartition},
 		{"Follow", testLogFollow},
+		{"FollowSurvivesMissedNotices", testLogFollowMissed},
+		{"FollowHoldsNoServerState", testLogFollowStateless},
 		{"BadMessageAndQuarantine", testLogQuarantine},
 		{"ChainPastQuarantined", testLogChainPastQuarantined},
 		{"ChainThroughQuarantinedEvent", testLogChainThroughQuarantinedEvent},
@@ -321,6 +335,122 @@ func testLogFollow(t *testing.T, ctx context.Context, f LogFixture) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Follow after cancel = %v, want context.Canceled", err)
+	}
+}
+
+// follower is a Follow running on its own goroutine.
+type follower struct {
+	got    chan ledger.Seq
+	done   chan error
+	cancel context.CancelFunc
+}
+
+func startFollow(ctx context.Context, l ledger.CommitLog, from ledger.Seq) *follower {
+	fctx, cancel := context.WithCancel(ctx)
+	f := &follower{got: make(chan ledger.Seq, 64), done: make(chan error, 1), cancel: cancel}
+	go func() {
+		f.done <- l.Follow(fctx, from, func(r ledger.Record) error { f.got <- r.Seq; return nil })
+	}()
+	return f
+}
+
+// want waits for the follower to deliver exactly seqs, in order.
+func (f *follower) want(t *testing.T, ctx context.Context, seqs ...ledger.Seq) {
+	t.Helper()
+	for _, seq := range seqs {
+		select {
+		case s := <-f.got:
+			if s != seq {
+				t.Fatalf("Follow delivered seq %d, want %d", s, seq)
+			}
+		case err := <-f.done:
+			t.Fatalf("Follow returned %v; want seq %d", err, seq)
+		case <-ctx.Done():
+			t.Fatalf("Follow delivered nothing; want seq %d", seq)
+		}
+	}
+}
+
+// stop cancels the follower and checks that it returns context.Canceled.
+func (f *follower) stop(t *testing.T) {
+	t.Helper()
+	f.cancel()
+	if err := <-f.done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow after cancel = %v, want context.Canceled", err)
+	}
+}
+
+// testLogFollowMissed: a follower that was not told of some records — the
+// log's notices are best effort — still delivers them, in order, then goes
+// on with the next ones.
+func testLogFollowMissed(t *testing.T, ctx context.Context, f LogFixture) {
+	if f.MissNotices == nil {
+		t.Skip("the log has no notices a follower could miss")
+	}
+	l := f.Log
+	logAppend(t, ctx, l, "a")
+	fl := startFollow(ctx, l, 1)
+	defer fl.cancel()
+	fl.want(t, ctx, 1)
+	restore := f.MissNotices(t)
+	logAppend(t, ctx, l, "b")
+	logAppend(t, ctx, l, "a", "c")
+	fl.want(t, ctx, 2, 3, 4) // nothing newer reveals them: the follower's idle check
+	logAppend(t, ctx, l, "d")
+	fl.want(t, ctx, 5)
+	restore()
+	logAppend(t, ctx, l, "e")
+	fl.want(t, ctx, 6)
+	// Missed again, and revealed by the next record told of.
+	restore = f.MissNotices(t)
+	logAppend(t, ctx, l, "f")
+	restore()
+	logAppend(t, ctx, l, "g")
+	fl.want(t, ctx, 7, 8)
+	fl.stop(t)
+}
+
+// testLogFollowStateless: followers hold nothing on the log's server while
+// they follow, and leave nothing behind when they stop — cancelled, or
+// failing in fn.
+func testLogFollowStateless(t *testing.T, ctx context.Context, f LogFixture) {
+	if f.ReaderState == nil {
+		t.Skip("the log has no server")
+	}
+	l := f.Log
+	count := func(when string) int {
+		t.Helper()
+		n, err := f.ReaderState(ctx)
+		if err != nil {
+			t.Fatalf("ReaderState %s: %v", when, err)
+		}
+		return n
+	}
+	before := count("before")
+	logAppend(t, ctx, l, "a")
+	var fls []*follower
+	for range 3 {
+		fl := startFollow(ctx, l, 1)
+		defer fl.cancel()
+		fl.want(t, ctx, 1)
+		fls = append(fls, fl)
+	}
+	logAppend(t, ctx, l, "b")
+	for _, fl := range fls {
+		fl.want(t, ctx, 2)
+	}
+	if n := count("while following"); n != before {
+		t.Fatalf("the server holds %d reader objects while 3 follow, %d before", n, before)
+	}
+	for _, fl := range fls {
+		fl.stop(t)
+	}
+	stop := errors.New("stop")
+	if err := l.Follow(ctx, 1, func(ledger.Record) error { return stop }); err != stop {
+		t.Fatalf("Follow with a failing fn = %v", err)
+	}
+	if n := count("after"); n != before {
+		t.Fatalf("the server holds %d reader objects after the followers stopped, %d before", n, before)
 	}
 }
 

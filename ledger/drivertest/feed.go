@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -40,6 +41,7 @@ func TestFeed(t *testing.T, newFeed func(t *testing.T) FeedFixture) {
 		{"DeadLetters", testFeedDeadLetters},
 		{"Delete", testFeedDelete},
 		{"RefusesBadConsumers", testFeedRefuses},
+		{"Create", testFeedCreate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -422,4 +424,28 @@ func testFeedRefuses(t *testing.T, ctx context.Context, f FeedFixture) {
 	if err := f.Feed.DeadLetter(ctx, "bad.name", 1, nil); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("DeadLetter of a bad name = %v, want ErrInvalid", err)
 	}
+}
+
+// Create makes a consumer (its start fixed then) that a Subscribe later
+// opens; made again with its filter it is left as it is, with another it is
+// refused.
+func testFeedCreate(t *testing.T, ctx context.Context, f FeedFixture) {
+	logAppend(t, ctx, f.Log, "a") // before the consumer: not delivered
+	c := feedConsumer("c")
+	c.Start = ledger.FeedStart{New: true}
+	if err := f.Feed.Create(ctx, c); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if err := f.Feed.Create(ctx, c); err != nil {
+		t.Fatalf("Create again: %v", err)
+	}
+	if err := f.Feed.Create(ctx, feedConsumer("c", "a")); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("Create with another filter = %v, want ErrInvalid", err)
+	}
+	if p := position(t, ctx, f.Feed, "c"); p.Name != "c" {
+		t.Errorf("position after Create = %+v", p)
+	}
+	later := logAppend(t, ctx, f.Log, "a")
+	s := subscribe(t, ctx, f.Feed, feedConsumer("c"))
+	wantSeqs(t, "a consumer made new before "+fmt.Sprint(later), next(t, ctx, s, len(later)), later...)
 }

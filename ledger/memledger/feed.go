@@ -97,6 +97,57 @@ func (f *Feed) fail(op string, err error) error {
 	return fmt.Errorf("ledger %q feed %s: %w", f.log.info.Name, op, err)
 }
 
+// Create makes the consumer c names if it is missing; see ledger.Feed.
+func (f *Feed) Create(ctx context.Context, c ledger.FeedConsumer) error {
+	if err := ledger.CheckFeedConsumer(c); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return f.fail("create consumer "+c.Name, err)
+	}
+	f.log.mu.Lock()
+	b := f.log.held()
+	f.log.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, err := f.create(c, b, "create consumer "+c.Name)
+	return err
+}
+
+// create returns the consumer c names, made if missing on a log holding b.
+// f.mu is held.
+func (f *Feed) create(c ledger.FeedConsumer, b ledger.Bounds, op string) (*consumer, error) {
+	if k, ok := f.cons[c.Name]; ok {
+		if err := ledger.FilterError(c.Name, k.c.Partitions, c.Partitions); err != nil {
+			return nil, err
+		}
+		return k, nil
+	}
+	start := b.First
+	switch {
+	case c.Start.New:
+		start = b.Last + 1
+	case c.Start.Seq > 0:
+		if c.Start.Seq < b.First {
+			return nil, f.fail(op, &ledger.TruncatedError{From: c.Start.Seq, First: b.First})
+		}
+		start = c.Start.Seq
+	}
+	k := &consumer{c: c, ackFloor: start - 1}
+	if len(c.Partitions) > 0 {
+		k.subjects = map[string]bool{}
+		for _, p := range c.Partitions {
+			k.subjects[ledger.Subject(f.log.info.Name, p)] = true
+		}
+	}
+	k.c.Partitions = slices.Clip(slices.Clone(c.Partitions))
+	if len(c.Partitions) == 0 {
+		k.c.Partitions = nil
+	}
+	f.cons[c.Name] = k
+	return k, nil
+}
+
 // Subscribe opens (creating if missing) the consumer c names; see ledger.Feed.
 func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
 	if err := ledger.CheckFeedConsumer(c); err != nil {
@@ -110,31 +161,8 @@ func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Sub
 	f.log.mu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k, ok := f.cons[c.Name]
-	if !ok {
-		start := b.First
-		switch {
-		case c.Start.New:
-			start = b.Last + 1
-		case c.Start.Seq > 0:
-			if c.Start.Seq < b.First {
-				return nil, f.fail("subscribe "+c.Name, &ledger.TruncatedError{From: c.Start.Seq, First: b.First})
-			}
-			start = c.Start.Seq
-		}
-		k = &consumer{c: c, ackFloor: start - 1}
-		if len(c.Partitions) > 0 {
-			k.subjects = map[string]bool{}
-			for _, p := range c.Partitions {
-				k.subjects[ledger.Subject(f.log.info.Name, p)] = true
-			}
-		}
-		k.c.Partitions = slices.Clip(slices.Clone(c.Partitions))
-		if len(c.Partitions) == 0 {
-			k.c.Partitions = nil
-		}
-		f.cons[c.Name] = k
-	} else if err := ledger.FilterError(c.Name, k.c.Partitions, c.Partitions); err != nil {
+	k, err := f.create(c, b, "subscribe "+c.Name)
+	if err != nil {
 		return nil, err
 	}
 	// A truncation past the position moves it (JetStream's purge does), then

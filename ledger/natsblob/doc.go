@@ -60,6 +60,12 @@
 // size and SHA-256 are checked at the end of the read; a mismatch is reported as
 // ledger.ErrChecksum.
 //
+// List reads the bucket's metadata whole, in the order stored, by
+// batched direct gets of its subjects (ledger/natsjs/directget; leader gets,
+// one per message, on a bucket that does not allow direct gets): no consumer,
+// so no listing — a snapshot listing, a cold sync's, gc's — holds state on
+// the server, and any number of hosts list at once.
+//
 // # Errors
 //
 // A bucket whose stream is gone is ledger.ErrNoBucket (a request no stream

@@ -15,6 +15,7 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/driver"
+	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
 // DefaultReadTimeout bounds a GetObject's whole read when neither the caller's
@@ -38,6 +39,10 @@ type Config struct {
 	// Replicas is the number of replicas a bucket New creates gets (1 to 5; 0
 	// means 1). An existing bucket is used as it is.
 	Replicas int
+	// NoCreate opens an existing bucket only: a missing one is an error
+	// wrapping ledger.ErrNotFound, and no create request is sent (a user
+	// below the admin may not create streams).
+	NoCreate bool
 	// ReadTimeout bounds the whole read of a GetObject whose context has no
 	// deadline. 0 means DefaultReadTimeout.
 	ReadTimeout time.Duration
@@ -100,6 +105,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("new nats object store: %w", err)
 	}
 	st, err := js.Stream(ctx, StreamName(cfg.Bucket))
+	if errors.Is(err, jetstream.ErrStreamNotFound) && cfg.NoCreate {
+		return nil, fmt.Errorf("new nats object store: bucket %q: %w", cfg.Bucket, ledger.ErrNotFound)
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		st, err = js.CreateStream(ctx, StreamConfig(cfg.Bucket, cfg.Replicas))
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -233,46 +241,30 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(driver.ObjectIn
 }
 
 func (s *Store) list(ctx context.Context, prefix string) ([]driver.ObjectInfo, error) {
-	cons, err := s.js.OrderedConsumer(ctx, StreamName(s.bucket), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{MetaSubjects(s.bucket)},
-	})
-	if err != nil {
-		return nil, err
-	}
+	// Every metadata message, in the order stored, by batched direct gets
+	// (leader gets on a bucket that does not allow direct gets): no
+	// consumer, so no listing holds state on the server (issue 38).
+	info := s.stream.CachedInfo()
+	dg := directget.Stream{Conn: s.js.Conn(), Name: StreamName(s.bucket), Timeout: chunkTimeout, Leader: !info.Config.AllowDirect}
 	type entry struct {
 		first jetstream.ObjectInfo
 		mod   time.Time
 	}
 	objs := map[string]*entry{}
-	for pending := uint64(1); pending > 0; {
-		batch, err := cons.FetchNoWait(1024)
-		if err != nil {
-			return nil, err
+	err := dg.Scan(ctx, MetaSubjects(s.bucket), 1, func(m directget.Msg) error {
+		var oi jetstream.ObjectInfo
+		if json.Unmarshal(m.Data, &oi) != nil || oi.Deleted || !validID(oi.NUID) || m.Subject != s.metaSubject(oi.Name) {
+			return nil
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				return nil, err
-			}
-			pending = md.NumPending
-			var oi jetstream.ObjectInfo
-			if json.Unmarshal(m.Data(), &oi) != nil || oi.Deleted || !validID(oi.NUID) || m.Subject() != s.metaSubject(oi.Name) {
-				continue
-			}
-			if e, ok := objs[oi.Name]; !ok {
-				objs[oi.Name] = &entry{first: oi, mod: md.Timestamp}
-			} else if oi.NUID == e.first.NUID && oi.Digest == e.first.Digest && oi.Size == e.first.Size {
-				e.mod = md.Timestamp
-			}
+		if e, ok := objs[oi.Name]; !ok {
+			objs[oi.Name] = &entry{first: oi, mod: m.Time}
+		} else if oi.NUID == e.first.NUID && oi.Digest == e.first.Digest && oi.Size == e.first.Size {
+			e.mod = m.Time
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, err
-		}
-		if got == 0 {
-			break // nothing more now
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var infos []driver.ObjectInfo
 	for name, e := range objs {

@@ -310,3 +310,69 @@ func TestManyReads(t *testing.T) {
 		t.Errorf("%d consumers left on the bucket's stream after the reads", info.State.Consumers)
 	}
 }
+
+// TestListHoldsNoState: listing the bucket — its metadata read whole, on a
+// bucket that allows direct gets and on one that does not (nats.go's object
+// store before it did) — creates no consumer, and lists every object once.
+func TestListHoldsNoState(t *testing.T) {
+	t.Parallel()
+	nc := startServer(t)
+	ctx := t.Context()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := StreamConfig("nodirect", 1)
+	nobody.AllowDirect = false
+	if _, err := js.CreateStream(ctx, nobody); err != nil {
+		t.Fatal(err)
+	}
+	var creates atomic.Int32
+	spy, err := nats.Connect(nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	if _, err := spy.Subscribe("$JS.API.CONSUMER.>", func(m *nats.Msg) {
+		if strings.Contains(m.Subject, ".CREATE.") {
+			creates.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bucket := range []string{"direct", "nodirect"} {
+		s, err := New(ctx, Config{Conn: nc, Bucket: bucket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 30 {
+			key := fmt.Sprintf("snapshots/u/%03d", i)
+			if err := s.Put(ctx, key, strings.NewReader(key), int64(len(key))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var keys []string
+		if err := s.List(ctx, "snapshots/u/01", func(oi driver.ObjectInfo) error {
+			if oi.ModTime.IsZero() || oi.Size != int64(len(oi.Key)) {
+				return fmt.Errorf("listed %+v", oi)
+			}
+			keys = append(keys, oi.Key)
+			return nil
+		}); err != nil {
+			t.Fatalf("%s: List: %v", bucket, err)
+		}
+		if len(keys) != 10 || keys[0] != "snapshots/u/010" || keys[9] != "snapshots/u/019" {
+			t.Fatalf("%s: List = %q", bucket, keys)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := creates.Load(); n != 0 {
+		t.Fatalf("listing sent %d consumer creates, want 0", n)
+	}
+}

@@ -12,19 +12,20 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// BucketKV is a ledger side bucket as a ledger.KV, opened (created if
-// missing, see openKVBucket) on first use, so a command that only writes one value
-// pays one round trip: until the bucket is open, a Put is one publish to the
-// key's subject, which is what a put sends, and only when no bucket answers
-// (the first value of the ledger's bucket) is the bucket opened and the value
-// put. A ledger that does not exist is an error wrapping ledger.ErrNotFound.
+// BucketKV is a ledger side bucket as a ledger.KV, opened (and checked, see
+// openKVBucket) on first use, so a command that only writes one value pays
+// one round trip: until the bucket is open, a Put is one publish to the key's
+// subject, which is what a put sends, and only when no bucket answers is the
+// bucket opened (to say why: a missing bucket is a *ledger.ConfigError
+// naming the admin's upgrade, which creates it). A ledger that does not exist
+// is an error wrapping ledger.ErrNotFound.
 // Opened through a Client, an operation the server refuses fails at once
 // with a *ledger.PermissionError rather than wait for its timeout. It is
 // safe for concurrent use.
 type BucketKV struct {
-	js                         jetstream.JetStream
-	ledger, bucket, describing string
-	watches                    *watches // a Client's refusal routing; nil on a bare connection
+	js             jetstream.JetStream
+	ledger, bucket string
+	watches        *watches // a Client's refusal routing; nil on a bare connection
 
 	mu sync.Mutex
 	kv *KV
@@ -35,29 +36,29 @@ var _ ledger.KV = (*BucketKV)(nil)
 // HeartbeatKV returns the bucket of the ledger's host heartbeats
 // (HeartbeatBucket). Of opts, WithTimeout applies.
 func HeartbeatKV(nc *nats.Conn, ledgerName string, opts ...Option) (*BucketKV, error) {
-	return newBucketKV(nc, ledgerName, HeartbeatBucket(ledgerName), "syncledger host heartbeats of ledger "+ledgerName, opts)
+	return newBucketKV(nc, ledgerName, HeartbeatBucket(ledgerName), opts)
 }
 
-func newBucketKV(nc *nats.Conn, ledgerName, bucket, describing string, opts []Option) (*BucketKV, error) {
+func newBucketKV(nc *nats.Conn, ledgerName, bucket string, opts []Option) (*BucketKV, error) {
 	l, err := newLog(nc, ledgerName, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &BucketKV{js: l.js, ledger: ledgerName, bucket: bucket, describing: describing}, nil
+	return &BucketKV{js: l.js, ledger: ledgerName, bucket: bucket}, nil
 }
 
-// open opens the bucket now (creating it if missing).
+// open opens the bucket now.
 func (b *BucketKV) open(ctx context.Context) (*KV, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.kv != nil {
 		return b.kv, nil
 	}
-	kv, err := openKVBucket(ctx, b.js, b.ledger, b.bucket, b.describing)
+	kv, err := openKVBucket(ctx, b.js, b.ledger, b.bucket)
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s of ledger %q: %w", b.bucket, b.ledger, err)
 	}
-	b.kv = newKV(b.js.Conn(), kv)
+	b.kv = newKV(b.js.Conn(), kv, b.js.Options().DefaultTimeout)
 	return b.kv, nil
 }
 
@@ -73,8 +74,8 @@ func (b *BucketKV) put(ctx context.Context, key string, value []byte) (uint64, e
 		return kv.Put(ctx, key, value)
 	}
 	// No retry on no responders (the client's default waits 2 × 250 ms): no
-	// answer means no bucket yet, or a blip, and both take the Open and Put
-	// below, whose put retries on its own.
+	// answer means no bucket, or a blip, and both take the Open and Put
+	// below, whose open says which and whose put retries on its own.
 	ack, err := b.js.Publish(ctx, KVSubjectPrefix+b.bucket+"."+key, value, jetstream.WithRetryAttempts(0))
 	if err == nil {
 		return ack.Sequence, nil
@@ -102,7 +103,7 @@ func bucketOp[T any](ctx context.Context, b *BucketKV, op func(context.Context, 
 	})
 }
 
-// Open opens the bucket now (creating it if missing).
+// Open opens the bucket now.
 func (b *BucketKV) Open(ctx context.Context) (*KV, error) {
 	return bucketOp(ctx, b, func(_ context.Context, kv *KV) (*KV, error) { return kv, nil })
 }

@@ -122,13 +122,18 @@ func (c *Client) debug(msg string, err error) {
 	}
 }
 
-// ObjectStore opens the object store bucket (a nats://BUCKET blob store),
-// creating it with replicas replicas if it does not exist. A bucket whose
-// settings differ from what syncledger creates (expect.go objectStore: one
-// that is not write-once, for instance) is a *ledger.ConfigError. Its
-// signature is blobs.Options' NATS.
+// ObjectStore opens the object store bucket (a nats://BUCKET blob store). The
+// admin makes it (UpgradeObjectStore: init, serve, upgrade): a missing bucket,
+// or one whose settings differ from what syncledger creates (expect.go
+// objectStore: one that is not write-once, for instance), is a
+// *ledger.ConfigError naming the upgrade. replicas is unused: the bucket is
+// the admin's as made. Its signature is blobs.Options' NATS.
 func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (driver.Bucket, error) {
-	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket, Replicas: replicas})
+	_ = replicas
+	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket, NoCreate: true})
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, objectStore(bucket).missing()
+	}
 	if err != nil {
 		return nil, err // not a nil *Store in a non-nil interface
 	}
@@ -136,26 +141,6 @@ func (c *Client) ObjectStore(ctx context.Context, bucket string, replicas int) (
 		return nil, err
 	}
 	return s, nil
-}
-
-// HardenObjectStore makes an existing object store bucket write-once
-// (natsblob's Harden: no roll-ups, no message deletes) if it is not, and
-// reports whether it changed it; a missing bucket is left alone. It needs the
-// admin role. It is how an admin repairs a bucket ObjectStore refuses for
-// those settings (syncledger init).
-func (c *Client) HardenObjectStore(ctx context.Context, bucket string) (bool, error) {
-	js, err := jetstream.New(c.w, jetstream.WithDefaultTimeout(c.cfg.Timeout))
-	if err != nil {
-		return false, err
-	}
-	if _, err := js.Stream(ctx, natsblob.StreamName(bucket)); errors.Is(err, jetstream.ErrStreamNotFound) {
-		return false, nil
-	}
-	s, err := natsblob.New(ctx, natsblob.Config{Conn: c.w, Bucket: bucket})
-	if err != nil {
-		return false, err
-	}
-	return s.Harden(ctx)
 }
 
 // Ledger returns the resources of the ledger named name on the Client's
@@ -202,9 +187,15 @@ func (l *Ledger) Create(ctx context.Context, cfg LedgerConfig, opts ...Option) (
 // bind gives a Log the Client's read connection.
 func (l *Ledger) bind(lg *Log) { lg.rnc = l.c.r }
 
-// Feed returns the ledger's feed (NewFeed). It sends no request.
+// Feed returns the ledger's feed (NewFeed). It sends no request. A consumer
+// request the server refuses fails at once with a *ledger.PermissionError.
 func (l *Ledger) Feed() (*Feed, error) {
-	return NewFeed(l.c.w, l.name, l.options(nil)...)
+	f, err := NewFeed(l.c.w, l.name, l.options(nil)...)
+	if err != nil {
+		return nil, err
+	}
+	f.watches = &l.c.watches
+	return f, nil
 }
 
 // Heartbeats returns the ledger's heartbeat bucket (HeartbeatKV), opened on
@@ -220,11 +211,11 @@ func (l *Ledger) Heartbeats() (*BucketKV, error) {
 }
 
 // SwampKV opens the ledger's swamp bucket (SwampBucket: swamp's locks,
-// control plane and namespace registry), creating it on first use as
-// HeartbeatKV does. Its operations the server refuses fail at once with a
+// control plane and namespace registry), made with the ledger (a missing one
+// is a *ledger.ConfigError naming the upgrade). Its operations the server refuses fail at once with a
 // *ledger.PermissionError.
 func (l *Ledger) SwampKV(ctx context.Context) (*BucketKV, error) {
-	b, err := newBucketKV(l.c.w, l.name, SwampBucket(l.name), "syncledger swamp locks and control plane of ledger "+l.name, l.options(nil))
+	b, err := newBucketKV(l.c.w, l.name, SwampBucket(l.name), l.options(nil))
 	if err != nil {
 		return nil, err
 	}
@@ -233,4 +224,37 @@ func (l *Ledger) SwampKV(ctx context.Context) (*BucketKV, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// RePublish gives the ledger's stream its republish (expect.go
+// ledgerRePublish) if it has none or another, and reports whether it
+// changed it; nothing else of the stream changes. It needs the admin role.
+// It is the repair of a ledger made before followers read the republish
+// (Log refuses one without it, naming this): syncledger init runs it.
+func (l *Ledger) RePublish(ctx context.Context) (bool, error) {
+	js, err := jetstream.New(l.c.w, jetstream.WithDefaultTimeout(l.c.cfg.Timeout))
+	if err != nil {
+		return false, err
+	}
+	stream := ledger.StreamName(l.name)
+	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, fmt.Errorf("ledger %q republish: stream %s does not exist: %w", l.name, stream, ledger.ErrNoLedger)
+	}
+	if err != nil {
+		return false, fmt.Errorf("ledger %q republish: %w", l.name, err)
+	}
+	c := st.CachedInfo().Config
+	if c.Metadata[MetaName] != l.name {
+		return false, fmt.Errorf("ledger %q republish: stream %s holds no ledger %q: %w", l.name, stream, l.name, ledger.ErrInvalid)
+	}
+	want := ledgerRePublish(l.name)
+	if r := c.RePublish; r != nil && *r == *want {
+		return false, nil
+	}
+	c.RePublish = want
+	if _, err := js.UpdateStream(ctx, c); err != nil {
+		return false, fmt.Errorf("ledger %q republish: update stream %s: %w", l.name, stream, err)
+	}
+	return true, nil
 }

@@ -1,8 +1,10 @@
 package natsjs
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/drivertest"
@@ -17,17 +19,27 @@ func TestCommitLogConformance(t *testing.T) {
 	n := 0
 	drivertest.TestCommitLog(t, func(t *testing.T) drivertest.LogFixture {
 		n++
-		l, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: fmt.Sprintf("conf%d", n), Blobs: "file:///tmp/blobs"})
+		l, err := CreateLog(testCtx(t), nc, LedgerConfig{Name: fmt.Sprintf("conf%d", n), Blobs: "file:///tmp/blobs"}, WithFollowIdle(300*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return drivertest.LogFixture{Log: l, Publish: func(subject string, data []byte) (ledger.Seq, error) {
-			ack, err := l.js.Publish(testCtx(t), subject, data)
-			if err != nil {
-				return 0, err
-			}
-			return ledger.Seq(ack.Sequence), nil
-		}}
+		return drivertest.LogFixture{
+			Log: l,
+			Publish: func(subject string, data []byte) (ledger.Seq, error) {
+				ack, err := l.js.Publish(testCtx(t), subject, data)
+				if err != nil {
+					return 0, err
+				}
+				return ledger.Seq(ack.Sequence), nil
+			},
+			// The stream stops republishing (an admin's update): what a
+			// follower misses when a republish is lost.
+			MissNotices: func(t *testing.T) func() {
+				setRePublish(t, l, false)
+				return func() { setRePublish(t, l, true) }
+			},
+			ReaderState: func(ctx context.Context) (int, error) { return consumers(ctx, l) },
+		}
 	})
 }
 
@@ -57,4 +69,35 @@ func TestFeedConformance(t *testing.T) {
 			return f, other.Close
 		}}
 	})
+}
+
+// setRePublish turns the republish of l's stream on or off.
+func setRePublish(t *testing.T, l *Log, on bool) {
+	t.Helper()
+	ctx := testCtx(t)
+	st, err := l.js.Stream(ctx, l.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.CachedInfo().Config
+	c.RePublish = nil
+	if on {
+		c.RePublish = ledgerRePublish(l.name)
+	}
+	if _, err := l.js.UpdateStream(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// consumers returns how many consumers l's stream has.
+func consumers(ctx context.Context, l *Log) (int, error) {
+	st, err := l.js.Stream(ctx, l.stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Consumers, nil
 }

@@ -33,10 +33,16 @@
 //
 // Every resource opened is checked against the configuration syncledger
 // creates it with (expect.go, one table per resource: the ledger's stream,
-// the key-value buckets, the dead-letter stream, the object store): a
-// mismatch is a *ledger.ConfigError naming the resource, the setting, the
-// values found and wanted, and what repairs it. The checks read the stream
-// info that opening reads anyway.
+// the key-value buckets, the dead-letter stream, the object store, a durable
+// consumer): a mismatch, or a resource missing, is a *ledger.ConfigError
+// naming the resource, the setting, the values found and wanted, and what
+// repairs it (syncledger upgrade). The checks read the stream info that
+// opening reads anyway. Only the admin makes or changes a resource
+// (natsauth): CreateLog makes a ledger's stream with its heartbeat and swamp
+// buckets and its dead letters, Ledger.Upgrade and Client.UpgradeObjectStore
+// make an existing one's as this build makes them, Feed.Create makes a
+// consumer; nothing else here creates a stream or a consumer, and a
+// Subscribe whose create the server refuses is a *ledger.NoConsumerError.
 //
 // The server refuses an operation for lack of permission without answering
 // it: it reports the violation on the connection. refusal.go reads that
@@ -63,7 +69,9 @@
 // Stream settings: file storage, limits retention, discard old, no message,
 // byte or per-subject limits, MaxAge from LedgerConfig (0 = forever), duplicate window
 // 2 min (DuplicateWindow), DenyDelete (no interior holes), AllowDirect (reads by
-// direct get), AllowAtomicPublish (multi-partition commits). Metadata:
+// direct get), AllowAtomicPublish (multi-partition commits), and a RePublish of
+// every stored message, headers and body, to syncledger.<name>.stored.<token>
+// (StoredPrefix; what followers read, see Following). Metadata:
 //
 //	syncledger.name    the ledger name
 //	syncledger.uuid    the ledger's lineage, fixed at creation
@@ -77,8 +85,9 @@
 //	syncledger.namespace     the namespace
 //
 // Open refuses a stream without them, one whose format is newer than this build
-// (ErrUnknownVersion), or one without atomic publish, direct get or the subject
-// binding (ErrInvalid).
+// (ErrUnknownVersion), or one without atomic publish, direct get, the subject
+// binding or the republish (ErrInvalid: a *ledger.ConfigError naming the
+// repair; Ledger.RePublish adds the republish to a ledger made before it).
 //
 // # Publishing
 //
@@ -150,8 +159,19 @@
 // it, and a timeout is an error, never a short batch (why this package does not
 // use orbit.go's GetBatch, which ends quietly on a timeout). Read reads up to the
 // leader's last seq and ReadPartition up to the leader's last seq of the subject,
-// waiting for a lagging replica. Follow uses an ordered consumer starting at the
-// asked-for seq.
+// waiting for a lagging replica. Follow is below (Following).
+//
+// A direct get's answer states the message's stream, subject and seq in
+// headers the server adds after the ones the message was published with, so
+// a publisher may write headers of the same names first, or a header block
+// with a blank line that hides the server's from nats.go's parser. An answer
+// is taken only when its header block was parsed whole (directget.WholeHeader),
+// each of those appears exactly once, names the stream, and the message sits
+// where the request puts it (the seq after the one before, on the subject
+// asked for); any other is asked of the stream leader ($JS.API.STREAM.MSG.GET,
+// JSON: the seq and subject are the server's). A message stored with forged
+// headers is thus read where it is, and refused as the event it is not — the
+// admin's quarantine, which reads it the same way, is the way out.
 //
 // JetStream silently starts a read at the first stored seq when the asked-for
 // one is gone. So every read first compares from with the stream's first seq
@@ -163,6 +183,37 @@
 // message that does not decode, sits on another partition's subject, or belongs
 // to another lineage stops the read with an error naming its seq and wrapping
 // ledger.ErrInvalid, ledger.ErrUnknownVersion or ledger.ErrLineage.
+//
+// # Following
+//
+// Follow holds no state on the server: no consumer (an ordered consumer per
+// follower cost the server a consumer each, kept up to 5 minutes after the
+// reader was gone, and nats-server caps a stream at 1,000). It subscribes to
+// the stream's republish (StoredSubjects) — a plain subscription to the
+// ledger's own subjects would also carry publishes the stream refused,
+// without seqs — and, once the server has the subscription, reads from its
+// start to the stream's head with Read (batched direct gets: the source of
+// truth). Then it delivers each republished message whose Nats-Sequence is
+// the seq due, its Nats-Stream this stream and its Nats-Subject the subject
+// the republish subject was made from (each header exactly once). The
+// republish is best effort: only the stream leader sends it, and a subscriber
+// loses what was sent while it was slow (past its pending limit the client
+// drops messages) or reconnecting. So a seq past the one due, a message the
+// client dropped or a reconnect (local counters, no request), a republished
+// message that does not read cleanly, and an idle period (WithFollowIdle,
+// default 5 s ±20%: one STREAM.INFO) each send the follower back to Read
+// from the seq due. Nats-Last-Sequence, which the server sets to the
+// previous seq of the same subject (a partition's: the event's Prev), is not
+// needed: the stream's seqs are gapless, so contiguity of Nats-Sequence is
+// the check. Measured (BenchmarkFollowLatency, one local node, on a loaded
+// 2-CPU machine): an append reaches 1 follower at p50 0.3 ms, as the ordered
+// consumer did, and 100 followers at p50 3.8–3.9 ms, p99 18–28 ms (the
+// ordered consumers: 5.6–6.6 ms, 37–47 ms).
+//
+// Listings hold no state either (ledger/natsjs/directget): a key-value
+// bucket's keys (KV.List) are multi-last direct gets, paged by seq, and a
+// scan by subject past the 1,024 subjects one answer holds; the dead
+// letters (Feed.DeadLetters) a batched scan of their subject.
 //
 // # Retention
 //

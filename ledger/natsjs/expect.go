@@ -18,43 +18,76 @@ import (
 // place. Opening a resource whose settings differ fails with a
 // *ledger.ConfigError naming the resource, the setting, what was found and
 // wanted, and the admin command that makes it so — before the process trusts
-// it with anything. Harden a setting here: creation and the check change
-// together. The checks read the stream info that opening reads anyway (the
+// it with anything. Harden a setting here: creation, the check and the
+// upgrade (Ledger.Upgrade) change together, since each expectation says how
+// it is set. The checks read the stream info that opening reads anyway (the
 // ledger stream's STREAM.INFO; a bucket's, caught as nats.go's KeyValue reads
 // it): no request of their own.
 //
-//	resource                       created by (today)                  checked by
+//	resource                       created by (the admin only)          checked by
 //	the ledger's stream            init, serve, swamp setup (namespace) Ledger.Log, Create, Feed
-//	the heartbeat bucket           the first host to beat or list      every open of it
-//	the swamp bucket               the first swamp agent or setup      every open of it
-//	the dead-letter stream         the first consumer                  Feed (its first dead letter, subscribe)
-//	the object store bucket        init's probe, the first host        Client.ObjectStore
+//	the heartbeat bucket           with the ledger; upgrade             every open of it
+//	the swamp bucket               with the ledger; upgrade             every open of it
+//	the dead-letter stream         with the ledger; upgrade             Feed (its first dead letter, subscribe)
+//	the object store bucket        init's probe, serve, upgrade         Client.ObjectStore
+//	a durable consumer             consume create (or an admin's consume) Feed.Subscribe
 //
-// Hosts create the buckets on first use (issue 38 moves creation to the
-// admin); creation goes through the configurations below all the same. Where
-// no command changes an existing resource yet, Repair names the one that
-// creates it so.
+// Nothing below the admin creates or changes one (natsauth grants no role
+// below it a stream create or update, nor a consumer create), so a resource
+// made first by someone else, with settings of their choosing, is what
+// these checks exist for: the process refuses it, and `syncledger upgrade`
+// (Ledger.Upgrade) makes it so. Every stream refuses what would let a writer
+// remove what it does not own or make it expire: roll-ups (Nats-Rollup, a
+// purge by publish), per-message TTLs, counters, schedules, and batches where
+// none is needed. Deletes of a key-value bucket's keys are markers published
+// on the key (no roll-up needed), and purges go through the admin's API.
+
+// Repairs the errors name.
+const (
+	repairUpgrade  = "run syncledger upgrade as an admin: it makes it so"
+	repairCreate   = "run syncledger upgrade as an admin: it creates it"
+	repairRemake   = "run syncledger upgrade as an admin: no update changes this setting, so it makes the bucket anew and copies its keys"
+	repairNoUpdate = "no update changes this setting (syncledger upgrade reports it): move the data to a resource made by syncledger, see docs/ops.md, Upgrading"
+)
 
 // streamSettings is the part of a stream's configuration the checks read,
 // under the server's names: a STREAM.INFO answer's "config" decodes into it.
 type streamSettings struct {
-	Subjects           []string          `json:"subjects"`
-	Retention          string            `json:"retention"`
-	MaxMsgs            int64             `json:"max_msgs"`
-	MaxBytes           int64             `json:"max_bytes"`
-	MaxAge             time.Duration     `json:"max_age"`
-	MaxMsgsPerSubject  int64             `json:"max_msgs_per_subject"`
-	Storage            string            `json:"storage"`
-	Replicas           int               `json:"num_replicas"`
-	Sealed             bool              `json:"sealed"`
-	DenyDelete         bool              `json:"deny_delete"`
-	DenyPurge          bool              `json:"deny_purge"`
-	AllowRollup        bool              `json:"allow_rollup_hdrs"`
-	AllowDirect        bool              `json:"allow_direct"`
-	AllowAtomicPublish bool              `json:"allow_atomic"`
-	AllowMsgTTL        bool              `json:"allow_msg_ttl"`
-	Mirror             json.RawMessage   `json:"mirror,omitempty"`
-	Metadata           map[string]string `json:"metadata"`
+	Name                   string            `json:"name"`
+	Subjects               []string          `json:"subjects"`
+	Retention              string            `json:"retention"`
+	MaxConsumers           int               `json:"max_consumers"`
+	MaxMsgs                int64             `json:"max_msgs"`
+	MaxBytes               int64             `json:"max_bytes"`
+	MaxAge                 time.Duration     `json:"max_age"`
+	MaxMsgsPerSubject      int64             `json:"max_msgs_per_subject"`
+	MaxMsgSize             int32             `json:"max_msg_size"`
+	Storage                string            `json:"storage"`
+	Replicas               int               `json:"num_replicas"`
+	Sealed                 bool              `json:"sealed"`
+	DenyDelete             bool              `json:"deny_delete"`
+	DenyPurge              bool              `json:"deny_purge"`
+	AllowRollup            bool              `json:"allow_rollup_hdrs"`
+	AllowDirect            bool              `json:"allow_direct"`
+	AllowAtomicPublish     bool              `json:"allow_atomic"`
+	AllowBatchPublish      bool              `json:"allow_batched"`
+	AllowMsgTTL            bool              `json:"allow_msg_ttl"`
+	SubjectDeleteMarkerTTL time.Duration     `json:"subject_delete_marker_ttl"`
+	AllowMsgCounter        bool              `json:"allow_msg_counter"`
+	AllowMsgSchedules      bool              `json:"allow_msg_schedules"`
+	PersistMode            string            `json:"persist_mode"`
+	Mirror                 json.RawMessage   `json:"mirror,omitempty"`
+	Sources                json.RawMessage   `json:"sources,omitempty"`
+	SubjectTransform       json.RawMessage   `json:"subject_transform,omitempty"`
+	RePublish              json.RawMessage   `json:"republish,omitempty"`
+	Metadata               map[string]string `json:"metadata"`
+}
+
+// rePublish is a stream's republish setting, under the server's names.
+type rePublish struct {
+	Source      string `json:"src"`
+	Destination string `json:"dest"`
+	HeadersOnly bool   `json:"headers_only"`
 }
 
 // settingsOf returns c's settings as the server states them.
@@ -76,30 +109,51 @@ type expectation struct {
 	want    string
 	found   func(*streamSettings) string
 	holds   func(*streamSettings) bool
-	repair  string // overrides the resource's Repair
+	// set makes it hold on a configuration an update sends; nil when the
+	// server changes the setting in no update (a message TTL once allowed, a
+	// mirror, the storage).
+	set func(*jetstream.StreamConfig)
 }
 
-// resource is a stream syncledger keeps: what it is, the settings it must
-// have, and what makes it so.
+// resource is a stream syncledger keeps: what it is, how it is made, the
+// settings it must have.
 type resource struct {
 	what   string // "ledger \"x\" (stream SYNCLEDGER_x)"
-	repair string
+	stream string
+	// config is the configuration it is created with (replicas: the
+	// ledger's); nil for the ledger's stream, which CreateLog makes with the
+	// ledger's own settings.
+	config func(replicas int) jetstream.StreamConfig
+	// remake: a setting no update changes is repaired by making the stream
+	// anew and copying what it holds (a key-value bucket's keys).
+	remake bool
 	expect []expectation
 }
 
 // check returns a *ledger.ConfigError for the first setting s lacks.
 func (r resource) check(s *streamSettings) error {
 	for _, e := range r.expect {
-		if e.holds(s) {
-			continue
+		if !e.holds(s) {
+			return r.configError(e, s)
 		}
-		repair := r.repair
-		if e.repair != "" {
-			repair = e.repair
-		}
-		return &ledger.ConfigError{Resource: r.what, Setting: e.setting, Found: e.found(s), Want: e.want, Repair: repair}
 	}
 	return nil
+}
+
+func (r resource) configError(e expectation, s *streamSettings) *ledger.ConfigError {
+	repair := repairUpgrade
+	switch {
+	case e.set == nil && r.remake:
+		repair = repairRemake
+	case e.set == nil:
+		repair = repairNoUpdate
+	}
+	return &ledger.ConfigError{Resource: r.what, Setting: e.setting, Found: e.found(s), Want: e.want, Repair: repair}
+}
+
+// missing is the error of a resource that does not exist.
+func (r resource) missing() *ledger.ConfigError {
+	return &ledger.ConfigError{Resource: r.what, Setting: "the stream", Found: "missing", Want: "one made by an admin", Repair: repairCreate}
 }
 
 // checkConfig is check on a configuration as nats.go decodes it.
@@ -124,57 +178,169 @@ func subjectsExactly(subjects ...string) expectation {
 			slices.Sort(got)
 			return slices.Equal(got, want)
 		},
+		set: func(c *jetstream.StreamConfig) { c.Subjects = slices.Clone(subjects) },
 	}
 }
 
-func boolIs(setting string, want bool, get func(*streamSettings) bool) expectation {
-	return expectation{
+func boolIs(setting string, want bool, get func(*streamSettings) bool, set func(*jetstream.StreamConfig, bool)) expectation {
+	e := expectation{
 		setting: setting, want: fmt.Sprint(want),
 		found: func(s *streamSettings) string { return fmt.Sprint(get(s)) },
 		holds: func(s *streamSettings) bool { return get(s) == want },
 	}
-}
-
-func text(setting, want string, get func(*streamSettings) string) expectation {
-	return expectation{
-		setting: setting, want: want, found: get,
-		holds: func(s *streamSettings) bool { return get(s) == want },
+	if set != nil {
+		e.set = func(c *jetstream.StreamConfig) { set(c, want) }
 	}
+	return e
 }
 
 // unlimited: no limit (the server states none as -1; 0 means none too).
-func unlimited(setting string, get func(*streamSettings) int64) expectation {
+func unlimited[T int | int32 | int64](setting string, get func(*streamSettings) T, set func(*jetstream.StreamConfig)) expectation {
 	return expectation{
 		setting: setting, want: "no limit (-1)",
 		found: func(s *streamSettings) string { return fmt.Sprint(get(s)) },
 		holds: func(s *streamSettings) bool { return get(s) <= 0 },
+		set:   set,
 	}
 }
 
-func exactly(setting string, want int64, get func(*streamSettings) int64) expectation {
+// none: an optional part of the configuration (a mirror, sources, a
+// republish) that must be absent.
+func none(setting, want string, get func(*streamSettings) json.RawMessage, set func(*jetstream.StreamConfig)) expectation {
 	return expectation{
-		setting: setting, want: fmt.Sprint(want),
-		found: func(s *streamSettings) string { return fmt.Sprint(get(s)) },
-		holds: func(s *streamSettings) bool { return get(s) == want },
+		setting: setting, want: want,
+		found: func(s *streamSettings) string { return string(get(s)) },
+		holds: func(s *streamSettings) bool {
+			v := get(s)
+			return len(v) == 0 || string(v) == "null" || string(v) == "[]"
+		},
+		set: set,
 	}
 }
 
-var noMirror = expectation{
-	setting: "mirror", want: "none (a stream of its own)",
-	found: func(s *streamSettings) string { return string(s.Mirror) },
-	holds: func(s *streamSettings) bool { return len(s.Mirror) == 0 || string(s.Mirror) == "null" },
-}
-
-var notSealed = boolIs("sealed", false, func(s *streamSettings) bool { return s.Sealed })
-
-var limitsRetention = text("retention", "limits", func(s *streamSettings) string { return s.Retention })
-
-func noMaxAge(setting string) expectation {
+func noMaxAge() expectation {
 	return expectation{
-		setting: setting, want: "0 (kept until purged)",
+		setting: "max_age", want: "0 (kept until purged)",
 		found: func(s *streamSettings) string { return s.MaxAge.String() },
 		holds: func(s *streamSettings) bool { return s.MaxAge == 0 },
+		set:   func(c *jetstream.StreamConfig) { c.MaxAge = 0 },
 	}
+}
+
+// common are the settings every stream of a ledger has: a stream of its own
+// on file, kept as written, which refuses every header that would let a
+// writer remove or expire what it does not own.
+func common() []expectation {
+	return []expectation{
+		none("mirror", "none (a stream of its own)", func(s *streamSettings) json.RawMessage { return s.Mirror }, nil),
+		none("sources", "none", func(s *streamSettings) json.RawMessage { return s.Sources }, func(c *jetstream.StreamConfig) { c.Sources = nil }),
+		none("subject_transform", "none", func(s *streamSettings) json.RawMessage { return s.SubjectTransform }, func(c *jetstream.StreamConfig) { c.SubjectTransform = nil }),
+		boolIs("sealed", false, func(s *streamSettings) bool { return s.Sealed }, nil),
+		{
+			setting: "storage", want: "file",
+			found: func(s *streamSettings) string { return s.Storage },
+			holds: func(s *streamSettings) bool { return s.Storage == "file" },
+		},
+		{
+			setting: "retention", want: "limits",
+			found: func(s *streamSettings) string { return s.Retention },
+			holds: func(s *streamSettings) bool { return s.Retention == "limits" },
+			set:   func(c *jetstream.StreamConfig) { c.Retention = jetstream.LimitsPolicy },
+		},
+		{
+			setting: "persist_mode", want: "default (stored before it is acknowledged)",
+			found: func(s *streamSettings) string { return s.PersistMode },
+			holds: func(s *streamSettings) bool { return s.PersistMode == "" || s.PersistMode == "default" },
+		},
+		unlimited("max_msgs", func(s *streamSettings) int64 { return s.MaxMsgs }, func(c *jetstream.StreamConfig) { c.MaxMsgs = -1 }),
+		unlimited("max_bytes", func(s *streamSettings) int64 { return s.MaxBytes }, func(c *jetstream.StreamConfig) { c.MaxBytes = -1 }),
+		unlimited("max_msg_size", func(s *streamSettings) int32 { return s.MaxMsgSize }, func(c *jetstream.StreamConfig) { c.MaxMsgSize = -1 }),
+		unlimited("max_consumers", func(s *streamSettings) int { return s.MaxConsumers }, func(c *jetstream.StreamConfig) { c.MaxConsumers = -1 }),
+		boolIs("deny_delete", true, func(s *streamSettings) bool { return s.DenyDelete }, func(c *jetstream.StreamConfig, v bool) { c.DenyDelete = v }),
+		boolIs("allow_rollup_hdrs", false, func(s *streamSettings) bool { return s.AllowRollup }, func(c *jetstream.StreamConfig, v bool) { c.AllowRollup = v }),
+		boolIs("allow_msg_ttl", false, func(s *streamSettings) bool { return s.AllowMsgTTL }, nil),
+		{
+			setting: "subject_delete_marker_ttl", want: "0 (none)",
+			found: func(s *streamSettings) string { return s.SubjectDeleteMarkerTTL.String() },
+			holds: func(s *streamSettings) bool { return s.SubjectDeleteMarkerTTL == 0 },
+			set:   func(c *jetstream.StreamConfig) { c.SubjectDeleteMarkerTTL = 0 },
+		},
+		boolIs("allow_msg_counter", false, func(s *streamSettings) bool { return s.AllowMsgCounter }, nil),
+		boolIs("allow_msg_schedules", false, func(s *streamSettings) bool { return s.AllowMsgSchedules }, nil),
+		boolIs("allow_batched", false, func(s *streamSettings) bool { return s.AllowBatchPublish }, func(c *jetstream.StreamConfig, v bool) { c.AllowBatchPublish = v }),
+	}
+}
+
+func allowDirect() expectation {
+	return boolIs("allow_direct", true, func(s *streamSettings) bool { return s.AllowDirect }, func(c *jetstream.StreamConfig, v bool) { c.AllowDirect = v })
+}
+
+func atomicPublish(want bool) expectation {
+	return boolIs("allow_atomic", want, func(s *streamSettings) bool { return s.AllowAtomicPublish }, func(c *jetstream.StreamConfig, v bool) { c.AllowAtomicPublish = v })
+}
+
+// ledgerRePublish is the republish of a ledger's stream: the server sends
+// each message it stores, once stored, headers and body, to
+// syncledger.<ledger>.stored.<token> (StoredPrefix), with the headers it
+// adds — Nats-Stream, Nats-Subject (the stored subject), Nats-Sequence (its
+// seq), Nats-Time-Stamp and Nats-Last-Sequence (the seq of the previous
+// message on the same subject: a partition's, its event's Prev). Followers
+// subscribe there instead of holding a consumer (read.go Follow). Only the
+// stream leader republishes, and a subscriber that is slow or reconnecting
+// loses what was sent meanwhile: a follower checks the seqs for contiguity
+// and reads what it missed by direct gets. Whole messages, not headers only:
+// a follower then reads nothing per commit (the server sends one message to
+// every follower), where headers only would cost every follower a direct get
+// of every event.
+//
+// It is the one place the setting is spelled: Create makes a ledger with it,
+// Open checks it (ledgerStream), and the admin's upgrade sets it on a ledger
+// made without it (Ledger.Upgrade; Ledger.RePublish alone).
+func ledgerRePublish(name string) *jetstream.RePublish {
+	return &jetstream.RePublish{Source: ledger.SubjectPrefix(name) + ">", Destination: StoredSubjects(name)}
+}
+
+// republishes: the stream republishes as ledgerRePublish says.
+func republishes(name string) expectation {
+	want := ledgerRePublish(name)
+	show := func(r *rePublish) string {
+		if r == nil {
+			return "none"
+		}
+		s := r.Source + " → " + r.Destination
+		if r.HeadersOnly {
+			s += " (headers only)"
+		}
+		return s
+	}
+	decode := func(s *streamSettings) *rePublish {
+		var r *rePublish
+		if len(s.RePublish) > 0 && json.Unmarshal(s.RePublish, &r) != nil {
+			return &rePublish{Source: "(undecodable)"}
+		}
+		return r
+	}
+	return expectation{
+		setting: "republish",
+		want:    show(&rePublish{Source: want.Source, Destination: want.Destination}),
+		found:   func(s *streamSettings) string { return show(decode(s)) },
+		holds: func(s *streamSettings) bool {
+			r := decode(s)
+			return r != nil && r.Source == want.Source && r.Destination == want.Destination && !r.HeadersOnly
+		},
+		set: func(c *jetstream.StreamConfig) { c.RePublish = ledgerRePublish(name) },
+	}
+}
+
+// RePublishRepair is how a ledger made without its republish (before this
+// release) gets it: the admin's upgrade (or init) adds it to the existing
+// stream, changing nothing else.
+const RePublishRepair = repairUpgrade
+
+// noRePublish: nothing a side stream stores is sent on to other subjects (a
+// subscriber there would read the swamp bucket's control plane).
+func noRePublish() expectation {
+	return none("republish", "none", func(s *streamSettings) json.RawMessage { return s.RePublish }, func(c *jetstream.StreamConfig) { c.RePublish = nil })
 }
 
 // The resources.
@@ -182,84 +348,102 @@ func noMaxAge(setting string) expectation {
 // ledgerStream is a ledger's stream (Create's streamConfig). Its identity —
 // the metadata, the format, the lineage — Log.adopt checks first. MaxAge is
 // the ledger's own setting (LedgerConfig.MaxAge), and replicas are the
-// operator's.
+// operator's. Purges stay allowed (deny_purge false): retention and
+// quarantine purge through the admin's API.
 func ledgerStream(name string) resource {
 	return resource{
 		what:   fmt.Sprintf("ledger %q (stream %s)", name, ledger.StreamName(name)),
-		repair: "syncledger init creates a ledger so; no command changes an existing stream yet",
-		expect: []expectation{
+		stream: ledger.StreamName(name),
+		expect: append([]expectation{
 			subjectsExactly(ledger.SubjectPrefix(name) + ">"),
-			noMirror,
-			notSealed,
-			limitsRetention,
-			unlimited("max_msgs", func(s *streamSettings) int64 { return s.MaxMsgs }),
-			unlimited("max_bytes", func(s *streamSettings) int64 { return s.MaxBytes }),
-			unlimited("max_msgs_per_subject", func(s *streamSettings) int64 { return s.MaxMsgsPerSubject }),
-			boolIs("allow_atomic", true, func(s *streamSettings) bool { return s.AllowAtomicPublish }),
-			boolIs("allow_direct", true, func(s *streamSettings) bool { return s.AllowDirect }),
-			boolIs("deny_delete", true, func(s *streamSettings) bool { return s.DenyDelete }),
-			boolIs("deny_purge", false, func(s *streamSettings) bool { return s.DenyPurge }), // retention and quarantine purge
-			boolIs("allow_rollup_hdrs", false, func(s *streamSettings) bool { return s.AllowRollup }),
-			boolIs("allow_msg_ttl", false, func(s *streamSettings) bool { return s.AllowMsgTTL }),
-		},
+			unlimited("max_msgs_per_subject", func(s *streamSettings) int64 { return s.MaxMsgsPerSubject }, func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = -1 }),
+			atomicPublish(true),
+			allowDirect(),
+			boolIs("deny_purge", false, func(s *streamSettings) bool { return s.DenyPurge }, nil),
+			republishes(name),
+		}, common()...),
 	}
 }
 
-// kvConfig is the configuration a side bucket is created with: one value
-// per key, on file, with the ledger stream's replicas.
-func kvConfig(bucket, description string, replicas int) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: description,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
+// kvStreamConfig is the stream of a side bucket: nats.go's key-value layout
+// (subjects $KV.<bucket>.<key>, one value per key, direct gets) on file,
+// with the ledger stream's replicas, and without roll-ups: nats.go creates
+// its buckets allowing them (a key's purge is a roll-up), which lets any
+// writer of one key purge every other with one header.
+func kvStreamConfig(bucket, description string, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              KVStream(bucket),
+		Description:       description,
+		Subjects:          []string{KVSubjectPrefix + bucket + ".>"},
+		Retention:         jetstream.LimitsPolicy,
+		MaxConsumers:      -1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgsPerSubject: 1,
+		MaxMsgSize:        -1,
+		Discard:           jetstream.DiscardNew,
+		Storage:           jetstream.FileStorage,
+		Replicas:          max(replicas, 1),
+		Duplicates:        DuplicateWindow,
+		DenyDelete:        true,
+		AllowDirect:       true,
 	}
 }
 
-// kvBucket is a side bucket's stream, as nats.go makes it from kvConfig.
-// Roll-ups are allowed: nats.go's key-value buckets are created so, and
-// purging a key is a roll-up (issue 38 refuses them, and purges through the
-// admin's API).
-func kvBucket(ledgerName, bucket string) resource {
-	repair := "the first host to use it creates it so; no command changes an existing bucket yet"
+// kvDescription is a side bucket's description.
+func kvDescription(ledgerName, bucket string) string {
 	switch bucket {
 	case HeartbeatBucket(ledgerName):
-		repair = "the first syncledger sync creates it so; no command changes an existing bucket yet"
+		return "syncledger host heartbeats of ledger " + ledgerName
 	case SwampBucket(ledgerName):
-		repair = "syncledger swamp setup creates it so; no command changes an existing bucket yet"
+		return "syncledger swamp locks and control plane of ledger " + ledgerName
 	}
+	return "syncledger bucket of ledger " + ledgerName
+}
+
+// kvBucket is a side bucket's stream, as kvStreamConfig makes it.
+func kvBucket(ledgerName, bucket string) resource {
 	return resource{
 		what:   fmt.Sprintf("bucket %s of ledger %q (stream %s)", bucket, ledgerName, KVStream(bucket)),
-		repair: repair,
-		expect: []expectation{
-			subjectsExactly(KVSubjectPrefix + bucket + ".>"),
-			noMirror,
-			notSealed,
-			limitsRetention,
-			exactly("max_msgs_per_subject", 1, func(s *streamSettings) int64 { return s.MaxMsgsPerSubject }),
-			unlimited("max_msgs", func(s *streamSettings) int64 { return s.MaxMsgs }),
-			unlimited("max_bytes", func(s *streamSettings) int64 { return s.MaxBytes }),
-			noMaxAge("max_age"),
-			boolIs("allow_msg_ttl", false, func(s *streamSettings) bool { return s.AllowMsgTTL }),
-			boolIs("deny_delete", true, func(s *streamSettings) bool { return s.DenyDelete }),
+		stream: KVStream(bucket),
+		config: func(replicas int) jetstream.StreamConfig {
+			return kvStreamConfig(bucket, kvDescription(ledgerName, bucket), replicas)
 		},
+		remake: true,
+		expect: append([]expectation{
+			subjectsExactly(KVSubjectPrefix + bucket + ".>"),
+			{
+				setting: "max_msgs_per_subject", want: "1",
+				found: func(s *streamSettings) string { return fmt.Sprint(s.MaxMsgsPerSubject) },
+				holds: func(s *streamSettings) bool { return s.MaxMsgsPerSubject == 1 },
+				set:   func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = 1 },
+			},
+			noMaxAge(),
+			atomicPublish(false),
+			allowDirect(),
+			noRePublish(),
+		}, common()...),
 	}
 }
 
 // deadLetterConfig is the configuration of a ledger's dead-letter stream.
+// Direct gets list it without a consumer.
 func deadLetterConfig(ledgerName string, replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        DeadLetterStream(ledgerName),
-		Description: "syncledger dead letters of ledger " + ledgerName,
-		Subjects:    []string{DeadLetterSubject(ledgerName, ">")},
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardOld,
-		MaxMsgs:     -1,
-		MaxBytes:    -1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-		Duplicates:  DuplicateWindow,
+		Name:         DeadLetterStream(ledgerName),
+		Description:  "syncledger dead letters of ledger " + ledgerName,
+		Subjects:     []string{DeadLetterSubject(ledgerName, ">")},
+		Retention:    jetstream.LimitsPolicy,
+		Discard:      jetstream.DiscardOld,
+		MaxConsumers: -1,
+		MaxMsgs:      -1,
+		MaxBytes:     -1,
+		MaxMsgSize:   -1,
+		Storage:      jetstream.FileStorage,
+		Replicas:     max(replicas, 1),
+		Duplicates:   DuplicateWindow,
+		DenyDelete:   true,
+		AllowDirect:  true,
 	}
 }
 
@@ -269,43 +453,101 @@ func deadLetterConfig(ledgerName string, replicas int) jetstream.StreamConfig {
 func deadLetterStream(ledgerName string) resource {
 	return resource{
 		what:   fmt.Sprintf("the dead letters of ledger %q (stream %s)", ledgerName, DeadLetterStream(ledgerName)),
-		repair: "the first syncledger consume creates it so; no command changes an existing stream yet",
-		expect: []expectation{
+		stream: DeadLetterStream(ledgerName),
+		config: func(replicas int) jetstream.StreamConfig { return deadLetterConfig(ledgerName, replicas) },
+		expect: append([]expectation{
 			subjectsExactly(DeadLetterSubject(ledgerName, ">")),
-			noMirror,
-			notSealed,
-			limitsRetention,
-			unlimited("max_msgs", func(s *streamSettings) int64 { return s.MaxMsgs }),
-			unlimited("max_bytes", func(s *streamSettings) int64 { return s.MaxBytes }),
-			noMaxAge("max_age"),
-		},
+			noMaxAge(),
+			atomicPublish(false),
+			// Direct gets are not required: DeadLetters reads one made
+			// without them (the previous release's) by leader gets.
+			noRePublish(),
+		}, common()...),
 	}
 }
 
 // objectStore is a nats:// blob store's bucket, as natsblob.StreamConfig
-// makes it: written once. Its write-once settings an admin's syncledger init
-// sets on a bucket made without them (natsblob's Harden).
+// makes it: written once.
 func objectStore(bucket string) resource {
-	const harden = "an admin's syncledger init makes the bucket write-once"
-	rollup := boolIs("allow_rollup_hdrs", false, func(s *streamSettings) bool { return s.AllowRollup })
-	rollup.repair = harden
-	deny := boolIs("deny_delete", true, func(s *streamSettings) bool { return s.DenyDelete })
-	deny.repair = harden
 	return resource{
 		what:   fmt.Sprintf("object store bucket %s (stream %s)", bucket, natsblob.StreamName(bucket)),
-		repair: "syncledger init creates a bucket so; no command changes this setting of an existing one yet",
-		expect: []expectation{
+		stream: natsblob.StreamName(bucket),
+		config: func(replicas int) jetstream.StreamConfig { return natsblob.StreamConfig(bucket, replicas) },
+		expect: append([]expectation{
 			subjectsExactly(natsblob.ChunkSubjects(bucket), natsblob.MetaSubjects(bucket)),
-			noMirror,
-			notSealed,
-			limitsRetention,
-			unlimited("max_msgs", func(s *streamSettings) int64 { return s.MaxMsgs }),
-			unlimited("max_bytes", func(s *streamSettings) int64 { return s.MaxBytes }),
-			unlimited("max_msgs_per_subject", func(s *streamSettings) int64 { return s.MaxMsgsPerSubject }),
-			noMaxAge("max_age"),
-			boolIs("allow_msg_ttl", false, func(s *streamSettings) bool { return s.AllowMsgTTL }),
-			rollup,
-			deny,
+			unlimited("max_msgs_per_subject", func(s *streamSettings) int64 { return s.MaxMsgsPerSubject }, func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = -1 }),
+			noMaxAge(),
+			atomicPublish(false),
+			allowDirect(),
+			noRePublish(),
+		}, common()...),
+	}
+}
+
+// sideResources are the streams of a ledger besides its own, in the order
+// Upgrade makes them.
+func sideResources(ledgerName string) []resource {
+	return []resource{
+		kvBucket(ledgerName, HeartbeatBucket(ledgerName)),
+		kvBucket(ledgerName, SwampBucket(ledgerName)),
+		deadLetterStream(ledgerName),
+	}
+}
+
+// consumerExpect is what a durable consumer of the ledger's stream must be,
+// as Feed.Create makes it (Feed.consumerConfig): marked as syncledger's, a
+// pull consumer acknowledging all up to a seq, delivering whole messages,
+// never dropped for idleness nor given up by the server after some attempts
+// (the Runner counts attempts and dead-letters). Its filter is checked
+// against the one asked for (ledger.FilterError).
+func consumerExpect(ledgerName, name string) consumerCheck {
+	return consumerCheck{
+		what: fmt.Sprintf("consumer %q of ledger %q (stream %s)", name, ledgerName, ledger.StreamName(ledgerName)),
+		repair: fmt.Sprintf("an admin makes it again: syncledger consume delete %s, then syncledger consume create %s"+
+			" with its partitions and --start the seq after the last one it handled", name, name),
+		expect: []consumerSetting{
+			{"metadata " + metaConsumer + " (made by syncledger)", name, func(c *jetstream.ConsumerConfig) string { return c.Metadata[metaConsumer] }},
+			{"durable_name", name, func(c *jetstream.ConsumerConfig) string { return c.Durable }},
+			{"ack_policy", jetstream.AckAllPolicy.String(), func(c *jetstream.ConsumerConfig) string { return c.AckPolicy.String() }},
+			{"deliver_subject", "none (a pull consumer)", func(c *jetstream.ConsumerConfig) string {
+				return cmpOr(c.DeliverSubject, "none (a pull consumer)")
+			}},
+			{"headers_only", "false", func(c *jetstream.ConsumerConfig) string { return fmt.Sprint(c.HeadersOnly) }},
+			{"inactive_threshold", "0s", func(c *jetstream.ConsumerConfig) string { return c.InactiveThreshold.String() }},
+			{"max_deliver", "-1", func(c *jetstream.ConsumerConfig) string {
+				if c.MaxDeliver <= 0 {
+					return "-1"
+				}
+				return fmt.Sprint(c.MaxDeliver)
+			}},
 		},
 	}
+}
+
+func cmpOr(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
+// consumerCheck is the settings a durable consumer must have.
+type consumerCheck struct {
+	what, repair string
+	expect       []consumerSetting
+}
+
+type consumerSetting struct {
+	setting, want string
+	found         func(*jetstream.ConsumerConfig) string
+}
+
+// check returns a *ledger.ConfigError for the first setting c lacks.
+func (k consumerCheck) check(c jetstream.ConsumerConfig) error {
+	for _, e := range k.expect {
+		if got := e.found(&c); got != e.want {
+			return &ledger.ConfigError{Resource: k.what, Setting: e.setting, Found: got, Want: e.want, Repair: k.repair}
+		}
+	}
+	return nil
 }

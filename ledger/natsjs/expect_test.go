@@ -48,6 +48,9 @@ func TestOpenChecksLedgerStream(t *testing.T) {
 		{"subjects", func(c *jetstream.StreamConfig) { c.Subjects = append(c.Subjects, "other.>") }},
 		{"allow_direct", func(c *jetstream.StreamConfig) { c.AllowDirect = false }},
 		{"allow_atomic", func(c *jetstream.StreamConfig) { c.AllowAtomicPublish = false }},
+		{"republish", func(c *jetstream.StreamConfig) { c.RePublish = nil }},
+		{"republish", func(c *jetstream.StreamConfig) { c.RePublish.HeadersOnly = true }},
+		{"republish", func(c *jetstream.StreamConfig) { c.RePublish.Destination = "elsewhere.>" }},
 	} {
 		name := fmt.Sprintf("bad%d", i)
 		l, err := newLog(nc, name, nil)
@@ -66,10 +69,65 @@ func TestOpenChecksLedgerStream(t *testing.T) {
 	}
 }
 
+// TestLedgerRePublishRepair: a ledger made before its stream republished
+// what it stores (as the previous release made it) is refused, naming the
+// repair; the admin's repair adds the republish and nothing else, and the
+// ledger opens.
+func TestLedgerRePublishRepair(t *testing.T) {
+	t.Parallel()
+	srv, nc := natsjstest.RunServer(t)
+	ctx := testCtx(t)
+	l, err := newLog(nc, "old", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := l.streamConfig(LedgerConfig{Name: "old"}, "6f1c2a4e-8a3b-4c5d-9e7f-0a1b2c3d4e5f")
+	cfg.RePublish = nil
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ctx, Config{Write: Endpoint{URL: srv.ClientURL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Ledger("old").Log(ctx)
+	configError(t, "Log(old)", err, "republish")
+	if !strings.Contains(err.Error(), "syncledger upgrade") {
+		t.Errorf("the error names no repair: %v", err)
+	}
+	if changed, err := c.Ledger("old").RePublish(ctx); err != nil || !changed {
+		t.Fatalf("RePublish = %v, %v; want changed", changed, err)
+	}
+	if changed, err := c.Ledger("old").RePublish(ctx); err != nil || changed {
+		t.Fatalf("RePublish again = %v, %v; want nothing to do", changed, err)
+	}
+	if _, err := c.Ledger("old").Log(ctx); err != nil {
+		t.Fatalf("Log after the repair: %v", err)
+	}
+	st, err := js.Stream(ctx, StreamName("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := st.CachedInfo().Config
+	got.RePublish = nil
+	if got.Subjects[0] != cfg.Subjects[0] || got.Metadata[MetaUUID] != cfg.Metadata[MetaUUID] || got.DenyDelete != cfg.DenyDelete || got.Duplicates != cfg.Duplicates {
+		t.Errorf("the repair changed more than the republish: %+v, was %+v", got, cfg)
+	}
+	if _, err := c.Ledger("missing").RePublish(ctx); !errors.Is(err, ledger.ErrNoLedger) {
+		t.Errorf("RePublish(missing) = %v, want ErrNoLedger", err)
+	}
+}
+
 // TestOpenKVChecksBucket: a side bucket created first with other settings —
-// issue 38's bucket whose keys expire after 2 s, one keeping a history — is
-// refused when opened; one as syncledger creates it opens with the one stream
-// info request nats.go makes anyway.
+// issue 38's bucket whose keys expire after 2 s, one keeping a history, one
+// allowing roll-ups as nats.go makes them — is refused when opened, and so is
+// a missing one, each naming the upgrade; one as syncledger creates it opens
+// with the one stream info request nats.go makes anyway.
 func TestOpenKVChecksBucket(t *testing.T) {
 	t.Parallel()
 	srv, nc := natsjstest.RunServer(t)
@@ -87,20 +145,32 @@ func TestOpenKVChecksBucket(t *testing.T) {
 	}{
 		{HeartbeatBucket("kv"), "max_age", jetstream.KeyValueConfig{TTL: 2 * time.Second}},
 		{SwampBucket("kv"), "max_msgs_per_subject", jetstream.KeyValueConfig{History: 5}},
+		{"SYNCLEDGER_ROLLUP_kv", "allow_rollup_hdrs", jetstream.KeyValueConfig{}},
 	} {
+		// The ledger's own buckets were made with it: gone, then made first
+		// by someone else.
+		if err := js.DeleteStream(ctx, KVStream(tc.bucket)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Fatal(err)
+		}
 		tc.cfg.Bucket = tc.bucket
 		if _, err := js.CreateKeyValue(ctx, tc.cfg); err != nil {
 			t.Fatal(err)
 		}
-		_, err := openKVBucket(ctx, js, "kv", tc.bucket, "")
+		_, err := openKVBucket(ctx, js, "kv", tc.bucket)
 		configError(t, "openKVBucket("+tc.bucket+")", err, tc.setting)
+		if !strings.Contains(err.Error(), "syncledger upgrade") {
+			t.Errorf("the error names no upgrade: %v", err)
+		}
+	}
+	_, err = openKVBucket(ctx, js, "kv", "SYNCLEDGER_MISSING_kv")
+	configError(t, "openKVBucket(missing)", err, "the stream")
+	if _, err := openKVBucket(ctx, js, "nokv", HeartbeatBucket("nokv")); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("a bucket of a ledger that does not exist: %v, want ErrNotFound", err)
 	}
 
 	// Created by syncledger, then opened by another process: one STREAM.INFO.
 	good := "SYNCLEDGER_GOOD_kv"
-	if _, err := openKVBucket(ctx, js, "kv", good, ""); err != nil {
-		t.Fatal(err)
-	}
+	newBucket(t, js, "kv", good)
 	spy := natsjstest.Connect(t, srv.ClientURL())
 	var infos atomic.Int32
 	sub, err := spy.Subscribe(apiPrefix+"STREAM.INFO.>", func(m *nats.Msg) {
@@ -120,7 +190,7 @@ func TestOpenKVChecksBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openKVBucket(ctx, ojs, "kv", good, ""); err != nil {
+	if _, err := openKVBucket(ctx, ojs, "kv", good); err != nil {
 		t.Fatal(err)
 	}
 	if err := other.Flush(); err != nil {
@@ -136,7 +206,8 @@ func TestOpenKVChecksBucket(t *testing.T) {
 }
 
 // TestFeedChecksDeadLetters: a dead-letter stream made first with other
-// subjects (issue 38's capture of another stream's subjects) is refused.
+// subjects (issue 38's capture of another stream's subjects) is refused, and
+// so is a missing one, naming the upgrade.
 func TestFeedChecksDeadLetters(t *testing.T) {
 	t.Parallel()
 	_, nc := natsjstest.RunServer(t)
@@ -148,20 +219,25 @@ func TestFeedChecksDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := deadLetterConfig("dl", 1)
-	cfg.Subjects = append(cfg.Subjects, "$KV.SYNCLEDGER_SWAMP_dl.>")
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
+	if err := js.DeleteStream(ctx, DeadLetterStream("dl")); err != nil {
 		t.Fatal(err)
 	}
 	f, err := NewFeed(nc, "dl")
 	if err != nil {
 		t.Fatal(err)
 	}
+	configError(t, "DeadLetter (missing)", f.DeadLetter(ctx, "audit", 1, []byte("{}")), "the stream")
+	cfg := deadLetterConfig("dl", 1)
+	cfg.Subjects = append(cfg.Subjects, "$KV.SYNCLEDGER_SWAMP_other.>")
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
 	configError(t, "DeadLetter", f.DeadLetter(ctx, "audit", 1, []byte("{}")), "subjects")
 }
 
 // TestClientObjectStoreChecksBucket: a bucket made by nats.go's object store
-// (roll-ups allowed) is refused, naming the repair; once hardened, it opens.
+// (roll-ups allowed) is refused, naming the upgrade, and so is a missing one;
+// once the admin has upgraded (or made) it, it opens.
 func TestClientObjectStoreChecksBucket(t *testing.T) {
 	t.Parallel()
 	srv, nc := natsjstest.RunServer(t)
@@ -179,20 +255,25 @@ func TestClientObjectStoreChecksBucket(t *testing.T) {
 	}
 	defer c.Close()
 	_, err = c.ObjectStore(ctx, "legacy", 1)
-	configError(t, "ObjectStore(legacy)", err, "allow_rollup_hdrs")
-	if !strings.Contains(err.Error(), "syncledger init") {
+	configError(t, "ObjectStore(legacy)", err, "deny_delete")
+	if !strings.Contains(err.Error(), "syncledger upgrade") {
 		t.Errorf("the error names no repair: %v", err)
 	}
-	if changed, err := c.HardenObjectStore(ctx, "legacy"); err != nil || !changed {
-		t.Fatalf("HardenObjectStore = %v, %v", changed, err)
+	if ch, err := c.UpgradeObjectStore(ctx, "legacy", 1); err != nil || ch.Action != "changed" {
+		t.Fatalf("UpgradeObjectStore = %+v, %v", ch, err)
 	}
 	if _, err := c.ObjectStore(ctx, "legacy", 1); err != nil {
-		t.Fatalf("ObjectStore after hardening: %v", err)
+		t.Fatalf("ObjectStore after the upgrade: %v", err)
+	}
+	if ch, err := c.UpgradeObjectStore(ctx, "legacy", 1); err != nil || ch.Action != "" {
+		t.Fatalf("UpgradeObjectStore again = %+v, %v; want nothing done", ch, err)
+	}
+	_, err = c.ObjectStore(ctx, "fresh", 1)
+	configError(t, "ObjectStore(fresh)", err, "the stream")
+	if ch, err := c.UpgradeObjectStore(ctx, "fresh", 1); err != nil || ch.Action != "created" {
+		t.Fatalf("UpgradeObjectStore(fresh) = %+v, %v", ch, err)
 	}
 	if _, err := c.ObjectStore(ctx, "fresh", 1); err != nil {
 		t.Fatalf("ObjectStore of a new bucket: %v", err)
-	}
-	if changed, err := c.HardenObjectStore(ctx, "missing"); err != nil || changed {
-		t.Fatalf("HardenObjectStore(missing) = %v, %v; want nothing done", changed, err)
 	}
 }

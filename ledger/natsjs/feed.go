@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -31,10 +32,12 @@ const DefaultPrefetch = 512
 // Feed is the ledger.Feed on JetStream: each consumer a durable pull consumer
 // of the ledger's stream (acknowledging all up to a seq, filtered by partition
 // subjects, marked by its metadata), and the dead letters in a stream of
-// their own (DeadLetterStream), created on first use with the ledger stream's
-// replicas. It is safe for concurrent use.
+// their own (DeadLetterStream), made with the ledger (expect.go). Consumers
+// are the admin's to create (Create); a Subscribe creates a missing one only
+// where the server lets this user. It is safe for concurrent use.
 type Feed struct {
-	l *Log // the ledger's name, stream and JetStream context (not opened)
+	l       *Log     // the ledger's name, stream and JetStream context (not opened)
+	watches *watches // a Client's refusal routing; nil on a bare connection
 
 	mu        sync.Mutex
 	dlqExists bool
@@ -80,80 +83,152 @@ func boundsOf(info *jetstream.StreamInfo) ledger.Bounds {
 	return ledger.Bounds{First: ledger.Seq(s.FirstSeq), Last: ledger.Seq(s.LastSeq)}
 }
 
-// Subscribe creates or checks the durable consumer, then resets it to its ack
-// floor so that delivery resumes in seq order at the first message not
-// acknowledged (messages a crashed subscription held are not left to their
-// ack wait, which would deliver them after later ones); see ledger.Feed.
+// consumerSubjects returns whether a subject is a JetStream API request about
+// consumer name of the ledger's stream (its create, info, next, reset), or
+// about the dead-letter stream: what a Subscribe sends.
+func (f *Feed) consumerSubjects(name string) func(string) bool {
+	stream, dlq := f.l.stream, DeadLetterStream(f.l.name)
+	return func(subject string) bool {
+		rest, ok := strings.CutPrefix(subject, apiPrefix)
+		if !ok {
+			return strings.HasPrefix(subject, "$JS.ACK."+stream+"."+name+".")
+		}
+		toks := strings.Split(rest, ".")
+		switch {
+		case len(toks) >= 3 && toks[0] == "STREAM" && toks[len(toks)-1] == dlq:
+			return true
+		case len(toks) >= 4 && toks[0] == "CONSUMER" && toks[1] == "DURABLE":
+			return toks[3] == stream
+		case len(toks) >= 4 && toks[0] == "CONSUMER":
+			return toks[len(toks)-2] == stream && toks[len(toks)-1] == name ||
+				len(toks) >= 5 && toks[2] == stream && toks[3] == name
+		case len(toks) == 3 && toks[0] == "CONSUMER":
+			return toks[2] == stream // a legacy create
+		}
+		return false
+	}
+}
+
+// Subscribe opens the durable consumer, creating it if it is missing and the
+// server lets this user (a refusal is a *ledger.NoConsumerError), checks it
+// (expect.go consumerExpect), then resets it to its ack floor so that
+// delivery resumes in seq order at the first message not acknowledged
+// (messages a crashed subscription held are not left to their ack wait,
+// which would deliver them after later ones); see ledger.Feed.
 func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
 	if err := ledger.CheckFeedConsumer(c); err != nil {
 		return nil, err
 	}
 	op := "subscribe " + c.Name
-	info, err := f.streamInfo(ctx)
-	if err != nil {
-		return nil, f.fail(op, err)
-	}
-	if err := f.ensureDeadLetters(ctx, info.Config.Replicas); err != nil {
-		return nil, f.fail(op, err)
-	}
-	b := boundsOf(info)
-	var subjects []string
-	for _, p := range c.Partitions {
-		subjects = append(subjects, ledger.Subject(f.l.name, p))
-	}
-	js, stream := f.l.js, f.l.stream
-	cons, err := js.Consumer(ctx, stream, c.Name)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		if c.Start.Seq > 0 && c.Start.Seq < b.First {
-			return nil, f.fail(op, &ledger.TruncatedError{From: c.Start.Seq, First: b.First})
-		}
-		parts, _ := json.Marshal(c.Partitions)
-		if c.Partitions == nil {
-			parts = []byte("[]")
-		}
-		cc := jetstream.ConsumerConfig{
-			Durable:        c.Name,
-			Description:    "syncledger consumer " + c.Name,
-			DeliverPolicy:  jetstream.DeliverAllPolicy,
-			AckPolicy:      jetstream.AckAllPolicy,
-			AckWait:        c.AckWait,
-			MaxDeliver:     -1,
-			FilterSubjects: subjects,
-			MaxAckPending:  maxAckPending,
-			ReplayPolicy:   jetstream.ReplayInstantPolicy,
-			Metadata:       map[string]string{metaConsumer: c.Name, metaPartitions: string(parts), metaStart: c.Start.String()},
-		}
-		switch {
-		case c.Start.New:
-			cc.DeliverPolicy = jetstream.DeliverNewPolicy
-		case c.Start.Seq > 0:
-			cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, uint64(c.Start.Seq)
-		}
-		cons, err = js.CreateConsumer(ctx, stream, cc)
-		if errors.Is(err, jetstream.ErrConsumerExists) {
-			cons, err = js.Consumer(ctx, stream, c.Name)
-		}
-	}
-	if err != nil {
-		return nil, f.fail(op, err)
-	}
-	cc := cons.CachedInfo().Config
-	if cc.Metadata[metaConsumer] != c.Name || cc.AckPolicy != jetstream.AckAllPolicy {
-		return nil, f.fail(op, fmt.Errorf("consumer %q exists on stream %s but was not made by syncledger consume: %w", c.Name, stream, ledger.ErrInvalid))
-	}
-	if err := ledger.FilterError(c.Name, f.filterOf(cc), c.Partitions); err != nil {
+	match := f.consumerSubjects(c.Name)
+	cons, err := guarded(f.watches, match, ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		return f.open(ctx, c, true)
+	})
+	if nc := (*ledger.NoConsumerError)(nil); errors.As(err, &nc) {
 		return nil, err
 	}
-	// A purge past the consumer's position has moved its ack floor already
-	// (the server does): the reset resumes at the first message held.
-	if _, err := js.ResetConsumer(ctx, stream, c.Name); err != nil {
-		return nil, f.fail(op+": reset to its ack floor", err)
+	if err != nil {
+		return nil, f.fail(op, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(DefaultPrefetch))
+	if err := ledger.FilterError(c.Name, f.filterOf(cons.CachedInfo().Config), c.Partitions); err != nil {
+		return nil, err
+	}
+	it, err := guarded(f.watches, match, ctx, func(ctx context.Context) (jetstream.MessagesContext, error) {
+		// A purge past the consumer's position has moved its ack floor
+		// already (the server does): the reset resumes at the first message
+		// held.
+		if _, err := f.l.js.ResetConsumer(ctx, f.l.stream, c.Name); err != nil {
+			return nil, fmt.Errorf("reset to its ack floor: %w", err)
+		}
+		return cons.Messages(jetstream.PullMaxMessages(DefaultPrefetch))
+	})
 	if err != nil {
 		return nil, f.fail(op, err)
 	}
 	return &subscription{f: f, it: it, held: map[ledger.Seq]jetstream.Msg{}}, nil
+}
+
+// Create makes the durable consumer c if it is missing (the admin's: the
+// server refuses anyone else) and checks it; see ledger.Feed.
+func (f *Feed) Create(ctx context.Context, c ledger.FeedConsumer) error {
+	if err := ledger.CheckFeedConsumer(c); err != nil {
+		return err
+	}
+	cons, err := guarded(f.watches, f.consumerSubjects(c.Name), ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		return f.open(ctx, c, false)
+	})
+	if err != nil {
+		return f.fail("create consumer "+c.Name, err)
+	}
+	return ledger.FilterError(c.Name, f.filterOf(cons.CachedInfo().Config), c.Partitions)
+}
+
+// open returns consumer c, made if it is missing, and checked (its filter
+// aside: the caller's FilterError). A refused create is a
+// *ledger.NoConsumerError when subscribing (the user is not the admin), the
+// refusal itself when creating.
+func (f *Feed) open(ctx context.Context, c ledger.FeedConsumer, subscribing bool) (jetstream.Consumer, error) {
+	info, err := f.streamInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.openDeadLetters(ctx); err != nil {
+		return nil, err
+	}
+	js, stream := f.l.js, f.l.stream
+	cons, err := js.Consumer(ctx, stream, c.Name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		b := boundsOf(info)
+		if c.Start.Seq > 0 && c.Start.Seq < b.First {
+			return nil, &ledger.TruncatedError{From: c.Start.Seq, First: b.First}
+		}
+		cons, err = js.CreateConsumer(ctx, stream, f.consumerConfig(c))
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = js.Consumer(ctx, stream, c.Name)
+		}
+		if pe := (*ledger.PermissionError)(nil); err != nil && subscribing && errors.As(refusalCause(ctx, err), &pe) {
+			return nil, &ledger.NoConsumerError{Name: c.Name, Err: pe}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := consumerExpect(f.l.name, c.Name).check(cons.CachedInfo().Config); err != nil {
+		return nil, err
+	}
+	return cons, nil
+}
+
+// consumerConfig is the configuration a consumer is created with (checked by
+// expect.go consumerExpect).
+func (f *Feed) consumerConfig(c ledger.FeedConsumer) jetstream.ConsumerConfig {
+	var subjects []string
+	for _, p := range c.Partitions {
+		subjects = append(subjects, ledger.Subject(f.l.name, p))
+	}
+	parts, _ := json.Marshal(c.Partitions)
+	if c.Partitions == nil {
+		parts = []byte("[]")
+	}
+	cc := jetstream.ConsumerConfig{
+		Durable:        c.Name,
+		Description:    "syncledger consumer " + c.Name,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckAllPolicy,
+		AckWait:        c.AckWait,
+		MaxDeliver:     -1,
+		FilterSubjects: subjects,
+		MaxAckPending:  maxAckPending,
+		ReplayPolicy:   jetstream.ReplayInstantPolicy,
+		Metadata:       map[string]string{metaConsumer: c.Name, metaPartitions: string(parts), metaStart: c.Start.String()},
+	}
+	switch {
+	case c.Start.New:
+		cc.DeliverPolicy = jetstream.DeliverNewPolicy
+	case c.Start.Seq > 0:
+		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, uint64(c.Start.Seq)
+	}
+	return cc
 }
 
 // filterOf returns the partitions of a consumer's filter subjects, sorted.

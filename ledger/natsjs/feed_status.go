@@ -12,29 +12,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
-// ensureDeadLetters creates the dead-letter stream if it is missing, once per
-// Feed, with the ledger stream's replicas (expect.go deadLetterConfig); an
-// existing one's settings are checked.
-func (f *Feed) ensureDeadLetters(ctx context.Context, replicas int) error {
+// openDeadLetters checks, once per Feed, that the dead-letter stream exists
+// as syncledger makes it (expect.go deadLetterStream): made with the ledger
+// by the admin, never by a consumer.
+func (f *Feed) openDeadLetters(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.dlqExists {
 		return nil
 	}
-	name := DeadLetterStream(f.l.name)
 	_, err := f.deadLetters(ctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = f.l.js.CreateStream(ctx, deadLetterConfig(f.l.name, replicas))
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			_, err = f.deadLetters(ctx) // created concurrently: check it
-		}
-		if err != nil {
-			return fmt.Errorf("create dead-letter stream %s: %w", name, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("dead-letter stream %s: %w", name, err)
+		return deadLetterStream(f.l.name).missing()
+	}
+	if err != nil {
+		return fmt.Errorf("dead-letter stream %s: %w", DeadLetterStream(f.l.name), err)
 	}
 	f.dlqExists = true
 	return nil
@@ -60,17 +55,8 @@ func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, 
 	if !ledger.IsToken(consumer, 64) {
 		return f.fail(op, fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
 	}
-	f.mu.Lock()
-	exists := f.dlqExists
-	f.mu.Unlock()
-	if !exists { // the replicas of a stream to create are the ledger's
-		info, err := f.streamInfo(ctx)
-		if err == nil {
-			err = f.ensureDeadLetters(ctx, info.Config.Replicas)
-		}
-		if err != nil {
-			return f.fail(op, err)
-		}
+	if err := f.openDeadLetters(ctx); err != nil {
+		return f.fail(op, err)
 	}
 	subj := DeadLetterSubject(f.l.name, consumer)
 	_, err := f.l.js.Publish(ctx, subj, body,
@@ -82,8 +68,10 @@ func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, 
 	return nil
 }
 
-// DeadLetters reads the dead-letter stream with an ordered consumer of the
-// consumer's subject; see ledger.Feed.
+// DeadLetters reads the dead-letters of the consumer (every consumer's when
+// empty) in the order stored, by batched direct gets of its subject (one
+// leader get per dead letter on a dead-letter stream made before they were
+// allowed): no consumer, no state on the server; see ledger.Feed.
 func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
 	subj := DeadLetterSubject(f.l.name, ">")
 	if consumer != "" {
@@ -99,46 +87,27 @@ func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.
 	if err != nil {
 		return f.fail("dead letters", err)
 	}
-	if st.CachedInfo().State.Msgs == 0 {
+	info := st.CachedInfo()
+	if info.State.Msgs == 0 {
 		return nil
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		return f.fail("dead letters", err)
-	}
-	if len(info.State.Subjects) == 0 {
-		return nil
-	}
-	oc, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		return f.fail("dead letters", err)
-	}
-	it, err := oc.Messages()
-	if err != nil {
-		return f.fail("dead letters", err)
-	}
-	defer it.Stop()
+	dg := directget.Stream{Conn: f.l.nc, Name: DeadLetterStream(f.l.name), Timeout: f.l.opts.timeout, Leader: !info.Config.AllowDirect}
 	prefix := DeadLetterSubject(f.l.name, "")
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return f.fail("dead letters", err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return f.fail("dead letters", err)
-		}
-		d := ledger.StoredDeadLetter{
-			Consumer: strings.TrimPrefix(m.Subject(), prefix), Stored: ledger.Seq(md.Sequence.Stream),
-			Received: md.Timestamp, Body: m.Data(),
-		}
-		if err := fn(d); err != nil {
-			return err
-		}
-		if md.NumPending == 0 {
-			return nil
-		}
+	var fnErr error
+	err = dg.Scan(ctx, subj, info.State.FirstSeq, func(m directget.Msg) error {
+		fnErr = fn(ledger.StoredDeadLetter{
+			Consumer: strings.TrimPrefix(m.Subject, prefix), Stored: ledger.Seq(m.Seq),
+			Received: m.Time, Body: m.Data,
+		})
+		return fnErr
+	})
+	if err != nil && err == fnErr {
+		return err
 	}
+	if err != nil {
+		return f.fail("dead letters", err)
+	}
+	return nil
 }
 
 // Positions lists the durable consumers Subscribe made (marked by their

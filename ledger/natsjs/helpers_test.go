@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
@@ -152,5 +154,44 @@ func checkChain(t testing.TB, rs []ledger.Record) {
 			t.Fatalf("record %d (seq %d): modelSeq %d prev %d, want modelSeq %d prev %d", i, r.Seq, r.Event.ModelSeq, r.Event.Prev, i+1, prev)
 		}
 		prev = r.Seq
+	}
+}
+
+// newBucket makes a side bucket of ledger ledgerName as the admin does
+// (expect.go kvBucket) and opens it.
+func newBucket(t testing.TB, js jetstream.JetStream, ledgerName, bucket string) jetstream.KeyValue {
+	t.Helper()
+	if _, err := provision(testCtx(t), js, kvBucket(ledgerName, bucket), 1); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := openKVBucket(testCtx(t), js, ledgerName, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// spyConsumerCreates counts the consumer create requests anyone sends to the
+// server at url from now on (a subscription beside the JetStream API's):
+// the function it returns flushes and reads the count.
+func spyConsumerCreates(t testing.TB, url string) func() int {
+	t.Helper()
+	spy := natsjstest.Connect(t, url)
+	var n atomic.Int32
+	for _, subj := range []string{apiPrefix + "CONSUMER.CREATE.>", apiPrefix + "CONSUMER.DURABLE.CREATE.>"} {
+		if _, err := spy.Subscribe(subj, func(*nats.Msg) { n.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() int {
+		t.Helper()
+		time.Sleep(50 * time.Millisecond) // what was sent has reached the spy
+		if err := spy.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return int(n.Load())
 	}
 }

@@ -10,36 +10,48 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
-// openKVBucket opens a ledger's side bucket (heartbeats, swamp locks, swamp's control
-// plane), creating it on first use with the ledger stream's replica count and
-// a history of one (expect.go kvConfig). A ledger that does not exist is an
-// error wrapping ledger.ErrNotFound: a side bucket never outlives or precedes
-// its ledger. A bucket whose settings differ from what syncledger creates is a
-// *ledger.ConfigError (expect.go kvBucket).
-func openKVBucket(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
-	kv, err := openKV(ctx, js, ledgerName, bucket, description)
+// openKVBucket opens a ledger's side bucket (heartbeats, swamp locks, swamp's
+// control plane). The admin creates it with the ledger (expect.go kvBucket,
+// Ledger.Upgrade): a missing bucket is a *ledger.ConfigError naming the
+// upgrade, and so is one whose settings differ from what syncledger creates.
+// A ledger that does not exist is an error wrapping ledger.ErrNotFound.
+func openKVBucket(ctx context.Context, js jetstream.JetStream, ledgerName, bucket string) (jetstream.KeyValue, error) {
+	kv, err := openKV(ctx, js, ledgerName, bucket)
 	return kv, unreachable(js.Conn(), err)
 }
 
-func openKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
-	// The bucket's stream info, as nats.go reads it to open or create the
-	// bucket, is the configuration checked: no request of its own.
-	seen := &seenInfo{subjects: []string{apiPrefix + "STREAM.INFO." + KVStream(bucket), apiPrefix + "STREAM.CREATE." + KVStream(bucket)}}
+func openKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket string) (jetstream.KeyValue, error) {
+	// The bucket's stream info, as nats.go reads it to open the bucket, is
+	// the configuration checked: no request of its own.
+	seen := &seenInfo{subjects: []string{apiPrefix + "STREAM.INFO." + KVStream(bucket)}}
 	js, err := jetstream.New(js.Conn(), jetstream.WithDefaultTimeout(js.Options().DefaultTimeout),
 		jetstream.WithClientTrace(&jetstream.ClientTrace{ResponseReceived: seen.received}))
 	if err != nil {
 		return nil, err
 	}
+	r := kvBucket(ledgerName, bucket)
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = createKV(ctx, js, ledgerName, bucket, description)
+		if _, err := js.Stream(ctx, ledger.StreamName(ledgerName)); errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("ledger %q: %w", ledgerName, ledger.ErrNotFound)
+		}
+		return nil, r.missing()
+	}
+	if errors.Is(err, jetstream.ErrBadBucket) {
+		st, err := js.Stream(ctx, KVStream(bucket))
+		if err != nil {
+			return nil, err
+		}
+		return nil, r.checkConfig(st.CachedInfo().Config)
 	}
 	if err != nil {
 		return nil, err
@@ -48,25 +60,10 @@ func openKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, des
 	if err != nil {
 		return nil, err
 	}
-	if err := kvBucket(ledgerName, bucket).check(st); err != nil {
+	if err := r.check(st); err != nil {
 		return nil, err
 	}
 	return kv, nil
-}
-
-func createKV(ctx context.Context, js jetstream.JetStream, ledgerName, bucket, description string) (jetstream.KeyValue, error) {
-	st, err := js.Stream(ctx, ledger.StreamName(ledgerName))
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("ledger %q: %w", ledgerName, ledger.ErrNotFound)
-	}
-	if err != nil {
-		return nil, err
-	}
-	kv, err := js.CreateKeyValue(ctx, kvConfig(bucket, description, st.CachedInfo().Config.Replicas))
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, bucket)
-	}
-	return kv, err
 }
 
 // seenInfo keeps the last answer to a stream info or create request of its
@@ -109,15 +106,18 @@ func (s *seenInfo) settings(ctx context.Context, js jetstream.JetStream, stream 
 // a failed revision check (nats.go's ErrKeyExists, the server's "wrong last
 // sequence") is ledger.ErrConflict.
 type KV struct {
-	nc *nats.Conn
-	kv jetstream.KeyValue
+	nc      *nats.Conn
+	kv      jetstream.KeyValue
+	timeout time.Duration // per request of List (0: directget's default)
 }
 
 var _ ledger.KV = (*KV)(nil)
 
 // newKV returns the port on kv, whose requests go through nc: an operation
 // that could not reach the server (see ledger.ErrUnreachable) says so.
-func newKV(nc *nats.Conn, kv jetstream.KeyValue) *KV { return &KV{nc: nc, kv: kv} }
+func newKV(nc *nats.Conn, kv jetstream.KeyValue, timeout time.Duration) *KV {
+	return &KV{nc: nc, kv: kv, timeout: timeout}
+}
 
 func kvEntry(e jetstream.KeyValueEntry) ledger.KVEntry {
 	return ledger.KVEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Created: e.Created()}
@@ -214,25 +214,34 @@ func (k *KV) deleteRaw(ctx context.Context, key string, last uint64) error {
 	return err
 }
 
+// List returns the bucket's keys that begin with prefix, with their values,
+// sorted by key; deleted and purged keys are left out. It holds no state on
+// the server: multi-last direct gets of the bucket's subjects (directget),
+// no watch and no consumer, so any number of readers list a bucket at once
+// and none can exhaust or move another's reading.
 func (k *KV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
-	w, err := k.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	bucket := k.kv.Bucket()
+	st := directget.Stream{Conn: k.nc, Name: KVStream(bucket), Timeout: k.timeout}
+	keys := KVSubjectPrefix + bucket + "."
+	msgs, err := st.LastPerSubject(ctx, keys+">")
 	if err != nil {
 		return nil, k.mapErr("list", prefix+"*", err)
 	}
-	defer func() { _ = w.Stop() }()
 	var out []ledger.KVEntry
-	for {
-		select {
-		case e := <-w.Updates():
-			if e == nil { // the end of the values held now
-				slices.SortFunc(out, func(a, b ledger.KVEntry) int { return cmp.Compare(a.Key, b.Key) })
-				return out, nil
-			}
-			if strings.HasPrefix(e.Key(), prefix) {
-				out = append(out, kvEntry(e))
-			}
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list %s*: %w", prefix, ctx.Err())
+	for _, m := range msgs {
+		switch m.Header.Get(kvOperation) {
+		case "DEL", "PURGE":
+			continue
+		}
+		key := strings.TrimPrefix(m.Subject, keys)
+		if strings.HasPrefix(key, prefix) {
+			out = append(out, ledger.KVEntry{Key: key, Value: m.Data, Revision: m.Seq, Created: m.Time})
 		}
 	}
+	slices.SortFunc(out, func(a, b ledger.KVEntry) int { return cmp.Compare(a.Key, b.Key) })
+	return out, nil
 }
+
+// kvOperation is the header of a key-value bucket's delete and purge
+// markers.
+const kvOperation = "KV-Operation"

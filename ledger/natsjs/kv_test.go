@@ -2,9 +2,11 @@ package natsjs
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/drivertest"
@@ -22,11 +24,7 @@ func TestKVConformance(t *testing.T) {
 	n := 0
 	drivertest.TestKV(t, func(t *testing.T) ledger.KV {
 		n++
-		kv, err := openKVBucket(testCtx(t), js, "test", "conformance_"+string(rune('a'+n)), "conformance")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return newKV(nc, kv)
+		return newKV(nc, newBucket(t, js, "test", "conformance_"+string(rune('a'+n))), 0)
 	})
 }
 
@@ -51,9 +49,11 @@ func TestBucketKVConformance(t *testing.T) {
 	})
 }
 
-// TestBucketKVPut checks both ways a Put records a value: the ledger's first
-// creates the bucket, a later one (another process's, the bucket not opened)
-// is one publish to the key's subject. A missing ledger is ErrNotFound.
+// TestBucketKVPut checks both ways a Put records a value: on a bucket the
+// admin made with the ledger, one publish to the key's subject (the bucket
+// not opened); where no bucket answers, the open that says why — a bucket
+// the admin has not made yet names the upgrade. A missing ledger is
+// ErrNotFound.
 func TestBucketKVPut(t *testing.T) {
 	t.Parallel()
 	_, nc := newLedger(t)
@@ -66,10 +66,23 @@ func TestBucketKVPut(t *testing.T) {
 		if _, err := kv.Put(ctx, "host", []byte(v)); err != nil {
 			t.Fatalf("Put %d: %v", i, err)
 		}
-		if (kv.opened() != nil) != (i == 0) {
-			t.Errorf("Put %d: bucket opened %v, want only by the first (the fast path after)", i, kv.opened() != nil)
+		if kv.opened() != nil {
+			t.Errorf("Put %d: bucket opened, want the fast path", i)
 		}
 	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CreateLog(ctx, nc, LedgerConfig{Name: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, KVStream(HeartbeatBucket("old"))); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := HeartbeatKV(nc, "old")
+	_, err = old.Put(ctx, "host", []byte("x"))
+	configError(t, "Put to a bucket not made", err, "the stream")
 	kv, _ := HeartbeatKV(nc, "test")
 	if e, err := kv.Get(ctx, "host"); err != nil || string(e.Value) != "two" {
 		t.Errorf("Get = %+v, %v; want two", e, err)
@@ -80,5 +93,64 @@ func TestBucketKVPut(t *testing.T) {
 	}
 	if _, err := missing.List(ctx, ""); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("List of a missing ledger's bucket = %v, want ErrNotFound", err)
+	}
+}
+
+// TestKVListHoldsNoState: listing a bucket — many listings at once, of more
+// keys than one multi_last answer holds — creates no consumer on the
+// bucket's stream, and gives every key's last value, deleted keys left out.
+func TestKVListHoldsNoState(t *testing.T) {
+	t.Parallel()
+	_, nc := newLedger(t)
+	ctx := testCtx(t)
+	kv, err := HeartbeatKV(nc, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1100
+	for i := range n {
+		if _, err := kv.Put(ctx, fmt.Sprintf("k%04d", i), []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kv.Put(ctx, "k0007", []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "k0008", 0); err != nil {
+		t.Fatal(err)
+	}
+	creates := spyConsumerCreates(t, nc.ConnectedUrl())
+	var g errgroup.Group
+	for range 20 {
+		g.Go(func() error {
+			es, err := kv.List(ctx, "k000")
+			if err != nil {
+				return err
+			}
+			if len(es) != 9 || es[7].Key != "k0007" || string(es[7].Value) != "v2" || es[8].Key != "k0009" {
+				return fmt.Errorf("List(k000) = %+v", es)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := kv.List(ctx, ""); err != nil || len(es) != n-1 {
+		t.Fatalf("List = %d entries, %v; want %d", len(es), err, n-1)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, KVStream(HeartbeatBucket("test")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().State.Consumers; c != 0 {
+		t.Fatalf("the bucket's stream has %d consumers after 21 listings, want 0", c)
+	}
+	if n := creates(); n != 0 {
+		t.Fatalf("21 listings sent %d consumer create requests, want 0", n)
 	}
 }

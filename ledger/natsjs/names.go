@@ -8,6 +8,7 @@ import "github.com/syncledger/syncledger/ledger"
 //	SYNCLEDGER_<ledger>             the ledger's stream (ledger.StreamName)
 //	syncledger.<ledger>.p.<token>   a partition's events (ledger.Subject)
 //	syncledger.<ledger>.p.~q        quarantine notices (ledger.QuarantineSubject)
+//	syncledger.<ledger>.stored.>    the stream's republish of what it stored (StoredSubjects)
 //	SYNCLEDGER-DLQ_<ledger>         the feed's dead letters (DeadLetterStream)
 //	syncledger.<ledger>.dlq.<name>  a consumer's dead letters (DeadLetterSubject)
 //	syncledger.<ledger>.server      what serve says of its disk (ServerSubject)
@@ -36,6 +37,21 @@ func DeadLetterStream(ledgerName string) string { return "SYNCLEDGER-DLQ_" + led
 func DeadLetterSubject(ledgerName, consumer string) string {
 	return ledger.SubjectRoot + "." + ledgerName + ".dlq." + consumer
 }
+
+// StoredPrefix returns the prefix of the subjects the ledger's stream
+// republishes each message it stores to (its RePublish, expect.go):
+// "syncledger.<ledger>.stored.", then the stored message's partition token.
+// Every role may subscribe to them, none below admin publish to them
+// (natsauth): a message there was stored by the stream, at the seq its
+// Nats-Sequence header states. They are outside the stream's own subjects
+// (syncledger.<ledger>.p.>), as the server requires of a republish (no
+// cycle), and outside the dead letters' (syncledger.<ledger>.dlq.>).
+func StoredPrefix(ledgerName string) string {
+	return ledger.SubjectRoot + "." + ledgerName + ".stored."
+}
+
+// StoredSubjects is the filter of every subject StoredPrefix begins.
+func StoredSubjects(ledgerName string) string { return StoredPrefix(ledgerName) + ">" }
 
 // HeartbeatBucket returns the key-value bucket of a ledger's host heartbeats.
 func HeartbeatBucket(ledgerName string) string { return "SYNCLEDGER_HOSTS_" + ledgerName }

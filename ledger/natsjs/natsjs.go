@@ -62,10 +62,15 @@ type LedgerConfig struct {
 type Option func(*options) error
 
 type options struct {
-	timeout   time.Duration
-	attempts  int
-	retryWait time.Duration
-	openSeq   bool // WithOpenSeq
+	timeout    time.Duration
+	attempts   int
+	retryWait  time.Duration
+	openSeq    bool          // WithOpenSeq
+	followIdle time.Duration // WithFollowIdle
+	// followPending bounds the republished messages a follower holds
+	// unread (followPendingMsgs; tests set fewer): past it the client drops
+	// them, and the follower reads by direct gets instead.
+	followPending int
 }
 
 // WithOpenSeq lets the first LastSeq within 500 ms of Open answer from the
@@ -176,7 +181,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 	if err := ledger.ValidateName(name); err != nil {
 		return nil, err
 	}
-	o := options{timeout: DefaultTimeout, attempts: DefaultRetryAttempts, retryWait: DefaultRetryWait}
+	o := options{timeout: DefaultTimeout, attempts: DefaultRetryAttempts, retryWait: DefaultRetryWait, followIdle: DefaultFollowIdle, followPending: followPendingMsgs}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, fmt.Errorf("open ledger %q: %w", name, err)
@@ -192,8 +197,10 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 	}, nil
 }
 
-// Create creates the ledger's stream, or opens it if it exists: creating is
-// idempotent, and an existing ledger's UUID and settings win. A cfg.UUID or
+// CreateLog creates the ledger's stream and its side resources (its heartbeat
+// and swamp buckets, its dead-letter stream: expect.go), or opens it if it
+// exists: creating is idempotent, and an existing ledger's UUID and settings
+// win (Ledger.Upgrade makes an existing one's resources so). A cfg.UUID or
 // cfg.Blobs that differs from the existing ledger's is an error wrapping
 // ledger.ErrInvalid naming both values; an empty one means "no preference".
 func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Option) (*Log, error) {
@@ -258,8 +265,16 @@ func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Opt
 			return nil, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
 		}
 		_, err = l.js.CreateStream(ctx, sc)
-		if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			continue // created, or created concurrently by someone else: read it back
+		if err == nil {
+			// A ledger is its stream and its side resources (expect.go):
+			// the admin who makes one makes them all.
+			if err := provisionSide(ctx, l.js, cfg.Name, sc.Replicas); err != nil {
+				return nil, fmt.Errorf("create ledger %q: %w", cfg.Name, err)
+			}
+			continue // read it back
+		}
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			continue // created concurrently by someone else: read it back
 		}
 		if full := ServerFull(err); full != nil {
 			err = full
@@ -291,6 +306,7 @@ func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig
 		DenyDelete:         true,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		RePublish:          ledgerRePublish(l.name),
 		Metadata: map[string]string{
 			MetaUUID:   uuid,
 			MetaFormat: strconv.Itoa(ledger.FormatVersion),
@@ -337,6 +353,25 @@ func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 // identity (the metadata), then its settings (expect.go ledgerStream) — and
 // records its lineage.
 func (l *Log) adopt(c *streamSettings) error {
+	if err := l.identify(c); err != nil {
+		return err
+	}
+	if err := ledgerStream(l.name).check(c); err != nil {
+		return err
+	}
+	md := c.Metadata
+	f, _ := strconv.Atoi(md[MetaFormat])
+	l.uuid = md[MetaUUID]
+	l.info = ledger.Info{Name: md[MetaName], UUID: md[MetaUUID], Format: f, Blobs: md[MetaBlobs], Replicas: c.Replicas}
+	if checkNamespaceMark(md[MetaNamespaceOf], md[MetaNamespace]) == nil {
+		l.info.NamespaceOf, l.info.Namespace = md[MetaNamespaceOf], md[MetaNamespace]
+	}
+	return nil
+}
+
+// identify checks that c's metadata makes it a ledger of this name, in a
+// format this build reads, with a lineage.
+func (l *Log) identify(c *streamSettings) error {
 	md := c.Metadata
 	if md[MetaName] == "" && md[MetaUUID] == "" {
 		return fmt.Errorf("stream %s has no syncledger metadata: not a ledger: %w", l.stream, ledger.ErrInvalid)
@@ -353,14 +388,6 @@ func (l *Log) adopt(c *streamSettings) error {
 	}
 	if err := ledger.ValidateUUID(md[MetaUUID]); err != nil {
 		return fmt.Errorf("stream %s: %s: %w", l.stream, MetaUUID, err)
-	}
-	if err := ledgerStream(l.name).check(c); err != nil {
-		return err
-	}
-	l.uuid = md[MetaUUID]
-	l.info = ledger.Info{Name: md[MetaName], UUID: md[MetaUUID], Format: f, Blobs: md[MetaBlobs], Replicas: c.Replicas}
-	if checkNamespaceMark(md[MetaNamespaceOf], md[MetaNamespace]) == nil {
-		l.info.NamespaceOf, l.info.Namespace = md[MetaNamespaceOf], md[MetaNamespace]
 	}
 	return nil
 }

@@ -118,11 +118,16 @@ func (l *Log) reader() *ledger.MessageReader {
 // decoding of the next batch. fn itself is called on the caller's goroutine,
 // and Read returns only once that goroutine has stopped.
 func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
-	from = max(from, 1)
 	b, err := l.bounds(ctx)
 	if err != nil {
 		return fmt.Errorf("ledger %q read: %w", l.name, err)
 	}
+	return l.readIn(ctx, b, from, to, fn)
+}
+
+// readIn is Read within bounds b, the stream's as just asked.
+func (l *Log) readIn(ctx context.Context, b ledger.Bounds, from, to ledger.Seq, fn func(ledger.Record) error) error {
+	from = max(from, 1)
 	if from < b.First {
 		return fmt.Errorf("ledger %q read: %w", l.name, &ledger.TruncatedError{From: from, First: b.First})
 	}
@@ -208,7 +213,7 @@ func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<
 		)
 		if ahead != "" && aheadFor == next {
 			rctx, cancel := l.reqCtx(ctx)
-			msgs, _, err = bt.collect(rctx, ahead)
+			msgs, _, err = bt.collect(rctx, ahead, req(next))
 			cancel()
 			if err != nil && ctx.Err() == nil { // ask again, with get's retries
 				msgs, _, err = bt.get(ctx, req(next))
@@ -238,7 +243,7 @@ func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<
 		// reads it meanwhile. (A batch that turns out bad abandons it; its
 		// answers go to a subscription about to close.)
 		if after := msgs[len(msgs)-1].Seq + 1; after <= end && after > next {
-			if ahead, err = bt.sendAhead(req(after)); err != nil {
+			if ahead, err = bt.send(req(after)); err != nil {
 				ahead = ""
 			}
 			aheadFor = after
@@ -441,81 +446,6 @@ func (l *Log) walkBack(ctx context.Context, subj string, from, end ledger.Seq) (
 	}
 	slices.Reverse(recs)
 	return recs, true
-}
-
-// Follow calls fn for every record from seq from on, in order, waiting for new
-// ones, until ctx is done (returning ctx.Err()) or fn returns an error (returned
-// as is). It reads with an ordered consumer starting at from, after checking the
-// stream's first seq; because the consumer silently starts at the first stored
-// seq when from was purged — and restarts the same way after a reset — Follow also
-// checks that the seqs it is given are contiguous.
-func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
-	from = max(from, 1)
-	b, err := l.bounds(ctx)
-	if err != nil {
-		return fmt.Errorf("ledger %q follow: %w", l.name, err)
-	}
-	if from < b.First {
-		return fmt.Errorf("ledger %q follow: %w", l.name, &ledger.TruncatedError{From: from, First: b.First})
-	}
-	if err := l.loadQuarantines(ctx, b.Last); err != nil {
-		return fmt.Errorf("ledger %q follow: %w", l.name, err)
-	}
-	cctx, cancel := l.reqCtx(ctx)
-	cons, err := l.js.OrderedConsumer(cctx, l.stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   uint64(from),
-	})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("ledger %q follow: %w", l.name, l.mapErr(err))
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("ledger %q follow: %w", l.name, err)
-	}
-	defer func() {
-		it.Stop()
-		// The server would drop the consumer after 5 min of inactivity; ask it
-		// to now. Only the admin role may delete consumers (natsauth), and a
-		// refusal has no answer: the request is sent without waiting for one.
-		if info := cons.CachedInfo(); info != nil {
-			_ = l.nc.Publish(apiPrefix+"CONSUMER.DELETE."+l.stream+"."+info.Name, nil)
-			_ = l.nc.Flush()
-		}
-	}()
-	next := from
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("ledger %q follow at seq %d: %w", l.name, next, err)
-		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("ledger %q follow at seq %d: %w", l.name, next, err)
-		}
-		seq := ledger.Seq(md.Sequence.Stream)
-		switch {
-		case seq < next:
-			continue // redelivered after a consumer reset; already given to fn
-		case seq > next:
-			if err := l.missing(ctx, next, seq, time.Time{}); err != nil {
-				return fmt.Errorf("ledger %q follow: %w", l.name, err)
-			}
-			return fmt.Errorf("ledger %q follow: seq %d delivered when %d was due", l.name, seq, next)
-		}
-		r, err := l.decode(rawMsg{Subject: msg.Subject(), Seq: seq, Data: msg.Data()})
-		if err != nil {
-			return err
-		}
-		if err := fn(r); err != nil {
-			return err
-		}
-		next++
-	}
 }
 
 // Partitions lists the partitions the ledger's stream holds events of, from

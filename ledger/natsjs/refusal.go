@@ -54,10 +54,11 @@ func lastRefusal(nc *nats.Conn, match func(subject string) bool) *ledger.Permiss
 	return pe
 }
 
-// isCleanup reports whether a refused subject is the consumer delete Follow
-// (and nats.go's ordered consumers) send, best effort, to clean up after
-// themselves: only the admin may delete consumers (natsauth), and the server
-// drops an idle ordered consumer anyway, so that refusal fails nothing.
+// isCleanup reports whether a refused subject is a consumer delete sent, best
+// effort, to clean up after an ordered consumer (nats.go's; no reader of this
+// package holds one any more): only the admin may delete consumers
+// (natsauth), and the server drops an idle ordered consumer anyway, so that
+// refusal fails nothing.
 func isCleanup(subject string) bool {
 	return strings.HasPrefix(subject, apiPrefix+"CONSUMER.DELETE.")
 }

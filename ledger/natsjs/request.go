@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs/directget"
 )
 
 // This file holds the raw JetStream API requests the hot paths use: they parse
@@ -224,14 +226,15 @@ func (l *Log) directLast(ctx context.Context, subj string) (m rawMsg, ok bool, e
 		if err != nil {
 			return err
 		}
-		if st := resp.Header.Get(hdrStatus); st != "" {
+		if st := resp.Header.Get(hdrStatus); st != "" && len(resp.Data) == 0 && !storedHeaders(resp.Header) {
 			if st == "404" {
 				return nil
 			}
 			return fmt.Errorf("direct get on stream %s: status %s %s", l.stream, st, resp.Header.Get(hdrDescription))
 		}
-		m, err = parseDirect(resp)
-		ok = err == nil
+		if m, ok = l.storedMsg(resp); !ok {
+			m, ok, err = l.settle(ctx, msgGetRequest{LastFor: subj})
+		}
 		return err
 	})
 	return m, ok, err
@@ -264,14 +267,55 @@ func (l *Log) whileUnavailable(ctx context.Context, f func(context.Context) erro
 	}
 }
 
-// parseDirect reads a direct get answer's headers.
-func parseDirect(msg *nats.Msg) (rawMsg, error) {
-	subj := msg.Header.Get(jetstream.SubjectHeader)
-	seq, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if subj == "" || err != nil {
-		return rawMsg{}, fmt.Errorf("direct get: answer without subject or sequence headers")
+// storedMsg reads a stored message as the server hands it out (a direct
+// get's answer): the stream, subject and seq the server states in the
+// headers it adds (Nats-Stream, Nats-Subject, Nats-Sequence). It adds them
+// after the headers the message was published with, so a publisher's own
+// header of one of these names would stand first and be taken for the
+// server's: ok is false unless each appears exactly once, the stream is this
+// one, the seq is a number and no status is stated — then the caller asks
+// the stream leader instead (settle), whose answer states them in JSON.
+func (l *Log) storedMsg(msg *nats.Msg) (m rawMsg, ok bool) {
+	if !directget.WholeHeader(msg) {
+		return rawMsg{}, false
 	}
-	return rawMsg{Subject: subj, Seq: ledger.Seq(seq), Header: msg.Header, Data: msg.Data}, nil
+	h := msg.Header
+	one := func(key string) (string, bool) {
+		v := h.Values(key)
+		if len(v) != 1 {
+			return "", false
+		}
+		return v[0], true
+	}
+	stream, ok1 := one(streamHeader)
+	subj, ok2 := one(subjectHeader)
+	seq, ok3 := one(sequenceHeader)
+	if !ok1 || !ok2 || !ok3 || stream != l.stream || h.Get(hdrStatus) != "" {
+		return rawMsg{}, false
+	}
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil || n == 0 {
+		return rawMsg{}, false
+	}
+	return rawMsg{Subject: subj, Seq: ledger.Seq(n), Header: h, Data: msg.Data}, true
+}
+
+// storedHeaders reports whether h carries a header the server adds to a
+// stored message: a status answer has none (one that has is a stored
+// message whose publisher wrote a status line).
+func storedHeaders(h nats.Header) bool {
+	return h.Values(streamHeader) != nil || h.Values(subjectHeader) != nil || h.Values(sequenceHeader) != nil
+}
+
+// settle asks the stream leader (STREAM.MSG.GET, whose answer is JSON: the
+// seq and subject are the server's, whatever headers the message carries)
+// for the message a direct get answered in a form storedMsg refuses, or at
+// a seq its position says it cannot be at: the message at req.Seq, or the
+// first of req.NextFor at or after it, or req.LastFor's last. ok is false
+// when the leader holds none.
+func (l *Log) settle(ctx context.Context, req msgGetRequest) (rawMsg, bool, error) {
+	req.Batch, req.MaxBytes = 0, 0
+	return l.leaderGet(ctx, req)
 }
 
 // Batched direct gets: one request, up to directBatchSize messages (and about
@@ -325,46 +369,44 @@ func (b *batcher) close() { _ = b.sub.Unsubscribe() }
 
 // get is directBatch on b's subscription.
 func (b *batcher) get(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, 0, err
-	}
 	err = b.l.whileUnavailable(ctx, func(ctx context.Context) error {
-		msgs, pending, err = b.once(ctx, body)
+		msgs, pending, err = b.once(ctx, req)
 		return err
 	})
 	return msgs, pending, err
 }
 
-func (b *batcher) once(ctx context.Context, body []byte) (msgs []rawMsg, pending uint64, err error) {
-	reply, err := b.send(body)
+func (b *batcher) once(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {
+	reply, err := b.send(req)
 	if err != nil {
 		return nil, 0, err
 	}
-	return b.collect(ctx, reply)
+	return b.collect(ctx, reply, req)
 }
 
 // send publishes one request and returns the subject its answers come on.
-func (b *batcher) send(body []byte) (string, error) {
+// readAhead sends its next batch's request before that batch is wanted, so
+// that the server works on it while the caller decodes the last one.
+func (b *batcher) send(req msgGetRequest) (string, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
 	b.n++
 	reply := b.prefix + strconv.FormatUint(b.n, 10)
 	return reply, b.l.rnc.PublishMsg(&nats.Msg{Subject: apiPrefix + "DIRECT.GET." + b.l.stream, Reply: reply, Data: body})
 }
 
-// sendAhead publishes req before its answer is wanted (readAhead's next
-// batch), so that the server works on it while the caller decodes the last one.
-func (b *batcher) sendAhead(req msgGetRequest) (string, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return "", err
-	}
-	return b.send(body)
-}
-
-// collect gathers the answers to the request answered on reply, through its
-// end-of-batch marker.
-func (b *batcher) collect(ctx context.Context, reply string) (msgs []rawMsg, pending uint64, err error) {
+// collect gathers the answers to req, answered on reply, through its
+// end-of-batch marker. Each message must be where the request puts it — at
+// the seq after the one before (from req.Seq), or, by subject, after it and
+// on req.NextFor when that names one subject — and read cleanly (storedMsg);
+// one that is not is asked of the stream leader (settle): the stream's own
+// gaps the caller reports, a publisher's headers never move a message.
+func (b *batcher) collect(ctx context.Context, reply string, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {
 	l := b.l
+	cursor := ledger.Seq(max(req.Seq, 1)) // where the next message is due
+	exact := req.NextFor != "" && !strings.ContainsAny(req.NextFor, "*>")
 	for {
 		msg, err := b.sub.NextMsgWithContext(ctx)
 		if err != nil {
@@ -376,7 +418,7 @@ func (b *batcher) collect(ctx context.Context, reply string) (msgs []rawMsg, pen
 		if msg.Subject != reply {
 			continue // an answer to an earlier, abandoned request
 		}
-		if st := msg.Header.Get(hdrStatus); st != "" && len(msg.Data) == 0 {
+		if st := msg.Header.Get(hdrStatus); st != "" && len(msg.Data) == 0 && !storedHeaders(msg.Header) {
 			switch st {
 			case "204": // end of batch
 				p, _ := strconv.ParseUint(msg.Header.Get(hdrNumPending), 10, 64)
@@ -389,10 +431,21 @@ func (b *batcher) collect(ctx context.Context, reply string) (msgs []rawMsg, pen
 				return nil, 0, fmt.Errorf("direct get on stream %s: status %s %s", l.stream, st, msg.Header.Get(hdrDescription))
 			}
 		}
-		m, err := parseDirect(msg)
-		if err != nil {
-			return nil, 0, err
+		m, ok := l.storedMsg(msg)
+		gap := ok && req.NextFor == "" && req.LastFor == "" && m.Seq > cursor
+		if !ok || gap || m.Seq < cursor || exact && m.Subject != req.NextFor {
+			s, found, err := l.settle(ctx, msgGetRequest{Seq: uint64(cursor), NextFor: req.NextFor})
+			switch {
+			case err != nil:
+				return nil, 0, err
+			case found:
+				m = s
+			case !gap:
+				return nil, 0, fmt.Errorf("direct get on stream %s: an answer the stream leader does not hold at or after seq %d: %w", l.stream, cursor, ledger.ErrInvalid)
+			}
+			// else: a gap of the stream's own before m, the caller reports it
 		}
 		msgs = append(msgs, m)
+		cursor = m.Seq + 1
 	}
 }

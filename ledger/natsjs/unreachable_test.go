@@ -26,11 +26,7 @@ func TestUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := openKVBucket(testCtx(t), js, "test", "unreachable", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := newKV(nc, b)
+	kv := newKV(nc, newBucket(t, js, "test", "unreachable"), 0)
 	if _, err := kv.Get(testCtx(t), "absent"); !errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrUnreachable) {
 		t.Fatalf("Get of an absent key with the server up: %v, want not found and not unreachable", err)
 	}

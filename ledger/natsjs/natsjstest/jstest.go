@@ -44,6 +44,7 @@ type Server struct {
 	name  string
 	store string   // JetStream's store directory
 	extra []string // the cluster's flags
+	conf  string   // a configuration file (RunServerConfig)
 	port  int      // the client port, once known
 	mon   int      // the monitoring port (cluster nodes), once known
 	proc  *testtool.Proc
@@ -58,6 +59,21 @@ func RunServer(t testing.TB) (*Server, *nats.Conn) {
 	}
 	t.Cleanup(s.Kill)
 	return s, Connect(t, s.ClientURL())
+}
+
+// RunServerConfig starts a single JetStream node that also reads the
+// configuration file conf (its users and their permissions, say; the
+// command line's address, port and store win). It returns no connection: the
+// configuration may require credentials.
+func RunServerConfig(t testing.TB, conf string) *Server {
+	t.Helper()
+	s := newServer(t, "natsjstest")
+	s.conf = conf
+	if err := s.start(); err != nil {
+		t.Fatalf("natsjstest: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
 }
 
 // ClientURL is the server's client URL, nats://127.0.0.1:port.
@@ -114,8 +130,12 @@ func (s *Server) start() error {
 	if s.port != 0 {
 		port = s.port
 	}
-	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-n", s.name,
-		"-js", "-sd", s.store, "--ports_file_dir", ports}, s.extra...)
+	var args []string
+	if s.conf != "" {
+		args = []string{"-c", s.conf}
+	}
+	args = append(append(args, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-n", s.name,
+		"-js", "-sd", s.store, "--ports_file_dir", ports), s.extra...)
 	proc, err := testtool.Start(s.bin, nil, args...)
 	if err != nil {
 		return err
