@@ -149,7 +149,7 @@ type idleTimer struct {
 	t      *time.Timer
 	d      time.Duration
 	ended  atomic.Bool
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 }
 
 // idle returns the attempt's context, ended by the idle timer when the
@@ -158,11 +158,11 @@ func (b *Bucket) idle(ctx context.Context) (context.Context, *idleTimer) {
 	if b.p.AttemptTimeout <= 0 {
 		return ctx, nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	it := &idleTimer{d: b.p.AttemptTimeout, cancel: cancel}
 	it.t = time.AfterFunc(it.d, func() {
 		it.ended.Store(true)
-		cancel()
+		cancel(fmt.Errorf("no answer for %v, nor any of the content taken: %w", it.d, context.DeadlineExceeded))
 	})
 	// A driver that sends from a copy of the content reports its sending.
 	return driver.WithProgress(ctx, it.restart), it
@@ -180,7 +180,7 @@ func (it *idleTimer) fired() bool { return it != nil && it.ended.Load() }
 func (it *idleTimer) stop() {
 	if it != nil {
 		it.t.Stop()
-		it.cancel()
+		it.cancel(nil)
 	}
 }
 
@@ -230,7 +230,7 @@ func (b *Bucket) put(ctx context.Context, to putFunc, key string, r io.Reader, s
 		case last == nil:
 			return nil
 		case idle.fired():
-			last = fmt.Errorf("no answer for %v, nor any of the content taken: %w (%v)", b.p.AttemptTimeout, context.DeadlineExceeded, last)
+			last = fmt.Errorf("%w (%v)", context.Cause(actx), last)
 			return last
 		case vr != nil && vr.Mismatch(), c != nil && c.failed(), pr.err != nil && ctx.Err() == nil:
 			// The content's own failure, not the store's: it does not hash

@@ -89,8 +89,11 @@ func errorNote(err error) string {
 		cg   *host.ContentGoneError
 		full *ledger.ServerFullError
 		ns   *host.NoSpaceError
+		we   *host.WaitError
 	)
 	switch {
+	case errors.As(err, &we):
+		return fmt.Sprintf("%s: see that it is up and reachable from this host (a network cut, a proxy or endpoint that hangs), then run the command again; --wait sets how long a command waits", waitLeft(we.Op))
 	case errors.As(err, &full):
 		return serverFullNote(full.State)
 	case errors.As(err, &ns):
@@ -105,6 +108,17 @@ func errorNote(err error) string {
 		return "see syncledger log"
 	}
 	return ""
+}
+
+// waitLeft says what an operation that gave up waiting left.
+func waitLeft(op string) string {
+	switch op {
+	case "commit", "prepare":
+		return "nothing more was published: the changes not published stay uncommitted in the cache, for the next commit"
+	case "sync", "fetch":
+		return "what was pulled is kept"
+	}
+	return "nothing was changed"
 }
 
 // withNote returns err with its note (errorNote) appended to the message.

@@ -25,6 +25,7 @@ type Proxy struct {
 	conns    map[net.Conn]net.Conn // client → server
 	refusing bool
 	stalled  bool
+	stallPat []byte // StallAt
 	cutPat   []byte
 	cutLeft  int
 	cuts     int
@@ -91,6 +92,9 @@ func (p *Proxy) pipe(src, dst, client net.Conn, fromClient bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if fromClient {
+				p.stallAt(buf[:n])
+			}
 			if !p.hold(client) {
 				break
 			}
@@ -137,6 +141,24 @@ func (p *Proxy) SetStalled(on bool) {
 	p.mu.Lock()
 	p.stalled = on
 	p.moved.Broadcast()
+	p.mu.Unlock()
+}
+
+// StallAt arms the proxy to stall (SetStalled) at the next client write
+// that contains pattern — that write held too: for NATS, a publish ("HPUB
+// <subject>") to a server that from then on never answers, the connection
+// open.
+func (p *Proxy) StallAt(pattern []byte) {
+	p.mu.Lock()
+	p.stallPat = bytes.Clone(pattern)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) stallAt(b []byte) {
+	p.mu.Lock()
+	if len(p.stallPat) > 0 && bytes.Contains(b, p.stallPat) {
+		p.stalled, p.stallPat = true, nil
+	}
 	p.mu.Unlock()
 }
 

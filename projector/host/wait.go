@@ -331,7 +331,7 @@ func (b watchedBucket) Put(ctx context.Context, key string, r io.Reader, size in
 func (b watchedBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	b.w.begin("blobs", "to send content")
 	rc, err := b.Bucket.Get(ctx, key)
-	b.w.end(err)
+	b.w.end(why(ctx, err))
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +345,7 @@ func (b watchedBucket) Stat(ctx context.Context, key string) (ledger.ObjectInfo,
 func (b watchedBucket) Delete(ctx context.Context, key string) error {
 	b.w.begin("blobs", "to answer")
 	err := b.Bucket.Delete(ctx, key)
-	b.w.end(err)
+	b.w.end(why(ctx, err))
 	return err
 }
 
@@ -380,7 +380,7 @@ func (b watchedBatch) Stat(ctx context.Context, key string) (ledger.ObjectInfo, 
 func (b watchedBatch) Flush(ctx context.Context) error {
 	b.w.begin("blobs", "to make the content durable")
 	err := b.Batch.Flush(ctx)
-	b.w.end(err)
+	b.w.end(why(ctx, err))
 	return err
 }
 
@@ -390,15 +390,27 @@ func (b watchedBatch) Flush(ctx context.Context) error {
 func (w *watch) put(ctx context.Context, put func(context.Context, string, io.Reader, int64) error, key string, r io.Reader, size int64) error {
 	w.begin("blobs", "to store content")
 	err := put(driver.WithProgress(ctx, w.taken), key, &takenBody{r, w}, size)
-	w.end(err)
+	w.end(why(ctx, err))
 	return err
 }
 
 func (w *watch) stat(ctx context.Context, stat func(context.Context, string) (ledger.ObjectInfo, error), key string) (ledger.ObjectInfo, error) {
 	w.begin("blobs", "to answer")
 	info, err := stat(ctx, key)
-	w.end(err)
+	w.end(why(ctx, err))
 	return info, err
+}
+
+// why is err, or, when the request's context was ended with a cause (the
+// Bucket's bound on an attempt), that cause: what the SDKs report as "context
+// canceled".
+func why(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+			return c
+		}
+	}
+	return err
 }
 
 // takenBody is a put's content: each read of the store's an answer.
