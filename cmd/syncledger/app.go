@@ -79,10 +79,10 @@ type opened struct {
 	blobsMu  sync.Mutex
 	blobs    *ledger.Bucket
 	blobsURL string // where blobs is (redacted), for messages
-	logMu   sync.Mutex
-	log     *natsjs.Log
-	connMu  sync.Mutex
-	nats    *natsjs.Client
+	logMu    sync.Mutex
+	log      *natsjs.Log
+	connMu   sync.Mutex
+	nats     *natsjs.Client
 
 	mu     sync.Mutex
 	closes []func()
