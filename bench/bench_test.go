@@ -287,17 +287,21 @@ func BenchmarkColdCommit(b *testing.B) {
 // of one model, commit it (file blobs). changed: with the path as a hint
 // (CommitOptions.Changed, as B7, swamp's extension and a watch's dirty set
 // commit), which walks nothing else; scan: a full scan of the cache.
+// changed-fenced-N: changed, under N locks' fences (ledger.Fence; 2 is a
+// swamp model run's push: the model's lock and the global lock): one event
+// and N fence checks, an atomic batch where the unfenced commit is one
+// publish.
 func BenchmarkCommitOneFile(b *testing.B) {
-	for _, hinted := range []bool{false, true} {
-		name := "scan"
-		if hinted {
-			name = "changed"
-		}
-		b.Run(name, func(b *testing.B) { commitOneFile(b, hinted) })
+	for _, c := range []struct {
+		name   string
+		hinted bool
+		fences int
+	}{{"scan", false, 0}, {"changed", true, 0}, {"changed-fenced-1", true, 1}, {"changed-fenced-2", true, 2}} {
+		b.Run(c.name, func(b *testing.B) { commitOneFile(b, c.hinted, c.fences) })
 	}
 }
 
-func commitOneFile(b *testing.B, hinted bool) {
+func commitOneFile(b *testing.B, hinted bool, fences int) {
 	r, ctx := benchRunner(b)
 	nc, err := r.e.connect()
 	if err != nil {
@@ -322,6 +326,15 @@ func commitOneFile(b *testing.B, hinted bool) {
 	}
 	p := dir + "/" + filePath(0, 0)
 	opt := host.CommitOptions{}
+	for i := range fences {
+		lock := fmt.Sprintf("data/bench/m%d/.lock", i)
+		seq, err := lg.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: lg.UUID(), Lock: lock,
+			ID: fmt.Sprintf("019a0000-0000-7000-8000-%012d", i), Host: "bench", At: time.Now()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		opt.Fences = append(opt.Fences, ledger.Fence{Lock: lock, Seq: seq})
+	}
 	if hinted {
 		if _, err := h.Commit(ctx, opt); err != nil { // the full scan the hints start from
 			b.Fatal(err)

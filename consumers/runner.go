@@ -269,12 +269,12 @@ func (s *session) receive(m ledger.FeedMessage) error {
 		return nil // delivered again after an ack timeout; a later ack covers it
 	}
 	if s.skip(m, false) {
-		return s.skipped(m.Seq)
+		return s.skipped(m)
 	}
 	rec, err := s.rd.Record(m.Seq, m.Subject, m.Data)
 	if err != nil {
 		if s.skip(m, true) { // quarantined since the notices were loaded
-			return s.skipped(m.Seq)
+			return s.skipped(m)
 		}
 		if err := s.cut(m.Seq); err != nil {
 			return err
@@ -285,11 +285,12 @@ func (s *session) receive(m ledger.FeedMessage) error {
 	return s.commits.Add(rec, s.dispatch)
 }
 
-// skip reports whether m is a quarantine notice or a quarantined message,
-// which every reader skips (ledger.Quarantine). The notices are loaded once,
-// and again when reload is set (m did not decode: a notice may have come since).
+// skip reports whether m is a quarantine notice, a fence record or check
+// (ledger.ReservedSubject), or a quarantined message, which every reader
+// skips (ledger.Quarantine, ledger.Fence). The notices are loaded once, and
+// again when reload is set (m did not decode: a notice may have come since).
 func (s *session) skip(m ledger.FeedMessage, reload bool) bool {
-	if m.Subject == ledger.QuarantineSubject(s.rd.Name) {
+	if ledger.ReservedSubject(s.rd.Name, m.Subject) {
 		return true
 	}
 	if s.quarantined == nil || reload {
@@ -305,14 +306,18 @@ func (s *session) skip(m ledger.FeedMessage, reload bool) bool {
 }
 
 // skipped passes over a skipped message: it is acknowledged with the next
-// flush, and handlers never see it.
-func (s *session) skipped(seq ledger.Seq) error {
-	if err := s.cut(seq); err != nil {
+// flush, and handlers never see it. A quarantined message or notice is
+// logged; a lock's fence record or check (ledger.Fence) is routine.
+func (s *session) skipped(m ledger.FeedMessage) error {
+	if err := s.cut(m.Seq); err != nil {
 		return err
 	}
-	s.r.log.Info("skipping a quarantined seq", "seq", seq)
-	s.done, s.toAck = seq, seq
-	s.r.seq.Store(uint64(seq))
+	_, fence := ledger.LockOfFenceSubject(s.rd.Name, m.Subject)
+	if !fence && m.Subject != ledger.FenceCheckSubject(s.rd.Name) {
+		s.r.log.Info("skipping a quarantined seq", "seq", m.Seq)
+	}
+	s.done, s.toAck = m.Seq, m.Seq
+	s.r.seq.Store(uint64(m.Seq))
 	return nil
 }
 

@@ -243,6 +243,50 @@ func TestMultiPartCommitsArriveWhole(t *testing.T) {
 	}
 }
 
+// A lock's fence records and a fenced commit's checks (ledger.Fence) are no
+// commits: the handler gets the commits alone, whole, and the consumer's
+// position passes the fence messages, for a consumer of every partition and a
+// filtered one.
+func TestFenceMessagesAreSkipped(t *testing.T) {
+	t.Parallel()
+	l := consumertest.New(t, "t")
+	ctx := consumertest.Ctx(t)
+	lock := "data/command/shell/m1/.lock"
+	fence, err := l.Log.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.UUID, Lock: lock,
+		ID: l.Events(t, 1, "x")[0].Commit, Host: "host-a", At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := l.Events(t, 10, "a", "b")
+	seqs, err := l.Log.Append(ctx, evs, ledger.Fence{Lock: lock, Seq: fence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := l.Commit(t, "c") // the writer's heads know nothing of a and b's commit
+	last, err := l.Log.LastSeq(ctx)
+	if err != nil || last != c2[0] || seqs[1]+1 != c2[0]-1 {
+		t.Fatalf("log: commit at %v, its fence check, then %v; last %d, %v", seqs, c2, last, err)
+	}
+	for _, parts := range [][]string{nil, {"b"}} {
+		h := &recorder{}
+		want := []ledger.Seq{seqs[1], c2[0]}
+		if parts != nil {
+			want = want[:1] // its feed holds b's subject alone
+		}
+		r, stop := run(t, l, consumers.Config{Handler: h, Partitions: parts, Name: fmt.Sprintf("c%d", len(parts))})
+		waitHandled(t, r, want[len(want)-1])
+		_ = stop()
+		if got := h.seqs(); !slices.Equal(got, want) {
+			t.Errorf("consumer of %v: commits %v, want %v", parts, got, want)
+		}
+		for _, c := range h.commits {
+			if parts == nil && !c.Complete() {
+				t.Errorf("consumer of %v: commit %d delivered incomplete", parts, c.Seq)
+			}
+		}
+	}
+}
+
 func TestFilteredConsumerGetsItsPartsOfEachCommit(t *testing.T) {
 	t.Parallel()
 	l := consumertest.New(t, "t")

@@ -333,3 +333,13 @@ func TestSetUsersRevokesOne(t *testing.T) {
 		t.Error("SetUsers on a server started without users succeeded")
 	}
 }
+
+// fenceRecord is a fence record of lock taken by host, in ledger uuid.
+func fenceRecord(t *testing.T, uuid, lock, host string) ledger.FenceRecord {
+	t.Helper()
+	id, err := ledger.NewCommitID(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger.FenceRecord{V: ledger.FormatVersion, Ledger: uuid, Lock: lock, ID: id, Host: host, At: time.Now()}
+}

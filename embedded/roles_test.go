@@ -250,6 +250,20 @@ func TestThreatModel(t *testing.T) {
 		{"host", "swamp locks", "purge the bucket", false, func(c conn) error {
 			return request(c, "$JS.API.STREAM.PURGE.KV_"+agent.Bucket(name), nil)
 		}},
+		// A lock's fence (ledger.Fence): a host stores fence records (its
+		// commits' grant, syncledger.<ledger>.p.>); it cannot delete one, so
+		// a lock's last fence record only ever moves forward.
+		{"host", "fences", "store a fence record", true, func(c conn) error {
+			_, err := c.log.TakeFence(ctx, fenceRecord(t, c.log.UUID(), "data/m/host/.lock", "h1"))
+			return err
+		}},
+		{"tooling", "fences", "store a fence record", false, func(c conn) error {
+			_, err := c.log.TakeFence(ctx, fenceRecord(t, c.log.UUID(), "data/m/tool/.lock", "t"))
+			return err
+		}},
+		{"host", "fences", "delete a fence record", false, func(c conn) error {
+			return request(c, "$JS.API.STREAM.MSG.DELETE."+ledger.StreamName(name), []byte(`{"seq":1}`))
+		}},
 	}
 	var wg sync.WaitGroup // a refusal waits out a request's timeout: the rows run at once
 	for _, r := range rows {
@@ -285,6 +299,32 @@ func TestThreatModel(t *testing.T) {
 	if b, err := ledger.ReadBlob(ctx, aobjs, sd); err != nil || !bytes.Equal(b, squat) {
 		t.Errorf("a reader of the squatted key after the honest put: %q %v", b, err)
 	}
+	// A host that forges another holder's fence record (it may: fence records
+	// share the commits' grant) makes that holder's next commit fail with a
+	// lost lock, storing nothing — never the other way: the lock's last
+	// record only moves forward, so no forgery makes a lapsed fence hold again.
+	victim := open("host")
+	fv, err := victim.log.TakeFence(ctx, fenceRecord(t, al.UUID(), "data/m/victim/.lock", "victim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.log.TakeFence(ctx, fenceRecord(t, al.UUID(), "data/m/victim/.lock", "forger")); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := victim.log.LastSeq(ctx)
+	head, err := victim.log.PartitionHead(ctx, "audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = victim.log.Append(ctx, []ledger.Event{event(t, al.UUID(), "victim", "audit/three", head)}, ledger.Fence{Lock: "data/m/victim/.lock", Seq: fv})
+	var ll *ledger.LockLostError
+	if !errors.As(err, &ll) || ll.Taker == nil || ll.Taker.Host != "forger" {
+		t.Errorf("a commit under a fence a forged record passed: %v, want a lost lock naming the forger", err)
+	}
+	if after, _ := victim.log.LastSeq(ctx); after != before {
+		t.Errorf("the refused commit stored something: last seq %d, was %d", after, before)
+	}
+
 	// The host's attempts on the consumers left them as they were; the admin's
 	// delete went through.
 	if _, err := ajs.Consumer(ctx, ledger.StreamName(name), "audit"); err != nil {

@@ -32,6 +32,17 @@
 // enforces the chain at write time: an append whose Prev is not the partition's
 // current last seq fails with ErrConflict and stores nothing.
 //
+// Fences: a commit made under a lock kept beside the log (swamp's locks, on a
+// KV bucket with a TTL) carries the lock's Fence, the seq of the fence record
+// its holder stored on the lock's fence subject when it took the lock
+// (CommitLog.TakeFence). Its atomic batch ends with one fence check per fence,
+// which the log stores only while that record is still the lock's last: once
+// another holder took the lock (and stored its own record), the append fails
+// with a *LockLostError (ErrLockLost) and stores nothing — where the write
+// happens, not only before it. A lost lock is told before a chain conflict
+// and is never retried. Fence records and checks are no events: readers hand
+// them out as Records with Skip set (Skip.Fence, Skip.Check).
+//
 // Content first: every blob an event references, and the manifest holding entries
 // too large to inline, is stored in the BlobStore before the event is published, so
 // no event ever references a missing blob. Publish is the one way to publish a

@@ -22,6 +22,10 @@ var (
 	// ErrConflict: an append did not extend a partition's chain (another host extended
 	// it first). The append stored nothing. See ConflictError.
 	ErrConflict = errors.New("chain conflict")
+	// ErrLockLost: an append made under a lock (a Fence) found that another
+	// holder took the lock since. The append stored nothing, and is not to be
+	// retried: its holder no longer holds the lock. See LockLostError.
+	ErrLockLost = errors.New("lock lost")
 	// ErrTruncated: the log no longer holds the asked-for events (its first seq moved
 	// past them); the reader needs a snapshot.
 	ErrTruncated = errors.New("events no longer in the log")

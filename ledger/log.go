@@ -14,7 +14,7 @@ const MaxBatch = 1000
 type Info struct {
 	Name     string // ledger name, [A-Za-z0-9_-]{1,64}
 	UUID     string // lineage, fixed at creation
-	Format   int    // event format version
+	Format   int    // log format (LogFormat); events are FormatVersion
 	Blobs    string // blob store URL (file:///…, s3://…, gs://…, nats://…)
 	Replicas int
 
@@ -63,7 +63,25 @@ type CommitLog interface {
 	// the partition's current last seq); otherwise nothing is stored and the error
 	// is a *ConflictError. A retry after an ambiguous failure (lost ack, timeout)
 	// stores nothing twice and returns the seqs of the stored events.
-	Append(ctx context.Context, events []Event) ([]Seq, error)
+	//
+	// Each fence (a lock the commit is made under: see Fence) adds a fence
+	// check to the same atomic batch, after the events, at the seqs following
+	// the last event's (FenceCheckSeqs). The batch is stored only while every
+	// fence is its lock's last fence record; otherwise nothing is stored and
+	// the error is a *LockLostError — also when a chain moved too: a commit
+	// under a lost lock is never retried, so ErrLockLost is told first. A
+	// commit stored before the lock was taken from it is stored: a retry
+	// after an ambiguous failure returns its seqs. A log of a format before
+	// FenceFormat refuses fences (ErrNoFences).
+	Append(ctx context.Context, events []Event, fences ...Fence) ([]Seq, error)
+
+	// TakeFence stores rec, the fence record of a lock its holder has just
+	// taken, on the lock's fence subject (FenceSubject), and returns its seq:
+	// the holder's Fence of rec.Lock. From then on an Append carrying an
+	// earlier fence of the lock fails with a *LockLostError. A retry after an
+	// ambiguous failure stores rec once (its ID is its message id). A log of a
+	// format before FenceFormat refuses it (ErrNoFences).
+	TakeFence(ctx context.Context, rec FenceRecord) (Seq, error)
 
 	// Read calls fn for every record with from ≤ seq ≤ to, in seq order. to = 0 means
 	// the log's last seq when Read starts. If from is below the log's first seq the
@@ -125,11 +143,13 @@ type CommitLog interface {
 	SetRetention(ctx context.Context, before Seq) error
 }
 
-// CheckAppend checks that events form one commit a CommitLog of lineage uuid
-// may append: 1..MaxBatch events of one commit id, parts 1..k in order, each of
-// this lineage, no partition twice. Every CommitLog implementation checks an
-// Append this way before it stores anything.
-func CheckAppend(uuid string, events []Event) error {
+// CheckAppend checks that events and fences form one commit a CommitLog of
+// lineage uuid may append: 1..MaxBatch events of one commit id, parts 1..k in
+// order, each of this lineage, no partition twice; fences of valid locks at
+// seqs above 0, no lock twice, and at most MaxBatch messages in all. Every
+// CommitLog implementation checks an Append this way before it stores
+// anything.
+func CheckAppend(uuid string, events []Event, fences ...Fence) error {
 	k := len(events)
 	if k == 0 {
 		return fmt.Errorf("append: no events: %w", ErrInvalid)
@@ -137,6 +157,9 @@ func CheckAppend(uuid string, events []Event) error {
 	id := events[0].Commit
 	if k > MaxBatch {
 		return fmt.Errorf("append commit %s: it touches %d partitions, more than the %d one atomic batch may hold (split the commit): %w", id, k, MaxBatch, ErrTooLarge)
+	}
+	if err := checkFences(id, k, fences); err != nil {
+		return err
 	}
 	seen := make(map[string]int, k)
 	for i, e := range events {

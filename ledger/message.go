@@ -1,11 +1,15 @@
 package ledger
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // MessageReader turns the messages a log stores (a seq, a subject and a body)
 // into Records, the one way every CommitLog implementation does it: a quarantine
-// notice or a quarantined message is a Record with Skip set; anything else must
-// be an event of this ledger's lineage on its own partition's subject. A
+// notice, a quarantined message, a fence record or a fence check is a Record
+// with Skip set; anything else must be an event of this ledger's lineage on its
+// own partition's subject. A
 // message it cannot take is a *RecordError naming the seq, wrapping ErrInvalid,
 // ErrUnknownVersion or ErrLineage.
 //
@@ -68,8 +72,8 @@ func (r *MessageReader) record(seq Seq, subject string, data []byte) (Record, er
 	return rec, nil
 }
 
-// skipped tells whether the message is a quarantine notice or a quarantined
-// message, and returns its Skip.
+// skipped tells whether the message is a quarantine notice, a quarantined
+// message, a fence record or a fence check, and returns its Skip.
 func (r *MessageReader) skipped(seq Seq, subject string, data []byte) (*Skip, bool, error) {
 	if subject == QuarantineSubject(r.Name) {
 		q, err := DecodeQuarantine(data)
@@ -83,12 +87,45 @@ func (r *MessageReader) skipped(seq Seq, subject string, data []byte) (*Skip, bo
 		}
 		return &Skip{Notice: true, Quarantine: q}, true, nil
 	}
-	q, ok := r.Quarantined[seq]
-	if !ok {
-		return nil, false, nil
+	if q, ok := r.Quarantined[seq]; ok {
+		p, _ := PartitionFromSubject(r.Name, subject) // "" if the subject names no partition
+		return &Skip{Partition: p, Quarantine: q}, true, nil
 	}
-	p, _ := PartitionFromSubject(r.Name, subject) // "" if the subject names no partition
-	return &Skip{Partition: p, Quarantine: q}, true, nil
+	return r.fence(seq, subject, data)
+}
+
+// fence tells whether the message is a fence record or a fence check (a
+// reserved subject), and returns its Skip; such a message that is not valid
+// is an error, as a malformed event is.
+func (r *MessageReader) fence(seq Seq, subject string, data []byte) (*Skip, bool, error) {
+	rest, ok := strings.CutPrefix(subject, SubjectPrefix(r.Name))
+	switch {
+	case !ok:
+		return nil, false, nil
+	case rest == FenceCheckToken:
+		c, err := DecodeFenceCheck(data)
+		switch {
+		case err != nil:
+			return nil, false, fmt.Errorf("ledger %q seq %d (fence check): %w", r.Name, seq, err)
+		case c.Ledger != r.UUID:
+			return nil, false, fmt.Errorf("ledger %q seq %d: fence check of ledger %s: %w", r.Name, seq, c.Ledger, ErrLineage)
+		case c.Fence >= seq:
+			return nil, false, fmt.Errorf("ledger %q seq %d: fence check of a later fence %d: %w", r.Name, seq, c.Fence, ErrInvalid)
+		}
+		return &Skip{Check: &c}, true, nil
+	case strings.HasPrefix(rest, FenceTokenPrefix):
+		f, err := DecodeFenceRecord(data)
+		switch {
+		case err != nil:
+			return nil, false, fmt.Errorf("ledger %q seq %d (fence record): %w", r.Name, seq, err)
+		case f.Ledger != r.UUID:
+			return nil, false, fmt.Errorf("ledger %q seq %d: fence record of ledger %s: %w", r.Name, seq, f.Ledger, ErrLineage)
+		case subject != FenceSubject(r.Name, f.Lock):
+			return nil, false, fmt.Errorf("ledger %q seq %d: fence record of lock %q on subject %s: %w", r.Name, seq, clip(f.Lock), subject, ErrInvalid)
+		}
+		return &Skip{Fence: &f}, true, nil
+	}
+	return nil, false, nil
 }
 
 // NoticeOf returns the quarantine notice a message on subject holds, if it is

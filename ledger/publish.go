@@ -22,8 +22,11 @@ import (
 // catch up and build the commit again), or an error wrapping
 // ErrOutcomeUnknown, after which the commit may be stored; publishing the
 // same events again stores nothing twice and returns their seqs.
-func Publish(ctx context.Context, log CommitLog, blobs *Bucket, events []Event) ([]Seq, error) {
-	return PublishBatch(ctx, log, blobs.Batch(), events)
+//
+// fences are the locks the commit is made under (CommitLog.Append): a lock
+// another holder took since fails it with a *LockLostError, nothing stored.
+func Publish(ctx context.Context, log CommitLog, blobs *Bucket, events []Event, fences ...Fence) ([]Seq, error) {
+	return PublishBatch(ctx, log, blobs.Batch(), events, fences...)
 }
 
 // PublishBatch is Publish whose manifests go into b, the batch the caller
@@ -32,7 +35,7 @@ func Publish(ctx context.Context, log CommitLog, blobs *Bucket, events []Event) 
 // nothing in the log names a blob a power cut could lose. b is done with
 // after it: a caller publishing several commits from one batch passes it to
 // the first and a new one (Bucket.Batch) to each next.
-func PublishBatch(ctx context.Context, log CommitLog, b *BlobBatch, events []Event) ([]Seq, error) {
+func PublishBatch(ctx context.Context, log CommitLog, b *BlobBatch, events []Event, fences ...Fence) ([]Seq, error) {
 	wire := make([]Event, len(events))
 	for i, ev := range events {
 		w, manifest, err := Externalize(ev)
@@ -52,5 +55,5 @@ func PublishBatch(ctx context.Context, log CommitLog, b *BlobBatch, events []Eve
 		}
 		return nil, fmt.Errorf("publish commit: make its content durable: %w", err)
 	}
-	return log.Append(ctx, wire)
+	return log.Append(ctx, wire, fences...)
 }

@@ -27,7 +27,7 @@ type manifestChecking struct {
 	appends int
 }
 
-func (l *manifestChecking) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
+func (l *manifestChecking) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
 	l.appends++
 	for _, ev := range events {
 		if ev.Manifest.IsZero() {
@@ -37,7 +37,7 @@ func (l *manifestChecking) Append(ctx context.Context, events []ledger.Event) ([
 			l.t.Errorf("append of %q before its manifest is stored: %v", ev.Partition, err)
 		}
 	}
-	return l.CommitLog.Append(ctx, events)
+	return l.CommitLog.Append(ctx, events, fences...)
 }
 
 // failingPuts is a blob driver whose puts fail, its batches' too.

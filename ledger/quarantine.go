@@ -62,7 +62,8 @@ func WithLink(q Quarantine, name, uuid, subject string, data []byte) Quarantine 
 	return q
 }
 
-// Skip marks a Record that no reader applies. Its Event is empty.
+// Skip marks a Record that no reader applies: a quarantined message, a
+// quarantine notice, a fence record or a fence check. Its Event is empty.
 type Skip struct {
 	// Partition is the partition of a quarantined message's subject ("" for a
 	// notice, or a subject that names no partition). Its chain goes on past the
@@ -72,8 +73,13 @@ type Skip struct {
 	// Notice is set on the quarantine notice itself: the record at Seq is the
 	// notice, not the message it quarantines (Quarantine.Seq).
 	Notice bool
-	// Quarantine is the notice (for a notice, itself).
+	// Quarantine is the notice (for a notice, itself); empty for a fence
+	// record or check.
 	Quarantine Quarantine
+	// Fence is set on a fence record (a lock taken), Check on a fence check
+	// (a fenced commit's): see Fence. Neither has a partition.
+	Fence *FenceRecord
+	Check *FenceCheck
 }
 
 // EncodeQuarantine returns the JSON form of a valid notice.

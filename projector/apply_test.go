@@ -286,10 +286,28 @@ func TestRecordOwn(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		edit    func(evs []ledger.Event, seqs []ledger.Seq) ([]ledger.Event, []ledger.Seq)
+		fences  int // the commit's fences: its fence checks at 8, 9, …
 		wantErr error
 		ready   Ready
 	}{
 		{name: "at HWM+1", ready: wantTwo},
+		{name: "at HWM+1, its two fence checks after it", fences: 2, ready: func() Ready { r := wantTwo; r.HWM = 9; return r }()},
+		{
+			name: "not at HWM+1, with a fence check: nothing passed",
+			edit: func(evs []ledger.Event, _ []ledger.Seq) ([]ledger.Event, []ledger.Seq) {
+				return evs, []ledger.Seq{8, 9}
+			},
+			fences: 1,
+			ready: Ready{
+				HWM: 5,
+				Changes: []Change{
+					{Path: "data/m/a/d/1/raw", Op: OpIndex, Old: fileOf("a2"), New: fileOf("a3"), Seq: 8},
+					{Path: "data/m/c/d/1/raw", Op: OpIndex, New: fileOf("c1"), Seq: 9},
+				},
+				Marks: map[string]Mark{"data--m--a": {3, 8}, "data--m--c": {1, 9}},
+			},
+		},
+		{name: "more fences than a batch holds", fences: ledger.MaxBatch - 1, wantErr: ledger.ErrInvalid, ready: Ready{HWM: 5}},
 		{
 			name: "not at HWM+1: seq 6 unread",
 			edit: func(evs []ledger.Event, _ []ledger.Seq) ([]ledger.Event, []ledger.Seq) {
@@ -352,7 +370,11 @@ func TestRecordOwn(t *testing.T) {
 			if tc.edit != nil {
 				evs, seqs = tc.edit(evs, seqs)
 			}
-			err := c.RecordOwn(evs, seqs)
+			fences := make([]ledger.Fence, tc.fences)
+			for i := range fences {
+				fences[i] = ledger.Fence{Lock: fmt.Sprint("lock", i), Seq: 1}
+			}
+			err := c.RecordOwn(evs, seqs, fences...)
 			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 				t.Fatalf("RecordOwn error %v, want %v", err, tc.wantErr)
 			}

@@ -246,8 +246,8 @@ func (c *Core) AdoptLineage(info ledger.Info) error {
 	if err := c.busy("adopt lineage"); err != nil {
 		return err
 	}
-	if info.Format != ledger.FormatVersion {
-		return fmt.Errorf("adopt lineage of %q: format %d (this build reads %d): %w", info.Name, info.Format, ledger.FormatVersion, ledger.ErrUnknownVersion)
+	if err := ledger.CheckLogFormat(info.Format); err != nil {
+		return fmt.Errorf("adopt lineage of %q: %w", info.Name, err)
 	}
 	if err := ledger.ValidateUUID(info.UUID); err != nil {
 		return fmt.Errorf("adopt lineage of %q: %w", info.Name, err)
@@ -318,7 +318,17 @@ func (c *Core) Step(m Mode, rec ledger.Record) (Verdict, error) {
 // processed, so the HWM moves over it when it starts at HWM+1 (more generally:
 // when everything before it is processed). Either the whole commit is staged or,
 // on error, nothing.
-func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq) error {
+//
+// fences are those the commit was appended with (ledger.Fence): the log
+// stored their fence checks in the same atomic batch, at the seqs right after
+// the last event's (ledger.FenceCheckSeqs), and each fence's Seq is the fence
+// record this host stored when it took the lock (CommitLog.TakeFence's
+// answer), before the commit. Neither is an event, and this host knows what
+// they hold, so they count as processed with the commit, each a skipped
+// record of its own (as a quarantine notice read by a full sync): the HWM
+// passes them with the commit — a lock taken between a pull and the push
+// (swamp's global lock) does not leave the HWM behind.
+func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq, fences ...ledger.Fence) error {
 	if err := c.busy("record own commit"); err != nil {
 		return err
 	}
@@ -327,6 +337,14 @@ func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq) error {
 	}
 	if len(events) == 0 || len(events) != len(seqs) {
 		return bad("%d events with %d seqs", len(events), len(seqs))
+	}
+	if len(events)+len(fences) > ledger.MaxBatch {
+		return bad("%d events and %d fences: more than one batch holds", len(events), len(fences))
+	}
+	for _, f := range fences {
+		if f.Seq == 0 || f.Seq >= seqs[0] {
+			return bad("fence of lock %q at seq %d, not before the commit's seq %d", f.Lock, f.Seq, seqs[0])
+		}
 	}
 	recs := make([]ledger.Record, len(events))
 	verdicts := make([]Verdict, len(events))
@@ -354,6 +372,15 @@ func (c *Core) RecordOwn(events []ledger.Event, seqs []ledger.Seq) error {
 	for i, r := range recs {
 		if err := c.stage(own, r, verdicts[i]); err != nil {
 			return fmt.Errorf("record own commit: %w", err)
+		}
+	}
+	skipped := ledger.FenceCheckSeqs(seqs, len(fences))
+	for _, f := range fences {
+		skipped = append(skipped, f.Seq)
+	}
+	for _, s := range skipped {
+		if s > c.hwm {
+			c.pend.done[s] = commit{part: 1, parts: 1}
 		}
 	}
 	return nil

@@ -46,7 +46,9 @@
 // An event whose Prev is a quarantined event of its partition carries a
 // ledger.Bridge (the log computes it from the notices): rules 2 and 3 then
 // also hold for the event before the quarantined run, a link every reader
-// knows is skipped. A quarantined record itself (ledger.Skip) applies nothing.
+// knows is skipped. A skipped record (ledger.Skip: a quarantined message, a
+// quarantine notice, a lock's fence record or a fenced commit's fence check)
+// applies nothing; one of no partition is a commit of its own for the HWM.
 //
 // A file and a directory of one name (two hosts committed "foo" and "foo/bar"
 // to different partitions at once) follow one rule that depends on the index
@@ -81,7 +83,11 @@
 // The host's own commit (CommitEvents, the log's Append, then RecordOwn) advances
 // its partitions' marks, its files being in the cache already, and counts as
 // processed: the HWM moves over it when it starts at HWM+1, and otherwise only
-// once a full sync has processed the seqs before it.
+// once a full sync has processed the seqs before it. A commit appended under
+// fences (ledger.Fence) ends its batch with their fence checks, right after its
+// events, and each fence is a fence record this host stored when it took the
+// lock: RecordOwn counts both as processed with the commit, so the HWM passes
+// them too.
 //
 // # Durability and crash recovery
 //

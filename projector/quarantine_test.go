@@ -54,6 +54,60 @@ func TestSkippedRecords(t *testing.T) {
 	}
 }
 
+// A lock's fence records and a fenced commit's checks (ledger.Fence) are
+// skipped records of no partition: processed, each a commit of its own, so
+// the HWM passes them in a full read and a scoped read changes nothing. The
+// host's own fenced commit counts its checks as processed (RecordOwn), and
+// where the commit did not start at HWM+1 the HWM passes them all once the
+// full read fills the hole before it.
+func TestFenceRecords(t *testing.T) {
+	fence := func(seq ledger.Seq) ledger.Record {
+		return ledger.Record{Seq: seq, Skip: &ledger.Skip{Fence: &ledger.FenceRecord{Lock: "data/m/a/.lock"}}}
+	}
+	check := func(seq ledger.Seq) ledger.Record {
+		return ledger.Record{Seq: seq, Skip: &ledger.Skip{Check: &ledger.FenceCheck{Lock: "data/m/a/.lock", Fence: 6}}}
+	}
+	c := newCore(t, baseState(), Config{})
+	if v, err := c.Step(Scoped, fence(6)); err != nil || v != Skip || c.HasReady() {
+		t.Fatalf("scoped Step of a fence record = %v, %v (staged: %v)", v, err, c.HasReady())
+	}
+	for _, r := range []ledger.Record{fence(6), rec("a", 7, 3, 5, "a3"), check(8)} {
+		if _, err := c.Step(Full, r); err != nil {
+			t.Fatalf("Step seq %d: %v", r.Seq, err)
+		}
+	}
+	rd := c.mustReady()
+	if rd.HWM != 8 || rd.Marks["data--m--a"] != (Mark{3, 7}) {
+		t.Fatalf("Ready = %+v, want HWM 8 past the fence record and check", rd)
+	}
+	c.persistAdvance(rd)
+
+	// This host's own fence record at 9 (it took a lock after its last
+	// sync), another host's at 10, unread; its own commit at 11 under the
+	// fence of 9, its check at 12. The HWM passes 9, its own, and stops
+	// before 10; reading 10 moves it to 12.
+	own := rec("b", 11, 2, 3, "b2")
+	if err := c.RecordOwn([]ledger.Event{own.Event}, []ledger.Seq{11}, ledger.Fence{Lock: "data/m/b/.lock", Seq: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if rd := c.mustReady(); rd.HWM != 9 {
+		t.Fatalf("own fenced commit after an unread seq: HWM %d, want 9 (its own fence record)", rd.HWM)
+	}
+	c.persistAdvance(c.mustReady())
+	if _, err := c.Step(Full, fence(10)); err != nil {
+		t.Fatal(err)
+	}
+	if rd := c.mustReady(); rd.HWM != 12 {
+		t.Fatalf("the hole read: HWM %d, want 12 (the own commit and its fence check)", rd.HWM)
+	}
+	c.persistAdvance(c.mustReady())
+	// A fence that is not a record before the commit is no fence of it.
+	next := rec("b", 13, 3, 11, "b3")
+	if err := c.RecordOwn([]ledger.Event{next.Event}, []ledger.Seq{13}, ledger.Fence{Lock: "l", Seq: 13}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("RecordOwn with a fence at the commit's seq = %v, want ErrInvalid", err)
+	}
+}
+
 // A commit's parts that lie (part 1/2 with no part 2) show at the next record,
 // which starts a commit: the error names the event that lies as the culprit,
 // the seq to quarantine; once it is skipped, the next commit applies.

@@ -52,6 +52,11 @@ type simConfig struct {
 	// swampTrigger), so that a history exposes swampArm for certain instead of
 	// when its random steps happen to.
 	trigger3193 bool
+
+	// fences: remote writers take locks (fence records) and commit under
+	// them, and hosts' own commits carry fences (simfence_test.go). Off in
+	// the histories of a fixed seed, which it would change.
+	fences bool
 }
 
 type sim struct {
@@ -315,6 +320,8 @@ func (s *sim) run() error {
 		h := s.hosts[s.r.IntN(len(s.hosts))]
 		var err error
 		switch x := s.r.IntN(100); {
+		case x < 24 && s.cfg.fences && s.r.IntN(4) == 0:
+			err = s.fenceStep()
 		case x < 24:
 			err = s.remoteCommit()
 		case x < 46:
@@ -910,6 +917,10 @@ func (s *sim) ownCommit(h *simHost) error {
 	if err := s.crashPoint(h, "commit after scan"); err != nil {
 		return err
 	}
+	var fences []ledger.Fence
+	if s.cfg.fences {
+		fences = s.takeLocks(h, s.r.IntN(3))
+	}
 	for attempt := 0; ; attempt++ {
 		if !treeAllows(h.cache, entries) {
 			s.stats["own commit: the tree does not allow the change"]++
@@ -933,7 +944,7 @@ func (s *sim) ownCommit(h *simHost) error {
 			}
 		}
 		lose := s.chance(8)
-		seqs, err := s.log.appendCommit(evs, lose)
+		seqs, err := s.log.appendFenced(evs, lose, len(fences))
 		if errors.Is(err, errLostAck) {
 			s.stats["own commit: ack lost"]++
 			if s.r.IntN(3) == 0 {
@@ -943,7 +954,7 @@ func (s *sim) ownCommit(h *simHost) error {
 			}
 			s.stats["own commit: ack lost, retried"]++
 			s.logf("%s: commit ack lost: appends the same events again", h.name)
-			seqs, err = s.log.appendCommit(evs, false)
+			seqs, err = s.log.appendFenced(evs, false, len(fences))
 		}
 		if s.cfg.publishFirst && err == nil {
 			if err := s.upload(h, content); err != nil {
@@ -996,7 +1007,10 @@ func (s *sim) ownCommit(h *simHost) error {
 			s.logf("%s crashes before recording its commit", h.name)
 			return s.restart(h)
 		}
-		if err := h.core.RecordOwn(evs, seqs); err != nil {
+		if len(fences) > 0 {
+			s.stats["own commit under fences"]++
+		}
+		if err := h.core.RecordOwn(evs, seqs, fences...); err != nil {
 			return fmt.Errorf("%s: record own: %w", h.name, err)
 		}
 		return s.finish(h, true)
@@ -1342,7 +1356,11 @@ func TestSimulation(t *testing.T) {
 		n = min(n, 200)
 	}
 	seeds := simSeeds(t, n)
-	total, bad, err := runHistories(seeds, func(seed uint64) simConfig { return historyConfig(seed, true) })
+	total, bad, err := runHistories(seeds, func(seed uint64) simConfig {
+		cfg := historyConfig(seed, true)
+		cfg.fences = true
+		return cfg
+	})
 	if err != nil {
 		t.Fatalf("%v\nreplay: go test ./projector -run 'TestSimulation$' -seed %d -v", err, bad)
 	}
@@ -1373,6 +1391,7 @@ func TestSimulation(t *testing.T) {
 			"clash: file shadowed by a directory", "clash: shadowed file back",
 			"own commit refused: file and directory clash", "apply: leftover in the way removed",
 			"sync refused: a file of the ledger not placed yet",
+			"fence record", "fenced remote commit", "own commit under fences",
 		} {
 			if total[k] == 0 {
 				t.Errorf("no %q in %d histories", k, len(seeds))

@@ -54,20 +54,9 @@ func newSimLog() *simLog {
 }
 
 // appendCommit appends evs with dedupe by commit id; lose makes the answer an
-// errLostAck although the events are stored.
+// errLostAck although the events are stored. (appendFenced: with fences.)
 func (l *simLog) appendCommit(evs []ledger.Event, lose bool) ([]ledger.Seq, error) {
-	if seqs, ok := l.commitAt[evs[0].Commit]; ok {
-		return seqs, nil // a retry: deduplicated
-	}
-	seqs, err := l.memLog.append(evs)
-	if err != nil {
-		return nil, err
-	}
-	l.commitAt[evs[0].Commit] = seqs
-	if lose {
-		return nil, errLostAck
-	}
-	return seqs, nil
+	return l.appendFenced(evs, lose, 0)
 }
 
 // commitRemote is memLog.commitRemote through appendCommit.

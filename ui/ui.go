@@ -371,9 +371,12 @@ func (d *Dashboard) add(ctx context.Context, r ledger.Record, done []consumers.C
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e := r.Event
-	if p, ok := d.heads[e.Partition]; !ok || r.Seq > p.Seq {
-		d.heads[e.Partition] = Partition{Partition: e.Partition, ModelSeq: e.ModelSeq, Seq: r.Seq, Host: e.Host, At: e.At.UTC()}
+	// A skipped record (a quarantine notice, a lock's fence record or check)
+	// heads no partition.
+	if e := r.Event; r.Skip == nil {
+		if p, ok := d.heads[e.Partition]; !ok || r.Seq > p.Seq {
+			d.heads[e.Partition] = Partition{Partition: e.Partition, ModelSeq: e.ModelSeq, Seq: r.Seq, Host: e.Host, At: e.At.UTC()}
+		}
 	}
 	for i, c := range done {
 		d.recent = append(d.recent, c)

@@ -301,3 +301,39 @@ func TestDashboardServerFull(t *testing.T) {
 	full.Store(false)
 	waitState(t, d, func(s State) bool { return s.Server != nil && !s.Server.Full })
 }
+
+// A lock's fence records and a fenced commit's checks (ledger.Fence) are no
+// commits and head no partition: the dashboard shows the commits alone.
+func TestDashboardSkipsFences(t *testing.T) {
+	f := newFixture(t)
+	now := time.Now()
+	f.commit("a", now.Add(-time.Minute), "data/command/shell/vpc/result/1/raw")
+	id, _ := ledger.NewCommitID(rand.Reader)
+	fence, err := f.log.TakeFence(t.Context(), ledger.FenceRecord{V: ledger.FormatVersion, Ledger: f.log.UUID(), Lock: "data/command/shell/vpc/.lock", ID: id, Host: "b", At: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.heads["data--command--shell--vpc"]
+	cid, _ := ledger.NewCommitID(rand.Reader)
+	ev := ledger.Event{V: ledger.FormatVersion, Ledger: f.log.UUID(), Commit: cid, Host: "b", At: now, Partition: h.Event.Partition,
+		ModelSeq: h.Event.ModelSeq + 1, Prev: h.Seq, Parts: 1, Part: 1,
+		Entries: []ledger.Entry{{Path: "data/command/shell/vpc/result/2/raw", SHA256: ledger.DigestOf([]byte("2")), Size: 1, Mode: 0o644}}}
+	if _, err := f.log.Append(t.Context(), []ledger.Event{ev}, ledger.Fence{Lock: "data/command/shell/vpc/.lock", Seq: fence}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Config{Log: f.log, Ledger: "dash", Hosts: func(context.Context) ([]Host, error) { return nil, nil }, Recent: 5, Poll: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	st := waitState(t, d, func(s State) bool { return s.CaughtUp && s.Read == 4 })
+	if len(st.Commits) != 2 || st.Commits[0].Seq != 3 || st.Commits[1].Seq != 1 {
+		t.Errorf("commits %+v, want seqs 3 and 1 (seq 2 a fence record, 4 a fence check)", st.Commits)
+	}
+	if st.PartitionCount != 1 || len(st.Partitions) != 1 || st.Partitions[0].Partition != "data--command--shell--vpc" || st.Partitions[0].Seq != 3 {
+		t.Errorf("partitions %d %+v, want vpc's alone, at seq 3", st.PartitionCount, st.Partitions)
+	}
+}

@@ -25,7 +25,7 @@ func defaultInitBlobs(ledgerName string, replicas int) string {
 }
 
 func newInitCmd(a *app) *cobra.Command {
-	var replicas int
+	var replicas, format int
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create a ledger (idempotent) and print its UUID",
@@ -38,7 +38,13 @@ replicated like the stream) and its
 replica count. Hosts then need only the NATS URL and the ledger name.
 
 Running init on an existing ledger changes nothing and prints its UUID; asking
-for a different blob store or replica count than it has is an error.`,
+for a different blob store or replica count than it has is an error.
+
+--format 2 raises an existing ledger's log format to 2, which this release
+creates ledgers with: swamp's locks are then fenced (a host stopped past a
+lock's TTL cannot publish under it: docs/swamp.md). Releases before it do not
+read format 2 and refuse the ledger, saying to upgrade: run it once every host,
+consumer and dashboard of the ledger runs this release (admin).`,
 		Example: `  syncledger init
   syncledger init --ledger prod --replicas 3 --blobs 's3://bucket/ledgers/prod?region=eu-west-1'`,
 		Args: cobra.NoArgs,
@@ -63,6 +69,9 @@ for a different blob store or replica count than it has is an error.`,
 					return fmt.Errorf("ledger %q exists with %d replicas, not %d: %w", info.Name, info.Replicas, replicas, ledger.ErrInvalid)
 				}
 			}
+			if err := a.raiseFormat(ctx, info, format); err != nil {
+				return err
+			}
 			a.protectBlobs(ctx, info.Blobs)
 			verb := "exists"
 			if created {
@@ -74,6 +83,7 @@ for a different blob store or replica count than it has is an error.`,
 		},
 	}
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "JetStream replicas of the ledger's stream (1, or 3 on a cluster)")
+	cmd.Flags().IntVar(&format, "format", 0, fmt.Sprintf("raise an existing ledger's log format to this (%d: fenced swamp locks; see above)", ledger.LogFormat))
 	a.bindEnv(cmd.Flags(), "replicas", "SYNCLEDGER_REPLICAS")
 	return cmd
 }
@@ -82,6 +92,31 @@ for a different blob store or replica count than it has is an error.`,
 // if it does not exist. Before creating it probes cfg.Blobs (probeBlobs), so no
 // ledger is created pointing at a blob store that cannot be used. The opened log
 // becomes a's log.
+// raiseFormat raises the ledger's log format to want (0: leave it, saying
+// when it is older than this release's).
+func (a *app) raiseFormat(ctx context.Context, info ledger.Info, want int) error {
+	switch {
+	case want == 0 && info.Format < ledger.LogFormat:
+		a.logger.Warn(fmt.Sprintf("ledger %q is log format %d: swamp's locks are not fenced (a host stopped past a lock's TTL could publish under a lock another host took); "+
+			"once every host, consumer and dashboard runs this release: syncledger --ledger %s init --format %d", info.Name, info.Format, info.Name, ledger.LogFormat))
+		return nil
+	case want == 0 || want == info.Format:
+		return nil
+	case want != ledger.LogFormat:
+		return usagef("--format %d: this release writes log format %d", want, ledger.LogFormat)
+	}
+	l, err := a.Log(ctx)
+	if err != nil {
+		return err
+	}
+	had, err := l.RaiseFormat(ctx)
+	if err != nil {
+		return err
+	}
+	a.logger.Info("ledger log format raised", "ledger", info.Name, "from", had, "to", ledger.LogFormat)
+	return nil
+}
+
 func createLedger(ctx context.Context, a *app, cfg natsjs.LedgerConfig) (info ledger.Info, created bool, err error) {
 	lg, err := a.ledgerOn(ctx, cfg.Name)
 	if err != nil {

@@ -187,12 +187,17 @@ func (p *logPrinter) add(r ledger.Record) error {
 	}{r.Seq, b})
 }
 
-// skipped prints a quarantined message or a quarantine notice: one line (one
-// {"seq", "quarantined"} or {"seq", "quarantine"} object with --json).
+// skipped prints a quarantined message, a quarantine notice, or a lock's
+// fence record or check: one line (one {"seq", "quarantined"},
+// {"seq", "quarantine"}, {"seq", "fence"} or {"seq", "fenceCheck"} object with
+// --json).
 func (p *logPrinter) skipped(r ledger.Record) error {
 	sk := r.Skip
 	if p.filter != nil && (sk.Notice || !p.filter[sk.Partition]) {
 		return nil
+	}
+	if sk.Fence != nil || sk.Check != nil {
+		return p.fence(r)
 	}
 	q := sk.Quarantine
 	if p.json {
@@ -207,6 +212,30 @@ func (p *logPrinter) skipped(r ledger.Record) error {
 		line = fmt.Sprintf("%6d  %s  %s  quarantine of seq %d: %s", r.Seq, q.At.UTC().Format(time.RFC3339), oneLine(q.By), q.Seq, oneLine(q.Reason))
 	} else {
 		line = fmt.Sprintf("%6d  quarantined (partition %s) by %s at %s: %s", r.Seq, oneLine(sk.Partition), oneLine(q.By), q.At.UTC().Format(time.RFC3339), oneLine(q.Reason))
+	}
+	_, err := fmt.Fprintln(p.a.stdout, line)
+	return err
+}
+
+// fence prints a lock's fence record (a holder took the lock) or a fenced
+// commit's check (ledger.Fence).
+func (p *logPrinter) fence(r ledger.Record) error {
+	sk := r.Skip
+	if p.json {
+		if sk.Fence != nil {
+			return p.a.printJSON(map[string]any{"seq": r.Seq, "fence": sk.Fence})
+		}
+		return p.a.printJSON(map[string]any{"seq": r.Seq, "fenceCheck": sk.Check})
+	}
+	var line string
+	if f := sk.Fence; f != nil {
+		line = fmt.Sprintf("%6d  %s  %s  took lock %s", r.Seq, f.At.UTC().Format(time.RFC3339), oneLine(f.Host), oneLine(f.Lock))
+		if f.Holder != "" {
+			line += " (" + oneLine(f.Holder) + ")"
+		}
+	} else {
+		c := sk.Check
+		line = fmt.Sprintf("%6d  commit %s made under lock %s (its fence record seq %d)", r.Seq, c.Commit, oneLine(c.Lock), c.Fence)
 	}
 	_, err := fmt.Fprintln(p.a.stdout, line)
 	return err

@@ -58,6 +58,7 @@ directory (.syncledger/foreign/NS).`,
 			}
 			a.cache = cache
 			cfg := agent.Config{
+				Host:      a.hostName(),
 				Namespace: ns,
 				Version:   versionString(),
 				Cache:     cache,
@@ -148,6 +149,17 @@ func (p swampPorts) SwampKV(ctx context.Context) (ledger.KV, error) {
 		return nil, swampRefusal(p.base, err)
 	}
 	return swampKV{KV: kv, base: p.base}, nil
+}
+
+// CommitLog opens the datastore's ledger's log (the namespace's, with
+// --namespace): the fence records of the locks the agent takes go there,
+// where its commits go.
+func (p swampPorts) CommitLog(ctx context.Context) (ledger.CommitLog, error) {
+	l, err := p.app.Log(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // swampRefusal says, of a refused operation on the swamp bucket, which role

@@ -424,7 +424,7 @@ func (w *realSwamp) locks() *agent.Locks {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return agent.NewLocks(w.t.Context(), kv, nil)
+	return agent.NewLocks(w.t.Context(), kv, nil, nil) // inspects only: no fences
 }
 
 // waitHeld waits until key is held by a holder other than nonce's.

@@ -53,6 +53,9 @@ func (w *realSwamp) ledgerHosts(name string) []string {
 	}
 	var hosts []string
 	err = l.Read(w.t.Context(), 1, head, func(r ledger.Record) error {
+		if r.Skip != nil {
+			return nil // no commit: a lock's fence record or check
+		}
 		if len(hosts) == 0 || hosts[len(hosts)-1] != r.Event.Host {
 			hosts = append(hosts, r.Event.Host)
 		}

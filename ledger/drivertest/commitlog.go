@@ -55,6 +55,10 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 		{"ChainThroughQuarantinedEvent", testLogChainThroughQuarantinedEvent},
 		{"Truncate", testLogTruncate},
 		{"Attest", testLogAttest},
+		{"Fenced", testLogFenced},
+		{"LockLostOrConflict", testLogLockLostOrConflict},
+		{"FencedRetry", testLogFencedRetry},
+		{"FenceRefuses", testLogFenceRefuses},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,7 +162,7 @@ func wantBounds(t *testing.T, ctx context.Context, l ledger.CommitLog, first, la
 func testLogEmpty(t *testing.T, ctx context.Context, f LogFixture) {
 	l := f.Log
 	info, err := l.Info(ctx)
-	if err != nil || info.UUID == "" || info.Format != ledger.FormatVersion {
+	if err != nil || info.UUID == "" || info.Format != ledger.LogFormat {
 		t.Fatalf("Info = %+v, %v", info, err)
 	}
 	wantBounds(t, ctx, l, 1, 0)

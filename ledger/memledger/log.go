@@ -65,7 +65,10 @@ func New(info ledger.Info, now func() time.Time) (*Log, error) {
 		info.UUID = id
 	}
 	if info.Format == 0 {
-		info.Format = ledger.FormatVersion
+		info.Format = ledger.LogFormat
+	}
+	if err := ledger.CheckLogFormat(info.Format); err != nil {
+		return nil, fmt.Errorf("memledger: %w", err)
 	}
 	info.Replicas = max(info.Replicas, 1)
 	if now == nil {
@@ -180,22 +183,34 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 }
 
 // Append stores one commit's events atomically, each extending its
-// partition's chain; see ledger.CommitLog.
-func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
-	if err := ledger.CheckAppend(l.info.UUID, events); err != nil {
+// partition's chain, and its fence checks after them, each while its fence
+// is its lock's last fence record; see ledger.CommitLog.
+func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
+	if err := ledger.CheckAppend(l.info.UUID, events, fences...); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, l.fail("append", err)
 	}
-	k := len(events)
-	subjects, data, ids := make([]string, k), make([][]byte, k), make([]string, k)
+	if len(fences) > 0 && !l.info.Fenced() {
+		return nil, l.fail("append", ledger.ErrNoFences)
+	}
+	k, id := len(events), events[0].Commit
+	n := k + len(fences)
+	subjects, data, ids := make([]string, n), make([][]byte, n), make([]string, n)
 	for i, e := range events {
 		b, err := ledger.EncodeEvent(e)
 		if err != nil {
 			return nil, fmt.Errorf("append commit %s part %d: %w", e.Commit, i+1, err)
 		}
 		subjects[i], data[i], ids[i] = ledger.Subject(l.info.Name, e.Partition), b, fmt.Sprintf("%s/%d", e.Commit, i+1)
+	}
+	for i, c := range ledger.FenceChecks(l.info.UUID, id, fences) {
+		b, err := ledger.EncodeFenceCheck(c)
+		if err != nil {
+			return nil, fmt.Errorf("append commit %s fence %d: %w", id, i+1, err)
+		}
+		subjects[k+i], data[k+i], ids[k+i] = ledger.FenceCheckSubject(l.info.Name), b, ledger.FenceCheckID(id, i)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -206,16 +221,63 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 		}
 		return seqs, nil
 	}
+	// A lost lock first: the commit is not to be retried.
+	for _, f := range fences {
+		if last := l.subject[ledger.FenceSubject(l.info.Name, f.Lock)]; last != f.Seq {
+			return nil, fmt.Errorf("ledger %q append commit %s: %w", l.info.Name, id, l.lockLost(f, last))
+		}
+	}
 	for i, e := range events {
 		if last := l.subject[subjects[i]]; last != e.Prev && !l.onlyQuarantinedAfter(subjects[i], e.Prev, last) {
 			return nil, &ledger.ConflictError{Partition: e.Partition, Expected: e.Prev, Actual: last}
 		}
 	}
-	seqs := l.store(subjects, data, ids)
+	seqs := l.store(subjects, data, ids)[:k]
 	if l.LoseAck != nil && l.LoseAck() {
-		return nil, fmt.Errorf("ledger %q append commit %s: the answer was lost: %w", l.info.Name, events[0].Commit, ledger.ErrOutcomeUnknown)
+		return nil, fmt.Errorf("ledger %q append commit %s: the answer was lost: %w", l.info.Name, id, ledger.ErrOutcomeUnknown)
 	}
 	return seqs, nil
+}
+
+// lockLost is the error of fence f whose lock's last fence record is at last
+// (the caller holds mu).
+func (l *Log) lockLost(f ledger.Fence, last ledger.Seq) *ledger.LockLostError {
+	e := &ledger.LockLostError{Lock: f.Lock, Fence: f.Seq, Last: last}
+	if m, ok := l.at(last); ok {
+		if r, err := ledger.DecodeFenceRecord(m.data); err == nil {
+			e.Taker = &r
+		}
+	}
+	return e
+}
+
+// TakeFence stores rec on its lock's fence subject and returns its seq; see
+// ledger.CommitLog.
+func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq, error) {
+	if rec.Ledger != l.info.UUID {
+		return 0, fmt.Errorf("ledger %q take fence of lock %q: record of ledger %s: %w", l.info.Name, rec.Lock, rec.Ledger, ledger.ErrLineage)
+	}
+	if !l.info.Fenced() {
+		return 0, l.fail("take fence", ledger.ErrNoFences)
+	}
+	b, err := ledger.EncodeFenceRecord(rec)
+	if err != nil {
+		return 0, fmt.Errorf("ledger %q take fence: %w", l.info.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, l.fail("take fence", err)
+	}
+	id := ledger.FenceRecordID(rec)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if seq, ok := l.ids[id]; ok {
+		return seq, nil
+	}
+	seq := l.store([]string{ledger.FenceSubject(l.info.Name, rec.Lock)}, [][]byte{b}, []string{id})[0]
+	if l.LoseAck != nil && l.LoseAck() {
+		return 0, fmt.Errorf("ledger %q take fence of lock %q: the answer was lost: %w", l.info.Name, rec.Lock, ledger.ErrOutcomeUnknown)
+	}
+	return seq, nil
 }
 
 // onlyQuarantinedAfter reports whether subj holds, after prev and up to last,

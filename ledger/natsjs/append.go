@@ -36,21 +36,31 @@ const (
 	batchAckEvery = 64
 )
 
-// commit is a validated, encoded Append input.
+// commit is a validated, encoded Append input: its events' messages, then
+// its fence checks' (ledger.Fence).
 type commit struct {
 	id       string
 	events   []ledger.Event
-	subjects []string
+	fences   []ledger.Fence
+	subjects []string // of every message: the events', then the fence checks'
 	data     [][]byte
-	// expect[i] is the subject's last seq part i's publish expects: its
-	// event's Prev, or a quarantined message after it (see skipQuarantined).
+	// expect[i] is the last seq message i's publish expects of its subject —
+	// an event's Prev, or a quarantined message after it (see
+	// skipQuarantined) — or, for a fence check, of its lock's fence subject:
+	// the fence.
 	expect []ledger.Seq
 }
 
 func (c *commit) String() string { return "commit " + c.id }
 
-// msgID is the Nats-Msg-Id of part i (0-based): "<commit uuid>/<part>".
-func (c *commit) msgID(i int) string { return c.id + "/" + strconv.Itoa(i+1) }
+// msgID is the Nats-Msg-Id of message i (0-based): "<commit uuid>/<part>"
+// for an event, ledger.FenceCheckID for a fence check.
+func (c *commit) msgID(i int) string {
+	if k := len(c.events); i >= k {
+		return ledger.FenceCheckID(c.id, i-k)
+	}
+	return c.id + "/" + strconv.Itoa(i+1)
+}
 
 func (l *Log) msg(c *commit, i int) *nats.Msg {
 	m := nats.NewMsg(c.subjects[i])
@@ -58,16 +68,25 @@ func (l *Log) msg(c *commit, i int) *nats.Msg {
 	m.Header.Set(jetstream.MsgIDHeader, c.msgID(i))
 	m.Header.Set(jetstream.ExpectedStreamHeader, l.stream)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(uint64(c.expect[i]), 10))
+	if k := len(c.events); i >= k {
+		// The fence check: stored only while its lock's fence subject's last
+		// seq is the fence (the server checks it inside the atomic batch).
+		m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, ledger.FenceSubject(l.name, c.fences[i-k].Lock))
+	}
 	return m
 }
 
-// prepare validates events as one commit and encodes them.
-func (l *Log) prepare(events []ledger.Event) (*commit, error) {
-	if err := ledger.CheckAppend(l.uuid, events); err != nil {
+// prepare validates events and fences as one commit and encodes them.
+func (l *Log) prepare(events []ledger.Event, fences []ledger.Fence) (*commit, error) {
+	if err := ledger.CheckAppend(l.uuid, events, fences...); err != nil {
 		return nil, err
 	}
+	if len(fences) > 0 && !l.info.Fenced() {
+		return nil, fmt.Errorf("ledger %q append commit %s: %w", l.name, events[0].Commit, ledger.ErrNoFences)
+	}
 	k, id := len(events), events[0].Commit
-	c := &commit{id: id, events: events, subjects: make([]string, k), data: make([][]byte, k), expect: make([]ledger.Seq, k)}
+	n := k + len(fences)
+	c := &commit{id: id, events: events, fences: fences, subjects: make([]string, n), data: make([][]byte, n), expect: make([]ledger.Seq, n)}
 	maxData := int(l.nc.MaxPayload()) - headerReserve
 	for i, e := range events {
 		c.expect[i] = e.Prev
@@ -84,28 +103,44 @@ func (l *Log) prepare(events []ledger.Event) (*commit, error) {
 		}
 		c.subjects[i], c.data[i] = subj, b
 	}
+	for i, fc := range ledger.FenceChecks(l.uuid, id, fences) {
+		b, err := ledger.EncodeFenceCheck(fc)
+		if err != nil {
+			return nil, fmt.Errorf("append commit %s fence %d: %w", id, i+1, err)
+		}
+		if subj := ledger.FenceSubject(l.name, fc.Lock); len(subj) > MaxSubjectLen {
+			return nil, fmt.Errorf("append commit %s fence %d: lock name of %d bytes makes a subject of %d bytes, limit %d: %w", id, i+1, len(fc.Lock), len(subj), MaxSubjectLen, ledger.ErrTooLarge)
+		}
+		c.subjects[k+i], c.data[k+i], c.expect[k+i] = ledger.FenceCheckSubject(l.name), b, fc.Fence
+	}
 	return c, nil
 }
 
 // Append publishes one commit's events (see ledger.CommitLog). One event is one
-// publish; k > 1 events are one JetStream atomic batch. Every message carries
-// Nats-Msg-Id "<commit>/<part>", Nats-Expected-Stream and
-// Nats-Expected-Last-Subject-Sequence = event.Prev (0: the partition has no
-// event yet — the server enforces that).
+// publish; k > 1 events, or any event with fences, are one JetStream atomic
+// batch. Every message carries Nats-Msg-Id "<commit>/<part>",
+// Nats-Expected-Stream and Nats-Expected-Last-Subject-Sequence = event.Prev
+// (0: the partition has no event yet — the server enforces that). A fence
+// check follows the events for each fence, with
+// Nats-Expected-Last-Subject-Sequence-Subject naming its lock's fence subject
+// and Nats-Expected-Last-Subject-Sequence the fence: the server stores the
+// batch only while every fence holds.
 //
 // An answer other than a clean ack — a timeout, no responders, a lost
 // connection, "wrong last sequence" (which is also how one node answers a retry
 // of a stored message), "duplicate message id" (how a retried batch is
 // answered), a duplicate ack (how R3 answers a retried message), "too many
 // batches in flight" — is resolved by reading through the stream leader (see
-// resolve and the package doc): stored → success with the stored seqs; another
-// commit holds the place after a Prev → *ledger.ConflictError (Actual read from
-// the partition's last seq); nothing → publish again (bounded attempts with
-// backoff, honoring ctx). The error text alone never decides. Errors after
-// which the commit may be stored wrap ErrOutcomeUnknown.
-func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
+// resolve and the package doc): stored → success with the stored seqs; a
+// fence's lock has a later fence record → *ledger.LockLostError (told before
+// a conflict: never retried); another commit holds the place after a Prev →
+// *ledger.ConflictError (Actual read from the partition's last seq); nothing
+// → publish again (bounded attempts with backoff, honoring ctx). The error
+// text alone never decides. Errors after which the commit may be stored wrap
+// ErrOutcomeUnknown.
+func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
 	l.opened.drop()
-	c, err := l.prepare(events)
+	c, err := l.prepare(events, fences)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +186,8 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, 
 			lastErr = fmt.Errorf("%w; reading the partitions: %w", err, rerr)
 		case res.seqs != nil:
 			return res.seqs, nil
+		case res.lost != nil:
+			return nil, fmt.Errorf("append %v: %w", c, res.lost)
 		case res.conflict != nil:
 			past, qerr := l.skipQuarantined(ctx, c, res.conflict)
 			if qerr != nil {
@@ -236,11 +273,15 @@ func (l *Log) refusal(ctx context.Context, err error) error {
 func (l *Log) publish(ctx context.Context, c *commit) ([]ledger.Seq, error) {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
-	k := len(c.events)
-	if k == 1 {
-		return l.publishOne(ctx, c)
+	n := len(c.subjects)
+	if n == 1 {
+		seq, err := l.publishOne(ctx, l.msg(c, 0))
+		if err != nil {
+			return nil, err
+		}
+		return []ledger.Seq{seq}, nil
 	}
-	msgs := make([]*nats.Msg, k)
+	msgs := make([]*nats.Msg, n)
 	for i := range msgs {
 		msgs[i] = l.msg(c, i)
 	}
@@ -248,20 +289,21 @@ func (l *Log) publish(ctx context.Context, c *commit) ([]ledger.Seq, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		fc.AckTimeout = max(time.Until(dl), time.Millisecond)
 	}
-	if k > smallBatch {
+	if n > smallBatch {
 		fc.AckFirst, fc.AckEvery = true, batchAckEvery
 	}
 	ack, err := jetstreamext.PublishMsgBatch(ctx, l.js, msgs, fc)
 	if err != nil {
 		return nil, err
 	}
-	if ack.Stream != l.stream || ack.Sequence < uint64(k) {
+	if ack.Stream != l.stream || ack.Sequence < uint64(n) {
 		return nil, fmt.Errorf("batch ack for stream %q seq %d: %w", ack.Stream, ack.Sequence, jetstream.ErrInvalidJSAck)
 	}
-	// An atomic batch has consecutive seqs, the last one acked.
-	seqs := make([]ledger.Seq, k)
+	// An atomic batch has consecutive seqs, the last one acked; the events
+	// come first.
+	seqs := make([]ledger.Seq, len(c.events))
 	for i := range seqs {
-		seqs[i] = ledger.Seq(ack.Sequence) - ledger.Seq(k-1-i)
+		seqs[i] = ledger.Seq(ack.Sequence) - ledger.Seq(n-1-i)
 	}
 	return seqs, nil
 }
@@ -272,10 +314,11 @@ type errDuplicateAck struct{ seq uint64 }
 
 func (e errDuplicateAck) Error() string { return fmt.Sprintf("duplicate of stored seq %d", e.seq) }
 
-func (l *Log) publishOne(ctx context.Context, c *commit) ([]ledger.Seq, error) {
-	resp, err := l.nc.RequestMsgWithContext(ctx, l.msg(c, 0))
+// publishOne publishes one message and returns its seq.
+func (l *Log) publishOne(ctx context.Context, m *nats.Msg) (ledger.Seq, error) {
+	resp, err := l.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	var ack struct {
 		apiResponse
@@ -284,24 +327,25 @@ func (l *Log) publishOne(ctx context.Context, c *commit) ([]ledger.Seq, error) {
 		Duplicate bool   `json:"duplicate,omitempty"`
 	}
 	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return nil, jetstream.ErrInvalidJSAck
+		return 0, jetstream.ErrInvalidJSAck
 	}
 	switch {
 	case ack.Error != nil:
-		return nil, ack.Error
+		return 0, ack.Error
 	case ack.Stream != l.stream || ack.Seq == 0:
-		return nil, fmt.Errorf("ack for stream %q seq %d: %w", ack.Stream, ack.Seq, jetstream.ErrInvalidJSAck)
+		return 0, fmt.Errorf("ack for stream %q seq %d: %w", ack.Stream, ack.Seq, jetstream.ErrInvalidJSAck)
 	case ack.Duplicate:
-		return nil, errDuplicateAck{ack.Seq}
+		return 0, errDuplicateAck{ack.Seq}
 	}
-	return []ledger.Seq{ledger.Seq(ack.Seq)}, nil
+	return ledger.Seq(ack.Seq), nil
 }
 
 type resolution struct {
 	seqs     []ledger.Seq // the commit is stored at these seqs
+	lost     *ledger.LockLostError
 	conflict *ledger.ConflictError
-	// neither: nothing of the commit is stored and every partition's last seq
-	// is still the event's Prev
+	// none: nothing of the commit is stored, every fence holds and every
+	// partition's last seq is still the event's Prev
 }
 
 // resolvePartialWait bounds how long resolve waits for a batch seen partly
@@ -313,14 +357,15 @@ const resolvePartialWait = 2 * time.Second
 // seq, so the first message after Prev on part 1's subject is part 1 exactly when
 // the commit is stored — even if other commits have extended the partition since
 // (its head alone would not tell). An atomic batch is all or nothing at
-// consecutive seqs, so part 1 at seq s means parts 1..k at s..s+k-1; the last
-// part is read too, to see the whole batch applied. If part 1 is not there, each
-// partition's last seq is compared with its event's Prev to find the conflict,
-// if any, and part 1 is looked for once more: an earlier attempt still in
-// flight may have landed in between, moving the partitions itself. Cost: 1 or 2
-// requests when stored, up to k+2 when not.
+// consecutive seqs, so part 1 at seq s means its n messages at s..s+n-1; the
+// last message is read too, to see the whole batch applied. If part 1 is not
+// there, each fence's lock's last fence record is compared with the fence, and
+// then each partition's last seq with its event's Prev, to find a lost lock or
+// else the conflict, if any, and part 1 is looked for once more: an earlier
+// attempt still in flight may have landed in between, moving the partitions
+// itself. Cost: 1 or 2 requests when stored, up to n+3 when not.
 func (l *Log) resolve(ctx context.Context, c *commit) (resolution, error) {
-	k := len(c.events)
+	k, n := len(c.events), len(c.subjects)
 	deadline := time.Now().Add(resolvePartialWait)
 	for {
 		first, ok, err := l.firstPart(ctx, c)
@@ -329,34 +374,40 @@ func (l *Log) resolve(ctx context.Context, c *commit) (resolution, error) {
 		}
 		if !ok {
 			l.faults.partOneAbsent()
-			conflict, err := l.findConflict(ctx, c)
-			if err != nil || conflict == nil {
+			var res resolution
+			if res.lost, err = l.findLockLost(ctx, c); err != nil {
 				return resolution{}, err
+			}
+			if res.lost == nil {
+				if res.conflict, err = l.findConflict(ctx, c); err != nil || res.conflict == nil {
+					return resolution{}, err
+				}
 			}
 			if first, ok, err = l.firstPart(ctx, c); err != nil {
 				return resolution{}, err
 			}
 			if !ok {
-				return resolution{conflict: conflict}, nil
+				return res, nil
 			}
 		}
 		seqs := make([]ledger.Seq, k)
 		for i := range seqs {
 			seqs[i] = first + ledger.Seq(i)
 		}
-		if k == 1 {
+		if n == 1 {
 			return resolution{seqs: seqs}, nil
 		}
-		last, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(seqs[k-1])})
+		end := first + ledger.Seq(n-1)
+		last, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(end)})
 		switch {
 		case err != nil:
 			return resolution{}, err
-		case ok && l.isOurs(last, c, k-1):
+		case ok && l.isOurs(last, c, n-1):
 			return resolution{seqs: seqs}, nil
 		case ok:
-			return resolution{}, fmt.Errorf("%v: part 1 stored at seq %d but seq %d is not part %d: atomic batch not contiguous", c, seqs[0], seqs[k-1], k)
+			return resolution{}, fmt.Errorf("%v: part 1 stored at seq %d but seq %d is not its message %d: atomic batch not contiguous", c, seqs[0], end, n)
 		case time.Now().After(deadline):
-			return resolution{}, fmt.Errorf("%v: part 1 stored at seq %d but part %d not at seq %d after %v", c, seqs[0], k, seqs[k-1], resolvePartialWait)
+			return resolution{}, fmt.Errorf("%v: part 1 stored at seq %d but its message %d not at seq %d after %v", c, seqs[0], n, end, resolvePartialWait)
 		}
 		// Part 1 is visible, the rest not yet: the batch is being applied.
 		if err := ledger.SleepCtx(ctx, lagRetry); err != nil {
@@ -390,10 +441,38 @@ func (l *Log) findConflict(ctx context.Context, c *commit) (*ledger.ConflictErro
 	return nil, nil
 }
 
-// isOurs reports whether m is part i of commit c.
+// findLockLost returns the first fence whose lock's last fence record is
+// not the fence, as a *ledger.LockLostError naming who took the lock; nil if
+// every fence holds.
+func (l *Log) findLockLost(ctx context.Context, c *commit) (*ledger.LockLostError, error) {
+	for _, f := range c.fences {
+		last, err := l.leaderLastSeq(ctx, ledger.FenceSubject(l.name, f.Lock))
+		if err != nil {
+			return nil, err
+		}
+		if last == f.Seq {
+			continue
+		}
+		e := &ledger.LockLostError{Lock: f.Lock, Fence: f.Seq, Last: last}
+		if m, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(last)}); err == nil && ok {
+			if r, err := ledger.DecodeFenceRecord(m.Data); err == nil {
+				e.Taker = &r
+			}
+		}
+		return e, nil
+	}
+	return nil, nil
+}
+
+// isOurs reports whether m is message i of commit c: its part i+1, or its
+// fence check i-k.
 func (l *Log) isOurs(m rawMsg, c *commit, i int) bool {
 	if m.Subject != c.subjects[i] {
 		return false
+	}
+	if k := len(c.events); i >= k {
+		fc, err := ledger.DecodeFenceCheck(m.Data)
+		return err == nil && fc.Commit == c.id && fc.Lock == c.fences[i-k].Lock && fc.Fence == c.fences[i-k].Seq
 	}
 	e, err := ledger.DecodeEvent(m.Data)
 	return err == nil && e.Commit == c.id && e.Part == i+1 && e.Partition == c.events[i].Partition

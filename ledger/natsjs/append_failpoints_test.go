@@ -103,7 +103,7 @@ func TestLateLandingAttempt(t *testing.T) {
 			parts[i] = next(t, l, p)
 		}
 		evs := mkCommit(t, l, parts...)
-		c, err := l.prepare(evs)
+		c, err := l.prepare(evs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,5 +128,58 @@ func TestLateLandingAttempt(t *testing.T) {
 		if s := lastSeq(t, l); s != landed[len(landed)-1] {
 			t.Fatalf("%v: last seq %d, want %d", partitions, s, landed[len(landed)-1])
 		}
+	}
+}
+
+// A fenced commit whose ack is lost, and whose lock another holder takes
+// before Append resolves the outcome: the commit was stored while the fence
+// held, so Append returns its seqs — not a lost lock, and nothing twice. An
+// attempt whose commit never arrived, resolved after the lock passed, is a
+// lost lock: nothing stored.
+func TestLostAckFenced(t *testing.T) {
+	l, _ := newLedger(t, WithRetry(4, time.Millisecond))
+	ctx := testCtx(t)
+	take := func(host string) ledger.Fence {
+		t.Helper()
+		id := mkCommit(t, l, part{partition: "x", modelSeq: 1})[0].Commit
+		seq, err := l.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.uuid, Lock: "m", ID: id, Host: host, At: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ledger.Fence{Lock: "m", Seq: seq}
+	}
+	fa := take("a")
+	var attempts []int
+	l.faults.onAck = func(attempt int) bool {
+		attempts = append(attempts, attempt)
+		take("b") // between the store and Append's resolution
+		return true
+	}
+	before := lastSeq(t, l)
+	seqs, err := l.Append(ctx, mkCommit(t, l, next(t, l, "a"), next(t, l, "b")), fa)
+	if err != nil || !cmp.Equal(seqs, []ledger.Seq{before + 1, before + 2}) || !cmp.Equal(attempts, []int{1}) {
+		t.Fatalf("fenced Append whose ack was lost = %v, %v after attempts %v; want [%d %d] after one", seqs, err, attempts, before+1, before+2)
+	}
+	// The batch (2 events, 1 fence check) and b's fence record.
+	if s := lastSeq(t, l); s != before+4 {
+		t.Fatalf("last seq %d, want %d", s, before+4)
+	}
+
+	l.faults.onAck = nil
+	l.faults.onSend = func(attempt int) error {
+		if attempt == 1 {
+			take("c") // the lock passes while the first attempt is lost
+			return nats.ErrTimeout
+		}
+		return nil
+	}
+	before = lastSeq(t, l)
+	_, err = l.Append(ctx, mkCommit(t, l, next(t, l, "a")), fa)
+	var le *ledger.LockLostError
+	if !errors.As(err, &le) || le.Taker == nil || le.Taker.Host != "c" || errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("fenced Append resolved after the lock passed = %v, want a LockLostError naming host c", err)
+	}
+	if s := lastSeq(t, l); s != before+1 {
+		t.Fatalf("last seq %d, want %d (c's fence record only)", s, before+1)
 	}
 }

@@ -443,6 +443,29 @@ func TestCluster(t *testing.T) {
 		t.Parallel()
 		checkAnswers(t, create(t, "answers"), nc, true)
 	})
+	t.Run("Fenced", func(t *testing.T) {
+		t.Parallel()
+		ctx := testCtx(t)
+		l := create(t, "fenced")
+		take := func(host string) ledger.Fence {
+			id := mkCommit(t, l, part{partition: "x", modelSeq: 1})[0].Commit
+			seq, err := l.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.uuid, Lock: "m", ID: id, Host: host, At: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ledger.Fence{Lock: "m", Seq: seq}
+		}
+		fa := take("a")
+		if _, err := l.Append(ctx, mkCommit(t, l, next(t, l, "s")), fa); err != nil {
+			t.Fatalf("fenced Append on R3: %v", err)
+		}
+		take("b")
+		_, err := l.Append(ctx, mkCommit(t, l, next(t, l, "s")), fa)
+		var le *ledger.LockLostError
+		if !errors.As(err, &le) || le.Taker == nil || le.Taker.Host != "b" {
+			t.Fatalf("Append under a lost fence on R3 = %v, want a LockLostError naming host b", err)
+		}
+	})
 	t.Run("Retry", func(t *testing.T) {
 		t.Parallel()
 		ctx := testCtx(t)

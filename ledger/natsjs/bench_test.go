@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,6 +48,49 @@ func BenchmarkAppendBatch3(b *testing.B) {
 			ps[i].modelSeq, ps[i].prev = ps[i].modelSeq+1, seqs[i]
 		}
 	}
+}
+
+// BenchmarkAppendFenced is BenchmarkAppendSingle under n locks' fences
+// (ledger.Fence): one event and n fence checks, one atomic batch; 2 is a
+// swamp model run's push (the model's lock and the global lock).
+func BenchmarkAppendFenced(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			l, _ := newLedger(b)
+			ctx := context.Background()
+			fences := make([]ledger.Fence, n)
+			for i := range fences {
+				fences[i] = ledger.Fence{Lock: fmt.Sprint("lock", i), Seq: takeFence(b, l, fmt.Sprint("lock", i))}
+			}
+			p := part{partition: "m", modelSeq: 1}
+			for b.Loop() {
+				seqs, err := l.Append(ctx, mkCommit(b, l, p), fences...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.modelSeq, p.prev = p.modelSeq+1, seqs[0]
+			}
+		})
+	}
+}
+
+// BenchmarkTakeFence is a lock's fence record: what every swamp lock taken
+// adds.
+func BenchmarkTakeFence(b *testing.B) {
+	l, _ := newLedger(b)
+	for b.Loop() {
+		takeFence(b, l, "lock")
+	}
+}
+
+func takeFence(b *testing.B, l *Log, lock string) ledger.Seq {
+	b.Helper()
+	id := mkCommit(b, l, part{partition: "x", modelSeq: 1})[0].Commit
+	seq, err := l.TakeFence(context.Background(), ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.uuid, Lock: lock, ID: id, Host: "h", At: time.Now()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return seq
 }
 
 // BenchmarkLastSeq compares the ways to learn the stream's last seq.

@@ -169,6 +169,9 @@ func (l *Ledger) Log(ctx context.Context, opts ...Option) (*Log, error) {
 		return nil, err
 	}
 	l.bind(lg)
+	if !lg.republish && l.c.cfg.Logger != nil {
+		l.c.cfg.Logger.Warn(fmt.Sprintf("ledger %q was made by an earlier release: its stream does not republish what it stores, so followers (watch, log --follow) read its head every %v; way out: syncledger upgrade (admin)", l.name, followTick))
+	}
 	return lg, nil
 }
 

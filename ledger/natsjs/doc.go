@@ -75,7 +75,7 @@
 //
 //	syncledger.name    the ledger name
 //	syncledger.uuid    the ledger's lineage, fixed at creation
-//	syncledger.format  the event format version (ledger.FormatVersion)
+//	syncledger.format  the log format (ledger.LogFormat; 2 holds fences, raised by RaiseFormat)
 //	syncledger.blobs   the blob store URL
 //
 // and on a swamp namespace's ledger, from its creation (ledger.Info; an older

@@ -113,6 +113,11 @@ type expectation struct {
 	// server changes the setting in no update (a message TTL once allowed, a
 	// mirror, the storage).
 	set func(*jetstream.StreamConfig)
+	// absentOK: a resource made before this release may lack the setting
+	// altogether (absent reports that) and still be used, the way the
+	// release that made it used it, until the admin's upgrade sets it; a
+	// value other than the one wanted is still refused.
+	absent func(*streamSettings) bool
 }
 
 // resource is a stream syncledger keeps: what it is, how it is made, the
@@ -133,7 +138,7 @@ type resource struct {
 // check returns a *ledger.ConfigError for the first setting s lacks.
 func (r resource) check(s *streamSettings) error {
 	for _, e := range r.expect {
-		if !e.holds(s) {
+		if !e.holds(s) && (e.absent == nil || !e.absent(s)) {
 			return r.configError(e, s)
 		}
 	}
@@ -328,10 +333,17 @@ func republishes(name string) expectation {
 			r := decode(s)
 			return r != nil && r.Source == want.Source && r.Destination == want.Destination && !r.HeadersOnly
 		},
-		set: func(c *jetstream.StreamConfig) { c.RePublish = ledgerRePublish(name) },
+		set:    func(c *jetstream.StreamConfig) { c.RePublish = ledgerRePublish(name) },
+		absent: func(s *streamSettings) bool { return decode(s) == nil },
 	}
 }
 
+// A ledger made without its republish (by the release before it) is still
+// opened — its hosts of this release sync, commit and follow during a
+// rolling upgrade, a follower reading the head every followTick instead of
+// hearing the republish (Log.republish false) — and a republish other than
+// this one is refused.
+//
 // RePublishRepair is how a ledger made without its republish (before this
 // release) gets it: the admin's upgrade (or init) adds it to the existing
 // stream, changing nothing else.

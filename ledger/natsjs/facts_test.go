@@ -3,8 +3,10 @@ package natsjs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -23,7 +25,7 @@ func TestServerAnswers(t *testing.T) {
 func checkAnswers(t *testing.T, l *Log, nc *nats.Conn, replicated bool) {
 	ctx := testCtx(t)
 	encode := func(evs []ledger.Event) *commit {
-		c, err := l.prepare(evs)
+		c, err := l.prepare(evs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,4 +83,45 @@ func checkAnswers(t *testing.T, l *Log, nc *nats.Conn, replicated bool) {
 		t.Fatalf("refused batch moved the last seq from %d to %d", last, s)
 	}
 
+	// Fences (ledger.Fence): a batch's message may expect the last seq of
+	// another subject (Nats-Expected-Last-Subject-Sequence-Subject), checked
+	// inside the atomic batch. A fence record, then a commit of one event and
+	// its fence check: stored while the fence holds, at consecutive seqs.
+	rec := ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.uuid, Lock: "data/t/m/.lock", ID: mkCommit(t, l, part{partition: "f", modelSeq: 1})[0].Commit, Host: "h", At: time.Now()}
+	fseq, err := l.TakeFence(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := func() *commit {
+		c, err := l.prepare(mkCommit(t, l, next(t, l, "f")), []ledger.Fence{{Lock: rec.Lock, Seq: fseq}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	held := fenced()
+	if err := raw(held); err != nil {
+		t.Fatalf("a commit under a fence that holds: %v", err)
+	}
+	if s := lastSeq(t, l); s != fseq+2 {
+		t.Fatalf("a commit of one event under one fence: last seq %d, want %d", s, fseq+2)
+	}
+	// A retry of it: 10201, as any stored batch.
+	if code, _ := apiCode(raw(held)); code != codeBatchDupMsgID {
+		t.Fatalf("retry of a stored fenced batch: %v, want 10201", err)
+	}
+	// Another holder's fence record: the batch is refused with 10071 naming
+	// the fence subject's last seq, nothing stored.
+	rec.ID, rec.Host = mkCommit(t, l, part{partition: "f", modelSeq: 1})[0].Commit, "other"
+	taken, err := l.TakeFence(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = raw(fenced())
+	if code, _ := apiCode(err); code != codeWrongLastSeq || !strings.Contains(err.Error(), fmt.Sprintf("wrong last sequence: %d", taken)) {
+		t.Fatalf("a commit under a fence taken since: %v, want 10071 naming seq %d", err, taken)
+	}
+	if s := lastSeq(t, l); s != taken {
+		t.Fatalf("refused fenced batch moved the last seq from %d to %d", taken, s)
+	}
 }

@@ -144,6 +144,10 @@ type follower struct {
 // idle returns the next idle wait: the Log's, within ±20%.
 func (f *follower) idle() time.Duration {
 	d := f.l.opts.followIdle
+	if !f.l.republish {
+		// Nothing is republished: the head is all there is to hear.
+		return followTick
+	}
 	return d - d/5 + rand.N(2*d/5+1)
 }
 

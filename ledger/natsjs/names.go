@@ -8,6 +8,8 @@ import "github.com/syncledger/syncledger/ledger"
 //	SYNCLEDGER_<ledger>             the ledger's stream (ledger.StreamName)
 //	syncledger.<ledger>.p.<token>   a partition's events (ledger.Subject)
 //	syncledger.<ledger>.p.~q        quarantine notices (ledger.QuarantineSubject)
+//	syncledger.<ledger>.p.~f<lock>  a lock's fence records (ledger.FenceSubject)
+//	syncledger.<ledger>.p.~c        fenced commits' fence checks (ledger.FenceCheckSubject)
 //	syncledger.<ledger>.stored.>    the stream's republish of what it stored (StoredSubjects)
 //	SYNCLEDGER-DLQ_<ledger>         the feed's dead letters (DeadLetterStream)
 //	syncledger.<ledger>.dlq.<name>  a consumer's dead letters (DeadLetterSubject)

@@ -123,8 +123,12 @@ type Log struct {
 	stream string // stream name
 	prefix string // subject prefix, "syncledger.<name>.p."
 	uuid   string // lineage, read at open
-	info   ledger.Info
-	opts   options
+	// republish: the stream republishes what it stores (expect.go
+	// ledgerRePublish); false on a ledger made before that, whose followers
+	// then read the head every followTick.
+	republish bool
+	info      ledger.Info
+	opts      options
 
 	faults faults // fault injection: empty unless built with -tags failpoints
 
@@ -309,7 +313,7 @@ func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig
 		RePublish:          ledgerRePublish(l.name),
 		Metadata: map[string]string{
 			MetaUUID:   uuid,
-			MetaFormat: strconv.Itoa(ledger.FormatVersion),
+			MetaFormat: strconv.Itoa(ledger.LogFormat),
 			MetaBlobs:  cfg.Blobs,
 			MetaName:   l.name,
 		},
@@ -359,6 +363,7 @@ func (l *Log) adopt(c *streamSettings) error {
 	if err := ledgerStream(l.name).check(c); err != nil {
 		return err
 	}
+	l.republish = republishes(l.name).holds(c)
 	md := c.Metadata
 	f, _ := strconv.Atoi(md[MetaFormat])
 	l.uuid = md[MetaUUID]
@@ -383,8 +388,8 @@ func (l *Log) identify(c *streamSettings) error {
 	if err != nil || f < 1 {
 		return fmt.Errorf("stream %s: bad %s %q: %w", l.stream, MetaFormat, md[MetaFormat], ledger.ErrInvalid)
 	}
-	if f > ledger.FormatVersion {
-		return fmt.Errorf("stream %s has format %d (this build reads %d; upgrade syncledger): %w", l.stream, f, ledger.FormatVersion, ledger.ErrUnknownVersion)
+	if f > ledger.LogFormat {
+		return fmt.Errorf("stream %s has format %d (this build reads 1 to %d; upgrade syncledger): %w", l.stream, f, ledger.LogFormat, ledger.ErrUnknownVersion)
 	}
 	if err := ledger.ValidateUUID(md[MetaUUID]); err != nil {
 		return fmt.Errorf("stream %s: %s: %w", l.stream, MetaUUID, err)

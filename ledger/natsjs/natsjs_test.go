@@ -37,7 +37,7 @@ func TestCreateOpen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Info: %v", err)
 	}
-	want := ledger.Info{Name: "ledger1", UUID: uuid, Format: ledger.FormatVersion, Blobs: "s3://bucket/prefix", Replicas: 1}
+	want := ledger.Info{Name: "ledger1", UUID: uuid, Format: ledger.LogFormat, Blobs: "s3://bucket/prefix", Replicas: 1}
 	if diff := cmp.Diff(want, info); diff != "" {
 		t.Fatalf("Info (-want +got):\n%s", diff)
 	}
@@ -151,7 +151,7 @@ func TestOpenForeignStreams(t *testing.T) {
 		want error
 	}{
 		{jetstream.StreamConfig{}, ledger.ErrInvalid}, // no metadata
-		{jetstream.StreamConfig{AllowDirect: true, AllowAtomicPublish: true, Metadata: md("2")}, ledger.ErrUnknownVersion},
+		{jetstream.StreamConfig{AllowDirect: true, AllowAtomicPublish: true, Metadata: md("3")}, ledger.ErrUnknownVersion},
 		{jetstream.StreamConfig{AllowDirect: true, Metadata: md("1")}, ledger.ErrInvalid}, // no atomic publish
 		{jetstream.StreamConfig{AllowDirect: true, AllowAtomicPublish: true, Metadata: md("one")}, ledger.ErrInvalid},
 	} {

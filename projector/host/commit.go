@@ -42,6 +42,14 @@ type CommitOptions struct {
 	// its whole scope again and publishes what it finds, up to
 	// Config.Policy's Settles times. Its error ends the push.
 	Settle func(ctx context.Context, conflict *ConflictError) error
+	// Fences are the locks the commit is made under (ledger.Fence: swamp's
+	// locks, as the agent holds them): each of its commits carries them, and
+	// the log refuses one once another holder took a lock since, storing
+	// nothing (*ledger.LockLostError, ErrLockLost). A lost lock is not retried
+	// like a chain conflict: Commit returns it, the changes kept in the cache,
+	// uncommitted. Each fence takes a message of the commit's batch, so a
+	// commit then holds that many partitions fewer.
+	Fences []ledger.Fence
 }
 
 // CommitResult says what a commit did. A change of more partitions than one
@@ -126,9 +134,10 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (_ CommitResult, e
 	return res, err
 }
 
-// commitPartitions is the most partitions one commit of opt holds.
-func (h *Host) commitPartitions(CommitOptions) int {
-	return h.cfg.CommitPartitions
+// commitPartitions is the most partitions one commit of opt holds: its batch
+// holds its fence checks too.
+func (h *Host) commitPartitions(opt CommitOptions) int {
+	return max(1, min(h.cfg.CommitPartitions, ledger.MaxBatch-len(opt.Fences)))
 }
 
 // holdGroups splits the partitions of over (each with its count of changed

@@ -64,6 +64,12 @@
 // walking only its partitions (the write pipeline's split), so memory does not grow with the
 // datastore.
 //
+// A commit made under locks (CommitOptions.Fences: the swamp agent's) carries
+// their fences in each of its atomic batches (ledger.Fence): once another
+// holder took a lock, the log refuses the commit and Commit returns the
+// *ledger.LockLostError at once — no catch-up, no retry — the files kept,
+// dirty. The HWM passes the commit's fence checks with it (RecordOwn).
+//
 // # A cache's identity and stack
 //
 // FindCache finds the cache around a directory (the nearest with a state

@@ -40,9 +40,9 @@ type failpointLog struct {
 	f *failpoints
 }
 
-func (l failpointLog) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
+func (l failpointLog) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
 	l.f.at("commit-after-upload")
-	return l.CommitLog.Append(ctx, events)
+	return l.CommitLog.Append(ctx, events, fences...)
 }
 
 // SetFailpoint makes h call fn at each of Failpoints (nil: none). Only in a

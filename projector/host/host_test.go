@@ -81,11 +81,11 @@ type hookedLog struct {
 	beforeAppend func()
 }
 
-func (l *hookedLog) Append(ctx context.Context, evs []ledger.Event) ([]ledger.Seq, error) {
+func (l *hookedLog) Append(ctx context.Context, evs []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
 	if l.beforeAppend != nil {
 		l.beforeAppend()
 	}
-	return l.CommitLog.Append(ctx, evs)
+	return l.CommitLog.Append(ctx, evs, fences...)
 }
 
 // withBlobs gives e a file blob store in a new directory.

@@ -63,6 +63,7 @@ type published struct {
 	id     string
 	events []ledger.Event
 	seqs   []ledger.Seq
+	fences []ledger.Fence // the locks it was appended under (RecordOwn)
 }
 
 // recorded is a published commit once recorded: its part of the result,
@@ -359,7 +360,7 @@ func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group,
 }
 
 // publish makes one commit durable — its files, then the blobs of its
-// content, its batch — and appends its events.
+// content, its batch — and appends its events under opt's fences.
 func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOptions) (published, error) {
 	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
@@ -375,18 +376,18 @@ func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOpt
 	}
 	// The content is stored (the plan's stage, in content) and the files are
 	// durable: publish, the batch flushed and the manifests stored first.
-	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.logPort()), c.content, events)
+	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.logPort()), c.content, events, opt.Fences...)
 	if err != nil {
 		return published{}, err
 	}
 	h.fp.at("commit-after-append")
-	return published{pending: c, id: id, events: events, seqs: seqs}, nil
+	return published{pending: c, id: id, events: events, seqs: seqs, fences: opt.Fences}, nil
 }
 
 // record records a published commit — the core's RecordOwn, then the index
 // rows, marks and HWM persisted — and says what it was.
 func (h *Host) record(ctx context.Context, s *session, pub published) (recorded, error) {
-	if err := s.core.RecordOwn(pub.events, pub.seqs); err != nil {
+	if err := s.core.RecordOwn(pub.events, pub.seqs, pub.fences...); err != nil {
 		return recorded{}, fmt.Errorf("record commit %s (published at seqs %v): %w", pub.id, pub.seqs, err)
 	}
 	flushed := make(map[string]bool, len(pub.changes))

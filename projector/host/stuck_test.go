@@ -16,8 +16,8 @@ type lostAnswerLog struct {
 	armed bool
 }
 
-func (l *lostAnswerLog) Append(ctx context.Context, evs []ledger.Event) ([]ledger.Seq, error) {
-	seqs, err := l.CommitLog.Append(ctx, evs)
+func (l *lostAnswerLog) Append(ctx context.Context, evs []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
+	seqs, err := l.CommitLog.Append(ctx, evs, fences...)
 	if err == nil && l.armed {
 		l.armed = false
 		return nil, errors.New("answer lost")

@@ -283,9 +283,9 @@ func (l watchedLog) PartitionHead(ctx context.Context, p string) (ledger.Record,
 	return r, err
 }
 
-func (l watchedLog) Append(ctx context.Context, events []ledger.Event) ([]ledger.Seq, error) {
+func (l watchedLog) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
 	l.w.begin("log", "to take the commit")
-	s, err := l.CommitLog.Append(ctx, events)
+	s, err := l.CommitLog.Append(ctx, events, fences...)
 	l.w.end(err)
 	return s, err
 }

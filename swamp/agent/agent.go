@@ -30,6 +30,9 @@ type Ports interface {
 	// SwampKV opens the swamp bucket (Bucket) of the datastore's ledger (for
 	// a namespace, the base ledger's: see swamp.NamespaceLedger).
 	SwampKV(ctx context.Context) (ledger.KV, error)
+	// CommitLog opens the datastore's ledger's log (the one Host commits
+	// to): the fence record of every lock taken goes there (Locks).
+	CommitLog(ctx context.Context) (ledger.CommitLog, error)
 	// Foreign opens a read-only cache of another namespace's ledger (lazy:
 	// content is fetched on demand), for swamp's foreign catalogs and
 	// content; ledger.ErrNotFound when that namespace has no ledger. The
@@ -92,6 +95,9 @@ type WaysOut interface {
 type Config struct {
 	Version string // the binary's version; hello answers with it
 	Cache   string // for messages
+	// Host is this host's id, as its commits name it: the fence records of
+	// the locks it takes name it too ("": the lock holder's machine).
+	Host string
 	// Namespace is the datastore's namespace ("" none): the cache (Host) is
 	// its ledger's, and swamp's paths, NS/…, are the cache's paths under NS/.
 	Namespace string
@@ -147,6 +153,14 @@ type Agent struct {
 
 	foreignMu sync.Mutex
 	foreign   map[string]*host.Host
+
+	// lost is the *ledger.LockLostError a publish of this command met (nil:
+	// none): what swamp wrote under the lost lock is published by no later
+	// request of this command, the end's included.
+	lostMu sync.Mutex
+	lost   error
+	// unfencedOnce says once that the ledger's format holds no fences.
+	unfencedOnce sync.Once
 
 	beats beats
 
@@ -404,6 +418,7 @@ func (a *Agent) describe(err error) *Failure {
 	var (
 		ce   *host.ConflictError
 		le   *host.LocalChangesError
+		ll   *ledger.LockLostError
 		pe   *ProtocolError
 		ne   *NamespaceError
 		full *ledger.ServerFullError
@@ -423,6 +438,19 @@ func (a *Agent) describe(err error) *Failure {
 		return &Failure{Kind: "conflict", Paths: ce.Paths, Message: fmt.Sprintf(
 			"syncledger: another host changed %s too; this host's files are kept, uncommitted. Keep this host's version: %s; or the other host's: %s",
 			strings.Join(ce.Paths, ", "), mine, theirs)}
+	case errors.As(err, &ll):
+		by, what := "another holder", "nothing of this command was published"
+		if ll.Taker != nil {
+			by = ll.Taker.String()
+		}
+		var pc *host.PartialCommitError
+		if errors.As(err, &pc) && len(pc.Published) > 0 {
+			what = fmt.Sprintf("the ledger refused this command's commit; %d commits of the same change before it were published while the lock held, the rest was not", len(pc.Published))
+		}
+		return &Failure{Kind: "lock-lost", Message: fmt.Sprintf(
+			"syncledger: swamp's lock %s was lost: %s took it after this host held it past its TTL without renewing it "+
+				"(a suspended or stopped machine, a network cut), so that host may have run the same model meanwhile; %s (%v)",
+			ll.Lock, by, what, ledger.ErrLockLost)}
 	case errors.As(err, &le):
 		mine, theirs := a.cfg.WaysOut.Resolve(le.Paths)
 		return &Failure{Kind: "conflict", Paths: le.Paths, Message: fmt.Sprintf(

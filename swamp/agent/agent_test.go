@@ -358,7 +358,7 @@ func TestAgentGone(t *testing.T) {
 			if r := c.call(map[string]any{"op": "lock.acquire", "key": key, "holder": holder, "ttlMs": 600000}); r.Error != nil {
 				t.Fatalf("acquire: %+v", r.Error)
 			}
-			locks := NewLocks(t.Context(), e.kv, e.clock)
+			locks := NewLocks(t.Context(), e.kv, e.clock, nil)
 			if info, _ := locks.Inspect(t.Context(), key); info == nil {
 				t.Fatal("the lock is not held")
 			}
@@ -439,6 +439,11 @@ func TestDescribe(t *testing.T) {
 			`syncledger: open: ledger "x": not found (create the ledger with 'syncledger init', or fix "ledger" in the datastore config of .swamp.yaml)`},
 		{fmt.Errorf("lock .datastore.lock: create k: %w: %w", ledger.ErrUnreachable, context.DeadlineExceeded), "unreachable",
 			`syncledger: cannot reach NATS: lock .datastore.lock: create k: server unreachable: context deadline exceeded (the server is "nats" in the datastore config of .swamp.yaml)`},
+		{fmt.Errorf("commit: %w", &host.PartialCommitError{Err: &ledger.LockLostError{Lock: "data/t/m/.lock", Fence: 3, Last: 9,
+			Taker: &ledger.FenceRecord{Host: "b", Holder: "bob@desk (pid 7)", At: time.Date(2026, 12, 3, 20, 0, 0, 0, time.UTC)}}}), "lock-lost",
+			"syncledger: swamp's lock data/t/m/.lock was lost: bob@desk (pid 7) on host b at 2026-12-03T20:00:00Z took it after this host held it " +
+				"past its TTL without renewing it (a suspended or stopped machine, a network cut), so that host may have run the same model meanwhile; " +
+				"nothing of this command was published (lock lost)"},
 		// The words alone do not make a server unreachable.
 		{errors.New("connection refused"), "error", "syncledger: connection refused"},
 	} {

@@ -223,15 +223,17 @@ func cacheOp[T any](a *Agent, ctx context.Context, ns string, fn func(*host.Host
 func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (PullResult, error) {
 		// This host's data versions that another host's runs took meanwhile
-		// (a push that did not reach the ledger) move past them, and are
-		// published at once, whatever model this command runs.
+		// (a push that did not reach the ledger, or was made under a lock
+		// lost) move past them, and are published at once, whatever model
+		// this command runs, under the locks it holds.
 		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly})
 		if err == nil && len(rn.Moved)+len(rn.Regenerated) > 0 {
 			var (
 				cr   host.CommitResult
 				more swamp.Renumbered
 			)
-			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: this host's runs, published after another host's"})
+			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: this host's runs, published after another host's", Fences: a.fences(ctx)})
+			err = a.published(err)
 			rn.Moved = append(rn.Moved, more.Moved...)
 			res.HWM = cr.HWM
 		}
@@ -271,7 +273,8 @@ func (a *Agent) commit(ctx context.Context, req PushRequest) (PushResult, error)
 }
 
 // publish is push and commit: one commit of what changed (more when it
-// touches more partitions than one commit holds).
+// touches more partitions than one commit holds), under every lock this
+// agent holds (fences).
 func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushResult, error) {
 	a.hinted() // rather than doing the hints' work twice
 	a.scanned()
@@ -294,7 +297,8 @@ func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushRe
 			changed, done = a.changed(ctx, hints)
 		}
 		taken := a.unpushedHints()
-		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed})
+		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed, Fences: a.fences(ctx)})
+		err = a.published(err)
 		if err == nil {
 			done()
 			a.pushed(taken)

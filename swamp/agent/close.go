@@ -68,11 +68,17 @@ func (a *Agent) close(ctx context.Context, req CloseRequest) (PushResult, error)
 }
 
 // publishUnpushed publishes the files below the markDirty paths no push took
-// (close, and the agent's end when no close came).
+// (close, and the agent's end when no close came), under the locks still
+// held (none, once swamp released them). After a publish of this command
+// met a lost lock, it publishes nothing and says so: what swamp wrote under
+// that lock is the next command's to publish, after the other holder's.
 func (a *Agent) publishUnpushed(ctx context.Context) (PushResult, error) {
 	hints := a.unpushedHints()
 	if len(hints) == 0 {
 		return PushResult{}, nil
+	}
+	if err := a.lockLost(); err != nil {
+		return PushResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
 	defer cancel()
@@ -86,8 +92,8 @@ func (a *Agent) publishUnpushed(ctx context.Context) (PushResult, error) {
 			// else is the next push's to find.
 			changed, done = hints, func() {}
 		}
-		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: at swamp's exit", Changed: changed})
-		if err != nil {
+		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: at swamp's exit", Changed: changed, Fences: a.fences(ctx)})
+		if err = a.published(err); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				err = errors.New("the ledger did not answer within " + closeTimeout.String())
 			}

@@ -45,7 +45,8 @@
 //
 // Every answered error carries a kind: "conflict" (paths: files another host
 // changed too; the message names the commands that resolve it, WaysOut),
-// "version",
+// "version", "lock-lost" (a publish under a swamp lock another holder took
+// since: nothing published; the message names the lock and who took it),
 // "unreachable" (NATS), "no-ledger", "permission" (the server refused this
 // user an operation: the message names the subject and the role that grants
 // it), or "error"; its message says what to do.
@@ -93,6 +94,24 @@
 // for the cache while another request's operation runs — honours its
 // context. A lock's value is swamp's LockInfo plus heldSince, so that a host
 // waiting for it can say who holds it and since when.
+//
+// # Fences
+//
+// A lock lapses when its holder stops renewing it — a suspended laptop, a
+// stopped process — while the holder, resumed, still believes it holds it.
+// So every lock taken (new, or over an expired holder) has a fence record
+// stored in the datastore's ledger (Ports.CommitLog, ledger.Fence) before
+// the acquire is answered, and every commit the agent makes — a push, a
+// commit, a pull's renumbered runs — carries the fences of all the swamp
+// locks it holds then (the model locks and the global lock alike: swamp's
+// per-model commitPush holds both). The ledger refuses such a commit, where
+// it is written, once another holder took one of them: kind "lock-lost",
+// nothing published, the files kept in the cache, uncommitted. No later
+// publish of the command (close, or the agent's end) publishes them either:
+// the next command pulls the other holder's run and publishes this one after
+// it (Runs published late). What swamp writes after it released its locks
+// (a workflow run's final state, published at close) is published under no
+// lock, as before.
 //
 // # Ports
 //

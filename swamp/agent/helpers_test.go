@@ -53,6 +53,7 @@ type ports struct {
 	e     *env
 	cache string
 	beats chan [2]ledger.Seq // the beats sent (nil: dropped)
+	kv    ledger.KV          // the swamp bucket as this agent reaches it (nil: e.kv)
 }
 
 func (p ports) Host(context.Context) (*host.Host, error) {
@@ -61,7 +62,14 @@ func (p ports) Host(context.Context) (*host.Host, error) {
 
 func (p ports) Blobs(context.Context) (*ledger.Bucket, error) { return p.e.blobs, nil }
 
-func (p ports) SwampKV(context.Context) (ledger.KV, error) { return p.e.kv, nil }
+func (p ports) SwampKV(context.Context) (ledger.KV, error) {
+	if p.kv != nil {
+		return p.kv, nil
+	}
+	return p.e.kv, nil
+}
+
+func (p ports) CommitLog(context.Context) (ledger.CommitLog, error) { return p.e.log, nil }
 
 func (p ports) Foreign(context.Context, string) (*host.Host, error) {
 	return nil, ledger.ErrNotFound

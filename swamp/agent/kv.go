@@ -2,6 +2,10 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -15,10 +19,102 @@ func (a *Agent) bucket(ctx context.Context) (ledger.KV, error) {
 	a.kvOnce.Do(func() {
 		a.kv, a.kvErr = a.cfg.Ports.SwampKV(ctx)
 		if a.kvErr == nil {
-			a.locks = NewLocks(a.life, a.kv, a.cfg.Clock)
+			a.locks = NewLocks(a.life, a.kv, a.cfg.Clock, a.fence)
 		}
 	})
 	return a.kv, a.kvErr
+}
+
+// fence stores the fence record of lock key, which info's holder has just
+// taken, in the datastore's ledger (Locks): every commit of this agent made
+// under the lock carries the fence it returns (fences).
+func (a *Agent) fence(ctx context.Context, key string, info LockInfo) (ledger.Fence, error) {
+	log, err := a.cfg.Ports.CommitLog(ctx)
+	if err != nil {
+		return ledger.Fence{}, err
+	}
+	now := time.Now
+	if a.cfg.Clock != nil {
+		now = a.cfg.Clock.Now
+	}
+	f, li, err := takeFence(ctx, log, a.cfg.Host, now(), key, info)
+	if err == nil && f.Lock == "" {
+		a.unfencedOnce.Do(func() {
+			a.cfg.Logger.Warn("swamp's locks are not fenced: a host stopped past a lock's TTL could publish under a lock another host took; "+
+				"once every host runs this release, an admin runs 'syncledger init --format "+fmt.Sprint(ledger.LogFormat)+"'",
+				"ledger", li.Name, "format", li.Format)
+		})
+	}
+	return f, err
+}
+
+// takeFence stores in log the fence record of lock key, which info's holder
+// on host hostID ("": its machine) took at now, and returns the fence; a
+// zero fence on a ledger whose format holds none (ledger.Info.Fenced: no
+// fence until its admin raises its format), with the ledger's Info.
+func takeFence(ctx context.Context, log ledger.CommitLog, hostID string, now time.Time, key string, info LockInfo) (ledger.Fence, ledger.Info, error) {
+	li, err := log.Info(ctx)
+	if err != nil || !li.Fenced() {
+		return ledger.Fence{}, li, err
+	}
+	id, err := ledger.NewCommitID(rand.Reader)
+	if err != nil {
+		return ledger.Fence{}, li, err
+	}
+	if hostID == "" {
+		hostID = info.Hostname
+	}
+	holder := fmt.Sprintf("%s (pid %d)", info.Holder, info.PID)
+	if len(holder) > ledger.MaxHostLen {
+		holder = holder[:ledger.MaxHostLen]
+	}
+	seq, err := log.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: li.UUID, Lock: key, ID: id,
+		Host: clipHost(hostID), Holder: strings.ToValidUTF8(holder, "?"), At: now.UTC()})
+	if err != nil {
+		return ledger.Fence{}, li, err
+	}
+	return ledger.Fence{Lock: key, Seq: seq}, li, nil
+}
+
+// clipHost keeps a host id within a fence record's bound.
+func clipHost(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	if len(s) > ledger.MaxHostLen {
+		s = s[:ledger.MaxHostLen]
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
+// fences returns the fences of the swamp locks this agent holds: every
+// commit it makes carries them all (model locks and the global lock alike),
+// and the ledger refuses it once another holder took one of them.
+func (a *Agent) fences(ctx context.Context) []ledger.Fence {
+	if _, err := a.bucket(ctx); err != nil {
+		return nil // no bucket: no lock held
+	}
+	return a.locks.Fences()
+}
+
+// published notes what a publish of this command met: a lost lock stops
+// every later publish of the command's files (publishUnpushed).
+func (a *Agent) published(err error) error {
+	if errors.Is(err, ledger.ErrLockLost) {
+		a.lostMu.Lock()
+		if a.lost == nil {
+			a.lost = err
+		}
+		a.lostMu.Unlock()
+	}
+	return err
+}
+
+// lockLost returns the lost lock a publish of this command met, if any.
+func (a *Agent) lockLost() error {
+	a.lostMu.Lock()
+	defer a.lostMu.Unlock()
+	return a.lost
 }
 
 func (a *Agent) lockAcquire(ctx context.Context, req LockAcquireRequest) (bool, error) {

@@ -67,10 +67,19 @@ func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // (this machine's); hosts whose clocks differ by a good part of the TTL see
 // locks expire early or late. Every time the locks read is the Clock's: a
 // test moves it, with the bucket's (memledger.KV), and sleeps for nothing.
+//
+// A lock can lapse while its holder still believes it holds it (the holder
+// stopped: a suspended laptop), so the ledger is told who holds it: every
+// lock taken has its fence record stored by the Fencer (ledger.Fence) before
+// Acquire returns, and Fences returns the fences of the locks held, which
+// every commit made under them carries. The ledger refuses such a commit
+// once another holder took one of its locks (ledger.ErrLockLost): a lapsed
+// lock cannot publish, whatever this process believes.
 type Locks struct {
 	life  context.Context // the renewals'
 	kv    ledger.KV
 	clock Clock
+	fence Fencer // nil: locks without fences
 
 	mu   sync.Mutex
 	held map[string]*heldLock // by swamp lock key
@@ -78,6 +87,7 @@ type Locks struct {
 
 type heldLock struct {
 	rev    uint64
+	fence  ledger.Fence // its fence record (Lock "" when unfenced)
 	info   LockInfo
 	ctx    context.Context // the renewals', under the Locks' life; cancelled by halt
 	cancel context.CancelFunc
@@ -88,14 +98,22 @@ type heldLock struct {
 	owner  *Locks
 }
 
+// Fencer stores the fence record of lock key, which info's holder has just
+// taken (ledger.CommitLog.TakeFence on the ledger its commits go to), and
+// returns the holder's fence (zero: the ledger holds no fences, its format
+// being older: the lock is held unfenced).
+type Fencer func(ctx context.Context, key string, info LockInfo) (ledger.Fence, error)
+
 // NewLocks returns the locks of bucket kv, timed by clock (nil: the wall
-// clock). ctx is their life: the locks taken are renewed until it ends (the
-// agent's end), then they expire after their TTL unless released.
-func NewLocks(ctx context.Context, kv ledger.KV, clock Clock) *Locks {
+// clock), whose fence records fence stores (nil: none, for a process that
+// publishes nothing under them). ctx is their life: the locks taken are
+// renewed until it ends (the agent's end), then they expire after their TTL
+// unless released.
+func NewLocks(ctx context.Context, kv ledger.KV, clock Clock, fence Fencer) *Locks {
 	if clock == nil {
 		clock = wallClock{}
 	}
-	return &Locks{life: ctx, kv: kv, clock: clock, held: map[string]*heldLock{}}
+	return &Locks{life: ctx, kv: kv, clock: clock, fence: fence, held: map[string]*heldLock{}}
 }
 
 // kvKey maps a swamp lock key (".datastore.lock", "data/t/id/.lock",
@@ -110,7 +128,9 @@ var ErrLockTimeout = errors.New("lock wait timed out")
 // Acquire takes the lock key for info's holder, waiting while another live
 // holder has it, polling every retry, for at most maxWait. Once held, the lock
 // is renewed every ttl/3 until Release (or until this process dies, after which
-// it expires ttl after the last renewal).
+// it expires ttl after the last renewal). A lock taken has its fence record
+// stored before Acquire returns (Fences); if that fails, the lock is given
+// back and Acquire fails: a holder without a fence must not publish under it.
 func (l *Locks) Acquire(ctx context.Context, key string, info LockInfo, ttl, retry, maxWait time.Duration) error {
 	if ttl <= 0 {
 		ttl = DefaultLockTTL
@@ -148,7 +168,11 @@ func (l *Locks) Acquire(ctx context.Context, key string, info LockInfo, ttl, ret
 			}
 		}
 		if err == nil {
-			l.start(key, k, rev, info, ttl)
+			f, err := l.fenced(ctx, key, k, rev, info)
+			if err != nil {
+				return err
+			}
+			l.start(key, k, rev, f, info, ttl)
 			return nil
 		}
 		if !errors.Is(err, errHeld) {
@@ -168,6 +192,22 @@ func (l *Locks) Acquire(ctx context.Context, key string, info LockInfo, ttl, ret
 
 var errHeld = errors.New("held")
 
+// fenced stores the fence record of lock key, just taken at revision rev,
+// and returns the fence; on failure it gives the lock back.
+func (l *Locks) fenced(ctx context.Context, key, k string, rev uint64, info LockInfo) (ledger.Fence, error) {
+	if l.fence == nil {
+		return ledger.Fence{}, nil
+	}
+	f, err := l.fence(ctx, key, info)
+	if err == nil {
+		return f, nil
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_ = l.kv.Delete(dctx, k, rev) // what fails expires after its TTL
+	return ledger.Fence{}, fmt.Errorf("lock %s: store its fence record in the ledger: %w", key, err)
+}
+
 // entryInfo decodes a lock entry and says whether it expired: older than its
 // TTL by the server's timestamp of its last write.
 func (l *Locks) entryInfo(e ledger.KVEntry) (LockInfo, bool) {
@@ -178,9 +218,9 @@ func (l *Locks) entryInfo(e ledger.KVEntry) (LockInfo, bool) {
 	return info, l.clock.Now().Sub(e.Created) > time.Duration(info.TTLMs)*time.Millisecond
 }
 
-func (l *Locks) start(key, k string, rev uint64, info LockInfo, ttl time.Duration) {
+func (l *Locks) start(key, k string, rev uint64, f ledger.Fence, info LockInfo, ttl time.Duration) {
 	ctx, cancel := context.WithCancel(l.life)
-	h := &heldLock{rev: rev, info: info, ttl: ttl, ctx: ctx, cancel: cancel, done: make(chan struct{}), owner: l}
+	h := &heldLock{rev: rev, fence: f, info: info, ttl: ttl, ctx: ctx, cancel: cancel, done: make(chan struct{}), owner: l}
 	l.mu.Lock()
 	if old := l.held[key]; old != nil {
 		old.halt()
@@ -236,6 +276,22 @@ func (h *heldLock) renewOnce(ctx context.Context, k string) bool {
 func (h *heldLock) halt() {
 	h.cancel()
 	<-h.done
+}
+
+// Fences returns the fences of the locks this process holds, by key: every
+// commit made under them carries them (host.CommitOptions.Fences). A lock
+// whose renewal found it taken is still held here until released: its fence
+// goes with the commit, and the ledger refuses it.
+func (l *Locks) Fences() []ledger.Fence {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []ledger.Fence
+	for _, key := range slices.Sorted(maps.Keys(l.held)) {
+		if f := l.held[key].fence; f.Lock != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // Release gives back the lock key if this process holds it: a delete

@@ -37,7 +37,7 @@ func TestLockContention(t *testing.T) {
 	t.Parallel()
 	kv, clock := testBucket()
 	ctx := t.Context()
-	a, b := NewLocks(ctx, kv, clock), NewLocks(ctx, kv, clock)
+	a, b := NewLocks(ctx, kv, clock, nil), NewLocks(ctx, kv, clock, nil)
 	defer a.Close()
 	defer b.Close()
 	const key, retry, ttl = "data/command/shell/vpc/.lock", 100 * time.Millisecond, 9 * time.Second
@@ -109,7 +109,7 @@ func TestLockExpiryAndFencing(t *testing.T) {
 	t.Parallel()
 	kv, clock := testBucket()
 	ctx := t.Context()
-	a, b := NewLocks(ctx, kv, clock), NewLocks(ctx, kv, clock)
+	a, b := NewLocks(ctx, kv, clock, nil), NewLocks(ctx, kv, clock, nil)
 	defer a.Close()
 	defer b.Close()
 	const alive, dies, ttl = ".datastore.lock", "data/command/shell/vpc/.lock", 9 * time.Second
@@ -161,7 +161,7 @@ func TestLockExpiryAndFencing(t *testing.T) {
 	if err := a.Release(ctx, dies); err != nil {
 		t.Fatal(err)
 	}
-	c := NewLocks(ctx, kv, clock)
+	c := NewLocks(ctx, kv, clock, nil)
 	if info, _ := c.Inspect(ctx, dies); info == nil || info.Holder != "b" {
 		t.Fatalf("after a's release: inspect = %+v, want b still holding", info)
 	}
@@ -177,7 +177,7 @@ func TestLockRenewalsEndWithTheirContext(t *testing.T) {
 	kv, clock := testBucket()
 	ctx := t.Context()
 	life, end := context.WithCancel(ctx)
-	a, b := NewLocks(life, kv, clock), NewLocks(ctx, kv, clock)
+	a, b := NewLocks(life, kv, clock, nil), NewLocks(ctx, kv, clock, nil)
 	defer b.Close()
 	const key, ttl = ".datastore.lock", 9 * time.Second
 	if err := a.Acquire(ctx, key, holder("a"), ttl, time.Millisecond, 0); err != nil {
@@ -205,7 +205,7 @@ func TestLockReleaseAll(t *testing.T) {
 	t.Parallel()
 	kv, clock := testBucket()
 	ctx := t.Context()
-	a, b := NewLocks(ctx, kv, clock), NewLocks(ctx, kv, clock)
+	a, b := NewLocks(ctx, kv, clock, nil), NewLocks(ctx, kv, clock, nil)
 	defer b.Close()
 	for _, key := range []string{".datastore.lock", "data/t/m/.lock"} {
 		if err := a.Acquire(ctx, key, holder("a"), time.Minute, time.Millisecond, time.Second); err != nil {
@@ -231,7 +231,7 @@ func TestLockForceReleaseNonce(t *testing.T) {
 	t.Parallel()
 	kv, clock := testBucket()
 	ctx := t.Context()
-	a, b := NewLocks(ctx, kv, clock), NewLocks(ctx, kv, clock)
+	a, b := NewLocks(ctx, kv, clock, nil), NewLocks(ctx, kv, clock, nil)
 	defer a.Close()
 	const key = ".locks/ci.lock"
 	if err := a.Acquire(ctx, key, holder("a"), 10*time.Second, 20*time.Millisecond, time.Second); err != nil {

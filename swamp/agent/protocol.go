@@ -199,9 +199,11 @@ type Response struct {
 }
 
 // Failure is a failed request: Message says what to do; Paths names the files
-// concerned.
+// concerned. Kind "lock-lost": a publish under a swamp lock another holder
+// took since (ledger.ErrLockLost): nothing was published, and nothing of the
+// command will be (an older extension shows it as any error).
 type Failure struct {
-	Kind    string   `json:"kind" ts:"\"conflict\" | \"version\" | \"unreachable\" | \"no-ledger\" | \"permission\" | \"error\""`
+	Kind    string   `json:"kind" ts:"\"conflict\" | \"version\" | \"unreachable\" | \"no-ledger\" | \"permission\" | \"lock-lost\" | \"error\""`
 	Message string   `json:"message"`
 	Paths   []string `json:"paths,omitempty"`
 }

@@ -127,7 +127,7 @@ export type Request = {
   op: string;
 };
 export type Failure = {
-  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "permission" | "error";
+  kind: "conflict" | "version" | "unreachable" | "no-ledger" | "permission" | "lock-lost" | "error";
   message: string;
   paths?: string[];
 };
@@ -278,6 +278,8 @@ export class Agent {
   private closeOut?: Deno.FsFile;
   /** Why this command's changes are not published, if a push failed and none succeeded since. */
   unpublished?: string;
+  /** The failed push's kind ("lock-lost": swamp's lock passed to another host meanwhile). */
+  unpublishedKind?: string;
   /** The markDirty paths of this command that no push has published yet. */
   readonly unpushed = new Set<string>();
 
@@ -376,11 +378,14 @@ export class Agent {
       }
     }
     if (why === undefined) return;
-    console.error(
-      `${TYPE}: this command's changes were not published to the ledger: ${why}\n` +
-        `${TYPE}: they stay in this host's cache (${this.cfg.cache}); the next swamp command publishes them ` +
-        `once the ledger answers (or run 'swamp datastore sync').`,
-    );
+    const next = this.unpublishedKind === "lock-lost"
+      ? `${TYPE}: they stay in this host's cache (${this.cfg.cache}), uncommitted; the next swamp command here ` +
+        `(or 'swamp datastore sync') pulls the other host's run and publishes this one after it: a data version ` +
+        `both runs numbered alike becomes the next free version, files swamp regenerates take the ledger's, and ` +
+        `any other file both changed is a conflict it names, for 'syncledger resolve'.`
+      : `${TYPE}: they stay in this host's cache (${this.cfg.cache}); the next swamp command publishes them ` +
+        `once the ledger answers (or run 'swamp datastore sync').`;
+    console.error(`${TYPE}: this command's changes were not published to the ledger: ${why}\n${next}`);
     if (!Deno.exitCode) Deno.exitCode = 1;
   }
   private finished = false;
@@ -546,7 +551,10 @@ export class Lock {
     } catch (e) {
       // A lock refused after swamp wrote (the global lock of its push): the
       // push cannot happen, so this command's changes stay unpublished.
-      if (writing) this.agent.unpublished = (e as Error).message;
+      if (writing) {
+        this.agent.unpublished = (e as Error).message;
+        this.agent.unpublishedKind = (e as { kind?: string }).kind;
+      }
       throw e;
     } finally {
       clearTimeout(timer);
@@ -589,12 +597,13 @@ export class SyncService {
     try {
       const r = await this.agent.call(req);
       if (req.op !== "prepare") {
-        this.agent.unpublished = undefined;
+        this.agent.unpublished = this.agent.unpublishedKind = undefined;
         for (const p of taken) this.agent.unpushed.delete(p);
       }
       return r;
     } catch (e) {
       this.agent.unpublished = (e as Error).message;
+      this.agent.unpublishedKind = (e as { kind?: string }).kind;
       throw e;
     }
   }

@@ -152,6 +152,30 @@ Deno.test("an agent's error is the error swamp shows", opts, async () => {
   assert(out.includes("not published to the ledger: syncledger: another host changed a/b") && out.includes("the next swamp command publishes them"), out);
 });
 
+Deno.test("a push refused for a lock lost says so at swamp's exit, and what the next command does", opts, async () => {
+  const f = fake("ok");
+  const p = provider(f.bin);
+  const sync = p.createSyncService("/repo", "/cache");
+  await sync.markDirty({ relPath: "lock-lost" });
+  const e = await rejects(sync.pushChanged(), "was lost: bob@desk took it") as Error & { kind: string };
+  assert(e.kind === "lock-lost", JSON.stringify(e));
+  const printed: string[] = [];
+  const print = console.error;
+  console.error = (...args: unknown[]) => printed.push(args.join(" "));
+  try {
+    p.agent.finish();
+  } finally {
+    console.error = print;
+  }
+  const code = Deno.exitCode;
+  Deno.exitCode = 0;
+  const out = printed.join("\n");
+  assert(code === 1, `exit code at swamp's exit ${code}, want 1`);
+  assert(out.includes("not published to the ledger: syncledger: swamp's lock data/t/id/.lock was lost") &&
+    out.includes("they stay in this host's cache (/cache), uncommitted") &&
+    out.includes("pulls the other host's run and publishes this one after it") && !out.includes("once the ledger answers"), out);
+});
+
 Deno.test("a missing binary says where and what to run, at the first call", opts, async () => {
   const sync = provider("/nonexistent/syncledger").createSyncService("/repo", "/cache"); // no throw here
   await rejects(sync.pullChanged(), "/nonexistent/syncledger is not found");

@@ -1,7 +1,8 @@
 // A stand-in for `syncledger swamp agent` in the extension's unit tests. It
 // appends every request to $FAKE_LOG and answers by $FAKE_MODE:
 //   ok   hello → version; pull → 3 files; lock.acquire → after 300 ms;
-//        push → an error for hints ["conflict"], else the hints count;
+//        push → an error for hints ["conflict"] or ["lock-lost"], else the
+//        hints count;
 //        cp.put/cp.get → an in-memory store; hint → no answer
 //   die  writes "boom" on stderr and exits 3 before answering
 const mode = Deno.env.get("FAKE_MODE") ?? "ok";
@@ -29,6 +30,8 @@ for await (const chunk of Deno.stdin.readable.pipeThrough(new TextDecoderStream(
       case "push":
         if (req.hints?.includes("conflict")) {
           out({ id, error: { kind: "conflict", message: "syncledger: another host changed a/b too", paths: ["a/b"] } });
+        } else if (req.hints?.includes("lock-lost")) {
+          out({ id, error: { kind: "lock-lost", message: "syncledger: swamp's lock data/t/id/.lock was lost: bob@desk took it" } });
         } else out({ id, result: { files: req.hints?.length ?? 0 } });
         break;
       case "hint": break;
