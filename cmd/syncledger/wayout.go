@@ -93,7 +93,7 @@ func errorNote(err error) string {
 	)
 	switch {
 	case errors.As(err, &we):
-		return fmt.Sprintf("%s: see that it is up and reachable from this host (a network cut, a proxy or endpoint that hangs), then run the command again; --wait sets how long a command waits", waitLeft(we.Op))
+		return fmt.Sprintf("%s: see that it is up and reachable from this host (a network cut, a proxy or endpoint that hangs), then run the command again; --wait sets how long a command waits", we.Left())
 	case errors.As(err, &full):
 		return serverFullNote(full.State)
 	case errors.As(err, &ns):
@@ -108,17 +108,6 @@ func errorNote(err error) string {
 		return "see syncledger log"
 	}
 	return ""
-}
-
-// waitLeft says what an operation that gave up waiting left.
-func waitLeft(op string) string {
-	switch op {
-	case "commit", "prepare":
-		return "nothing more was published: the changes not published stay uncommitted in the cache, for the next commit"
-	case "sync", "fetch":
-		return "what was pulled is kept"
-	}
-	return "nothing was changed"
 }
 
 // withNote returns err with its note (errorNote) appended to the message.

@@ -78,6 +78,18 @@ func (e *WaitError) Error() string {
 
 func (e *WaitError) Unwrap() error { return e.Err }
 
+// Left says what the operation that gave up left: a push, its changes not
+// published uncommitted in the cache; a pull, what it pulled.
+func (e *WaitError) Left() string {
+	switch e.Op {
+	case "commit", "prepare":
+		return "nothing more was published: the changes not published stay uncommitted in the cache"
+	case "sync", "fetch":
+		return "what was pulled is kept"
+	}
+	return "nothing was changed"
+}
+
 func (e *WaitError) Is(target error) bool { return target == ledger.ErrUnreachable }
 
 // watch is one operation's watch over its waits.

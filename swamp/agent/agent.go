@@ -423,6 +423,7 @@ func (a *Agent) describe(err error) *Failure {
 		ne   *NamespaceError
 		full *ledger.ServerFullError
 		ns   *host.NoSpaceError
+		we   *host.WaitError
 	)
 	switch {
 	case errors.As(err, &pe) && pe.Extension > Protocol:
@@ -464,6 +465,9 @@ func (a *Agent) describe(err error) *Failure {
 		return &Failure{Kind: "error", Message: fmt.Sprintf("syncledger: %v: free space on this host's disk, then run swamp again (what was pulled is kept)", err)}
 	case errors.Is(err, ledger.ErrNotFound):
 		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with '%s', or fix \"ledger\" in the datastore config of .swamp.yaml)", err, a.cfg.WaysOut.Init())}
+	case errors.As(err, &we):
+		return &Failure{Kind: "unreachable", Message: fmt.Sprintf("syncledger: %v: %s, for the next swamp command (or 'swamp datastore sync'); "+
+			"see that %s is up and reachable from this host (a network cut, a proxy or an endpoint that hangs)", err, we.Left(), we.Server())}
 	case errors.Is(err, ledger.ErrUnreachable):
 		return &Failure{Kind: "unreachable", Message: "syncledger: cannot reach NATS: " + err.Error() + " (the server is \"nats\" in the datastore config of .swamp.yaml)"}
 	}
