@@ -124,7 +124,6 @@ func noAnswerLedger(t *testing.T, name string) (c *shell, proxy *faulty.Proxy, h
 	return c, proxy, hang, hs.URL
 }
 
-
 // TestNoAnswerSwampAgent (issue 39 point 4, through swamp): the swamp agent,
 // the extension's process, pushing to a blob store that accepts connections
 // and never answers says on its stderr — which the extension prints on
