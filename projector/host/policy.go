@@ -81,3 +81,11 @@ func (p Policy) conflicts() int {
 func (p Policy) backoff(n int, now time.Time) time.Duration {
 	return time.Duration(n*(1+int(now.UnixNano()%7))) * time.Millisecond
 }
+
+// PushBlobs is b under the bound Config.Policy gives a push's requests to
+// the blob store (each attempt a third of Policy.Wait, for a put with none
+// of its content taken): for work beside a push that stores its content
+// ahead of it (swamp's hints), never waiting longer than the push would.
+func (h *Host) PushBlobs(b *ledger.Bucket) *ledger.Bucket {
+	return b.WithRetry(h.cfg.Policy.blobRetry(b.Retry()))
+}

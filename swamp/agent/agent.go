@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -142,6 +143,12 @@ type Agent struct {
 	hintLast  []string      // the last hint's paths, not written yet when it came
 	hintDone  chan struct{} // closed once the work of the hints before it is done (nil: none)
 	hintSince time.Time     // a hint's work leaves out files older than this
+	// hintCtx is the hints' work's context (nil: none yet), ended by
+	// hintStop when a publish will not wait for it (hinted); hintHeard is
+	// when that work last moved (unix ns): a file hashed, content read.
+	hintCtx   context.Context
+	hintStop  context.CancelFunc
+	hintHeard atomic.Int64
 	baseDone  chan struct{} // closed once the scan after the last pull is done (nil: none)
 
 	// Under hostMu: the agent's own dirty set (nil: none), and the scan
