@@ -1,17 +1,13 @@
 package main
 
 import (
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-
-	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
@@ -30,18 +26,10 @@ func TestSwampRealBlobStoreHangs(t *testing.T) {
 	w := newRealSwampWorld(t)
 	srv, _ := natsjstest.RunServer(t)
 	w.srv = srv
-	mem := s3mem.New()
-	if err := mem.CreateBucket("ledger"); err != nil {
-		t.Fatal(err)
-	}
-	hang := faulty.NewHang(gofakes3.New(mem, gofakes3.WithTimeSkewLimit(0)).Server())
-	hs := httptest.NewServer(hang)
-	t.Cleanup(hs.Close)
-	t.Cleanup(hang.Close)
-	aws := []string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true"}
-	w.start(srv.ClientURL(), aws...)
-	w.swampEnv = append(aws, "SYNCLEDGER_WAIT="+wait.String())
-	w.c.ok("init", "--blobs", "s3://ledger/blobs?endpoint="+hs.URL+"&region=us-east-1&path-style=true")
+	hang, s3, blobs := hangingS3(t)
+	w.start(srv.ClientURL(), s3Env...)
+	w.swampEnv = append(slices.Clone(s3Env), "SYNCLEDGER_WAIT="+wait.String())
+	w.c.ok("init", "--blobs", blobs)
 	a, b := w.repo("host-a"), w.repo("host-b")
 	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
 
@@ -56,7 +44,7 @@ func TestSwampRealBlobStoreHangs(t *testing.T) {
 	}
 	// swamp's push is two-phase: its preparePush stores the content.
 	if !regexp.MustCompile(`@syncledger/datastore: (prepare|commit): waiting for the blob store \(s3://ledger/blobs\?endpoint=` +
-		regexp.QuoteMeta(hs.URL) + `[^)]*\) to store content: no answer for [0-9.]+s`).MatchString(out) {
+		regexp.QuoteMeta(s3) + `[^)]*\) to store content: no answer for [0-9.]+s`).MatchString(out) {
 		t.Errorf("a's failed run does not say what its push waits for")
 	}
 	for _, want := range []string{

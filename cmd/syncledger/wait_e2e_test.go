@@ -108,6 +108,17 @@ func noAnswerLedger(t *testing.T, name string) (c *shell, proxy *faulty.Proxy, h
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
+	hang, s3, blobs := hangingS3(t)
+	c = &shell{t: t, env: cliEnv(append([]string{"SYNCLEDGER_NATS=" + proxy.URL(), "SYNCLEDGER_LEDGER=" + name, "SYNCLEDGER_LOG_LEVEL=warn"}, s3Env...)...)}
+	c.ok("init", "--blobs", blobs)
+	return c, proxy, hang, s3
+}
+
+// hangingS3 is an S3 server at url, behind hang, with a bucket "ledger";
+// blobs is the --blobs URL of a store in it (its client's environment:
+// s3Env).
+func hangingS3(t *testing.T) (hang *faulty.Hang, url, blobs string) {
+	t.Helper()
 	mem := s3mem.New()
 	if err := mem.CreateBucket("ledger"); err != nil {
 		t.Fatal(err)
@@ -116,12 +127,7 @@ func noAnswerLedger(t *testing.T, name string) (c *shell, proxy *faulty.Proxy, h
 	hs := httptest.NewServer(hang)
 	t.Cleanup(hs.Close)
 	t.Cleanup(hang.Close)
-	c = &shell{t: t, env: cliEnv(
-		"SYNCLEDGER_NATS="+proxy.URL(), "SYNCLEDGER_LEDGER="+name, "SYNCLEDGER_LOG_LEVEL=warn",
-		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true",
-	)}
-	c.ok("init", "--blobs", "s3://ledger/blobs?endpoint="+hs.URL+"&region=us-east-1&path-style=true")
-	return c, proxy, hang, hs.URL
+	return hang, hs.URL, "s3://ledger/blobs?endpoint=" + hs.URL + "&region=us-east-1&path-style=true"
 }
 
 // TestNoAnswerSwampAgent (issue 39 point 4, through swamp): the swamp agent,
