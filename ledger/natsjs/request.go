@@ -367,13 +367,25 @@ func (l *Log) newBatcher() (*batcher, error) {
 
 func (b *batcher) close() { _ = b.sub.Unsubscribe() }
 
-// get is directBatch on b's subscription.
+// get is directBatch on b's subscription. A batch whose answers stopped
+// coming (lost as the connection dropped, or later than the per-request
+// timeout) is asked again, as request asks again an idempotent request whose
+// answer was lost: at most readAttempts times in all, while ctx lasts.
 func (b *batcher) get(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {
-	err = b.l.whileUnavailable(ctx, func(ctx context.Context) error {
-		msgs, pending, err = b.once(ctx, req)
-		return err
-	})
-	return msgs, pending, err
+	wait := b.l.opts.retryWait
+	for attempt := 1; ; attempt++ {
+		err = b.l.whileUnavailable(ctx, func(ctx context.Context) error {
+			msgs, pending, err = b.once(ctx, req)
+			return err
+		})
+		if err == nil || ctx.Err() != nil || attempt >= readAttempts || !answerLost(err) {
+			return msgs, pending, err
+		}
+		if ledger.SleepCtx(ctx, wait) != nil {
+			return msgs, pending, err
+		}
+		wait = min(2*wait, maxRetryWait)
+	}
 }
 
 func (b *batcher) once(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {

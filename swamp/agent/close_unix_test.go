@@ -63,7 +63,10 @@ func TestAgentClose(t *testing.T) {
 	head, _ := e.log.LastSeq(t.Context())
 	write(t, cache, "workflow-runs/wf/workflow-run-1.yaml", "status: succeeded\n")
 	c.notify(map[string]any{"op": "hint", "hints": []string{"workflow-runs/wf/workflow-run-1.yaml"}})
-	r = closeReq(CloseRequest{Publish: true})
+	// The close carries the paths marked dirty since the last push, as the
+	// extension sends it: the hint above goes over stdin, the close over its
+	// pipe, and nothing orders the two (the close may be read first).
+	r = closeReq(CloseRequest{Hints: []string{"workflow-runs/wf/workflow-run-1.yaml"}, Publish: true})
 	if r.Error != nil || r.Result.(map[string]any)["files"].(float64) != 1 {
 		t.Fatalf("close: %+v", r)
 	}
