@@ -14,6 +14,16 @@ const (
 
 // Policy is a push's one retry policy (Config.Policy): which failures a
 // Commit retries and how often. The zero value is the default.
+//
+// The worst case of one push is stated here: it publishes each of its
+// commits at most Conflicts times and settles at most Settles conflicts;
+// and whatever the stores below retry (natsjs's publishes, a Bucket's
+// attempts), once it has gone Wait without progress — no answer, or only
+// failures that are retried — it gives up, within a quarter of Report more
+// (TestPushBoundRefusals, TestPushServerNeverAnswers,
+// TestPushBlobStoreNeverAnswers). A lost lock, a refusal for a full disk,
+// a permission are never retried. Only progress extends it: content taken,
+// publishes acknowledged, events read.
 type Policy struct {
 	// Conflicts is the most times one commit of a push is published: after
 	// each chain conflict (another host extended a partition it touches) the

@@ -17,8 +17,12 @@ import (
 // ports watched (the log, and the blob store under the push's retry bound),
 // and its watch knows how long it has waited for an answer. A wait is a
 // request to the ledger's server or the blob store with no answer yet;
-// an answer is any: a blob stored or read, a publish acknowledged, an event
-// read, a byte of content taken or sent, even a refusal. Local work (a walk,
+// an answer is any that moves the operation: a blob stored or read, a
+// publish acknowledged, an event read, a byte of content taken or sent, a
+// definite refusal (a conflict, not found, a permission). A failure the
+// stack retries (a 503, "slow down", a timeout) is no answer: however the
+// stores below retry, an operation that gets nothing else gives up at
+// Policy.Wait, the one bound of a push that makes no progress. Local work (a walk,
 // hashing, writing the cache) is not waiting. Once the operation has waited
 // Policy.Report with no answer it says so (Config.Waiting: what it waits for,
 // how long, the last failure of a request retried meanwhile), and again
@@ -188,13 +192,14 @@ func (w *watch) begin(on, what string) {
 	w.mu.Unlock()
 }
 
-// end ends a request: its answer (err nil, or an answer of the server's) is
-// heard; a request that got none (a timeout, the connection down) is the
-// last failure.
+// end ends a request: its answer (err nil, or a definite answer of the
+// server's) is heard; a request that got none (a timeout, the connection
+// down) or only a failure that is retried (ledger.DefaultRetryable: a 503)
+// is the last failure.
 func (w *watch) end(err error) {
 	w.mu.Lock()
 	w.waiting--
-	if err == nil || !noAnswer(err) {
+	if err == nil || !noAnswer(err) && !ledger.DefaultRetryable(err) {
 		w.heard, w.told, w.unanswered = time.Now(), time.Time{}, false
 	} else {
 		w.last, w.unanswered = err, true

@@ -3,10 +3,12 @@ package host
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/syncledger/syncledger/internal/faulty"
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 	"github.com/syncledger/syncledger/ledger/s3blob"
 )
@@ -196,5 +199,106 @@ func TestPushBlobStoreNeverAnswers(t *testing.T) {
 	mustSync(t, b, SyncOptions{})
 	if got, _ := readFile(t, b, "audit/x"); got != "2" {
 		t.Fatalf("b's audit/x: %q", got)
+	}
+}
+
+// refusingStore is a blob driver that, while refusing, answers every
+// request after delay with a failure the stack retries (an S3 503 "slow
+// down").
+type refusingStore struct {
+	driver.Bucket
+	delay    time.Duration
+	refusing atomic.Bool
+	refused  atomic.Int64
+}
+
+var errSlowDown = errors.New("503 SlowDown: please reduce your request rate")
+
+func (s *refusingStore) refuse(ctx context.Context) error {
+	if !s.refusing.Load() {
+		return nil
+	}
+	s.refused.Add(1)
+	if err := ledger.SleepCtx(ctx, s.delay); err != nil {
+		return err
+	}
+	return errSlowDown
+}
+
+func (s *refusingStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := s.refuse(ctx); err != nil {
+		return err
+	}
+	return s.Bucket.Put(ctx, key, r, size)
+}
+
+func (s *refusingStore) Stat(ctx context.Context, key string) (driver.ObjectInfo, error) {
+	if err := s.refuse(ctx); err != nil {
+		return driver.ObjectInfo{}, err
+	}
+	return s.Bucket.Stat(ctx, key)
+}
+
+func (s *refusingStore) NewBatch() driver.Batch { return refusingBatch{s.Bucket.NewBatch(), s} }
+
+type refusingBatch struct {
+	driver.Batch
+	s *refusingStore
+}
+
+func (b refusingBatch) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := b.s.refuse(ctx); err != nil {
+		return err
+	}
+	return b.Batch.Put(ctx, key, r, size)
+}
+
+func (b refusingBatch) Flush(ctx context.Context) error {
+	if err := b.s.refuse(ctx); err != nil {
+		return err
+	}
+	return b.Batch.Flush(ctx)
+}
+
+// A push's time without progress is bounded by the one policy, whatever the
+// stores below retry: a blob store that answers every request — within the
+// attempt's bound, so the store's retries go on — with a failure it retries
+// (a 503), under a bucket policy of 20 attempts, 20 × 400 ms before the
+// Bucket would give up, is given up on at Policy.Wait, saying what the push
+// waits for and the store's last failure; nothing is published, the files
+// stay dirty, and the next commit publishes them.
+func TestPushBoundRefusals(t *testing.T) {
+	e := newEnv(t)
+	st := &refusingStore{Bucket: e.objs, delay: 400 * time.Millisecond}
+	blobs := ledger.NewBucket(st, ledger.RetryPolicy{Attempts: 20, Wait: 10 * time.Millisecond, MaxWait: 10 * time.Millisecond})
+	w := &waits{}
+	a, err := Open(Config{Cache: t.TempDir(), Host: "a", Log: e.log, Blobs: blobs, Policy: stallPolicy, Waiting: w.tell})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	writeFile(t, a, "audit/x", "1")
+	mustCommit(t, a, "first")
+	head := mustStatus(t, a).Head
+
+	writeFile(t, a, "audit/x", "2")
+	st.refusing.Store(true)
+	w.reset()
+	start := time.Now()
+	_, err = a.Commit(context.Background(), CommitOptions{Message: "refused"})
+	took := time.Since(start)
+	checkGaveUp(t, "commit", err, took, w, "blobs", "", false)
+	if got, _ := w.list(); !errors.Is(got[0].Last, errSlowDown) {
+		t.Fatalf("the wait told %v, want the store's last failure (%v)", got[0], errSlowDown)
+	}
+	if n := st.refused.Load(); n < 3 || n >= 20 {
+		t.Fatalf("the store refused %d requests: want the push to have retried, and given up before the store's policy (20)", n)
+	}
+	st.refusing.Store(false)
+	if st := mustStatus(t, a); st.Head != head || len(st.Dirty) != 1 {
+		t.Fatalf("after the push that gave up: head %d (want %d), dirty %q", st.Head, head, st.Dirty)
+	}
+	if r := mustCommit(t, a, "once the store takes it"); r.Written != 1 {
+		t.Fatalf("the next commit: %+v", r)
 	}
 }
