@@ -78,6 +78,9 @@ func TestNoAnswerCLI(t *testing.T) {
 				!strings.Contains(e.Error.Message, "gave up after waiting") || !strings.Contains(e.Error.Message, "uncommitted in the cache") {
 				t.Fatalf("commit with %s: %v; want kind no-answer saying it gave up and what stays: %s", tc.name, err, r.stdout)
 			}
+			if tc.late && !strings.Contains(e.Error.Message, "may have been stored") {
+				t.Fatalf("commit with %s: %s; want it to say its commit may have been stored (the append's answer was lost)", tc.name, e.Error.Message)
+			}
 			// The publish the NATS case held is sent when the network comes
 			// back, as TCP sends it again: the commit that gave up may be
 			// stored (its outcome unknown) — the next commit must not

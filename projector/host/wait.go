@@ -83,8 +83,12 @@ func (e *WaitError) Error() string {
 func (e *WaitError) Unwrap() error { return e.Err }
 
 // Left says what the operation that gave up left: a push, its changes not
-// published uncommitted in the cache; a pull, what it pulled.
+// published uncommitted in the cache (its last commit perhaps stored, when
+// the append's answer was what it waited for); a pull, what it pulled.
 func (e *WaitError) Left() string {
+	if errors.Is(e.Err, ledger.ErrOutcomeUnknown) {
+		return "its last commit may have been stored, its answer lost: the changes stay uncommitted in the cache, and the next commit publishes nothing twice"
+	}
 	switch e.Op {
 	case "commit", "prepare":
 		return "nothing more was published: the changes not published stay uncommitted in the cache"
