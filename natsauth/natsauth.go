@@ -44,11 +44,22 @@
 //     and its dead letters. No commits, blobs, keys, streams or consumers of
 //     its own; never another consumer's messages or acknowledgements.
 //
-// Every role subscribes to syncledger.<ledger>.>, which holds the stream's
-// republish of what it stored (syncledger.<ledger>.stored.>, what followers
-// read: watch, log --follow, tail, the dashboard), and no role below admin
-// publishes there (the deny lists name it): a message on it was stored by the
-// stream, at the seq it states.
+// Every role subscribes to the stream's republish of what it stored
+// (syncledger.<ledger>.stored.>, what followers read: watch, log --follow,
+// tail, the dashboard), and no role below admin publishes there (the deny
+// lists name it): a message on it was stored by the stream, at the seq it
+// states. No role below the admin subscribes to the ledger's publish
+// subjects (syncledger.<ledger>.p.>): a publish there is seen by the server
+// alone until the stream stores it, so no other user learns a message id or
+// a batch id in flight (to pre-empt a commit, or to slip a message into its
+// batch), nor sees a publish the stream refused.
+//
+// A host user may be scoped to the host ids it beats as (Scope.Hosts): it
+// then writes those hosts' heartbeat keys only. Unscoped, it may write any
+// key of the heartbeat bucket; readers skip a value under a key not its
+// host's, but a well-formed beat of another host under that host's key
+// passes for it (monitoring only: the bucket feeds hosts, the dashboard
+// and the metrics, and nothing decides on it).
 //
 // Every role subscribes to _INBOX.> for JetStream API answers. On a server shared
 // with untrusted users, give each user its own inbox prefix instead (nats-server's
@@ -62,7 +73,9 @@ package natsauth
 import (
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsblob"
 	"github.com/syncledger/syncledger/ledger/natsjs"
@@ -71,8 +84,12 @@ import (
 // Version is the version of the permissions this package renders: a
 // server whose users were given an older one (Marker) should have them
 // rendered again. 2: nothing below the admin creates or changes a
-// resource (issue 38).
-const Version = 2
+// resource (issue 38). 3: no role below the admin subscribes to the
+// ledger's publish subjects (syncledger.<ledger>.p.>: another writer's
+// message ids and batch ids in flight), only to the stream's republish of
+// what it stored and to serve's disk notices; a host user may be scoped to
+// its own heartbeat key (Scope.Hosts).
+const Version = 3
 
 // Role names a permission template.
 type Role string
@@ -120,6 +137,11 @@ type Scope struct {
 	// reset those, and store their dead letters; none when empty. The
 	// admin creates them (syncledger consume create). Other roles ignore it.
 	Consumers []string
+	// Hosts are the host ids (syncledger --host) a host user beats as: it
+	// may write the heartbeat keys of these hosts only (heartbeat.Key), so
+	// one host's credential cannot write another host's position. Every key
+	// of the bucket when empty. Other roles ignore it.
+	Hosts []string
 }
 
 // Verb is what a grant lets a user do with its subject.
@@ -147,10 +169,11 @@ type Grant struct {
 
 // names are the server's names of what a scope covers.
 type names struct {
-	ledger, stream, commits, all  string
+	ledger, stream, commits       string
 	hb, hbStream, swamp, swStream string
 	dlqStream, bucket, objStream  string
-	consumers                     []string
+	stored, server                string
+	consumers, hosts              []string
 }
 
 func namesOf(s Scope) names {
@@ -158,12 +181,14 @@ func namesOf(s Scope) names {
 		ledger:    s.Ledger,
 		stream:    natsjs.StreamName(s.Ledger),
 		commits:   ledger.SubjectPrefix(s.Ledger) + ">",
-		all:       ledger.SubjectRoot + "." + s.Ledger + ".>",
+		stored:    natsjs.StoredSubjects(s.Ledger),
+		server:    natsjs.ServerSubject(s.Ledger),
 		hb:        natsjs.HeartbeatBucket(s.Ledger),
 		swamp:     natsjs.SwampBucket(s.Ledger),
 		dlqStream: natsjs.DeadLetterStream(s.Ledger),
 		bucket:    s.ObjectBucket,
 		consumers: s.Consumers,
+		hosts:     s.Hosts,
 	}
 	n.hbStream, n.swStream = natsjs.KVStream(n.hb), natsjs.KVStream(n.swamp)
 	if s.ObjectBucket != "" {
@@ -189,6 +214,13 @@ func (s Scope) validate() error {
 	}
 	if s.ObjectBucket != "" && !validBucket(s.ObjectBucket) {
 		return fmt.Errorf("permissions: object store bucket %q: want letters, digits, '-' and '_': %w", s.ObjectBucket, ledger.ErrInvalid)
+	}
+	hosts := map[string]bool{}
+	for _, h := range s.Hosts {
+		if h == "" || len(h) > ledger.MaxHostLen || hosts[heartbeat.Key(h)] {
+			return fmt.Errorf("permissions: host id %q: want 1-%d bytes, once: %w", h, ledger.MaxHostLen, ledger.ErrInvalid)
+		}
+		hosts[heartbeat.Key(h)] = true
 	}
 	seen := map[string]bool{}
 	for _, c := range s.Consumers {
@@ -244,8 +276,8 @@ func reads(st, why string) []Grant {
 func common(n names) []Grant {
 	return append([]Grant{
 		allow(Subscribe, "_INBOX.>", "inboxes", "the answers to its JetStream API requests and publishes"),
-		allow(Subscribe, n.all, "ledger "+n.ledger, "the ledger's subjects"),
-		allow(Subscribe, natsjs.StoredSubjects(n.ledger), "stream "+n.stream, "watch, log --follow, tail, the dashboard: the stream's republish of what it stored, read holding no consumer"),
+		allow(Subscribe, n.stored, "stream "+n.stream, "watch, log --follow, tail, the dashboard: the stream's republish of what it stored, read holding no consumer"),
+		allow(Subscribe, n.server, "ledger "+n.ledger, "what serve says of its disk (a full disk, and when writes are taken again)"),
 		allow(Publish, "$JS.API.INFO", "account", "JetStream's account info (nats.go asks it)"),
 	}, markers()...)
 }
@@ -290,9 +322,14 @@ func hostGrants(n names) []Grant {
 	g := common(n)
 	g = append(g,
 		allow(Publish, n.commits, "stream "+n.stream, "commit: a commit's events"),
-		allow(Publish, natsjs.KVSubjectPrefix+n.hb+".>", "bucket "+n.hb, "sync, watch: put its heartbeat (hosts forget deletes, by a marker)"),
 		allow(Publish, natsjs.KVSubjectPrefix+n.swamp+".>", "bucket "+n.swamp, "the swamp agent: take and release locks, the control plane, the namespace registry"),
 	)
+	if len(n.hosts) == 0 {
+		g = append(g, allow(Publish, natsjs.KVSubjectPrefix+n.hb+".>", "bucket "+n.hb, "sync, watch: put its heartbeat — any host's key: give each host a user of its own, scoped to its host id (Scope.Hosts), so that it writes its own only"))
+	}
+	for _, h := range n.hosts {
+		g = append(g, allow(Publish, natsjs.KVSubjectPrefix+n.hb+"."+heartbeat.Key(h), "bucket "+n.hb, fmt.Sprintf("sync, watch: put the heartbeat of host %s, its own (no other host's key)", h)))
+	}
 	if n.bucket != "" {
 		g = append(g,
 			allow(Publish, natsblob.ChunkSubjects(n.bucket), "stream "+n.objStream, "commit: a blob's chunks"),
@@ -379,4 +416,39 @@ func validBucket(b string) bool {
 		}
 	}
 	return true
+}
+
+// Match reports whether the NATS subject pattern p matches subject, the
+// server's way for a publish: tokens split on ".", "*" one token, a last ">"
+// one or more; a wildcard in subject is matched as a literal token.
+func Match(p, subject string) bool {
+	pt, st := strings.Split(p, "."), strings.Split(subject, ".")
+	for i, t := range pt {
+		switch {
+		case t == ">" && i == len(pt)-1:
+			return len(st) > i
+		case i >= len(st):
+			return false
+		case t != "*" && t != st[i]:
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
+
+// Allows reports whether the list lets its user publish to subject (or
+// subscribe to it, a literal subject): some allow matches it and no deny
+// does.
+func (l SubjectPermission) Allows(subject string) bool {
+	for _, d := range l.Deny {
+		if Match(d, subject) {
+			return false
+		}
+	}
+	for _, a := range l.Allow {
+		if Match(a, subject) {
+			return true
+		}
+	}
+	return false
 }

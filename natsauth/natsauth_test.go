@@ -7,42 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/syncledger/syncledger/consumers/heartbeat"
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// match reports whether NATS subject pattern p matches subject (a literal
-// subject, or a pattern a request could be: wildcards in it match as
-// literals, which is what the server checks a publish against).
-func match(p, subject string) bool {
-	pt, st := strings.Split(p, "."), strings.Split(subject, ".")
-	for i, t := range pt {
-		switch {
-		case t == ">":
-			return len(st) > i
-		case i >= len(st):
-			return false
-		case t == "*" || t == st[i]:
-		default:
-			return false
-		}
-	}
-	return len(pt) == len(st)
-}
-
-// allows reports whether p lets its user publish (or subscribe to) subject.
-func allows(l SubjectPermission, subject string) bool {
-	for _, d := range l.Deny {
-		if match(d, subject) {
-			return false
-		}
-	}
-	for _, a := range l.Allow {
-		if match(a, subject) {
-			return true
-		}
-	}
-	return false
-}
+// allows reports whether l lets its user publish (or subscribe to) subject.
+func allows(l SubjectPermission, subject string) bool { return l.Allows(subject) }
 
 func TestFor(t *testing.T) {
 	s := Scope{Ledger: "prod", ObjectBucket: "syncledger-prod", Consumers: []string{"audit"}}
@@ -101,6 +71,34 @@ func TestFor(t *testing.T) {
 	} {
 		if got := allows(tc.p.Publish, tc.subject); got != tc.want {
 			t.Errorf("%s publish %q = %v, want %v", map[bool]string{true: "host", false: "tooling"}[tc.p == host], tc.subject, got, tc.want)
+		}
+	}
+	// No role below the admin sees a publish before the stream stores it:
+	// it subscribes to the stream's republish and serve's notices, not to
+	// the ledger's publish subjects (message ids, batch ids in flight).
+	for _, p := range []*Permissions{host, tool} {
+		for subject, want := range map[string]bool{
+			"syncledger.prod.stored.abc": true, "syncledger.prod.server": true, "_INBOX.x.y": true,
+			"syncledger.prod.p.abc": false, "syncledger.prod.p.~q": false, "syncledger.prod.p.>": false, "syncledger.prod.>": false,
+			"syncledger.prod.dlq.audit": false, "$KV.SYNCLEDGER_SWAMP_prod.lock": false, "$JS.API.>": false, "$O.syncledger-prod.M.x": false,
+		} {
+			if got := allows(p.Subscribe, subject); got != want {
+				t.Errorf("%v subscribe %q = %v, want %v", p == host, subject, got, want)
+			}
+		}
+	}
+	// A host scoped to its host ids writes their heartbeat keys only.
+	scoped, err := For(RoleHost, Scope{Ledger: "prod", Hosts: []string{"web-1", "a.b~c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subject, want := range map[string]bool{
+		"$KV.SYNCLEDGER_HOSTS_prod.web-1": true, "$KV.SYNCLEDGER_HOSTS_prod." + heartbeat.Key("a.b~c"): true,
+		"$KV.SYNCLEDGER_HOSTS_prod.web-2": false, "$KV.SYNCLEDGER_HOSTS_prod.evil": false, "$KV.SYNCLEDGER_HOSTS_prod.web-1.x": false,
+		"$KV.SYNCLEDGER_SWAMP_prod.lock": true, "syncledger.prod.p.abc": true,
+	} {
+		if got := allows(scoped.Publish, subject); got != want {
+			t.Errorf("scoped host publish %q = %v, want %v", subject, got, want)
 		}
 	}
 	// Nothing below the admin makes or changes a resource of the ledger:
@@ -191,13 +189,15 @@ func TestParseUser(t *testing.T) {
 		"ops:admin":               {Name: "ops", Role: RoleAdmin},
 		nkey + ":tooling":         {Nkey: nkey, Role: RoleTooling},
 		"graf:tooling:audit,hook": {Name: "graf", Role: RoleTooling, Consumers: []string{"audit", "hook"}},
+		"web-1:host:web-1":        {Name: "web-1", Role: RoleHost, Hosts: []string{"web-1"}},
+		"ci:host:ci-a,ci.b":       {Name: "ci", Role: RoleHost, Hosts: []string{"ci-a", "ci.b"}},
 	} {
 		got, err := ParseUser(in)
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("ParseUser(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"web-1", ":host", "a:root", "a b:host", `a"b:host`, "a:host:audit", "a:tooling:x.y", "a:tooling:"} {
+	for _, bad := range []string{"web-1", ":host", "a:root", "a b:host", `a"b:host`, "a:admin:audit", "a:tooling:x.y", "a:tooling:", "a:host:", "a:host:x,x"} {
 		if _, err := ParseUser(bad); err == nil {
 			t.Errorf("ParseUser(%q) accepted", bad)
 		}
@@ -237,6 +237,16 @@ func TestRender(t *testing.T) {
 	}
 	if strings.Contains(out, "SYNCLEDGER_TOOLING = {") {
 		t.Errorf("Render output holds a variable no user names:\n%s", out)
+	}
+	// A host user given its host id has a variable of its own.
+	out, err = Render(Scope{Ledger: "default"}, []User{{Name: "web-1", Role: RoleHost, Hosts: []string{"web-1"}}, {Name: "web-2", Role: RoleHost}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SYNCLEDGER_HOST_WEB_1 = {", "permissions: $SYNCLEDGER_HOST_WEB_1}", `"$KV.SYNCLEDGER_HOSTS_default.web-1"`, "SYNCLEDGER_HOST = {", `"$KV.SYNCLEDGER_HOSTS_default.>"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Render output lacks %s:\n%s", want, out)
+		}
 	}
 	if _, err := Render(Scope{Ledger: "default"}, []User{{Name: "x", Nkey: nkey, Role: RoleHost}}); err == nil {
 		t.Error("a user with a name and an nkey rendered")

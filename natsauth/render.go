@@ -17,6 +17,9 @@ type User struct {
 	// Consumers, for a tooling user, are the durable consumers it runs, in
 	// place of the scope's (Scope.Consumers).
 	Consumers []string
+	// Hosts, for a host user, are the host ids it beats as, in place of the
+	// scope's (Scope.Hosts): it writes their heartbeat keys only.
+	Hosts []string
 }
 
 // PasswordVar is the environment variable the rendered block reads a user's
@@ -33,27 +36,34 @@ func PasswordVar(name string) string {
 }
 
 // ParseUser parses NAME:ROLE or NKEY:ROLE (a public user nkey: "U" and 55 more
-// base32 characters), and NAME:tooling:CONSUMER[,CONSUMER…] for a tooling user
-// with durable consumers of its own.
+// base32 characters), NAME:tooling:CONSUMER[,CONSUMER…] for a tooling user
+// with durable consumers of its own, and NAME:host:HOST[,HOST…] for a host
+// user that beats as those host ids only.
 func ParseUser(s string) (User, error) {
 	who, rest, ok := strings.Cut(s, ":")
 	if !ok || who == "" {
 		return User{}, fmt.Errorf("user %q: want NAME:ROLE or NKEY:ROLE: %w", s, ledger.ErrInvalid)
 	}
-	role, consumers, hasConsumers := strings.Cut(rest, ":")
+	role, list, hasList := strings.Cut(rest, ":")
 	r, err := ParseRole(role)
 	if err != nil {
 		return User{}, fmt.Errorf("user %q: %w", s, err)
 	}
 	var u User
-	if hasConsumers {
-		if r != RoleTooling {
-			return User{}, fmt.Errorf("user %q: only a tooling user runs consumers (NAME:tooling:CONSUMER,…): %w", s, ledger.ErrInvalid)
-		}
-		u.Consumers = strings.Split(consumers, ",")
+	switch {
+	case !hasList:
+	case r == RoleTooling:
+		u.Consumers = strings.Split(list, ",")
 		if err := (Scope{Ledger: "x", Consumers: u.Consumers}).validate(); err != nil {
 			return User{}, fmt.Errorf("user %q: %w", s, err)
 		}
+	case r == RoleHost:
+		u.Hosts = strings.Split(list, ",")
+		if err := (Scope{Ledger: "x", Hosts: u.Hosts}).validate(); err != nil {
+			return User{}, fmt.Errorf("user %q: %w", s, err)
+		}
+	default:
+		return User{}, fmt.Errorf("user %q: only a tooling user runs consumers (NAME:tooling:CONSUMER,…), and only a host user beats as host ids (NAME:host:HOST,…): %w", s, ledger.ErrInvalid)
 	}
 	u.Role = r
 	if IsUserNkey(who) {
@@ -107,7 +117,8 @@ func Render(s Scope, users []User) (string, error) {
 #   admin    everything (init, upgrade, consume create, snapshot retention, gc, hosts forget)
 #   host     publish commits, write blobs, heartbeats and swamp keys, read the ledger
 #   tooling  read; fetch and acknowledge only its own consumers: no stream, consumer or key changes
-# One user per host: removing one revokes that host alone.
+# One user per host: removing one revokes that host alone; a host user given
+# its host id (NAME:host:HOST) writes that host's heartbeat only.
 authorization {
 `)
 	type block struct {
@@ -118,13 +129,17 @@ authorization {
 	blocks := []block{{roleVar(RoleHost), RoleHost, s}, {roleVar(RoleTooling), RoleTooling, s}}
 	varOf := map[int]string{}
 	for i, u := range users {
-		if u.Role != RoleTooling || u.Consumers == nil {
+		own := s
+		switch {
+		case u.Role == RoleTooling && u.Consumers != nil:
+			own.Consumers = u.Consumers
+		case u.Role == RoleHost && u.Hosts != nil:
+			own.Hosts = u.Hosts
+		default:
 			continue
 		}
-		own := s
-		own.Consumers = u.Consumers
-		name := roleVar(RoleTooling) + "_" + strings.TrimPrefix(PasswordVar(cmpOr(u.Name, u.Nkey)), "SYNCLEDGER_PASSWORD_")
-		blocks = append(blocks, block{name, RoleTooling, own})
+		name := roleVar(u.Role) + "_" + strings.TrimPrefix(PasswordVar(cmpOr(u.Name, u.Nkey)), "SYNCLEDGER_PASSWORD_")
+		blocks = append(blocks, block{name, u.Role, own})
 		varOf[i] = name
 	}
 	used := map[string]bool{}

@@ -394,7 +394,7 @@ after upgrading syncledger when status says the server's are older.`,
 			return err
 		},
 	}
-	cmd.Flags().StringArrayVar(&users, "user", []string{"admin:admin", "host:host", "tooling:tooling"}, "a user, NAME:ROLE or NKEY:ROLE (NAME:tooling:CONSUMER,… for its own consumers); repeatable")
+	cmd.Flags().StringArrayVar(&users, "user", []string{"admin:admin", "host:host", "tooling:tooling"}, "a user, NAME:ROLE or NKEY:ROLE (NAME:tooling:CONSUMER,… for its own consumers; NAME:host:HOST,… to write those hosts' heartbeats only); repeatable")
 	cmd.Flags().StringArrayVar(&consumers, "consumer", nil, "a durable consumer the tooling role runs (consume … --name NAME); repeatable")
 	cmd.Flags().StringVar(&role, "role", "", "print this role's grants (admin, host, tooling) instead")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the host and tooling permissions as JSON instead")

@@ -181,7 +181,7 @@ func (a *app) beat(ctx context.Context, command string, hwm, head ledger.Seq) {
 		defer cancel()
 		// A user without the host role may not beat: that is a warning too.
 		if err = heartbeat.NewStore(kv).Put(bctx, b); errors.Is(err, ledger.ErrPermission) {
-			err = fmt.Errorf("%w (the host role may)", err)
+			err = fmt.Errorf("%w (the host role may; a host user given host ids writes only theirs: run as one of them, --host ID)", err)
 		}
 	}
 	if err != nil {

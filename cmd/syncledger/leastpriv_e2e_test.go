@@ -153,33 +153,54 @@ func (a *attacker) waitViolations(n int, d time.Duration) bool {
 // server's answer.
 func (a *attacker) request(subject string, body []byte) string {
 	a.t.Helper()
+	m := nats.NewMsg(subject)
+	m.Data = body
+	got, ok := a.exchange(m, 5*time.Second)
+	if !ok {
+		a.t.Fatalf("%s: no answer and no refusal of %s", a.who, subject)
+	}
+	return got
+}
+
+// exchange publishes m with a reply subject of its own and waits up to d
+// for the server's answer (returned; a status without data as
+// "(answered: STATUS DESCRIPTION)") or its refusal for this user's
+// permissions (""); ok is false if neither came.
+func (a *attacker) exchange(m *nats.Msg, d time.Duration) (answer string, ok bool) {
+	a.t.Helper()
 	before := a.violations()
-	inbox := nats.NewInbox()
-	sub, err := a.nc.SubscribeSync(inbox)
+	ch := make(chan *nats.Msg, 1)
+	sub, err := a.nc.ChanSubscribe(nats.NewInbox(), ch)
 	if err != nil {
 		a.t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := a.nc.PublishRequest(subject, inbox, body); err != nil {
+	m.Reply = sub.Subject
+	if err := a.nc.PublishMsg(m); err != nil {
 		a.t.Fatal(err)
 	}
 	if err := a.nc.Flush(); err != nil {
 		a.t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.After(d)
+	for {
+		a.mu.Lock()
+		more := a.more
+		a.mu.Unlock()
 		if a.violations() > before {
-			return ""
+			return "", true
 		}
-		if m, err := sub.NextMsg(20 * time.Millisecond); err == nil {
-			if len(m.Data) == 0 {
-				return "(answered: " + m.Header.Get("Status") + " " + m.Header.Get("Description") + ")"
+		select {
+		case r := <-ch:
+			if len(r.Data) == 0 {
+				return "(answered: " + r.Header.Get("Status") + " " + r.Header.Get("Description") + ")", true
 			}
-			return string(m.Data)
+			return string(r.Data), true
+		case <-more:
+		case <-deadline:
+			return "", false
 		}
 	}
-	a.t.Fatalf("%s: no answer and no refusal of %s", a.who, subject)
-	return ""
 }
 
 // refused checks that the server refuses each request for this user's

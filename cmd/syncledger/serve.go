@@ -93,7 +93,9 @@ free writes are taken again, without a restart.
 
 Give each host a user of its own in --users: to revoke one host, remove its
 user from the file and send serve SIGHUP; that host is disconnected and
-refused, every other connection goes on untouched.
+refused, every other connection goes on untouched. Give a host user its host
+id ("hosts: [web-1]", and run that host with --host web-1): it then writes
+that host's heartbeat alone, never another's.
 
 --ui ADDR serves the dashboard (see "syncledger ui") from this process.
 --json prints the startup information as one JSON object instead of text.`,
@@ -113,7 +115,7 @@ refused, every other connection goes on untouched.
 	fs.StringVar(&cfg.Token, "token", "", "require clients to present this token")
 	fs.StringVar(&cfg.User, "user", "", "require clients to log in as this user (with --password)")
 	fs.StringVar(&cfg.Password, "password", "", "the password for --user")
-	fs.Var(&o.users, "users", "YAML file of users, each {user, password | nkey, role: admin|host|tooling}")
+	fs.Var(&o.users, "users", "YAML file of users, each {user, password | nkey, role: admin|host|tooling, consumers: [NAME] (tooling), hosts: [ID] (host)}")
 	fs.StringVar(&cfg.TLS.CertFile, "tls-cert", "", "PEM server certificate: clients must use TLS")
 	fs.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&cfg.TLS.CAFile, "tls-ca", "", "PEM CAs that sign client certificates")

@@ -16,6 +16,7 @@ import (
 //   - user: web-1
 //     password: s3cret          # or a bcrypt hash ($2a$…) from "nats server passwd"
 //     role: host                # admin, host or tooling (natsauth)
+//     hosts: [web-1]            # the host ids it beats as (--host; host only): its heartbeat key alone
 //   - nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4
 //     role: tooling
 //     consumers: [audit]       # the durable consumers it runs (tooling only)
@@ -28,6 +29,7 @@ type serveUser struct {
 	Nkey      string   `yaml:"nkey" json:"nkey,omitempty"`
 	Role      string   `yaml:"role" json:"role"`
 	Consumers []string `yaml:"consumers" json:"consumers,omitempty"`
+	Hosts     []string `yaml:"hosts" json:"hosts,omitempty"`
 }
 
 // usersFlag is serve's --users: a YAML file of users, or (from the

@@ -274,8 +274,11 @@ func embeddedUsers(users []serveUser, scope natsauth.Scope) ([]embedded.User, er
 		if len(u.Consumers) > 0 && role != natsauth.RoleTooling {
 			return nil, usagef("--users: user %d: only a tooling user runs consumers (consumers: is for role tooling)", i+1)
 		}
+		if len(u.Hosts) > 0 && role != natsauth.RoleHost {
+			return nil, usagef("--users: user %d: only a host user beats as host ids (hosts: is for role host)", i+1)
+		}
 		own := scope
-		own.Consumers = u.Consumers
+		own.Consumers, own.Hosts = u.Consumers, u.Hosts
 		perms, err := natsauth.For(role, own)
 		if err != nil {
 			return nil, usagef("--users: user %d: %v", i+1, err)

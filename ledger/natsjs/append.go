@@ -2,6 +2,8 @@ package natsjs
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -39,7 +40,11 @@ const (
 // commit is a validated, encoded Append input: its events' messages, then
 // its fence checks' (ledger.Fence).
 type commit struct {
-	id       string
+	id string
+	// nonce, empty at first, follows the commit's message ids once another
+	// message was found holding them (see Append): a random suffix no other
+	// user can know before the server stores the commit.
+	nonce    string
 	events   []ledger.Event
 	fences   []ledger.Fence
 	subjects []string // of every message: the events', then the fence checks'
@@ -54,12 +59,38 @@ type commit struct {
 func (c *commit) String() string { return "commit " + c.id }
 
 // msgID is the Nats-Msg-Id of message i (0-based): "<commit uuid>/<part>"
-// for an event, ledger.FenceCheckID for a fence check.
+// for an event, ledger.FenceCheckID for a fence check; then the commit's
+// nonce if it has one ("<commit uuid>/<part>.<nonce>").
 func (c *commit) msgID(i int) string {
+	id := c.id + "/" + strconv.Itoa(i+1)
 	if k := len(c.events); i >= k {
-		return ledger.FenceCheckID(c.id, i-k)
+		id = ledger.FenceCheckID(c.id, i-k)
 	}
-	return c.id + "/" + strconv.Itoa(i+1)
+	if c.nonce != "" {
+		id += "." + c.nonce
+	}
+	return id
+}
+
+// newNonce returns 128 random bits, URL-safe: a batch id, or a commit's
+// message ids' nonce, that no other user can know before the server stores
+// what carries it.
+func newNonce() string {
+	b := make([]byte, 16)
+	_, _ = crand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// duplicate reports whether err is the server's answer to a message id it
+// holds already: a duplicate ack, a batch holding a stored id, or one in
+// process.
+func duplicate(err error) bool {
+	var d errDuplicateAck
+	if errors.As(err, &d) {
+		return true
+	}
+	code, ok := apiCode(err)
+	return ok && (code == codeBatchDupMsgID || code == codeDupInProcess)
 }
 
 func (l *Log) msg(c *commit, i int) *nats.Msg {
@@ -135,8 +166,10 @@ func (l *Log) prepare(events []ledger.Event, fences []ledger.Fence) (*commit, er
 // fence's lock has a later fence record → *ledger.LockLostError (told before
 // a conflict: never retried); another commit holds the place after a Prev →
 // *ledger.ConflictError (Actual read from the partition's last seq); nothing
-// → publish again (bounded attempts with backoff, honoring ctx). The error
-// text alone never decides. Errors after which the commit may be stored wrap
+// → publish again (bounded attempts with backoff, honoring ctx), and, when
+// the answer was a duplicate (another user's message holds the commit's
+// ids), at once under ids with a random nonce. The error text alone never
+// decides. Errors after which the commit may be stored wrap
 // ErrOutcomeUnknown.
 func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
 	l.opened.drop()
@@ -199,6 +232,16 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledge
 			return nil, fmt.Errorf("append %v: %w", c, res.conflict)
 		case final:
 			return nil, fmt.Errorf("append %v: %w", c, l.refusal(ctx, err))
+		case duplicate(err):
+			// The server holds a message of this commit's ids that is not
+			// the commit (resolve found it nowhere, and every partition where
+			// it left it): another user published under them first — within
+			// the stream's duplicate window, the server drops whatever else
+			// carries them. Publish under ids no one can know.
+			c.nonce = newNonce()
+			if attempt < l.opts.attempts {
+				continue
+			}
 		}
 		if attempt >= l.opts.attempts {
 			return nil, fmt.Errorf("append %v: %d attempts: %w: %w (retry Append with the same events)", c, attempt, ErrOutcomeUnknown, unreachable(l.nc, lastErr))
@@ -285,27 +328,93 @@ func (l *Log) publish(ctx context.Context, c *commit) ([]ledger.Seq, error) {
 	for i := range msgs {
 		msgs[i] = l.msg(c, i)
 	}
-	fc := jetstreamext.BatchFlowControl{AckTimeout: l.opts.timeout}
-	if dl, ok := ctx.Deadline(); ok {
-		fc.AckTimeout = max(time.Until(dl), time.Millisecond)
-	}
-	if n > smallBatch {
-		fc.AckFirst, fc.AckEvery = true, batchAckEvery
-	}
-	ack, err := jetstreamext.PublishMsgBatch(ctx, l.js, msgs, fc)
+	last, err := l.publishBatch(ctx, msgs)
 	if err != nil {
 		return nil, err
-	}
-	if ack.Stream != l.stream || ack.Sequence < uint64(n) {
-		return nil, fmt.Errorf("batch ack for stream %q seq %d: %w", ack.Stream, ack.Sequence, jetstream.ErrInvalidJSAck)
 	}
 	// An atomic batch has consecutive seqs, the last one acked; the events
 	// come first.
 	seqs := make([]ledger.Seq, len(c.events))
 	for i := range seqs {
-		seqs[i] = ledger.Seq(ack.Sequence) - ledger.Seq(n-1-i)
+		seqs[i] = ledger.Seq(last) - ledger.Seq(n-1-i)
 	}
 	return seqs, nil
+}
+
+// The headers of an atomic batch (nats-server's ADR-50).
+const (
+	batchIDHeader     = "Nats-Batch-Id"
+	batchSeqHeader    = "Nats-Batch-Sequence"
+	batchCommitHeader = "Nats-Batch-Commit"
+)
+
+// publishBatch publishes msgs as one atomic batch and returns the seq of the
+// last: what orbit.go's jetstreamext.PublishMsgBatch does, but under a batch
+// id of 128 random bits (newNonce). The server keys a batch in flight by its
+// id alone, whoever sends its messages: a message carrying a batch in flight's
+// id and next sequence, with a commit, would close that batch with it — the
+// commit's first parts stored with the sender's message, the rest refused. So
+// no other user may learn or guess the id before the batch is stored (none
+// subscribes to the ledger's publish subjects: natsauth; jetstreamext's ids are
+// nuids, a random prefix and a sequence one process's stored batches give
+// away). Small batches go out in one round trip (the commit's ack); larger
+// ones wait for the server's ack of the first message and then of every
+// batchAckEvery-th, so a big commit cannot flood the connection.
+func (l *Log) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+	k := len(msgs)
+	id := newNonce()
+	ackTimeout := l.opts.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		ackTimeout = max(time.Until(dl), time.Millisecond)
+	}
+	for i, m := range msgs {
+		m.Header.Set(batchIDHeader, id)
+		m.Header.Set(batchSeqHeader, strconv.Itoa(i+1))
+		if i == k-1 {
+			break
+		}
+		if k <= smallBatch || i > 0 && (i+1)%batchAckEvery != 0 {
+			if err := l.nc.PublishMsg(m); err != nil {
+				return 0, fmt.Errorf("batch message %d: %w", i+1, err)
+			}
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, ackTimeout)
+		resp, err := l.nc.RequestMsgWithContext(actx, m)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("batch message %d ack: %w", i+1, err)
+		}
+		if len(resp.Data) > 0 {
+			var r apiResponse
+			if err := json.Unmarshal(resp.Data, &r); err == nil && r.Error != nil {
+				return 0, r.Error
+			}
+		}
+	}
+	m := msgs[k-1]
+	m.Header.Set(batchCommitHeader, "1")
+	resp, err := l.nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	var ack struct {
+		apiResponse
+		Stream string `json:"stream"`
+		Seq    uint64 `json:"seq"`
+		Batch  string `json:"batch"`
+		Count  uint64 `json:"count"`
+	}
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	switch {
+	case ack.Error != nil:
+		return 0, ack.Error
+	case ack.Stream != l.stream || ack.Batch != id || ack.Count != uint64(k) || ack.Seq < uint64(k):
+		return 0, fmt.Errorf("batch ack for stream %q seq %d, batch %q of %d: %w", ack.Stream, ack.Seq, ack.Batch, ack.Count, jetstream.ErrInvalidJSAck)
+	}
+	return ack.Seq, nil
 }
 
 // errDuplicateAck is the server's answer to a message id it has stored already

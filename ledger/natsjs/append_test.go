@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
@@ -518,4 +521,55 @@ func mustEncode(t testing.TB, e ledger.Event) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestMsgIDPreempted: another user publishes first under the message id a
+// commit's part will carry (within the stream's duplicate window the server
+// drops whatever else carries it, answering "duplicate"). The commit is not
+// believed stored: Append finds it nowhere, publishes again under ids with a
+// random nonce, and returns the seqs where it really is — one message each,
+// single and batched, whichever part's id was taken.
+func TestMsgIDPreempted(t *testing.T) {
+	t.Parallel()
+	l, nc := newLedger(t)
+	ctx := testCtx(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, partitions := range [][]string{{"s"}, {"a", "b", "c"}} {
+		for taken := 1; taken <= len(partitions); taken++ {
+			name := fmt.Sprintf("%s part %d", strings.Join(partitions, ","), taken)
+			parts := make([]part, len(partitions))
+			for i, p := range partitions {
+				parts[i] = next(t, l, p)
+			}
+			evs := mkCommit(t, l, parts...)
+			// The attacker's own well-formed commit, under the victim's id.
+			own := mkCommit(t, l, next(t, l, "x"))
+			m := nats.NewMsg(ledger.Subject("test", "x"))
+			m.Data = mustEncode(t, own[0])
+			m.Header.Set(jetstream.MsgIDHeader, evs[0].Commit+"/"+strconv.Itoa(taken))
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			seqs, err := l.Append(ctx, evs)
+			if err != nil {
+				t.Fatalf("%s: Append after its id was taken: %v", name, err)
+			}
+			rs := readAll(t, l, 1, 0)
+			var at []ledger.Seq
+			for _, r := range rs {
+				if r.Event.Commit == evs[0].Commit {
+					at = append(at, r.Seq)
+				}
+			}
+			if !cmp.Equal(at, seqs) {
+				t.Fatalf("%s: Append = %v, the commit is at %v", name, seqs, at)
+			}
+			for _, p := range append(partitions, "x") {
+				checkChain(t, readPartition(t, l, p, 1))
+			}
+		}
+	}
 }

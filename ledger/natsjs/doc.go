@@ -93,16 +93,31 @@
 //
 // A single-partition commit is one publish; a commit of k ≤ ledger.MaxBatch
 // (1000, the server's atomic batch limit) partitions is one JetStream atomic
-// batch (all k stored or none, at consecutive seqs; orbit.go's jetstreamext
-// sets Nats-Batch-Id, Nats-Batch-Sequence and Nats-Batch-Commit). More than
+// batch (all k stored or none, at consecutive seqs; Nats-Batch-Id,
+// Nats-Batch-Sequence and Nats-Batch-Commit, the id 128 random bits: the
+// server keys a batch in flight by its id alone, so no other user may know
+// it before the batch is stored — none subscribes to the ledger's publish
+// subjects, and orbit.go's nuid ids could be guessed from a process's
+// stored batches). More than
 // MaxBatch partitions is refused with an error wrapping ledger.ErrTooLarge that
 // names the limit: nothing atomic spans more. A host publishes a wider change
 // as several commits, each one batch and atomic on its own (host.Commit);
 // Append sees each as a commit of its own. Every message carries:
 //
-//	Nats-Msg-Id                           <commit uuid>/<part>
+//	Nats-Msg-Id                           <commit uuid>/<part>[.<nonce>]
 //	Nats-Expected-Stream                  SYNCLEDGER_<name>
 //	Nats-Expected-Last-Subject-Sequence   event.Prev
+//
+// Any user that may publish to the stream may publish under any message id,
+// and within the stream's duplicate window the server drops whatever else
+// carries an id it holds, answering "duplicate": a duplicate answer is never
+// taken for the commit stored. Append resolves it as any unclear answer (below);
+// when the commit is nowhere and no partition moved, another user's message
+// holds its ids, and it publishes again under ids with a nonce of 128 random
+// bits. (Commit ids are UUIDv7s, 62 random bits: no user can know one before
+// the server stores its commit, since none sees a publish in flight.) A
+// quarantine notice's id carries a nonce too, and a dead letter's duplicate
+// is taken only when the message holding its id is on its own subject.
 //
 // The server checks the last one per message (in a batch, on every message,
 // before committing any): an event is stored only if its Prev is its partition's

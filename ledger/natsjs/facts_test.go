@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
 // The server behaviour Append is built on, pinned so that a server upgrade that
@@ -123,5 +126,65 @@ func checkAnswers(t *testing.T, l *Log, nc *nats.Conn, replicated bool) {
 	}
 	if s := lastSeq(t, l); s != taken {
 		t.Fatalf("refused fenced batch moved the last seq from %d to %d", taken, s)
+	}
+}
+
+// TestBatchKeyedByID pins why a batch's id must stay secret until the batch
+// is stored (publishBatch's random ids; natsauth: no role below the admin
+// subscribes to the ledger's publish subjects): the server keys an atomic
+// batch in flight by its id alone. A message of another connection with the
+// id, the next sequence and a commit closes the batch with that message —
+// the writer's first parts stored beside it, its own later parts refused.
+func TestBatchKeyedByID(t *testing.T) {
+	t.Parallel()
+	srv, nc := natsjstest.RunServer(t)
+	ctx := testCtx(t)
+	l, err := CreateLog(ctx, nc, LedgerConfig{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	evs := mkCommit(t, l, part{partition: "a", modelSeq: 1}, part{partition: "b", modelSeq: 1}, part{partition: "c", modelSeq: 1})
+	c, err := l.prepare(evs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(conn *nats.Conn, m *nats.Msg, id string, seq int, commit bool) *nats.Msg {
+		t.Helper()
+		m.Header.Set(batchIDHeader, id)
+		m.Header.Set(batchSeqHeader, strconv.Itoa(seq))
+		if commit {
+			m.Header.Set(batchCommitHeader, "1")
+		}
+		resp, err := conn.RequestMsg(m, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	const id = "known"
+	send(nc, l.msg(c, 0), id, 1, false)
+	intruder := nats.NewMsg(ledger.Subject("test", "x"))
+	intruder.Data = []byte("intruder")
+	if resp := send(other, intruder, id, 2, true); !strings.Contains(string(resp.Data), `"count":2`) {
+		t.Fatalf("the intruder's commit: %s", resp.Data)
+	}
+	if resp := send(nc, l.msg(c, 1), id, 2, false); !strings.Contains(string(resp.Data), "error") {
+		t.Fatalf("the writer's part 2 after the intruder's commit: %s", resp.Data)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, StreamName("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 2 {
+		t.Fatalf("%d messages stored, want the writer's part 1 and the intruder's", n)
 	}
 }

@@ -49,7 +49,13 @@ func (f *Feed) deadLetters(ctx context.Context) (jetstream.Stream, error) {
 }
 
 // DeadLetter publishes body to the consumer's dead-letter subject, once: its
-// message id is consumer/seq, within the stream's duplicate window.
+// message id is consumer/seq, within the stream's duplicate window. The
+// window is the stream's, not the subject's, and any consumer's user may
+// publish under any id: a duplicate answer is taken only when the message
+// the server holds under the id is on this consumer's subject (the leader
+// says so); one another consumer's user stored there first does not stand
+// for this dead letter, which is published again under an id no one can
+// know (a random nonce after it).
 func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
 	op := fmt.Sprintf("dead letter of seq %d", seq)
 	if !ledger.IsToken(consumer, 64) {
@@ -59,13 +65,26 @@ func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, 
 		return f.fail(op, err)
 	}
 	subj := DeadLetterSubject(f.l.name, consumer)
-	_, err := f.l.js.Publish(ctx, subj, body,
-		jetstream.WithMsgID(consumer+"/"+strconv.FormatUint(uint64(seq), 10)),
-		jetstream.WithExpectStream(DeadLetterStream(f.l.name)))
-	if err != nil {
-		return f.fail(op+" to "+subj, err)
+	id := consumer + "/" + strconv.FormatUint(uint64(seq), 10)
+	for range 2 {
+		ack, err := f.l.js.Publish(ctx, subj, body, jetstream.WithMsgID(id), jetstream.WithExpectStream(DeadLetterStream(f.l.name)))
+		if err != nil {
+			return f.fail(op+" to "+subj, err)
+		}
+		if !ack.Duplicate {
+			return nil
+		}
+		dg := directget.Stream{Conn: f.l.nc, Name: DeadLetterStream(f.l.name), Timeout: f.l.opts.timeout}
+		m, ok, err := dg.At(ctx, ack.Sequence)
+		if err != nil {
+			return f.fail(op+" to "+subj+": reading the message holding its id", err)
+		}
+		if ok && m.Subject == subj {
+			return nil // this consumer's, stored before
+		}
+		id = consumer + "/" + strconv.FormatUint(uint64(seq), 10) + "." + newNonce()
 	}
-	return nil
+	return f.fail(op+" to "+subj, fmt.Errorf("its message id is taken, twice: %w", ledger.ErrConflict))
 }
 
 // DeadLetters reads the dead-letters of the consumer (every consumer's when

@@ -119,10 +119,6 @@ func newKV(nc *nats.Conn, kv jetstream.KeyValue, timeout time.Duration) *KV {
 	return &KV{nc: nc, kv: kv, timeout: timeout}
 }
 
-func kvEntry(e jetstream.KeyValueEntry) ledger.KVEntry {
-	return ledger.KVEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Created: e.Created()}
-}
-
 func (k *KV) mapErr(op, key string, err error) error {
 	switch {
 	case err == nil:
@@ -141,12 +137,33 @@ func (k *KV) mapErr(op, key string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, key, unreachable(k.nc, err))
 }
 
+// Get reads the key's last value by a direct get, as the server states it
+// (directget.Stream.Last): its revision is the seq the server stored it at,
+// whatever headers the writer put on it (nats.go's Get takes a writer's
+// own Nats-Sequence header for the revision).
 func (k *KV) Get(ctx context.Context, key string) (ledger.KVEntry, error) {
-	e, err := k.kv.Get(ctx, key)
+	if !apiKey(key) {
+		return ledger.KVEntry{}, k.mapErr("get", key, jetstream.ErrInvalidKey)
+	}
+	st := k.stream()
+	m, ok, err := st.Last(ctx, KVSubjectPrefix+k.kv.Bucket()+"."+key)
 	if err != nil {
 		return ledger.KVEntry{}, k.mapErr("get", key, err)
 	}
-	return kvEntry(e), nil
+	if !ok {
+		return ledger.KVEntry{}, k.mapErr("get", key, jetstream.ErrKeyNotFound)
+	}
+	switch m.Header.Get(kvOperation) {
+	case "DEL", "PURGE":
+		return ledger.KVEntry{}, k.mapErr("get", key, jetstream.ErrKeyDeleted)
+	}
+	return ledger.KVEntry{Key: key, Value: m.Data, Revision: m.Seq, Created: m.Time}, nil
+}
+
+// stream is the bucket's stream, read by direct gets (by leader gets when
+// the bucket does not allow them: one made before they were required).
+func (k *KV) stream() directget.Stream {
+	return directget.Stream{Conn: k.nc, Name: KVStream(k.kv.Bucket()), Timeout: k.timeout}
 }
 
 func (k *KV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
@@ -221,7 +238,7 @@ func (k *KV) deleteRaw(ctx context.Context, key string, last uint64) error {
 // and none can exhaust or move another's reading.
 func (k *KV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
 	bucket := k.kv.Bucket()
-	st := directget.Stream{Conn: k.nc, Name: KVStream(bucket), Timeout: k.timeout}
+	st := k.stream()
 	keys := KVSubjectPrefix + bucket + "."
 	msgs, err := st.LastPerSubject(ctx, keys+">")
 	if err != nil {

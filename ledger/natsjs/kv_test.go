@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
@@ -152,5 +153,48 @@ func TestKVListHoldsNoState(t *testing.T) {
 	}
 	if n := creates(); n != 0 {
 		t.Fatalf("21 listings sent %d consumer create requests, want 0", n)
+	}
+}
+
+// TestKVGetForgedHeaders: a value written with headers of the server's names
+// (a key's revision is its seq) — Nats-Sequence, Nats-Subject, Nats-Time-Stamp
+// — reads back at the revision the server stored it at, under its own key:
+// a writer cannot make another's update or delete expect a revision of its
+// choosing (nats.go's Get takes the first Nats-Sequence header it sees).
+func TestKVGetForgedHeaders(t *testing.T) {
+	t.Parallel()
+	_, nc := newLedger(t)
+	ctx := testCtx(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := newKV(nc, newBucket(t, js, "test", "forged"), 0)
+	for i := range 3 {
+		if _, err := kv.Put(ctx, "other", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := nats.NewMsg("$KV.forged.lock")
+	m.Header.Set("Nats-Sequence", "1")
+	m.Header.Set("Nats-Subject", "$KV.forged.other")
+	m.Header.Set("Nats-Time-Stamp", "2001-01-01T00:00:00Z")
+	m.Data = []byte("holder")
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Key != "lock" || e.Revision != ack.Sequence || string(e.Value) != "holder" || e.Created.Year() == 2001 {
+		t.Fatalf("Get = %+v, want key lock at revision %d", e, ack.Sequence)
+	}
+	if _, err := kv.Update(ctx, "lock", []byte("next"), e.Revision); err != nil {
+		t.Fatalf("an update at the revision Get gave: %v", err)
+	}
+	if _, err := kv.Get(ctx, "missing"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("Get of a missing key: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -143,10 +144,13 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 	if err != nil {
 		return fail(err)
 	}
+	// The notice's message id holds a nonce: "quarantine/<seq>" alone is an
+	// id any host could publish under first, within the stream's duplicate
+	// window, and the server would drop the notice as its duplicate.
 	m := nats.NewMsg(ledger.QuarantineSubject(l.name))
 	m.Data = data
 	m.Header.Set(jetstream.ExpectedStreamHeader, l.stream)
-	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("quarantine/%d", q.Seq))
+	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("quarantine/%d.%s", q.Seq, newNonce()))
 	pctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	ack, err := l.js.PublishMsg(pctx, m)
@@ -155,6 +159,17 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 			return fail(perr)
 		}
 		return fail(l.refusal(ctx, err))
+	}
+	if ack.Duplicate {
+		// Only this notice's own earlier send can hold its id; the leader
+		// says whether the message there is it.
+		got, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: ack.Sequence})
+		if err != nil {
+			return fail(err)
+		}
+		if !ok || got.Subject != m.Subject || !bytes.Equal(got.Data, data) {
+			return fail(fmt.Errorf("the server answered that seq %d holds the notice's message id, and holds something else there: %w", ack.Sequence, ledger.ErrConflict))
+		}
 	}
 	return ledger.Seq(ack.Sequence), nil
 }

@@ -2,9 +2,12 @@ package natsjs
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -85,5 +88,46 @@ func TestQuarantine(t *testing.T) {
 	qs, err := l.Quarantines(ctx)
 	if err != nil || len(qs) != 2 || qs[bad].Reason != "truncated" {
 		t.Fatalf("Quarantines = %v, %v", qs, err)
+	}
+}
+
+// TestQuarantinePreempted: a host publishes first under every message id a
+// quarantine notice of the next seqs could carry ("quarantine/<seq>", what
+// it was before its nonce); the admin's quarantine is stored all the same,
+// and readers skip the message.
+func TestQuarantinePreempted(t *testing.T) {
+	t.Parallel()
+	l, nc := newLedger(t)
+	ctx := testCtx(t)
+	commitNext(t, l, "audit")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.Publish(ctx, ledger.Subject("test", "audit"), []byte(`{"v":1`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := ledger.Seq(ack.Sequence)
+	for _, id := range []string{fmt.Sprintf("quarantine/%d", bad), fmt.Sprintf("quarantine/%d.x", bad)} {
+		ev := mkCommit(t, l, next(t, l, "other"))[0]
+		if _, err := js.Publish(ctx, ledger.Subject("test", "other"), mustEncode(t, ev), jetstream.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notice, err := l.Quarantine(ctx, ledger.Quarantine{Seq: bad, Reason: "truncated", By: "admin", At: time.Now()}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(notice)})
+	if err != nil || !ok || m.Subject != ledger.QuarantineSubject("test") {
+		t.Fatalf("the notice at seq %d: %+v %v %v", notice, m, ok, err)
+	}
+	skipped := false
+	for _, r := range readAll(t, l, 1, 0) {
+		skipped = skipped || r.Seq == bad && r.Skip != nil && !r.Skip.Notice
+	}
+	if !skipped {
+		t.Fatalf("seq %d not skipped after the notice", bad)
 	}
 }

@@ -226,7 +226,7 @@ func (l *Log) directLast(ctx context.Context, subj string) (m rawMsg, ok bool, e
 		if err != nil {
 			return err
 		}
-		if st := resp.Header.Get(hdrStatus); st != "" && len(resp.Data) == 0 && !storedHeaders(resp.Header) {
+		if st, ok := directget.Status(resp); ok {
 			if st == "404" {
 				return nil
 			}
@@ -298,13 +298,6 @@ func (l *Log) storedMsg(msg *nats.Msg) (m rawMsg, ok bool) {
 		return rawMsg{}, false
 	}
 	return rawMsg{Subject: subj, Seq: ledger.Seq(n), Header: h, Data: msg.Data}, true
-}
-
-// storedHeaders reports whether h carries a header the server adds to a
-// stored message: a status answer has none (one that has is a stored
-// message whose publisher wrote a status line).
-func storedHeaders(h nats.Header) bool {
-	return h.Values(streamHeader) != nil || h.Values(subjectHeader) != nil || h.Values(sequenceHeader) != nil
 }
 
 // settle asks the stream leader (STREAM.MSG.GET, whose answer is JSON: the
@@ -430,7 +423,7 @@ func (b *batcher) collect(ctx context.Context, reply string, req msgGetRequest) 
 		if msg.Subject != reply {
 			continue // an answer to an earlier, abandoned request
 		}
-		if st := msg.Header.Get(hdrStatus); st != "" && len(msg.Data) == 0 && !storedHeaders(msg.Header) {
+		if st, ok := directget.Status(msg); ok {
 			switch st {
 			case "204": // end of batch
 				p, _ := strconv.ParseUint(msg.Header.Get(hdrNumPending), 10, 64)

@@ -73,6 +73,7 @@ const (
 type request struct {
 	Seq       uint64   `json:"seq,omitempty"`
 	NextFor   string   `json:"next_by_subj,omitempty"`
+	LastFor   string   `json:"last_by_subj,omitempty"`
 	MultiLast []string `json:"multi_last,omitempty"`
 	Batch     int      `json:"batch,omitempty"`
 	MaxBytes  int      `json:"max_bytes,omitempty"`
@@ -145,6 +146,57 @@ func (s Stream) LastPerSubject(ctx context.Context, filter string) ([]Msg, error
 			return sortedBySeq(out), nil
 		}
 	}
+}
+
+// Last returns the last message on subject (a literal subject) as the
+// server states it; ok is false when it has none. An answer not whole, or
+// not on subject, is asked of the stream leader: a publisher's headers
+// never name another seq (a key's revision), subject or time.
+func (s Stream) Last(ctx context.Context, subject string) (Msg, bool, error) {
+	if s.Leader {
+		return s.leader(ctx, request{LastFor: subject})
+	}
+	body, err := json.Marshal(request{LastFor: subject})
+	if err != nil {
+		return Msg{}, false, err
+	}
+	timeout := s.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		msg, err := s.Conn.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+s.Name, body)
+		if errors.Is(err, nats.ErrNoResponders) {
+			select {
+			case <-ctx.Done():
+				return Msg{}, false, fmt.Errorf("stream %s: no responders (no such stream, or no leader): %w", s.Name, err)
+			case <-time.After(wait):
+				continue
+			}
+		}
+		if err != nil {
+			return Msg{}, false, fmt.Errorf("last message of %s in stream %s: %w", subject, s.Name, err)
+		}
+		if st, ok := Status(msg); ok {
+			if st == "404" {
+				return Msg{}, false, nil
+			}
+			return Msg{}, false, fmt.Errorf("direct get on stream %s: status %s %s", s.Name, st, msg.Header.Get("Description"))
+		}
+		if m, ok := s.read(msg); ok && m.Subject == subject {
+			return m, true, nil
+		}
+		return s.leader(ctx, request{LastFor: subject})
+	}
+}
+
+// At asks the stream leader for the message at seq (its answer is JSON: the
+// subject and seq are the server's, whatever headers the message carries);
+// ok is false when the stream holds none there.
+func (s Stream) At(ctx context.Context, seq uint64) (Msg, bool, error) {
+	return s.leader(ctx, request{Seq: seq})
 }
 
 // lastByScan is LastPerSubject by Scan.
@@ -231,7 +283,7 @@ func (s Stream) once(ctx context.Context, body []byte, req request, filter strin
 			return nil, 0, err
 		}
 		h := msg.Header
-		if st := h.Get("Status"); st != "" && len(msg.Data) == 0 && !stored(h) {
+		if st, ok := Status(msg); ok {
 			switch st {
 			case "204": // end of the answer
 				p, _ := strconv.ParseUint(h.Get("Nats-Num-Pending"), 10, 64)
@@ -269,29 +321,94 @@ func stored(h nats.Header) bool {
 	return h.Values("Nats-Stream") != nil || h.Values("Nats-Subject") != nil || h.Values("Nats-Sequence") != nil
 }
 
-// WholeHeader reports whether the headers nats.go parsed from msg are its
-// whole header block: the block's length on the wire equals the length of
+// MaxHeaderValues bounds the header values of an answer taken as the
+// server's (WholeHeader, Status): more, and the answer is asked of the stream
+// leader. A stored message's publisher chooses its header block, and may put
+// a blank line in it: nats.go's parser stops there, so the headers the server
+// appends after the block (its stream, subject, seq and time) would be hidden,
+// and the publisher's own shown instead. WholeHeader catches that by length:
+// the block's length on the wire must be the length of what was parsed,
+// written as the server writes headers. A publisher can make a parsed line
+// longer written than sent by at most 2 bytes ("K:v\n" is sent, "K: v\r\n"
+// written), and its status line and blank line by 1 each (a "\n" alone, a
+// status run into its description): at most 2·values+3 bytes in all. What the
+// server appends is never shorter than 89 bytes plus the stream's name
+// ("Nats-Stream: S\r\n", "Nats-Subject: s\r\n", "Nats-Sequence: n\r\n",
+// "Nats-Time-Stamp: " and at least 20 bytes of RFC 3339 time "\r\n"). So with
+// at most 32 values (2·32+3 = 67 < 90) no padding of a hidden block can make
+// it pass for whole; syncledger's own messages carry at most 13 (the
+// publisher's message id, expected stream and seqs, batch id, sequence and
+// commit; the server's six).
+const MaxHeaderValues = 32
+
+// MinServerHeaders is the least length of what the server appends to a
+// stored message's header block in a direct get's answer or a republish, for
+// a stream of a name this long (see MaxHeaderValues).
+func MinServerHeaders(stream string) int {
+	return len("Nats-Stream: \r\n") + len(stream) + len("Nats-Subject: x\r\n") + len("Nats-Sequence: 1\r\n") +
+		len("Nats-Time-Stamp: 2006-01-02T15:04:05Z\r\n")
+}
+
+// block reports msg's status (nats.go parses a status line "NATS/1.0 404
+// Message Not Found" into a Status and a Description header) and whether the
+// headers nats.go parsed are its whole header block, of at most
+// MaxHeaderValues values: the block's length on the wire equals the length of
 // what was parsed, written as a server or nats.go writes headers ("NATS/1.0",
-// then "Key: value" lines). nats.go's parser stops at the first blank line, so
-// a stored message whose own header block holds one would hide the headers
-// the server adds after it (its stream, subject and seq) and show the
-// publisher's instead: such a message is not whole, nor one whose headers
-// were written otherwise.
-func WholeHeader(msg *nats.Msg) bool {
+// the status and its description, then "Key: value" lines).
+func block(msg *nats.Msg) (status string, whole bool) {
 	wire := msg.Size() - len(msg.Subject) - len(msg.Reply) - len(msg.Data)
-	if len(msg.Header) == 0 {
-		return wire == 0
+	h := msg.Header
+	if len(h) == 0 {
+		return "", wire == 0
 	}
-	n := len("NATS/1.0\r\n") + len("\r\n")
-	for k, vs := range msg.Header {
+	n, values := len("NATS/1.0\r\n")+len("\r\n"), 0
+	for k, vs := range h {
 		if k == "Status" || k == "Description" {
-			return false // a status line: no stored message's
+			continue
 		}
 		for _, v := range vs {
+			values++
 			n += len(k) + len(": ") + len(v) + len("\r\n")
 		}
 	}
-	return wire == n
+	st, desc := h.Values("Status"), h.Values("Description")
+	switch {
+	case len(st) > 1 || len(desc) > 1 || len(desc) == 1 && len(st) == 0:
+		return "", false
+	case len(st) == 1:
+		status = st[0]
+		n += len(" ") + len(status)
+		if len(desc) == 1 {
+			n += len(" ") + len(desc[0])
+		}
+	}
+	return status, values <= MaxHeaderValues && wire == n
+}
+
+// WholeHeader reports whether the headers nats.go parsed from msg are its
+// whole header block, of at most MaxHeaderValues values and no status line
+// (see MaxHeaderValues): nats.go's parser stops at the first blank line, so
+// a stored message whose own header block holds one would hide the headers
+// the server adds after it (its stream, subject and seq) and show the
+// publisher's instead: such a message is not whole, nor one whose headers
+// were written otherwise, even padded to the length of what it hides.
+func WholeHeader(msg *nats.Msg) bool {
+	status, whole := block(msg)
+	return whole && status == ""
+}
+
+// Status returns the status of a server's status answer (an end of batch,
+// no message, too many subjects, no responders): a message without data,
+// without the headers the server adds to a stored message, whose header
+// block is whole (block). A stored message dressed as one — a publisher's
+// status line over a hidden block — is not: ok is false, and the caller
+// reads it as a stored message (and asks the leader for it).
+func Status(msg *nats.Msg) (status string, ok bool) {
+	if len(msg.Data) != 0 || stored(msg.Header) {
+		return "", false
+	}
+	status, whole := block(msg)
+	return status, whole && status != ""
 }
 
 // read takes an answer as the server states it: its header block whole,
@@ -330,7 +447,12 @@ func (s Stream) read(msg *nats.Msg) (Msg, bool) {
 // leaderNext asks the stream leader for the first message on filter at or
 // after seq.
 func (s Stream) leaderNext(ctx context.Context, seq uint64, filter string) (Msg, bool, error) {
-	body, err := json.Marshal(request{Seq: seq, NextFor: filter})
+	return s.leader(ctx, request{Seq: seq, NextFor: filter})
+}
+
+// leader asks the stream leader for the message req names.
+func (s Stream) leader(ctx context.Context, req request) (Msg, bool, error) {
+	body, err := json.Marshal(req)
 	if err != nil {
 		return Msg{}, false, err
 	}

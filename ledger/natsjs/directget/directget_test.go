@@ -1,9 +1,12 @@
 package directget
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +188,158 @@ func TestMatches(t *testing.T) {
 		if got := Matches(tc.filter, tc.subject); got != tc.want {
 			t.Errorf("Matches(%q, %q) = %v", tc.filter, tc.subject, got)
 		}
+	}
+}
+
+// rawPublish sends one message with the header block hdr exactly as given
+// (HPUB), as a hostile client may, and waits for the server's PONG.
+func rawPublish(t *testing.T, url, subj, hdr, body string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	if _, err := r.ReadString('\n'); err != nil { // INFO
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "CONNECT {\"verbose\":false,\"headers\":true,\"protocol\":1}\r\nHPUB %s %d %d\r\n%s%s\r\nPING\r\n",
+		subj, len(hdr), len(hdr)+len(body), hdr, body)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "PONG") {
+		t.Fatalf("raw publish: %q, %v", line, err)
+	}
+}
+
+// canonical is the length of a parsed header block written as the server
+// writes one (what block compares the wire length with).
+func canonical(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			if k == "Status" || k == "Description" {
+				n += 1 + len(v)
+				continue
+			}
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
+// TestPaddedHiddenBlock: a header block whose blank line hides what follows,
+// padded so that what nats.go parses, written out, is exactly as long as the
+// whole block on the wire — the attack a length check alone misses — needs
+// more values than MaxHeaderValues, for the least the server ever appends
+// (MinServerHeaders), and is not whole; nor is a stored message dressed as an
+// end-of-batch status. A block of a server's own shape is whole.
+func TestPaddedHiddenBlock(t *testing.T) {
+	t.Parallel()
+	srv, nc := natsjstest.RunServer(t)
+	sub, err := nc.SubscribeSync("raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	receive := func(hdr, body string) *nats.Msg {
+		t.Helper()
+		rawPublish(t, srv.ClientURL(), "raw", hdr, body)
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	const stream = "S"
+	// What the server appends, at its shortest (the hidden part).
+	hidden := "Nats-Stream: " + stream + "\r\nNats-Subject: x\r\nNats-Sequence: 1\r\nNats-Time-Stamp: 2006-01-02T15:04:05Z\r\n"
+	if len(hidden) != MinServerHeaders(stream) {
+		t.Fatalf("MinServerHeaders(%q) = %d, the shortest block is %d", stream, MinServerHeaders(stream), len(hidden))
+	}
+	forged := "Nats-Stream:" + stream + "\nNats-Subject:y\nNats-Sequence:9\nNats-Time-Stamp:2006-01-02T15:04:05Z\n"
+	for _, status := range []string{"", " 204 EOB"} {
+		// Each "P:v\n" line is written 2 bytes longer than sent; add lines
+		// until the written block is as long as the wire's.
+		var pad strings.Builder
+		values := 4
+		build := func() string {
+			return "NATS/1.0" + status + "\n" + forged + pad.String() + "\n" + hidden + "\r\n"
+		}
+		for {
+			m := receive(build(), "")
+			wire := m.Size() - len(m.Subject) - len(m.Data)
+			if c := canonical(m.Header); c >= wire {
+				if c != wire {
+					pad.WriteString(":x\n") // a line the parser skips (no key): 3 bytes sent, none written
+					continue
+				}
+				if values <= MaxHeaderValues {
+					t.Fatalf("a hidden block passes for whole with %d values (status %q): MaxHeaderValues %d is too high", values, status, MaxHeaderValues)
+				}
+				if WholeHeader(m) {
+					t.Errorf("a padded hidden block (%d values, status %q) is taken as whole", values, status)
+				}
+				if st, ok := Status(m); ok {
+					t.Errorf("a padded hidden block is taken as a status %s answer", st)
+				}
+				if got := m.Header.Get("Nats-Sequence"); got != "9" {
+					t.Fatalf("the forged block is not what nats.go parsed: seq %q", got)
+				}
+				break
+			}
+			pad.WriteString("P:v\n")
+			values++
+		}
+	}
+	// The server's own shapes are whole.
+	for _, hdr := range []string{
+		"NATS/1.0\r\n" + hidden + "\r\n",
+		"NATS/1.0 204 EOB\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 7\r\n\r\n",
+		"NATS/1.0 404 Message Not Found\r\n\r\n",
+	} {
+		m := receive(hdr, "")
+		st, whole := block(m)
+		if !whole || (st == "") != strings.HasPrefix(hdr, "NATS/1.0\r\n") {
+			t.Errorf("block(%q) = %q, %v", hdr, st, whole)
+		}
+	}
+}
+
+// TestStoredEndOfBatch: a stored message whose header block says it is an
+// end-of-batch status ("no more") over a blank line hiding the server's
+// headers ends no listing early: Scan and LastPerSubject list
+// every message, that one as the leader states it.
+func TestStoredEndOfBatch(t *testing.T) {
+	t.Parallel()
+	srv, nc := natsjstest.RunServer(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(testCtx(t), jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	s := Stream{Conn: nc, Name: "T"}
+	ctx := testCtx(t)
+	publish(t, js, "t.a", "a1")
+	// (The server drops a publish's status line; a Status header line it keeps.)
+	rawPublish(t, srv.ClientURL(), "t.eob", "NATS/1.0\r\nStatus: 204\r\nDescription: EOB\r\nNats-Num-Pending: 0\r\nNats-Last-Sequence: 0\r\n\r\n\r\n", "")
+	publish(t, js, "t.b", "b1")
+	publish(t, js, "t.c", "c1")
+	var got []Msg
+	if err := s.Scan(ctx, "t.>", 1, func(m Msg) error { got = append(got, m); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1 t.a a1", "2 t.eob ", "3 t.b b1", "4 t.c c1"}; !slices.Equal(summary(got), want) {
+		t.Fatalf("Scan = %q, want %q", summary(got), want)
+	}
+	last, err := s.LastPerSubject(ctx, "t.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1 t.a a1", "2 t.eob ", "3 t.b b1", "4 t.c c1"}; !slices.Equal(summary(last), want) {
+		t.Fatalf("LastPerSubject = %q, want %q", summary(last), want)
 	}
 }
