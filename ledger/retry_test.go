@@ -310,9 +310,11 @@ func (d *dribbling) Put(ctx context.Context, key string, r io.Reader, size int64
 // abandoned AttemptTimeout after its last read and asked again.
 func TestPutAttemptIdle(t *testing.T) {
 	ctx := context.Background()
-	p := ledger.RetryPolicy{Attempts: 2, Wait: time.Millisecond, AttemptTimeout: 100 * time.Millisecond}
-	content := strings.Repeat("x", 40) // 20 reads of 2 bytes, 20 ms apart: 400 ms in all
-	d := &dribbling{scripted: newScripted(t, nil, nil), pause: 20 * time.Millisecond}
+	// The pauses a tenth of the attempt's bound: a loaded machine's
+	// scheduling delays do not cut the slow put.
+	p := ledger.RetryPolicy{Attempts: 2, Wait: time.Millisecond, AttemptTimeout: 250 * time.Millisecond}
+	content := strings.Repeat("x", 100) // 50 reads of 2 bytes, 25 ms apart: 1.25 s in all
+	d := &dribbling{scripted: newScripted(t, nil, nil), pause: 25 * time.Millisecond}
 	start := time.Now()
 	if err := ledger.NewBucket(d, p).PutObject(ctx, "slow", strings.NewReader(content), int64(len(content))); err != nil {
 		t.Fatalf("a slow put whose bytes flow: %v", err)
@@ -332,7 +334,7 @@ func TestPutAttemptIdle(t *testing.T) {
 
 	d = &dribbling{scripted: newScripted(t, nil, nil), hang: 2}
 	err := ledger.NewBucket(d, p).PutObject(ctx, "never", strings.NewReader("x"), 1)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no answer for 100ms") {
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no answer for 250ms") {
 		t.Fatalf("a put the store never answers: %v, want a deadline saying how long it waited", err)
 	}
 }
