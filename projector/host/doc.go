@@ -70,6 +70,13 @@
 // *ledger.LockLostError at once — no catch-up, no retry — the files kept,
 // dirty. The HWM passes the commit's fence checks with it (RecordOwn).
 //
+// One policy (Config.Policy) bounds a push: its conflict rounds and
+// settlements, and its waits. Every operation that reaches the ledger runs
+// on its ports watched (wait.go): after Policy.Report without progress it
+// says what it waits for (Config.Waiting), after Policy.Wait it gives up
+// with a *WaitError, whatever the stores below retry; a put whose content
+// flows is never cut.
+//
 // # A cache's identity and stack
 //
 // FindCache finds the cache around a directory (the nearest with a state

@@ -26,7 +26,9 @@ import (
 // swamp carries on, so that the push finds that work done. Nothing is
 // published or recorded from a hint: the push still scans the cache, uploads
 // what is not stored and fsyncs every file it commits (an fsync of a file
-// already synced costs little).
+// already synced costs little). A hint's uploads are bounded as the push's
+// are (host.Host.PushBlobs), and a push waits for them only while they move
+// (hinted): a store that never answers is met by the push, said and bounded.
 //
 // The agent keeps a dirty set of the cache as `syncledger watch` does
 // (package dirty, inotify), for itself: after each pull it scans the cache
