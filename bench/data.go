@@ -154,9 +154,12 @@ func seedLedger(ctx context.Context, lg *natsjs.Log, objs driver.Bucket, l layou
 
 // buildIndex writes a cache's state database directly (statedb): n index
 // entries over n/20 partitions, lineage and HWM set as after a full sync to
-// head. The no-op sync reads none of the entries; this is how B1 gets caches of
-// 10k–1M entries without committing a million files.
-func buildIndex(dir string, info ledger.Info, head ledger.Seq, n int) error {
+// head, and the commit a sync records there (top, the log's at head: the
+// entries are no history's, so the check a cache without it gets once would
+// find them another history's). The no-op sync reads none of the entries;
+// this is how B1 gets caches of 10k–1M entries without committing a million
+// files.
+func buildIndex(dir string, info ledger.Info, head ledger.Seq, top string, n int) error {
 	db, err := statedb.Open(filepath.Join(dir, ledger.StateDir, "state.db"), time.Second)
 	if err != nil {
 		return err
@@ -188,6 +191,9 @@ func buildIndex(dir string, info ledger.Info, head ledger.Seq, n int) error {
 	}
 	return db.Update(func(tx *statedb.Tx) error {
 		if err := tx.SetLedger(info.UUID, info.Name); err != nil {
+			return err
+		}
+		if err := tx.SetTopCommit(statedb.Commit{Seq: head, ID: top}); err != nil {
 			return err
 		}
 		return tx.SetHWM(head)

@@ -48,6 +48,10 @@ func (r *runner) b1(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	top, err := d.log.CommitAt(ctx, head)
+	if err != nil {
+		return err
+	}
 	var sRaw, s1k series
 	ops := []op{
 		{s: &sRaw, run: wrap(func() error { _, err := rawStreamInfo(ctx, nc, d.log.Stream()); return err })},
@@ -57,7 +61,7 @@ func (r *runner) b1(ctx context.Context) error {
 	for j, n := range r.sz.b1Scale {
 		dir := r.e.path("caches", r.e.name(fmt.Sprintf("b1-%d", n)))
 		t0 := time.Now()
-		if err := buildIndex(dir, info, head, n); err != nil {
+		if err := buildIndex(dir, info, head, top, n); err != nil {
 			return err
 		}
 		h, err := host.Open(host.Config{Cache: dir, Host: "bench-a", Log: d.log, Blobs: d.blobs})

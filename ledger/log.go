@@ -50,13 +50,35 @@ type CommitLog interface {
 	// Bounds returns the first and last seq.
 	Bounds(ctx context.Context) (Bounds, error)
 
+	// Head returns where the log ends and who says so (see Head): the
+	// source it reads from, or the origin itself when req.Origin is set,
+	// with the stamp of the message there in the same request (Head.Stamp).
+	// A log read from a mirror never reads below what it learned the
+	// origin holds: its own appends, and the heads the origin gave it.
+	Head(ctx context.Context, req HeadRequest) (Head, error)
+
 	// PartitionLastSeq returns the seq of the partition's last event, 0 if the
 	// partition has none (or of a quarantined message after it: see
 	// Quarantine; reading from there finds no event).
 	PartitionLastSeq(ctx context.Context, partition string) (Seq, error)
 
+	// PartitionTip is PartitionLastSeq with the commit id of the message
+	// there (CommitAt's answer for that seq), in the same request: what a
+	// scoped sync compares with the commit at its mark.
+	PartitionTip(ctx context.Context, partition string) (Seq, string, error)
+
 	// PartitionHead returns the partition's last event; ErrNotFound if it has none.
 	PartitionHead(ctx context.Context, partition string) (Record, error)
+
+	// CommitAt returns the id of the commit whose event the log stores at seq,
+	// quarantined or not: what a host compares with the commit it applied there
+	// to tell the history it applied from another one under the same seqs (a
+	// server restored from an older backup, then written to). "" when the
+	// message at seq is not an event of this ledger (a quarantine notice, a
+	// message that does not decode); ErrNotFound when the log holds no message
+	// at seq (past its last, or dropped). One request, the cheapest read of a
+	// message the log offers.
+	CommitAt(ctx context.Context, seq Seq) (string, error)
 
 	// Append publishes one commit's events (Part 1..Parts, in order) atomically and
 	// returns their seqs. Each event must extend its partition's chain (its Prev is

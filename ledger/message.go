@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -24,6 +25,32 @@ type MessageReader struct {
 
 	dec   Decoder
 	parts map[string]string // subject → partition
+}
+
+// CommitOf returns the commit id of the message stored at seq on subject
+// with body data, when it is an event of ledger name of lineage uuid on its
+// own partition's subject; "" otherwise (CommitLog.CommitAt).
+//
+// It reads the event's identity alone (its ledger, commit and partition
+// fields), not its entries: a host compares commit ids, the read that applies
+// the event validates it.
+func CommitOf(name, uuid string, seq Seq, subject string, data []byte) string {
+	if subject == QuarantineSubject(name) {
+		return ""
+	}
+	p, err := PartitionFromSubject(name, subject)
+	if err != nil {
+		return ""
+	}
+	var id struct {
+		Ledger    string `json:"ledger"`
+		Commit    string `json:"commit"`
+		Partition string `json:"partition"`
+	}
+	if json.Unmarshal(data, &id) != nil || id.Ledger != uuid || id.Partition != p {
+		return ""
+	}
+	return id.Commit
 }
 
 // maxReaderParts bounds a reader's subject table.

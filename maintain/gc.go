@@ -297,3 +297,51 @@ func recheck(ctx context.Context, cfg snapshot.Config, head ledger.Seq, deleted 
 	}
 	return nil
 }
+
+// Referenced lists what the ledger as of seq to references in its blob
+// store — what a rebuild, a replay or a host behind may fetch: the blobs of
+// the attested snapshots a rebuild may use (and their keys), and of the events
+// the log holds from its floor to to (content, manifests, the manifests'
+// entries). GC keeps them; a backup of a ledger whose blobs are outside NATS
+// lists them, for a restore to check they are still there.
+func Referenced(ctx context.Context, cfg snapshot.Config, to ledger.Seq) (blobs []ledger.Digest, snapshots []string, err error) {
+	if err := cfg.Check(); err != nil {
+		return nil, nil, err
+	}
+	info, err := cfg.Log.Info(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read ledger info: %w", err)
+	}
+	_, floor, err := snapshot.Floor(ctx, cfg.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	refs := map[ledger.Digest]bool{}
+	infos, err := snapshot.ListAttested(ctx, cfg.Log, cfg.Objects, info.UUID)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, si := range infos {
+		if si.Seq > to || !si.Attested {
+			continue
+		}
+		s, err := snapshot.Get(ctx, cfg.Objects, si)
+		if err != nil {
+			continue // not one a rebuild uses
+		}
+		snapshots = append(snapshots, si.Key)
+		for _, e := range s.Entries {
+			refs[e.SHA256] = true
+		}
+	}
+	if to >= floor {
+		if err := references(ctx, cfg, floor, to, refs); err != nil {
+			return nil, nil, err
+		}
+	}
+	for d := range refs {
+		blobs = append(blobs, d)
+	}
+	slices.SortFunc(blobs, func(a, b ledger.Digest) int { return bytes.Compare(a[:], b[:]) })
+	return blobs, snapshots, nil
+}

@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
@@ -62,6 +63,11 @@ type Renumbered struct {
 	// Regenerated lists swamp's regenerated files whose ledger version was
 	// taken over this host's.
 	Regenerated []string `json:"regenerated,omitempty"`
+	// Duplicates lists this host's versions set aside that the ledger holds
+	// already under another number (another host republished the run after
+	// a server restore): dropped, as Move{From: this host's number, To: the
+	// ledger's}.
+	Duplicates []Move `json:"duplicates,omitempty"`
 }
 
 // Move is one data version of this host's run moved to another number.
@@ -122,9 +128,27 @@ func Regenerated(rel string) bool {
 // Both runs stay: the ledger's under its number, this host's under the next
 // free ones, for its next commit to publish. Any other local change the ledger
 // changed too stays a *host.LocalChangesError, for the user to resolve.
+//
+// A sync that heals the cache of a ledger that lost commits (host/heal.go: a
+// server restored from an older backup) puts a data version's files back,
+// or keeps them aside, together (Together); a version kept aside because the
+// ledger holds another run under its number since is moved past the ledger's
+// the same way — unless the ledger holds that very version already under
+// another number (another host republished it first: Duplicates). The caller
+// publishes what went back (opt.NoRepublish is set): CommitRenumbered.
 func SyncRenumbered(ctx context.Context, h *host.Host, opt host.SyncOptions) (host.SyncResult, Renumbered, error) {
 	var rn Renumbered
+	opt.NoRepublish, opt.Together = true, Together
 	res, err := h.Sync(ctx, opt)
+	if res.Healed != nil && len(res.Healed.Kept) > 0 {
+		kerr := renumberKept(h, res.Healed)
+		if kerr == nil {
+			kerr = dropRegenerated(h, res.Healed, &rn)
+		}
+		if kerr != nil && err == nil {
+			err = kerr
+		}
+	}
 	var le *host.LocalChangesError
 	if errors.As(err, &le) {
 		var settled bool
@@ -144,9 +168,102 @@ func SyncRenumbered(ctx context.Context, h *host.Host, opt host.SyncOptions) (ho
 	}
 	// Placed after every sync that succeeds: a crash between setting aside and
 	// placing leaves the versions to the next one.
-	moved, err := place(h.Dir().Root())
+	moved, dups, err := place(h.Dir().Root())
 	rn.Moved = append(rn.Moved, moved...)
+	rn.Duplicates = append(rn.Duplicates, dups...)
 	return res, rn, err
+}
+
+// Together is a swamp heal's grouping (host.SyncOptions.Together): the files
+// of one data version, data/{type}/{modelId}/{name}/{version}/…, go back or
+// stay aside together.
+func Together(rel string) string {
+	if d, v, ok := versionFile(rel); ok {
+		return d + "/" + strconv.Itoa(v)
+	}
+	return ""
+}
+
+// renumberKept moves the data versions a heal kept aside (the ledger holds
+// another run under their numbers since) to a set-aside directory of this
+// package, listed in its moves.json, for place to move them past the
+// ledger's.
+func renumberKept(h *host.Host, hd *host.Healed) error {
+	root := h.Dir().Root()
+	var moves []Move
+	seen := map[string]bool{}
+	for _, p := range hd.Kept {
+		d, v, ok := versionFile(p)
+		if !ok || seen[d+"/"+strconv.Itoa(v)] {
+			continue
+		}
+		seen[d+"/"+strconv.Itoa(v)] = true
+		moves = append(moves, Move{Data: d, From: v})
+	}
+	if len(moves) == 0 {
+		return nil
+	}
+	kept := filepath.Join(root, filepath.FromSlash(hd.KeptIn))
+	stamp := filepath.Join(h.Dir().StatePath(SetAsideDir), time.Now().UTC().Format("20060102T150405.000000000Z")+"-rewound")
+	if err := os.MkdirAll(stamp, 0o700); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(moves)
+	if err := writeFile(filepath.Join(stamp, movesFile), b); err != nil {
+		return err
+	}
+	for _, m := range moves {
+		rel := filepath.FromSlash(m.Data + "/" + strconv.Itoa(m.From))
+		dst := filepath.Join(stamp, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(kept, rel), dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("set aside %s, kept by the heal: %w", rel, err)
+		}
+	}
+	// What stays in the heal's directory is what it says it kept.
+	hd.Kept = slices.DeleteFunc(hd.Kept, func(p string) bool { _, _, ok := versionFile(p); return ok })
+	return nil
+}
+
+// dropRegenerated removes from what a heal kept aside the files swamp writes
+// again anyway (Regenerated: the latest markers, which place sets, evaluated
+// definitions): the ledger's version stands, as SyncRenumbered takes it over
+// this host's in any conflict. They are listed in rn.Regenerated.
+func dropRegenerated(h *host.Host, hd *host.Healed, rn *Renumbered) error {
+	kept := filepath.Join(h.Dir().Root(), filepath.FromSlash(hd.KeptIn))
+	var err error
+	hd.Kept = slices.DeleteFunc(hd.Kept, func(p string) bool {
+		if !Regenerated(p) || err != nil {
+			return false
+		}
+		if rerr := os.Remove(filepath.Join(kept, filepath.FromSlash(p))); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = rerr
+			return false
+		}
+		rn.Regenerated = append(rn.Regenerated, p)
+		return true
+	})
+	if len(hd.Kept) == 0 {
+		removeEmpty(kept)
+		hd.KeptIn = ""
+	}
+	return err
+}
+
+// removeEmpty removes the empty directories at and under dir, deepest first.
+func removeEmpty(dir string) {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i])
+	}
 }
 
 // setAside sets aside this host's unpublished versions whose numbers the
@@ -256,61 +373,74 @@ func versions(dir string) ([]int, error) {
 // place moves every version set aside under root's SetAsideDir (each
 // set-aside directory's movesFile lists them) to the next free numbers of its
 // data name, oldest set-aside first.
-func place(root string) ([]Move, error) {
+func place(root string) (moved, dups []Move, err error) {
 	base := filepath.Join(root, ".syncledger", SetAsideDir)
 	stamps, err := os.ReadDir(base)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var moved []Move
 	for _, st := range stamps { // in time order
 		dir := filepath.Join(base, st.Name())
 		var staged []Move // Data and From
 		b, err := os.ReadFile(filepath.Join(dir, movesFile))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return moved, err
+			return moved, dups, err
 		}
 		// No list: set aside stopped before it moved anything.
 		if err == nil {
 			if err := json.Unmarshal(b, &staged); err != nil {
-				return moved, fmt.Errorf("%s: %w", filepath.Join(dir, movesFile), err)
+				return moved, dups, fmt.Errorf("%s: %w", filepath.Join(dir, movesFile), err)
 			}
 		}
 		for _, m := range staged {
 			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(m.Data), strconv.Itoa(m.From))); errors.Is(err, fs.ErrNotExist) {
 				continue // not set aside yet, or placed already
 			}
-			if m.To, err = placeOne(root, dir, m); err != nil {
-				return moved, err
+			to, dup, err := placeOne(root, dir, m)
+			if err != nil {
+				return moved, dups, err
 			}
-			moved = append(moved, m)
+			m.To = to
+			if dup {
+				dups = append(dups, m)
+			} else {
+				moved = append(moved, m)
+			}
 		}
 		if err := os.RemoveAll(dir); err != nil {
-			return moved, err
+			return moved, dups, err
 		}
 	}
-	return moved, os.Remove(base)
+	return moved, dups, os.Remove(base)
 }
 
 // placeOne moves version m.From of m.Data, set aside under dir, to its data
 // name's next free number: its metadata.yaml's version first (set aside, a
 // crash leaves it to be placed again), then the directory, then the latest
 // marker and the model's run records.
-func placeOne(root, dir string, m Move) (int, error) {
+//
+// A version whose id a version of the data name already has, with the same
+// files (metadata.yaml but for its version), is that version: another host
+// republished it first after a server restore. It is dropped, its files the
+// other lacks moved there first (dup true, with that version's number).
+func placeOne(root, dir string, m Move) (int, bool, error) {
 	data := filepath.Join(root, filepath.FromSlash(m.Data))
 	vs, err := versions(data)
 	if err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	src := filepath.Join(dir, filepath.FromSlash(m.Data), strconv.Itoa(m.From))
+	meta := filepath.Join(src, "metadata.yaml")
+	if v, ok, err := sameVersion(data, src, vs); err != nil || ok {
+		return v, ok, err
 	}
 	to := 1
 	if len(vs) > 0 {
 		to = vs[len(vs)-1] + 1
 	}
-	src := filepath.Join(dir, filepath.FromSlash(m.Data), strconv.Itoa(m.From))
-	meta := filepath.Join(src, "metadata.yaml")
 	var vm versionMeta
 	b, err := os.ReadFile(meta)
 	switch {
@@ -318,26 +448,98 @@ func placeOne(root, dir string, m Move) (int, error) {
 		var nb []byte
 		nb, vm = renumberMetadata(b, to)
 		if err := writeFile(meta, nb); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	case !errors.Is(err, fs.ErrNotExist):
-		return 0, err
+		return 0, false, err
 	} // none: a version swamp did not finish (killed); moved as it is
 	if err := os.MkdirAll(data, 0o755); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if err := os.Rename(src, filepath.Join(data, strconv.Itoa(to))); err != nil {
-		return 0, fmt.Errorf("place %s/%d as %d: %w", m.Data, m.From, to, err)
+		return 0, false, fmt.Errorf("place %s/%d as %d: %w", m.Data, m.From, to, err)
 	}
 	if err := writeFile(filepath.Join(data, "latest"), []byte(strconv.Itoa(to))); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if vm.ID != "" {
 		if err := renumberRecords(root, m.Data, vm, to); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
-	return to, nil
+	return to, false, nil
+}
+
+// sameVersion looks among the versions vs of the data name directory data
+// for the version set aside at src (its metadata.yaml's id): found with the
+// same files — metadata.yaml compared with its version set to the found
+// one's, a file the found one lacks moved there — src is removed and the
+// found number returned with true.
+func sameVersion(data, src string, vs []int) (int, bool, error) {
+	b, err := os.ReadFile(filepath.Join(src, "metadata.yaml"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	_, vm := renumberMetadata(b, 0)
+	if vm.ID == "" {
+		return 0, false, nil
+	}
+	for i := len(vs) - 1; i >= 0; i-- {
+		dst := filepath.Join(data, strconv.Itoa(vs[i]))
+		ob, err := os.ReadFile(filepath.Join(dst, "metadata.yaml"))
+		if err != nil {
+			continue
+		}
+		if _, ovm := renumberMetadata(ob, vs[i]); ovm.ID != vm.ID {
+			continue
+		}
+		if nb, _ := renumberMetadata(b, vs[i]); !bytes.Equal(nb, ob) {
+			return 0, false, nil // that id, other metadata: not the same version
+		}
+		var missing []string
+		same := true
+		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !same {
+				return err
+			}
+			rel, _ := filepath.Rel(src, p)
+			if rel == "metadata.yaml" {
+				return nil
+			}
+			theirs, err := os.ReadFile(filepath.Join(dst, rel))
+			if errors.Is(err, fs.ErrNotExist) {
+				missing = append(missing, rel)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			mine, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			same = bytes.Equal(mine, theirs)
+			return nil
+		})
+		if err != nil || !same {
+			return 0, false, err
+		}
+		for _, rel := range missing {
+			// A file the ledger's copy lacks here (synced lazily, or not
+			// there at all): this host's copy completes it.
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, rel)), 0o755); err != nil {
+				return 0, false, err
+			}
+			if err := os.Rename(filepath.Join(src, rel), filepath.Join(dst, rel)); err != nil {
+				return 0, false, err
+			}
+		}
+		return vs[i], true, os.RemoveAll(src)
+	}
+	return 0, false, nil
 }
 
 // versionMeta is what renumbering reads of a version's metadata.yaml: its id
@@ -452,12 +654,23 @@ func setArtifactVersion(b []byte, id string, v int) ([]byte, bool, error) {
 // (host.Policy.Settles).
 func CommitRenumbered(ctx context.Context, h *host.Host, opt host.CommitOptions) (host.CommitResult, Renumbered, error) {
 	var rn Renumbered
-	opt.Settle = func(ctx context.Context, _ *host.ConflictError) error {
+	settle := func(ctx context.Context) error {
 		_, more, err := SyncRenumbered(ctx, h, host.SyncOptions{})
 		rn.Moved = append(rn.Moved, more.Moved...)
 		rn.Regenerated = append(rn.Regenerated, more.Regenerated...)
+		rn.Duplicates = append(rn.Duplicates, more.Duplicates...)
 		return err
 	}
+	opt.Settle = func(ctx context.Context, _ *host.ConflictError) error { return settle(ctx) }
 	res, err := h.Commit(ctx, opt)
+	if errors.Is(err, ledger.ErrRewound) {
+		// A ledger that lost commits this cache applied (ErrRewound) is
+		// healed by the sync, whose runs then go out with this commit.
+		if err := settle(ctx); err != nil {
+			return res, rn, err
+		}
+		opt.Changed = nil // the moved versions are new paths
+		res, err = h.Commit(ctx, opt)
+	}
 	return res, rn, err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -282,5 +283,77 @@ func TestCommitRenumbered(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]string{"1": "run on a", "2": "run on b", "3": "run on a"}, b.versionsOf()); diff != "" {
 		t.Fatalf("b's versions (-want +got):\n%s", diff)
+	}
+}
+
+// TestHealRenumbers is issue 39's restore with swamp's layout: after a backup,
+// a published version 2, b synced it and published version 3; the server
+// was restored from the backup and c published its own version 2. b's pull
+// heals: its version 3 goes back as 3, a's version 2 moves past the ledger's
+// (4), records renumbered, both published. a's pull then finds its version 2
+// in the ledger as 4 and drops its copy (no duplicate run); every host ends
+// with every run, once.
+func TestHealRenumbers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b, c := newSwampHost(t, e, "a"), newSwampHost(t, e, "b"), newSwampHost(t, e, "c")
+	a.run(1)
+	a.commit()
+	for _, h := range []*swampHost{b, c} {
+		if _, _, err := h.sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backup, _ := e.log.LastSeq(testCtx(t))
+	a.run(2)
+	a.commit()
+	if _, _, err := b.sync(); err != nil {
+		t.Fatal(err)
+	}
+	b.run(3)
+	b.commit()
+	e.log.(interface{ Rewind(ledger.Seq) }).Rewind(backup)
+	c.run(2)
+	c.commit()
+
+	pull := func(s *swampHost) (host.SyncResult, Renumbered) {
+		t.Helper()
+		res, rn, err := s.sync()
+		if err != nil {
+			t.Fatalf("%s's pull: %v", s.name, err)
+		}
+		if _, _, err := CommitRenumbered(testCtx(t), s.h, host.CommitOptions{Message: host.RepublishMessage}); err != nil {
+			t.Fatalf("%s's commit after its pull: %v", s.name, err)
+		}
+		return res, rn
+	}
+	res, rn := pull(b)
+	if res.Healed == nil || !cmp.Equal(rn.Moved, []Move{{rnData, 2, 4}}) {
+		t.Fatalf("b's pull: healed %+v, renumbered %+v; want a's version 2 moved to 4", res.Healed, rn)
+	}
+	res, rn = pull(a)
+	if res.Healed == nil || len(rn.Moved) != 0 || !cmp.Equal(rn.Duplicates, []Move{{rnData, 2, 4}}) {
+		t.Fatalf("a's pull: healed %+v, renumbered %+v; want its version 2 found as 4", res.Healed, rn)
+	}
+	pull(c)
+	runs := map[string]string{"1": "run on a", "2": "run on c", "3": "run on b", "4": "run on a"}
+	files := func(root string) map[string]string {
+		m := hashTree(t, root)
+		maps.DeleteFunc(m, func(p, _ string) bool { return strings.HasPrefix(p, ".syncledger/") })
+		return m
+	}
+	for _, s := range []*swampHost{a, b, c} {
+		if _, _, err := s.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(runs, s.versionsOf()); diff != "" {
+			t.Fatalf("%s's versions (-want +got):\n%s", s.name, diff)
+		}
+		if diff := cmp.Diff(files(c.root), files(s.root)); diff != "" {
+			t.Fatalf("%s's cache differs from c's (-c +%s):\n%s", s.name, s.name, diff)
+		}
+	}
+	if rec := c.read("outputs/command/shell/execute/m1-a-2.yaml"); !strings.Contains(rec, "dataId: a-2\n      name: result\n      version: 4\n") {
+		t.Fatalf("a's run record, republished:\n%s", rec)
 	}
 }

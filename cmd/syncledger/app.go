@@ -331,6 +331,18 @@ func (a *app) Log(ctx context.Context) (*natsjs.Log, error) {
 	return l, nil
 }
 
+// resetLedger forgets the ledger's log and blob store opened so far: a
+// restore replaced their streams on the server, the next use opens them
+// again.
+func (a *app) resetLedger() {
+	a.res.logMu.Lock()
+	a.res.log = nil
+	a.res.logMu.Unlock()
+	a.res.blobsMu.Lock()
+	a.res.blobs = nil // closed with the command, as every bucket opened
+	a.res.blobsMu.Unlock()
+}
+
 // BlobsURL returns the blob store URL in effect: --blobs if given, otherwise the
 // ledger's own setting.
 func (a *app) BlobsURL(ctx context.Context) (string, error) {

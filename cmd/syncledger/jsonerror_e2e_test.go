@@ -69,6 +69,7 @@ func TestJSONErrorEveryCommand(t *testing.T) {
 	// A ledger server that is not there: every command that needs it fails.
 	env := cliEnv("SYNCLEDGER_NATS=nats://127.0.0.1:1", "SYNCLEDGER_LEDGER=jsonerr", "SYNCLEDGER_LOG_LEVEL=error")
 	cases := map[string][]string{
+		"backup":               {"backup", "--json", t.TempDir() + "/b"},
 		"commit":               {"--cache", cache, "commit", "--json"},
 		"config permissions":   {"config", "permissions", "--json", "--no-such-flag"},
 		"config show":          {"--log-level", "loud", "config", "show", "--json"},
@@ -82,6 +83,7 @@ func TestJSONErrorEveryCommand(t *testing.T) {
 		"rebuild":              {"--cache", cache, "rebuild", "--json"},
 		"replay":               {"replay", "--json", "--to", "1", "--into", t.TempDir()},
 		"resolve":              {"--cache", cache, "resolve", "--json", "--theirs", "x"},
+		"restore":              {"restore", "--json", t.TempDir()},
 		"serve":                {"serve", "--listen", "0.0.0.0:0", "--data", t.TempDir(), "--json"},
 		"snapshot":             {"snapshot", "--json"},
 		"status":               {"--cache", t.TempDir(), "status", "--json"},

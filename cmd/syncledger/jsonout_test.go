@@ -135,6 +135,11 @@ func TestJSONEveryCommand(t *testing.T) {
 	decodeJSON(t, "log", strings.SplitAfter(outputs["log"], "\n")[0], &obj)
 	ok("quarantine", "quarantine", string(obj["seq"]), "--reason", "bad", "--force", "--json")
 	outputs["quarantine --list"] = c.ok("quarantine", "--list", "--json")
+	// The ledger backed up, then put back over itself (its current state
+	// kept aside first).
+	bk := filepath.Join(t.TempDir(), "backup")
+	ok("backup", "backup", bk, "--json")
+	ok("restore", "restore", bk, "--replace", "--keep", filepath.Join(t.TempDir(), "kept"), "--json")
 
 	for name, out := range outputs {
 		for _, v := range jsonLines(t, name, out) {

@@ -35,6 +35,7 @@ var commands = []func(*app) *cobra.Command{
 	newVerifyCmd,
 	newFetchCmd,
 	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd, newQuarantineCmd,
+	newBackupCmd, newRestoreCmd,
 	newConsumeCmd, newTailCmd, newHostsCmd,
 	newSwampCmd,
 	newConfigCmd,

@@ -34,6 +34,13 @@ synced nor what the snapshot holds) stops the rebuild before anything is written
 (exit 3): commit it or move it away. A sync whose high-water mark the ledger no
 longer holds events after rebuilds the same way on its own.
 
+A ledger that lost commits this cache applied (its server restored from an
+older backup, or a copy of its data directory put back) is not rebuilt over
+them: the cache's files of those commits, and its uncommitted changes, are set
+aside under .syncledger/conflicts/<time>/, the cache rebuilt, and each put back
+where the ledger does not hold something newer at its path, then the lost ones
+republished (what a sync does on its own); the others stay there, listed.
+
 A damaged state database (exit 4 from any command, error kind damaged-state)
 is set aside as .syncledger/state.db.damaged-<time> and the state started over
 from the ledger. With no index to tell a local edit from an older version of the
@@ -62,11 +69,19 @@ A progress bar is shown on a terminal, plain lines otherwise; --quiet silences i
 			res, err := h.Rebuild(ctx, host.RebuildOptions{NoSnapshot: o.noSnapshot, Lazy: o.lazy, Progress: pr.update})
 			pr.done()
 			dirty.Untrust(ctx, h.Dir().Root(), "the cache was rebuilt", a.logger)
+			if err == nil && res.Healed != nil {
+				// A rebuild on a ledger that lost commits this cache applied
+				// kept them: publish them, as a sync would.
+				err = h.Republish(ctx, res.Healed)
+			}
 			if err != nil {
 				return err
 			}
 			if o.json {
 				return a.printJSON(res)
+			}
+			if res.Healed != nil {
+				printHealed(a, res.Healed)
 			}
 			from := "the ledger's events alone"
 			if res.Snapshot > 0 {

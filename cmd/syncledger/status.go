@@ -29,11 +29,15 @@ ignored directory is listed once, with a trailing /.
 A server whose disk is full (it refuses every write until space is freed
 there) is shown first, with what it says of its disk.
 
+A cache whose ledger lost commits it applied (its server restored from an older
+backup) is shown as FORKED, never as behind 0: the next sync republishes them.
+
 Status also checks what the server lets this user do: permissions older or
 wider than this build's (a server configured before this release) are
 reported on stderr, with the command that renders them again.
 
 --json prints: ledger, uuid, host, cache, head, first, snapshot, hwm, behind,
+forked {seq, want, got, head, hwm} (when forked),
 partitions {key: {modelSeq, seq}}, dirty [paths], ignored [paths], lazy, files,
 shadowed [paths], conflicts [paths], server {full, dir, free, size, reserve,
 resume, stored, since, cause}.
@@ -113,7 +117,12 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 			fmt.Fprintf(w, "snapshot\tnone\n")
 		}
 		fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
-		fmt.Fprintf(w, "behind\t%d\n", st.Behind)
+		if st.Forked != nil {
+			fmt.Fprintf(w, "behind\tFORKED: %v\n", st.Forked)
+			fmt.Fprintf(w, "\tthe next sync (or swamp pull) rebuilds this cache from the ledger and republishes what it lost; it deletes nothing\n")
+		} else {
+			fmt.Fprintf(w, "behind\t%d\n", st.Behind)
+		}
 	}
 	fmt.Fprintf(w, "files\t%d (%d lazy)\n", st.Files, st.Lazy)
 	fmt.Fprintf(w, "dirty\t%d\n", len(st.Dirty))

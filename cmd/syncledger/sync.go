@@ -97,6 +97,9 @@ func (a *app) checkModels(ctx context.Context, models []string, head ledger.Seq)
 
 // printSync prints a sync's result for people: what it pulled, then where it stands.
 func printSync(a *app, r host.SyncResult) {
+	if r.Healed != nil {
+		printHealed(a, r.Healed)
+	}
 	if r.UpToDate {
 		fmt.Fprintf(a.stdout, "up to date (hwm %d)\n", r.HWM)
 		return
@@ -140,4 +143,43 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// printHealed says what a heal did (host.Healed): the ledger had lost commits
+// this cache applied.
+func printHealed(a *app, hd *host.Healed) {
+	w := a.stdout
+	if hd.Fork != nil {
+		fmt.Fprintf(w, "the ledger lost commits this cache applied: %v\n", hd.Fork)
+	} else {
+		fmt.Fprintln(w, "finished an interrupted heal of this cache (the ledger had lost commits it applied)")
+	}
+	fmt.Fprintf(w, "rebuilt from the ledger (it still holds this cache's history up to seq %d); nothing of this cache was deleted\n", hd.Common)
+	switch {
+	case hd.Published != nil && !hd.Published.Nothing:
+		fmt.Fprintf(w, "republished %d files the ledger lost (commit %s):\n", len(hd.Republish), hd.Published.Commit)
+		printPaths(a, hd.Republish)
+	case len(hd.Republish) > 0:
+		fmt.Fprintf(w, "put back %d files the ledger lost, uncommitted: 'syncledger commit' republishes them:\n", len(hd.Republish))
+		printPaths(a, hd.Republish)
+	}
+	if hd.Same > 0 {
+		fmt.Fprintf(w, "%d files the ledger lost are in it again (another host republished them)\n", hd.Same)
+	}
+	if len(hd.Local) > 0 {
+		fmt.Fprintf(w, "put back %d uncommitted changes of this host, still uncommitted:\n", len(hd.Local))
+		printPaths(a, hd.Local)
+	}
+	if len(hd.Deleted) > 0 {
+		fmt.Fprintf(w, "deleted again %d files this host had deleted, uncommitted:\n", len(hd.Deleted))
+		printPaths(a, hd.Deleted)
+	}
+	if len(hd.Kept) > 0 {
+		fmt.Fprintf(w, "kept %d files under %s: the ledger has written other content at their paths since (copy back what should win, then 'syncledger commit'):\n", len(hd.Kept), hd.KeptIn)
+		printPaths(a, hd.Kept)
+	}
+	if len(hd.Gone) > 0 {
+		fmt.Fprintf(w, "%d files of lost commits were synced here as metadata only and their content is no longer in the blob store: a host that holds them republishes them when it syncs:\n", len(hd.Gone))
+		printPaths(a, hd.Gone)
+	}
 }

@@ -40,6 +40,9 @@ paths instead of scanning the whole cache (see syncledger commit --help).`,
 					_ = a.printJSON(r)
 					return
 				}
+				if r.Healed != nil {
+					printHealed(a, r.Healed)
+				}
 				printPaths(a, r.Paths)
 				fmt.Fprintf(a.stdout, "applied seq %d: %d written, %d deleted; hwm %d\n", r.Head, r.Written, r.Deleted, r.HWM)
 			})

@@ -59,6 +59,9 @@ func errorCommands(err error) []string {
 		return []string{"syncledger snapshot --adopt   (admin; makes the snapshots an older release took usable, then rebuild again)"}
 	case errors.As(err, &c):
 		return c.Commands()
+	case errors.Is(err, ledger.ErrRewound):
+		// Never a quarantine: nothing is wrong with the ledger's messages.
+		return []string{rewoundCommand}
 	case errors.As(err, &ce) && strings.HasPrefix(ce.Repair, "run syncledger upgrade"):
 		return []string{upgradeCommand}
 	case errors.Is(err, projector.ErrAppliedQuarantined):
@@ -72,6 +75,10 @@ func errorCommands(err error) []string {
 	}
 	return []string{}
 }
+
+// rewoundCommand is the way out of a ledger that lost commits this cache
+// applied: a sync heals the cache and republishes them (host/heal.go).
+const rewoundCommand = "syncledger sync   (rebuilds this cache from the ledger and republishes the commits the ledger lost; deletes nothing)"
 
 // upgradeCommand makes every resource of the ledger as this build makes it
 // (natsjs's *ledger.ConfigError names it as its repair).
@@ -102,8 +109,6 @@ func errorNote(err error) string {
 		return "create it with `syncledger init`"
 	case errors.Is(err, host.ErrNoChange):
 		return "'syncledger status' lists conflicts"
-	case errors.Is(err, ledger.ErrRewound):
-		return "syncledger rebuild"
 	case errors.As(err, &cg) && !cg.Behind():
 		return "see syncledger log"
 	}

@@ -42,6 +42,7 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 	}{
 		{"Empty", testLogEmpty},
 		{"Chain", testLogChain},
+		{"Head", testLogHead},
 		{"AtomicCommit", testLogAtomic},
 		{"RetryStoresOnce", testLogRetry},
 		{"RefusesBadCommits", testLogRefuses},
@@ -55,6 +56,7 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 		{"ChainThroughQuarantinedEvent", testLogChainThroughQuarantinedEvent},
 		{"Truncate", testLogTruncate},
 		{"Attest", testLogAttest},
+		{"CommitAt", testLogCommitAt},
 		{"Fenced", testLogFenced},
 		{"LockLostOrConflict", testLogLockLostOrConflict},
 		{"FencedRetry", testLogFencedRetry},
@@ -177,6 +179,78 @@ func testLogEmpty(t *testing.T, ctx context.Context, f LogFixture) {
 	}
 	if qs, err := l.Quarantines(ctx); err != nil || len(qs) != 0 {
 		t.Fatalf("Quarantines of an empty log = %v, %v", qs, err)
+	}
+}
+
+// testLogHead: the head of an empty log, after commits, with and without
+// the commit id, asked of the log's source and of the origin: a log without
+// a mirror answers as the origin, at a time no earlier than the call. Its two
+// uses by a host: the stamp, read with the seq, stays while the message at
+// the head does and changes with the next message (a no-op sync asks nothing
+// more); the commit id at the head is CommitAt's there, "" for a message that
+// is no event (the check of a rewound log).
+func testLogHead(t *testing.T, ctx context.Context, f LogFixture) {
+	l := f.Log
+	before := time.Now().Add(-time.Second) // clocks of a server may differ a little
+	reqs := []ledger.HeadRequest{{}, {Commit: true}, {Origin: true}, {Origin: true, Commit: true}}
+	for _, req := range reqs {
+		h, err := l.Head(ctx, req)
+		if err != nil || h.Seq != 0 || h.Commit != "" || h.Stamp != "" || !h.FromOrigin() || h.AsOf.Before(before) {
+			t.Fatalf("Head(%+v) of an empty log = %+v, %v; want seq 0, no stamp, from the origin, as of now", req, h, err)
+		}
+	}
+	// head checks each request's answer at seq with commit (when asked
+	// for), from the origin, all with one stamp; it returns that stamp.
+	head := func(seq ledger.Seq, commit string) string {
+		t.Helper()
+		stamp := ""
+		for _, req := range reqs {
+			h, err := l.Head(ctx, req)
+			want := ""
+			if req.Commit {
+				want = commit
+			}
+			if err != nil || h.Seq != seq || h.Commit != want || !h.FromOrigin() || h.Lag != 0 || h.Staleness(time.Now()) != 0 {
+				t.Fatalf("Head(%+v) = %+v, %v; want seq %d, commit %q, from the origin", req, h, err, seq, want)
+			}
+			if h.Stamp == "" || (stamp != "" && h.Stamp != stamp) {
+				t.Fatalf("Head(%+v) = %+v; want the stamp of the message at seq %d (%q from the first request)", req, h, seq, stamp)
+			}
+			stamp = h.Stamp
+		}
+		return stamp
+	}
+	logAppend(t, ctx, l, "a")
+	seqs := logAppend(t, ctx, l, "a", "b")
+	evs := logRead(t, ctx, l, seqs[1], seqs[1])
+	s1 := head(seqs[1], evs[0].Event.Commit)
+	if at, err := l.CommitAt(ctx, seqs[1]); err != nil || at != evs[0].Event.Commit {
+		t.Fatalf("CommitAt(%d) = %q, %v; want the head's commit %q", seqs[1], at, err, evs[0].Event.Commit)
+	}
+	next := logAppend(t, ctx, l, "b")
+	evs = logRead(t, ctx, l, next[0], next[0])
+	if s2 := head(next[0], evs[0].Event.Commit); s2 == s1 {
+		t.Fatalf("Head after an append has the stamp %q of the message before it; want another", s2)
+	}
+	// A message at the head that is no event of this ledger: a stamp, no commit.
+	info, _ := l.Info(ctx)
+	bad, err := f.Publish(ledger.Subject(info.Name, "c"), []byte(`{"not":"an event"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sBad := head(bad, "")
+	// Retention drops events below the head, never the head: its seq, stamp
+	// and commit stay (a no-op sync after a retention run asks nothing
+	// more), and the head a retention bound is checked against is where
+	// Bounds ends.
+	if _, err := l.TruncateBefore(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if s := head(bad, ""); s != sBad {
+		t.Fatalf("Head after a truncation below it has the stamp %q; want the same message's %q", s, sBad)
+	}
+	if b, err := l.Bounds(ctx); err != nil || b.Last != bad {
+		t.Fatalf("Bounds = %+v, %v; want the last seq %d the head says", b, err, bad)
 	}
 }
 
@@ -597,4 +671,56 @@ func testLogTruncate(t *testing.T, ctx context.Context, f LogFixture) {
 		logAppend(t, ctx, l, p) // each chain goes on from its kept head
 	}
 	wantBounds(t, ctx, l, 4, 9)
+}
+
+// testLogCommitAt: CommitAt names the commit of each event stored, its
+// quarantined ones included; "" for a notice or a message that is no event;
+// ErrNotFound past the last seq and for a dropped one.
+func testLogCommitAt(t *testing.T, ctx context.Context, f LogFixture) {
+	l := f.Log
+	info, _ := l.Info(ctx)
+	ab := logCommit(t, ctx, l, logNext(t, ctx, l, "a"), logNext(t, ctx, l, "b"))
+	if _, err := l.Append(ctx, ab); err != nil { // seqs 1, 2
+		t.Fatal(err)
+	}
+	bad, err := f.Publish(ledger.Subject(info.Name, "c"), []byte(`{"not":"an event"}`)) // seq 3
+	if err != nil {
+		t.Fatal(err)
+	}
+	logAppend(t, ctx, l, "a")                                         // seq 4
+	if _, err := l.Quarantine(ctx, quarantine(4), true); err != nil { // notice at seq 5
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		seq  ledger.Seq
+		want string
+	}{{1, ab[0].Commit}, {2, ab[0].Commit}, {bad, ""}, {5, ""}} {
+		if got, err := l.CommitAt(ctx, tc.seq); err != nil || got != tc.want {
+			t.Errorf("CommitAt(%d) = %q, %v; want %q", tc.seq, got, err, tc.want)
+		}
+	}
+	if got, err := l.CommitAt(ctx, 4); err != nil || got == "" || got == ab[0].Commit {
+		t.Errorf("CommitAt(4), a quarantined event = %q, %v; want its own commit id", got, err)
+	}
+	if _, err := l.CommitAt(ctx, 6); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("CommitAt past the last seq = %v, want ErrNotFound", err)
+	}
+	for _, tc := range []struct {
+		p    string
+		seq  ledger.Seq
+		want string
+	}{{"b", 2, ab[0].Commit}, {"c", bad, ""}, {"none", 0, ""}} {
+		if seq, got, err := l.PartitionTip(ctx, tc.p); err != nil || seq != tc.seq || got != tc.want {
+			t.Errorf("PartitionTip(%s) = %d, %q, %v; want %d, %q", tc.p, seq, got, err, tc.seq, tc.want)
+		}
+	}
+	for _, p := range []string{"a", "b"} {
+		logAppend(t, ctx, l, p) // seqs 6, 7: the heads of a and b
+	}
+	if _, err := l.TruncateBefore(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.CommitAt(ctx, 1); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("CommitAt of a dropped seq = %v, want ErrNotFound", err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -40,12 +41,14 @@ type Log struct {
 	q       map[ledger.Seq]ledger.Quarantine
 	att     ledger.Attestations
 	grew    chan struct{} // closed and replaced when a message is stored
+	stored  uint64        // messages stored, ever (Head's stamps)
 }
 
 type msg struct {
 	subject string
 	data    []byte
 	dropped bool
+	stamp   uint64 // Head's stamp: the log's count of messages stored when it was
 }
 
 var _ ledger.CommitLog = (*Log)(nil)
@@ -99,7 +102,8 @@ func (l *Log) at(seq ledger.Seq) (msg, bool) {
 func (l *Log) store(subjects []string, data [][]byte, ids []string) []ledger.Seq {
 	seqs := make([]ledger.Seq, len(subjects))
 	for i := range subjects {
-		l.msgs = append(l.msgs, msg{subject: subjects[i], data: data[i]})
+		l.stored++ // never reset: a message stored after a Rewind has a stamp of its own
+		l.msgs = append(l.msgs, msg{subject: subjects[i], data: data[i], stamp: l.stored})
 		seqs[i] = l.last()
 		l.subject[subjects[i]] = seqs[i]
 		l.bySubj[subjects[i]] = append(l.bySubj[subjects[i]], seqs[i])
@@ -148,6 +152,29 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 	return ledger.Bounds{First: first, Last: l.last()}, nil
 }
 
+// Head returns the log's last seq, answered now by the log itself (an
+// in-memory log has no mirror: every head is the origin's), with the stamp of
+// the message there (the log's count of messages stored when it was, which a
+// Rewind does not reset) and the commit id there when asked for and the
+// message is an event.
+func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
+	if err := ctx.Err(); err != nil {
+		return ledger.Head{}, l.fail("head", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := ledger.Head{Seq: l.last(), AsOf: l.now()}
+	if m, ok := l.at(h.Seq); ok {
+		h.Stamp = strconv.FormatUint(m.stamp, 10)
+		if req.Commit {
+			if r, err := l.reader().Record(h.Seq, m.subject, m.data); err == nil && r.Skip == nil {
+				h.Commit = r.Event.Commit
+			}
+		}
+	}
+	return h, nil
+}
+
 // PartitionLastSeq returns the seq of the partition subject's last message.
 func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
 	if err := ctx.Err(); err != nil {
@@ -156,6 +183,22 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.subject[ledger.Subject(l.info.Name, partition)], nil
+}
+
+// PartitionTip returns the partition's last seq and the commit there; see
+// ledger.CommitLog.
+func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, "", l.fail("partition tip", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seq := l.subject[ledger.Subject(l.info.Name, partition)]
+	m, ok := l.at(seq)
+	if !ok {
+		return seq, "", nil
+	}
+	return seq, ledger.CommitOf(l.info.Name, l.info.UUID, seq, m.subject, m.data), nil
 }
 
 // PartitionHead returns the partition's last event; ErrNotFound if none.
@@ -180,6 +223,70 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 		}
 	}
 	return ledger.Record{}, l.fail(fmt.Sprintf("partition %q head", partition), fmt.Errorf("no events: %w", ledger.ErrNotFound))
+}
+
+// CommitAt returns the commit id of the event stored at seq; see
+// ledger.CommitLog.
+func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", l.fail("commit at", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.at(seq)
+	if !ok {
+		return "", l.fail(fmt.Sprintf("commit at seq %d", seq), fmt.Errorf("no message: %w", ledger.ErrNotFound))
+	}
+	return ledger.CommitOf(l.info.Name, l.info.UUID, seq, m.subject, m.data), nil
+}
+
+// Rewind drops every message after seq to: the log a server holds once
+// restored from a backup taken when its last seq was to (the messages, their
+// subjects' indexes, the message ids it deduplicates and the quarantine
+// notices after to are gone; attestations are kept, as the stream's metadata
+// of a backup of that time would hold them). A test knob.
+func (l *Log) Rewind(to ledger.Seq) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if to >= l.last() {
+		return
+	}
+	if to < l.first-1 {
+		to = l.first - 1
+	}
+	l.msgs = l.msgs[:to+1-l.first]
+	clear(l.subject)
+	for subj, seqs := range l.bySubj {
+		i := len(seqs)
+		for i > 0 && seqs[i-1] > to {
+			i--
+		}
+		if i == 0 {
+			delete(l.bySubj, subj)
+			continue
+		}
+		l.bySubj[subj] = seqs[:i]
+		l.subject[subj] = seqs[i-1]
+	}
+	for id, seq := range l.ids {
+		if seq > to {
+			delete(l.ids, id)
+		}
+	}
+	// The notices still held, read again (the first of a seq wins).
+	clear(l.q)
+	rd := &ledger.MessageReader{Name: l.info.Name, UUID: l.info.UUID}
+	for _, seq := range l.bySubj[ledger.QuarantineSubject(l.info.Name)] {
+		m, ok := l.at(seq)
+		if !ok {
+			continue
+		}
+		if q, ok := rd.NoticeOf(seq, m.subject, m.data); ok {
+			if _, dup := l.q[q.Seq]; !dup {
+				l.q[q.Seq] = q
+			}
+		}
+	}
 }
 
 // Append stores one commit's events atomically, each extending its

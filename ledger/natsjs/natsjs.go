@@ -134,7 +134,7 @@ type Log struct {
 
 	q quarantines // the quarantine notices read so far
 
-	opened opened // the last seq Open's answer carried, for the first LastSeq
+	opened opened // the head Open's answer carried, for the first LastSeq or Head
 }
 
 // openFresh is how long after Open its answer's last seq may answer the first
@@ -142,22 +142,23 @@ type Log struct {
 // apart, and one STREAM.INFO then does the work of two (issue 17).
 const openFresh = 500 * time.Millisecond
 
-// opened is the last seq of the stream info answer that opened the Log, until
-// the first LastSeq takes it, it ages past openFresh, or the Log writes.
+// opened is the head of the stream info answer that opened the Log, until
+// the first LastSeq or Head takes it, it ages past openFresh, or the Log
+// writes.
 type opened struct {
 	mu    sync.Mutex
-	last  ledger.Seq
+	head  ledger.Head
 	at    time.Time
 	valid bool
 }
 
-// take returns the last seq Open read, once, if it is still fresh.
-func (o *opened) take() (ledger.Seq, bool) {
+// take returns the head Open read, once, if it is still fresh.
+func (o *opened) take() (ledger.Head, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ok := o.valid && time.Since(o.at) < openFresh
 	o.valid = false
-	return o.last, ok
+	return o.head, ok
 }
 
 // drop forgets it: this Log is about to write (append, quarantine, purge).
@@ -337,6 +338,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 	// opens the log, and decoding jetstream.StreamInfo whole (its reflection
 	// setup) cost a no-op sync about 5% of its CPU.
 	var st streamConfig
+	asOf := time.Now()
 	err = l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &st)
 	if code, ok := apiCode(err); ok && code == codeStreamNotFound {
 		return nil, fmt.Errorf("open ledger %q: stream %s does not exist: %w", name, l.stream, ledger.ErrNoLedger)
@@ -348,7 +350,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
 	if l.opts.openSeq {
-		l.opened = opened{last: ledger.Seq(st.State.LastSeq), at: time.Now(), valid: true}
+		l.opened = opened{head: ledger.Head{Seq: ledger.Seq(st.State.LastSeq), Stamp: st.State.stamp(), AsOf: asOf}, at: time.Now(), valid: true}
 	}
 	return l, nil
 }

@@ -24,8 +24,8 @@ import (
 // that knows of a later seq than the answer — a cache HWM another process moved
 // meanwhile — asks again and gets a fresh one.
 func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
-	if last, ok := l.opened.take(); ok {
-		return last, nil
+	if h, ok := l.opened.take(); ok {
+		return h.Seq, nil
 	}
 	b, err := l.bounds(ctx)
 	if err != nil {
@@ -44,6 +44,50 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 	return b, nil
 }
 
+// Head returns the stream's last seq from one stream info request answered
+// by the stream leader (the origin's own answer: a direct get could be
+// answered by a mirror or a lagging replica), with the stored time of the
+// message there (the stream state's last_ts) as its stamp, and with
+// req.Commit the commit id there, read through the leader too (one more
+// request). With WithOpenSeq, the first call within openFresh of Open that
+// asks neither for the origin nor for the commit answers from Open's stream info request, as LastSeq
+// does: a no-op sync makes one request, not two.
+func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
+	if !req.Origin && !req.Commit {
+		if h, ok := l.opened.take(); ok {
+			return h, nil
+		}
+	}
+	asOf := time.Now()
+	b, stamp, err := l.boundsStamp(ctx)
+	if err != nil {
+		return ledger.Head{}, fmt.Errorf("ledger %q head: %w", l.name, err)
+	}
+	h := ledger.Head{Seq: b.Last, Stamp: stamp, AsOf: asOf}
+	if req.Commit && b.Last >= b.First {
+		if h.Commit, err = l.commitAt(ctx, b.Last); err != nil {
+			return ledger.Head{}, fmt.Errorf("ledger %q head: %w", l.name, err)
+		}
+	}
+	return h, nil
+}
+
+// commitAt returns the commit id of the event the stream leader holds at seq
+// ("" when the message there is not an event of this ledger, or is gone),
+// quarantined or not.
+func (l *Log) commitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	m, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(seq)})
+	if err != nil || !ok || m.Seq != seq {
+		return "", err
+	}
+	// Quarantined or not: the commit stored there is what identifies it.
+	r, err := (&ledger.MessageReader{Name: l.name, UUID: l.uuid}).Record(m.Seq, m.Subject, m.Data)
+	if err != nil || r.Skip != nil {
+		return "", nil // not an event of this ledger: no commit to compare
+	}
+	return r.Event.Commit, nil
+}
+
 // PartitionLastSeq returns the seq of the partition's last event (0 if none),
 // from one direct get of the subject's last message.
 func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
@@ -55,6 +99,33 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 		return 0, nil
 	}
 	return m.Seq, nil
+}
+
+// PartitionTip returns the partition's last seq and the commit id of the
+// message there, from one direct get of the subject's last message (see
+// ledger.CommitLog).
+func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+	m, ok, err := l.directLast(ctx, ledger.Subject(l.name, partition))
+	if err != nil {
+		return 0, "", fmt.Errorf("ledger %q partition %q tip: %w", l.name, partition, l.mapErr(err))
+	}
+	if !ok {
+		return 0, "", nil
+	}
+	return m.Seq, ledger.CommitOf(l.name, l.uuid, m.Seq, m.Subject, m.Data), nil
+}
+
+// CommitAt returns the commit id of the event stored at seq, from one direct
+// get of that seq (see ledger.CommitLog).
+func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	m, ok, err := l.directGet(ctx, msgGetRequest{Seq: uint64(seq)})
+	if err != nil {
+		return "", fmt.Errorf("ledger %q commit at seq %d: %w", l.name, seq, l.mapErr(err))
+	}
+	if !ok || m.Seq != seq {
+		return "", fmt.Errorf("ledger %q commit at seq %d: no message: %w", l.name, seq, ledger.ErrNotFound)
+	}
+	return ledger.CommitOf(l.name, l.uuid, seq, m.Subject, m.Data), nil
 }
 
 // PartitionHead returns the partition's last event; ledger.ErrNotFound if none.

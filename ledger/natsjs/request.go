@@ -61,6 +61,16 @@ type stateOf struct {
 	Msgs     uint64 `json:"messages"`
 	FirstSeq uint64 `json:"first_seq"`
 	LastSeq  uint64 `json:"last_seq"`
+	LastTS   string `json:"last_ts"` // when the last message was stored: Head's stamp
+}
+
+// stamp is Head's stamp of the last message: its stored time as the server
+// wrote it ("" for an empty stream).
+func (s stateOf) stamp() string {
+	if s.Msgs == 0 || strings.HasPrefix(s.LastTS, "0001-01-01") {
+		return ""
+	}
+	return s.LastTS
 }
 
 // streamConfig is the part of a stream info response Open reads: the
@@ -124,18 +134,28 @@ func (r *apiResponse) apiErr() *jetstream.APIError { return r.Error }
 // bounds asks the stream leader for its state: a stream info request without
 // subject or deleted-message details (one small JSON answer).
 func (l *Log) bounds(ctx context.Context) (ledger.Bounds, error) {
+	b, _, err := l.boundsStamp(ctx)
+	return b, err
+}
+
+// boundsStamp is bounds with Head's stamp of the last message.
+func (l *Log) boundsStamp(ctx context.Context) (ledger.Bounds, string, error) {
 	var st streamState
 	if err := l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &st); err != nil {
-		return ledger.Bounds{}, l.mapErr(err)
+		return ledger.Bounds{}, "", l.mapErr(err)
 	}
 	if u := st.Config.Metadata[MetaUUID]; u != l.uuid {
-		return ledger.Bounds{}, fmt.Errorf("stream %s now holds ledger %s, opened as %s: %w", l.stream, u, l.uuid, ledger.ErrLineage)
+		return ledger.Bounds{}, "", fmt.Errorf("stream %s now holds ledger %s, opened as %s: %w", l.stream, u, l.uuid, ledger.ErrLineage)
 	}
-	s := st.State
+	return stateBounds(st.State), st.State.stamp(), nil
+}
+
+// stateBounds is a stream state's bounds.
+func stateBounds(s stateOf) ledger.Bounds {
 	if s.Msgs == 0 {
-		return ledger.Bounds{First: ledger.Seq(s.LastSeq + 1), Last: ledger.Seq(s.LastSeq)}, nil
+		return ledger.Bounds{First: ledger.Seq(s.LastSeq + 1), Last: ledger.Seq(s.LastSeq)}
 	}
-	return ledger.Bounds{First: ledger.Seq(s.FirstSeq), Last: ledger.Seq(s.LastSeq)}, nil
+	return ledger.Bounds{First: ledger.Seq(s.FirstSeq), Last: ledger.Seq(s.LastSeq)}
 }
 
 // mapErr maps a missing stream to ledger.ErrNotFound and a request that could
@@ -220,7 +240,13 @@ type msgGetRequest struct {
 // directLast reads the last message of a subject with a direct get (served by any
 // replica). ok is false when the subject has no message.
 func (l *Log) directLast(ctx context.Context, subj string) (m rawMsg, ok bool, err error) {
-	body, _ := json.Marshal(msgGetRequest{LastFor: subj})
+	return l.directGet(ctx, msgGetRequest{LastFor: subj})
+}
+
+// directGet runs one direct get (served by any replica) answered by one
+// message; ok is false when none matches.
+func (l *Log) directGet(ctx context.Context, req msgGetRequest) (m rawMsg, ok bool, err error) {
+	body, _ := json.Marshal(req)
 	err = l.whileUnavailable(ctx, func(ctx context.Context) error {
 		resp, err := l.rnc.RequestWithContext(ctx, apiPrefix+"DIRECT.GET."+l.stream, body)
 		if err != nil {
@@ -233,7 +259,7 @@ func (l *Log) directLast(ctx context.Context, subj string) (m rawMsg, ok bool, e
 			return fmt.Errorf("direct get on stream %s: status %s %s", l.stream, st, resp.Header.Get(hdrDescription))
 		}
 		if m, ok = l.storedMsg(resp); !ok {
-			m, ok, err = l.settle(ctx, msgGetRequest{LastFor: subj})
+			m, ok, err = l.settle(ctx, req)
 		}
 		return err
 	})

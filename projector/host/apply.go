@@ -436,6 +436,9 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 				return err
 			}
 		}
+		if err := s.persistCommits(tx, rd); err != nil {
+			return err
+		}
 		return tx.SetHWM(rd.HWM)
 	})
 	if err != nil {
@@ -444,6 +447,7 @@ func (h *Host) persistReady(s *session, rd projector.Ready, rows []statedb.Entry
 	for _, ch := range rd.Changes {
 		delete(s.journal, ch.Path)
 	}
+	clear(s.commits) // every event staged was in rd
 	return nil
 }
 

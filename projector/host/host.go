@@ -259,6 +259,28 @@ type session struct {
 	core    *projector.Core
 	journal map[string]statedb.JournalEntry // what interrupted applies left (see statedb.JournalEntry)
 	info    ledger.Info
+	// commits are the commit ids of the events staged since the last Ready
+	// persisted, by seq: recorded beside the marks they move
+	// (statedb.Commit, identity.go).
+	commits map[ledger.Seq]string
+	// checked: a commit of this session found the log's commit at the HWM
+	// the one this cache applied (identity.go).
+	checked bool
+	// head is the log's head a full sync reads to, with its stamp in ID
+	// (ledger.CommitLog.Head): recorded with the top commit when they meet.
+	head statedb.Commit
+}
+
+// staged notes the commit of a record staged into the core (an event, not a
+// record every reader skips).
+func (s *session) staged(rec ledger.Record) {
+	if rec.Skip != nil || rec.Event.Commit == "" {
+		return
+	}
+	if s.commits == nil {
+		s.commits = map[ledger.Seq]string{}
+	}
+	s.commits[rec.Seq] = rec.Event.Commit
 }
 
 // stateRows is how a Host reads the rows of its state database (index

@@ -366,6 +366,14 @@ func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOpt
 	if err != nil {
 		return published{}, err
 	}
+	if !s.checked {
+		// Never publish on top of a history the log no longer holds
+		// (identity.go): a sync heals it first.
+		if err := h.checkLastCommit(ctx); err != nil {
+			return published{}, fmt.Errorf("commit: %w", err)
+		}
+		s.checked = true
+	}
 	cm := ledger.Commit{ID: id, Host: h.cfg.Host, At: h.cfg.Now(), Message: c.message, Entries: c.changes}
 	events, err := s.core.CommitEvents(cm)
 	if err != nil {
@@ -389,6 +397,9 @@ func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOpt
 func (h *Host) record(ctx context.Context, s *session, pub published) (recorded, error) {
 	if err := s.core.RecordOwn(pub.events, pub.seqs, pub.fences...); err != nil {
 		return recorded{}, fmt.Errorf("record commit %s (published at seqs %v): %w", pub.id, pub.seqs, err)
+	}
+	for i, ev := range pub.events {
+		s.staged(ledger.Record{Seq: pub.seqs[i], Event: ev})
 	}
 	flushed := make(map[string]bool, len(pub.changes))
 	for _, e := range pub.changes {

@@ -55,6 +55,10 @@ type RebuildResult struct {
 	// KeptIn (a directory of the state directory) by their paths.
 	KeptAside []string `json:"keptAside,omitempty"`
 	KeptIn    string   `json:"keptIn,omitempty"`
+	// Healed: the ledger had lost commits this cache applied, and the
+	// rebuild kept them (heal.go): what went back to republish, what stayed
+	// aside. The counts above are the heal's rebuild's.
+	Healed *Healed `json:"healed,omitempty"`
 }
 
 // snapshots returns the object store holding snapshots; nil if there is none.
@@ -134,14 +138,35 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		res.KeptIn = filepath.ToSlash(filepath.Join(ledger.StateDir, keep))
 		defer func() { h.keepDir = "" }()
 	}
-	info, _, _, err := h.checkLineage(ctx)
+	info, _, hwm, err := h.checkLineage(ctx)
 	if err != nil {
 		return res, fmt.Errorf("rebuild: %w (a rebuild never changes a cache's ledger: use an empty directory)", err)
 	}
+	if h.keepDir == "" {
+		// A ledger that lost commits this cache applied: rebuilding would
+		// remove them (issue 39). The heal keeps them, republishable.
+		fork, err := h.forked(ctx, hwm)
+		if err != nil {
+			return res, fmt.Errorf("rebuild: %w", err)
+		}
+		if fork != nil || h.healing() {
+			hd, err := h.heal(ctx, healOptions{lazy: opt.Lazy, progress: opt.Progress}, fork)
+			if hd != nil {
+				res, res.Healed = hd.Rebuild, hd
+			}
+			return res, err
+		}
+	}
+	return res, h.rebuild(ctx, info, opt, &res)
+}
+
+// rebuild is Rebuild once the cache is held and its lineage checked: the
+// snapshot restored, then the log replayed (also a heal's, heal.go).
+func (h *Host) rebuild(ctx context.Context, info ledger.Info, opt RebuildOptions, res *RebuildResult) error {
 	objs := h.snapshots()
 	b, floor, err := snapshot.Floor(ctx, h.cfg.Log)
 	if err != nil {
-		return res, fmt.Errorf("rebuild: %w", err)
+		return fmt.Errorf("rebuild: %w", err)
 	}
 	base := &snapshot.Snapshot{Ledger: info.UUID, Name: info.Name}
 	var unattested []string
@@ -159,7 +184,7 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		case err == nil:
 			base, res.Snapshot, res.SnapshotKey = s, s.Seq, si.Key
 		case !errors.Is(err, ledger.ErrNotFound):
-			return res, fmt.Errorf("rebuild: %w", err)
+			return fmt.Errorf("rebuild: %w", err)
 		}
 	}
 	if base.Seq == 0 && floor > 1 {
@@ -169,20 +194,20 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 		a, err := h.cfg.Log.Attested(ctx)
 		attests := err != nil || len(a.Snapshots) > 0 || a.Retained > 0
 		wrong, _ := snapshot.WrongBound(ctx, h.cfg.Log)
-		return res, fmt.Errorf("rebuild: %w", &NoSnapshotError{Skipped: res.Skipped, Unattested: unattested, Attests: attests,
+		return fmt.Errorf("rebuild: %w", &NoSnapshotError{Skipped: res.Skipped, Unattested: unattested, Attests: attests,
 			WrongBound: wrong, Err: &ledger.TruncatedError{From: 1, First: floor}})
 	}
 	h.log.Info("rebuilding cache", "cache", h.dir.Root(), "snapshot", res.SnapshotKey, "seq", base.Seq, "head", b.Last)
 	s, err := h.load(ctx, opt.Lazy)
 	if err != nil {
-		return res, fmt.Errorf("rebuild: %w", err)
+		return fmt.Errorf("rebuild: %w", err)
 	}
-	if err := h.restore(ctx, s, base, opt, &res); err != nil {
-		return res, fmt.Errorf("rebuild: restore snapshot at seq %d: %w", base.Seq, err)
+	if err := h.restore(ctx, s, base, opt, res); err != nil {
+		return fmt.Errorf("rebuild: restore snapshot at seq %d: %w", base.Seq, err)
 	}
 	head, err := h.cfg.Log.LastSeq(ctx)
 	if err != nil {
-		return res, fmt.Errorf("rebuild: read last seq: %w", err)
+		return fmt.Errorf("rebuild: read last seq: %w", err)
 	}
 	res.Head, res.Replay.Head = head, head
 	if head > base.Seq {
@@ -198,15 +223,15 @@ func (h *Host) Rebuild(ctx context.Context, opt RebuildOptions) (RebuildResult, 
 	res.HWM = s.core.HWM()
 	res.Replay.HWM = res.HWM
 	if err != nil {
-		return res, fmt.Errorf("rebuild: replay from seq %d: %w", base.Seq+1, err)
+		return fmt.Errorf("rebuild: replay from seq %d: %w", base.Seq+1, err)
 	}
 	if h.keepDir != "" {
 		if res.KeptAside, err = h.finishRecovery(ctx, s); err != nil {
-			return res, fmt.Errorf("rebuild: %w", err)
+			return fmt.Errorf("rebuild: %w", err)
 		}
 	}
 	h.log.Info("cache rebuilt", "snapshot", base.Seq, "events", res.Replay.Events, "hwm", res.HWM)
-	return res, nil
+	return nil
 }
 
 // rebuildAfterTruncation is a full sync's fallback when the log no longer holds

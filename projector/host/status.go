@@ -47,6 +47,11 @@ type Status struct {
 	// Quarantined: the ledger's seqs every reader skips (ledger.Quarantine;
 	// 'syncledger quarantine --list').
 	Quarantined []ledger.Seq `json:"quarantined"`
+	// Forked: the log no longer holds the commits this cache applied at its
+	// HWM (or ends below it): the server lost them — restored from an older
+	// backup, or replaced — and maybe was written to since (identity.go).
+	// Behind then says nothing; a sync republishes what the ledger lost.
+	Forked *ForkError `json:"forked,omitempty"`
 	// Offline: the ledger was not read (OpenLocal): Head, First, Snapshot,
 	// Behind, Conflicts and Quarantined are unknown, and Ledger and UUID are
 	// the cache's own record.
@@ -95,6 +100,12 @@ func (h *Host) Status(ctx context.Context) (_ Status, err error) {
 	out.Quarantined = slices.Sorted(maps.Keys(qs))
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
+	}
+	if err := h.checkHWM(ctx, b.Last, st.HWM); err != nil {
+		if !errors.As(err, &out.Forked) {
+			return out, err
+		}
+		out.Behind = 0
 	}
 	sc, err := h.statusLocal(&out, s, st)
 	if err != nil {
@@ -294,7 +305,30 @@ func (e *ContentGoneError) Unwrap() error { return e.Err }
 // applies a commit, so other processes (commit, exec, status) can use it
 // meanwhile; when one changed the state (statedb.DB.Gen moved), Watch reloads
 // it before applying the next commit.
+//
+// Before it applies each commit, Watch checks that the log still holds the
+// commit at this cache's HWM (identity.go): a server restored from an older
+// backup while Watch ran is synced again, as a sync heals it, and followed
+// from there.
 func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResult)) error {
+	for {
+		err := h.watch(ctx, opt, applied)
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			// Cancelled between the first sync and the follow (or during
+			// either): what was applied is persisted, transaction by
+			// transaction, as documented.
+			return nil
+		}
+		if !errors.Is(err, ledger.ErrRewound) || ctx.Err() != nil {
+			return err
+		}
+		h.log.Warn("watch: the ledger lost commits this cache applied; syncing again", "err", err)
+	}
+}
+
+// watch is one pass of Watch: a sync, then the log followed until ctx ends or
+// an error, a rewound log's included.
+func (h *Host) watch(ctx context.Context, opt SyncOptions, applied func(SyncResult)) error {
 	first, err := h.Sync(ctx, opt)
 	if err != nil {
 		return err
@@ -321,6 +355,13 @@ func (h *Host) Watch(ctx context.Context, opt SyncOptions, applied func(SyncResu
 		}
 		if err := w.hold(ctx); err != nil {
 			return err
+		}
+		if res.Events == 0 {
+			// A commit's first record: the history followed must still be
+			// the one this cache applied.
+			if err := h.checkLastCommit(ctx); err != nil {
+				return err
+			}
 		}
 		w.r.res = &res
 		if err := w.r.offer(ctx, projector.Full, rec); err != nil {

@@ -23,6 +23,14 @@ type SyncOptions struct {
 	Lazy bool
 	// Progress, when set, is called after each applied batch.
 	Progress func(SyncResult)
+	// NoRepublish: when the sync heals a cache whose ledger lost commits it
+	// applied (heal.go), it puts back what the ledger lost and leaves it
+	// uncommitted, for the caller to publish (swamp renumbers first);
+	// otherwise the sync commits it.
+	NoRepublish bool
+	// Together, when set, names the group a path belongs to ("" for none):
+	// a heal puts back a group's files, or keeps them aside, together.
+	Together func(path string) string
 }
 
 // SyncResult says what a sync did.
@@ -41,6 +49,10 @@ type SyncResult struct {
 	// Rebuilt: the log no longer held the events this cache needed, so the sync
 	// rebuilt it from a snapshot (counts include the restore).
 	Rebuilt bool `json:"rebuilt,omitempty"`
+	// Healed: the ledger had lost commits this cache applied (a server
+	// restored from an older backup); the sync rebuilt the cache from the
+	// ledger and put back what it lost, republished (heal.go).
+	Healed *Healed `json:"healed,omitempty"`
 }
 
 func (r *SyncResult) add(a applied) {
@@ -72,25 +84,45 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (_ SyncResult, err err
 	} else if ok {
 		return h.finishRebuild(ctx, opt, seq) // rebuild.go
 	}
+	if h.healing() {
+		return h.healSync(ctx, opt, nil) // heal.go: an interrupted heal
+	}
 	if len(opt.Partitions) > 0 {
-		return h.syncScoped(ctx, opt)
+		res, err := h.syncScoped(ctx, opt)
+		var fe *ForkError
+		if errors.As(err, &fe) {
+			return h.healSync(ctx, opt, fe)
+		}
+		return res, err
 	}
 	_, uuid, hwm, err := h.checkLineage(ctx)
 	if err != nil {
 		return SyncResult{}, err
 	}
-	head, err := h.logPort().LastSeq(ctx)
-	if err == nil && head < hwm {
+	top, err := h.db.TopCommit()
+	if err != nil {
+		return SyncResult{}, err
+	}
+	hd, err := h.logPort().Head(ctx, ledger.HeadRequest{})
+	if err == nil && hd.Seq < hwm {
 		// The answer may predate commits another process applied to this
-		// cache since (a log answers its first LastSeq from its opening):
-		// only a fresh answer below the HWM is a rewound log.
-		head, err = h.logPort().LastSeq(ctx)
+		// cache since (a log answers its first head from its opening):
+		// only the origin's answer below the HWM is a rewound log.
+		hd, err = h.logPort().Head(ctx, ledger.HeadRequest{Origin: true})
 	}
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
 	}
-	if head < hwm {
-		return SyncResult{Head: head, HWM: hwm}, rewound(fmt.Sprintf("the log's last seq is %d, below this cache's HWM %d", head, hwm))
+	head, stamp := hd.Seq, hd.Stamp
+	// Identity, not seq alone: the log's commit at the HWM's commit must be
+	// the one this cache applied (identity.go) — also, and above all, when
+	// the head is the HWM.
+	if err := h.checkHead(ctx, top, head, stamp, hwm); err != nil {
+		var fe *ForkError
+		if errors.As(err, &fe) {
+			return h.healSync(ctx, opt, fe)
+		}
+		return SyncResult{Head: head, HWM: hwm}, err
 	}
 	lazy, err := h.db.LazyCount()
 	if err != nil {
@@ -103,6 +135,7 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (_ SyncResult, err err
 	if err != nil {
 		return SyncResult{}, err
 	}
+	s.head = statedb.Commit{Seq: head, ID: stamp}
 	res := SyncResult{Head: head}
 	if head > hwm {
 		err = h.readFull(ctx, s, hwm+1, head, &res, opt.Progress)
@@ -112,6 +145,15 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (_ SyncResult, err err
 	}
 	if errors.Is(err, ledger.ErrTruncated) {
 		return h.rebuildAfterTruncation(ctx, opt, err) // rebuild.go
+	}
+	var re *ledger.RecordError
+	if errors.As(err, &re) {
+		// A message the core refuses after a server restore: the fork, not
+		// the message, is what to act on (never a quarantine).
+		var fe *ForkError
+		if cerr := h.checkLastCommit(ctx); errors.As(cerr, &fe) {
+			return h.healSync(ctx, opt, fe)
+		}
 	}
 	if err == nil && !opt.Lazy && lazy > 0 {
 		err = h.noSpace(ctx, h.hydrateAll(ctx, s, &res), 1, 0, false)
@@ -200,6 +242,7 @@ func (r *run) offer(ctx context.Context, m projector.Mode, rec ledger.Record) er
 			return recordError(rec.Seq, err)
 		}
 	}
+	r.s.staged(rec)
 	r.res.Events++
 	if v == projector.Apply {
 		r.res.Applied++
@@ -296,13 +339,39 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	// The scoped fast path: one request per partition, all in flight at once (at
 	// most scopedRequests), so that it costs about one round trip, not one per
 	// partition.
+	// A partition whose mark's commit is recorded is checked by identity too
+	// (identity.go): the log's commit at the mark.
 	lasts := make([]ledger.Seq, len(parts))
+	marks := make([]statedb.Commit, len(parts))
+	got := make([]string, len(parts))
+	for i, p := range parts {
+		var err error
+		if marks[i], err = h.db.MarkCommit(p); err != nil {
+			return SyncResult{}, err
+		}
+	}
 	var g errgroup.Group
 	g.SetLimit(scopedRequests)
 	for i, p := range parts {
 		g.Go(func() (err error) {
-			if lasts[i], err = h.logPort().PartitionLastSeq(ctx, p); err != nil {
+			// The partition's last seq and the commit there: a partition
+			// at its mark is checked in this one request.
+			var tip string
+			if lasts[i], tip, err = h.logPort().PartitionTip(ctx, p); err != nil {
 				return fmt.Errorf("read last seq of partition %q: %w", p, err)
+			}
+			switch {
+			case !marks[i].Known() || lasts[i] < marks[i].Seq:
+			case lasts[i] == marks[i].Seq:
+				got[i] = tip
+			default: // something to read: the commit at the mark, asked
+				got[i], err = h.logPort().CommitAt(ctx, marks[i].Seq)
+				if errors.Is(err, ledger.ErrNotFound) {
+					return nil // dropped by retention: the read finds the gap
+				}
+				if err != nil {
+					return fmt.Errorf("read the commit at partition %q's mark: %w", p, err)
+				}
 			}
 			return nil
 		})
@@ -324,7 +393,10 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 		}
 		res.Head = max(res.Head, last)
 		if last < mk.Seq {
-			return res, rewound(fmt.Sprintf("partition %q ends at seq %d, below this cache's mark at seq %d", p, last, mk.Seq))
+			return res, &ForkError{Seq: mk.Seq, Want: marks[i].ID, Head: last, HWM: mk.Seq, Partition: p}
+		}
+		if marks[i].Known() && got[i] != "" && got[i] != marks[i].ID {
+			return res, &ForkError{Seq: mk.Seq, Want: marks[i].ID, Got: got[i], Head: last, HWM: mk.Seq, Partition: p}
 		}
 		if last != mk.Seq {
 			todo = append(todo, p)
@@ -359,9 +431,4 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 	err = r.flush(ctx)
 	res.HWM = s.core.HWM()
 	return res, err
-}
-
-// rewound is the error of a log that ends below what this cache applied.
-func rewound(what string) error {
-	return fmt.Errorf("%s: %w: the server lost events this cache applied (restored from an older backup, or replaced); restore the server's data, or, if the ledger was rewound on purpose, rebuild this cache", what, ledger.ErrRewound)
 }

@@ -110,11 +110,12 @@ type watch struct {
 	timer  *time.Timer
 
 	mu       sync.Mutex
-	waiting  int       // requests in flight
-	on, what string    // what the last request begun waits for
-	heard    time.Time // the last answer, or when the operation began to wait
-	told     time.Time // when the present wait was last reported (zero: not yet)
-	last     error     // the last failure of a request retried
+	waiting  int                          // requests in flight
+	on, what string                       // what the last request begun waits for
+	heard    time.Time                    // the last answer, or when the operation began to wait
+	told     time.Time                    // when the present wait was last reported (zero: not yet)
+	last     error                        // the last failure of a request retried
+	code     func(error) driver.ErrorCode // the blob driver's (bucket)
 	// unanswered: the last request ended with no answer; until one comes,
 	// the time between requests (a retry's backoff) is waiting too.
 	unanswered bool
@@ -203,7 +204,10 @@ func (w *watch) begin(on, what string) {
 func (w *watch) end(err error) {
 	w.mu.Lock()
 	w.waiting--
-	if err == nil || !noAnswer(err) && !ledger.DefaultRetryable(err) {
+	// A driver's error of a known code (not found, a permission) is a
+	// definite answer; the Bucket above maps it.
+	definite := err != nil && w.code != nil && w.code(err) != driver.Unknown
+	if err == nil || !noAnswer(err) && (definite || !ledger.DefaultRetryable(err)) {
 		w.heard, w.told, w.unanswered = time.Now(), time.Time{}, false
 	} else {
 		w.last, w.unanswered = err, true
@@ -290,6 +294,27 @@ func (l watchedLog) LastSeq(ctx context.Context) (ledger.Seq, error) {
 	return s, err
 }
 
+func (l watchedLog) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
+	l.w.begin("log", "to answer")
+	hd, err := l.CommitLog.Head(ctx, req)
+	l.w.end(err)
+	return hd, err
+}
+
+func (l watchedLog) PartitionTip(ctx context.Context, p string) (ledger.Seq, string, error) {
+	l.w.begin("log", "to answer")
+	s, c, err := l.CommitLog.PartitionTip(ctx, p)
+	l.w.end(err)
+	return s, c, err
+}
+
+func (l watchedLog) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	l.w.begin("log", "to answer")
+	c, err := l.CommitLog.CommitAt(ctx, seq)
+	l.w.end(err)
+	return c, err
+}
+
 func (l watchedLog) PartitionLastSeq(ctx context.Context, p string) (ledger.Seq, error) {
 	l.w.begin("log", "to answer")
 	s, err := l.CommitLog.PartitionLastSeq(ctx, p)
@@ -336,7 +361,12 @@ func (l watchedLog) each(fn func(ledger.Record) error) func(ledger.Record) error
 }
 
 // bucket is the blob driver d watched (a Bucket's View).
-func (w *watch) bucket(d driver.Bucket) driver.Bucket { return watchedBucket{d, w} }
+func (w *watch) bucket(d driver.Bucket) driver.Bucket {
+	w.mu.Lock()
+	w.code = d.ErrorCode
+	w.mu.Unlock()
+	return watchedBucket{d, w}
+}
 
 // watchedBucket is a blob driver whose requests the watch times: each
 // attempt of the Bucket above it is one request.

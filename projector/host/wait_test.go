@@ -107,11 +107,13 @@ func TestPushServerNeverAnswers(t *testing.T) {
 
 	writeFile(t, a, "audit/x", "2")
 	writeFile(t, a, "audit/y", "new")
-	proxy.SetStalled(true)
+	// Cut from the publish on (the requests before it, the check of the
+	// cache's last commit, have timeouts of their own, shorter than Wait).
+	proxy.StallAt([]byte("syncledger.test.p."))
 	w.reset()
 	start := time.Now()
 	_, err = a.Commit(context.Background(), CommitOptions{Message: "cut off"})
-	checkGaveUp(t, "commit", err, time.Since(start), w, "log", "", false)
+	checkGaveUp(t, "commit", err, time.Since(start), w, "log", "to take the commit", false)
 
 	// A pull gives up as soon as a request does (the log's own timeout), or
 	// at the bound.

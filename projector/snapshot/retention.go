@@ -25,16 +25,24 @@ var ErrBadBound = errors.New("retention bound contradicted by the log")
 // the log lacks. It reads those events: its cost is in proportion to them. A
 // bound the log contradicts is an error wrapping ErrBadBound (and
 // ledger.ErrInvalid) that names the seq to go above.
+//
+// The head is the origin's own (ledger.HeadRequest.Origin): a log read
+// through a mirror that lags would refuse a bound the origin holds events up
+// to.
 func CheckRetention(ctx context.Context, log ledger.CommitLog, before ledger.Seq) error {
+	hd, err := log.Head(ctx, ledger.HeadRequest{Origin: true})
+	if err != nil {
+		return fmt.Errorf("check retention bound %d: read the log's head: %w", before, err)
+	}
+	if before > hd.Seq+1 {
+		return fmt.Errorf("retention bound %d is above the log's head %d (+1): the log cannot have dropped events it never held: %w (%w)",
+			before, hd.Seq, ErrBadBound, ledger.ErrInvalid)
+	}
 	b, err := log.Bounds(ctx)
 	if err != nil {
 		return fmt.Errorf("check retention bound %d: read log bounds: %w", before, err)
 	}
-	if before > b.Last+1 {
-		return fmt.Errorf("retention bound %d is above the log's head %d (+1): the log cannot have dropped events it never held: %w (%w)",
-			before, b.Last, ErrBadBound, ledger.ErrInvalid)
-	}
-	missing, err := firstMissing(ctx, log, max(before, b.First, 1), b.Last)
+	missing, err := firstMissing(ctx, log, max(before, b.First, 1), hd.Seq)
 	if err != nil {
 		return fmt.Errorf("check retention bound %d: %w", before, err)
 	}

@@ -175,7 +175,7 @@ func OpenContext(ctx context.Context, path string, wait time.Duration) (*DB, err
 	// processes that take the cache per operation open it often.
 	ready := false
 	err = d.view(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bMeta, bMarks, bIndex, bJournal} {
+		for _, b := range [][]byte{bMeta, bMarks, bIndex, bJournal, bCommits} {
 			if tx.Bucket(b) == nil {
 				return nil
 			}
@@ -205,7 +205,7 @@ func OpenContext(ctx context.Context, path string, wait time.Duration) (*DB, err
 
 // setUp creates the buckets and records the schema version (or checks it).
 func setUp(tx *bolt.Tx) error {
-	for _, b := range [][]byte{bMeta, bMarks, bIndex, bJournal} {
+	for _, b := range [][]byte{bMeta, bMarks, bIndex, bJournal, bCommits} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return err
 		}

@@ -167,10 +167,11 @@ func (t *Tx) countLazy(path string, lazy, put bool) error {
 	return m.Put(kLazy, u64(n))
 }
 
-// Reset empties marks, index and HWM (a full rebuild starts a new state).
+// Reset empties marks, index, HWM and the commits recorded at them (a full
+// rebuild starts a new state).
 func (t *Tx) Reset() error {
 	t.fill.has = false
-	for _, b := range [][]byte{bMarks, bIndex} { // not the journal: see JournalEntry
+	for _, b := range [][]byte{bMarks, bIndex, bCommits} { // not the journal: see JournalEntry
 		if err := t.tx.DeleteBucket(b); err != nil {
 			return err
 		}
@@ -179,7 +180,7 @@ func (t *Tx) Reset() error {
 		}
 	}
 	m := t.tx.Bucket(bMeta)
-	for _, k := range [][]byte{kHWM, kLazy, kRestoring} {
+	for _, k := range [][]byte{kHWM, kLazy, kRestoring, kTopCommit, kTopStamp} {
 		if err := m.Delete(k); err != nil {
 			return err
 		}

@@ -289,13 +289,21 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 		// (a push that did not reach the ledger, or was made under a lock
 		// lost) move past them, and are published at once, whatever model
 		// this command runs, under the locks it holds.
+		// A ledger that lost commits this cache applied (a server restored
+		// from an older backup) is healed by the sync: the runs it lost go
+		// out here too, renumbered past the ledger's where it took their
+		// numbers since.
 		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly})
-		if err == nil && len(rn.Moved)+len(rn.Regenerated) > 0 {
+		if err == nil && (len(rn.Moved)+len(rn.Regenerated) > 0 || res.Healed != nil) {
 			var (
 				cr   host.CommitResult
 				more swamp.Renumbered
 			)
-			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: this host's runs, published after another host's", Fences: a.fences(ctx)})
+			msg := "swamp: this host's runs, published after another host's"
+			if res.Healed != nil {
+				msg = host.RepublishMessage
+			}
+			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: msg, Fences: a.fences(ctx)})
 			err = a.published(err)
 			rn.Moved = append(rn.Moved, more.Moved...)
 			res.HWM = cr.HWM
@@ -307,6 +315,9 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 		out := PullResult{Files: res.Written + res.Deleted + len(rn.Moved), HWM: res.HWM, Head: res.Head}
 		for _, m := range rn.Moved {
 			out.Renumbered = append(out.Renumbered, fmt.Sprintf("%s: version %d is now %d", m.Data, m.From, m.To))
+		}
+		if hd := res.Healed; hd != nil {
+			out.Healed = healedLines(hd, rn)
 		}
 		return out, err
 	})
@@ -403,8 +414,12 @@ func (a *Agent) verify(ctx context.Context, req VerifyRequest) (VerifyResult, er
 		if _, err := bl.Stat(ctx, ledger.DigestOf(nil)); err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return VerifyResult{}, fmt.Errorf("blob store: %w", err)
 		}
-		return VerifyResult{Head: st.Head, HWM: st.HWM, Ledger: st.Ledger, UUID: st.UUID,
-			Cache: st.Cache, Dirty: len(st.Dirty), Files: st.Files}, nil
+		out := VerifyResult{Head: st.Head, HWM: st.HWM, Ledger: st.Ledger, UUID: st.UUID,
+			Cache: st.Cache, Dirty: len(st.Dirty), Files: st.Files}
+		if st.Forked != nil {
+			out.Forked = st.Forked.Error()
+		}
+		return out, nil
 	})
 }
 
@@ -459,4 +474,24 @@ func (a *Agent) changed(ctx context.Context, hints []string) ([]string, func()) 
 		a.watch.Ack(own.Epoch, own.Seq, false, ownChanged)
 		a.base = nil
 	}
+}
+
+// healedLines says, for people, what a pull that healed the cache did (the
+// ledger had lost commits it applied: a server restored from an older
+// backup).
+func healedLines(hd *host.Healed, rn swamp.Renumbered) []string {
+	out := []string{fmt.Sprintf("the ledger had lost commits this host applied (%v): this host's copy of them is republished, nothing deleted", hd.Fork)}
+	if n := len(hd.Republish); n > 0 {
+		out = append(out, fmt.Sprintf("%d files republished", n))
+	}
+	for _, m := range rn.Duplicates {
+		out = append(out, fmt.Sprintf("%s: version %d is already in the ledger as version %d (republished by another host)", m.Data, m.From, m.To))
+	}
+	if len(hd.Kept) > 0 {
+		out = append(out, fmt.Sprintf("%d files the ledger has written since are kept under %s: %s", len(hd.Kept), hd.KeptIn, strings.Join(hd.Kept[:min(len(hd.Kept), 5)], ", ")))
+	}
+	if len(hd.Gone) > 0 {
+		out = append(out, fmt.Sprintf("%d files were synced here as metadata only and their content is gone: a host that holds them republishes them", len(hd.Gone)))
+	}
+	return out
 }

@@ -55,6 +55,11 @@ type PullResult struct {
 	// versions the pull moved past another host's and published
 	// (swamp.SyncRenumbered); the extension prints them.
 	Renumbered []string `json:"renumbered,omitempty"`
+	// Healed says, one line each, what the pull did to a cache whose ledger
+	// had lost commits it applied (a server restored from an older backup):
+	// what it republished, found republished, kept aside; the extension
+	// prints them.
+	Healed []string `json:"healed,omitempty"`
 }
 
 // PushRequest is swamp's pushChanged (push), preparePush (prepare) and
@@ -109,6 +114,10 @@ type VerifyResult struct {
 	Cache  string     `json:"cache"`
 	Dirty  int        `json:"dirty"`
 	Files  int        `json:"files"`
+	// Forked, when set, says the ledger lost commits this host applied (a
+	// server restored from an older backup): head and hwm say nothing then;
+	// the next pull republishes them.
+	Forked string `json:"forked,omitempty"`
 }
 
 // ForeignCatalogsRequest is swamp's pullForeignCatalogs.

@@ -31,6 +31,7 @@ export type PullResult = {
   hwm: number;
   head: number;
   renumbered?: string[];
+  healed?: string[];
 };
 export type PushRequest = {
   hints?: string[];
@@ -62,6 +63,7 @@ export type VerifyResult = {
   cache: string;
   dirty: number;
   files: number;
+  forked?: string;
 };
 export type ForeignCatalogsRequest = {
   namespaces: string[];
@@ -629,6 +631,9 @@ export class SyncService {
     for (const line of r.renumbered ?? []) {
       console.error(`${TYPE}: this host's run, published after another host's run of the same version: ${line}`);
     }
+    for (const line of r.healed ?? []) {
+      console.error(`${TYPE}: ${line}`);
+    }
     return r.files;
   }
   markDirty(opts: { relPath: string }): Promise<void> {
@@ -735,6 +740,14 @@ export class Provider {
         try {
           const d = await a.call({ op: "verify", namespace: cfg.namespace ?? "" });
           const behind = d.head - d.hwm;
+          if (d.forked) {
+            // Never "up to date": the ledger lost commits this host applied.
+            return {
+              healthy: false, latencyMs: Math.round(performance.now() - t0), datastoreType: TYPE, details: d,
+              message: `ledger ${d.ledger}${cfg.nats ? ` at ${cfg.nats}` : ""}: FORKED: ${d.forked} ` +
+                "(the next swamp command that pulls, or 'swamp datastore sync', republishes them from this host; nothing is deleted)",
+            };
+          }
           return {
             healthy: true, latencyMs: Math.round(performance.now() - t0), datastoreType: TYPE, details: d,
             message: `ledger ${d.ledger}${cfg.nats ? ` at ${cfg.nats}` : ""}: head ${d.head}, this host's mark ${d.hwm}, ` +

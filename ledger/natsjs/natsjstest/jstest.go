@@ -61,6 +61,10 @@ func RunServer(t testing.TB) (*Server, *nats.Conn) {
 	return s, Connect(t, s.ClientURL())
 }
 
+// StoreDir is the server's JetStream store directory (a test copies it, or
+// puts a copy back, while the server is stopped).
+func (s *Server) StoreDir() string { return s.store }
+
 // RunServerConfig starts a single JetStream node that also reads the
 // configuration file conf (its users and their permissions, say; the
 // command line's address, port and store win). It returns no connection: the
