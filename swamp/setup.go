@@ -62,6 +62,9 @@ type HostConfig struct {
 	Host   string   `json:"host,omitempty"`   // default: as every command (SYNCLEDGER_HOST, the config file, the hostname)
 	NATS   string   `json:"nats,omitempty"`   // this host's way to the server, if not the repo's
 	Flags  []string `json:"flags,omitempty"`  // more global flags, e.g. --nats-creds FILE
+	// Offline lets swamp run on the cache when the server cannot be reached
+	// (the agent's --offline-ok).
+	Offline bool `json:"offline,omitempty"`
 }
 
 // DefaultCache is a repo's syncledger cache when HostConfig names none.
@@ -131,7 +134,7 @@ func Install(repo string, cfg ExtensionConfig, host HostConfig, lazy bool) (Inst
 		return out, err
 	}
 	hf := filepath.Join(repo, HostFile)
-	if host.Binary == "" && host.Cache == "" && host.Host == "" && host.NATS == "" && len(host.Flags) == 0 {
+	if host.Binary == "" && host.Cache == "" && host.Host == "" && host.NATS == "" && len(host.Flags) == 0 && !host.Offline {
 		if err := os.Remove(hf); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return out, err
 		}
@@ -401,4 +404,99 @@ func writeFile(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// RepoDatastore is what a repo set up on a ledger says of its datastore: the
+// datastore config of .swamp.yaml (ExtensionConfig) and this host's own
+// settings (HostFile), for a syncledger command run inside the repo.
+type RepoDatastore struct {
+	Repo   string
+	Config ExtensionConfig
+	Host   HostConfig
+}
+
+// Cache is the syncledger cache of the repo's datastore on this host: the
+// host file's, else DefaultCache; a namespace's files are under NS/ of it.
+func (r RepoDatastore) Cache() string {
+	c := r.Host.Cache
+	if c == "" {
+		c = DefaultCache(r.Repo)
+	} else if !filepath.IsAbs(c) {
+		c = filepath.Join(r.Repo, c)
+	}
+	if r.Config.Namespace != "" {
+		c = filepath.Join(c, r.Config.Namespace)
+	}
+	return c
+}
+
+// Ledger is the ledger the repo's cache syncs with: the config's, or its
+// namespace's (NamespaceLedger).
+func (r RepoDatastore) Ledger() (string, error) {
+	if r.Config.Namespace == "" {
+		return r.Config.Ledger, nil
+	}
+	return NamespaceLedger(r.Config.Ledger, r.Config.Namespace)
+}
+
+// NATS is the server's URL for this host: the host file's, else the config's.
+func (r RepoDatastore) NATS() string {
+	if r.Host.NATS != "" {
+		return r.Host.NATS
+	}
+	return r.Config.NATS
+}
+
+// FindRepo walks up from dir to the nearest swamp repo (a directory holding
+// .swamp.yaml) whose datastore is this extension's, and reads its settings.
+// A repo on another datastore, or none, is not found (ok false); a repo whose
+// settings do not read is an error naming the file.
+func FindRepo(dir string) (RepoDatastore, bool, error) {
+	for {
+		if _, err := os.Stat(filepath.Join(dir, ".swamp.yaml")); err == nil {
+			return readRepo(dir)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return RepoDatastore{}, false, nil
+		}
+		dir = parent
+	}
+}
+
+func readRepo(repo string) (RepoDatastore, bool, error) {
+	raw, err := os.ReadFile(filepath.Join(repo, ".swamp.yaml"))
+	if err != nil {
+		return RepoDatastore{}, false, err
+	}
+	var y struct {
+		Datastore *struct {
+			Type      string          `yaml:"type"`
+			Namespace string          `yaml:"namespace"`
+			Config    ExtensionConfig `yaml:"config"`
+		} `yaml:"datastore"`
+	}
+	if err := yaml.Unmarshal(raw, &y); err != nil {
+		return RepoDatastore{}, false, fmt.Errorf("read %s/.swamp.yaml: %w", repo, err)
+	}
+	if y.Datastore == nil || y.Datastore.Type != ExtensionType {
+		return RepoDatastore{}, false, nil
+	}
+	r := RepoDatastore{Repo: repo, Config: y.Datastore.Config}
+	if r.Config.Namespace == "" {
+		r.Config.Namespace = y.Datastore.Namespace
+	}
+	b, err := os.ReadFile(filepath.Join(repo, HostFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return r, false, err
+	default:
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r.Host); err != nil {
+			return r, false, fmt.Errorf("read %s: %w (fix it, or run 'syncledger swamp setup --repo %s' to rewrite it)", filepath.Join(repo, HostFile), err, repo)
+		}
+	}
+	return r, true, nil
 }

@@ -124,7 +124,7 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	fs.StringVar(&a.natsURL, "nats", DefaultNATS, "NATS server URL; credentials may be given in it (nats://TOKEN@host:port, nats://USER:PASS@host:port)")
 	fs.StringVar(&a.ledgerName, "ledger", "default", "ledger name, [A-Za-z0-9_-]{1,64}")
 	fs.StringVar(&a.cache, "cache", "", "this host's cache directory (the datastore's files); made a cache if it is not one (default: the nearest directory at or above the working directory holding .syncledger/, as git finds its repository)")
-	fs.StringVar(&a.host, "host", "", "this host's id in commits and heartbeats (default: the cache's own id, made once from the machine's hostname and a random suffix and kept in .syncledger/host-id)")
+	fs.StringVar(&a.host, "host", "", "this host's id in commits, heartbeats and swamp's locks (default: the cache's own id, kept in .syncledger/host-id: USER@HOST when the cache is first used, with a random suffix if the ledger already has a host of that name; a copy of the cache on another machine or in another directory gets its own)")
 	fs.StringVar(&a.blobsURL, "blobs", "", "blob store URL: file:///DIR, s3://BUCKET/PREFIX?endpoint=…&region=…&path-style=true, gs://BUCKET/PREFIX, nats://BUCKET (default: the ledger's own setting)")
 	fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")

@@ -144,7 +144,8 @@ func (a *app) showCache(out []setting) {
 			if id, stored, err := host.CacheHostID(dir); err == nil && stored {
 				out[i].Value, out[i].Source = id, "cache ("+filepath.Join(ledger.StateDir, host.HostIDFile)+")"
 			} else if err == nil {
-				out[i].Source = "default (the cache has no id yet: its first command records one, the hostname and a random suffix)"
+				out[i].Value = host.DefaultHostID()
+				out[i].Source = "default (the cache has no id yet: its first command records one, USER@HOST, with a random suffix if the ledger has a host of that name)"
 			}
 		}
 	}

@@ -131,8 +131,14 @@ there.`,
 		Long: `Forget removes the heartbeat of host HOST (a host gone for good), or the value
 under KEY that 'syncledger hosts' lists as skipped. It then reads the bucket
 again, and says what it removed only once it is gone; it fails when nothing
-has that name, when the host beat again meanwhile (it is running), or when
-this user may not write the bucket (the host and admin roles may).`,
+has that name, or when the host beat again meanwhile (it is running: stop it
+first).
+
+Only the admin role may forget: the key is removed by a purge of the bucket's
+stream, which the server refuses every role below admin. (A host user scoped
+to its host id — serve --users "hosts:" — may delete its own key through NATS
+itself, and no other; an unscoped host user any key: its heartbeats are
+monitoring, not a boundary.)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -143,7 +149,7 @@ this user may not write the bucket (the host and admin roles may).`,
 			// A refused operation on the bucket fails at once (natsjs).
 			r, err := heartbeat.NewStore(kv).Remove(ctx, args[0])
 			if errors.Is(err, ledger.ErrPermission) {
-				return fmt.Errorf("%w (the host and admin roles may)", err)
+				return fmt.Errorf("%w (only the admin role may forget a host: run it with the admin's credentials)", err)
 			}
 			if err != nil {
 				return err

@@ -55,7 +55,7 @@ func runConsumeMetrics(ctx context.Context, a *app, _ *consumeOpts, _ string, _ 
 // them here too would warn twice). Any other command line returns nil.
 func serveHandOff(ctx context.Context, a *app, root *cobra.Command, args []string) error {
 	c, _, err := root.Find(args)
-	if err != nil || !runsInServerBuild(root, c) {
+	if err != nil || !runsInServerBuild(root, c) || asksHelp(args) {
 		return nil
 	}
 	bin, err := findServer(ctx, a)
@@ -63,6 +63,21 @@ func serveHandOff(ctx context.Context, a *app, root *cobra.Command, args []strin
 		return err
 	}
 	return execServer(bin, append([]string{bin}, args...))
+}
+
+// asksHelp reports whether a command line asks for its help (-h, --help
+// before any "--"): this build prints it, the same text as the server
+// build's, without needing the server build (issue 39).
+func asksHelp(args []string) bool {
+	for _, arg := range args {
+		switch arg {
+		case "--":
+			return false
+		case "-h", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 // findServer returns the path of the server binary (see runServe).
@@ -79,8 +94,8 @@ func findServer(ctx context.Context, a *app) (string, error) {
 	if p, err := exec.LookPath(serverBinary); err == nil {
 		return p, nil
 	}
-	how := fmt.Sprintf("build it beside this binary: go build -tags server -o %s ./cmd/syncledger (in the source tree), or set %s",
-		filepath.Join(executableDir(), serverBinary), serverEnv)
+	how := fmt.Sprintf("build it beside this binary: GOTOOLCHAIN=go1.27.3 go build -tags %s -o %s ./cmd/syncledger (in the source tree), or set %s",
+		serverTags, filepath.Join(executableDir(), serverBinary), serverEnv)
 	bi, ok := debug.ReadBuildInfo()
 	if !ok || bi.Main.Path != modulePath || bi.Main.Version != "(devel)" {
 		return "", fmt.Errorf("serve and consume metrics run in the server build of syncledger, %s, which is not beside this binary nor on PATH: %s", serverBinary, how)

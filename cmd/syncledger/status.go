@@ -29,6 +29,11 @@ ignored directory is listed once, with a trailing /.
 A server whose disk is full (it refuses every write until space is freed
 there) is shown first, with what it says of its disk.
 
+With the server unreachable, status shows what the cache alone knows — its
+ledger, high-water mark, partitions, uncommitted and ignored files — with a
+first line saying so (--json: "offline": true, "unreachable": why), and exits
+0: what the cache holds may be stale.
+
 A cache whose ledger lost commits it applied (its server restored from an older
 backup) is shown as FORKED, never as behind 0: the next sync republishes them.
 
@@ -108,7 +113,7 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 	fmt.Fprintf(w, "cache\t%s\n", st.Cache)
 	if st.Offline {
 		fmt.Fprintf(w, "head\tunknown (server unreachable)\n")
-		fmt.Fprintf(w, "hwm\t%d\n", st.HWM)
+		fmt.Fprintf(w, "hwm\t%d (what this cache holds, which may be stale: commits after it are not known here)\n", st.HWM)
 	} else {
 		fmt.Fprintf(w, "head\t%d (first %d)\n", st.Head, st.First)
 		if st.Snapshot > 0 {

@@ -20,7 +20,10 @@ import (
 )
 
 func newSwampAgentCmd(a *app) *cobra.Command {
-	var ns string
+	var (
+		ns        string
+		offlineOK bool
+	)
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Serve one swamp process's @syncledger/datastore extension (started by the extension)",
@@ -38,7 +41,12 @@ With --namespace NS, --ledger names the datastore's base ledger (its swamp
 bucket holds the locks, the control plane and the namespace registry), the
 cache is --cache/NS and its ledger is the namespace's (swamp.NamespaceLedger).
 Other namespaces are read, read only, through caches in the cache's state
-directory (.syncledger/foreign/NS).`,
+directory (.syncledger/foreign/NS).
+
+With --offline-ok (the datastore's "offline": true), swamp runs on the cache
+when the server cannot be reached: pulls pull nothing, locks are this host's
+alone, pushes publish nothing and say so; the next swamp command that reaches
+the server publishes what swamp wrote (docs/swamp.md, "Offline").`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,10 +66,11 @@ directory (.syncledger/foreign/NS).`,
 			}
 			a.cache = cache
 			cfg := agent.Config{
-				Host:      a.hostName(),
 				Namespace: ns,
 				Version:   versionString(),
 				Cache:     cache,
+				Host:      a.knownHostID(cache),
+				Offline:   offlineOK,
 				// Other namespaces' caches open from a copy of the configuration
 				// taken now, before the agent's goroutines use a.
 				Ports:   swampPorts{app: a, base: base, proto: a.sibling(base, ""), cache: cache},
@@ -76,6 +85,8 @@ directory (.syncledger/foreign/NS).`,
 		},
 	}
 	cmd.Flags().StringVar(&ns, "namespace", "", "the datastore's namespace (see above)")
+	cmd.Flags().BoolVar(&offlineOK, "offline-ok", false, "when the server cannot be reached, let swamp run on the cache and publish at the next command that reaches it")
+	a.bindEnv(cmd.Flags(), "offline-ok", "SYNCLEDGER_OFFLINE_OK")
 	return cmd
 }
 
@@ -205,6 +216,12 @@ func (k swampKV) Delete(ctx context.Context, key string, last uint64) error {
 func (k swampKV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
 	es, err := k.KV.List(ctx, prefix)
 	return es, swampRefusal(k.base, err)
+}
+
+// LocalHost opens the datastore's cache without its ledger, for swamp to run
+// on when the server cannot be reached (agent.Config.Offline).
+func (p swampPorts) LocalHost(context.Context) (*host.Host, error) {
+	return p.app.LocalHost()
 }
 
 // ServerState asks the datastore's ledger's server what it says of its disk.

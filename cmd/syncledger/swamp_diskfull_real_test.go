@@ -59,6 +59,7 @@ func TestSwampRealServerDiskFull(t *testing.T) {
 			t.Errorf("the failed run's output does not say %q", want)
 		}
 	}
+	matchesDocumented(t, out, "were not published", "they stay in this host's cache") // as docs/swamp.md shows it
 	if !regexp.MustCompile(`free [0-9.]+ [KM]iB on the disk`).MatchString(out) {
 		t.Errorf("the failed run's output does not say how much to free")
 	}

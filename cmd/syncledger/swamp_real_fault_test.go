@@ -97,6 +97,8 @@ func TestSwampRealServerKilled(t *testing.T) {
 	if !strings.Contains(outA.String(), "cannot reach NATS") {
 		t.Fatalf("a's failed push does not say the server could not be reached (ledger.ErrUnreachable):\n%s", outA.String())
 	}
+	// Word for word as docs/swamp.md shows it (issue 39).
+	matchesDocumented(t, outA.String(), "were not published", "they stay in this host's cache")
 	w.srv.Restart()
 
 	w.mustSwamp(b, "model", "method", "run", "who", "execute")

@@ -260,7 +260,8 @@ func (w *realSwamp) dataVersions(repo, model string) map[string]int {
 			IsLatest bool   `json:"isLatest"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &q); err != nil {
+	// One JSON value: the extension's lines at swamp's exit (stderr) may follow.
+	if err := json.NewDecoder(strings.NewReader(out[strings.Index(out, "{"):])).Decode(&q); err != nil {
 		w.t.Fatalf("data query --json: %v\n%s", err, out)
 	}
 	v := map[string]int{}

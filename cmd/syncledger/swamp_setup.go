@@ -22,6 +22,7 @@ func newSwampSetupCmd(a *app) *cobra.Command {
 	var (
 		repo, ns                 string
 		lazy, asJSON, skipImport bool
+		offlineOK                bool
 		lockTTL                  int64
 		binary                   string
 	)
@@ -50,9 +51,15 @@ func newSwampSetupCmd(a *app) *cobra.Command {
 The extension and the datastore block are the same on every host: commit them.
 What differs between hosts stays out of git, in REPO/.swamp/syncledger-host.json
 (.swamp/ is swamp's per-host directory): --binary, or this binary when
-'syncledger' on PATH is another; --cache; --host; --nats-creds, --nats-nkey
-FILE, --nats-ca, --nats-cert, --nats-key given on the command line. The
-extension runs 'syncledger' from PATH (or $SYNCLEDGER_BINARY) otherwise.
+'syncledger' on PATH is another; --cache; --host; --offline-ok; --nats-creds,
+--nats-nkey FILE, --nats-ca, --nats-cert, --nats-key given on the command line.
+The extension runs 'syncledger' from PATH (or $SYNCLEDGER_BINARY) otherwise.
+
+--offline-ok lets swamp run on this host's cache when the server cannot be
+reached (a laptop on a train): its changes stay in the cache and the next
+swamp command that reaches the server publishes them (docs/swamp.md,
+"Offline"). Without it, swamp commands that pull fail while the server is
+away; reads of the cache work either way.
 
 Setup writes no NATS user, password or token anywhere: swamp's agent reads them
 as every syncledger command does, from SYNCLEDGER_NATS_USER/_PASSWORD/_TOKEN in
@@ -76,7 +83,7 @@ the environment swamp runs in or from the user's configuration file
 			if err != nil && !skipImport {
 				return usagef("%v: move its data yourself, or run setup with --skip-import to leave it where it is", err)
 			}
-			hc, err := a.swampHostConfig(binary)
+			hc, err := a.swampHostConfig(binary, offlineOK)
 			if err != nil {
 				return err
 			}
@@ -139,7 +146,7 @@ the environment swamp runs in or from the user's configuration file
 			}
 			a.beat(ctx, "swamp setup", sres.HWM, sres.Head)
 			out := map[string]any{"repo": repo, "extension": inst.Extension, "config": inst.Config, "hostFile": inst.HostFile,
-				"cache": hostCache, "ledger": a.ledgerName, "previous": cur.Type, "committed": cres.Written + cres.Deleted,
+				"cache": hostCache, "host": a.hostName(), "ledger": a.ledgerName, "previous": cur.Type, "committed": cres.Written + cres.Deleted,
 				"pulled": sres.Written + sres.Deleted, "hwm": sres.HWM, "head": sres.Head, "swampCommand": swamp.SetupCommand(cfg, lazy)}
 			if imported != nil {
 				out["imported"] = imported
@@ -153,10 +160,11 @@ the environment swamp runs in or from the user's configuration file
 				if inst.HostFile != "" {
 					fmt.Fprintf(a.stdout, "wrote this host's settings to %s (not for git)\n", inst.HostFile)
 					if gitTracks(repo, inst.HostFile) {
-						fmt.Fprintf(a.stderr, "note: git does not ignore %s: add .swamp/ to the repo's .gitignore (as 'swamp repo init --include-gitignore' does); it holds this host's settings\n", inst.HostFile)
+						fmt.Fprintf(a.stderr, "note: git does not ignore %s: add the line .swamp/ to the repo's .gitignore (swamp repo init writes it there); it holds this host's settings\n", inst.HostFile)
 					}
 				}
 				fmt.Fprintf(a.stdout, "synced the cache %s: pulled %d files; hwm %d, head %d\n", hostCache, sres.Written+sres.Deleted, sres.HWM, sres.Head)
+				fmt.Fprintf(a.stdout, "this host is %s in the ledger's commits, heartbeats (syncledger hosts) and swamp's locks (setup --host NAME names it otherwise)\n", a.hostName())
 				fmt.Fprintf(a.stdout, "(swamp's own equivalent, which needs a swamp-club login:\n  %s)\n", swamp.SetupCommand(cfg, lazy))
 			})
 		},
@@ -167,6 +175,7 @@ the environment swamp runs in or from the user's configuration file
 	cmd.Flags().BoolVar(&skipImport, "skip-import", false, "do not import the data of the repo's current datastore (it stays where it is)")
 	cmd.Flags().Int64Var(&lockTTL, "lock-ttl-ms", 0, "TTL of swamp's locks in ms (default 30000): a holder that dies loses its lock this long after its last renewal")
 	cmd.Flags().StringVar(&binary, "binary", "", "the syncledger binary the extension runs on this host (default: syncledger on PATH)")
+	cmd.Flags().BoolVar(&offlineOK, "offline-ok", false, "on this host, let swamp run on the cache when the server cannot be reached, and publish at the next command that reaches it")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -176,8 +185,8 @@ the environment swamp runs in or from the user's configuration file
 // binary if the one on PATH is another. It refuses a NATS user, password or
 // token that only the command line gives: setup writes them nowhere, and
 // swamp's agent would not have them.
-func (a *app) swampHostConfig(binary string) (swamp.HostConfig, error) {
-	var host swamp.HostConfig
+func (a *app) swampHostConfig(binary string, offlineOK bool) (swamp.HostConfig, error) {
+	host := swamp.HostConfig{Offline: offlineOK}
 	if urlHasUser(a.natsURL) {
 		return host, usagef("--nats: setup writes the NATS URL into .swamp.yaml, which git tracks, and this one carries a user or password: "+
 			"give the URL without them, and the user and password to swamp's agent through SYNCLEDGER_NATS_USER and SYNCLEDGER_NATS_PASSWORD "+

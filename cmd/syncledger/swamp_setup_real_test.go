@@ -82,6 +82,11 @@ func TestSwampRealSetupHosts(t *testing.T) {
 	}
 	a, b := w.checkout("alpha"), w.checkout("beta")
 	pristine, _ := os.ReadFile(filepath.Join(a, ".swamp.yaml"))
+	// docs/swamp.md: swamp repo init itself writes the rule that keeps the
+	// host file out of git (it has no --include-gitignore; issue 39).
+	if gi, err := os.ReadFile(filepath.Join(a, ".gitignore")); err != nil || !regexp.MustCompile(`(?m)^\.swamp/$`).Match(gi) {
+		t.Fatalf("swamp repo init wrote no .swamp/ rule into .gitignore (docs/swamp.md says it does): %v\n%s", err, gi)
+	}
 
 	u, _ := url.Parse(w.nats)
 	for _, args := range [][]string{

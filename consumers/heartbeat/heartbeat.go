@@ -180,7 +180,9 @@ var ErrRemoved = errors.New("still there after being removed")
 // value under key name (a row Scan reports as bad), and reads the bucket again
 // to check that it is gone. Neither there: an error wrapping ledger.ErrNotFound.
 // A value that changed since it was read (the host beat again: it is running)
-// is left, with an error wrapping ledger.ErrConflict.
+// is left, with an error wrapping ledger.ErrConflict. A bucket that is a
+// KeyPurger (the server's) is purged of the key, which only the admin may
+// do; another gets a delete marker.
 func (s *Store) Remove(ctx context.Context, name string) (Removed, error) {
 	es, err := s.kv.List(ctx, "")
 	if err != nil {
@@ -199,9 +201,16 @@ func (s *Store) Remove(ctx context.Context, name string) (Removed, error) {
 	if b, err := decode(*found); err == nil {
 		r.Host = b.Host
 	}
-	if err := s.kv.Delete(ctx, found.Key, found.Revision); err != nil {
+	beatAgain := func(err error) error {
+		return fmt.Errorf("forget %q: key %s changed since it was read (the host beat again: is it still running? stop it first): %w", name, found.Key, err)
+	}
+	if p, ok := s.kv.(KeyPurger); ok {
+		if err := p.PurgeKey(ctx, found.Key, found.Revision); err != nil {
+			return r, fmt.Errorf("forget %q: purge key %s: %w", name, found.Key, err)
+		}
+	} else if err := s.kv.Delete(ctx, found.Key, found.Revision); err != nil {
 		if errors.Is(err, ledger.ErrConflict) {
-			return r, fmt.Errorf("forget %q: key %s changed since it was read (the host beat again: is it still running?): %w", name, found.Key, err)
+			return r, beatAgain(err)
 		}
 		return r, fmt.Errorf("forget %q: delete key %s: %w", name, found.Key, err)
 	}
@@ -210,11 +219,22 @@ func (s *Store) Remove(ctx context.Context, name string) (Removed, error) {
 		return r, fmt.Errorf("forget %q: read back key %s: %w", name, found.Key, err)
 	}
 	for _, e := range after {
+		if e.Key == found.Key && e.Revision > found.Revision {
+			return r, beatAgain(fmt.Errorf("revision %d after %d: %w", e.Revision, found.Revision, ledger.ErrConflict))
+		}
 		if e.Key == found.Key {
 			return r, fmt.Errorf("forget %q: key %s: %w (revision %d)", name, found.Key, ErrRemoved, e.Revision)
 		}
 	}
 	return r, nil
+}
+
+// KeyPurger is a bucket that removes a key's values by a purge, which only
+// the admin may send (natsjs.BucketKV): Remove uses it where the bucket has
+// it, so that forgetting a host is the admin's, and a delete marker
+// otherwise. It removes the values up to revision upTo and keeps a later one.
+type KeyPurger interface {
+	PurgeKey(ctx context.Context, key string, upTo uint64) error
 }
 
 // Forget is Remove without its report.

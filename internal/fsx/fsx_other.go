@@ -35,3 +35,6 @@ func OpenNoFollow(name string) (*os.File, error) { return os.Open(name) }
 
 // Rename is os.Rename.
 func Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+// FileID: this platform tells no file identity (ok false).
+func FileID(os.FileInfo) (dev, ino uint64, ok bool) { return 0, 0, false }

@@ -88,3 +88,13 @@ func retryEINTR(f func() (int, error)) (int, error) {
 		}
 	}
 }
+
+// FileID returns the device and inode of the file fi describes: two names
+// of one file have the same, a copy has others.
+func FileID(fi os.FileInfo) (dev, ino uint64, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return uint64(st.Dev), uint64(st.Ino), true // Dev is int32 on darwin
+}

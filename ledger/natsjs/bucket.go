@@ -135,3 +135,27 @@ func (b *BucketKV) Delete(ctx context.Context, key string, last uint64) error {
 func (b *BucketKV) List(ctx context.Context, prefix string) ([]ledger.KVEntry, error) {
 	return bucketOp(ctx, b, func(ctx context.Context, kv *KV) ([]ledger.KVEntry, error) { return kv.List(ctx, prefix) })
 }
+
+// PurgeKey removes the key's values up to revision upTo (0: all of them) by
+// a purge of the bucket's stream filtered to the key's subject — a request
+// only the admin role may send (natsauth denies every purge below it), where
+// Delete is a marker any writer of the bucket may put. A value stored after
+// upTo is kept. A refused purge is a *ledger.PermissionError.
+func (b *BucketKV) PurgeKey(ctx context.Context, key string, upTo uint64) error {
+	_, err := guarded(b.watches, bucketSubjects(b.bucket), ctx, func(ctx context.Context) (struct{}, error) {
+		kv, err := b.open(ctx)
+		if err != nil {
+			return struct{}{}, err
+		}
+		s, err := b.js.Stream(ctx, KVStream(b.bucket))
+		if err != nil {
+			return struct{}{}, kv.mapErr("purge", key, err)
+		}
+		opts := []jetstream.StreamPurgeOpt{jetstream.WithPurgeSubject(KVSubjectPrefix + b.bucket + "." + key)}
+		if upTo > 0 {
+			opts = append(opts, jetstream.WithPurgeSequence(upTo+1))
+		}
+		return struct{}{}, kv.mapErr("purge", key, s.Purge(ctx, opts...))
+	})
+	return err
+}

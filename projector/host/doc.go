@@ -81,9 +81,14 @@
 //
 // FindCache finds the cache around a directory (the nearest with a state
 // directory, as git finds its repository). A cache keeps its own host id in
-// .syncledger/host-id (CacheHostID makes one from the hostname and a random
-// suffix; StoreHostID records it once, the first process to store one wins),
-// so two caches on one machine are two hosts. A host runs on a ledger.Bucket
+// .syncledger/host-id: OpenAs makes it when the cache is first opened —
+// USER@HOST (DefaultHostID), with a random suffix where the ledger already
+// has a host of that name (IDConfig.Taken), so two caches are two hosts —
+// and StoreHostID records it once, the first process to store one wins. A
+// cache records where it is (.syncledger/host-origin.json: the machine, its
+// path, its state directory's device and inode); one found on another
+// machine, or at another path in another state directory (a copy, not a
+// move), is another host and gets an id of its own, said once. A host runs on a ledger.Bucket
 // (Config.Blobs), which the CLI opens through blobs.Open, the one way it is
 // built: the retry policy and the content addressing are the Bucket's.
 //

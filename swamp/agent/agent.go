@@ -42,6 +42,9 @@ type Ports interface {
 	// Beat records this host's position in the ledger's heartbeats (package
 	// consumers/heartbeat), best effort: a failure is the port's to log.
 	Beat(ctx context.Context, hwm, head ledger.Seq)
+	// LocalHost opens the datastore's cache without its ledger
+	// (host.OpenLocal), for when the server cannot be reached (offline.go).
+	LocalHost(ctx context.Context) (*host.Host, error)
 	// ServerState asks the ledger's server what it says of its disk, when a
 	// write was refused for lack of space (ledger.ErrServerFull): a full
 	// serve names its data directory and the space to free.
@@ -96,8 +99,9 @@ type WaysOut interface {
 type Config struct {
 	Version string // the binary's version; hello answers with it
 	Cache   string // for messages
-	// Host is this host's id, as its commits name it: the fence records of
-	// the locks it takes name it too ("": the lock holder's machine).
+	// Host is this host's id, as its commits and heartbeats name it: the
+	// locks it takes say so (LockInfo.Host), and so do their fence records.
+	// "": unknown, the locks name the machine alone.
 	Host string
 	// Namespace is the datastore's namespace ("" none): the cache (Host) is
 	// its ledger's, and swamp's paths, NS/…, are the cache's paths under NS/.
@@ -106,6 +110,10 @@ type Config struct {
 	WaysOut   WaysOut // required
 	// Watch is the cache's `syncledger watch`, if one runs (nil: DirtyWatch).
 	Watch Watch
+	// Offline lets swamp run on the cache when the ledger's server cannot be
+	// reached (the opt-in, offline.go); false: requests that need the ledger
+	// fail, as they always did.
+	Offline bool
 	// Clock times the locks (nil: the wall clock).
 	Clock Clock
 	// Logger receives the agent's warnings (nil: discarded).
@@ -176,6 +184,15 @@ type Agent struct {
 	unpushed map[string]bool
 	closed   bool
 	pipes    *closePipes // the close pipes (nil: none)
+
+	// Offline (offline.go): why the ledger was not reached (under offMu),
+	// whether h is the cache opened without it (under hostMu), the locks
+	// taken meanwhile, and the end of the open at the agent's start.
+	offMu    sync.Mutex
+	offline  error
+	local    bool
+	offLocks *offlineLocks
+	openDone chan struct{}
 }
 
 // New returns an agent for cfg.
@@ -189,7 +206,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{cfg: cfg, hostMu: semaphore.NewWeighted(1)}, nil
+	return &Agent{cfg: cfg, hostMu: semaphore.NewWeighted(1), offLocks: newOfflineLocks(cfg.Cache), openDone: make(chan struct{})}, nil
 }
 
 // lockHost takes the cache for one operation, waiting while another runs,
@@ -318,6 +335,7 @@ func (a *Agent) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	if a.watch != nil {
 		a.watch.Close()
 	}
+	a.offLocks.releaseAll()
 	a.beats.wait()
 	if stopped {
 		return nil

@@ -40,13 +40,16 @@ import (
 // open connects to the ledger's bucket and opens the cache (Agent); errors
 // are left to the calls that need them.
 func (a *Agent) open(ctx context.Context) {
-	_, _ = a.bucket(ctx)
+	defer close(a.openDone)
+	if _, err := a.bucket(ctx); err != nil {
+		a.noteOffline(err)
+	}
 	if a.lockHost(ctx) != nil {
 		return
 	}
 	defer a.unlockHost()
 	h, err := a.host(ctx)
-	if err != nil {
+	if err != nil || a.local {
 		return
 	}
 	root := h.Dir().Root()
@@ -113,6 +116,9 @@ func (a *Agent) scanned() {
 func (a *Agent) host(ctx context.Context) (*host.Host, error) {
 	if a.h == nil {
 		h, err := a.cfg.Ports.Host(ctx)
+		if a.offlineOK(err) {
+			return a.openLocal(ctx, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -285,6 +291,10 @@ func cacheOp[T any](a *Agent, ctx context.Context, ns string, fn func(*host.Host
 // command locks, not those it reads (swamp-club#3193).
 func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (PullResult, error) {
+		if a.local {
+			// Offline, with the opt-in: swamp runs on the cache as it is.
+			return PullResult{HWM: h.HWM(), Head: h.HWM(), Offline: a.offlineWhy()}, nil
+		}
 		// This host's data versions that another host's runs took meanwhile
 		// (a push that did not reach the ledger, or was made under a lock
 		// lost) move past them, and are published at once, whatever model
@@ -294,6 +304,9 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 		// out here too, renumbered past the ledger's where it took their
 		// numbers since.
 		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly})
+		if a.offlineOK(err) {
+			return PullResult{HWM: h.HWM(), Head: h.HWM(), Offline: a.offlineWhy()}, nil
+		}
 		if err == nil && (len(rn.Moved)+len(rn.Regenerated) > 0 || res.Healed != nil) {
 			var (
 				cr   host.CommitResult
@@ -327,8 +340,14 @@ func (a *Agent) prepare(ctx context.Context, req PushRequest) (PrepareResult, er
 	a.hinted() // rather than doing the hints' work twice
 	a.scanned()
 	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (PrepareResult, error) {
+		if a.local {
+			return PrepareResult{}, nil // offline: the push publishes nothing either
+		}
 		changed, _ := a.changed(ctx, a.own(req.Hints))
 		res, err := h.Prepare(ctx, nil, changed)
+		if a.offlineOK(err) {
+			return PrepareResult{}, nil
+		}
 		if err != nil {
 			return PrepareResult{}, err
 		}
@@ -356,6 +375,9 @@ func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushRe
 	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (PushResult, error) {
 		stored, prepared := a.stored, a.prepared
 		a.stored, a.prepared = nil, nil
+		if a.local {
+			return a.offlineResult(h, len(hints)), nil // offline: it stays for the next command
+		}
 		var (
 			changed []string
 			done    = func() {}
@@ -372,6 +394,9 @@ func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushRe
 		}
 		taken := a.unpushedHints()
 		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed, Fences: a.fences(ctx)})
+		if a.offlineOK(err) {
+			return a.offlineResult(h, len(hints)), nil
+		}
 		err = a.published(err)
 		if err == nil {
 			done()

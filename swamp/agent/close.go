@@ -75,7 +75,7 @@ func (a *Agent) close(ctx context.Context, req CloseRequest) (PushResult, error)
 func (a *Agent) publishUnpushed(ctx context.Context) (PushResult, error) {
 	hints := a.unpushedHints()
 	if len(hints) == 0 {
-		return PushResult{}, nil
+		return a.staleResult(ctx), nil
 	}
 	if err := a.lockLost(); err != nil {
 		return PushResult{}, err
@@ -85,6 +85,9 @@ func (a *Agent) publishUnpushed(ctx context.Context) (PushResult, error) {
 	a.hinted()
 	a.scanned()
 	return cacheOp(a, ctx, a.cfg.Namespace, func(h *host.Host) (PushResult, error) {
+		if a.local {
+			return a.offlineResult(h, len(hints)), nil
+		}
 		changed, done := a.changed(ctx, hints)
 		if changed == nil {
 			// No dirty set: swamp marks every path dirty before it writes
@@ -93,6 +96,9 @@ func (a *Agent) publishUnpushed(ctx context.Context) (PushResult, error) {
 			changed, done = hints, func() {}
 		}
 		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: at swamp's exit", Changed: changed, Fences: a.fences(ctx)})
+		if a.offlineOK(err) {
+			return a.offlineResult(h, len(hints)), nil
+		}
 		if err = a.published(err); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				err = errors.New("the ledger did not answer within " + closeTimeout.String())

@@ -29,7 +29,11 @@ type env struct {
 	kv    *memledger.KV
 	blobs *ledger.Bucket
 	full  *ledger.ServerState // what the server says of its disk (ports.ServerState)
+	down  atomic.Bool         // the server is unreachable: the ports that need it fail
 }
+
+// errDown is an unreachable server's, as the CLI's ports return it.
+var errDown = fmt.Errorf("connect to NATS at nats://test: connection refused: %w", ledger.ErrUnreachable)
 
 var ledgerN atomic.Int64
 
@@ -57,19 +61,39 @@ type ports struct {
 }
 
 func (p ports) Host(context.Context) (*host.Host, error) {
+	if p.e.down.Load() {
+		return nil, errDown
+	}
 	return host.Open(host.Config{Cache: p.cache, Host: "h", Log: p.e.log, Blobs: p.e.blobs})
 }
 
-func (p ports) Blobs(context.Context) (*ledger.Bucket, error) { return p.e.blobs, nil }
+func (p ports) LocalHost(context.Context) (*host.Host, error) {
+	return host.OpenLocal(host.Config{Cache: p.cache, Host: "h"})
+}
+
+func (p ports) Blobs(context.Context) (*ledger.Bucket, error) {
+	if p.e.down.Load() {
+		return nil, errDown
+	}
+	return p.e.blobs, nil
+}
 
 func (p ports) SwampKV(context.Context) (ledger.KV, error) {
+	if p.e.down.Load() {
+		return nil, errDown
+	}
 	if p.kv != nil {
 		return p.kv, nil
 	}
 	return p.e.kv, nil
 }
 
-func (p ports) CommitLog(context.Context) (ledger.CommitLog, error) { return p.e.log, nil }
+func (p ports) CommitLog(context.Context) (ledger.CommitLog, error) {
+	if p.e.down.Load() {
+		return nil, errDown
+	}
+	return p.e.log, nil
+}
 
 func (p ports) Foreign(context.Context, string) (*host.Host, error) {
 	return nil, ledger.ErrNotFound

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"os/user"
 	"strings"
 	"time"
 
@@ -119,10 +120,13 @@ func (a *Agent) lockLost() error {
 
 func (a *Agent) lockAcquire(ctx context.Context, req LockAcquireRequest) (bool, error) {
 	if _, err := a.bucket(ctx); err != nil {
+		if a.offlineOK(err) {
+			return true, a.offLocks.acquire(ctx, req.Key, ms(req.RetryMs), ms(req.MaxWaitMs))
+		}
 		return false, err
 	}
 	h := req.Holder
-	info := LockInfo{Holder: h.Holder, Hostname: h.Hostname, PID: h.PID, Nonce: h.Nonce}
+	info := LockInfo{Holder: holderName(h.Holder, h.Hostname), Hostname: h.Hostname, PID: h.PID, Nonce: h.Nonce, Host: a.cfg.Host}
 	if err := a.locks.Acquire(ctx, req.Key, info, ms(req.TTLMs), ms(req.RetryMs), ms(req.MaxWaitMs)); err != nil {
 		return false, err
 	}
@@ -131,6 +135,10 @@ func (a *Agent) lockAcquire(ctx context.Context, req LockAcquireRequest) (bool, 
 
 func (a *Agent) lockRelease(ctx context.Context, req LockKeyRequest) (bool, error) {
 	if _, err := a.bucket(ctx); err != nil {
+		if a.offlineOK(err) {
+			a.offLocks.release(req.Key)
+			return true, nil
+		}
 		return false, err
 	}
 	return true, a.locks.Release(ctx, req.Key)
@@ -138,6 +146,9 @@ func (a *Agent) lockRelease(ctx context.Context, req LockKeyRequest) (bool, erro
 
 func (a *Agent) lockInspect(ctx context.Context, req LockKeyRequest) (*LockInfo, error) {
 	if _, err := a.bucket(ctx); err != nil {
+		if a.offlineOK(err) {
+			return nil, nil // offline: no other host's lock is known
+		}
 		return nil, err
 	}
 	return a.locks.Inspect(ctx, req.Key)
@@ -145,9 +156,30 @@ func (a *Agent) lockInspect(ctx context.Context, req LockKeyRequest) (*LockInfo,
 
 func (a *Agent) lockForceRelease(ctx context.Context, req LockForceReleaseRequest) (bool, error) {
 	if _, err := a.bucket(ctx); err != nil {
+		if a.offlineOK(err) {
+			return false, nil
+		}
 		return false, err
 	}
 	return a.locks.ForceRelease(ctx, req.Key, req.Nonce)
+}
+
+// holderName is who takes a lock, USER@MACHINE as swamp names it, with the
+// user this process runs as where swamp knew none (no USER in its
+// environment: the extension says "swamp", swamp itself "unknown"), so that
+// a lock's messages name a person, not only a machine (issue 39).
+func holderName(holder, machine string) string {
+	name, at, ok := strings.Cut(holder, "@")
+	if ok && name != "" && name != "swamp" && name != "unknown" {
+		return holder
+	}
+	if !ok {
+		at = machine
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username + "@" + at
+	}
+	return holder
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

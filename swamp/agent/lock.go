@@ -31,15 +31,22 @@ type LockInfo struct {
 	TTLMs      int64  `json:"ttlMs"`
 	Nonce      string `json:"nonce,omitempty"`
 	HeldSince  string `json:"heldSince,omitempty"`
+	// Host (not swamp's) is the holder's syncledger host id, as `syncledger
+	// hosts` and `status` name it; Hostname stays its machine's name.
+	Host string `json:"host,omitempty"`
 }
 
-// String says who holds the lock and since when.
+// String says who holds the lock — the person, the host — and since when.
 func (i LockInfo) String() string {
 	since := i.HeldSince
 	if since == "" {
 		since = i.AcquiredAt
 	}
-	return fmt.Sprintf("%s (host %s, pid %d) since %s", i.Holder, i.Hostname, i.PID, since)
+	host := i.Host
+	if host == "" {
+		host = i.Hostname // an older agent's lock
+	}
+	return fmt.Sprintf("%s (host %s, pid %d) since %s", i.Holder, host, i.PID, since)
 }
 
 // Clock is the time locks are timed by: lock expiry and the times a holder

@@ -55,6 +55,9 @@ type PullResult struct {
 	// versions the pull moved past another host's and published
 	// (swamp.SyncRenumbered); the extension prints them.
 	Renumbered []string `json:"renumbered,omitempty"`
+	// Offline says why the ledger was not reached, when the opt-in let
+	// swamp run on the cache as it is (its mark, HWM): nothing was pulled.
+	Offline string `json:"offline,omitempty"`
 	// Healed says, one line each, what the pull did to a cache whose ledger
 	// had lost commits it applied (a server restored from an older backup):
 	// what it republished, found republished, kept aside; the extension
@@ -79,6 +82,11 @@ type PushResult struct {
 	Commits []string   `json:"commits,omitempty"`
 	HWM     ledger.Seq `json:"hwm"`
 	Hints   int        `json:"hints"` // markDirty paths the extension sent
+	// Offline says why the ledger was not reached: with the opt-in, nothing
+	// was published and swamp's changes stay in the cache for the next
+	// command that reaches it; in the close's answer after a command that
+	// wrote nothing, that what swamp read was the cache at HWM, maybe stale.
+	Offline string `json:"offline,omitempty"`
 }
 
 // PrepareResult answers prepare: the changed files found, their content

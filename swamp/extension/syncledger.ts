@@ -31,6 +31,7 @@ export type PullResult = {
   hwm: number;
   head: number;
   renumbered?: string[];
+  offline?: string;
   healed?: string[];
 };
 export type PushRequest = {
@@ -47,6 +48,7 @@ export type PushResult = {
   commits?: string[];
   hwm: number;
   hints: number;
+  offline?: string;
 };
 export type HydrateRequest = {
   path: string;
@@ -100,6 +102,7 @@ export type LockInfo = {
   ttlMs: number;
   nonce?: string;
   heldSince?: string;
+  host?: string;
 };
 export type LockForceReleaseRequest = {
   key: string;
@@ -204,6 +207,9 @@ const hostSchema = z.object({
   host: z.string().optional().describe("this host's id in commits (default: SYNCLEDGER_HOST, the config file, the hostname)"),
   nats: z.string().optional().describe("NATS URL of the ledger's server, without credentials"),
   flags: z.array(z.string()).optional().describe("more global syncledger flags, e.g. --nats-creds FILE"),
+  offline: z.boolean().optional().describe(
+    "when the server cannot be reached, let swamp run on this host's cache and publish at the next command that reaches it (default false: commands that need the ledger fail)",
+  ),
 });
 /** The datastore's config in .swamp.yaml: the same on every host, no secret in it. */
 export const configSchema = hostSchema.extend({
@@ -218,7 +224,7 @@ export const HOST_FILE = ".swamp/syncledger-host.json";
 /** What an agent runs with: the repo's config, then the host file's keys, then defaults. */
 export type Resolved = {
   binary: string; cache: string; ledger: string; nats?: string; namespace?: string; host?: string;
-  flags: string[]; lockTtlMs?: number; repo: string;
+  flags: string[]; lockTtlMs?: number; repo: string; offline: boolean;
 };
 
 /** Resolves cfg for the repo at repo: HOST_FILE's keys win, SYNCLEDGER_BINARY over both for the binary. */
@@ -251,6 +257,7 @@ export function resolveConfig(cfg: Config, repo: string): Resolved {
     host: h.host ?? cfg.host,
     flags: [...(cfg.flags ?? []), ...(h.flags ?? [])],
     ledger: cfg.ledger, namespace: cfg.namespace, lockTtlMs: cfg.lockTtlMs, repo,
+    offline: h.offline ?? cfg.offline ?? false,
   };
 }
 
@@ -284,6 +291,10 @@ export class Agent {
   unpublishedKind?: string;
   /** The markDirty paths of this command that no push has published yet. */
   readonly unpushed = new Set<string>();
+  /** Why the ledger was not reached, once an answer said so (offline: swamp ran on the cache). */
+  offline?: string;
+  /** A request failed because the server could not be reached: swamp printed that. */
+  unreachable = false;
 
   constructor(private cfg: Resolved) {}
 
@@ -302,7 +313,7 @@ export class Agent {
     return [
       ...(c.nats ? ["--nats", c.nats] : []), "--ledger", c.ledger, "--cache", c.cache, "--log-level", "warn",
       ...(c.host ? ["--host", c.host] : []), ...c.flags, "swamp", "agent",
-      ...(c.namespace ? ["--namespace", c.namespace] : []),
+      ...(c.namespace ? ["--namespace", c.namespace] : []), ...(c.offline ? ["--offline-ok"] : []),
     ];
   }
 
@@ -371,6 +382,7 @@ export class Agent {
     if (!this.child || this.finished) return;
     this.finished = true;
     let why = this.unpublished;
+    let closed: PushResult | undefined;
     if (this.closeIn && this.closeOut && !this.dead) {
       // A push of this command failed: the agent publishes nothing now (it
       // would meet the same failure, while swamp waits), the next command does.
@@ -380,9 +392,28 @@ export class Agent {
         const line = readLineSync(this.closeOut);
         const msg: Response = line ? JSON.parse(line) : { id: 0, error: { kind: "error", message: "the syncledger agent ended without answering" } };
         if (req.publish && msg.error) why = msg.error.message;
+        if (!msg.error) closed = msg.result as PushResult;
       } catch (e) {
         if (req.publish) why = `the syncledger agent did not answer at swamp's exit: ${(e as Error).message}`;
       }
+    }
+    const offline = closed?.offline ?? this.offline;
+    if (why === undefined && offline !== undefined && !this.unreachable) {
+      // Offline: with the opt-in, what swamp wrote waits in the cache (the
+      // pull said swamp ran on it); a command that wrote nothing and sent the
+      // agent nothing (a read) read the cache as it is.
+      if (this.unpushed.size > 0) {
+        console.error(
+          `${TYPE}: offline (${offline}): this command's changes stay in this host's cache (${this.cfg.cache}); ` +
+            `the next swamp command that reaches the ledger publishes them (or 'swamp datastore sync' once it answers).`,
+        );
+      } else if (this.offline === undefined) {
+        console.error(
+          `${TYPE}: the ledger is unreachable (${offline}): this command read this host's cache as of its mark ` +
+            `${closed?.hwm ?? "?"}, which may be stale.`,
+        );
+      }
+      return;
     }
     if (why === undefined) return;
     const next = this.unpublishedKind === "lock-lost"
@@ -432,6 +463,7 @@ export class Agent {
       // swamp prints a failed command's error with its stack: the message is
       // all there is to say, and kind and paths are for callers, not display.
       const e = failure(msg.error.message);
+      if (msg.error.kind === "unreachable") this.unreachable = true;
       Object.defineProperty(e, "kind", { value: msg.error.kind });
       Object.defineProperty(e, "paths", { value: msg.error.paths ?? [] });
       p.reject(e);
@@ -547,7 +579,7 @@ export class Lock {
       this.agent.call({ op: "lock.inspect", key: this.key }).then((h) => {
         if (h && h.nonce !== nonce) {
           console.error(
-            `${TYPE}: waiting for lock ${this.key}, held by ${h.holder} (host ${h.hostname}, pid ${h.pid}) ` +
+            `${TYPE}: waiting for lock ${this.key}, held by ${h.holder} (host ${h.host ?? h.hostname}, pid ${h.pid}) ` +
               `since ${h.heldSince ?? h.acquiredAt}`,
           );
         }
@@ -603,7 +635,10 @@ export class SyncService {
     const taken = [...this.agent.unpushed];
     try {
       const r = await this.agent.call(req);
-      if (req.op !== "prepare") {
+      const off = (r as PushResult).offline;
+      if (off !== undefined) {
+        this.agent.offline ??= off; // nothing published: the paths stay for the next command
+      } else if (req.op !== "prepare") {
         this.agent.unpublished = this.agent.unpublishedKind = undefined;
         for (const p of taken) this.agent.unpushed.delete(p);
       }
@@ -628,6 +663,13 @@ export class SyncService {
     const r = await this.agent.call({
       op: "pull", metadataOnly: !!opts?.metadataOnly, namespace: opts?.namespace ?? "",
     });
+    if (r.offline !== undefined && this.agent.offline === undefined) {
+      this.agent.offline = r.offline;
+      console.error(
+        `${TYPE}: offline (${r.offline}): swamp runs on this host's cache as of its mark ${r.hwm}, which may be stale; ` +
+          `what it writes is published by the next swamp command that reaches the ledger.`,
+      );
+    }
     for (const line of r.renumbered ?? []) {
       console.error(`${TYPE}: this host's run, published after another host's run of the same version: ${line}`);
     }
