@@ -10,16 +10,22 @@ import (
 
 // Proxy is a TCP proxy on loopback in front of one server (a nats-server),
 // which can drop every connection at once (DropAll), refuse new ones
-// (SetRefusing), or cut a connection right after forwarding a client write
-// that contains a pattern — before the server's answer can come back, the way
-// a publish whose acknowledgement is lost looks to the client (CutAfter).
+// (SetRefusing), stall every connection — old and new held open, no byte
+// forwarded either way, as a network cut that drops packets looks to both
+// ends (SetStalled) — or cut a connection right after forwarding a client
+// write that contains a pattern — before the server's answer can come back,
+// the way a publish whose acknowledgement is lost looks to the client
+// (CutAfter).
 type Proxy struct {
 	ln     net.Listener
 	target string
 
 	mu       sync.Mutex
+	moved    *sync.Cond            // on mu: a stall ended, or a connection closed
 	conns    map[net.Conn]net.Conn // client → server
 	refusing bool
+	stalled  bool
+	stallPat []byte // StallAt
 	cutPat   []byte
 	cutLeft  int
 	cuts     int
@@ -35,6 +41,7 @@ func NewProxy(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]net.Conn{}}
+	p.moved = sync.NewCond(&p.mu)
 	go p.accept()
 	return p, nil
 }
@@ -73,18 +80,24 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		p.conns[c] = s
 		p.mu.Unlock()
-		go p.pipe(c, s, true)
-		go p.pipe(s, c, false)
+		go p.pipe(c, s, c, true)
+		go p.pipe(s, c, c, false)
 	}
 }
 
-// pipe copies from src to dst; fromClient writes are checked for the cut
-// pattern.
-func (p *Proxy) pipe(src, dst net.Conn, fromClient bool) {
+// pipe copies from src to dst (of the pair of client); fromClient writes are
+// checked for the cut pattern.
+func (p *Proxy) pipe(src, dst, client net.Conn, fromClient bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if fromClient {
+				p.stallAt(buf[:n])
+			}
+			if !p.hold(client) {
+				break
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				break
 			}
@@ -104,6 +117,51 @@ func (p *Proxy) pipe(src, dst net.Conn, fromClient bool) {
 	}
 }
 
+// hold waits while the proxy is stalled; false if client's pair was closed
+// meanwhile.
+func (p *Proxy) hold(client net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if _, open := p.conns[client]; !open {
+			return false
+		}
+		if !p.stalled {
+			return true
+		}
+		p.moved.Wait()
+	}
+}
+
+// SetStalled makes the proxy hold every byte in both directions, on the
+// connections open and on those it accepts meanwhile (a network cut that
+// drops packets without resetting connections: to the client, a server that
+// never answers), or forward them again, what it held first.
+func (p *Proxy) SetStalled(on bool) {
+	p.mu.Lock()
+	p.stalled = on
+	p.moved.Broadcast()
+	p.mu.Unlock()
+}
+
+// StallAt arms the proxy to stall (SetStalled) at the next client write
+// that contains pattern — that write held too: for NATS, a publish ("HPUB
+// <subject>") to a server that from then on never answers, the connection
+// open.
+func (p *Proxy) StallAt(pattern []byte) {
+	p.mu.Lock()
+	p.stallPat = bytes.Clone(pattern)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) stallAt(b []byte) {
+	p.mu.Lock()
+	if len(p.stallPat) > 0 && bytes.Contains(b, p.stallPat) {
+		p.stalled, p.stallPat = true, nil
+	}
+	p.mu.Unlock()
+}
+
 func (p *Proxy) shouldCut(b []byte) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -120,6 +178,7 @@ func (p *Proxy) closePair(client net.Conn) {
 	p.mu.Lock()
 	s, ok := p.conns[client]
 	delete(p.conns, client)
+	p.moved.Broadcast()
 	p.mu.Unlock()
 	client.Close()
 	if ok {
