@@ -63,6 +63,17 @@ func (b *Bucket) View(wrap func(driver.Bucket) driver.Bucket) *Bucket {
 	return &Bucket{d: wrap(b.d), p: b.p}
 }
 
+// WithRetry returns a bucket over b's driver retrying under p instead (the
+// zero RetryPolicy is the default policy): a caller that bounds its own
+// operations (a host's push, from its Policy) takes the same storage under
+// its own bounds. It shares b's driver: closing either closes it.
+func (b *Bucket) WithRetry(p RetryPolicy) *Bucket {
+	return &Bucket{d: b.d, p: p.withDefaults()}
+}
+
+// Retry returns the bucket's retry policy, its defaults filled in.
+func (b *Bucket) Retry() RetryPolicy { return b.p }
+
 // Close closes the driver (a client's connections). Every operation after it
 // fails with ErrClosed. Closing again returns the first Close's error.
 func (b *Bucket) Close() error {

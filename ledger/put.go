@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/syncledger/syncledger/ledger/driver"
@@ -25,6 +26,7 @@ type putReader struct {
 	n    int64
 	eof  bool
 	err  error
+	idle *idleTimer // restarted at each read (nil: none)
 }
 
 func newPutReader(ctx context.Context, r io.Reader, size int64) *putReader {
@@ -44,6 +46,9 @@ func (p *putReader) Read(b []byte) (int, error) {
 	}
 	n, err := p.r.Read(b)
 	p.n += int64(n)
+	if p.idle != nil {
+		p.idle.restart()
+	}
 	switch {
 	case p.size >= 0 && p.n > p.size:
 		p.err = fmt.Errorf("content is longer than its declared size %d: %w", p.size, ErrInvalid)
@@ -137,6 +142,48 @@ func (c *content) again() (io.Reader, bool) {
 // failed reports whether the caller's reader failed (not at its end).
 func (c *content) failed() bool { return c.err != nil && c.err != io.EOF }
 
+// idleTimer ends a put's attempt once the store has read nothing of its
+// content, and its driver reported no progress of sending it
+// (driver.Progress), for the policy's AttemptTimeout (nil when it has none).
+type idleTimer struct {
+	t      *time.Timer
+	d      time.Duration
+	ended  atomic.Bool
+	cancel context.CancelCauseFunc
+}
+
+// idle returns the attempt's context, ended by the idle timer when the
+// policy has an AttemptTimeout.
+func (b *Bucket) idle(ctx context.Context) (context.Context, *idleTimer) {
+	if b.p.AttemptTimeout <= 0 {
+		return ctx, nil
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	it := &idleTimer{d: b.p.AttemptTimeout, cancel: cancel}
+	it.t = time.AfterFunc(it.d, func() {
+		it.ended.Store(true)
+		cancel(fmt.Errorf("no answer for %v, nor any of the content taken: %w", it.d, context.DeadlineExceeded))
+	})
+	// A driver that sends from a copy of the content reports its sending.
+	return driver.WithProgress(ctx, it.restart), it
+}
+
+func (it *idleTimer) restart() {
+	if !it.ended.Load() {
+		it.t.Reset(it.d)
+	}
+}
+
+func (it *idleTimer) fired() bool { return it != nil && it.ended.Load() }
+
+// stop ends the attempt's timer and context.
+func (it *idleTimer) stop() {
+	if it != nil {
+		it.t.Stop()
+		it.cancel(nil)
+	}
+}
+
 // putFunc is where a put goes: the driver, or a batch of it.
 type putFunc func(ctx context.Context, key string, r io.Reader, size int64) error
 
@@ -154,7 +201,13 @@ func (b *Bucket) put(ctx context.Context, to putFunc, key string, r io.Reader, s
 		pr   *putReader
 		vr   *VerifyingReader
 	)
-	err := b.do(ctx, opPut, key, func(ctx context.Context) error {
+	// Each attempt is bounded by AttemptTimeout since the store last took
+	// some of the content (idle): a put of a large file on a slow link is
+	// not cut while its bytes flow, a store that stops reading, or takes the
+	// whole content and never answers, is.
+	err := b.try(ctx, opPut, key, 0, func(ctx context.Context) error {
+		actx, idle := b.idle(ctx)
+		defer idle.stop()
 		body := r
 		if c != nil {
 			body = c
@@ -170,11 +223,15 @@ func (b *Bucket) put(ctx context.Context, to putFunc, key string, r io.Reader, s
 			vr = NewVerifyingReader(body, *want)
 			body = vr
 		}
-		pr = newPutReader(ctx, body, size)
-		last = to(ctx, key, pr, size)
+		pr = newPutReader(actx, body, size)
+		pr.idle = idle
+		last = to(actx, key, pr, size)
 		switch {
 		case last == nil:
 			return nil
+		case idle.fired():
+			last = fmt.Errorf("%w (%v)", context.Cause(actx), last)
+			return last
 		case vr != nil && vr.Mismatch(), c != nil && c.failed(), pr.err != nil && ctx.Err() == nil:
 			// The content's own failure, not the store's: it does not hash
 			// to want, its reader failed, or its size is not the one given.

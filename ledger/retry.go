@@ -38,7 +38,9 @@ import (
 // them at most Wait·1.5, 2·Wait·1.5, … (doubling, capped at MaxWait·1.5):
 // with the zero policy, 4 attempts and at most 75 + 150 + 300 ms = 525 ms of
 // waiting. Each attempt lasts at most AttemptTimeout when that is set (a get
-// opens within it, and its body is read for as long as the caller reads), and
+// opens within it, and its body is read for as long as the caller reads; a
+// put waits at most that long for the store to take more of its content or
+// answer), and
 // otherwise as long as the driver's request (natsblob: 5 s a chunk request, its
 // ReadTimeout a read; S3 and GCS: their HTTP client's timeouts) and the
 // caller's context allow. So the worst case of one operation is
@@ -54,9 +56,14 @@ type RetryPolicy struct {
 	// Wait is the pause before the second attempt, doubled (with jitter) before
 	// each later one up to MaxWait; 0 means 50 ms, MaxWait 0 means 2 s.
 	Wait, MaxWait time.Duration
-	// AttemptTimeout, when positive, bounds each attempt of Put, Stat, Delete
-	// and List, and the opening of a Get (not the reading of its body), so a
-	// request that hangs is abandoned and retried.
+	// AttemptTimeout, when positive, bounds each attempt of Stat, Delete and
+	// List, and the opening of a Get (not the reading of its body), so a
+	// request that hangs is abandoned and retried; and each attempt of a put
+	// (PutObject, Put, a batch's) while the store takes none of its content:
+	// the bound starts again at each read of it, so the put of a large file
+	// on a slow link is never cut while its bytes flow, and one the store
+	// stops reading, or reads whole and never answers, ends AttemptTimeout
+	// after the store last read from it.
 	AttemptTimeout time.Duration
 	// MaxReplay is how many bytes of a put's content whose reader cannot seek
 	// are kept to send it again; a failed put whose content was longer is not

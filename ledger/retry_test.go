@@ -271,3 +271,86 @@ func TestRetryingStoreConformance(t *testing.T) {
 		Retry:    quick,
 	})
 }
+
+// dribbling reads a put's content a few bytes at a time, pausing between
+// reads, then stores it; hang, instead, reads it whole and never answers
+// (until the attempt's context ends), the first fails times.
+type dribbling struct {
+	*scripted
+	pause time.Duration
+	hang  int
+	puts  atomic.Int64
+}
+
+func (d *dribbling) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if d.puts.Add(1) <= int64(d.hang) {
+		_, _ = io.Copy(io.Discard, r)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	var buf bytes.Buffer
+	p := make([]byte, 2)
+	for {
+		time.Sleep(d.pause)
+		n, err := r.Read(p)
+		buf.Write(p[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return d.Bucket.Put(ctx, key, &buf, size)
+}
+
+// A put's attempt is bounded by AttemptTimeout while the store takes none of
+// its content: a slow put whose bytes flow is not cut however long it
+// lasts in all; a store that reads the content and never answers is
+// abandoned AttemptTimeout after its last read and asked again.
+func TestPutAttemptIdle(t *testing.T) {
+	ctx := context.Background()
+	// The pauses a tenth of the attempt's bound: a loaded machine's
+	// scheduling delays do not cut the slow put.
+	p := ledger.RetryPolicy{Attempts: 2, Wait: time.Millisecond, AttemptTimeout: 250 * time.Millisecond}
+	content := strings.Repeat("x", 100) // 50 reads of 2 bytes, 25 ms apart: 1.25 s in all
+	d := &dribbling{scripted: newScripted(t, nil, nil), pause: 25 * time.Millisecond}
+	start := time.Now()
+	if err := ledger.NewBucket(d, p).PutObject(ctx, "slow", strings.NewReader(content), int64(len(content))); err != nil {
+		t.Fatalf("a slow put whose bytes flow: %v", err)
+	}
+	if took := time.Since(start); took < 4*p.AttemptTimeout || d.puts.Load() != 1 {
+		t.Fatalf("the slow put took %v in %d attempts: want one attempt longer than 4 attempt timeouts", took, d.puts.Load())
+	}
+
+	d = &dribbling{scripted: newScripted(t, nil, nil), hang: 1}
+	start = time.Now()
+	if err := ledger.NewBucket(d, p).PutObject(ctx, "hung", strings.NewReader("x"), 1); err != nil {
+		t.Fatalf("a put whose first attempt hangs: %v", err)
+	}
+	if took := time.Since(start); took < p.AttemptTimeout || took > 5*p.AttemptTimeout || d.puts.Load() != 2 {
+		t.Fatalf("the put whose first attempt hangs took %v in %d attempts: want about one attempt timeout, 2 attempts", took, d.puts.Load())
+	}
+
+	d = &dribbling{scripted: newScripted(t, nil, nil), hang: 2}
+	err := ledger.NewBucket(d, p).PutObject(ctx, "never", strings.NewReader("x"), 1)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no answer for 250ms") {
+		t.Fatalf("a put the store never answers: %v, want a deadline saying how long it waited", err)
+	}
+}
+
+// WithRetry: the same storage under another policy.
+func TestBucketWithRetry(t *testing.T) {
+	s := newScripted(t, errors.New("transient"), map[string]int{"stat": 1})
+	b := ledger.NewBucket(s, ledger.RetryPolicy{Attempts: 1})
+	if err := s.Bucket.Put(context.Background(), "k", strings.NewReader("x"), 1); err != nil {
+		t.Fatal(err)
+	}
+	r := b.WithRetry(ledger.RetryPolicy{Attempts: 2, Wait: time.Millisecond})
+	if got := r.Retry(); got.Attempts != 2 || got.MaxWait != 2*time.Second || b.Retry().Attempts != 1 {
+		t.Fatalf("policies %+v and %+v", got, b.Retry())
+	}
+	if _, err := r.StatObject(context.Background(), "k"); err != nil {
+		t.Fatalf("stat retried under the new policy: %v", err)
+	}
+}

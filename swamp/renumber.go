@@ -645,26 +645,29 @@ func setArtifactVersion(b []byte, id string, v int) ([]byte, bool, error) {
 	return out.Bytes(), true, enc.Close()
 }
 
-// CommitRenumbered commits like h.Commit. When another host published first
-// what this host's commit changes too (a *host.ConflictError: both wrote the
-// same data version), it syncs with SyncRenumbered, which moves this host's
-// versions past the ledger's, and commits again, scanning the whole cache.
+// CommitRenumbered commits like h.Commit, settling its conflicts by
+// renumbering (host.CommitOptions.Settle, a mode of the write pipeline): when
+// another host published first what this host's commit changes too (a
+// *host.ConflictError: both wrote the same data version), the push syncs
+// with SyncRenumbered, which moves this host's versions past the ledger's,
+// and scans the whole cache again, within the push's policy
+// (host.Policy.Settles).
 func CommitRenumbered(ctx context.Context, h *host.Host, opt host.CommitOptions) (host.CommitResult, Renumbered, error) {
 	var rn Renumbered
-	res, err := h.Commit(ctx, opt)
-	var ce *host.ConflictError
-	for range 3 {
-		// A ledger that lost commits this cache applied (ErrRewound) is
-		// healed by the sync, whose runs then go out with this commit.
-		if !errors.As(err, &ce) && !errors.Is(err, ledger.ErrRewound) {
-			break
-		}
-		_, more, serr := SyncRenumbered(ctx, h, host.SyncOptions{})
+	settle := func(ctx context.Context) error {
+		_, more, err := SyncRenumbered(ctx, h, host.SyncOptions{})
 		rn.Moved = append(rn.Moved, more.Moved...)
 		rn.Regenerated = append(rn.Regenerated, more.Regenerated...)
 		rn.Duplicates = append(rn.Duplicates, more.Duplicates...)
-		if serr != nil {
-			return res, rn, serr
+		return err
+	}
+	opt.Settle = func(ctx context.Context, _ *host.ConflictError) error { return settle(ctx) }
+	res, err := h.Commit(ctx, opt)
+	if errors.Is(err, ledger.ErrRewound) {
+		// A ledger that lost commits this cache applied (ErrRewound) is
+		// healed by the sync, whose runs then go out with this commit.
+		if err := settle(ctx); err != nil {
+			return res, rn, err
 		}
 		opt.Changed = nil // the moved versions are new paths
 		res, err = h.Commit(ctx, opt)

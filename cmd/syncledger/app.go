@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -17,6 +18,7 @@ import (
 	"github.com/syncledger/syncledger/ledger/blobs"
 	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/natsjs"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 // DefaultNATS is the NATS URL used when neither --nats, SYNCLEDGER_NATS nor
@@ -44,6 +46,7 @@ type app struct {
 	logFormat   string
 	configFile  string // --config
 	natsAuth    natsAuth
+	wait        time.Duration // --wait: host.Policy.Wait
 
 	// cfg is the configuration file in effect (nil: none); sources records where
 	// each flag's value came from ("flag", "env NAME", "file"; absent: default).
@@ -74,12 +77,13 @@ type app struct {
 // open locks are taken in the order Blobs, Log, NATS (each may call the next);
 // mu is taken last, and never held while opening.
 type opened struct {
-	blobsMu sync.Mutex
-	blobs   *ledger.Bucket
-	logMu   sync.Mutex
-	log     *natsjs.Log
-	connMu  sync.Mutex
-	nats    *natsjs.Client
+	blobsMu  sync.Mutex
+	blobs    *ledger.Bucket
+	blobsURL string // where blobs is (redacted), for messages
+	logMu    sync.Mutex
+	log      *natsjs.Log
+	connMu   sync.Mutex
+	nats     *natsjs.Client
 
 	mu     sync.Mutex
 	closes []func()
@@ -127,6 +131,7 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	fs.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&a.configFile, "config", "", "YAML configuration file (default $XDG_CONFIG_HOME/syncledger/config.yaml, if it exists)")
 	fs.StringVar(&a.readNATS, "read-nats", "", "NATS server URL to read the ledger from: a server near this host holding a mirror of the ledger (syncledger mirror create); commits, locks and admin requests still go to --nats, and what the mirror lacks is read there (default: read from --nats; docs/ops.md, Regions)")
+	fs.DurationVar(&a.wait, "wait", host.DefaultWait, "how long a command that reaches the ledger (commit, sync, status, the swamp agent) waits for an answer from the NATS server or the blob store before it gives up; it says what it waits for after "+host.DefaultReport.String())
 	a.natsAuth.addFlags(a, fs)
 	a.bindEnv(fs, "nats", "SYNCLEDGER_NATS", "NATS_URL")
 	a.bindEnv(fs, "read-nats", "SYNCLEDGER_READ_NATS")
@@ -137,6 +142,7 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	a.bindEnv(fs, "log-level", "SYNCLEDGER_LOG_LEVEL")
 	a.bindEnv(fs, "log-format", "SYNCLEDGER_LOG_FORMAT")
 	a.bindEnv(fs, "config", "SYNCLEDGER_CONFIG")
+	a.bindEnv(fs, "wait", "SYNCLEDGER_WAIT")
 }
 
 // resolve fills in the flags cmd has that were not given, from the environment,
@@ -177,6 +183,9 @@ func (a *app) resolve(cmd *cobra.Command) error {
 	}
 	if a.logFormat != "text" && a.logFormat != "json" {
 		return usagef("--log-format %q: want text or json", a.logFormat)
+	}
+	if a.wait <= 0 {
+		return usagef("--wait %v: want a positive duration (60s, 2m)", a.wait)
 	}
 	if err := a.natsAuth.check(a); err != nil {
 		return err
@@ -382,7 +391,7 @@ func (a *app) Blobs(ctx context.Context) (*ledger.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.res.blobs = b
+	a.res.blobs, a.res.blobsURL = b, redactURL(raw)
 	return b, nil
 }
 

@@ -152,7 +152,8 @@ func newErrorObject(err error) errorObject {
 // conflict (a commit's paths changed remotely too), local-changes (a sync or
 // rebuild would overwrite them), rebuild (the log no longer holds the events),
 // damaged-state (the cache's state database is damaged: rebuild),
-// lineage, permission, server-full (the server refused a write for lack of
+// lineage, permission, no-answer (the NATS server or the blob store gave no
+// answer within --wait: host.WaitError), server-full (the server refused a write for lack of
 // space: see errorNote), cache-full (a pull stopped on the cache's full disk),
 // busy (another process holds the cache), not-found,
 // bad-message (a message of the ledger every reader stops at: see quarantine),
@@ -167,6 +168,8 @@ func errorKind(err error) string {
 		return "usage"
 	case errors.As(err, &re):
 		return "bad-message"
+	case errors.As(err, new(*host.WaitError)):
+		return "no-answer"
 	case errors.Is(err, host.ErrLocalChanges):
 		return "local-changes"
 	case errors.Is(err, ledger.ErrConflict):

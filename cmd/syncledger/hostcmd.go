@@ -196,7 +196,8 @@ func (a *app) openHost(ctx context.Context) (*host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := host.Open(host.Config{Cache: a.cache, Host: a.host, Log: lg, Blobs: bl, Logger: a.logger})
+	h, err := host.Open(host.Config{Cache: a.cache, Host: a.host, Log: lg, Blobs: bl, Logger: a.logger,
+		Policy: host.Policy{Wait: a.wait}, Waiting: a.waiting})
 	if err != nil {
 		return nil, fmt.Errorf("open cache %s: %w", a.cache, err)
 	}

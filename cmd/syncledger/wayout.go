@@ -96,8 +96,11 @@ func errorNote(err error) string {
 		cg   *host.ContentGoneError
 		full *ledger.ServerFullError
 		ns   *host.NoSpaceError
+		we   *host.WaitError
 	)
 	switch {
+	case errors.As(err, &we):
+		return fmt.Sprintf("%s: see that it is up and reachable from this host (a network cut, a proxy or endpoint that hangs), then run the command again; --wait sets how long a command waits", we.Left())
 	case errors.As(err, &full):
 		return serverFullNote(full.State)
 	case errors.As(err, &ns):

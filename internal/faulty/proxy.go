@@ -11,7 +11,8 @@ import (
 
 // Proxy is a TCP proxy on loopback in front of one server (a nats-server),
 // which can drop every connection at once (DropAll), refuse new ones
-// (SetRefusing), or cut a connection right after forwarding a client write
+// (SetRefusing), stall every connection (SetStalled, StallAt), or cut a
+// connection right after forwarding a client write
 // that contains a pattern — before the server's answer can come back, the way
 // a publish whose acknowledgement is lost looks to the client (CutAfter).
 // It can also be a far link: each direction delays what it forwards
@@ -25,6 +26,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	conns    map[net.Conn]net.Conn // client → server
 	refusing bool
+	stallPat []byte // StallAt
 	cutPat   []byte
 	cutLeft  int
 	cuts     int
@@ -130,6 +132,9 @@ func (p *Proxy) pipe(src, dst net.Conn, fromClient bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			c := chunk{b: bytes.Clone(buf[:n]), at: time.Now()}
+			if fromClient {
+				p.stallAt(c.b)
+			}
 			c.cut = fromClient && p.shouldCut(c.b)
 			select {
 			case q <- c:
@@ -205,6 +210,41 @@ func (p *Proxy) Resume() {
 	close(p.resumed)
 	p.resumed = make(chan struct{})
 	p.mu.Unlock()
+}
+
+// SetStalled makes the proxy hold every byte in both directions, on the
+// connections open and on those it accepts meanwhile (a network cut that
+// drops packets without resetting connections: to the client, a server that
+// never answers), or forward them again, what it held first: Stall of both
+// directions, and Resume.
+func (p *Proxy) SetStalled(on bool) {
+	if on {
+		p.Stall(true, true)
+	} else {
+		p.Resume()
+	}
+}
+
+// StallAt arms the proxy to stall (SetStalled) at the next client write
+// that contains pattern — that write held too: for NATS, a publish ("HPUB
+// <subject>") to a server that from then on never answers, the connection
+// open.
+func (p *Proxy) StallAt(pattern []byte) {
+	p.mu.Lock()
+	p.stallPat = bytes.Clone(pattern)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) stallAt(b []byte) {
+	p.mu.Lock()
+	hit := len(p.stallPat) > 0 && bytes.Contains(b, p.stallPat)
+	if hit {
+		p.stallPat = nil
+	}
+	p.mu.Unlock()
+	if hit {
+		p.Stall(true, true)
+	}
 }
 
 func (p *Proxy) shouldCut(b []byte) bool {

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 func digestOf(h hash.Hash) string {
@@ -104,6 +105,7 @@ func (s *Store) upload(ctx context.Context, key string, r io.Reader, size int64,
 		for _, a := range acks {
 			select {
 			case <-a.Ok():
+				driver.Progress(ctx)
 			case err := <-a.Err():
 				return err
 			case <-ctx.Done():

@@ -265,11 +265,23 @@ func (l *Log) append(ctx context.Context, events []ledger.Event, fences []ledger
 		if attempt >= l.opts.attempts {
 			return nil, fmt.Errorf("append %v: %d attempts: %w: %w (retry Append with the same events)", c, attempt, ErrOutcomeUnknown, unreachable(l.nc, lastErr))
 		}
+		ledger.NoteRetry(ctx, "append", l.retryNote(lastErr))
 		if err := ledger.SleepCtx(ctx, wait+rand.N(wait/2+1)); err != nil {
 			return nil, fmt.Errorf("append %v: %w: %w; last attempt: %w (retry Append with the same events)", c, ErrOutcomeUnknown, err, lastErr)
 		}
 		wait = min(2*wait, maxRetryWait)
 	}
+}
+
+// retryNote is what a retried publish met, as its caller is told
+// (ledger.NoteRetry): a connection down is the server unreachable, a
+// request that timed out on a live one a server not acknowledging.
+func (l *Log) retryNote(err error) error {
+	err = unreachable(l.nc, err)
+	if !errors.Is(err, ledger.ErrUnreachable) && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the server did not acknowledge the publish within %v: %w", l.opts.timeout, err)
+	}
+	return err
 }
 
 // permissionDenied returns the server's refusal of a publish to this

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/driver"
 )
 
 // loadAWS loads the AWS configuration as the AWS CLI does
@@ -72,6 +73,9 @@ func (s *Store) connect() {
 		if s.cfg.HTTPClient != nil {
 			o.HTTPClient = s.cfg.HTTPClient
 		}
+		// A put is sent from its spool, or from parts held in memory: the
+		// body's reads, paced by the network, are its progress.
+		o.HTTPClient = driver.ProgressClient(o.HTTPClient)
 		o.Retryer = aws.NopRetryer{}
 		// An S3-compatible server (any endpoint of one's own) may lack the
 		// newest checksum headers (x-amz-checksum-*, aws-chunked trailers):

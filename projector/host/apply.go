@@ -341,7 +341,7 @@ func (h *Host) fetchReady(ctx context.Context, st *cachefs.Stater, rd projector.
 			continue
 		}
 		g.Go(func() error {
-			fi, err := fetch(gctx, h.cfg.Blobs, st, ch.Path, ch.New)
+			fi, err := fetch(gctx, h.blobsPort(), st, ch.Path, ch.New)
 			switch {
 			case (errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrChecksum)) && ch.Seq == 0:
 				// A hydration (Fetch) of a row applied earlier: no event is

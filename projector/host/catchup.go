@@ -12,27 +12,27 @@ import (
 
 // catchUp reads the new events of the partitions the local changes touch. If one
 // of them changes a locally changed path to other content, it stops with a
-// *ConflictError; otherwise it applies them (scoped: the HWM does not move).
-func (h *Host) catchUp(ctx context.Context, s *session, changes []ledger.Entry, res *CommitResult) error {
+// *ConflictError; otherwise it applies them (scoped: the HWM does not move)
+// and returns how many it applied.
+func (h *Host) catchUp(ctx context.Context, s *session, changes []ledger.Entry) (int, error) {
 	sr := SyncResult{}
 	r := &run{h: h, s: s, res: &sr}
 	recs, err := h.partitionTails(ctx, r, changes)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if conflicts := projector.Conflicts(changes, recs); len(conflicts) > 0 {
-		return &ConflictError{Paths: conflicts}
+		return 0, &ConflictError{Paths: conflicts}
 	}
 	for _, rec := range recs {
 		if err := r.offer(ctx, projector.Scoped, rec); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if err := r.flush(ctx); err != nil {
-		return err
+		return 0, err
 	}
-	res.Pulled += sr.Applied
-	return nil
+	return sr.Applied, nil
 }
 
 // partitionTails is the one catch-up read of a partition: the events of the
@@ -50,14 +50,14 @@ func (h *Host) partitionTails(ctx context.Context, r *run, changes []ledger.Entr
 		if err != nil {
 			return nil, err
 		}
-		last, err := h.cfg.Log.PartitionLastSeq(ctx, p)
+		last, err := h.logPort().PartitionLastSeq(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("read last seq of partition %q: %w", p, err)
 		}
 		if last <= mk.Seq {
 			continue
 		}
-		err = h.cfg.Log.ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
+		err = h.logPort().ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
 			if err := r.resolve(ctx, &rec); err != nil {
 				return err
 			}

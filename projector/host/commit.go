@@ -2,12 +2,10 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/ignore"
@@ -20,8 +18,6 @@ type CommitOptions struct {
 	// and its walk to the directories that can hold them
 	// (ledger.PartitionsUnder).
 	Partitions []string
-	// MaxAttempts bounds retries after chain conflicts; 0 means 20.
-	MaxAttempts int
 	// Stored lists content a Prepare of this Host already put in the blob
 	// store; the commit does not upload it again.
 	Stored map[ledger.Digest]bool
@@ -38,6 +34,14 @@ type CommitOptions struct {
 	// whole, as a trusted dirty set does (package dirty). Empty means nothing
 	// changed: the commit reads no index. Nil scans the whole cache.
 	Changed []string
+	// Settle, when set, is the push's way to settle a conflict with another
+	// host's commits (a *ConflictError: paths both changed): swamp's
+	// renumbering moves this host's data versions past the ledger's
+	// (swamp.CommitRenumbered). Called under the push (the cache held), it
+	// may sync, resolve and move files; when it returns nil the push scans
+	// its whole scope again and publishes what it finds, up to
+	// Config.Policy's Settles times. Its error ends the push.
+	Settle func(ctx context.Context, conflict *ConflictError) error
 	// Fences are the locks the commit is made under (ledger.Fence: swamp's
 	// locks, as the agent holds them): each of its commits carries them, and
 	// the log refuses one once another holder took a lock since, storing
@@ -92,19 +96,19 @@ const DefaultCommitHold = 1 << 17
 // that many and only counts each partition's changes, and each group's commit
 // scans and hashes its own partitions (of the paths of Changed, when set).
 // Chain conflicts are retried per commit as for a single one (up to
-// MaxAttempts each). An error after some of them were published leaves
+// Config.Policy's Conflicts each). Commit runs the write pipeline
+// (pipeline.go: plan → stage → publish → record). An error after some of them were published leaves
 // those published and recorded, and the rest of the changes uncommitted in the
 // cache: the next Commit publishes them; the result lists the commits
 // published.
-func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, error) {
+func (h *Host) Commit(ctx context.Context, opt CommitOptions) (_ CommitResult, err error) {
+	ctx, done := h.watching(ctx, "commit")
+	defer func() { err = done(err) }()
 	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return CommitResult{}, aerr
 	}
 	defer release()
-	if opt.MaxAttempts <= 0 {
-		opt.MaxAttempts = 20
-	}
 	if slices.Contains(opt.Changed, ignore.FileName) {
 		// New ignore rules change what every path's scan says, with no event
 		// for those paths.
@@ -122,121 +126,12 @@ func (h *Host) Commit(ctx context.Context, opt CommitOptions) (CommitResult, err
 	if err != nil {
 		return CommitResult{}, err
 	}
-	bound := scanBound{hold: h.cfg.CommitHold}
-	if len(opt.Paths) > 0 {
-		bound.hold = 0 // a few paths, picked from the whole change
-	}
-	var res CommitResult
-	err = h.commit(ctx, s, opt, bound, &res)
+	res, err := h.runPush(ctx, s, newPush(opt, h.cfg.Policy, h.cfg.CommitHold))
 	slices.Sort(res.Paths) // Partitions stay in Seqs' order, one for one
 	if err != nil && len(res.Commits) > 0 {
 		err = &PartialCommitError{Published: res.Commits, Err: err}
 	}
 	return res, err
-}
-
-// commit is Commit's loop: scan, publish each batch of the changes, and on a
-// chain conflict catch up with the batch's partitions and scan again. A scan
-// that finds more than hold changes (scanned.over) hands over to
-// commitGroups. What it publishes is added to res.
-func (h *Host) commit(ctx context.Context, s *session, opt CommitOptions, bound scanBound, res *CommitResult) error {
-	parts := partitionFilter(opt.Partitions)
-	before := len(res.Commits) // published by others than this call
-	for attempt := 1; ; attempt++ {
-		res.Attempts++
-		content := h.cfg.Blobs.Batch() // flushed by the first publish
-		sc, err := h.scan(s, parts, opt.Changed, h.commitStage(ctx, opt.Stored, content), bound)
-		if err != nil {
-			return err
-		}
-		if sc.over != nil {
-			// What the scan staged before it stopped is made durable now:
-			// the groups' commits name it without storing it again (Stored).
-			if err := content.Flush(ctx); err != nil {
-				return fmt.Errorf("commit: %w", err)
-			}
-			if len(sc.staged) > 0 {
-				stored := maps.Clone(opt.Stored)
-				if stored == nil {
-					stored = sc.staged
-				} else {
-					maps.Copy(stored, sc.staged)
-				}
-				opt.Stored = stored
-			}
-			return h.commitGroups(ctx, s, opt, sc, res)
-		}
-		if len(opt.Paths) > 0 {
-			sc.changes = slices.DeleteFunc(sc.changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
-		}
-		if len(sc.changes) == 0 {
-			res.Nothing, res.HWM = len(res.Commits) == 0, s.core.HWM()
-			return nil
-		}
-		h.fp.at("commit-after-scan")
-		bs := batches(sc.changes, h.commitPartitions(opt))
-		n := len(res.Commits) - before + len(bs)
-		var changes []ledger.Entry // the batch the chain moved under
-		for _, b := range bs {
-			msg := opt.Message
-			if n > 1 {
-				msg = PartMessage(opt.Message, len(res.Commits)-before+1, n)
-			}
-			err = h.publish(ctx, s, scanned{changes: b, infos: sc.infos}, msg, content, opt, res)
-			content = h.cfg.Blobs.Batch() // the next commit's manifests
-			var ce *ledger.ConflictError
-			if errors.As(err, &ce) {
-				if attempt >= opt.MaxAttempts {
-					return fmt.Errorf("commit: gave up after %d attempts: %w", attempt, err)
-				}
-				h.log.Info("chain moved, syncing touched partitions", "partition", ce.Partition, "attempt", attempt)
-				changes = b
-				break
-			}
-			if err != nil {
-				return err
-			}
-			attempt = 1 // each commit has its own MaxAttempts
-		}
-		if changes == nil {
-			return nil
-		}
-		if err := h.catchUp(ctx, s, changes, res); err != nil {
-			return err
-		}
-		// Backoff of attempt × 1–7 ms, the factor taken from the clock's
-		// nanoseconds: the jitter keeps two hosts fighting over one partition
-		// from retrying in lockstep.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(attempt*(1+int(h.cfg.Now().UnixNano()%7))) * time.Millisecond):
-		}
-	}
-}
-
-// commitGroups publishes a change of more files than a commit holds: the
-// partitions the scan counted (over), a group at a time (holdGroups) of at
-// most an eighth of the hold's files — a change this large is not one atomic
-// commit anyway, and a commit's memory grows with its files — each group's
-// commit scanning only its partitions and holding what it finds.
-func (h *Host) commitGroups(ctx context.Context, s *session, opt CommitOptions, sc scanned, res *CommitResult) error {
-	groups := holdGroups(sc.over, h.commitPartitions(opt), max(1, h.cfg.CommitHold/8))
-	h.log.Info("change too large for one commit: publishing it by partitions", "partitions", len(sc.over), "commits", len(groups))
-	first := len(res.Commits)
-	for i, g := range groups {
-		o := opt
-		o.Partitions = g
-		if len(groups) > 1 {
-			o.Message = PartMessage(opt.Message, first+i+1, first+len(groups))
-		}
-		bound := scanBound{noDeletions: !slices.ContainsFunc(g, func(p string) bool { return sc.overDeleted[p] })}
-		if err := h.commit(ctx, s, o, bound, res); err != nil {
-			return err
-		}
-	}
-	res.Nothing = len(res.Commits) == 0
-	return nil
 }
 
 // commitPartitions is the most partitions one commit of opt holds: its batch
@@ -319,89 +214,15 @@ func (e *PartialCommitError) Error() string {
 
 func (e *PartialCommitError) Unwrap() error { return e.Err }
 
-// publish makes one commit durable — its files, then the blobs of content,
-// its batch — appends its events under opt's fences and records them, adding
-// the commit to res (its paths while res holds fewer than opt.MaxPaths, when
-// positive).
-func (h *Host) publish(ctx context.Context, s *session, sc scanned, msg string, content *ledger.BlobBatch, opt CommitOptions, res *CommitResult) error {
-	now := h.cfg.Now()
-	id, err := ledger.NewCommitID(h.cfg.Rand)
-	if err != nil {
-		return err
-	}
-	if !s.checked {
-		// Never publish on top of a history the log no longer holds
-		// (identity.go): a sync heals it first.
-		if err := h.checkLastCommit(ctx); err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		s.checked = true
-	}
-	c := ledger.Commit{ID: id, Host: h.cfg.Host, At: now, Message: msg, Entries: sc.changes}
-	events, err := s.core.CommitEvents(c)
-	if err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	if err := h.syncCommitted(sc); err != nil {
-		return err
-	}
-	// The content is stored (the scan's stage, in content) and the files are
-	// durable: publish, the batch flushed and the manifests stored first.
-	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.cfg.Log), content, events, opt.Fences...)
-	if err != nil {
-		return err
-	}
-	h.fp.at("commit-after-append")
-	if err := s.core.RecordOwn(events, seqs, opt.Fences...); err != nil {
-		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
-	}
-	for i, ev := range events {
-		s.staged(ledger.Record{Seq: seqs[i], Event: ev})
-	}
-	flushed := make(map[string]bool, len(sc.changes))
-	for _, e := range sc.changes {
-		flushed[e.Path] = true
-	}
-	rd, err := s.core.Ready()
-	if err == nil {
-		_, err = h.applyOwn(ctx, s, rd, sc.infos, flushed)
-	}
-	if err != nil {
-		return fmt.Errorf("record commit %s (published at seqs %v): %w", id, seqs, err)
-	}
-	h.fp.at("commit-after-persist")
-	part := CommitPart{Commit: id, Seqs: seqs, Partitions: len(events)}
-	for _, e := range sc.changes {
-		if opt.MaxPaths <= 0 || len(res.Paths) < opt.MaxPaths {
-			res.Paths = append(res.Paths, e.Path)
-		}
-		if e.Deleted {
-			part.Deleted++
-		} else {
-			part.Written++
-			res.Bytes += e.Size
-		}
-	}
-	for _, ev := range events {
-		res.Partitions = append(res.Partitions, ev.Partition)
-	}
-	res.Commit, res.HWM = id, s.core.HWM()
-	res.Commits = append(res.Commits, part)
-	res.Seqs = append(res.Seqs, seqs...)
-	res.Written += part.Written
-	res.Deleted += part.Deleted
-	return nil
-}
-
 // syncCommitted makes the commit's files (and the deleted files' absence)
 // durable before anything is published: the ledger must never hold content this
 // cache could lose in a power cut, or, after one, the next scan would find the
 // older or truncated file, take it for a local change and publish it over the
 // good version on every host. The scan's stage fsynced each changed file's
 // content (commitStage); this syncs the directories on every path.
-func (h *Host) syncCommitted(sc scanned) error {
-	paths := make([]string, len(sc.changes))
-	for i, e := range sc.changes {
+func (h *Host) syncCommitted(changes []ledger.Entry) error {
+	paths := make([]string, len(changes))
+	for i, e := range changes {
 		paths[i] = e.Path
 	}
 	if err := h.dir.Flush(nil, paths, h.cfg.Parallel); err != nil {

@@ -61,7 +61,7 @@
 // A commit holds at most Config.CommitHold changed files:
 // a larger change is counted per partition and published by groups of whole
 // partitions of at most an eighth of that many files, each group's commit
-// walking only its partitions (commitGroups), so memory does not grow with the
+// walking only its partitions (the write pipeline's split), so memory does not grow with the
 // datastore.
 //
 // A commit made under locks (CommitOptions.Fences: the swamp agent's) carries
@@ -69,6 +69,13 @@
 // holder took a lock, the log refuses the commit and Commit returns the
 // *ledger.LockLostError at once — no catch-up, no retry — the files kept,
 // dirty. The HWM passes the commit's fence checks with it (RecordOwn).
+//
+// One policy (Config.Policy) bounds a push: its conflict rounds and
+// settlements, and its waits. Every operation that reaches the ledger runs
+// on its ports watched (wait.go): after Policy.Report without progress it
+// says what it waits for (Config.Waiting), after Policy.Wait it gives up
+// with a *WaitError, whatever the stores below retry; a put whose content
+// flows is never cut.
 //
 // # A cache's identity and stack
 //

@@ -81,6 +81,15 @@ type Config struct {
 	CommitHold int
 	// LockWait is how long to wait for another process holding the cache; 0 means 10s.
 	LockWait time.Duration
+	// Policy is the one retry policy of every push (Commit), and the bound
+	// of every wait of an operation that reaches the ledger (wait.go); the
+	// zero value is the default.
+	Policy Policy
+	// Waiting, when set, hears of each wait an operation reports (Wait:
+	// after Policy.Report with no answer, then every four Reports), from a
+	// goroutine of its own: it must be safe for concurrent use and not
+	// block. Nil: the waits are logged (Logger, warn).
+	Waiting func(Wait)
 
 	local bool // OpenLocal: no ledger
 }
@@ -109,6 +118,8 @@ type Host struct {
 	// hwm is the last HWM this Host read or persisted, for readers on other
 	// goroutines (heartbeats), which must not touch db.
 	hwm atomic.Uint64
+	// op is the running operation's watched ports (watching; nil: none).
+	op *ports
 }
 
 // HWM returns the last high-water mark this Host read from its state or
@@ -350,7 +361,7 @@ func (s dbStorage) Files(prefix string, fn func(string, projector.File) bool) er
 
 // load builds the core from the persisted state and binds it to the log's lineage.
 func (h *Host) load(ctx context.Context, lazy bool) (*session, error) {
-	info, err := h.cfg.Log.Info(ctx)
+	info, err := h.logPort().Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read ledger info: %w", err)
 	}
@@ -398,7 +409,7 @@ func (h *Host) loadLocal(lazy bool) (*session, error) {
 
 // checkLineage compares the persisted lineage with the log's without loading the state.
 func (h *Host) checkLineage(ctx context.Context) (ledger.Info, string, ledger.Seq, error) {
-	info, err := h.cfg.Log.Info(ctx)
+	info, err := h.logPort().Info(ctx)
 	if err != nil {
 		return info, "", 0, fmt.Errorf("read ledger info: %w", err)
 	}

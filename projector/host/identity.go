@@ -106,9 +106,9 @@ func (h *Host) checkCommit(ctx context.Context, c statedb.Commit, head, hwm ledg
 	if head < c.Seq {
 		return &ForkError{Seq: c.Seq, Want: c.ID, Head: head, HWM: hwm}
 	}
-	got, err := h.cfg.Log.CommitAt(ctx, c.Seq)
+	got, err := h.logPort().CommitAt(ctx, c.Seq)
 	if errors.Is(err, ledger.ErrNotFound) {
-		b, berr := h.cfg.Log.Bounds(ctx)
+		b, berr := h.logPort().Bounds(ctx)
 		if berr != nil {
 			return fmt.Errorf("read the log's bounds: %w", berr)
 		}
@@ -166,7 +166,7 @@ func (h *Host) checkSkipped(ctx context.Context, c statedb.Commit, head, hwm led
 		return nil
 	}
 	var fork *ForkError
-	err := h.cfg.Log.Read(ctx, c.Seq+1, hwm, func(r ledger.Record) error {
+	err := h.logPort().Read(ctx, c.Seq+1, hwm, func(r ledger.Record) error {
 		if r.Skip == nil {
 			fork = &ForkError{Seq: r.Seq, Got: r.Event.Commit, Head: head, HWM: hwm, Skipped: true}
 			return errStop
@@ -229,7 +229,7 @@ func (h *Host) checkHead(ctx context.Context, top statedb.Commit, head ledger.Se
 // leaves it unknown until the HWM moves.
 func (h *Host) adoptHWMCommit(ctx context.Context, hwm ledger.Seq) error {
 	var rec *ledger.Record
-	err := h.cfg.Log.Read(ctx, hwm, hwm, func(r ledger.Record) error {
+	err := h.logPort().Read(ctx, hwm, hwm, func(r ledger.Record) error {
 		rec = &r
 		return nil
 	})

@@ -73,10 +73,10 @@ func (h *Host) noSpace(ctx context.Context, err error, from, to ledger.Seq, lazy
 // of swamp's raw data) left out.
 func (h *Host) pullNeed(ctx context.Context, from, to ledger.Seq, lazy bool) (int64, int, error) {
 	last := map[string]int64{}
-	err := h.cfg.Log.Read(ctx, from, to, func(rec ledger.Record) error {
+	err := h.logPort().Read(ctx, from, to, func(rec ledger.Record) error {
 		es := rec.Event.Entries
 		if !rec.Event.Manifest.IsZero() && len(es) == 0 {
-			b, err := ledger.ReadBlob(ctx, h.cfg.Blobs, rec.Event.Manifest)
+			b, err := ledger.ReadBlob(ctx, h.blobsPort(), rec.Event.Manifest)
 			if err != nil {
 				return fmt.Errorf("read manifest of seq %d: %w", rec.Seq, err)
 			}

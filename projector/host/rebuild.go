@@ -69,7 +69,7 @@ func (h *Host) snapshots() *ledger.Bucket {
 	if h.cfg.Blobs == nil { // OpenLocal
 		return nil
 	}
-	return h.cfg.Blobs
+	return h.blobsPort()
 }
 
 // newestSnapshot returns the seq of the newest snapshot listed (0 if none, or

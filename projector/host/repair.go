@@ -55,7 +55,7 @@ func (h *Host) repair(ctx context.Context, path string) (bool, error) {
 	if fi.Size != row.Size || fi.Mode != row.Mode || !fi.ModTime.Equal(row.MTime) {
 		return false, nil
 	}
-	rc, err := h.cfg.Blobs.Get(ctx, row.Digest)
+	rc, err := h.blobsPort().Get(ctx, row.Digest)
 	if err != nil {
 		return false, fmt.Errorf("repair %s: %w", path, err)
 	}

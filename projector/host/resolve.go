@@ -213,7 +213,7 @@ func (h *Host) Resolve(ctx context.Context, opt ResolveOptions) (ResolveResult, 
 
 // restoreIndexed writes the indexed version f at path, durably.
 func (h *Host) restoreIndexed(ctx context.Context, path string, f projector.File) error {
-	rc, err := h.cfg.Blobs.Get(ctx, f.SHA256)
+	rc, err := h.blobsPort().Get(ctx, f.SHA256)
 	if err != nil {
 		return err
 	}

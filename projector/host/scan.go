@@ -16,6 +16,7 @@ import (
 
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/cachefs"
+	"github.com/syncledger/syncledger/projector/ignore"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
 
@@ -92,92 +93,151 @@ type candidate struct {
 // scan holds: past it, the scan stops hashing and only counts each
 // partition's changes (scanned.over), for Commit to publish them a bounded
 // group at a time.
+//
+// The scan is in four parts, each a scanner method: the walk (walk, visit),
+// the hashing beside it (hashers), the deletions (deleted, and walkTrack or
+// the rows under changed) and what it found (result).
 func (h *Host) scan(s *session, parts partitions, changed []string, put stage, bound scanBound) (scanned, error) {
-	hold := bound.hold
-	out := scanned{infos: map[string]cachefs.FileInfo{}, unsynced: map[string]bool{}}
-	var mu sync.Mutex // guards out.unsynced against hashOne's goroutines
-	notSynced := func(path string, reason any) {
-		h.log.Warn("not synced", "path", path, "reason", reason)
-		mu.Lock()
-		out.unsynced[strings.TrimSuffix(path, "/")] = true
-		mu.Unlock()
-	}
-	ign, err := h.dir.Ignore()
+	sc, err := h.newScanner(s, parts, changed, put, bound)
 	if err != nil {
-		return out, err
+		return sc.out, err
+	}
+	if err := sc.walk(); err != nil {
+		return sc.out, fmt.Errorf("scan cache: %w", err)
+	}
+	return sc.result()
+}
+
+// scanner is one scan's state (scan).
+type scanner struct {
+	h       *Host
+	s       *session
+	parts   partitions
+	changed []string // nil: the whole cache
+	put     stage
+	hold    int // scanBound.hold while the walk runs; 0 after it
+	ign     *ignore.Matcher
+
+	out   scanned
+	mu    sync.Mutex   // guards out.unsynced against the hashers
+	cands []*candidate // the files the index does not vouch for, in walk order
+	early []*candidate // with out.over: the ones hashed before it
+	gone  []string     // indexed paths the scan covers and did not see
+	// Deletions: a walk's come from trk, a scan of changed's from the paths
+	// it saw (seen) and the rows under changed; neither with noDeletions.
+	seen map[string]bool
+	trk  *walkTrack
+}
+
+func (h *Host) newScanner(s *session, parts partitions, changed []string, put stage, bound scanBound) (*scanner, error) {
+	sc := &scanner{h: h, s: s, parts: parts, changed: changed, put: put, hold: bound.hold,
+		out: scanned{infos: map[string]cachefs.FileInfo{}, unsynced: map[string]bool{}}}
+	var err error
+	if sc.ign, err = h.dir.Ignore(); err != nil {
+		return sc, err
 	}
 	if slices.ContainsFunc(changed, func(c string) bool { c = strings.Trim(c, "/"); return c == "" || c == "." }) {
-		changed = nil // the whole cache
+		sc.changed = nil // the whole cache
 	}
-	var cands []*candidate
-	var early []*candidate // with out.over: the ones hashed before it
-	var gone []string      // indexed paths the scan covers and did not see
-	// overflow: past hold, what is held becomes counts.
-	overflow := func() {
-		if hold <= 0 || out.over != nil || len(cands)+len(gone) <= hold {
-			return
-		}
-		out.over, out.overDeleted = map[string]int{}, map[string]bool{}
-		for _, c := range cands {
-			out.over[ledger.PartitionKey(c.rel)]++
-		}
-		for _, p := range gone {
-			out.over[ledger.PartitionKey(p)]++
-			out.overDeleted[ledger.PartitionKey(p)] = true
-		}
-		early, cands, gone = cands, nil, nil
-	}
-	// deleted takes an indexed path the scan covers and did not see. A lazy
-	// file's, an ignored or not synced path's, an interrupted apply's removal
-	// are not deletions.
-	deleted := func(p string, row statedb.Entry) {
-		if j, jok := s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
-			return // removed by an interrupted apply, not by this host's user
-		}
-		part := ledger.PartitionKey(p)
-		if row.Lazy || !parts.keep(part) || ign.Ignored(p) {
-			return
-		}
-		mu.Lock()
-		unsynced := cachefs.Unsynced(out.unsynced, p)
-		mu.Unlock()
-		switch {
-		case unsynced:
-		case out.over != nil:
-			out.over[part]++
-			out.overDeleted[part] = true
-		default:
-			gone = append(gone, p)
-			overflow()
-		}
-	}
-	walk := func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
-		return h.dir.ScanWith(ign, parts.enter(), fn, skip)
-	}
-	// Deletions: a walk's come from walkTrack, a scan of changed's from the
-	// paths it saw (seen) and the rows under changed; none with noDeletions.
-	var seen map[string]bool
-	var trk *walkTrack
 	switch {
 	case bound.noDeletions:
-	case changed == nil:
-		trk = &walkTrack{rows: h.rows, enter: parts.enter(), unseen: deleted}
+	case sc.changed == nil:
+		sc.trk = &walkTrack{rows: h.rows, enter: parts.enter(), unseen: sc.deleted}
 	default:
-		seen = map[string]bool{}
+		sc.seen = map[string]bool{}
 	}
-	if changed != nil {
-		walk = func(fn func(string, cachefs.FileInfo) error, skip func(cachefs.Skipped)) error {
-			return h.dir.ScanPaths(ign, changed, fn, skip)
-		}
+	return sc, nil
+}
+
+// notSynced warns of a path the scan cannot take: nothing at or below it is
+// a change.
+func (sc *scanner) notSynced(path string, reason any) {
+	sc.h.log.Warn("not synced", "path", path, "reason", reason)
+	sc.mu.Lock()
+	sc.out.unsynced[strings.TrimSuffix(path, "/")] = true
+	sc.mu.Unlock()
+}
+
+// overflow turns what the scan holds into counts once it holds more than
+// its hold.
+func (sc *scanner) overflow() {
+	if sc.hold <= 0 || sc.out.over != nil || len(sc.cands)+len(sc.gone) <= sc.hold {
+		return
 	}
-	// The files the index does not vouch for are hashed (and staged) while the
-	// walk goes on, by h.cfg.Parallel workers (a goroutine a file grew a new
-	// stack for each: hashing and storing are deep calls). After an error a
-	// worker only drains.
-	st := h.dir.NewStater()
-	work := make(chan *candidate, h.cfg.Parallel)
+	sc.out.over, sc.out.overDeleted = map[string]int{}, map[string]bool{}
+	for _, c := range sc.cands {
+		sc.out.over[ledger.PartitionKey(c.rel)]++
+	}
+	for _, p := range sc.gone {
+		sc.out.over[ledger.PartitionKey(p)]++
+		sc.out.overDeleted[ledger.PartitionKey(p)] = true
+	}
+	sc.early, sc.cands, sc.gone = sc.cands, nil, nil
+}
+
+// deleted takes an indexed path the scan covers and did not see. A lazy
+// file's, an ignored or not synced path's, an interrupted apply's removal
+// are not deletions.
+func (sc *scanner) deleted(p string, row statedb.Entry) {
+	if j, jok := sc.s.journal[p]; jok && j.Matches(false, ledger.Digest{}) {
+		return // removed by an interrupted apply, not by this host's user
+	}
+	part := ledger.PartitionKey(p)
+	if row.Lazy || !sc.parts.keep(part) || sc.ign.Ignored(p) {
+		return
+	}
+	sc.mu.Lock()
+	unsynced := cachefs.Unsynced(sc.out.unsynced, p)
+	sc.mu.Unlock()
+	switch {
+	case unsynced:
+	case sc.out.over != nil:
+		sc.out.over[part]++
+		sc.out.overDeleted[part] = true
+	default:
+		sc.gone = append(sc.gone, p)
+		sc.overflow()
+	}
+}
+
+// walk walks the cache (or the paths of changed), handing the files the
+// index does not vouch for to the hashers as it goes, then finds the
+// deletions.
+func (sc *scanner) walk() error {
+	st := sc.h.dir.NewStater()
+	work := make(chan *candidate, sc.h.cfg.Parallel)
+	g := sc.hashers(st, work)
+	visit := func(rel string, fi cachefs.FileInfo) error { return sc.visit(st, work, rel, fi) }
+	var err error
+	if sc.changed != nil {
+		err = sc.h.dir.ScanPaths(sc.ign, sc.changed, visit, sc.skipped)
+	} else {
+		err = sc.h.dir.ScanWith(sc.ign, sc.parts.enter(), visit, sc.skipped)
+	}
+	close(work)
+	if err == nil && sc.trk != nil {
+		err = sc.trk.finish()
+	}
+	if gerr := g.Wait(); err == nil {
+		err = gerr
+	}
+	if err == nil && sc.seen != nil {
+		err = sc.h.indexed(sc.changed, sc.parts.enter(), func(p string, row statedb.Entry) {
+			if !sc.seen[p] {
+				sc.deleted(p, row)
+			}
+		})
+	}
+	return err
+}
+
+// hashers starts h.cfg.Parallel workers that hash (and stage) the
+// candidates of work while the walk goes on (a goroutine a file grew a new
+// stack for each: hashing and storing are deep calls). After an error a
+// worker only drains.
+func (sc *scanner) hashers(st *cachefs.Stater, work <-chan *candidate) *errgroup.Group {
 	var g errgroup.Group
-	for range h.cfg.Parallel {
+	for range sc.h.cfg.Parallel {
 		g.Go(func() error {
 			var first error
 			for c := range work {
@@ -185,10 +245,10 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, b
 					continue
 				}
 				var err error
-				c.found, err = h.hashOne(s, st, *c, put)
+				c.found, err = sc.h.hashOne(sc.s, st, *c, sc.put)
 				var ue *unreadableError
 				if errors.As(err, &ue) {
-					notSynced(c.rel, ue.err)
+					sc.notSynced(c.rel, ue.err)
 					c.found, err = nil, nil
 				}
 				first = err
@@ -196,72 +256,69 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, b
 			return first
 		})
 	}
-	err = walk(func(rel string, fi cachefs.FileInfo) error {
-		if trk != nil {
-			if err := trk.file(rel); err != nil {
-				return err
-			}
-		}
-		part := ledger.PartitionKey(rel)
-		if !parts.keep(part) {
-			return nil
-		}
-		if err := ledger.CheckPartitionToken(part); err != nil {
-			// No event can carry this partition: leave the file out, never the others.
-			notSynced(rel, err)
-			return nil
-		}
-		if seen != nil {
-			seen[rel] = true
-		}
-		row, ok, err := h.rows.Get(rel)
-		if err != nil {
+	return &g
+}
+
+// visit takes one file the walk found: a file the index vouches for (size,
+// mtime and mode) is left alone, any other is a candidate, hashed by the
+// hashers — or only counted, once the scan holds more than its hold.
+func (sc *scanner) visit(st *cachefs.Stater, work chan<- *candidate, rel string, fi cachefs.FileInfo) error {
+	if sc.trk != nil {
+		if err := sc.trk.file(rel); err != nil {
 			return err
 		}
-		if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
-			return nil
-		}
-		if out.over != nil {
-			out.over[part]++ // counted: the commit of its group hashes it
-			return nil
-		}
-		c := &candidate{rel: rel, fi: fi, row: row, ok: ok}
-		cands = append(cands, c)
-		overflow()
-		st.Walked(rel)
-		work <- c
+	}
+	part := ledger.PartitionKey(rel)
+	if !sc.parts.keep(part) {
 		return nil
-	}, func(sk cachefs.Skipped) {
-		if sk.Ignored {
-			out.ignored = append(out.ignored, sk.Path)
-			return
-		}
-		notSynced(sk.Path, sk.Reason)
-	})
-	close(work)
-	if err == nil && trk != nil {
-		err = trk.finish()
 	}
-	if gerr := g.Wait(); err == nil {
-		err = gerr
+	if err := ledger.CheckPartitionToken(part); err != nil {
+		// No event can carry this partition: leave the file out, never the others.
+		sc.notSynced(rel, err)
+		return nil
 	}
-	if err == nil && seen != nil {
-		err = h.indexed(changed, parts.enter(), func(p string, row statedb.Entry) {
-			if !seen[p] {
-				deleted(p, row)
-			}
-		})
+	if sc.seen != nil {
+		sc.seen[rel] = true
 	}
+	row, ok, err := sc.h.rows.Get(rel)
 	if err != nil {
-		return out, fmt.Errorf("scan cache: %w", err)
+		return err
 	}
-	hold = 0 // what the walk held it holds: the files removed since are few
-	for _, c := range cands {
+	if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
+		return nil
+	}
+	if sc.out.over != nil {
+		sc.out.over[part]++ // counted: the commit of its group hashes it
+		return nil
+	}
+	c := &candidate{rel: rel, fi: fi, row: row, ok: ok}
+	sc.cands = append(sc.cands, c)
+	sc.overflow()
+	st.Walked(rel)
+	work <- c
+	return nil
+}
+
+// skipped takes a path the walk did not enter: ignored, or not synced.
+func (sc *scanner) skipped(sk cachefs.Skipped) {
+	if sk.Ignored {
+		sc.out.ignored = append(sc.out.ignored, sk.Path)
+		return
+	}
+	sc.notSynced(sk.Path, sk.Reason)
+}
+
+// result turns what the walk and the hashers found into the scan's changes,
+// sorted by path (or, past the hold, the counts and what was staged).
+func (sc *scanner) result() (scanned, error) {
+	sc.hold = 0 // what the walk held it holds: the files removed since are few
+	out := &sc.out
+	for _, c := range sc.cands {
 		switch e := c.found; {
 		case e == nil:
 		case e.Path == "": // removed while we walked
 			if c.ok {
-				deleted(c.rel, c.row)
+				sc.deleted(c.rel, c.row)
 			}
 		default:
 			fi := c.fi
@@ -271,29 +328,29 @@ func (h *Host) scan(s *session, parts partitions, changed []string, put stage, b
 		}
 	}
 	if out.over != nil {
-		if put != nil {
+		if sc.put != nil {
 			out.staged = map[ledger.Digest]bool{}
-			for _, c := range early {
+			for _, c := range sc.early {
 				if e := c.found; e != nil && e.Path != "" {
 					out.staged[e.SHA256] = true
 				}
 			}
 		}
-		return out, nil
+		return *out, nil
 	}
 	// A shadowed file absent from the cache is not a deletion: a directory of
 	// its name holds other paths (projector.OpShadow).
-	for _, p := range gone {
-		shadowed, err := s.core.Shadowed(p)
+	for _, p := range sc.gone {
+		shadowed, err := sc.s.core.Shadowed(p)
 		if err != nil {
-			return out, fmt.Errorf("scan cache: %w", err)
+			return *out, fmt.Errorf("scan cache: %w", err)
 		}
 		if !shadowed {
 			out.changes = append(out.changes, ledger.Entry{Path: p, Deleted: true})
 		}
 	}
 	sort.Slice(out.changes, func(i, j int) bool { return out.changes[i].Path < out.changes[j].Path })
-	return out, nil
+	return *out, nil
 }
 
 // walkTrack finds the deletions of a walk of the cache without a set of every

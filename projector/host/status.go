@@ -65,7 +65,12 @@ type Status struct {
 
 // Status reports the HWM against the log's head, the marks, and the uncommitted
 // local changes.
-func (h *Host) Status(ctx context.Context) (Status, error) {
+func (h *Host) Status(ctx context.Context) (_ Status, err error) {
+	if !h.cfg.local {
+		var done func(error) error
+		ctx, done = h.watching(ctx, "status")
+		defer func() { err = done(err) }()
+	}
 	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return Status{}, aerr
@@ -78,7 +83,7 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	b, err := h.cfg.Log.Bounds(ctx)
+	b, err := h.logPort().Bounds(ctx)
 	if err != nil {
 		return Status{}, fmt.Errorf("read log bounds: %w", err)
 	}
@@ -111,7 +116,7 @@ func (h *Host) Status(ctx context.Context) (Status, error) {
 	}
 	out.Snapshot = h.newestSnapshot(ctx, s.info.UUID) // rebuild.go
 	out.Quarantined = []ledger.Seq{}
-	qs, err := h.cfg.Log.Quarantines(ctx)
+	qs, err := h.logPort().Quarantines(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -260,7 +265,9 @@ func (h *Host) verify(ctx context.Context) (VerifyResult, error) {
 
 // Fetch hydrates lazy files (content on demand). Paths not in the index fail with
 // ledger.ErrNotFound; paths already present are left alone.
-func (h *Host) Fetch(ctx context.Context, paths []string) (SyncResult, error) {
+func (h *Host) Fetch(ctx context.Context, paths []string) (_ SyncResult, err error) {
+	ctx, done := h.watching(ctx, "fetch")
+	defer func() { err = done(err) }()
 	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return SyncResult{}, aerr
@@ -280,7 +287,7 @@ func (h *Host) Fetch(ctx context.Context, paths []string) (SyncResult, error) {
 	var gone *ContentGoneError
 	if errors.As(err, &gone) {
 		gone.Paths, gone.HWM = paths, res.HWM // the way out fetches what was asked
-		if gone.Head, err = h.cfg.Log.LastSeq(ctx); err != nil {
+		if gone.Head, err = h.logPort().LastSeq(ctx); err != nil {
 			return res, fmt.Errorf("%w (and reading the log's last seq: %w)", gone, err)
 		}
 		return res, gone

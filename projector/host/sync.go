@@ -81,7 +81,9 @@ var errStop = errors.New("stop")
 
 // Sync brings the cache up to date with the log (full) or with some partitions
 // (scoped).
-func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
+func (h *Host) Sync(ctx context.Context, opt SyncOptions) (_ SyncResult, err error) {
+	ctx, done := h.watching(ctx, "sync")
+	defer func() { err = done(err) }()
 	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return SyncResult{}, aerr
@@ -97,7 +99,7 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	}
 	var source *ledger.Head
 	if opt.Fresh {
-		oh, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
+		oh, err := h.logPort().Head(ctx, ledger.HeadRequest{Origin: true})
 		if err != nil {
 			return SyncResult{}, fmt.Errorf("read the origin's head: %w", err)
 		}
@@ -126,14 +128,14 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (SyncResult, error) {
 	if source != nil {
 		hd = *source // the origin's own answer: nothing is fresher
 	} else {
-		hd, err = h.cfg.Log.Head(ctx, ledger.HeadRequest{})
+		hd, err = h.logPort().Head(ctx, ledger.HeadRequest{})
 	}
 	if err == nil && hd.Seq < hwm && source == nil {
 		// The answer may predate commits another process applied to this
 		// cache since (a log answers its first head from its opening), or
 		// be a mirror's that lags this cache's own commits: only the
 		// origin's answer below the HWM is a rewound log.
-		hd, err = h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
+		hd, err = h.logPort().Head(ctx, ledger.HeadRequest{Origin: true})
 	}
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("read last seq: %w", err)
@@ -222,7 +224,7 @@ func (r *run) resolve(ctx context.Context, rec *ledger.Record) error {
 	if rec.Event.Manifest.IsZero() || len(rec.Event.Entries) > 0 {
 		return nil
 	}
-	b, err := ledger.ReadBlob(ctx, r.h.cfg.Blobs, rec.Event.Manifest)
+	b, err := ledger.ReadBlob(ctx, r.h.blobsPort(), rec.Event.Manifest)
 	if err != nil {
 		return fmt.Errorf("read manifest of seq %d: %w", rec.Seq, err)
 	}
@@ -305,7 +307,7 @@ func recordError(seq ledger.Seq, err error) error {
 // fillGap reads the partition's missing events by subject and stages them scoped.
 func (r *run) fillGap(ctx context.Context, gap *projector.GapError) error {
 	r.h.log.Info("filling gap", "partition", gap.Partition, "from", gap.From, "to", gap.To)
-	err := r.h.cfg.Log.ReadPartition(ctx, gap.Partition, gap.From, func(rec ledger.Record) error {
+	err := r.h.logPort().ReadPartition(ctx, gap.Partition, gap.From, func(rec ledger.Record) error {
 		if rec.Seq >= gap.Seq {
 			return errStop
 		}
@@ -319,7 +321,7 @@ func (r *run) fillGap(ctx context.Context, gap *projector.GapError) error {
 
 func (h *Host) readFull(ctx context.Context, s *session, from, to ledger.Seq, res *SyncResult, progress func(SyncResult)) error {
 	r := &run{h: h, s: s, res: res, progress: progress}
-	err := h.cfg.Log.Read(ctx, from, to, func(rec ledger.Record) error { return r.offer(ctx, projector.Full, rec) })
+	err := h.logPort().Read(ctx, from, to, func(rec ledger.Record) error { return r.offer(ctx, projector.Full, rec) })
 	if err == nil {
 		err = r.flush(ctx)
 	} else if ferr := r.flush(ctx); ferr != nil { // keep what was read before the error
@@ -382,7 +384,7 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 			// The partition's last seq and the commit there: a partition
 			// at its mark is checked in this one request.
 			var tip string
-			if lasts[i], tip, err = h.cfg.Log.PartitionTip(ctx, p); err != nil {
+			if lasts[i], tip, err = h.logPort().PartitionTip(ctx, p); err != nil {
 				return fmt.Errorf("read last seq of partition %q: %w", p, err)
 			}
 			switch {
@@ -390,7 +392,7 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 			case lasts[i] == marks[i].Seq:
 				got[i] = tip
 			default: // something to read: the commit at the mark, asked
-				got[i], err = h.cfg.Log.CommitAt(ctx, marks[i].Seq)
+				got[i], err = h.logPort().CommitAt(ctx, marks[i].Seq)
 				if errors.Is(err, ledger.ErrNotFound) {
 					return nil // dropped by retention: the read finds the gap
 				}
@@ -417,14 +419,14 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 			// A log read from a mirror may lag this cache's own commits:
 			// only the origin's answer below the mark is a rewound log. The
 			// origin's head makes the log read at least up to it.
-			oh, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
+			oh, err := h.logPort().Head(ctx, ledger.HeadRequest{Origin: true})
 			if err != nil {
 				return res, fmt.Errorf("read the origin's head: %w", err)
 			}
 			res.Source = &oh
 		}
 		var tip string
-		if lasts[i], tip, err = h.cfg.Log.PartitionTip(ctx, p); err != nil {
+		if lasts[i], tip, err = h.logPort().PartitionTip(ctx, p); err != nil {
 			return res, fmt.Errorf("read last seq of partition %q: %w", p, err)
 		}
 		if lasts[i] == marks[i].Seq {
@@ -467,7 +469,7 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 		if err != nil {
 			return res, err
 		}
-		if err := h.cfg.Log.ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
+		if err := h.logPort().ReadPartition(ctx, p, mk.Seq+1, func(rec ledger.Record) error {
 			return r.offer(ctx, projector.Scoped, rec)
 		}); err != nil {
 			_ = r.flush(ctx)

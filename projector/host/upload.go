@@ -68,7 +68,9 @@ type PrepareResult struct {
 // short step a caller runs under a global lock (swamp's commitPush).
 //
 // changed is CommitOptions.Changed: nil scans the whole cache.
-func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (PrepareResult, error) {
+func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (_ PrepareResult, err error) {
+	ctx, done := h.watching(ctx, "prepare")
+	defer func() { err = done(err) }()
 	release, aerr := h.acquire(ctx)
 	if aerr != nil {
 		return PrepareResult{}, aerr
@@ -78,7 +80,7 @@ func (h *Host) Prepare(ctx context.Context, partitions, changed []string) (Prepa
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	b := h.cfg.Blobs.Batch()
+	b := h.blobsPort().Batch()
 	sc, err := h.scan(s, partitionFilter(partitions), changed, prepareStage(ctx, b), scanBound{})
 	if err == nil {
 		err = b.Flush(ctx) // what Stored names is durable

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -150,6 +151,12 @@ type Agent struct {
 	hintLast  []string      // the last hint's paths, not written yet when it came
 	hintDone  chan struct{} // closed once the work of the hints before it is done (nil: none)
 	hintSince time.Time     // a hint's work leaves out files older than this
+	// hintCtx is the hints' work's context (nil: none yet), ended by
+	// hintStop when a publish will not wait for it (hinted); hintHeard is
+	// when that work last moved (unix ns): a file hashed, content read.
+	hintCtx   context.Context
+	hintStop  context.CancelFunc
+	hintHeard atomic.Int64
 	baseDone  chan struct{} // closed once the scan after the last pull is done (nil: none)
 
 	// Under hostMu: the agent's own dirty set (nil: none), and the scan
@@ -441,6 +448,7 @@ func (a *Agent) describe(err error) *Failure {
 		ne   *NamespaceError
 		full *ledger.ServerFullError
 		ns   *host.NoSpaceError
+		we   *host.WaitError
 	)
 	switch {
 	case errors.As(err, &pe) && pe.Extension > Protocol:
@@ -482,6 +490,9 @@ func (a *Agent) describe(err error) *Failure {
 		return &Failure{Kind: "error", Message: fmt.Sprintf("syncledger: %v: free space on this host's disk, then run swamp again (what was pulled is kept)", err)}
 	case errors.Is(err, ledger.ErrNotFound):
 		return &Failure{Kind: "no-ledger", Message: fmt.Sprintf("syncledger: %v (create the ledger with '%s', or fix \"ledger\" in the datastore config of .swamp.yaml)", err, a.cfg.WaysOut.Init())}
+	case errors.As(err, &we):
+		return &Failure{Kind: "unreachable", Message: fmt.Sprintf("syncledger: %v: %s, for the next swamp command (or 'swamp datastore sync'); "+
+			"see that %s is up and reachable from this host (a network cut, a proxy or an endpoint that hangs)", err, we.Left(), we.Server())}
 	case errors.Is(err, ledger.ErrUnreachable):
 		return &Failure{Kind: "unreachable", Message: "syncledger: cannot reach NATS: " + err.Error() + " (the server is \"nats\" in the datastore config of .swamp.yaml)"}
 	}

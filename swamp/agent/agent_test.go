@@ -444,6 +444,10 @@ func TestDescribe(t *testing.T) {
 			"syncledger: swamp's lock data/t/m/.lock was lost: bob@desk (pid 7) on host b at 2026-12-03T20:00:00Z took it after this host held it " +
 				"past its TTL without renewing it (a suspended or stopped machine, a network cut), so that host may have run the same model meanwhile; " +
 				"nothing of this command was published (lock lost)"},
+		{&host.WaitError{Wait: host.Wait{Op: "commit", On: "blobs", What: "to store content", For: time.Minute, Limit: time.Minute}, Err: context.Canceled}, "unreachable",
+			"syncledger: commit: gave up after waiting 1m0s for the blob store to store content: context canceled: nothing more was published: " +
+				"the changes not published stay uncommitted in the cache, for the next swamp command (or 'swamp datastore sync'); " +
+				"see that the blob store is up and reachable from this host (a network cut, a proxy or an endpoint that hangs)"},
 		// The words alone do not make a server unreachable.
 		{errors.New("connection refused"), "error", "syncledger: connection refused"},
 	} {

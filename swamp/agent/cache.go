@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -25,7 +26,9 @@ import (
 // swamp carries on, so that the push finds that work done. Nothing is
 // published or recorded from a hint: the push still scans the cache, uploads
 // what is not stored and fsyncs every file it commits (an fsync of a file
-// already synced costs little).
+// already synced costs little). A hint's uploads are bounded as the push's
+// are (host.Host.PushBlobs), and a push waits for them only while they move
+// (hinted): a store that never answers is met by the push, said and bounded.
 //
 // The agent keeps a dirty set of the cache as `syncledger watch` does
 // (package dirty, inotify), for itself: after each pull it scans the cache
@@ -142,12 +145,17 @@ func (a *Agent) hint(ctx context.Context, next []string) {
 	}
 	prev, done := a.hintDone, make(chan struct{})
 	a.hintDone = done
+	if a.hintCtx == nil {
+		a.hintCtx, a.hintStop = context.WithCancel(ctx)
+	}
+	ctx = a.hintCtx
 	a.hintMu.Unlock()
 	go func() {
 		defer close(done)
 		if prev != nil {
 			<-prev // one hint at a time, in order
 		}
+		a.hintMoved()
 		if a.lockHost(ctx) != nil {
 			return
 		}
@@ -172,11 +180,19 @@ func (a *Agent) hint(ctx context.Context, next []string) {
 			}
 			return nil
 		}, func(cachefs.Skipped) {})
-		var g errgroup.Group
+		// Under the push's bound (host.PushBlobs), one attempt each (a
+		// retry's reading of the content again is no sign of the store), and
+		// no more puts once one failed: the push meets the store's failure,
+		// retried, said and bounded.
+		p := h.PushBlobs(blobs).Retry()
+		p.Attempts = 1
+		blobs = blobs.WithRetry(p)
+		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(8)
 		for _, rel := range files {
 			g.Go(func() error {
 				d, n, err := dir.Hash(rel)
+				a.hintMoved()
 				if err != nil {
 					return nil
 				}
@@ -185,8 +201,8 @@ func (a *Agent) hint(ctx context.Context, next []string) {
 					return nil
 				}
 				defer f.Close()
-				_ = blobs.Put(ctx, d, f, n) // verified: a file rewritten meanwhile fails
-				return nil
+				// verified: a file rewritten meanwhile fails
+				return blobs.Put(gctx, d, movedReader{f, a}, n)
 			})
 		}
 		_ = g.Wait()
@@ -195,16 +211,63 @@ func (a *Agent) hint(ctx context.Context, next []string) {
 }
 
 // hinted waits until the work of the hints so far is done, and drops the last
-// one (its write is the push's to find).
+// one (its write is the push's to find). Work that has not moved for
+// hintIdle (a blob store that takes none of its content: the push will meet
+// it, said and bounded) is stopped rather than waited for, silently.
 func (a *Agent) hinted() {
 	a.hintMu.Lock()
 	last := a.hintDone
 	a.hintLast = nil
 	a.hintMu.Unlock()
-	if last != nil {
-		<-last
+	if last == nil {
+		return
+	}
+	t := time.NewTicker(hintIdle / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-last:
+			return
+		case <-t.C:
+			if time.Since(time.Unix(0, a.hintHeard.Load())) < hintIdle {
+				continue
+			}
+			a.hintMu.Lock()
+			stop := a.hintStop
+			a.hintCtx, a.hintStop = nil, nil
+			a.hintMu.Unlock()
+			if stop != nil {
+				stop()
+			}
+			<-last
+			return
+		}
 	}
 }
+
+// hintIdle is how long hints' work that does not move is waited for: the
+// host's report time (host.DefaultReport), after which a push's own wait
+// would be said.
+const hintIdle = host.DefaultReport
+
+// hintMoved notes that the hints' work moved.
+func (a *Agent) hintMoved() { a.hintHeard.Store(time.Now().UnixNano()) }
+
+// movedReader is a hinted file's content: each read (the store taking it)
+// is the hints' work moving.
+type movedReader struct {
+	f *os.File
+	a *Agent
+}
+
+func (r movedReader) Read(p []byte) (int, error) {
+	n, err := r.f.Read(p)
+	r.a.hintMoved()
+	return n, err
+}
+
+// Seek lets a put read the content again for a retry, as from the file.
+func (r movedReader) Seek(off int64, whence int) (int64, error) { return r.f.Seek(off, whence) }
 
 // cacheOp runs fn on the open cache, one cache operation at a time, for a
 // request of the datastore's namespace ns.

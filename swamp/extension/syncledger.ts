@@ -340,6 +340,11 @@ export class Agent {
     this.readLines(this.child.stdout, (line) => this.answer(line));
     this.readLines(this.child.stderr, (line) => {
       this.stderr = (this.stderr + line + "\n").slice(-4000);
+      // A wait of the agent's (the ledger's server or the blob store not
+      // answering: "syncledger: commit: waiting for …") is swamp's user's to
+      // see while it lasts, on swamp's stderr.
+      const wait = line.match(/^syncledger: ([a-z]+: waiting for .*)$/);
+      if (wait) console.error(`${TYPE}: ${wait[1]}`);
     });
     this.child.status.then((st) => {
       this.dead = failure(

@@ -176,6 +176,31 @@ Deno.test("a push refused for a lock lost says so at swamp's exit, and what the 
     out.includes("pulls the other host's run and publishes this one after it") && !out.includes("once the ledger answers"), out);
 });
 
+Deno.test("what the agent waits for is printed on swamp's stderr while it waits", opts, async () => {
+  const f = fake("ok");
+  const p = provider(f.bin);
+  const sync = p.createSyncService("/repo", "/cache");
+  await sync.markDirty({ relPath: "wait" });
+  const printed: string[] = [];
+  const print = console.error;
+  console.error = (...args: unknown[]) => printed.push(args.join(" "));
+  try {
+    const e = await rejects(sync.pushChanged(), "gave up after waiting 1m0s") as Error & { kind: string };
+    assert(e.kind === "unreachable", JSON.stringify(e));
+    // The note and the answer come on two pipes: the note may be read after.
+    const want = "@syncledger/datastore: commit: waiting for the blob store (s3://b/x) to store content: no answer for 3s; giving up after 1m0s";
+    for (let i = 0; i < 100 && !printed.includes(want); i++) await new Promise((r) => setTimeout(r, 20));
+    assert(printed.includes(want), `printed ${JSON.stringify(printed)}, want ${JSON.stringify(want)}`);
+    p.agent.finish(); // swamp's exit: the changes not published, said so
+  } finally {
+    console.error = print;
+  }
+  const code = Deno.exitCode;
+  Deno.exitCode = 0;
+  const out = printed.join("\n");
+  assert(code === 1 && out.includes("not published to the ledger: syncledger: commit: gave up after waiting"), out);
+});
+
 Deno.test("a missing binary says where and what to run, at the first call", opts, async () => {
   const sync = provider("/nonexistent/syncledger").createSyncService("/repo", "/cache"); // no throw here
   await rejects(sync.pullChanged(), "/nonexistent/syncledger is not found");

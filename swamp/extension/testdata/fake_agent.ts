@@ -1,8 +1,9 @@
 // A stand-in for `syncledger swamp agent` in the extension's unit tests. It
 // appends every request to $FAKE_LOG and answers by $FAKE_MODE:
 //   ok   hello → version; pull → 3 files; lock.acquire → after 300 ms;
-//        push → an error for hints ["conflict"] or ["lock-lost"], else the
-//        hints count;
+//        push → an error for hints ["conflict"] or ["lock-lost"]; for
+//        ["wait"], a waiting note on stderr, then an "unreachable" error;
+//        else the hints count;
 //        cp.put/cp.get → an in-memory store; hint → no answer
 //   die  writes "boom" on stderr and exits 3 before answering
 const mode = Deno.env.get("FAKE_MODE") ?? "ok";
@@ -32,6 +33,9 @@ for await (const chunk of Deno.stdin.readable.pipeThrough(new TextDecoderStream(
           out({ id, error: { kind: "conflict", message: "syncledger: another host changed a/b too", paths: ["a/b"] } });
         } else if (req.hints?.includes("lock-lost")) {
           out({ id, error: { kind: "lock-lost", message: "syncledger: swamp's lock data/t/id/.lock was lost: bob@desk took it" } });
+        } else if (req.hints?.includes("wait")) {
+          await Deno.stderr.write(enc.encode("syncledger: commit: waiting for the blob store (s3://b/x) to store content: no answer for 3s; giving up after 1m0s\n"));
+          out({ id, error: { kind: "unreachable", message: "syncledger: commit: gave up after waiting 1m0s for the blob store to store content" } });
         } else out({ id, result: { files: req.hints?.length ?? 0 } });
         break;
       case "hint": break;
