@@ -57,6 +57,13 @@ type simConfig struct {
 	// them, and hosts' own commits carry fences (simfence_test.go). Off in
 	// the histories of a fixed seed, which it would change.
 	fences bool
+
+	// mirror: the hosts of odd index read through a mirror that lags,
+	// stalls, skips and is cut off from the origin (simmirror_test.go).
+	mirror bool
+	// mirrorTrust breaks the shell: a locked sync takes the mirror's word,
+	// without asking the origin for its head first (I11).
+	mirrorTrust bool
 }
 
 type sim struct {
@@ -70,6 +77,7 @@ type sim struct {
 	stats   map[string]int // how often each situation arose
 	checked ledger.Seq     // the log is checked (I6, I7) up to here
 	commits map[string]ledger.Seq
+	m       *simMirror // simConfig.mirror
 }
 
 type simHost struct {
@@ -261,6 +269,9 @@ func newSim(cfg simConfig) *sim {
 		h.seen = h.disk.Clone()
 		s.hosts = append(s.hosts, h)
 	}
+	if cfg.mirror {
+		s.m = newSimMirror(s.hosts)
+	}
 	return s
 }
 
@@ -320,6 +331,8 @@ func (s *sim) run() error {
 		h := s.hosts[s.r.IntN(len(s.hosts))]
 		var err error
 		switch x := s.r.IntN(100); {
+		case x < 30 && s.cfg.mirror && s.r.IntN(3) == 0:
+			err = s.mirrorStep()
 		case x < 24 && s.cfg.fences && s.r.IntN(4) == 0:
 			err = s.fenceStep()
 		case x < 24:
@@ -359,6 +372,9 @@ func (s *sim) run() error {
 		}
 	}
 	s.step, s.calm = 0, true
+	if s.m != nil {
+		s.mirrorCalm()
+	}
 	s.logf("final full syncs")
 	for _, h := range s.hosts {
 		if err := s.fullSync(h, false); err != nil {
@@ -462,6 +478,9 @@ func (s *sim) remoteCommit() error {
 }
 
 func (s *sim) restart(h *simHost) error {
+	if s.m != nil {
+		delete(s.m.floor, h.name) // a new process: its log knows nothing of the origin yet
+	}
 	if s.chance(2) {
 		lost := slices.Sorted(maps.Keys(h.unsynced))
 		s.stats["power cut: unsynced cache changes lost"] += h.powerCut()
@@ -793,6 +812,9 @@ func (s *sim) offer(h *simHost, m Mode, recs []ledger.Record, crashes bool) erro
 // messages before its last. A read below the purge rebuilds from the newest
 // snapshot first.
 func (s *sim) fullSync(h *simHost, crashes bool) error {
+	if s.viaMirror(h) {
+		return s.mirrorFullSync(h, crashes)
+	}
 	if err := s.resume(h); err != nil {
 		return err
 	}
@@ -838,6 +860,10 @@ func (s *sim) fullSync(h *simHost, crashes bool) error {
 }
 
 func (s *sim) scopedSync(h *simHost, parts []string, crashes bool) error {
+	if s.viaMirror(h) {
+		_, err := s.mirrorScopedSync(h, parts, crashes, false)
+		return err
+	}
 	if err := s.resume(h); err != nil {
 		return err
 	}
@@ -901,6 +927,12 @@ func (s *sim) upload(h *simHost, content map[ledger.Digest]string) error {
 // retried with the same events (deduplicated), or left unresolved as after a
 // crash.
 func (s *sim) ownCommit(h *simHost) error {
+	if s.viaMirror(h) && s.m.cut {
+		// Writes go to the origin: refused at once, the files kept.
+		s.stats["own commit refused: origin unreachable"]++
+		s.logf("%s: commit refused: the origin is out of reach (reads go on from the mirror)", h.name)
+		return nil
+	}
 	if err := s.resume(h); err != nil {
 		return err
 	}
@@ -1009,6 +1041,9 @@ func (s *sim) ownCommit(h *simHost) error {
 		}
 		if len(fences) > 0 {
 			s.stats["own commit under fences"]++
+		}
+		if s.viaMirror(h) {
+			s.m.raise(h, seqs[len(seqs)-1]) // the writer sees its commit at once
 		}
 		if err := h.core.RecordOwn(evs, seqs, fences...); err != nil {
 			return fmt.Errorf("%s: record own: %w", h.name, err)

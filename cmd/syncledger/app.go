@@ -36,6 +36,7 @@ type app struct {
 
 	// Global flags (after env fallbacks, see resolve).
 	natsURL     string
+	readNATS    string // --read-nats: a nearby server holding a mirror of the ledger ("": read where writing)
 	ledgerName  string
 	cache       string
 	host        string
@@ -129,9 +130,11 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&a.configFile, "config", "", "YAML configuration file (default $XDG_CONFIG_HOME/syncledger/config.yaml, if it exists)")
+	fs.StringVar(&a.readNATS, "read-nats", "", "NATS server URL to read the ledger from: a server near this host holding a mirror of the ledger (syncledger mirror create); commits, locks and admin requests still go to --nats, and what the mirror lacks is read there (default: read from --nats; docs/ops.md, Regions)")
 	fs.DurationVar(&a.wait, "wait", host.DefaultWait, "how long a command that reaches the ledger (commit, sync, status, the swamp agent) waits for an answer from the NATS server or the blob store before it gives up; it says what it waits for after "+host.DefaultReport.String())
 	a.natsAuth.addFlags(a, fs)
 	a.bindEnv(fs, "nats", "SYNCLEDGER_NATS", "NATS_URL")
+	a.bindEnv(fs, "read-nats", "SYNCLEDGER_READ_NATS")
 	a.bindEnv(fs, "ledger", "SYNCLEDGER_LEDGER")
 	a.bindEnv(fs, "cache", "SYNCLEDGER_CACHE")
 	a.bindEnv(fs, "host", "SYNCLEDGER_HOST")
@@ -270,16 +273,23 @@ func (a *app) NATS(ctx context.Context) (*natsjs.Client, error) {
 	if a.res.nats != nil {
 		return a.res.nats, nil
 	}
-	c, err := natsjs.Open(ctx, natsjs.Config{
+	cfg := natsjs.Config{
 		Write:   a.natsAuth.endpoint(dialURL(a.natsURL)),
 		Name:    "syncledger " + a.hostName(),
 		Refused: a.natsRefused,
 		Logger:  a.logger,
-	})
+	}
+	at := a.natsURL
+	if a.readNATS != "" {
+		// The read endpoint is connected to first (the write endpoint in
+		// the background): a connect error is the read endpoint's.
+		cfg.Read, at = a.natsAuth.endpoint(dialURL(a.readNATS)), a.readNATS
+	}
+	c, err := natsjs.Open(ctx, cfg)
 	var ce *natsjs.ConnectError
 	switch {
 	case errors.As(err, &ce):
-		return nil, &unreachableError{fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(a.natsURL), ce.Err, connectHint(ce.Cause))}
+		return nil, &unreachableError{fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(at), ce.Err, connectHint(ce.Cause))}
 	case err != nil:
 		return nil, a.natsAuth.settingError(err)
 	}

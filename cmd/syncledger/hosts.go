@@ -66,10 +66,11 @@ there.`,
 			if err != nil {
 				return err
 			}
-			head, err := l.LastSeq(ctx)
+			hd, err := l.Head(ctx, ledger.HeadRequest{})
 			if err != nil {
 				return err
 			}
+			head := hd.Seq
 			kv, err := a.Heartbeats(ctx)
 			if err != nil {
 				return err
@@ -94,10 +95,11 @@ there.`,
 				return a.printJSON(struct {
 					Ledger  string              `json:"ledger"`
 					Head    ledger.Seq          `json:"head"`
+					Source  ledger.Head         `json:"source"` // where head came from, how stale
 					Hosts   []hostRow           `json:"hosts"`
 					Skipped []badRow            `json:"skipped"`
 					Server  *ledger.ServerState `json:"server,omitempty"`
-				}{a.ledgerName, head, rows, list.Bad, server})
+				}{a.ledgerName, head, hd, rows, list.Bad, server})
 			}
 			if server != nil && server.Full {
 				fmt.Fprintf(a.stdout, "the server's disk is full, every host's writes are refused: %s (%s)\n", server, serverFullNote(*server))
@@ -113,6 +115,10 @@ there.`,
 						now.Sub(r.LastSeen).Round(time.Second), oneLine(r.Command), oneLine(r.Version))
 				}
 				fmt.Fprintf(tw, "(ledger %s head %d)\n", a.ledgerName, head)
+				if !hd.FromOrigin() {
+					// Read through a mirror: BEHIND counts from its head.
+					fmt.Fprintf(tw, "(head from %s)\n", hd.Describe(now))
+				}
 				if err := tw.Flush(); err != nil {
 					return err
 				}

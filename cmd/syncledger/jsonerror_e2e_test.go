@@ -79,6 +79,8 @@ func TestJSONErrorEveryCommand(t *testing.T) {
 		"gc":                   {"gc", "--json"},
 		"hosts":                {"hosts", "--json"},
 		"log":                  {"log", "--json"},
+		"mirror create":        {"--read-nats", "nats://127.0.0.1:1", "mirror", "create", "--json"},
+		"mirror status":        {"--read-nats", "nats://127.0.0.1:1", "mirror", "status", "--json"},
 		"quarantine":           {"quarantine", "7", "--reason", "bad", "--json"},
 		"rebuild":              {"--cache", cache, "rebuild", "--json"},
 		"replay":               {"replay", "--json", "--to", "1", "--into", t.TempDir()},

@@ -131,6 +131,11 @@ func TestJSONEveryCommand(t *testing.T) {
 	}
 	ok("swamp setup", "swamp", "setup", "--repo", repo, "--skip-import", "--cache", t.TempDir(), "--json")
 
+	// The mirror's commands, on two regions (regions_e2e_test.go).
+	rc := newRegionsCLI(t, "jsonmirror")
+	ok("mirror create", append([]string{"--read-nats", rc.r.Mirror.ClientURL(), "--nats", rc.r.Origin.ClientURL(), "--ledger", "jsonmirror"}, "mirror", "create", "--json")...)
+	ok("mirror status", append([]string{"--read-nats", rc.r.Mirror.ClientURL(), "--nats", rc.r.Origin.ClientURL(), "--ledger", "jsonmirror"}, "mirror", "status", "--json")...)
+
 	// Last, as it breaks the first commit's chain for the commands above.
 	decodeJSON(t, "log", strings.SplitAfter(outputs["log"], "\n")[0], &obj)
 	ok("quarantine", "quarantine", string(obj["seq"]), "--reason", "bad", "--force", "--json")

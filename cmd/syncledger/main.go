@@ -36,7 +36,7 @@ var commands = []func(*app) *cobra.Command{
 	newFetchCmd,
 	newSnapshotCmd, newRebuildCmd, newReplayCmd, newGCCmd, newQuarantineCmd,
 	newBackupCmd, newRestoreCmd,
-	newConsumeCmd, newTailCmd, newHostsCmd,
+	newConsumeCmd, newTailCmd, newHostsCmd, newMirrorCmd,
 	newSwampCmd,
 	newConfigCmd,
 	newUICmd,

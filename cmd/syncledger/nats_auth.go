@@ -78,6 +78,8 @@ func (n *natsAuth) check(a *app) error {
 		ways = append(ways, "credentials in "+from("nats"))
 	}
 	switch {
+	case urlHasUser(a.readNATS):
+		return usagef("%s carries credentials: give them once, in --nats or the --nats-* settings; they serve both endpoints", from("read-nats"))
 	case len(ways) > 1:
 		return usagef("NATS credentials are given more than one way: %s; keep one", strings.Join(ways, ", "))
 	case n.password != "" && n.user == "":

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -116,6 +117,10 @@ func runStatus(ctx context.Context, a *app, asJSON, ignored bool) error {
 		fmt.Fprintf(w, "hwm\t%d (what this cache holds, which may be stale: commits after it are not known here)\n", st.HWM)
 	} else {
 		fmt.Fprintf(w, "head\t%d (first %d)\n", st.Head, st.First)
+		if st.Source != nil && !st.Source.FromOrigin() {
+			// Read through a mirror (--read-nats): how stale the head may be.
+			fmt.Fprintf(w, "head from\t%s\n", st.Source.Describe(time.Now()))
+		}
 		if st.Snapshot > 0 {
 			fmt.Fprintf(w, "snapshot\t%d\n", st.Snapshot)
 		} else {

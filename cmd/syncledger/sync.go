@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -100,10 +101,21 @@ func printSync(a *app, r host.SyncResult) {
 	if r.Healed != nil {
 		printHealed(a, r.Healed)
 	}
+	from := ""
+	if r.Source != nil && !r.Source.FromOrigin() {
+		// Read through a mirror (--read-nats): up to date with it, which
+		// may lag the origin.
+		from = "; head from " + r.Source.Describe(time.Now())
+	}
 	if r.UpToDate {
-		fmt.Fprintf(a.stdout, "up to date (hwm %d)\n", r.HWM)
+		fmt.Fprintf(a.stdout, "up to date (hwm %d%s)\n", r.HWM, from)
 		return
 	}
+	defer func() {
+		if from != "" {
+			fmt.Fprintf(a.stdout, "(%s)\n", from[2:])
+		}
+	}()
 	printPaths(a, r.Paths)
 	scope := ""
 	if r.Scoped {

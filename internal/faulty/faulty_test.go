@@ -129,6 +129,123 @@ func TestProxyCutAfter(t *testing.T) {
 	}
 }
 
+// echoServer accepts connections and echoes what each sends.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// roundTrip writes b and reads it back through c, returning the time taken.
+func roundTrip(t *testing.T, c net.Conn, b string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if _, err := c.Write([]byte(b)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, len(b))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != b {
+		t.Fatalf("round trip: %q, %v", got, err)
+	}
+	return time.Since(start)
+}
+
+// TestProxyDelay: each direction adds its delay to a round trip, and order
+// is kept.
+func TestProxyDelay(t *testing.T) {
+	t.Parallel()
+	p, err := faulty.NewProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if d := roundTrip(t, c, "warm"); d > 40*time.Millisecond {
+		t.Logf("an undelayed round trip took %v (a loaded machine)", d)
+	}
+	p.SetDelay(30*time.Millisecond, 50*time.Millisecond)
+	if d := roundTrip(t, c, "slow"); d < 80*time.Millisecond {
+		t.Fatalf("a round trip with 30 + 50 ms of delay took %v", d)
+	}
+	// Many writes in a row come back in order, after one round trip's delay
+	// (not one per write).
+	start := time.Now()
+	var want strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&want, "%02d", i)
+		if _, err := c.Write([]byte(fmt.Sprintf("%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]byte, want.Len())
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != want.String() {
+		t.Fatalf("20 writes came back as %q, %v", got, err)
+	}
+	if d := time.Since(start); d < 80*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("20 pipelined writes took %v, want about one delayed round trip", d)
+	}
+	p.SetDelay(0, 0)
+	if d := roundTrip(t, c, "fast"); d > time.Second {
+		t.Fatalf("an undelayed round trip took %v", d)
+	}
+}
+
+// TestProxyStall: a stalled direction holds what it reads, loses nothing,
+// and forwards it in order on Resume; the connection stays open.
+func TestProxyStall(t *testing.T) {
+	t.Parallel()
+	p, err := faulty.NewProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip(t, c, "before")
+	for _, dir := range []struct {
+		name               string
+		toServer, toClient bool
+	}{{"to the server", true, false}, {"to the client", false, true}} {
+		p.Stall(dir.toServer, dir.toClient)
+		if _, err := c.Write([]byte("held")); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if n, err := c.Read(make([]byte, 4)); err == nil {
+			t.Fatalf("stalled %s: %d bytes arrived", dir.name, n)
+		}
+		p.Resume()
+		got := make([]byte, 4)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != "held" {
+			t.Fatalf("after a stall %s: %q, %v", dir.name, got, err)
+		}
+	}
+	roundTrip(t, c, "after")
+}
+
 // TestTruncatedBodyRefused: a get whose body is cut short never yields content
 // that the blob store accepts.
 func TestTruncatedBodyRefused(t *testing.T) {

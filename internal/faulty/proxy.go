@@ -6,32 +6,42 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy is a TCP proxy on loopback in front of one server (a nats-server),
 // which can drop every connection at once (DropAll), refuse new ones
-// (SetRefusing), stall every connection — old and new held open, no byte
-// forwarded either way, as a network cut that drops packets looks to both
-// ends (SetStalled) — or cut a connection right after forwarding a client
-// write that contains a pattern — before the server's answer can come back,
-// the way a publish whose acknowledgement is lost looks to the client
-// (CutAfter).
+// (SetRefusing), stall every connection (SetStalled, StallAt), or cut a
+// connection right after forwarding a client write
+// that contains a pattern — before the server's answer can come back, the way
+// a publish whose acknowledgement is lost looks to the client (CutAfter).
+// It can also be a far link: each direction delays what it forwards
+// (SetDelay: a round trip of both delays, in order, as a WAN adds latency),
+// and stalls (Stall: everything held, nothing lost, until Resume — a link
+// that stops answering without closing).
 type Proxy struct {
 	ln     net.Listener
 	target string
 
 	mu       sync.Mutex
-	moved    *sync.Cond            // on mu: a stall ended, or a connection closed
 	conns    map[net.Conn]net.Conn // client → server
 	refusing bool
-	stalled  bool
 	stallPat []byte // StallAt
 	cutPat   []byte
 	cutLeft  int
 	cuts     int
 	drops    int
 	closed   bool
+	delay    [2]time.Duration // [toServer, toClient]
+	stalled  [2]bool
+	resumed  chan struct{} // closed and replaced by Resume
 }
+
+// Directions of a Proxy's traffic.
+const (
+	toServer = 0 // what clients send
+	toClient = 1 // what the server answers
+)
 
 // NewProxy listens on 127.0.0.1 (a free port) and forwards to target
 // ("host:port").
@@ -40,8 +50,7 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]net.Conn{}}
-	p.moved = sync.NewCond(&p.mu)
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]net.Conn{}, resumed: make(chan struct{})}
 	go p.accept()
 	return p, nil
 }
@@ -80,36 +89,68 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		p.conns[c] = s
 		p.mu.Unlock()
-		go p.pipe(c, s, c, true)
-		go p.pipe(s, c, c, false)
+		go p.pipe(c, s, true)
+		go p.pipe(s, c, false)
 	}
 }
 
-// pipe copies from src to dst (of the pair of client); fromClient writes are
-// checked for the cut pattern.
-func (p *Proxy) pipe(src, dst, client net.Conn, fromClient bool) {
+// chunk is what one read forwards: its bytes, when it was read, and whether
+// the connection is cut once it is written (CutAfter).
+type chunk struct {
+	b   []byte
+	at  time.Time
+	cut bool
+}
+
+// pipe copies from src to dst through a queue, so that the direction's
+// delay and stalls hold what was read without slowing the reading (up to
+// the queue's bound); fromClient writes are checked for the cut pattern.
+func (p *Proxy) pipe(src, dst net.Conn, fromClient bool) {
+	dir := toClient
+	if fromClient {
+		dir = toServer
+	}
+	q := make(chan chunk, 256)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range q {
+			if !p.hold(dir, c.at) {
+				return
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				return
+			}
+			if c.cut {
+				p.closePair(src)
+				return
+			}
+		}
+	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			c := chunk{b: bytes.Clone(buf[:n]), at: time.Now()}
 			if fromClient {
-				p.stallAt(buf[:n])
+				p.stallAt(c.b)
 			}
-			if !p.hold(client) {
+			c.cut = fromClient && p.shouldCut(c.b)
+			select {
+			case q <- c:
+			case <-done:
+				err = io.ErrClosedPipe
+			}
+			if c.cut {
 				break
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				break
-			}
-			if fromClient && p.shouldCut(buf[:n]) {
-				p.closePair(src)
-				return
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
+	close(q)
+	<-done
 	if fromClient {
 		p.closePair(src)
 	} else {
@@ -117,31 +158,71 @@ func (p *Proxy) pipe(src, dst, client net.Conn, fromClient bool) {
 	}
 }
 
-// hold waits while the proxy is stalled; false if client's pair was closed
-// meanwhile.
-func (p *Proxy) hold(client net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// hold waits until what direction dir read at at may be written: its delay
+// past at, and no stall. It returns false once the proxy is closed.
+func (p *Proxy) hold(dir int, at time.Time) bool {
 	for {
-		if _, open := p.conns[client]; !open {
+		p.mu.Lock()
+		closed, stalled, resumed, d := p.closed, p.stalled[dir], p.resumed, p.delay[dir]
+		p.mu.Unlock()
+		switch {
+		case closed:
 			return false
+		case stalled:
+			<-resumed
+			continue
 		}
-		if !p.stalled {
-			return true
+		if wait := time.Until(at.Add(d)); wait > 0 {
+			t := time.NewTimer(min(wait, 50*time.Millisecond)) // look at a stall or a new delay now and then
+			select {
+			case <-t.C:
+			case <-resumed:
+				t.Stop()
+			}
+			continue
 		}
-		p.moved.Wait()
+		return true
 	}
+}
+
+// SetDelay makes each direction forward what it reads that long after
+// reading it (toServer: what clients send; toClient: what the server
+// answers), in order: a request's round trip grows by both.
+func (p *Proxy) SetDelay(toServerDelay, toClientDelay time.Duration) {
+	p.mu.Lock()
+	p.delay = [2]time.Duration{toServerDelay, toClientDelay}
+	p.mu.Unlock()
+}
+
+// Stall holds, from now on, everything the chosen directions read, until
+// Resume: the connections stay open, nothing is lost, nothing arrives.
+func (p *Proxy) Stall(toServerDir, toClientDir bool) {
+	p.mu.Lock()
+	p.stalled = [2]bool{toServerDir, toClientDir}
+	p.mu.Unlock()
+}
+
+// Resume forwards again what a Stall held, in order (each chunk after its
+// delay).
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.stalled = [2]bool{}
+	close(p.resumed)
+	p.resumed = make(chan struct{})
+	p.mu.Unlock()
 }
 
 // SetStalled makes the proxy hold every byte in both directions, on the
 // connections open and on those it accepts meanwhile (a network cut that
 // drops packets without resetting connections: to the client, a server that
-// never answers), or forward them again, what it held first.
+// never answers), or forward them again, what it held first: Stall of both
+// directions, and Resume.
 func (p *Proxy) SetStalled(on bool) {
-	p.mu.Lock()
-	p.stalled = on
-	p.moved.Broadcast()
-	p.mu.Unlock()
+	if on {
+		p.Stall(true, true)
+	} else {
+		p.Resume()
+	}
 }
 
 // StallAt arms the proxy to stall (SetStalled) at the next client write
@@ -156,10 +237,14 @@ func (p *Proxy) StallAt(pattern []byte) {
 
 func (p *Proxy) stallAt(b []byte) {
 	p.mu.Lock()
-	if len(p.stallPat) > 0 && bytes.Contains(b, p.stallPat) {
-		p.stalled, p.stallPat = true, nil
+	hit := len(p.stallPat) > 0 && bytes.Contains(b, p.stallPat)
+	if hit {
+		p.stallPat = nil
 	}
 	p.mu.Unlock()
+	if hit {
+		p.Stall(true, true)
+	}
 }
 
 func (p *Proxy) shouldCut(b []byte) bool {
@@ -178,7 +263,6 @@ func (p *Proxy) closePair(client net.Conn) {
 	p.mu.Lock()
 	s, ok := p.conns[client]
 	delete(p.conns, client)
-	p.moved.Broadcast()
 	p.mu.Unlock()
 	client.Close()
 	if ok {
@@ -236,6 +320,8 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
+	close(p.resumed) // wake what a stall or a delay holds: it sees the proxy closed
+	p.resumed = make(chan struct{})
 	p.mu.Unlock()
 	err := p.ln.Close()
 	p.DropAll()

@@ -173,6 +173,25 @@ func (l *Log) prepare(events []ledger.Event, fences []ledger.Fence) (*commit, er
 // ErrOutcomeUnknown.
 func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
 	l.opened.drop()
+	if l.rep != nil {
+		// Read from a mirror: the commit goes to the origin, checked
+		// against the origin (each event's Prev); the origin then holds it,
+		// and this Log reads at least up to it (the writer sees its commit
+		// at once, whatever the mirror's lag).
+		if err := l.rep.writable(ctx, l.name); err != nil {
+			return nil, fmt.Errorf("append commit %s: %w", events[0].Commit, err)
+		}
+		at := time.Now()
+		seqs, err := l.append(ctx, events, fences)
+		if err == nil {
+			l.rep.raise(seqs[len(seqs)-1], at)
+		}
+		return seqs, err
+	}
+	return l.append(ctx, events, fences)
+}
+
+func (l *Log) append(ctx context.Context, events []ledger.Event, fences []ledger.Fence) ([]ledger.Seq, error) {
 	c, err := l.prepare(events, fences)
 	if err != nil {
 		return nil, err

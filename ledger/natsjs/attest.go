@@ -26,6 +26,11 @@ const (
 
 // Attested implements ledger.CommitLog: one stream info request.
 func (l *Log) Attested(ctx context.Context) (ledger.Attestations, error) {
+	if l.rep != nil {
+		if err := l.rep.reachable(ctx, l.name); err != nil {
+			return ledger.Attestations{}, fmt.Errorf("ledger %q: read attestations: %w", l.name, err)
+		}
+	}
 	var st streamState
 	if err := l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &st); err != nil {
 		return ledger.Attestations{}, fmt.Errorf("ledger %q: read attestations: %w", l.name, l.mapErr(err))

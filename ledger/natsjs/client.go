@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -58,6 +59,9 @@ type Client struct {
 	w, r    *nats.Conn // r is w without a Read endpoint
 	cfg     Config
 	watches watches
+	// wdown: with a Read endpoint, the write connection's last attempt to
+	// connect failed (dialBehind): the origin is out of reach.
+	wdown atomic.Bool
 }
 
 // Open connects to cfg.Write (and cfg.Read, when set). It sends no request:
@@ -74,19 +78,27 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	c := &Client{cfg: cfg}
-	w, err := dial(ctx, cfg.Write, cfg.Name, cfg.ConnectTimeout, c.asyncError)
+	if cfg.Read.URL == "" && cfg.Read.InProcess == nil {
+		w, err := dial(ctx, cfg.Write, cfg.Name, cfg.ConnectTimeout, c.asyncError)
+		if err != nil {
+			return nil, err
+		}
+		c.w, c.r = w, w
+		return c, nil
+	}
+	// A Read endpoint is near this host, Write may be far (another region)
+	// or out of reach: the read connection is made first, and the write one
+	// in the background (dialBehind), so that reads never wait for it.
+	r, err := dial(ctx, cfg.Read, cfg.Name+" (reads)", cfg.ConnectTimeout, c.asyncError)
 	if err != nil {
+		return nil, fmt.Errorf("read endpoint: %w", err)
+	}
+	w, err := dialBehind(ctx, cfg.Write, cfg.Name, cfg.ConnectTimeout, c.asyncError, &c.wdown)
+	if err != nil {
+		r.Close()
 		return nil, err
 	}
-	c.w, c.r = w, w
-	if cfg.Read.URL != "" || cfg.Read.InProcess != nil {
-		r, err := dial(ctx, cfg.Read, cfg.Name+" (reads)", cfg.ConnectTimeout, c.asyncError)
-		if err != nil {
-			w.Close()
-			return nil, fmt.Errorf("read endpoint: %w", err)
-		}
-		c.r = r
-	}
+	c.w, c.r = w, r
 	return c, nil
 }
 
@@ -163,7 +175,19 @@ func (l *Ledger) options(opts []Option) []Option {
 
 // Log opens the ledger's log (OpenLog): one stream info request. A missing
 // ledger is an error wrapping ledger.ErrNoLedger.
+//
+// With a Read endpoint, that request goes to it: when it serves a mirror of
+// the ledger (mirror.go), the Log reads there and writes to the origin,
+// checking the origin in the background (a write waits for that check); when
+// it serves the origin's stream itself (a server of its cluster), the Log
+// opens the origin and reads there by direct gets.
 func (l *Ledger) Log(ctx context.Context, opts ...Option) (*Log, error) {
+	if l.c.r != l.c.w {
+		lg, ok, err := openReplica(ctx, l.c.w, l.c.r, l.name, l.options(opts), l.c.wdown.Load)
+		if err != nil || ok {
+			return lg, err
+		}
+	}
 	lg, err := OpenLog(ctx, l.c.w, l.name, l.options(opts)...)
 	if err != nil {
 		return nil, err
@@ -176,15 +200,11 @@ func (l *Ledger) Log(ctx context.Context, opts ...Option) (*Log, error) {
 }
 
 // Create creates the ledger's stream with cfg, or opens it if it exists
-// (CreateLog); cfg.Name is the ledger's.
+// (CreateLog); cfg.Name is the ledger's. It is the admin's: the Log it
+// returns reads and writes through the write endpoint.
 func (l *Ledger) Create(ctx context.Context, cfg LedgerConfig, opts ...Option) (*Log, error) {
 	cfg.Name = l.name
-	lg, err := CreateLog(ctx, l.c.w, cfg, l.options(opts)...)
-	if err != nil {
-		return nil, err
-	}
-	l.bind(lg)
-	return lg, nil
+	return CreateLog(ctx, l.c.w, cfg, l.options(opts)...)
 }
 
 // bind gives a Log the Client's read connection.

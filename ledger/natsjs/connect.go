@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -171,4 +172,87 @@ func dial(ctx context.Context, e Endpoint, name string, timeout time.Duration, h
 		return nil, &ConnectError{Cause: connectCause(err), Err: err}
 	}
 	return nc, nil
+}
+
+// dialBehind connects to e without waiting: it returns at once a connection
+// that connects in the background (and reconnects as nats.go does), so a
+// host near its Read endpoint does not wait for a server far away before it
+// reads. A request made before it connects waits for it, within its own
+// timeout; a write endpoint that does not answer shows as an unreachable
+// server on each operation (ErrUnreachable), not as a failed Open. Only the
+// credentials' own errors (a file that cannot be read) fail it at once. An
+// in-process endpoint connects at once, as dial does.
+//
+// down, when set, is true while the connection's last attempt to connect
+// failed (nats.go's reconnect errors), false once it is connected.
+func dialBehind(ctx context.Context, e Endpoint, name string, timeout time.Duration, handler nats.ErrHandler, down *atomic.Bool) (*nats.Conn, error) {
+	if e.InProcess != nil {
+		return dial(ctx, e, name, timeout, handler)
+	}
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	if down == nil {
+		down = new(atomic.Bool)
+	}
+	auth, err := e.authOptions()
+	if err != nil {
+		return nil, err
+	}
+	up := func(*nats.Conn) { down.Store(false) }
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.Timeout(timeout),
+		nats.ErrorHandler(handler),
+		nats.ConnectHandler(up),
+		nats.ReconnectHandler(up),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if !errors.Is(err, errDeferred) {
+				down.Store(true)
+			}
+		}),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { down.Store(true) }),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		// The first dial is deferred (it fails at once, in this call), so
+		// nats.Connect returns and the real one runs in the background,
+		// at once; later attempts back off to nats.go's usual wait.
+		nats.SetCustomDialer(&deferredDialer{d: net.Dialer{Timeout: timeout}, down: down}),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			if attempts <= 1 {
+				return 0
+			}
+			return min(time.Duration(attempts)*250*time.Millisecond, nats.DefaultReconnectWait)
+		}),
+	}
+	nc, err := nats.Connect(e.URL, append(opts, auth...)...)
+	if err != nil {
+		return nil, &ConnectError{Cause: connectCause(err), Err: err}
+	}
+	return nc, nil
+}
+
+// deferredDialer fails its first dial (see dialBehind) and dials TCP after.
+// A dial after the first real one means the connection before it failed or
+// was lost — a server that accepts and closes, or never answers the
+// handshake, fails no dial and tells nats.go's callbacks nothing —: down is
+// set then, until the connection is up (dialBehind's handlers).
+type deferredDialer struct {
+	d     net.Dialer
+	dials atomic.Int32
+	down  *atomic.Bool
+}
+
+// errDeferred is the first dial's failure: not an error anyone sees.
+var errDeferred = errors.New("connect deferred to the background")
+
+func (d *deferredDialer) Dial(network, address string) (net.Conn, error) {
+	n := d.dials.Add(1)
+	if n == 1 {
+		return nil, errDeferred
+	}
+	if n > 2 {
+		d.down.Store(true)
+	}
+	return d.d.Dial(network, address)
 }

@@ -68,8 +68,9 @@ func WithFollowIdle(d time.Duration) Option {
 // delivered ErrRewound, one recreated under the same name ErrLineage: never a
 // silent skip.
 func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
-	f := &follower{l: l, fn: fn, from: max(from, 1), next: max(from, 1)}
-	sub, err := l.rnc.SubscribeSync(StoredSubjects(l.name))
+	nc := l.followConn()
+	f := &follower{l: l, nc: nc, fn: fn, from: max(from, 1), next: max(from, 1)}
+	sub, err := nc.SubscribeSync(StoredSubjects(l.name))
 	if err == nil {
 		err = sub.SetPendingLimits(l.opts.followPending, followPendingBytes)
 	}
@@ -77,7 +78,7 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 		// The server has the subscription once it answers a ping: whatever
 		// it stores after the head read below is republished to it.
 		fctx, cancel := l.reqCtx(ctx)
-		err = l.rnc.FlushWithContext(fctx)
+		err = nc.FlushWithContext(fctx)
 		cancel()
 	}
 	if err != nil {
@@ -87,7 +88,7 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("ledger %q follow: subscribe to %s: %w", l.name, StoredSubjects(l.name), unreachable(l.rnc, err))
+		return fmt.Errorf("ledger %q follow: subscribe to %s: %w", l.name, StoredSubjects(l.name), unreachable(nc, err))
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	f.sub = sub
@@ -121,7 +122,7 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 			}
 			continue
 		case err != nil:
-			return fmt.Errorf("ledger %q follow at seq %d: %w", l.name, f.next, unreachable(l.rnc, err))
+			return fmt.Errorf("ledger %q follow at seq %d: %w", l.name, f.next, unreachable(nc, err))
 		}
 		heard = time.Now()
 		if err := f.offer(ctx, msg); err != nil {
@@ -133,12 +134,23 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 // follower is one Follow's state.
 type follower struct {
 	l          *Log
+	nc         *nats.Conn // the connection of its subscription
 	fn         func(ledger.Record) error
 	sub        *nats.Subscription
 	from       ledger.Seq // the first seq asked for
 	next       ledger.Seq // the seq due
 	dropped    int        // the subscription's dropped count last seen
 	reconnects uint64     // the connection's reconnect count last seen
+}
+
+// followConn is the connection a follower subscribes on: the read
+// connection (through a mirror: the mirror's server, where the origin's
+// republish arrives over the leaf node).
+func (l *Log) followConn() *nats.Conn {
+	if l.rep != nil {
+		return l.rep.m.nc
+	}
+	return l.rnc
 }
 
 // idle returns the next idle wait: the Log's, within ±20%.
@@ -156,7 +168,7 @@ func (f *follower) idle() time.Duration {
 // reconnected (the server sent nothing meanwhile).
 func (f *follower) lost() bool {
 	d, _ := f.sub.Dropped()
-	r := f.l.rnc.Stats().Reconnects
+	r := f.nc.Stats().Reconnects
 	changed := d != f.dropped || r != f.reconnects
 	f.dropped, f.reconnects = d, r
 	return changed
@@ -175,7 +187,15 @@ func (f *follower) deliver(r ledger.Record) error {
 // checking that the stream did not go back below what was delivered.
 func (f *follower) catchUp(ctx context.Context) error {
 	l := f.l
-	b, err := l.bounds(ctx)
+	b, err := l.viewBounds(ctx)
+	if err == nil && l.rep != nil && f.next > f.from && b.Last+1 < f.next {
+		// The mirror is behind what the origin's republish delivered: only
+		// the origin says whether the stream went back.
+		var h ledger.Head
+		if h, err = l.rep.head(ctx, ledger.HeadRequest{Origin: true}); err == nil {
+			b.Last = max(b.Last, h.Seq)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -185,7 +205,14 @@ func (f *follower) catchUp(ctx context.Context) error {
 	if f.next > f.from && b.Last+1 < f.next { // (a from past the head waits for it)
 		return fmt.Errorf("ledger %q follow: seq %d delivered, but the stream's last seq went back to %d (stream recreated or restored?): %w", l.name, f.next-1, b.Last, ledger.ErrRewound)
 	}
-	err = l.readIn(ctx, b, f.next, 0, f.deliver)
+	if l.rep != nil {
+		if f.next > b.Last {
+			return nil
+		}
+		err = l.rep.read(ctx, f.next, b.Last, f.deliver)
+	} else {
+		err = l.readIn(ctx, b, f.next, 0, f.deliver)
+	}
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}

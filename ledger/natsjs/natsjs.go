@@ -135,6 +135,11 @@ type Log struct {
 	q quarantines // the quarantine notices read so far
 
 	opened opened // the head Open's answer carried, for the first LastSeq or Head
+
+	// rep, when set, is the mirror this Log reads through (mirror.go): its
+	// reads go to the mirror and, for what the mirror cannot give, to the
+	// origin; its writes go to the origin (nc).
+	rep *replica
 }
 
 // openFresh is how long after Open its answer's last seq may answer the first
@@ -142,9 +147,9 @@ type Log struct {
 // apart, and one STREAM.INFO then does the work of two (issue 17).
 const openFresh = 500 * time.Millisecond
 
-// opened is the head of the stream info answer that opened the Log, until
-// the first LastSeq or Head takes it, it ages past openFresh, or the Log
-// writes.
+// opened is the head of the stream info answer that opened the Log (the
+// origin's, or through a mirror the mirror's), until the first LastSeq or
+// Head takes it, it ages past openFresh, or the Log writes.
 type opened struct {
 	mu    sync.Mutex
 	head  ledger.Head
@@ -366,6 +371,12 @@ func (l *Log) adopt(c *streamSettings) error {
 		return err
 	}
 	l.republish = republishes(l.name).holds(c)
+	l.record(c)
+	return nil
+}
+
+// record takes the ledger's identity from c, identified (identify).
+func (l *Log) record(c *streamSettings) {
 	md := c.Metadata
 	f, _ := strconv.Atoi(md[MetaFormat])
 	l.uuid = md[MetaUUID]
@@ -373,7 +384,6 @@ func (l *Log) adopt(c *streamSettings) error {
 	if checkNamespaceMark(md[MetaNamespaceOf], md[MetaNamespace]) == nil {
 		l.info.NamespaceOf, l.info.Namespace = md[MetaNamespaceOf], md[MetaNamespace]
 	}
-	return nil
 }
 
 // identify checks that c's metadata makes it a ledger of this name, in a

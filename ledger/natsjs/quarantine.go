@@ -75,6 +75,9 @@ func (l *Log) quarantined() map[ledger.Seq]ledger.Quarantine {
 
 // Quarantines returns every quarantine notice of the ledger, by quarantined seq.
 func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
+	if l.rep != nil {
+		return l.rep.quarantines(ctx)
+	}
 	last, err := l.LastSeq(ctx)
 	if err != nil {
 		return nil, err
@@ -98,6 +101,21 @@ func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine
 // role publish notices (natsauth); others get ErrPermission.
 func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	l.opened.drop()
+	if l.rep != nil {
+		if err := l.rep.writable(ctx, l.name); err != nil {
+			return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
+		}
+		at := time.Now()
+		seq, err := l.quarantine(ctx, q, force)
+		if err == nil {
+			l.rep.raise(seq, at)
+		}
+		return seq, err
+	}
+	return l.quarantine(ctx, q, force)
+}
+
+func (l *Log) quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
 	}

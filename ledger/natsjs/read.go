@@ -27,17 +27,28 @@ func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
 	if h, ok := l.opened.take(); ok {
 		return h.Seq, nil
 	}
-	b, err := l.bounds(ctx)
+	b, err := l.viewBounds(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("ledger %q last seq: %w", l.name, err)
 	}
 	return b.Last, nil
 }
 
+// viewBounds is the stream's bounds as this Log reads it: the stream
+// leader's, or through a mirror the mirror's, raised to what the origin is
+// known to hold (replica.bounds).
+func (l *Log) viewBounds(ctx context.Context) (ledger.Bounds, error) {
+	if l.rep != nil {
+		return l.rep.bounds(ctx)
+	}
+	return l.bounds(ctx)
+}
+
 // Bounds returns the stream's first and last seq; an empty stream has
-// First = Last+1.
+// First = Last+1. Through a mirror they are the mirror's, the last raised to
+// what the origin is known to hold.
 func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
-	b, err := l.bounds(ctx)
+	b, err := l.viewBounds(ctx)
 	if err != nil {
 		return ledger.Bounds{}, fmt.Errorf("ledger %q bounds: %w", l.name, err)
 	}
@@ -57,6 +68,13 @@ func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, er
 		if h, ok := l.opened.take(); ok {
 			return h, nil
 		}
+	}
+	if l.rep != nil {
+		h, err := l.rep.head(ctx, req)
+		if err != nil {
+			return ledger.Head{}, fmt.Errorf("ledger %q head: %w", l.name, err)
+		}
+		return h, nil
 	}
 	asOf := time.Now()
 	b, stamp, err := l.boundsStamp(ctx)
@@ -91,6 +109,9 @@ func (l *Log) commitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 // PartitionLastSeq returns the seq of the partition's last event (0 if none),
 // from one direct get of the subject's last message.
 func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
+	if l.rep != nil {
+		return l.rep.partitionLastSeq(ctx, partition)
+	}
 	m, ok, err := l.directLast(ctx, ledger.Subject(l.name, partition))
 	if err != nil {
 		return 0, fmt.Errorf("ledger %q partition %q last seq: %w", l.name, partition, l.mapErr(err))
@@ -105,6 +126,9 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 // message there, from one direct get of the subject's last message (see
 // ledger.CommitLog).
 func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+	if l.rep != nil {
+		return l.rep.partitionTip(ctx, partition)
+	}
 	m, ok, err := l.directLast(ctx, ledger.Subject(l.name, partition))
 	if err != nil {
 		return 0, "", fmt.Errorf("ledger %q partition %q tip: %w", l.name, partition, l.mapErr(err))
@@ -118,6 +142,9 @@ func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, s
 // CommitAt returns the commit id of the event stored at seq, from one direct
 // get of that seq (see ledger.CommitLog).
 func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	if l.rep != nil {
+		return l.rep.commitAt(ctx, seq)
+	}
 	m, ok, err := l.directGet(ctx, msgGetRequest{Seq: uint64(seq)})
 	if err != nil {
 		return "", fmt.Errorf("ledger %q commit at seq %d: %w", l.name, seq, l.mapErr(err))
@@ -130,6 +157,9 @@ func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 
 // PartitionHead returns the partition's last event; ledger.ErrNotFound if none.
 func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
+	if l.rep != nil {
+		return l.rep.partitionHead(ctx, partition)
+	}
 	m, ok, err := l.directLast(ctx, ledger.Subject(l.name, partition))
 	if err != nil {
 		return ledger.Record{}, fmt.Errorf("ledger %q partition %q head: %w", l.name, partition, l.mapErr(err))
@@ -189,6 +219,9 @@ func (l *Log) reader() *ledger.MessageReader {
 // decoding of the next batch. fn itself is called on the caller's goroutine,
 // and Read returns only once that goroutine has stopped.
 func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
+	if l.rep != nil {
+		return l.rep.read(ctx, from, to, fn)
+	}
 	b, err := l.bounds(ctx)
 	if err != nil {
 		return fmt.Errorf("ledger %q read: %w", l.name, err)
@@ -383,6 +416,9 @@ func (l *Log) missing(ctx context.Context, want, got ledger.Seq, lagSince time.T
 // ledger.ErrTruncated, never a silent skip. A replica answering the direct gets
 // that is behind the leader is waited for, up to the per-request timeout.
 func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
+	if l.rep != nil {
+		return l.rep.readPartition(ctx, partition, from, fn)
+	}
 	from = max(from, 1)
 	subj := ledger.Subject(l.name, partition)
 	b, err := l.bounds(ctx)

@@ -56,6 +56,11 @@ type Status struct {
 	// Behind, Conflicts and Quarantined are unknown, and Ledger and UUID are
 	// the cache's own record.
 	Offline bool `json:"offline,omitempty"`
+	// Source is where the log's head was read and how stale it may be: the
+	// origin, or a mirror as of its last contact with the origin (its lag,
+	// and whether the origin was out of reach). Through a mirror, Head is
+	// the origin's when the origin answered (one request more).
+	Source *ledger.Head `json:"source,omitempty"`
 }
 
 // Status reports the HWM against the log's head, the marks, and the uncommitted
@@ -82,6 +87,24 @@ func (h *Host) Status(ctx context.Context) (_ Status, err error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("read log bounds: %w", err)
 	}
+	hd, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{})
+	if err != nil {
+		return Status{}, fmt.Errorf("read the log's head: %w", err)
+	}
+	b.Last = max(b.Last, hd.Seq)
+	if !hd.FromOrigin() {
+		// Read through a mirror: the origin says how far behind it is
+		// (one request to it), or that it cannot be reached.
+		oh, err := h.cfg.Log.Head(ctx, ledger.HeadRequest{Origin: true})
+		switch {
+		case errors.Is(err, ledger.ErrUnreachable):
+			hd.OriginUnreachable = true
+		case err != nil:
+			return Status{}, fmt.Errorf("read the origin's head: %w", err)
+		default:
+			b.Last = max(b.Last, oh.Seq)
+		}
+	}
 	st, err := h.rows.Load()
 	if err != nil {
 		return Status{}, err
@@ -89,7 +112,7 @@ func (h *Host) Status(ctx context.Context) (_ Status, err error) {
 	out := Status{
 		Ledger: s.info.Name, UUID: s.info.UUID, Host: h.cfg.Host, Cache: h.dir.Root(),
 		Head: b.Last, First: b.First, HWM: st.HWM, Partitions: map[string]PartitionStatus{},
-		Dirty: []string{},
+		Dirty: []string{}, Source: &hd,
 	}
 	out.Snapshot = h.newestSnapshot(ctx, s.info.UUID) // rebuild.go
 	out.Quarantined = []ledger.Seq{}
@@ -101,7 +124,13 @@ func (h *Host) Status(ctx context.Context) (_ Status, err error) {
 	if b.Last > st.HWM {
 		out.Behind = uint64(b.Last - st.HWM)
 	}
-	if err := h.checkHWM(ctx, b.Last, st.HWM); err != nil {
+	// A mirror behind this cache, the origin out of reach: nothing says the
+	// log lost what this cache holds (no fork is claimed).
+	var cerr error
+	if !(hd.OriginUnreachable && b.Last < st.HWM) {
+		cerr = h.checkHWM(ctx, b.Last, st.HWM)
+	}
+	if err := cerr; err != nil {
 		if !errors.As(err, &out.Forked) {
 			return out, err
 		}

@@ -31,6 +31,12 @@ type SyncOptions struct {
 	// Together, when set, names the group a path belongs to ("" for none):
 	// a heal puts back a group's files, or keeps them aside, together.
 	Together func(path string) string
+	// Fresh: the sync must see every commit the origin stored before it
+	// began — the caller holds a lock on what it syncs (swamp's model lock)
+	// and acts on "nothing new". A log read from a mirror may lag: a fresh
+	// sync first asks the origin for its head (one request no mirror
+	// answers), and the log then reads at least up to it.
+	Fresh bool
 }
 
 // SyncResult says what a sync did.
@@ -53,6 +59,10 @@ type SyncResult struct {
 	// restored from an older backup); the sync rebuilt the cache from the
 	// ledger and put back what it lost, republished (heal.go).
 	Healed *Healed `json:"healed,omitempty"`
+	// Source is where the head the sync went by came from, and how stale
+	// it may be: the origin, or a mirror as of its last contact with the
+	// origin (nil: a scoped sync that asked only its partitions).
+	Source *ledger.Head `json:"source,omitempty"`
 }
 
 func (r *SyncResult) add(a applied) {
@@ -87,11 +97,22 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (_ SyncResult, err err
 	if h.healing() {
 		return h.healSync(ctx, opt, nil) // heal.go: an interrupted heal
 	}
+	var source *ledger.Head
+	if opt.Fresh {
+		oh, err := h.logPort().Head(ctx, ledger.HeadRequest{Origin: true})
+		if err != nil {
+			return SyncResult{}, fmt.Errorf("read the origin's head: %w", err)
+		}
+		source = &oh
+	}
 	if len(opt.Partitions) > 0 {
 		res, err := h.syncScoped(ctx, opt)
 		var fe *ForkError
 		if errors.As(err, &fe) {
 			return h.healSync(ctx, opt, fe)
+		}
+		if res.Source == nil {
+			res.Source = source
 		}
 		return res, err
 	}
@@ -103,11 +124,17 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (_ SyncResult, err err
 	if err != nil {
 		return SyncResult{}, err
 	}
-	hd, err := h.logPort().Head(ctx, ledger.HeadRequest{})
-	if err == nil && hd.Seq < hwm {
+	var hd ledger.Head
+	if source != nil {
+		hd = *source // the origin's own answer: nothing is fresher
+	} else {
+		hd, err = h.logPort().Head(ctx, ledger.HeadRequest{})
+	}
+	if err == nil && hd.Seq < hwm && source == nil {
 		// The answer may predate commits another process applied to this
-		// cache since (a log answers its first head from its opening):
-		// only the origin's answer below the HWM is a rewound log.
+		// cache since (a log answers its first head from its opening), or
+		// be a mirror's that lags this cache's own commits: only the
+		// origin's answer below the HWM is a rewound log.
 		hd, err = h.logPort().Head(ctx, ledger.HeadRequest{Origin: true})
 	}
 	if err != nil {
@@ -122,21 +149,21 @@ func (h *Host) Sync(ctx context.Context, opt SyncOptions) (_ SyncResult, err err
 		if errors.As(err, &fe) {
 			return h.healSync(ctx, opt, fe)
 		}
-		return SyncResult{Head: head, HWM: hwm}, err
+		return SyncResult{Head: head, HWM: hwm, Source: &hd}, err
 	}
 	lazy, err := h.db.LazyCount()
 	if err != nil {
 		return SyncResult{}, err
 	}
 	if head == hwm && (uuid != "" || head == 0) && (opt.Lazy || lazy == 0) {
-		return SyncResult{UpToDate: true, Head: head, HWM: hwm}, nil // the fast path: one request
+		return SyncResult{UpToDate: true, Head: head, HWM: hwm, Source: &hd}, nil // the fast path: one request
 	}
 	s, err := h.load(ctx, opt.Lazy)
 	if err != nil {
 		return SyncResult{}, err
 	}
 	s.head = statedb.Commit{Seq: head, ID: stamp}
-	res := SyncResult{Head: head}
+	res := SyncResult{Head: head, Source: &hd}
 	if head > hwm {
 		err = h.readFull(ctx, s, hwm+1, head, &res, opt.Progress)
 		// A full cache: what the rest of the pull, from the HWM it reached,
@@ -384,6 +411,28 @@ func (h *Host) syncScoped(ctx context.Context, opt SyncOptions) (SyncResult, err
 		return SyncResult{}, err
 	}
 	res := SyncResult{Scoped: true}
+	for i, p := range parts {
+		if lasts[i] >= marks[i].Seq {
+			continue
+		}
+		if res.Source == nil {
+			// A log read from a mirror may lag this cache's own commits:
+			// only the origin's answer below the mark is a rewound log. The
+			// origin's head makes the log read at least up to it.
+			oh, err := h.logPort().Head(ctx, ledger.HeadRequest{Origin: true})
+			if err != nil {
+				return res, fmt.Errorf("read the origin's head: %w", err)
+			}
+			res.Source = &oh
+		}
+		var tip string
+		if lasts[i], tip, err = h.logPort().PartitionTip(ctx, p); err != nil {
+			return res, fmt.Errorf("read last seq of partition %q: %w", p, err)
+		}
+		if lasts[i] == marks[i].Seq {
+			got[i] = tip
+		}
+	}
 	var todo []string
 	for i, p := range parts {
 		last := lasts[i]

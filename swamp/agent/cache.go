@@ -303,7 +303,12 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 		// from an older backup) is healed by the sync: the runs it lost go
 		// out here too, renumbered past the ledger's where it took their
 		// numbers since.
-		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly})
+		//
+		// Under a lock the pull is fresh: it asks the origin for its head
+		// (one request a mirror never answers) and reads up to it, so the
+		// locked model's latest commit is here even when this host reads
+		// from a lagging mirror.
+		res, rn, err := swamp.SyncRenumbered(ctx, h, host.SyncOptions{Lazy: req.MetadataOnly, Fresh: a.holding(ctx)})
 		if a.offlineOK(err) {
 			return PullResult{HWM: h.HWM(), Head: h.HWM(), Offline: a.offlineWhy()}, nil
 		}

@@ -58,13 +58,21 @@ type ports struct {
 	cache string
 	beats chan [2]ledger.Seq // the beats sent (nil: dropped)
 	kv    ledger.KV          // the swamp bucket as this agent reaches it (nil: e.kv)
+	log   ledger.CommitLog   // the ledger as this agent reads it (nil: e.log)
+}
+
+func (p ports) commitLog() ledger.CommitLog {
+	if p.log != nil {
+		return p.log
+	}
+	return p.e.log
 }
 
 func (p ports) Host(context.Context) (*host.Host, error) {
 	if p.e.down.Load() {
 		return nil, errDown
 	}
-	return host.Open(host.Config{Cache: p.cache, Host: "h", Log: p.e.log, Blobs: p.e.blobs})
+	return host.Open(host.Config{Cache: p.cache, Host: "h", Log: p.commitLog(), Blobs: p.e.blobs})
 }
 
 func (p ports) LocalHost(context.Context) (*host.Host, error) {
@@ -92,7 +100,7 @@ func (p ports) CommitLog(context.Context) (ledger.CommitLog, error) {
 	if p.e.down.Load() {
 		return nil, errDown
 	}
-	return p.e.log, nil
+	return p.commitLog(), nil
 }
 
 func (p ports) Foreign(context.Context, string) (*host.Host, error) {

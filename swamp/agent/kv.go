@@ -98,6 +98,15 @@ func (a *Agent) fences(ctx context.Context) []ledger.Fence {
 	return a.locks.Fences()
 }
 
+// holding reports whether this agent holds a lock (a model's, a
+// namespace's): its command acts on what it pulls as the latest.
+func (a *Agent) holding(ctx context.Context) bool {
+	if _, err := a.bucket(ctx); err != nil {
+		return false // no bucket: no lock held
+	}
+	return a.locks.Held()
+}
+
 // published notes what a publish of this command met: a lost lock stops
 // every later publish of the command's files (publishUnpushed).
 func (a *Agent) published(err error) error {

@@ -301,6 +301,13 @@ func (l *Locks) Fences() []ledger.Fence {
 	return out
 }
 
+// Held reports whether this process holds any lock.
+func (l *Locks) Held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held) > 0
+}
+
 // Release gives back the lock key if this process holds it: a delete
 // conditioned on the holder's last revision, so a lock taken over after it
 // expired is left to its new holder. Releasing a lock not held is a no-op.

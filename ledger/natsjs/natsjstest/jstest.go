@@ -322,3 +322,22 @@ func Connect(t testing.TB, url string) *nats.Conn {
 	t.Cleanup(nc.Close)
 	return nc
 }
+
+// RSS is the server process's resident memory in bytes (Linux: VmRSS of
+// /proc/PID/status), for the benchmarks that state a server's memory.
+func (s *Server) RSS() (int64, error) {
+	if s.proc == nil {
+		return 0, fmt.Errorf("natsjstest: server %s is not running", s.name)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.proc.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("natsjstest: no VmRSS for server %s", s.name)
+}

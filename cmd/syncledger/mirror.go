@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/syncledger/syncledger/ledger"
+	"github.com/syncledger/syncledger/ledger/natsjs"
+)
+
+func newMirrorCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mirror",
+		Short: "A read replica of the ledger near hosts in another region (create, status)",
+		Long: `A mirror is a copy of the ledger's stream on a server near the hosts of
+another region, in a JetStream domain of its own joined to the origin's by a
+leaf node (docs/ops.md, Regions; deploy/regions). Hosts there read from it
+(--read-nats, SYNCLEDGER_READ_NATS) and write to the origin (--nats): their
+commits are checked against the origin, and what the mirror still lacks is
+read from the origin, never taken as deleted.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newMirrorCreateCmd(a), newMirrorStatusCmd(a))
+	return cmd
+}
+
+func newMirrorCreateCmd(a *app) *cobra.Command {
+	var asJSON bool
+	var replicas int
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Make the ledger's mirror on the --read-nats server (the admin role, on both servers)",
+		Long: `Create makes, on the server --read-nats names, the mirror of the ledger
+--ledger whose origin is the --nats server's, or checks the one there. The two
+must be in different JetStream domains (jetstream { domain: NAME }): a mirror in
+the origin's own domain would answer direct gets addressed to the origin once
+it lags. The origin must republish what it stores (syncledger upgrade). Run
+again, it changes nothing.`,
+		Example: `  syncledger --nats nats://origin:4222 --read-nats nats://eu-leaf:4222 --ledger prod mirror create`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.readNATS == "" {
+				return usagef("mirror create: no --read-nats: give the server (in the mirror's region) to make the mirror on")
+			}
+			c, err := a.NATS(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.CreateMirror(cmd.Context(), a.ledgerName, replicas)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(struct {
+					Ledger string `json:"ledger"`
+					natsjs.MirrorResult
+				}{a.ledgerName, res})
+			}
+			what := "is there, as syncledger makes it"
+			if res.Created {
+				what = "created"
+			}
+			fmt.Fprintf(a.stdout, "mirror %s in domain %s of ledger %s (origin domain %s): %s\n", res.Stream, res.Domain, a.ledgerName, res.OriginDomain, what)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the mirror's stream in its domain")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, created, stream, domain, originDomain}")
+	return cmd
+}
+
+func newMirrorStatusCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "How far the --read-nats mirror is behind the origin",
+		Long: `Status prints the mirror's head (its last seq, its last contact with the
+origin, the messages it knows it lacks) and the origin's own head (a stream
+info its leader answers), and how many seqs the mirror is behind. With the
+origin out of reach it says so and exits 0: the mirror's head is all there is.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if a.readNATS == "" {
+				return usagef("mirror status: no --read-nats: give the server holding the mirror")
+			}
+			l, err := a.Log(ctx)
+			if err != nil {
+				return err
+			}
+			mh, ok, err := l.MirrorHead(ctx)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("the --read-nats server serves the origin's stream itself, not a mirror: nothing lags: %w", ledger.ErrInvalid)
+			}
+			out := struct {
+				Ledger      string       `json:"ledger"`
+				Mirror      ledger.Head  `json:"mirror"`
+				Origin      *ledger.Head `json:"origin,omitempty"`
+				Behind      uint64       `json:"behind"`
+				OriginError string       `json:"originError,omitempty"`
+			}{Ledger: a.ledgerName, Mirror: mh}
+			oh, err := l.Head(ctx, ledger.HeadRequest{Origin: true})
+			if err != nil {
+				out.OriginError = err.Error()
+			} else {
+				out.Origin = &oh
+				if oh.Seq > mh.Seq {
+					out.Behind = uint64(oh.Seq - mh.Seq)
+				}
+			}
+			if asJSON {
+				return a.printJSON(out)
+			}
+			fmt.Fprintf(a.stdout, "mirror\t%s\n", mh.Describe(time.Now()))
+			if out.Origin == nil {
+				fmt.Fprintf(a.stdout, "origin\tunreachable: %s (reads go on from the mirror; commits are refused until it answers)\n", out.OriginError)
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "origin\t%s\nbehind\t%d\n", oh, out.Behind)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, mirror, origin, behind, originError}")
+	return cmd
+}
