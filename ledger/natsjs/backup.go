@@ -162,14 +162,14 @@ func (b *Backup) Describe(dir string) error {
 	if err != nil {
 		return err
 	}
-	return writeDurably(dir, BackupFile, func(f *os.File) error { _, err := f.Write(append(j, '\n')); return err })
+	return fsx.WriteDurably(dir, BackupFile, func(f *os.File) error { _, err := f.Write(append(j, '\n')); return err })
 }
 
 // backupStream writes the snapshot of stream into dir; ledger.ErrNotFound
 // when the stream does not exist.
 func (l *Ledger) backupStream(ctx context.Context, dir, role, stream string, consumers bool) (BackupStream, error) {
 	bs := BackupStream{Role: role, File: stream + ".arc.s2"}
-	err := writeDurably(dir, bs.File, func(f *os.File) error {
+	err := fsx.WriteDurably(dir, bs.File, func(f *os.File) error {
 		var err error
 		bs.StreamSnapshot, err = snapshotStream(ctx, l.c.w, l.c.cfg.Timeout, stream, consumers, f)
 		return err
@@ -269,31 +269,4 @@ func (c *Client) restore(ctx context.Context, dir string, opt RestoreOptions) (*
 		}
 	}
 	return b, nil
-}
-
-// writeDurably writes dir/name through write on a temporary file, fsynced,
-// renamed into place, the directory fsynced.
-func writeDurably(dir, name string, write func(*os.File) error) error {
-	f, err := fsx.CreateTemp(dir, "."+name+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fsx.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err == nil {
-		err = fsx.SyncDir(dir)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }

@@ -186,25 +186,14 @@ func readOrigin(dir string) (Origin, bool) {
 	return o, true
 }
 
-// writeStateFile replaces the state directory's file name with b, atomically.
+// writeStateFile replaces the state directory's file name with b, atomically
+// and durably (fsx.WriteDurably).
 func writeStateFile(dir, name string, b []byte) error {
 	state := filepath.Join(dir, ledger.StateDir)
-	f, err := fsx.CreateTemp(state, name+".tmp-")
-	if err != nil {
+	if err := fsx.WriteDurably(state, name, func(f *os.File) error {
+		_, err := f.Write(b)
 		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(state, name))
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	}); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Join(state, name), err)
 	}
 	return nil

@@ -514,27 +514,10 @@ func (h *Host) writeHeal(j *healJournal) error {
 	if err != nil {
 		return err
 	}
-	dir := h.dir.StatePath("")
-	f, err := fsx.CreateTemp(dir, "heal-")
-	if err != nil {
+	if err := fsx.WriteDurably(h.dir.StatePath(""), healFile, func(f *os.File) error {
+		_, err := f.Write(b)
 		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fsx.Rename(tmp, filepath.Join(dir, healFile))
-	}
-	if err == nil {
-		err = fsx.SyncDir(dir)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	}); err != nil {
 		return fmt.Errorf("write the heal's journal: %w", err)
 	}
 	return nil
