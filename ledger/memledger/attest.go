@@ -10,7 +10,7 @@ import (
 )
 
 // Attested implements ledger.CommitLog.
-func (l *Log) Attested(ctx context.Context) (ledger.Attestations, error) {
+func (l *logDriver) Attested(ctx context.Context) (ledger.Attestations, error) {
 	if err := ctx.Err(); err != nil {
 		return ledger.Attestations{}, err
 	}
@@ -21,7 +21,7 @@ func (l *Log) Attested(ctx context.Context) (ledger.Attestations, error) {
 
 // AttestSnapshot implements ledger.CommitLog (an in-memory log has no roles:
 // it always may), keeping the newest ledger.MaxAttested.
-func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
+func (l *logDriver) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Dig
 }
 
 // AttestRetention implements ledger.CommitLog.
-func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
+func (l *logDriver) AttestRetention(ctx context.Context, before ledger.Seq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
 }
 
 // SetRetention implements ledger.CommitLog.
-func (l *Log) SetRetention(ctx context.Context, before ledger.Seq) error {
+func (l *logDriver) SetRetention(ctx context.Context, before ledger.Seq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -22,7 +22,10 @@ import (
 // Knobs a test may turn: LoseAck (an append stored whose answer is lost) and
 // Publish (a raw message, as a credential that may publish on a subject could
 // store).
-type Log struct {
+type Log = logDriver
+
+// logDriver is the in-memory log's driver.
+type logDriver struct {
 	info ledger.Info
 	now  func() time.Time
 
@@ -85,12 +88,12 @@ func New(info ledger.Info, now func() time.Time) (*Log, error) {
 }
 
 // UUID returns the ledger's lineage.
-func (l *Log) UUID() string { return l.info.UUID }
+func (l *logDriver) UUID() string { return l.info.UUID }
 
-func (l *Log) last() ledger.Seq { return l.first + ledger.Seq(len(l.msgs)) - 1 }
+func (l *logDriver) last() ledger.Seq { return l.first + ledger.Seq(len(l.msgs)) - 1 }
 
 // at returns the message at seq; false if the log does not hold it.
-func (l *Log) at(seq ledger.Seq) (msg, bool) {
+func (l *logDriver) at(seq ledger.Seq) (msg, bool) {
 	if seq < l.first || seq > l.last() {
 		return msg{}, false
 	}
@@ -99,7 +102,7 @@ func (l *Log) at(seq ledger.Seq) (msg, bool) {
 }
 
 // store appends messages with their ids; the caller holds mu.
-func (l *Log) store(subjects []string, data [][]byte, ids []string) []ledger.Seq {
+func (l *logDriver) store(subjects []string, data [][]byte, ids []string) []ledger.Seq {
 	seqs := make([]ledger.Seq, len(subjects))
 	for i := range subjects {
 		l.stored++ // never reset: a message stored after a Rewind has a stamp of its own
@@ -116,16 +119,16 @@ func (l *Log) store(subjects []string, data [][]byte, ids []string) []ledger.Seq
 	return seqs
 }
 
-func (l *Log) reader() *ledger.MessageReader {
+func (l *logDriver) reader() *ledger.MessageReader {
 	return &ledger.MessageReader{Name: l.info.Name, UUID: l.info.UUID, Quarantined: maps.Clone(l.q)}
 }
 
-func (l *Log) fail(op string, err error) error {
+func (l *logDriver) fail(op string, err error) error {
 	return fmt.Errorf("ledger %q %s: %w", l.info.Name, op, err)
 }
 
 // Info returns the ledger's settings.
-func (l *Log) Info(ctx context.Context) (ledger.Info, error) {
+func (l *logDriver) Info(ctx context.Context) (ledger.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return ledger.Info{}, l.fail("info", err)
 	}
@@ -133,13 +136,13 @@ func (l *Log) Info(ctx context.Context) (ledger.Info, error) {
 }
 
 // LastSeq returns the log's last seq.
-func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
+func (l *logDriver) LastSeq(ctx context.Context) (ledger.Seq, error) {
 	b, err := l.Bounds(ctx)
 	return b.Last, err
 }
 
 // Bounds returns the first and last seq ({1, 0} when empty).
-func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
+func (l *logDriver) Bounds(ctx context.Context) (ledger.Bounds, error) {
 	if err := ctx.Err(); err != nil {
 		return ledger.Bounds{}, l.fail("bounds", err)
 	}
@@ -157,7 +160,7 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 // the message there (the log's count of messages stored when it was, which a
 // Rewind does not reset) and the commit id there when asked for and the
 // message is an event.
-func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
+func (l *logDriver) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
 	if err := ctx.Err(); err != nil {
 		return ledger.Head{}, l.fail("head", err)
 	}
@@ -176,7 +179,7 @@ func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, er
 }
 
 // PartitionLastSeq returns the seq of the partition subject's last message.
-func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
+func (l *logDriver) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, l.fail("partition last seq", err)
 	}
@@ -187,7 +190,7 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 
 // PartitionTip returns the partition's last seq and the commit there; see
 // ledger.CommitLog.
-func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+func (l *logDriver) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, "", l.fail("partition tip", err)
 	}
@@ -202,7 +205,7 @@ func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, s
 }
 
 // PartitionHead returns the partition's last event; ErrNotFound if none.
-func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
+func (l *logDriver) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return ledger.Record{}, l.fail("partition head", err)
 	}
@@ -227,7 +230,7 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 
 // CommitAt returns the commit id of the event stored at seq; see
 // ledger.CommitLog.
-func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+func (l *logDriver) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", l.fail("commit at", err)
 	}
@@ -245,7 +248,7 @@ func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 // subjects' indexes, the message ids it deduplicates and the quarantine
 // notices after to are gone; attestations are kept, as the stream's metadata
 // of a backup of that time would hold them). A test knob.
-func (l *Log) Rewind(to ledger.Seq) {
+func (l *logDriver) Rewind(to ledger.Seq) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if to >= l.last() {
@@ -292,7 +295,7 @@ func (l *Log) Rewind(to ledger.Seq) {
 // Append stores one commit's events atomically, each extending its
 // partition's chain, and its fence checks after them, each while its fence
 // is its lock's last fence record; see ledger.CommitLog.
-func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
+func (l *logDriver) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
 	if err := ledger.CheckAppend(l.info.UUID, events, fences...); err != nil {
 		return nil, err
 	}
@@ -348,7 +351,7 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledge
 
 // lockLost is the error of fence f whose lock's last fence record is at last
 // (the caller holds mu).
-func (l *Log) lockLost(f ledger.Fence, last ledger.Seq) *ledger.LockLostError {
+func (l *logDriver) lockLost(f ledger.Fence, last ledger.Seq) *ledger.LockLostError {
 	e := &ledger.LockLostError{Lock: f.Lock, Fence: f.Seq, Last: last}
 	if m, ok := l.at(last); ok {
 		if r, err := ledger.DecodeFenceRecord(m.data); err == nil {
@@ -360,7 +363,7 @@ func (l *Log) lockLost(f ledger.Fence, last ledger.Seq) *ledger.LockLostError {
 
 // TakeFence stores rec on its lock's fence subject and returns its seq; see
 // ledger.CommitLog.
-func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq, error) {
+func (l *logDriver) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq, error) {
 	if rec.Ledger != l.info.UUID {
 		return 0, fmt.Errorf("ledger %q take fence of lock %q: record of ledger %s: %w", l.info.Name, rec.Lock, rec.Ledger, ledger.ErrLineage)
 	}
@@ -390,7 +393,7 @@ func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq
 // onlyQuarantinedAfter reports whether subj holds, after prev and up to last,
 // only quarantined messages: they are no part of the chain, so an event whose
 // Prev is prev still extends it (the adapter's skipQuarantined).
-func (l *Log) onlyQuarantinedAfter(subj string, prev, last ledger.Seq) bool {
+func (l *logDriver) onlyQuarantinedAfter(subj string, prev, last ledger.Seq) bool {
 	if last < prev {
 		return false
 	}
@@ -407,7 +410,7 @@ func (l *Log) onlyQuarantinedAfter(subj string, prev, last ledger.Seq) bool {
 // Publish stores a raw message on subject, unchecked — what a credential
 // allowed to publish there could store — and returns its seq. For tests of
 // readers that meet a bad message.
-func (l *Log) Publish(subject string, data []byte) ledger.Seq {
+func (l *logDriver) Publish(subject string, data []byte) ledger.Seq {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.store([]string{subject}, [][]byte{data}, []string{""})[0]

@@ -10,7 +10,7 @@ import (
 )
 
 // held returns the log's first held seq and its last seq; the caller holds mu.
-func (l *Log) held() ledger.Bounds {
+func (l *logDriver) held() ledger.Bounds {
 	first := l.first
 	for first <= l.last() && l.msgs[first-l.first].dropped {
 		first++
@@ -20,7 +20,7 @@ func (l *Log) held() ledger.Bounds {
 
 // span returns a copy of the messages from..to (bounded by the log) and the
 // reader of the quarantines as they are now.
-func (l *Log) span(from, to ledger.Seq) ([]msg, *ledger.MessageReader) {
+func (l *logDriver) span(from, to ledger.Seq) ([]msg, *ledger.MessageReader) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	to = min(to, l.last())
@@ -32,7 +32,7 @@ func (l *Log) span(from, to ledger.Seq) ([]msg, *ledger.MessageReader) {
 
 // Read calls fn for every record with from ≤ seq ≤ to (to 0: the last seq when
 // Read starts); see ledger.CommitLog.
-func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
+func (l *logDriver) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
 	from = max(from, 1)
 	l.mu.Lock()
 	b := l.held()
@@ -65,7 +65,7 @@ func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Reco
 
 // ReadPartition calls fn for the partition's records with seq ≥ from, checking
 // the chain as the adapter does; see ledger.CommitLog.
-func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
+func (l *logDriver) ReadPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
 	from = max(from, 1)
 	subj := ledger.Subject(l.info.Name, partition)
 	op := fmt.Sprintf("read partition %q", partition)
@@ -121,7 +121,7 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 
 // Follow calls fn for every record from seq from on, waiting for new ones,
 // until ctx is done or fn returns an error.
-func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
+func (l *logDriver) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
 	next := max(from, 1)
 	for {
 		l.mu.Lock()
@@ -143,7 +143,7 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 }
 
 // Quarantines returns every quarantine notice, by quarantined seq.
-func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
+func (l *logDriver) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, l.fail("quarantines", err)
 	}
@@ -159,7 +159,7 @@ func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine
 // Quarantine stores a notice that the message at q.Seq is not an event; the
 // refusals are the adapter's (see ledger.CommitLog). A zero q.At is the log's
 // clock's now.
-func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
+func (l *logDriver) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, l.fail(fmt.Sprintf("quarantine seq %d", q.Seq), err)
 	}
@@ -209,7 +209,7 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 
 // TruncateBefore drops the messages with seq < before except each subject's
 // last, as the adapter's purge does; see ledger.CommitLog.
-func (l *Log) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, error) {
+func (l *logDriver) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, l.fail(fmt.Sprintf("truncate before %d", before), err)
 	}

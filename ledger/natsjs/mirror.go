@@ -336,7 +336,7 @@ func (r *replica) writeDown() bool { return r.down() && !r.o.nc.IsConnected() }
 // the messages it knows it lacks, never raised to what this Log knows the
 // origin holds (Head does that). ok is false when the Log does not read
 // through a mirror.
-func (l *Log) MirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error) {
+func (l *logDriver) MirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error) {
 	r := l.rep
 	if r == nil {
 		return ledger.Head{}, false, nil
@@ -721,7 +721,7 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 
 // adoptMirror checks a mirror's identity as adopt does the origin's, then
 // its configuration (mirrorStream), and records the lineage it states.
-func (l *Log) adoptMirror(c *streamSettings) error {
+func (l *logDriver) adoptMirror(c *streamSettings) error {
 	if err := l.identify(c); err != nil {
 		return err
 	}

@@ -115,7 +115,10 @@ func WithRetry(attempts int, wait time.Duration) Option {
 }
 
 // Log is a ledger's CommitLog on a JetStream stream. It is safe for concurrent use.
-type Log struct {
+type Log = logDriver
+
+// logDriver is the log's JetStream driver.
+type logDriver struct {
 	nc     *nats.Conn
 	rnc    *nats.Conn // reads by direct get: nc, or a Client's read endpoint
 	js     jetstream.JetStream
@@ -176,13 +179,13 @@ func (o *opened) drop() {
 var _ ledger.CommitLog = (*Log)(nil)
 
 // Name returns the ledger name.
-func (l *Log) Name() string { return l.name }
+func (l *logDriver) Name() string { return l.name }
 
 // Stream returns the JetStream stream name.
-func (l *Log) Stream() string { return l.stream }
+func (l *logDriver) Stream() string { return l.stream }
 
 // UUID returns the ledger's lineage as read when the Log was opened.
-func (l *Log) UUID() string { return l.uuid }
+func (l *logDriver) UUID() string { return l.uuid }
 
 func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 	if nc == nil {
@@ -294,7 +297,7 @@ func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Opt
 	return nil, fmt.Errorf("create ledger %q: stream %s keeps appearing and disappearing", cfg.Name, l.stream)
 }
 
-func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig {
+func (l *logDriver) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig {
 	replicas := max(cfg.Replicas, 1)
 	dup := DuplicateWindow
 	if cfg.MaxAge > 0 && cfg.MaxAge < dup {
@@ -363,7 +366,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 // adopt checks that c describes a syncledger stream this build can use — its
 // identity (the metadata), then its settings (expect.go ledgerStream) — and
 // records its lineage.
-func (l *Log) adopt(c *streamSettings) error {
+func (l *logDriver) adopt(c *streamSettings) error {
 	if err := l.identify(c); err != nil {
 		return err
 	}
@@ -376,7 +379,7 @@ func (l *Log) adopt(c *streamSettings) error {
 }
 
 // record takes the ledger's identity from c, identified (identify).
-func (l *Log) record(c *streamSettings) {
+func (l *logDriver) record(c *streamSettings) {
 	md := c.Metadata
 	f, _ := strconv.Atoi(md[MetaFormat])
 	l.uuid = md[MetaUUID]
@@ -388,7 +391,7 @@ func (l *Log) record(c *streamSettings) {
 
 // identify checks that c's metadata makes it a ledger of this name, in a
 // format this build reads, with a lineage.
-func (l *Log) identify(c *streamSettings) error {
+func (l *logDriver) identify(c *streamSettings) error {
 	md := c.Metadata
 	if md[MetaName] == "" && md[MetaUUID] == "" {
 		return fmt.Errorf("stream %s has no syncledger metadata: not a ledger: %w", l.stream, ledger.ErrInvalid)
@@ -414,11 +417,11 @@ func (l *Log) identify(c *streamSettings) error {
 // path stays at one request (LastSeq), and LastSeq and Bounds check on every call
 // that the stream still carries the lineage read at open (ErrLineage if a ledger
 // of the same name was deleted and created again).
-func (l *Log) Info(context.Context) (ledger.Info, error) { return l.info, nil }
+func (l *logDriver) Info(context.Context) (ledger.Info, error) { return l.info, nil }
 
 // Delete deletes the ledger's stream and every event in it. For tests and
 // operators; a deleted ledger cannot be recovered from the log.
-func (l *Log) Delete(ctx context.Context) error {
+func (l *logDriver) Delete(ctx context.Context) error {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	if err := l.js.DeleteStream(ctx, l.stream); err != nil {
@@ -435,6 +438,6 @@ func (l *Log) Delete(ctx context.Context) error {
 // leader killed mid-call) then fails after the per-request timeout and the caller's
 // retry or ambiguity resolution goes on, instead of one request eating the caller's
 // whole deadline.
-func (l *Log) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (l *logDriver) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, l.opts.timeout)
 }

@@ -26,7 +26,7 @@ type quarantines struct {
 
 // loadQuarantines reads the notices stored at seqs up to upto not read yet: one
 // batched direct get by subject, answered empty when there are none.
-func (l *Log) loadQuarantines(ctx context.Context, upto ledger.Seq) error {
+func (l *logDriver) loadQuarantines(ctx context.Context, upto ledger.Seq) error {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	subj := ledger.QuarantineSubject(l.name)
@@ -64,7 +64,7 @@ func (l *Log) loadQuarantines(ctx context.Context, upto ledger.Seq) error {
 }
 
 // quarantined returns a copy of the quarantined seqs loaded so far (nil if none).
-func (l *Log) quarantined() map[ledger.Seq]ledger.Quarantine {
+func (l *logDriver) quarantined() map[ledger.Seq]ledger.Quarantine {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	if len(l.q.seqs) == 0 {
@@ -74,7 +74,7 @@ func (l *Log) quarantined() map[ledger.Seq]ledger.Quarantine {
 }
 
 // Quarantines returns every quarantine notice of the ledger, by quarantined seq.
-func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
+func (l *logDriver) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
 	if l.rep != nil {
 		return l.rep.quarantines(ctx)
 	}
@@ -99,7 +99,7 @@ func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine
 // the decoder cannot see — its chain or parts lie, its content is missing),
 // and (ErrConflict) a seq already quarantined. The server lets only the admin
 // role publish notices (natsauth); others get ErrPermission.
-func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
+func (l *logDriver) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	l.opened.drop()
 	if l.rep != nil {
 		if err := l.rep.writable(ctx, l.name); err != nil {
@@ -115,7 +115,7 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 	return l.quarantine(ctx, q, force)
 }
 
-func (l *Log) quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
+func (l *logDriver) quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
 	}
@@ -198,7 +198,7 @@ func (l *Log) quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 // server's last-subject-sequence check counts them, so the publish must expect
 // the last of them. It reports whether it moved c.expect (then publish again).
 // Any event among them is a real conflict: false.
-func (l *Log) skipQuarantined(ctx context.Context, c *commit, cf *ledger.ConflictError) (bool, error) {
+func (l *logDriver) skipQuarantined(ctx context.Context, c *commit, cf *ledger.ConflictError) (bool, error) {
 	i := slices.IndexFunc(c.events, func(e ledger.Event) bool { return e.Partition == cf.Partition })
 	if i < 0 || cf.Actual <= c.expect[i] {
 		return false, nil
