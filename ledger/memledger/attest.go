@@ -2,7 +2,6 @@ package memledger
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -11,9 +10,6 @@ import (
 
 // Attested implements ledger.CommitLog.
 func (l *logDriver) Attested(ctx context.Context) (ledger.Attestations, error) {
-	if err := ctx.Err(); err != nil {
-		return ledger.Attestations{}, err
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return ledger.Attestations{Snapshots: maps.Clone(l.att.Snapshots), Retained: l.att.Retained}, nil
@@ -22,12 +18,6 @@ func (l *logDriver) Attested(ctx context.Context) (ledger.Attestations, error) {
 // AttestSnapshot implements ledger.CommitLog (an in-memory log has no roles:
 // it always may), keeping the newest ledger.MaxAttested.
 func (l *logDriver) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if seq == 0 || sum.IsZero() {
-		return fmt.Errorf("attest snapshot: seq %d, digest %s: %w", seq, sum, ledger.ErrInvalid)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.att.Snapshots == nil {
@@ -45,9 +35,6 @@ func (l *logDriver) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledg
 
 // AttestRetention implements ledger.CommitLog.
 func (l *logDriver) AttestRetention(ctx context.Context, before ledger.Seq) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.att.Retained = max(l.att.Retained, before)
@@ -56,9 +43,6 @@ func (l *logDriver) AttestRetention(ctx context.Context, before ledger.Seq) erro
 
 // SetRetention implements ledger.CommitLog.
 func (l *logDriver) SetRetention(ctx context.Context, before ledger.Seq) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.att.Retained = before

@@ -1,5 +1,7 @@
 // Package memledger is the in-memory twin of the ledger's ports, for tests: the
-// commit log (Log), its feed (Feed: durable consumers, acknowledgement, ack
+// commit log (Log: the portable ledger.Log over an in-memory driver, as the
+// NATS adapter's is over its JetStream driver; knobs LoseAck, Publish and
+// Rewind), its feed (Feed: durable consumers, acknowledgement, ack
 // waits on the feed's clock, dead letters; knobs Disconnect and Reset) and a
 // ledger.KV whose clock the test holds (NewKV). Each
 // type passes the same conformance suite (ledger/drivertest) as its NATS

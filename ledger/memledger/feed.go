@@ -21,7 +21,7 @@ import (
 // connection dying does (its acknowledgements are lost with it); Reset moves
 // a consumer, as a credential allowed to reset it can.
 type Feed struct {
-	log *Log
+	log *logDriver
 	now func() time.Time
 
 	mu    sync.Mutex
@@ -55,7 +55,7 @@ func NewFeed(log *Log, now func() time.Time) *Feed {
 	if now == nil {
 		now = time.Now
 	}
-	return &Feed{log: log, now: now, cons: map[string]*consumer{}, ids: map[string]bool{}, wake: make(chan struct{})}
+	return &Feed{log: log.d, now: now, cons: map[string]*consumer{}, ids: map[string]bool{}, wake: make(chan struct{})}
 }
 
 // Tick wakes waiting subscriptions to look at the clock again (a test moved

@@ -33,7 +33,6 @@ func (l *logDriver) span(from, to ledger.Seq) ([]msg, *ledger.MessageReader) {
 // Read calls fn for every record with from ≤ seq ≤ to (to 0: the last seq when
 // Read starts); see ledger.CommitLog.
 func (l *logDriver) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
-	from = max(from, 1)
 	l.mu.Lock()
 	b := l.held()
 	l.mu.Unlock()
@@ -66,7 +65,6 @@ func (l *logDriver) Read(ctx context.Context, from, to ledger.Seq, fn func(ledge
 // ReadPartition calls fn for the partition's records with seq ≥ from, checking
 // the chain as the adapter does; see ledger.CommitLog.
 func (l *logDriver) ReadPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
-	from = max(from, 1)
 	subj := ledger.Subject(l.info.Name, partition)
 	op := fmt.Sprintf("read partition %q", partition)
 	l.mu.Lock()
@@ -122,7 +120,7 @@ func (l *logDriver) ReadPartition(ctx context.Context, partition string, from le
 // Follow calls fn for every record from seq from on, waiting for new ones,
 // until ctx is done or fn returns an error.
 func (l *logDriver) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
-	next := max(from, 1)
+	next := from
 	for {
 		l.mu.Lock()
 		last, grew := l.last(), l.grew
@@ -144,9 +142,6 @@ func (l *logDriver) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.
 
 // Quarantines returns every quarantine notice, by quarantined seq.
 func (l *logDriver) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, l.fail("quarantines", err)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make(map[ledger.Seq]ledger.Quarantine, len(l.q))
@@ -163,18 +158,10 @@ func (l *logDriver) Quarantine(ctx context.Context, q ledger.Quarantine, force b
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, l.fail(fmt.Sprintf("quarantine seq %d", q.Seq), err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	q.V, q.Ledger = ledger.FormatVersion, l.info.UUID
 	if q.At.IsZero() {
 		q.At = l.now()
 	}
 	q.At = q.At.UTC()
-	q.Partition, q.ModelSeq, q.Prev = "", 0, 0 // read from the message below
-	if _, err := ledger.EncodeQuarantine(q); err != nil {
-		return fail(err)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.held()
@@ -210,9 +197,6 @@ func (l *logDriver) Quarantine(ctx context.Context, q ledger.Quarantine, force b
 // TruncateBefore drops the messages with seq < before except each subject's
 // last, as the adapter's purge does; see ledger.CommitLog.
 func (l *logDriver) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, l.fail(fmt.Sprintf("truncate before %d", before), err)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var dropped uint64

@@ -107,42 +107,28 @@ func (l *logDriver) msg(c *commit, i int) *nats.Msg {
 	return m
 }
 
-// prepare validates events and fences as one commit and encodes them.
-func (l *logDriver) prepare(events []ledger.Event, fences []ledger.Fence) (*commit, error) {
-	if err := ledger.CheckAppend(l.uuid, events, fences...); err != nil {
-		return nil, err
-	}
-	if len(fences) > 0 && !l.info.Fenced() {
-		return nil, fmt.Errorf("ledger %q append commit %s: %w", l.name, events[0].Commit, ledger.ErrNoFences)
-	}
-	k, id := len(events), events[0].Commit
-	n := k + len(fences)
-	c := &commit{id: id, events: events, fences: fences, subjects: make([]string, n), data: make([][]byte, n), expect: make([]ledger.Seq, n)}
+// prepare checks what the server limits of a batch ledger.Log checked and
+// encoded (each message's size, each subject's length) and makes it a
+// commit.
+func (l *logDriver) prepare(b *ledger.AppendBatch) (*commit, error) {
+	events, fences, id := b.Events, b.Fences, b.Commit
+	k := len(events)
+	c := &commit{id: id, events: events, fences: fences, subjects: b.Subjects, data: b.Data, expect: make([]ledger.Seq, len(b.Data))}
 	maxData := int(l.nc.MaxPayload()) - headerReserve
 	for i, e := range events {
 		c.expect[i] = e.Prev
-		b, err := ledger.EncodeEvent(e)
-		if err != nil {
-			return nil, fmt.Errorf("append commit %s part %d: %w", id, i+1, err)
+		if len(b.Data[i]) > maxData {
+			return nil, fmt.Errorf("append commit %s part %d: event of %d bytes, the server takes at most %d (use ledger.Externalize): %w", id, i+1, len(b.Data[i]), maxData, ledger.ErrTooLarge)
 		}
-		if len(b) > maxData {
-			return nil, fmt.Errorf("append commit %s part %d: event of %d bytes, the server takes at most %d (use ledger.Externalize): %w", id, i+1, len(b), maxData, ledger.ErrTooLarge)
-		}
-		subj := ledger.Subject(l.name, e.Partition)
-		if len(subj) > MaxSubjectLen {
+		if subj := b.Subjects[i]; len(subj) > MaxSubjectLen {
 			return nil, fmt.Errorf("append commit %s part %d: partition key of %d bytes makes a subject of %d bytes, limit %d: %w", id, i+1, len(e.Partition), len(subj), MaxSubjectLen, ledger.ErrTooLarge)
 		}
-		c.subjects[i], c.data[i] = subj, b
 	}
-	for i, fc := range ledger.FenceChecks(l.uuid, id, fences) {
-		b, err := ledger.EncodeFenceCheck(fc)
-		if err != nil {
-			return nil, fmt.Errorf("append commit %s fence %d: %w", id, i+1, err)
+	for i, f := range fences {
+		if subj := ledger.FenceSubject(l.name, f.Lock); len(subj) > MaxSubjectLen {
+			return nil, fmt.Errorf("append commit %s fence %d: lock name of %d bytes makes a subject of %d bytes, limit %d: %w", id, i+1, len(f.Lock), len(subj), MaxSubjectLen, ledger.ErrTooLarge)
 		}
-		if subj := ledger.FenceSubject(l.name, fc.Lock); len(subj) > MaxSubjectLen {
-			return nil, fmt.Errorf("append commit %s fence %d: lock name of %d bytes makes a subject of %d bytes, limit %d: %w", id, i+1, len(fc.Lock), len(subj), MaxSubjectLen, ledger.ErrTooLarge)
-		}
-		c.subjects[k+i], c.data[k+i], c.expect[k+i] = ledger.FenceCheckSubject(l.name), b, fc.Fence
+		c.expect[k+i] = f.Seq
 	}
 	return c, nil
 }
@@ -171,7 +157,7 @@ func (l *logDriver) prepare(events []ledger.Event, fences []ledger.Fence) (*comm
 // ids), at once under ids with a random nonce. The error text alone never
 // decides. Errors after which the commit may be stored wrap
 // ErrOutcomeUnknown.
-func (l *logDriver) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
+func (l *logDriver) Append(ctx context.Context, b *ledger.AppendBatch) ([]ledger.Seq, error) {
 	l.opened.drop()
 	if l.rep != nil {
 		// Read from a mirror: the commit goes to the origin, checked
@@ -179,20 +165,20 @@ func (l *logDriver) Append(ctx context.Context, events []ledger.Event, fences ..
 		// and this Log reads at least up to it (the writer sees its commit
 		// at once, whatever the mirror's lag).
 		if err := l.rep.writable(ctx, l.name); err != nil {
-			return nil, fmt.Errorf("append commit %s: %w", events[0].Commit, err)
+			return nil, fmt.Errorf("append commit %s: %w", b.Commit, err)
 		}
 		at := time.Now()
-		seqs, err := l.append(ctx, events, fences)
+		seqs, err := l.append(ctx, b)
 		if err == nil {
 			l.rep.raise(seqs[len(seqs)-1], at)
 		}
 		return seqs, err
 	}
-	return l.append(ctx, events, fences)
+	return l.append(ctx, b)
 }
 
-func (l *logDriver) append(ctx context.Context, events []ledger.Event, fences []ledger.Fence) ([]ledger.Seq, error) {
-	c, err := l.prepare(events, fences)
+func (l *logDriver) append(ctx context.Context, b *ledger.AppendBatch) ([]ledger.Seq, error) {
+	c, err := l.prepare(b)
 	if err != nil {
 		return nil, err
 	}

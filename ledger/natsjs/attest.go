@@ -66,9 +66,6 @@ func snapshotMetaKey(seq ledger.Seq) string {
 
 // AttestSnapshot implements ledger.CommitLog.
 func (l *logDriver) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
-	if seq == 0 || sum.IsZero() {
-		return fmt.Errorf("attest snapshot: seq %d, digest %s: %w", seq, sum, ledger.ErrInvalid)
-	}
 	key, val := snapshotMetaKey(seq), sum.String()
 	err := l.updateMeta(ctx, func(md map[string]string) bool { return md[key] == val }, func(md map[string]string) {
 		md[key] = val
@@ -189,7 +186,11 @@ func checkNamespaceMark(of, ns string) error {
 // it), as namespace ns of the ledger whose UUID is of (ledger.Info); the mark
 // is made once and never changed: a ledger marked otherwise is an error
 // wrapping ledger.ErrInvalid. Only the admin may (ledger.ErrPermission).
-func (l *logDriver) MarkNamespace(ctx context.Context, of, ns string) error {
+func (l *Log) MarkNamespace(ctx context.Context, of, ns string) error {
+	return l.d.markNamespace(ctx, of, ns)
+}
+
+func (l *logDriver) markNamespace(ctx context.Context, of, ns string) error {
 	if of == "" {
 		return fmt.Errorf("ledger %q: mark as a namespace: no base ledger: %w", l.name, ledger.ErrInvalid)
 	}

@@ -36,8 +36,8 @@ const DefaultPrefetch = 512
 // are the admin's to create (Create); a Subscribe creates a missing one only
 // where the server lets this user. It is safe for concurrent use.
 type Feed struct {
-	l       *Log     // the ledger's name, stream and JetStream context (not opened)
-	watches *watches // a Client's refusal routing; nil on a bare connection
+	l       *logDriver // the ledger's name, stream and JetStream context (not opened)
+	watches *watches   // a Client's refusal routing; nil on a bare connection
 
 	mu        sync.Mutex
 	dlqExists bool

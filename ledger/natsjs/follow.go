@@ -133,7 +133,7 @@ func (l *logDriver) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.
 
 // follower is one Follow's state.
 type follower struct {
-	l          *Log
+	l          *logDriver
 	nc         *nats.Conn // the connection of its subscription
 	fn         func(ledger.Record) error
 	sub        *nats.Subscription

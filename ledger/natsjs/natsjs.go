@@ -114,10 +114,33 @@ func WithRetry(attempts int, wait time.Duration) Option {
 	}
 }
 
-// Log is a ledger's CommitLog on a JetStream stream. It is safe for concurrent use.
-type Log = logDriver
+// Log is a ledger's CommitLog on a JetStream stream: the portable ledger.Log
+// (which checks every call's arguments and context once) over the JetStream
+// driver, with the adapter's own operations beside it. It is safe for
+// concurrent use.
+type Log struct {
+	*ledger.Log
+	d *logDriver
+}
 
-// logDriver is the log's JetStream driver.
+// wrap returns the Log over d.
+func wrap(d *logDriver) *Log { return &Log{Log: ledger.NewLog(d), d: d} }
+
+// Driver returns the JetStream driver under the log, for ledger/drivertest's
+// suite, which runs on a portable ledger.Log of its own over it.
+func (l *Log) Driver() ledger.LogDriver { return l.d }
+
+// Name returns the ledger name.
+func (l *Log) Name() string { return l.d.name }
+
+// Stream returns the JetStream stream name.
+func (l *Log) Stream() string { return l.d.stream }
+
+// UUID returns the ledger's lineage as read when the Log was opened.
+func (l *Log) UUID() string { return l.d.uuid }
+
+// logDriver is the ledger.LogDriver of a ledger's stream: it is called with
+// the arguments and the live context ledger.Log has checked.
 type logDriver struct {
 	nc     *nats.Conn
 	rnc    *nats.Conn // reads by direct get: nc, or a Client's read endpoint
@@ -176,18 +199,12 @@ func (o *opened) drop() {
 	o.mu.Unlock()
 }
 
-var _ ledger.CommitLog = (*Log)(nil)
+var (
+	_ ledger.CommitLog = (*Log)(nil)
+	_ ledger.LogDriver = (*logDriver)(nil)
+)
 
-// Name returns the ledger name.
-func (l *logDriver) Name() string { return l.name }
-
-// Stream returns the JetStream stream name.
-func (l *logDriver) Stream() string { return l.stream }
-
-// UUID returns the ledger's lineage as read when the Log was opened.
-func (l *logDriver) UUID() string { return l.uuid }
-
-func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
+func newLog(nc *nats.Conn, name string, opts []Option) (*logDriver, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("open ledger %q: nil connection: %w", name, ledger.ErrInvalid)
 	}
@@ -204,7 +221,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
-	return &Log{
+	return &logDriver{
 		nc: nc, rnc: nc, js: js, name: name, stream: ledger.StreamName(name),
 		prefix: ledger.SubjectPrefix(name), opts: o,
 	}, nil
@@ -217,6 +234,14 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 // cfg.Blobs that differs from the existing ledger's is an error wrapping
 // ledger.ErrInvalid naming both values; an empty one means "no preference".
 func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Option) (*Log, error) {
+	d, err := createLog(ctx, nc, cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(d), nil
+}
+
+func createLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Option) (*logDriver, error) {
 	l, err := newLog(nc, cfg.Name, opts)
 	if err != nil {
 		return nil, err
@@ -338,6 +363,14 @@ func (l *logDriver) streamConfig(cfg LedgerConfig, uuid string) jetstream.Stream
 // ledger.ErrUnknownVersion; a stream that is not a syncledger ledger wraps
 // ledger.ErrInvalid.
 func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log, error) {
+	d, err := openLog(ctx, nc, name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(d), nil
+}
+
+func openLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*logDriver, error) {
 	l, err := newLog(nc, name, opts)
 	if err != nil {
 		return nil, err
@@ -417,11 +450,13 @@ func (l *logDriver) identify(c *streamSettings) error {
 // path stays at one request (LastSeq), and LastSeq and Bounds check on every call
 // that the stream still carries the lineage read at open (ErrLineage if a ledger
 // of the same name was deleted and created again).
-func (l *logDriver) Info(context.Context) (ledger.Info, error) { return l.info, nil }
+func (l *logDriver) Info() ledger.Info { return l.info }
 
 // Delete deletes the ledger's stream and every event in it. For tests and
 // operators; a deleted ledger cannot be recovered from the log.
-func (l *logDriver) Delete(ctx context.Context) error {
+func (l *Log) Delete(ctx context.Context) error { return l.d.delete(ctx) }
+
+func (l *logDriver) delete(ctx context.Context) error {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	if err := l.js.DeleteStream(ctx, l.stream); err != nil {

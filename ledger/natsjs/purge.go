@@ -32,9 +32,6 @@ import (
 // DenyPurge would, which ledgers never set).
 func (l *logDriver) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, error) {
 	l.opened.drop()
-	if before <= 1 {
-		return 0, nil
-	}
 	s, err := l.js.Stream(ctx, l.stream)
 	if err != nil {
 		return 0, fmt.Errorf("ledger %q truncate before %d: %w", l.name, before, l.mapStreamErr(err))

@@ -119,10 +119,8 @@ func (l *logDriver) quarantine(ctx context.Context, q ledger.Quarantine, force b
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
 	}
-	q.V, q.Ledger = ledger.FormatVersion, l.uuid
-	q.Partition, q.ModelSeq, q.Prev = "", 0, 0 // read from the message below
-	if _, err := ledger.EncodeQuarantine(q); err != nil {
-		return fail(err)
+	if q.At.IsZero() {
+		q.At = time.Now()
 	}
 	b, err := l.bounds(ctx)
 	if err != nil {

@@ -558,7 +558,9 @@ func (l *logDriver) walkBack(ctx context.Context, subj string, from, end ledger.
 // Partitions lists the partitions the ledger's stream holds events of, from
 // the stream's subjects (one stream info request with its subjects: the
 // dashboard's list). The quarantine notices' subject is none.
-func (l *logDriver) Partitions(ctx context.Context) ([]string, error) {
+func (l *Log) Partitions(ctx context.Context) ([]string, error) { return l.d.partitions(ctx) }
+
+func (l *logDriver) partitions(ctx context.Context) ([]string, error) {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	st, err := l.js.Stream(ctx, l.stream)

@@ -365,7 +365,7 @@ func (l *logDriver) directBatch(ctx context.Context, req msgGetRequest) (msgs []
 // reply subject, so a late answer to an abandoned request (a timeout, a retry)
 // is never taken for a later request's.
 type batcher struct {
-	l      *Log
+	l      *logDriver
 	sub    *nats.Subscription
 	prefix string
 	n      uint64
