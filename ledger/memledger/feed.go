@@ -20,7 +20,10 @@ import (
 // Knobs: Disconnect ends every open subscription at once, as a process's
 // connection dying does (its acknowledgements are lost with it); Reset moves
 // a consumer, as a credential allowed to reset it can.
-type Feed struct {
+type Feed = feedDriver
+
+// feedDriver is the in-memory feed's driver.
+type feedDriver struct {
 	log *logDriver
 	now func() time.Time
 
@@ -60,7 +63,7 @@ func NewFeed(log *Log, now func() time.Time) *Feed {
 
 // Tick wakes waiting subscriptions to look at the clock again (a test moved
 // it past an ack wait).
-func (f *Feed) Tick() {
+func (f *feedDriver) Tick() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.wakeAll()
@@ -68,7 +71,7 @@ func (f *Feed) Tick() {
 
 // Disconnect ends every open subscription: their Next returns an error and
 // their acknowledgements are dropped, as when a consumer's process dies.
-func (f *Feed) Disconnect() {
+func (f *feedDriver) Disconnect() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.epoch++
@@ -77,7 +80,7 @@ func (f *Feed) Disconnect() {
 
 // Reset moves consumer name so that its next subscription starts at seq (its
 // ack floor becomes seq-1), as JetStream's reset to a sequence does.
-func (f *Feed) Reset(name string, seq ledger.Seq) error {
+func (f *feedDriver) Reset(name string, seq ledger.Seq) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k, ok := f.cons[name]
@@ -88,17 +91,17 @@ func (f *Feed) Reset(name string, seq ledger.Seq) error {
 	return nil
 }
 
-func (f *Feed) wakeAll() {
+func (f *feedDriver) wakeAll() {
 	close(f.wake)
 	f.wake = make(chan struct{})
 }
 
-func (f *Feed) fail(op string, err error) error {
+func (f *feedDriver) fail(op string, err error) error {
 	return fmt.Errorf("ledger %q feed %s: %w", f.log.info.Name, op, err)
 }
 
 // Create makes the consumer c names if it is missing; see ledger.Feed.
-func (f *Feed) Create(ctx context.Context, c ledger.FeedConsumer) error {
+func (f *feedDriver) Create(ctx context.Context, c ledger.FeedConsumer) error {
 	if err := ledger.CheckFeedConsumer(c); err != nil {
 		return err
 	}
@@ -116,7 +119,7 @@ func (f *Feed) Create(ctx context.Context, c ledger.FeedConsumer) error {
 
 // create returns the consumer c names, made if missing on a log holding b.
 // f.mu is held.
-func (f *Feed) create(c ledger.FeedConsumer, b ledger.Bounds, op string) (*consumer, error) {
+func (f *feedDriver) create(c ledger.FeedConsumer, b ledger.Bounds, op string) (*consumer, error) {
 	if k, ok := f.cons[c.Name]; ok {
 		if err := ledger.FilterError(c.Name, k.c.Partitions, c.Partitions); err != nil {
 			return nil, err
@@ -149,7 +152,7 @@ func (f *Feed) create(c ledger.FeedConsumer, b ledger.Bounds, op string) (*consu
 }
 
 // Subscribe opens (creating if missing) the consumer c names; see ledger.Feed.
-func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
+func (f *feedDriver) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
 	if err := ledger.CheckFeedConsumer(c); err != nil {
 		return nil, err
 	}
@@ -176,7 +179,7 @@ func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Sub
 
 // sub is one Subscription.
 type sub struct {
-	f      *Feed
+	f      *feedDriver
 	k      *consumer
 	epoch  int
 	once   sync.Once
@@ -282,7 +285,7 @@ func (s *sub) take() (ledger.FeedMessage, time.Duration, bool) {
 }
 
 // message returns the log's message at seq; false if it does not hold it.
-func (f *Feed) message(seq ledger.Seq) (ledger.FeedMessage, bool) {
+func (f *feedDriver) message(seq ledger.Seq) (ledger.FeedMessage, bool) {
 	f.log.mu.Lock()
 	defer f.log.mu.Unlock()
 	m, ok := f.log.at(seq)
@@ -330,7 +333,7 @@ func (s *sub) Close() error {
 }
 
 // Positions returns every consumer's position, sorted by name.
-func (f *Feed) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
+func (f *feedDriver) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, f.fail("positions", err)
 	}
@@ -367,7 +370,7 @@ func (f *Feed) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
 }
 
 // Delete deletes a consumer; its dead letters stay.
-func (f *Feed) Delete(ctx context.Context, name string) error {
+func (f *feedDriver) Delete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return f.fail("delete consumer "+name, err)
 	}
@@ -382,7 +385,7 @@ func (f *Feed) Delete(ctx context.Context, name string) error {
 }
 
 // DeadLetter stores body as consumer's dead letter of seq, once.
-func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
+func (f *feedDriver) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
 	if err := ctx.Err(); err != nil {
 		return f.fail("dead letter", err)
 	}
@@ -404,7 +407,7 @@ func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, 
 
 // DeadLetters calls fn with consumer's dead letters ("" every consumer's),
 // oldest first.
-func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
+func (f *feedDriver) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
 	if err := ctx.Err(); err != nil {
 		return f.fail("dead letters", err)
 	}
