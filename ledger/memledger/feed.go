@@ -20,9 +20,20 @@ import (
 // Knobs: Disconnect ends every open subscription at once, as a process's
 // connection dying does (its acknowledgements are lost with it); Reset moves
 // a consumer, as a credential allowed to reset it can.
-type Feed = feedDriver
+//
+// It is the portable ledger feed (ledger.PortableFeed: every call's context
+// and arguments checked once) over an in-memory driver, as the adapter's is
+// over its JetStream driver.
+type Feed struct {
+	*ledger.PortableFeed
+	d *feedDriver
+}
 
-// feedDriver is the in-memory feed's driver.
+// Driver returns the driver under the feed, for ledger/drivertest's suite,
+// which runs on a portable feed of its own over it.
+func (f *Feed) Driver() ledger.FeedDriver { return f.d }
+
+// feedDriver is the in-memory ledger.FeedDriver under Feed.
 type feedDriver struct {
 	log *logDriver
 	now func() time.Time
@@ -50,7 +61,10 @@ type delivery struct {
 	at time.Time // last delivered or in progress
 }
 
-var _ ledger.Feed = (*Feed)(nil)
+var (
+	_ ledger.Feed       = (*Feed)(nil)
+	_ ledger.FeedDriver = (*feedDriver)(nil)
+)
 
 // NewFeed returns the feed of log, with no consumers; now is its clock
 // (time.Now if nil). A test that moves the clock calls Tick.
@@ -58,12 +72,15 @@ func NewFeed(log *Log, now func() time.Time) *Feed {
 	if now == nil {
 		now = time.Now
 	}
-	return &Feed{log: log.d, now: now, cons: map[string]*consumer{}, ids: map[string]bool{}, wake: make(chan struct{})}
+	d := &feedDriver{log: log.d, now: now, cons: map[string]*consumer{}, ids: map[string]bool{}, wake: make(chan struct{})}
+	return &Feed{PortableFeed: ledger.NewFeed(log.d.info.Name, d), d: d}
 }
 
 // Tick wakes waiting subscriptions to look at the clock again (a test moved
 // it past an ack wait).
-func (f *feedDriver) Tick() {
+func (f *Feed) Tick() { f.d.tick() }
+
+func (f *feedDriver) tick() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.wakeAll()
@@ -71,7 +88,9 @@ func (f *feedDriver) Tick() {
 
 // Disconnect ends every open subscription: their Next returns an error and
 // their acknowledgements are dropped, as when a consumer's process dies.
-func (f *feedDriver) Disconnect() {
+func (f *Feed) Disconnect() { f.d.disconnect() }
+
+func (f *feedDriver) disconnect() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.epoch++
@@ -80,7 +99,9 @@ func (f *feedDriver) Disconnect() {
 
 // Reset moves consumer name so that its next subscription starts at seq (its
 // ack floor becomes seq-1), as JetStream's reset to a sequence does.
-func (f *feedDriver) Reset(name string, seq ledger.Seq) error {
+func (f *Feed) Reset(name string, seq ledger.Seq) error { return f.d.reset(name, seq) }
+
+func (f *feedDriver) reset(name string, seq ledger.Seq) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k, ok := f.cons[name]
@@ -102,12 +123,6 @@ func (f *feedDriver) fail(op string, err error) error {
 
 // Create makes the consumer c names if it is missing; see ledger.Feed.
 func (f *feedDriver) Create(ctx context.Context, c ledger.FeedConsumer) error {
-	if err := ledger.CheckFeedConsumer(c); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return f.fail("create consumer "+c.Name, err)
-	}
 	f.log.mu.Lock()
 	b := f.log.held()
 	f.log.mu.Unlock()
@@ -153,12 +168,6 @@ func (f *feedDriver) create(c ledger.FeedConsumer, b ledger.Bounds, op string) (
 
 // Subscribe opens (creating if missing) the consumer c names; see ledger.Feed.
 func (f *feedDriver) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
-	if err := ledger.CheckFeedConsumer(c); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, f.fail("subscribe "+c.Name, err)
-	}
 	f.log.mu.Lock()
 	b := f.log.held()
 	f.log.mu.Unlock()
@@ -334,9 +343,6 @@ func (s *sub) Close() error {
 
 // Positions returns every consumer's position, sorted by name.
 func (f *feedDriver) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, f.fail("positions", err)
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	dead := map[string]uint64{}
@@ -371,9 +377,6 @@ func (f *feedDriver) Positions(ctx context.Context) ([]ledger.FeedPosition, erro
 
 // Delete deletes a consumer; its dead letters stay.
 func (f *feedDriver) Delete(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
-		return f.fail("delete consumer "+name, err)
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.cons[name]; !ok {
@@ -386,12 +389,6 @@ func (f *feedDriver) Delete(ctx context.Context, name string) error {
 
 // DeadLetter stores body as consumer's dead letter of seq, once.
 func (f *feedDriver) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
-	if err := ctx.Err(); err != nil {
-		return f.fail("dead letter", err)
-	}
-	if !ledger.IsToken(consumer, 64) {
-		return f.fail("dead letter", fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := fmt.Sprintf("%s/%d", consumer, seq)
@@ -408,9 +405,6 @@ func (f *feedDriver) DeadLetter(ctx context.Context, consumer string, seq ledger
 // DeadLetters calls fn with consumer's dead letters ("" every consumer's),
 // oldest first.
 func (f *feedDriver) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
-	if err := ctx.Err(); err != nil {
-		return f.fail("dead letters", err)
-	}
 	f.mu.Lock()
 	dead := slices.Clone(f.dead)
 	f.mu.Unlock()

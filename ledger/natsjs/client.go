@@ -220,7 +220,7 @@ func (l *Ledger) Feed() (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.watches = &l.c.watches
+	f.d.watches = &l.c.watches
 	return f, nil
 }
 

@@ -60,7 +60,7 @@ func TestFeedConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return drivertest.FeedFixture{Log: l, Feed: f, Crashable: func(t *testing.T) (ledger.Feed, func()) {
+		return drivertest.FeedFixture{Log: l, Driver: f.Driver(), Crashable: func(t *testing.T) (ledger.Feed, func()) {
 			other := natsjstest.Connect(t, s.ClientURL())
 			f, err := NewFeed(other, name)
 			if err != nil {

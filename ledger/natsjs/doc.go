@@ -30,7 +30,9 @@
 // (ledger.LogDriver), which therefore never checks a call's context or
 // arguments again (a commit comes to it checked and encoded); beside it the
 // Log carries the adapter's own operations: the partition list (Partitions),
-// MirrorHead, ServerState, RaiseFormat, MarkNamespace, Delete. OpenLog, CreateLog, NewFeed
+// MirrorHead, ServerState, RaiseFormat, MarkNamespace, Delete. The Feed is
+// the portable ledger feed (ledger.PortableFeed) over its JetStream driver
+// the same way. OpenLog, CreateLog, NewFeed
 // and HeartbeatKV build the same on a *nats.Conn the caller holds
 // (tests, benchmarks).
 //

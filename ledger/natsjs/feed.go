@@ -34,10 +34,20 @@ const DefaultPrefetch = 512
 // subjects, marked by its metadata), and the dead letters in a stream of
 // their own (DeadLetterStream), made with the ledger (expect.go). Consumers
 // are the admin's to create (Create); a Subscribe creates a missing one only
-// where the server lets this user. It is safe for concurrent use.
-type Feed = feedDriver
+// where the server lets this user. It is the portable ledger feed
+// (ledger.PortableFeed: every call's context and arguments checked once)
+// over the JetStream driver. It is safe for concurrent use.
+type Feed struct {
+	*ledger.PortableFeed
+	d *feedDriver
+}
 
-// feedDriver is the feed's JetStream driver.
+// Driver returns the JetStream driver under the feed, for ledger/drivertest's
+// suite, which runs on a portable feed of its own over it.
+func (f *Feed) Driver() ledger.FeedDriver { return f.d }
+
+// feedDriver is the ledger.FeedDriver of a ledger's stream: it is called
+// with the arguments and the live context ledger.PortableFeed has checked.
 type feedDriver struct {
 	l       *logDriver // the ledger's name, stream and JetStream context (not opened)
 	watches *watches   // a Client's refusal routing; nil on a bare connection
@@ -46,7 +56,10 @@ type feedDriver struct {
 	dlqExists bool
 }
 
-var _ ledger.Feed = (*Feed)(nil)
+var (
+	_ ledger.Feed       = (*Feed)(nil)
+	_ ledger.FeedDriver = (*feedDriver)(nil)
+)
 
 // NewFeed returns the feed of ledger name on nc. Of opts, WithTimeout applies.
 func NewFeed(nc *nats.Conn, name string, opts ...Option) (*Feed, error) {
@@ -54,7 +67,8 @@ func NewFeed(nc *nats.Conn, name string, opts ...Option) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Feed{l: l}, nil
+	d := &feedDriver{l: l}
+	return &Feed{PortableFeed: ledger.NewFeed(name, d), d: d}, nil
 }
 
 func (f *feedDriver) fail(op string, err error) error {
@@ -119,9 +133,6 @@ func (f *feedDriver) consumerSubjects(name string) func(string) bool {
 // (messages a crashed subscription held are not left to their ack wait,
 // which would deliver them after later ones); see ledger.Feed.
 func (f *feedDriver) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
-	if err := ledger.CheckFeedConsumer(c); err != nil {
-		return nil, err
-	}
 	op := "subscribe " + c.Name
 	match := f.consumerSubjects(c.Name)
 	cons, err := guarded(f.watches, match, ctx, func(ctx context.Context) (jetstream.Consumer, error) {
@@ -154,9 +165,6 @@ func (f *feedDriver) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledg
 // Create makes the durable consumer c if it is missing (the admin's: the
 // server refuses anyone else) and checks it; see ledger.Feed.
 func (f *feedDriver) Create(ctx context.Context, c ledger.FeedConsumer) error {
-	if err := ledger.CheckFeedConsumer(c); err != nil {
-		return err
-	}
 	cons, err := guarded(f.watches, f.consumerSubjects(c.Name), ctx, func(ctx context.Context) (jetstream.Consumer, error) {
 		return f.open(ctx, c, false)
 	})

@@ -58,9 +58,6 @@ func (f *feedDriver) deadLetters(ctx context.Context) (jetstream.Stream, error) 
 // know (a random nonce after it).
 func (f *feedDriver) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
 	op := fmt.Sprintf("dead letter of seq %d", seq)
-	if !ledger.IsToken(consumer, 64) {
-		return f.fail(op, fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
-	}
 	if err := f.openDeadLetters(ctx); err != nil {
 		return f.fail(op, err)
 	}
@@ -94,9 +91,6 @@ func (f *feedDriver) DeadLetter(ctx context.Context, consumer string, seq ledger
 func (f *feedDriver) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
 	subj := DeadLetterSubject(f.l.name, ">")
 	if consumer != "" {
-		if !ledger.IsToken(consumer, 64) {
-			return f.fail("dead letters", fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
-		}
 		subj = DeadLetterSubject(f.l.name, consumer)
 	}
 	st, err := f.deadLetters(ctx)
