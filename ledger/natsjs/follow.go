@@ -69,7 +69,7 @@ func WithFollowIdle(d time.Duration) Option {
 // silent skip.
 func (l *logDriver) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
 	nc := l.followConn()
-	f := &follower{l: l, nc: nc, fn: fn, from: max(from, 1), next: max(from, 1)}
+	f := &follower{l: l, nc: nc, fn: fn, from: from, next: from}
 	sub, err := nc.SubscribeSync(StoredSubjects(l.name))
 	if err == nil {
 		err = sub.SetPendingLimits(l.opts.followPending, followPendingBytes)

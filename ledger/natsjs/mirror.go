@@ -479,7 +479,7 @@ func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.
 			end = ob.Last
 		}
 	}
-	next := max(from, 1)
+	next := from
 	deliver := func(rec ledger.Record) error {
 		if err := fn(rec); err != nil {
 			return callerErr{err}
@@ -527,7 +527,7 @@ func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.
 // holds the floor, then the origin's from where the mirror ended (all of
 // them when the mirror cannot give the first).
 func (r *replica) readPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
-	next := max(from, 1)
+	next := from
 	deliver := func(rec ledger.Record) error {
 		if err := fn(rec); err != nil {
 			return callerErr{err}

@@ -231,7 +231,6 @@ func (l *logDriver) Read(ctx context.Context, from, to ledger.Seq, fn func(ledge
 
 // readIn is Read within bounds b, the stream's as just asked.
 func (l *logDriver) readIn(ctx context.Context, b ledger.Bounds, from, to ledger.Seq, fn func(ledger.Record) error) error {
-	from = max(from, 1)
 	if from < b.First {
 		return fmt.Errorf("ledger %q read: %w", l.name, &ledger.TruncatedError{From: from, First: b.First})
 	}
@@ -419,7 +418,6 @@ func (l *logDriver) ReadPartition(ctx context.Context, partition string, from le
 	if l.rep != nil {
 		return l.rep.readPartition(ctx, partition, from, fn)
 	}
-	from = max(from, 1)
 	subj := ledger.Subject(l.name, partition)
 	b, err := l.bounds(ctx)
 	if err != nil {
