@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/syncledger/syncledger/ledger"
 )
@@ -172,20 +171,7 @@ func (l *logDriver) Quarantine(ctx context.Context, q ledger.Quarantine, force b
 	if !ok {
 		return fail(fmt.Errorf("the log no longer holds it: %w", ledger.ErrInvalid))
 	}
-	rd := l.reader()
-	if _, notice := rd.NoticeOf(q.Seq, m.subject, m.data); notice {
-		return fail(fmt.Errorf("it is a quarantine notice: %w", ledger.ErrInvalid))
-	}
-	if r, err := rd.Record(q.Seq, m.subject, m.data); err == nil && r.Skip == nil && !force {
-		e := r.Event
-		return fail(fmt.Errorf("it is a well-formed event (partition %q, commit %s by %s at %s), which hosts may have applied: quarantine it only if it breaks a rule the decoder cannot see (its chain or parts lie, its content is missing), with force: %w",
-			e.Partition, e.Commit, e.Host, e.At.UTC().Format(time.RFC3339), ledger.ErrInvalid))
-	}
-	if prev, ok := l.q[q.Seq]; ok {
-		return fail(fmt.Errorf("already quarantined by %s at %s (%q): %w", prev.By, prev.At.Format(time.RFC3339), prev.Reason, ledger.ErrConflict))
-	}
-	q = ledger.WithLink(q, l.info.Name, l.info.UUID, m.subject, m.data)
-	data, err := ledger.EncodeQuarantine(q)
+	q, data, err := ledger.NoticeFor(l.reader(), q, force, m.subject, m.data)
 	if err != nil {
 		return fail(err)
 	}

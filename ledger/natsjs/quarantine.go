@@ -136,27 +136,10 @@ func (l *logDriver) quarantine(ctx context.Context, q ledger.Quarantine, force b
 	if len(msgs) != 1 || msgs[0].Seq != q.Seq {
 		return fail(fmt.Errorf("the stream no longer holds it: %w", ledger.ErrInvalid))
 	}
-	if msgs[0].Subject == ledger.QuarantineSubject(l.name) {
-		if _, err := ledger.DecodeQuarantine(msgs[0].Data); err == nil {
-			return fail(fmt.Errorf("it is a quarantine notice: %w", ledger.ErrInvalid))
-		}
-	}
 	if err := l.loadQuarantines(ctx, b.Last); err != nil {
 		return fail(err)
 	}
-	if r, err := l.decode(msgs[0]); err == nil && r.Skip == nil && !force {
-		e := r.Event
-		return fail(fmt.Errorf("it is a well-formed event (partition %q, commit %s by %s at %s), which hosts may have applied: quarantine it only if it breaks a rule the decoder cannot see (its chain or parts lie, its content is missing), with force: %w",
-			e.Partition, e.Commit, e.Host, e.At.UTC().Format(time.RFC3339), ledger.ErrInvalid))
-	}
-	if prev, ok := l.quarantined()[q.Seq]; ok {
-		return fail(fmt.Errorf("already quarantined by %s at %s (%q): %w", prev.By, prev.At.Format(time.RFC3339), prev.Reason, ledger.ErrConflict))
-	}
-	// A well-formed event of this ledger on its partition's subject was a
-	// link of that partition's chain, which later events may name as their
-	// prev: the notice records it, so that every reader bridges it.
-	q = ledger.WithLink(q, l.name, l.uuid, msgs[0].Subject, msgs[0].Data)
-	data, err := ledger.EncodeQuarantine(q)
+	q, data, err := ledger.NoticeFor(l.reader(), q, force, msgs[0].Subject, msgs[0].Data)
 	if err != nil {
 		return fail(err)
 	}
