@@ -8,7 +8,8 @@ import (
 // FeedDriver is one backend's feed under PortableFeed, the portable type
 // every Feed handed out is (natsjs's JetStream driver, memledger's): what one
 // backend must do, and nothing every backend must do the same way. Its
-// methods are Feed's, with these promises from PortableFeed:
+// methods are Feed's (the same interface: a backend's feed is a Feed
+// whose callers promise more), with these promises from PortableFeed:
 //
 //   - the context is not yet done when a method is called (a driver still
 //     honours its end while it works);
@@ -21,12 +22,7 @@ import (
 // holds — stays the driver's. The conformance suite every driver passes,
 // through the PortableFeed over it, is ledger/drivertest's TestFeed.
 type FeedDriver interface {
-	Subscribe(ctx context.Context, c FeedConsumer) (Subscription, error)
-	Create(ctx context.Context, c FeedConsumer) error
-	Positions(ctx context.Context) ([]FeedPosition, error)
-	Delete(ctx context.Context, name string) error
-	DeadLetter(ctx context.Context, consumer string, seq Seq, body []byte) error
-	DeadLetters(ctx context.Context, consumer string, fn func(StoredDeadLetter) error) error
+	Feed
 }
 
 // PortableFeed is the one portable Feed, over one backend's FeedDriver: it
