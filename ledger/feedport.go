@@ -67,8 +67,8 @@ func (f *PortableFeed) Subscribe(ctx context.Context, c FeedConsumer) (Subscript
 	if err := CheckFeedConsumer(c); err != nil {
 		return nil, err
 	}
-	if err := f.live(ctx, "subscribe "+c.Name); err != nil {
-		return nil, err
+	if err := ctx.Err(); err != nil {
+		return nil, f.fail("subscribe "+c.Name, err)
 	}
 	return f.d.Subscribe(ctx, c)
 }

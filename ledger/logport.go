@@ -34,7 +34,9 @@ var _ CommitLog = (*Log)(nil)
 // NewLog returns the portable CommitLog over d.
 func NewLog(d LogDriver) *Log { return &Log{d: d} }
 
-// live is every operation's preamble: the context not yet done.
+// live is every operation's preamble: the context not yet done. (One whose
+// name is formatted checks ctx itself, formatting only when it fails: the
+// hot paths allocate nothing for it.)
 func (l *Log) live(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return l.fail(op, err)
@@ -81,8 +83,8 @@ func (l *Log) Head(ctx context.Context, req HeadRequest) (Head, error) {
 // PartitionLastSeq returns the seq of the partition's last event; see
 // CommitLog.
 func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (Seq, error) {
-	if err := l.live(ctx, fmt.Sprintf("partition %q last seq", partition)); err != nil {
-		return 0, err
+	if err := ctx.Err(); err != nil {
+		return 0, l.fail(fmt.Sprintf("partition %q last seq", partition), err)
 	}
 	return l.d.PartitionLastSeq(ctx, partition)
 }
@@ -90,16 +92,16 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (Seq, erro
 // PartitionTip returns the partition's last seq and the commit there; see
 // CommitLog.
 func (l *Log) PartitionTip(ctx context.Context, partition string) (Seq, string, error) {
-	if err := l.live(ctx, fmt.Sprintf("partition %q tip", partition)); err != nil {
-		return 0, "", err
+	if err := ctx.Err(); err != nil {
+		return 0, "", l.fail(fmt.Sprintf("partition %q tip", partition), err)
 	}
 	return l.d.PartitionTip(ctx, partition)
 }
 
 // PartitionHead returns the partition's last event; ErrNotFound if none.
 func (l *Log) PartitionHead(ctx context.Context, partition string) (Record, error) {
-	if err := l.live(ctx, fmt.Sprintf("partition %q head", partition)); err != nil {
-		return Record{}, err
+	if err := ctx.Err(); err != nil {
+		return Record{}, l.fail(fmt.Sprintf("partition %q head", partition), err)
 	}
 	return l.d.PartitionHead(ctx, partition)
 }
@@ -107,8 +109,8 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (Record, erro
 // CommitAt returns the id of the commit whose event the log stores at seq;
 // see CommitLog.
 func (l *Log) CommitAt(ctx context.Context, seq Seq) (string, error) {
-	if err := l.live(ctx, fmt.Sprintf("commit at seq %d", seq)); err != nil {
-		return "", err
+	if err := ctx.Err(); err != nil {
+		return "", l.fail(fmt.Sprintf("commit at seq %d", seq), err)
 	}
 	return l.d.CommitAt(ctx, seq)
 }
@@ -192,8 +194,8 @@ func (l *Log) Read(ctx context.Context, from, to Seq, fn func(Record) error) err
 // ReadPartition calls fn for the partition's records with seq ≥ from; see
 // CommitLog.
 func (l *Log) ReadPartition(ctx context.Context, partition string, from Seq, fn func(Record) error) error {
-	if err := l.live(ctx, fmt.Sprintf("read partition %q", partition)); err != nil {
-		return err
+	if err := ctx.Err(); err != nil {
+		return l.fail(fmt.Sprintf("read partition %q", partition), err)
 	}
 	return l.d.ReadPartition(ctx, partition, max(from, 1), fn)
 }
@@ -238,8 +240,8 @@ func (l *Log) Quarantine(ctx context.Context, q Quarantine, force bool) (Seq, er
 // TruncateBefore drops the events with seq < before except each partition's
 // last; see CommitLog. A bound of 1 or less drops nothing.
 func (l *Log) TruncateBefore(ctx context.Context, before Seq) (uint64, error) {
-	if err := l.live(ctx, fmt.Sprintf("truncate before %d", before)); err != nil {
-		return 0, err
+	if err := ctx.Err(); err != nil {
+		return 0, l.fail(fmt.Sprintf("truncate before %d", before), err)
 	}
 	if before <= 1 {
 		return 0, nil
@@ -260,8 +262,8 @@ func (l *Log) AttestSnapshot(ctx context.Context, seq Seq, sum Digest) error {
 	if seq == 0 || sum.IsZero() {
 		return fmt.Errorf("attest snapshot: seq %d, digest %s: %w", seq, sum, ErrInvalid)
 	}
-	if err := l.live(ctx, fmt.Sprintf("attest the snapshot at seq %d", seq)); err != nil {
-		return err
+	if err := ctx.Err(); err != nil {
+		return l.fail(fmt.Sprintf("attest the snapshot at seq %d", seq), err)
 	}
 	return l.d.AttestSnapshot(ctx, seq, sum)
 }
@@ -269,16 +271,16 @@ func (l *Log) AttestSnapshot(ctx context.Context, seq Seq, sum Digest) error {
 // AttestRetention raises the attested retention bound to before; see
 // CommitLog.
 func (l *Log) AttestRetention(ctx context.Context, before Seq) error {
-	if err := l.live(ctx, fmt.Sprintf("attest the retention bound %d", before)); err != nil {
-		return err
+	if err := ctx.Err(); err != nil {
+		return l.fail(fmt.Sprintf("attest the retention bound %d", before), err)
 	}
 	return l.d.AttestRetention(ctx, before)
 }
 
 // SetRetention sets the attested retention bound to before; see CommitLog.
 func (l *Log) SetRetention(ctx context.Context, before Seq) error {
-	if err := l.live(ctx, fmt.Sprintf("set the retention bound to %d", before)); err != nil {
-		return err
+	if err := ctx.Err(); err != nil {
+		return l.fail(fmt.Sprintf("set the retention bound to %d", before), err)
 	}
 	return l.d.SetRetention(ctx, before)
 }
