@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -760,21 +763,115 @@ func domainOf(ctx context.Context, nc *nats.Conn, timeout time.Duration) (string
 
 // MirrorResult says what CreateMirror found or made.
 type MirrorResult struct {
-	Created      bool   `json:"created"`      // made now (false: it was there, as wanted)
-	Stream       string `json:"stream"`       // the mirror's stream
-	Domain       string `json:"domain"`       // the mirror's JetStream domain
-	OriginDomain string `json:"originDomain"` // the origin's
+	Created      bool   `json:"created"`            // made now (false: it was there, as wanted)
+	Replaced     bool   `json:"replaced,omitempty"` // a mirror that was there deleted first (MirrorOptions.Replace)
+	Stream       string `json:"stream"`             // the mirror's stream
+	Domain       string `json:"domain"`             // the mirror's JetStream domain
+	OriginDomain string `json:"originDomain"`       // the origin's
 }
 
-// CreateMirror makes, in the JetStream domain of the Client's Read endpoint,
-// the mirror of ledger name whose origin is the Write endpoint's stream
-// (mirrorConfig: the same name, the origin's seqs, reached through the
-// origin domain's API over a leaf node), or checks the one there (a mirror
-// made otherwise is a *ledger.ConfigError). It needs the admin role on both.
-// It refuses a Read endpoint in the origin's own domain: a mirror there
-// joins the origin's direct-get group and answers for it when it lags; and
-// an origin without a domain, which no mirror in another domain can reach.
+// MirrorOptions say how CreateMirrorWith makes a mirror.
+type MirrorOptions struct {
+	Replicas int // of the mirror's stream in its domain (at least 1)
+	// Replace deletes a mirror that is there and makes it anew: what a
+	// mirror of a ledger restored otherwise than by Restore's caller (a
+	// data directory put back) needs, since a mirror never copies again the
+	// seqs it holds (docs/ops.md, Backups).
+	Replace bool
+}
+
+// MirrorRecord is the origin's record of a mirror made of it (CreateMirror,
+// RecreateMirror), in the origin stream's metadata under
+// syncledger.mirror.<domain>: where a restore finds the mirrors to make anew.
+// A backup carries it (the log's metadata).
+type MirrorRecord struct {
+	Domain   string `json:"domain"`        // the mirror's JetStream domain
+	URL      string `json:"url,omitempty"` // the read endpoint it was made through (no credentials)
+	Replicas int    `json:"replicas"`
+}
+
+// metaMirrorPrefix prefixes the origin's records of its mirrors.
+const metaMirrorPrefix = "syncledger.mirror."
+
+// mirrorsOf returns the mirror records of an origin's metadata, by domain.
+func mirrorsOf(md map[string]string) []MirrorRecord {
+	var out []MirrorRecord
+	for k, v := range md {
+		d, ok := strings.CutPrefix(k, metaMirrorPrefix)
+		if !ok || k == MetaMirrorOf || k == MetaMirrorDomain {
+			continue
+		}
+		var m MirrorRecord
+		if json.Unmarshal([]byte(v), &m) != nil || m.Domain != d || d == "" {
+			continue // not a record this build made: ignored
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b MirrorRecord) int { return strings.Compare(a.Domain, b.Domain) })
+	return out
+}
+
+// Mirrors returns the mirrors recorded in the origin's stream (one stream
+// info of the origin): those mirror create or a restore made.
+func (l *Log) Mirrors(ctx context.Context) ([]MirrorRecord, error) {
+	o := l
+	if l.rep != nil {
+		o = l.rep.o
+	}
+	var st streamConfig
+	if err := o.request(ctx, apiPrefix+"STREAM.INFO."+o.stream, nil, &st); err != nil {
+		return nil, fmt.Errorf("ledger %q: its mirrors: %w", l.name, o.mapErr(err))
+	}
+	return mirrorsOf(st.Config.Metadata), nil
+}
+
+// recordMirror records m in the origin lg's metadata.
+func recordMirror(ctx context.Context, lg *Log, m MirrorRecord) error {
+	j, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	key, val := metaMirrorPrefix+m.Domain, string(j)
+	err = lg.updateMeta(ctx, func(md map[string]string) bool { return md[key] == val }, func(md map[string]string) { md[key] = val })
+	if err != nil {
+		return fmt.Errorf("the mirror is made, but recording it in the origin's stream (where a restore finds it) failed — run mirror create again: %w", err)
+	}
+	return nil
+}
+
+// withoutUserinfo returns a server URL list without credentials (recorded
+// where every role reads).
+func withoutUserinfo(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if u, err := url.Parse(p); err == nil && u.User != nil {
+			u.User = nil
+			p = u.String()
+		} else if at := strings.LastIndex(p, "@"); err != nil && at >= 0 && !strings.Contains(p, "://") {
+			p = p[at+1:]
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
+}
+
+// CreateMirror is CreateMirrorWith with replicas and no Replace.
 func (c *Client) CreateMirror(ctx context.Context, name string, replicas int) (MirrorResult, error) {
+	return c.CreateMirrorWith(ctx, name, MirrorOptions{Replicas: replicas})
+}
+
+// CreateMirrorWith makes, in the JetStream domain of the Client's Read
+// endpoint, the mirror of ledger name whose origin is the Write endpoint's
+// stream (mirrorConfig: the same name, the origin's seqs, reached through
+// the origin domain's API over a leaf node), or checks the one there (a
+// mirror made otherwise is a *ledger.ConfigError; with opt.Replace it is
+// deleted and made anew), and records it in the origin's stream
+// (MirrorRecord). It needs the admin role on both. It refuses a Read
+// endpoint in the origin's own domain: a mirror there joins the origin's
+// direct-get group and answers for it when it lags; and an origin without a
+// domain, which no mirror in another domain can reach.
+func (c *Client) CreateMirrorWith(ctx context.Context, name string, opt MirrorOptions) (MirrorResult, error) {
 	fail := func(err error) (MirrorResult, error) {
 		return MirrorResult{}, fmt.Errorf("create the mirror of ledger %q: %w", name, err)
 	}
@@ -789,26 +886,15 @@ func (c *Client) CreateMirror(ctx context.Context, name string, replicas int) (M
 	if err != nil {
 		return fail(fmt.Errorf("the read endpoint's JetStream domain: %w", err))
 	}
-	switch {
-	case origin == "":
-		return fail(fmt.Errorf("the origin's JetStream has no domain, and a mirror in another one reaches it through its domain's API: give the origin's servers one (jetstream { domain: NAME }; docs/ops.md, Regions): %w", ledger.ErrInvalid))
-	case domain == origin:
-		return fail(fmt.Errorf("the read endpoint is in the origin's JetStream domain %q: a mirror there would join the origin's direct-get group once caught up and answer for the origin when it lags; put it on a leaf node with a domain of its own (docs/ops.md, Regions): %w", origin, ledger.ErrInvalid))
-	case domain == "":
-		return fail(fmt.Errorf("the read endpoint's JetStream has no domain: give its server one (jetstream { domain: NAME }), other than the origin's %q: %w", origin, ledger.ErrInvalid))
+	if err := mirrorDomains(origin, domain); err != nil {
+		return fail(err)
 	}
-	lg, err := OpenLog(ctx, c.w, name, WithTimeout(c.cfg.Timeout))
+	lg, st, err := c.mirrorable(ctx, name)
 	if err != nil {
-		return fail(fmt.Errorf("the origin: %w", err))
-	}
-	if !lg.republish {
-		return fail(fmt.Errorf("the origin's stream %s does not republish what it stores (a ledger of an earlier release): followers near the mirror would hear nothing; way out: %s, then mirror create again: %w", lg.stream, RePublishRepair, ledger.ErrInvalid))
-	}
-	var st streamConfig
-	if err := lg.request(ctx, apiPrefix+"STREAM.INFO."+lg.stream, nil, &st); err != nil {
-		return fail(fmt.Errorf("the origin: %w", lg.mapErr(err)))
+		return fail(err)
 	}
 	res := MirrorResult{Stream: lg.stream, Domain: domain, OriginDomain: origin}
+	rec := MirrorRecord{Domain: domain, URL: withoutUserinfo(c.cfg.Read.URL), Replicas: max(opt.Replicas, 1)}
 	js, err := jetstream.New(c.r, jetstream.WithDefaultTimeout(c.cfg.Timeout))
 	if err != nil {
 		return fail(err)
@@ -822,23 +908,138 @@ func (c *Client) CreateMirror(ctx context.Context, name string, replicas int) (M
 	}
 	var have streamConfig
 	err = m.request(ctx, apiPrefix+"STREAM.INFO."+m.stream, nil, &have)
-	if code, isAPI := apiCode(err); isAPI && code == codeStreamNotFound {
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	code, isAPI := apiCode(err)
+	switch {
+	case isAPI && code == codeStreamNotFound:
+	case err != nil:
+		return fail(m.mapErr(err))
+	case opt.Replace:
+		dctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		defer cancel()
-		if _, err := js.CreateStream(rctx, mirrorConfig(name, origin, domain, st.Config.Metadata, replicas)); err != nil {
-			return fail(unreachable(c.r, err))
+		if err := js.DeleteStream(dctx, m.stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fail(fmt.Errorf("delete the mirror there: %w", unreachable(c.r, err)))
 		}
-		res.Created = true
+		res.Replaced = true
+	default:
+		if err := m.adoptMirror(&have.Config); err != nil {
+			return fail(err)
+		}
+		if m.uuid != lg.uuid {
+			return fail(fmt.Errorf("the read endpoint's %s mirrors ledger %s, the origin holds ledger %s: %w", m.stream, m.uuid, lg.uuid, ledger.ErrLineage))
+		}
+		rec.Replicas = max(have.Config.Replicas, 1)
+		if err := recordMirror(ctx, lg, rec); err != nil {
+			return fail(err)
+		}
 		return res, nil
 	}
-	if err != nil {
-		return fail(m.mapErr(err))
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if _, err := js.CreateStream(rctx, mirrorConfig(name, origin, domain, st.Config.Metadata, rec.Replicas)); err != nil {
+		return fail(unreachable(c.r, err))
 	}
-	if err := m.adoptMirror(&have.Config); err != nil {
+	res.Created = true
+	if err := recordMirror(ctx, lg, rec); err != nil {
 		return fail(err)
 	}
-	if m.uuid != lg.uuid {
-		return fail(fmt.Errorf("the read endpoint's %s mirrors ledger %s, the origin holds ledger %s: %w", m.stream, m.uuid, lg.uuid, ledger.ErrLineage))
-	}
 	return res, nil
+}
+
+// mirrorDomains checks that a mirror in domain can copy an origin in
+// domain origin.
+func mirrorDomains(origin, domain string) error {
+	switch {
+	case origin == "":
+		return fmt.Errorf("the origin's JetStream has no domain, and a mirror in another one reaches it through its domain's API: give the origin's servers one (jetstream { domain: NAME }; docs/ops.md, Regions): %w", ledger.ErrInvalid)
+	case domain == origin:
+		return fmt.Errorf("the read endpoint is in the origin's JetStream domain %q: a mirror there would join the origin's direct-get group once caught up and answer for the origin when it lags; put it on a leaf node with a domain of its own (docs/ops.md, Regions): %w", origin, ledger.ErrInvalid)
+	case domain == "":
+		return fmt.Errorf("the read endpoint's JetStream has no domain: give its server one (jetstream { domain: NAME }), other than the origin's %q: %w", origin, ledger.ErrInvalid)
+	}
+	return nil
+}
+
+// mirrorable opens the origin of ledger name on the write connection and
+// checks it can be mirrored: it republishes what it stores.
+func (c *Client) mirrorable(ctx context.Context, name string) (*Log, streamConfig, error) {
+	var st streamConfig
+	lg, err := OpenLog(ctx, c.w, name, WithTimeout(c.cfg.Timeout))
+	if err != nil {
+		return nil, st, fmt.Errorf("the origin: %w", err)
+	}
+	if !lg.republish {
+		return nil, st, fmt.Errorf("the origin's stream %s does not republish what it stores (a ledger of an earlier release): followers near the mirror would hear nothing; way out: %s, then mirror create again: %w", lg.stream, RePublishRepair, ledger.ErrInvalid)
+	}
+	if err := lg.request(ctx, apiPrefix+"STREAM.INFO."+lg.stream, nil, &st); err != nil {
+		return nil, st, fmt.Errorf("the origin: %w", lg.mapErr(err))
+	}
+	return lg, st, nil
+}
+
+// DeleteMirror deletes ledger name's mirror in JetStream domain m.Domain,
+// reached from the origin (the Write endpoint) through that domain's API
+// over the leaf node: a restore's first step, so that no host reads the
+// history the restore rewinds from it meanwhile. A domain that holds no such
+// stream is no error. It needs the admin role.
+func (c *Client) DeleteMirror(ctx context.Context, name string, m MirrorRecord) error {
+	js, err := jetstream.NewWithDomain(c.w, m.Domain, jetstream.WithDefaultTimeout(c.cfg.Timeout))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if err := js.DeleteStream(ctx, ledger.StreamName(name)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("delete the mirror of ledger %q in domain %s: %w", name, m.Domain, domainErr(c.w, err))
+	}
+	return nil
+}
+
+// domainErr maps an error of a request to another domain's API: no one
+// answering there is the domain out of reach.
+func domainErr(nc *nats.Conn, err error) error {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return fmt.Errorf("no server of the domain answers (its leaf node is down or cut off): %w: %w", err, ledger.ErrUnreachable)
+	}
+	return unreachable(nc, err)
+}
+
+// RecreateMirror makes ledger name's mirror in domain m.Domain anew (the one
+// there deleted first), reached from the origin through the domain's API,
+// and records it in the origin's stream: what a restore does for each mirror
+// the ledger had, since a mirror never copies again the seqs it holds — after
+// its origin was restored from an older backup it would keep serving the
+// commits the restore rewound at their old seqs, then copy the new history
+// only past them. It needs the admin role on both.
+func (c *Client) RecreateMirror(ctx context.Context, name string, m MirrorRecord) (MirrorResult, error) {
+	fail := func(err error) (MirrorResult, error) {
+		return MirrorResult{}, fmt.Errorf("recreate the mirror of ledger %q in domain %s: %w", name, m.Domain, err)
+	}
+	origin, err := domainOf(ctx, c.w, c.cfg.Timeout)
+	if err != nil {
+		return fail(fmt.Errorf("the origin's JetStream domain: %w", err))
+	}
+	if err := mirrorDomains(origin, m.Domain); err != nil {
+		return fail(err)
+	}
+	lg, st, err := c.mirrorable(ctx, name)
+	if err != nil {
+		return fail(err)
+	}
+	if err := c.DeleteMirror(ctx, name, m); err != nil {
+		return fail(err)
+	}
+	js, err := jetstream.NewWithDomain(c.w, m.Domain, jetstream.WithDefaultTimeout(c.cfg.Timeout))
+	if err != nil {
+		return fail(err)
+	}
+	m.Replicas = max(m.Replicas, 1)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if _, err := js.CreateStream(rctx, mirrorConfig(name, origin, m.Domain, st.Config.Metadata, m.Replicas)); err != nil {
+		return fail(domainErr(c.w, err))
+	}
+	if err := recordMirror(ctx, lg, m); err != nil {
+		return fail(err)
+	}
+	return MirrorResult{Created: true, Replaced: true, Stream: lg.stream, Domain: m.Domain, OriginDomain: origin}, nil
 }
