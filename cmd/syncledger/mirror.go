@@ -27,7 +27,7 @@ read from the origin, never taken as deleted.`,
 }
 
 func newMirrorCreateCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, replace bool
 	var replicas int
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -37,7 +37,14 @@ func newMirrorCreateCmd(a *app) *cobra.Command {
 must be in different JetStream domains (jetstream { domain: NAME }): a mirror in
 the origin's own domain would answer direct gets addressed to the origin once
 it lags. The origin must republish what it stores (syncledger upgrade). Run
-again, it changes nothing.`,
+again, it changes nothing. The origin's stream records the mirror (its domain,
+this --read-nats URL without credentials, its replicas): 'syncledger restore'
+makes every recorded mirror anew.
+
+--replace deletes the mirror there and makes it anew: a mirror never copies
+again a seq it holds, so after the origin was brought back from an older copy
+otherwise than by 'syncledger restore' (a data directory put back), its mirror
+would go on serving the commits that copy lost (docs/ops.md, Backups).`,
 		Example: `  syncledger --nats nats://origin:4222 --read-nats nats://eu-leaf:4222 --ledger prod mirror create`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -48,7 +55,7 @@ again, it changes nothing.`,
 			if err != nil {
 				return err
 			}
-			res, err := c.CreateMirror(cmd.Context(), a.ledgerName, replicas)
+			res, err := c.CreateMirrorWith(cmd.Context(), a.ledgerName, natsjs.MirrorOptions{Replicas: replicas, Replace: replace})
 			if err != nil {
 				return err
 			}
@@ -59,7 +66,10 @@ again, it changes nothing.`,
 				}{a.ledgerName, res})
 			}
 			what := "is there, as syncledger makes it"
-			if res.Created {
+			switch {
+			case res.Replaced:
+				what = "deleted and made anew (it copies the origin from seq 1)"
+			case res.Created:
 				what = "created"
 			}
 			fmt.Fprintf(a.stdout, "mirror %s in domain %s of ledger %s (origin domain %s): %s\n", res.Stream, res.Domain, a.ledgerName, res.OriginDomain, what)
@@ -67,7 +77,8 @@ again, it changes nothing.`,
 		},
 	}
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the mirror's stream in its domain")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, created, stream, domain, originDomain}")
+	cmd.Flags().BoolVar(&replace, "replace", false, "delete the mirror there and make it anew (after the origin was brought back from an older copy)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, created, replaced, stream, domain, originDomain}")
 	return cmd
 }
 
