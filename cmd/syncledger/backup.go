@@ -220,7 +220,7 @@ admin role.`,
 					fmt.Fprintf(a.stdout, "  mirror in domain %s: made anew (it copies the restored ledger from seq 1)\n", m.Domain)
 					continue
 				}
-				fmt.Fprintf(a.stderr, "warning: the mirror in domain %s was not made anew: %s\n  until it is, it serves the commits the restore rewound, and its hosts' commits are checked against the origin; once its region is reachable, run:\n    %s\n", m.Domain, m.Error, m.Command)
+				fmt.Fprintf(a.stderr, "warning: the mirror in domain %s was not made anew: %s\n  until it is, it holds the commits the restore rewound: its hosts read from the origin once they find it stale, and refuse to commit through it; once its region is reachable, run:\n    %s\n", m.Domain, m.Error, m.Command)
 			}
 			fmt.Fprintln(a.stdout, "hosts heal on their next sync: each republishes what it holds of the commits after the backup")
 			return nil
@@ -292,6 +292,16 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 	a.resetLedger()
 	changed, err := hardenRestored(ctx, a, b)
 	res.Changed = changed
+	if err != nil {
+		return res, fmt.Errorf("restore ledger %q: restored, but: %w", b.Ledger, err)
+	}
+	// The restore's mark, which the mirrors made below copy: a mirror
+	// without it (one restore could not reach) is stale, and its hosts read
+	// from the origin and refuse to commit through it until it is made anew.
+	lg, err := a.Log(ctx)
+	if err == nil {
+		err = lg.MarkRestored(ctx, fmt.Sprintf("%s (backup of seq %d)", time.Now().UTC().Format(time.RFC3339Nano), b.Head))
+	}
 	if err != nil {
 		return res, fmt.Errorf("restore ledger %q: restored, but: %w", b.Ledger, err)
 	}

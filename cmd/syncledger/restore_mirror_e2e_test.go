@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func newRestoreMirrorRig(t *testing.T, name string) *restoreMirrorRig {
 // that both caches hold every run, that the mirror serves the origin's
 // history (the log read through it is the origin's, event for event), and
 // that a new host of region B gets the same files.
-func (r *restoreMirrorRig) converge(t *testing.T) {
+func (r *restoreMirrorRig) converge(t *testing.T, extra map[string]string) {
 	t.Helper()
 	if out := r.b.ok(at(r.cb, "b", "sync")...); !strings.Contains(out, "the ledger lost commits this cache applied") {
 		t.Fatalf("B's sync through the mirror after the restore:\n%s", out)
@@ -73,6 +74,7 @@ func (r *restoreMirrorRig) converge(t *testing.T) {
 		"data/t/m/one/2/raw": "a's run, after the restore",
 		"data/t/m/two/2/raw": "b's run, after the restore",
 	}
+	maps.Copy(want, extra)
 	for _, h := range []struct {
 		sh    *shell
 		cache string
@@ -109,7 +111,7 @@ func TestRestoreRecreatesMirrorCLI(t *testing.T) {
 	if !strings.Contains(out, "mirror in domain eu: made anew") {
 		t.Fatalf("restore does not say it made the mirror anew:\n%s", out)
 	}
-	r.converge(t)
+	r.converge(t, nil)
 }
 
 // TestRestoreMirrorUnreachableCLI: the mirror's region is cut off during the
@@ -134,9 +136,20 @@ func TestRestoreMirrorUnreachableCLI(t *testing.T) {
 	}
 	r.r.Link.SetRefusing(false)
 	r.r.WaitLinked(t)
+	// Until the admin runs it, B's commit through the stale mirror is
+	// refused (the origin's check finds the mirror stale, or the fork at
+	// B's mark read from the origin), and its file is kept.
+	put(t, r.cb, "audit/b.jsonl", "b's edit on the stale mirror")
+	if res := r.b.run(at(r.cb, "b", "commit", "-m", "on the stale mirror")...); res.code == 0 {
+		t.Fatalf("B's commit through the stale mirror: %+v", res)
+	}
+
+	if got := tree(t, r.cb)["audit/b.jsonl"]; got != "b's edit on the stale mirror" {
+		t.Fatalf("B's refused commit's file: %q", got)
+	}
 	args := strings.Fields(cmdline)[1:]
 	if out := r.origin.ok(args...); !strings.Contains(out, "deleted and made anew") {
 		t.Fatalf("%s:\n%s", cmdline, out)
 	}
-	r.converge(t)
+	r.converge(t, map[string]string{"audit/b.jsonl": "b's edit on the stale mirror"})
 }

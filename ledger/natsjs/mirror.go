@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,12 +56,18 @@ const (
 	MetaMirrorOf = "syncledger.mirror-of"
 	// MetaMirrorDomain is the JetStream domain the mirror is in.
 	MetaMirrorDomain = "syncledger.mirror-domain"
+	// MetaRestored is the origin's mark of its last restore (Log.MarkRestored;
+	// absent: never restored), which a mirror copies when it is made: a
+	// mirror whose mark is not the origin's was made before the origin's
+	// restore, and may serve the commits the restore rewound (StaleMirrorError).
+	MetaRestored = "syncledger.restored"
 )
 
 // identityKeys are the metadata a mirror copies from its origin: the
-// ledger's identity and settings fixed at creation (not the attestations,
-// which change: they are read from the origin).
-var identityKeys = []string{MetaName, MetaUUID, MetaFormat, MetaBlobs, MetaNamespaceOf, MetaNamespace}
+// ledger's identity and settings fixed at creation, and the origin's restore
+// mark as it was when the mirror was made (not the attestations, which
+// change: they are read from the origin).
+var identityKeys = []string{MetaName, MetaUUID, MetaFormat, MetaBlobs, MetaNamespaceOf, MetaNamespace, MetaRestored}
 
 // mirrorWait is how long a read through a mirror waits for the mirror to
 // hold what the origin is known to hold before it reads the rest from the
@@ -172,7 +179,32 @@ type replica struct {
 	checked chan struct{} // closed once the origin's identity was checked (verifyOrigin)
 	cerr    error         // its result
 	down    func() bool   // the write connection's last attempt to connect failed
+
+	restored string      // the origin's restore mark the mirror copied when it was made (MetaRestored)
+	stale    atomic.Bool // the origin's mark differs: the mirror is not read (reads go to the origin)
 }
+
+// StaleMirrorError: the mirror was made before its origin's last restore
+// (their restore marks differ). A mirror never copies a seq it holds again,
+// so it may serve, at their seqs, commits the restore rewound: it is not
+// read (the origin answers every read) and a commit through it is refused
+// until an admin makes it anew.
+type StaleMirrorError struct {
+	Ledger, Mirror         string
+	MirrorMark, OriginMark string
+}
+
+func (e *StaleMirrorError) Error() string {
+	was := "before"
+	if e.MirrorMark != "" {
+		was = "at " + e.MirrorMark + ", before"
+	}
+	return fmt.Sprintf("ledger %q: the mirror %s was made %s the origin's restore at %s: it may serve commits the restore rewound, so reads go to the origin; way out: an admin makes it anew — syncledger --nats ORIGIN --read-nats THIS-MIRROR'S-SERVER --ledger %s mirror create --replace", e.Ledger, e.Mirror, was, e.OriginMark, e.Ledger)
+}
+
+// useMirror reports whether the mirror may be read: not once the origin's
+// check found it stale.
+func (r *replica) useMirror() bool { return !r.stale.Load() }
 
 // mirrorState is a mirror's STREAM.INFO answer: its bounds and its source.
 type mirrorState struct {
@@ -277,6 +309,9 @@ func (e callerErr) Error() string { return e.err.Error() }
 // raised to the floor (what the mirror lacks below it is read from the
 // origin). A mirror that cannot answer leaves the origin's.
 func (r *replica) bounds(ctx context.Context) (ledger.Bounds, error) {
+	if !r.useMirror() {
+		return r.o.bounds(ctx)
+	}
 	_, b, err := r.state(ctx)
 	if err != nil {
 		if !unserved(err) {
@@ -301,6 +336,9 @@ func (r *replica) head(ctx context.Context, req ledger.HeadRequest) (ledger.Head
 		}
 		r.raise(h.Seq, h.AsOf)
 		return h, nil
+	}
+	if !r.useMirror() {
+		return r.o.Head(ctx, req)
 	}
 	now := time.Now()
 	st, b, err := r.state(ctx)
@@ -403,6 +441,9 @@ func (r *replica) reachable(ctx context.Context, name string) error {
 // partitionLastSeq answers Log.PartitionLastSeq: the mirror's once it holds
 // the floor, else the origin's.
 func (r *replica) partitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
+	if !r.useMirror() {
+		return r.o.PartitionLastSeq(ctx, partition)
+	}
 	ok, err := r.covered(ctx)
 	if err != nil {
 		return 0, err
@@ -419,6 +460,9 @@ func (r *replica) partitionLastSeq(ctx context.Context, partition string) (ledge
 // partitionTip answers Log.PartitionTip as partitionLastSeq does: the
 // mirror's once it holds the floor, else the origin's.
 func (r *replica) partitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+	if !r.useMirror() {
+		return r.o.PartitionTip(ctx, partition)
+	}
 	ok, err := r.covered(ctx)
 	if err != nil {
 		return 0, "", err
@@ -436,6 +480,9 @@ func (r *replica) partitionTip(ctx context.Context, partition string) (ledger.Se
 // message it holds at seq is the origin's; what it lacks (a gap, a skip,
 // past its last) or cannot answer is asked of the origin.
 func (r *replica) commitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	if !r.useMirror() {
+		return r.o.CommitAt(ctx, seq)
+	}
 	c, err := r.m.CommitAt(ctx, seq)
 	if err == nil || !(unserved(err) || errors.Is(err, ledger.ErrNotFound)) {
 		return c, err
@@ -446,6 +493,9 @@ func (r *replica) commitAt(ctx context.Context, seq ledger.Seq) (string, error) 
 // partitionHead answers Log.PartitionHead as partitionLastSeq does. The
 // mirror's "no events" (ErrNotFound), once it holds the floor, is an answer.
 func (r *replica) partitionHead(ctx context.Context, partition string) (ledger.Record, error) {
+	if !r.useMirror() {
+		return r.o.PartitionHead(ctx, partition)
+	}
 	ok, err := r.covered(ctx)
 	if err != nil {
 		return ledger.Record{}, err
@@ -463,6 +513,9 @@ func (r *replica) partitionHead(ctx context.Context, partition string) (ledger.R
 // it cannot give (below its first seq, a gap, past its last once waited
 // for).
 func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
+	if !r.useMirror() {
+		return r.o.Read(ctx, from, to, fn)
+	}
 	_, b, err := r.state(ctx)
 	if err != nil && !unserved(err) {
 		return err
@@ -528,6 +581,9 @@ func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.
 // holds the floor, then the origin's from where the mirror ended (all of
 // them when the mirror cannot give the first).
 func (r *replica) readPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
+	if !r.useMirror() {
+		return r.o.ReadPartition(ctx, partition, from, fn)
+	}
 	next := max(from, 1)
 	deliver := func(rec ledger.Record) error {
 		if err := fn(rec); err != nil {
@@ -564,6 +620,9 @@ func (r *replica) readPartition(ctx context.Context, partition string, from ledg
 // origin's, up to its last seq), and the origin's too when the origin is
 // known to hold more than the mirror.
 func (r *replica) quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
+	if !r.useMirror() {
+		return r.o.Quarantines(ctx)
+	}
 	ok, err := r.covered(ctx)
 	if err != nil {
 		return nil, err
@@ -621,6 +680,10 @@ func (r *replica) checkOrigin(ctx context.Context) error {
 		return err
 	}
 	r.raise(ledger.Seq(st.State.LastSeq), time.Now())
+	if mark := st.Config.Metadata[MetaRestored]; mark != r.restored {
+		r.stale.Store(true)
+		return &StaleMirrorError{Ledger: o.name, Mirror: r.where, MirrorMark: r.restored, OriginMark: mark}
+	}
 	return nil
 }
 
@@ -709,7 +772,7 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 	if d := md[MetaMirrorDomain]; d != "" {
 		where += " in domain " + d
 	}
-	r := &replica{m: m, o: o, where: where, wait: mirrorWait, mlast: ledger.Seq(st.State.LastSeq), checked: make(chan struct{}), down: down}
+	r := &replica{m: m, o: o, where: where, wait: mirrorWait, mlast: ledger.Seq(st.State.LastSeq), checked: make(chan struct{}), down: down, restored: md[MetaRestored]}
 	l.rep = r
 	if l.opts.openSeq {
 		h := ledger.Head{Seq: ledger.Seq(st.State.LastSeq), Stamp: st.State.stamp(), Mirror: where, AsOf: now}
@@ -866,7 +929,8 @@ func (c *Client) CreateMirror(ctx context.Context, name string, replicas int) (M
 // stream (mirrorConfig: the same name, the origin's seqs, reached through
 // the origin domain's API over a leaf node), or checks the one there (a
 // mirror made otherwise is a *ledger.ConfigError; with opt.Replace it is
-// deleted and made anew), and records it in the origin's stream
+// deleted and made anew, as is one made before the origin's last restore),
+// and records it in the origin's stream
 // (MirrorRecord). It needs the admin role on both. It refuses a Read
 // endpoint in the origin's own domain: a mirror there joins the origin's
 // direct-get group and answers for it when it lags; and an origin without a
@@ -913,7 +977,9 @@ func (c *Client) CreateMirrorWith(ctx context.Context, name string, opt MirrorOp
 	case isAPI && code == codeStreamNotFound:
 	case err != nil:
 		return fail(m.mapErr(err))
-	case opt.Replace:
+	case opt.Replace || have.Config.Metadata[MetaRestored] != st.Config.Metadata[MetaRestored]:
+		// Replaced on demand, or made before the origin's last restore
+		// (StaleMirrorError): what it holds may be the rewound history.
 		dctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		defer cancel()
 		if err := js.DeleteStream(dctx, m.stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -3,6 +3,7 @@ package natsjs
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +144,90 @@ func TestMirrorAfterRestore(t *testing.T) {
 	if d := time.Since(start); d > 2*DefaultTimeout+time.Second {
 		t.Fatalf("telling the domain out of reach took %v", d)
 	}
+}
+
+// TestStaleMirror: a mirror restore could not make anew (its mark is not
+// the origin's restore mark) is found stale by the host's check of the
+// origin: from then on every read goes to the origin — the commit at a seq
+// the restore rewound is the restored history's, not the one the mirror
+// keeps — and a commit through it is refused with the way out (mirror create
+// --replace). mirror create, run again, makes it anew on its own (a stale
+// mirror is never "there, as wanted"), and the host reads from it again.
+func TestStaleMirror(t *testing.T) {
+	t.Parallel()
+	g := newRegion(t)
+	ctx := testCtx(t)
+	admin, err := Open(ctx, Config{Write: Endpoint{URL: g.r.Origin.ClientURL()}, Read: Endpoint{URL: g.r.Mirror.ClientURL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	commitNext(t, g.origin, "a")
+	dir := filepath.Join(t.TempDir(), "backup")
+	b, err := admin.Ledger("test").Backup(ctx, dir, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Describe(dir); err != nil {
+		t.Fatal(err)
+	}
+	commitNext(t, g.origin, "a")
+	lost := g.mirrorCommits(t, 2)
+	if _, err := admin.Restore(ctx, dir, RestoreOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	oadmin, err := Open(ctx, Config{Write: Endpoint{URL: g.r.Origin.ClientURL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oadmin.Close()
+	restored, err := oadmin.Ledger("test").Log(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restored.MarkRestored(ctx, "2026-12-07T00:00:00Z (backup of seq 1)"); err != nil {
+		t.Fatal(err)
+	}
+	commitNext(t, restored, "a")
+	now := commitsOf(t, restored, 2)
+	if now[2] == lost[2] {
+		t.Fatal("the restored history has the lost commit at seq 2")
+	}
+
+	l, err := g.host.Ledger("test").Log(ctx) // a region-B process
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-l.rep.checked
+	var se *StaleMirrorError
+	if err := l.rep.checkErr(); !errors.As(err, &se) || se.OriginMark != "2026-12-07T00:00:00Z (backup of seq 1)" || se.MirrorMark != "" {
+		t.Fatalf("the origin's check of a mirror made before the restore = %v; want a StaleMirrorError", err)
+	}
+	if c, err := l.CommitAt(ctx, 2); err != nil || c != now[2] {
+		t.Fatalf("CommitAt(2) through the stale mirror = %s, %v; want the origin's %s (the mirror keeps the lost %s)", c, err, now[2], lost[2])
+	}
+	if rs := readAll(t, l, 1, 0); len(rs) != 2 || rs[1].Event.Commit != now[2] {
+		t.Fatalf("Read through the stale mirror: %+v", rs)
+	}
+	if _, err := l.Append(ctx, mkCommit(t, l, next(t, l, "a"))); !errors.As(err, &se) || !strings.Contains(err.Error(), "mirror create --replace") {
+		t.Fatalf("Append through the stale mirror = %v; want a StaleMirrorError naming mirror create --replace", err)
+	}
+
+	res, err := admin.CreateMirror(ctx, "test", 1)
+	if err != nil || !res.Replaced || !res.Created {
+		t.Fatalf("mirror create of a stale mirror = %+v, %v; want it made anew", res, err)
+	}
+	l2, err := g.host.Ledger("test").Log(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-l2.rep.checked
+	if err := l2.rep.checkErr(); err != nil {
+		t.Fatalf("the origin's check of the mirror made anew: %v", err)
+	}
+	g.log = l2
+	if got := g.mirrorCommits(t, 2); got[1] != now[1] || got[2] != now[2] {
+		t.Fatalf("the mirror made anew holds %v, the origin %v", got, now)
+	}
+	commitNext(t, l2, "a")
 }
