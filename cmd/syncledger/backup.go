@@ -177,7 +177,22 @@ that the store still holds every blob the backup lists (blobs.txt).
 
 A ledger that exists is replaced only with --replace, and then backed up first,
 into --keep (default: DIR.replaced-<time>): what the server held is never lost
-by a restore.
+by a restore. What the replaced ledger attested besides the backup is not
+carried over, and restore says so: a snapshot attested above the backup's head
+is of the history the restore rewinds (no host may adopt it), and its retention
+bound would tell hosts the restored log lacks events it holds; one at or below
+the backup's head may be adopted again ('syncledger snapshot --adopt', which
+verifies it against the log).
+
+Mirrors ('syncledger mirror create', recorded in the ledger's stream; the
+replaced ledger's and the backup's): each is deleted before the log is
+restored and made anew after, from the origin through its JetStream domain — a
+mirror never copies a seq it holds again, so left as it was it would serve the
+lost commits at their seqs. One out of reach is reported on stderr with the
+command that makes it anew once its region is back ('mirror create
+--replace'), and the restore of the origin still succeeds (exit 0); until then
+its hosts, once they find it made before the restore, read from the origin and
+refuse to commit through it.
 
 Hosts need nothing: each one's next sync (or swamp command) finds that the
 ledger lost the commits it applied after the backup — by their commit ids, not
@@ -383,7 +398,9 @@ func droppedAttestations(live ledger.Attestations, b *natsjs.Backup) []string {
 
 // hardenRestored applies this release's configuration to the restored
 // ledger's resources and checks its attestations and retention bound against
-// the backup's, setting again what differs. It returns what it changed.
+// the backup's, setting again what differs: the restored ledger attests what
+// the backup does, nothing of the replaced ledger's (droppedAttestations). It
+// returns what it changed.
 func hardenRestored(ctx context.Context, a *app, b *natsjs.Backup) ([]string, error) {
 	var changed []string
 	// The upgrade (issue 38's least privilege): the restored resources made

@@ -13,7 +13,7 @@ import (
 func newMirrorCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mirror",
-		Short: "A read replica of the ledger near hosts in another region (create, status)",
+		Short: "A read replica of the ledger near hosts in another region (create, status, promote)",
 		Long: `A mirror is a copy of the ledger's stream on a server near the hosts of
 another region, in a JetStream domain of its own joined to the origin's by a
 leaf node (docs/ops.md, Regions; deploy/regions). Hosts there read from it
@@ -22,7 +22,7 @@ commits are checked against the origin, and what the mirror still lacks is
 read from the origin, never taken as deleted.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newMirrorCreateCmd(a), newMirrorStatusCmd(a))
+	cmd.AddCommand(newMirrorCreateCmd(a), newMirrorStatusCmd(a), newMirrorPromoteCmd(a))
 	return cmd
 }
 
@@ -137,5 +137,68 @@ origin out of reach it says so and exits 0: the mirror's head is all there is.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, mirror, origin, behind, originError}")
+	return cmd
+}
+
+func newMirrorPromoteCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "promote",
+		Short: "Make the mirror on the --nats server the ledger's origin, when the origin's region is lost (admin)",
+		Long: `Promote makes the mirror of the ledger on the server --nats names (the
+mirror's own, in its region) the ledger's stream, in place: it stops copying the
+lost origin, takes commits, and is then made as this release makes a ledger
+('syncledger upgrade': its republish, swamp's bucket, the heartbeats, the dead
+letters). It is the failover of docs/ops.md, "Losing the origin's region".
+
+First stop every writer that still reaches the old origin, and keep the old
+origin from coming back linked to this region: its stream and the promoted one
+would both take the ledger's subjects. Commits the old origin stored after the
+mirror's last seq ('mirror status') are not in the mirror: a host that applied
+them finds the ledger rewound and its next sync republishes them. Then point
+every host's --nats at this server (and drop --read-nats). A mirror of the old
+origin elsewhere is stale against the promoted one: make it anew from it
+('mirror create --replace').`,
+		Example: `  syncledger --nats nats://eu-leaf:4222 --ledger prod mirror promote`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if a.readNATS != "" {
+				return usagef("mirror promote: --read-nats is for a host; give the mirror's server as --nats (it becomes the origin)")
+			}
+			c, err := a.NATS(ctx)
+			if err != nil {
+				return err
+			}
+			mark := fmt.Sprintf("%s (a mirror promoted)", time.Now().UTC().Format(time.RFC3339Nano))
+			if err := c.PromoteMirror(ctx, a.ledgerName, mark); err != nil {
+				return err
+			}
+			a.resetLedger()
+			changes, err := upgradeLedger(ctx, a, a.ledgerName)
+			if err != nil {
+				return fmt.Errorf("the mirror of ledger %q is promoted, but making it as this release makes a ledger failed (run syncledger upgrade): %w", a.ledgerName, err)
+			}
+			l, err := a.Log(ctx)
+			if err != nil {
+				return err
+			}
+			head, err := l.LastSeq(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(struct {
+					Ledger  string          `json:"ledger"`
+					Head    ledger.Seq      `json:"head"`
+					Changes []natsjs.Change `json:"changes"`
+				}{a.ledgerName, head, changes})
+			}
+			fmt.Fprintf(a.stdout, "ledger %s: the mirror is its stream now, at seq %d; point every host's --nats here\n", a.ledgerName, head)
+			printChanges(a, changes)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, head, changes}")
 	return cmd
 }

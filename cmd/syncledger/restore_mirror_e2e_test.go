@@ -153,3 +153,55 @@ func TestRestoreMirrorUnreachableCLI(t *testing.T) {
 	}
 	r.converge(t, map[string]string{"audit/b.jsonl": "b's edit on the stale mirror"})
 }
+
+// TestMirrorPromoteCLI is docs/ops.md's failover when the origin's region is
+// lost: a commit the mirror never copied (the link stalled), then region B
+// cut off from the origin for good. The admin promotes the mirror in place
+// (mirror promote, --nats region B's server); B's host, pointed there, goes on
+// and commits; A's host, whose commit the mirror lacks, finds the ledger
+// rewound there and heals; both converge with every run.
+func TestMirrorPromoteCLI(t *testing.T) {
+	t.Parallel()
+	r := newRestoreMirrorRig(t, "promo")
+	r.r.Link.Stall(true, true)
+	put(t, r.ca, "data/t/m/one/2/raw", "a's run the mirror never copied")
+	r.origin.ok(at(r.ca, "a", "commit", "-m", "uncopied")...)
+	r.r.Link.SetRefusing(true)
+	r.r.Link.DropAll()
+	r.r.Far.SetRefusing(true)
+	r.r.Far.DropAll()
+
+	onB := &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+r.r.Mirror.ClientURL(), "SYNCLEDGER_LEDGER=promo", "SYNCLEDGER_LOG_LEVEL=warn")}
+	if res := onB.run("mirror", "promote", "--read-nats", r.r.Mirror.ClientURL()); res.code == 0 {
+		t.Fatalf("mirror promote with --read-nats: %+v", res)
+	}
+	out := onB.ok("mirror", "promote")
+	if !strings.Contains(out, "the mirror is its stream now, at seq 3") {
+		t.Fatalf("mirror promote:\n%s", out)
+	}
+	if res := onB.run("mirror", "promote"); res.code == 0 || !strings.Contains(res.stderr, "nothing to promote") {
+		t.Fatalf("mirror promote again: %+v", res)
+	}
+	// B's host, pointed at the new origin, commits; A's heals there.
+	put(t, r.cb, "data/t/m/two/2/raw", "b's run on the promoted mirror")
+	onB.ok(at(r.cb, "b", "commit", "-m", "b's second run")...)
+	if out := onB.ok(at(r.ca, "a", "sync")...); !strings.Contains(out, "the ledger lost commits this cache applied") {
+		t.Fatalf("A's sync on the promoted mirror:\n%s", out)
+	}
+	onB.ok(at(r.cb, "b", "sync")...)
+	want := map[string]string{
+		"audit/a.jsonl":      "before the backup",
+		"data/t/m/one/1/raw": "a's run, after the backup",
+		"data/t/m/two/1/raw": "b's run, after the backup",
+		"data/t/m/one/2/raw": "a's run the mirror never copied",
+		"data/t/m/two/2/raw": "b's run on the promoted mirror",
+	}
+	for _, cache := range []string{r.ca, r.cb} {
+		if diff := cmp.Diff(want, tree(t, cache)); diff != "" {
+			t.Fatalf("cache %s (-want +got):\n%s", cache, diff)
+		}
+		if st := onB.status(cache); st.HWM != st.Head || len(st.Dirty) != 0 {
+			t.Fatalf("cache %s: %+v", cache, st)
+		}
+	}
+}

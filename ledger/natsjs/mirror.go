@@ -1109,3 +1109,58 @@ func (c *Client) RecreateMirror(ctx context.Context, name string, m MirrorRecord
 	}
 	return MirrorResult{Created: true, Replaced: true, Stream: lg.stream, Domain: m.Domain, OriginDomain: origin}, nil
 }
+
+// PromoteMirror makes the mirror of ledger name on the Client's Write
+// endpoint the ledger's own stream, in place — the failover when the
+// origin's region is lost (docs/ops.md, "Losing the origin's region"): one
+// stream update (JetStream promotes a mirror whose update drops its mirror
+// setting) that drops the mirror setting and the mirror's metadata, takes the
+// ledger's subjects, and sets the restore mark (MetaRestored), so that a
+// mirror made of the lost origin is stale against it. The caller then makes
+// the rest as this release makes it (Ledger.Upgrade: republish, buckets, dead
+// letters). Messages the lost origin stored after the mirror's last seq are
+// not in it: hosts that applied them heal (they find the ledger rewound). It
+// needs the admin role; a stream that is no mirror is an error wrapping
+// ledger.ErrInvalid, changing nothing.
+func (c *Client) PromoteMirror(ctx context.Context, name, mark string) error {
+	fail := func(err error) error { return fmt.Errorf("promote the mirror of ledger %q: %w", name, err) }
+	stream := ledger.StreamName(name)
+	var info struct {
+		apiResponse
+		Config map[string]json.RawMessage `json:"config"`
+	}
+	err := apiRequest(ctx, c.w, c.cfg.Timeout, apiPrefix+"STREAM.INFO."+stream, nil, &info)
+	if code, ok := apiCode(err); ok && code == codeStreamNotFound {
+		return fail(fmt.Errorf("no stream %s on this server (--nats names the mirror's server): %w", stream, ledger.ErrNoLedger))
+	}
+	if err != nil {
+		return fail(unreachable(c.w, err))
+	}
+	var md map[string]string
+	if err := json.Unmarshal(info.Config["metadata"], &md); err != nil || md[MetaName] != name {
+		return fail(fmt.Errorf("stream %s is no mirror of ledger %q syncledger made: %w", stream, name, ledger.ErrInvalid))
+	}
+	if m, ok := info.Config["mirror"]; !ok || string(m) == "null" {
+		return fail(fmt.Errorf("stream %s is no mirror: it is the ledger's stream already (nothing to promote): %w", stream, ledger.ErrInvalid))
+	}
+	delete(info.Config, "mirror")
+	delete(md, MetaMirrorOf)
+	delete(md, MetaMirrorDomain)
+	md[MetaRestored] = mark
+	var err2 error
+	if info.Config["metadata"], err2 = json.Marshal(md); err2 != nil {
+		return fail(err2)
+	}
+	if info.Config["subjects"], err2 = json.Marshal([]string{ledger.SubjectPrefix(name) + ">"}); err2 != nil {
+		return fail(err2)
+	}
+	body, err := json.Marshal(info.Config)
+	if err != nil {
+		return fail(err)
+	}
+	var resp apiResponse
+	if err := apiRequest(ctx, c.w, c.cfg.Timeout, apiPrefix+"STREAM.UPDATE."+stream, body, &resp); err != nil {
+		return fail(unreachable(c.w, err))
+	}
+	return nil
+}
