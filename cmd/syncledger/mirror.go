@@ -89,8 +89,10 @@ func newMirrorStatusCmd(a *app) *cobra.Command {
 		Short: "How far the --read-nats mirror is behind the origin",
 		Long: `Status prints the mirror's head (its last seq, its last contact with the
 origin, the messages it knows it lacks) and the origin's own head (a stream
-info its leader answers), and how many seqs the mirror is behind. With the
-origin out of reach it says so and exits 0: the mirror's head is all there is.`,
+info its leader answers), and how many seqs the mirror is behind, and whether
+the mirror is stale: made before the origin's last restore, holding commits the
+restore rewound (make it anew: mirror create --replace). With the origin out of
+reach it says so and exits 0: the mirror's head is all there is.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -114,6 +116,7 @@ origin out of reach it says so and exits 0: the mirror's head is all there is.`,
 				Origin      *ledger.Head `json:"origin,omitempty"`
 				Behind      uint64       `json:"behind"`
 				OriginError string       `json:"originError,omitempty"`
+				Stale       string       `json:"stale,omitempty"` // made before the origin's last restore: make it anew
 			}{Ledger: a.ledgerName, Mirror: mh}
 			oh, err := l.Head(ctx, ledger.HeadRequest{Origin: true})
 			if err != nil {
@@ -124,10 +127,18 @@ origin out of reach it says so and exits 0: the mirror's head is all there is.`,
 					out.Behind = uint64(oh.Seq - mh.Seq)
 				}
 			}
+			if out.Origin != nil {
+				if err := l.MirrorStale(ctx); err != nil {
+					out.Stale = err.Error()
+				}
+			}
 			if asJSON {
 				return a.printJSON(out)
 			}
 			fmt.Fprintf(a.stdout, "mirror\t%s\n", mh.Describe(time.Now()))
+			if out.Stale != "" {
+				fmt.Fprintf(a.stdout, "stale\t%s\n", out.Stale)
+			}
 			if out.Origin == nil {
 				fmt.Fprintf(a.stdout, "origin\tunreachable: %s (reads go on from the mirror; commits are refused until it answers)\n", out.OriginError)
 				return nil
@@ -136,7 +147,7 @@ origin out of reach it says so and exits 0: the mirror's head is all there is.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, mirror, origin, behind, originError}")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {ledger, mirror, origin, behind, originError, stale}")
 	return cmd
 }
 

@@ -147,9 +147,21 @@ func TestRestoreMirrorUnreachableCLI(t *testing.T) {
 	if got := tree(t, r.cb)["audit/b.jsonl"]; got != "b's edit on the stale mirror" {
 		t.Fatalf("B's refused commit's file: %q", got)
 	}
+	var st struct {
+		Stale string `json:"stale"`
+	}
+	decodeJSON(t, "mirror status", r.b.ok("mirror", "status", "--json"), &st)
+	if !strings.Contains(st.Stale, "before the origin's restore") {
+		t.Fatalf("mirror status of the stale mirror: %+v", st)
+	}
 	args := strings.Fields(cmdline)[1:]
 	if out := r.origin.ok(args...); !strings.Contains(out, "deleted and made anew") {
 		t.Fatalf("%s:\n%s", cmdline, out)
+	}
+	st.Stale = ""
+	decodeJSON(t, "mirror status", r.b.ok("mirror", "status", "--json"), &st)
+	if st.Stale != "" {
+		t.Fatalf("mirror status of the mirror made anew: %+v", st)
 	}
 	r.converge(t, map[string]string{"audit/b.jsonl": "b's edit on the stale mirror"})
 }

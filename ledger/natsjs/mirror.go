@@ -394,6 +394,27 @@ func (l *Log) MirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error
 	return h, true, nil
 }
 
+// MirrorStale waits for the Log's check of the origin (at most one request
+// timeout after it opened) and returns a *StaleMirrorError when the mirror it
+// reads was made before the origin's last restore; nil otherwise (also when
+// it reads no mirror, or the origin could not be checked).
+func (l *Log) MirrorStale(ctx context.Context) error {
+	r := l.rep
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.checked:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var se *StaleMirrorError
+	if errors.As(r.checkErr(), &se) {
+		return se
+	}
+	return nil
+}
+
 // originDown reports whether the origin was found out of reach: its
 // identity check could not reach it, or the write connection, once up, is
 // down.
