@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -882,7 +881,7 @@ func mirrorsOf(md map[string]string) []MirrorRecord {
 	var out []MirrorRecord
 	for k, v := range md {
 		d, ok := strings.CutPrefix(k, metaMirrorPrefix)
-		if !ok || k == MetaMirrorOf || k == MetaMirrorDomain {
+		if !ok {
 			continue
 		}
 		var m MirrorRecord
@@ -924,16 +923,26 @@ func recordMirror(ctx context.Context, lg *Log, m MirrorRecord) error {
 }
 
 // withoutUserinfo returns a server URL list without credentials (recorded
-// where every role reads).
+// where every role reads): whatever precedes an '@' in each URL's authority
+// goes, with or without a scheme.
 func withoutUserinfo(raw string) string {
 	parts := strings.Split(raw, ",")
 	for i, p := range parts {
 		p = strings.TrimSpace(p)
-		if u, err := url.Parse(p); err == nil && u.User != nil {
-			u.User = nil
-			p = u.String()
-		} else if at := strings.LastIndex(p, "@"); err != nil && at >= 0 && !strings.Contains(p, "://") {
-			p = p[at+1:]
+		scheme, rest, ok := strings.Cut(p, "://")
+		if !ok {
+			scheme, rest = "", p
+		}
+		auth, path, hasPath := strings.Cut(rest, "/")
+		if at := strings.LastIndex(auth, "@"); at >= 0 {
+			auth = auth[at+1:]
+		}
+		p = auth
+		if hasPath {
+			p += "/" + path
+		}
+		if ok {
+			p = scheme + "://" + p
 		}
 		parts[i] = p
 	}

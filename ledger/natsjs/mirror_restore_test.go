@@ -231,3 +231,21 @@ func TestStaleMirror(t *testing.T) {
 	}
 	commitNext(t, l2, "a")
 }
+
+// TestWithoutUserinfo: a mirror's recorded URL carries no credentials, every
+// role reads the origin's metadata.
+func TestWithoutUserinfo(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"nats://eu:4222":                        "nats://eu:4222",
+		"nats://tok@eu:4222":                    "nats://eu:4222",
+		"tls://user:p@ss@eu:4222,nats://b:4222": "tls://eu:4222,nats://b:4222",
+		"user:pass@eu:4222":                     "eu:4222",
+		"eu:4222":                               "eu:4222",
+		"nats://eu:4222/x@y":                    "nats://eu:4222/x@y",
+	} {
+		if got := withoutUserinfo(in); got != want {
+			t.Errorf("withoutUserinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
