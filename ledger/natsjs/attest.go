@@ -166,6 +166,24 @@ func (l *logDriver) updateMeta(ctx context.Context, holds func(map[string]string
 	return fmt.Errorf("stream %s: the metadata update kept being overwritten by other processes", l.stream)
 }
 
+// MarkRestored sets the ledger's restore mark (MetaRestored) to mark: a
+// restore's last step before it makes the mirrors anew, which copy it. A
+// mirror whose mark is not the origin's is stale (StaleMirrorError). Only the
+// admin may (ledger.ErrPermission).
+func (l *Log) MarkRestored(ctx context.Context, mark string) error { return l.d.markRestored(ctx, mark) }
+
+// markRestored is Log.MarkRestored.
+func (l *logDriver) markRestored(ctx context.Context, mark string) error {
+	if mark == "" {
+		return fmt.Errorf("ledger %q: mark restored: no mark: %w", l.name, ledger.ErrInvalid)
+	}
+	err := l.updateMeta(ctx, func(md map[string]string) bool { return md[MetaRestored] == mark }, func(md map[string]string) { md[MetaRestored] = mark })
+	if err != nil {
+		return fmt.Errorf("ledger %q: mark restored: %w", l.name, err)
+	}
+	return nil
+}
+
 // checkNamespaceMark checks a namespace mark (LedgerConfig.NamespaceOf, Namespace):
 // both empty, or a UUID and a name. A malformed mark read from a stream is
 // no mark.
