@@ -473,6 +473,7 @@ func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage) (
 		return nil, err
 	}
 	defer f.Close()
+	h.hashed.Add(1)
 	var body []byte
 	var d ledger.Digest
 	var n int64

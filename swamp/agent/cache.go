@@ -191,7 +191,7 @@ func (a *Agent) hint(ctx context.Context, next []string) {
 		g.SetLimit(8)
 		for _, rel := range files {
 			g.Go(func() error {
-				d, n, err := dir.Hash(rel)
+				d, n, err := h.Hash(rel)
 				a.hintMoved()
 				if err != nil {
 					return nil
