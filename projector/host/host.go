@@ -131,16 +131,9 @@ type Host struct {
 func (h *Host) HWM() ledger.Seq { return ledger.Seq(h.hwm.Load()) }
 
 // Hashed returns how many times this Host read a file of the cache to hash
-// it since it was opened — its scans (Commit, Prepare) and Hash: what its
+// it since it was opened — its scans (Commit, Prepare) and PrepareFiles: what its
 // pushes cost in reads of the cache. Safe to call from any goroutine.
 func (h *Host) Hashed() int64 { return h.hashed.Load() }
-
-// Hash hashes the cache's file rel (slash-separated), counted in Hashed.
-// Safe to call from any goroutine, outside an operation.
-func (h *Host) Hash(rel string) (ledger.Digest, int64, error) {
-	h.hashed.Add(1)
-	return h.dir.Hash(rel)
-}
 
 // acquire takes the cache for one operation: it opens the state database,
 // which locks the cache against other processes (waiting up to LockWait, then

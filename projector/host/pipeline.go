@@ -116,7 +116,7 @@ func newPush(opt CommitOptions, policy Policy, hold int) *push {
 	if len(opt.Paths) > 0 {
 		bound.hold = 0 // a few paths, picked from the whole change
 	}
-	g := group{parts: partitionFilter(opt.Partitions), changed: opt.Changed, bound: bound, stored: opt.Stored, message: opt.Message}
+	g := group{parts: partitionFilter(opt.Partitions), changed: opt.Changed, bound: bound, message: opt.Message}
 	return &push{opt: opt, policy: policy, scope: g, queue: []group{g}}
 }
 
@@ -308,6 +308,11 @@ func (h *Host) planAndPublish(ctx context.Context, s *session, p *push, g group,
 			}
 			return o
 		}
+		for _, e := range c.changes {
+			if !e.Deleted {
+				p.opt.Prepared.store(e.SHA256) // published: its content is durable
+			}
+		}
 		rc, err := h.record(ctx, s, pub)
 		if err != nil {
 			o.err = err
@@ -325,7 +330,9 @@ func (h *Host) planAndPublish(ctx context.Context, s *session, p *push, g group,
 // durable and the plan carries the counts to split the group by.
 func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group, maxParts int) (plan, error) {
 	content := h.blobsPort().Batch() // flushed by the first publish
-	sc, err := h.scan(s, g.parts, g.changed, h.commitStage(ctx, g.stored, content), g.bound)
+	bound := g.bound
+	bound.known = opt.Prepared
+	sc, err := h.scan(s, g.parts, g.changed, h.commitStage(ctx, g.stored, opt.Prepared, content), bound)
 	if err != nil {
 		return plan{}, err
 	}

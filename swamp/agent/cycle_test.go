@@ -1,14 +1,14 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
-	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
@@ -84,6 +84,10 @@ func TestPushCycleHashesOnce(t *testing.T) {
 				}
 				ca.write("data/t/before/latest", fmt.Sprint("before ", round)) // changed before the pull
 				ca.ok(map[string]any{"op": "pull"})
+				// swamp writes once the scan after the pull is done: a file
+				// written while it is read is read again (its digest is not
+				// the file's then), as it must be.
+				ca.c.agent.scanned()
 				var hints []string
 				for _, name := range []string{"result", "log", "summary"} {
 					dir := fmt.Sprintf("data/t/m/%s", name)
@@ -116,5 +120,88 @@ func TestPushCycleHashesOnce(t *testing.T) {
 	}
 }
 
-var _ = context.Background
-var _ = ledger.DigestOf
+// TestPushAfterPrepareReadsChangedFiles: a file changed after the prepare
+// read it — written again at once (within its file system's timestamp
+// granularity), written with its old mtime set back (rsync -t, cp -p), or
+// replaced by another file of that size and mtime — is read again by the
+// commit: what it publishes is the content on disk at the commit, never the
+// prepare's.
+func TestPushAfterPrepareReadsChangedFiles(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		change func(t *testing.T, p string, mtime time.Time)
+	}{
+		{"written again", func(t *testing.T, p string, _ time.Time) {
+			if err := os.WriteFile(p, []byte("version 2"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"mtime set back", func(t *testing.T, p string, mtime time.Time) {
+			if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+				t.Skip("the change time (ctime) is read on Linux and macOS only")
+			}
+			if err := os.WriteFile(p, []byte("version 2"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(p, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"replaced", func(t *testing.T, p string, mtime time.Time) {
+			tmp := p + ".new"
+			if err := os.WriteFile(tmp, []byte("version 2"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ca := startCycleAgent(t, e)
+			ca.ok(map[string]any{"op": "pull"})
+			ca.c.agent.scanned()
+			const rel = "data/t/m/result/1/raw"
+			hints := []string{"data/t/m/result"}
+			ca.c.notify(map[string]any{"op": "hint", "hints": hints})
+			ca.write(rel, "version 1") // the same size as version 2
+			p := filepath.Join(ca.cache, filepath.FromSlash(rel))
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := ca.ok(map[string]any{"op": "prepare", "hints": hints}); res["files"].(float64) != 1 {
+				t.Fatalf("prepare: %+v", res)
+			}
+			read := ca.hashed()
+			tc.change(t, p, fi.ModTime())
+			if res := ca.ok(map[string]any{"op": "commit", "hints": hints}); res["files"].(float64) != 1 {
+				t.Fatalf("commit: %+v", res)
+			}
+			if n := ca.hashed() - read; n != 1 {
+				t.Errorf("the commit read the changed file %d times, want 1", n)
+			}
+			// Another host gets the content on disk at the commit.
+			other := t.TempDir()
+			oh, err := host.Open(host.Config{Cache: other, Host: "other", Log: e.log, Blobs: e.blobs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer oh.Close()
+			if _, err := oh.Sync(testCtx(t), host.SyncOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(other, filepath.FromSlash(rel)))
+			if err != nil || string(got) != "version 2" {
+				t.Fatalf("the other host has %q (%v), want the file as it was at the commit, %q", got, err, "version 2")
+			}
+		})
+	}
+}
