@@ -139,26 +139,27 @@ func (p *push) advance(o outcome, maxParts, hold int) (step, error) {
 		p.queue[0].done++
 		p.conflicts = 0 // each commit has its own rounds
 	}
-	switch {
-	case o.err == nil && o.plan.over != nil:
+	switch f := p.policy.classify(o.err); {
+	case f == failNone && o.plan.over != nil:
 		p.queue = append(p.split(o.plan, maxParts, hold), p.queue[1:]...)
 		return stepPlan, nil
-	case o.err == nil:
+	case f == failNone:
 		p.queue = p.queue[1:]
 		if len(p.queue) == 0 {
 			return stepDone, nil
 		}
 		return stepPlan, nil
-	case o.conflicted != nil:
+	case f == failChain && o.conflicted != nil:
 		p.conflicts++
 		if p.conflicts >= p.policy.conflicts() {
 			return stepFail, fmt.Errorf("commit: gave up after %d attempts: %w", p.conflicts, o.err)
 		}
 		return stepCatchUp, nil
-	case p.opt.Settle != nil && errors.As(o.err, new(*ConflictError)) && p.settles < p.policy.settles():
+	case f == failPaths && p.opt.Settle != nil && p.settles < p.policy.settles():
 		p.settles++
 		return stepSettle, o.err // the conflict to settle
 	}
+	// A lost lock, a refusal, no answer, anything else: returned at once.
 	return stepFail, o.err
 }
 
