@@ -15,8 +15,10 @@ import (
 // shaped like the read side's Ready/Advance (package projector). The push
 // (its state: the groups of the change left to plan, the rounds spent, what
 // was published) hands the shell the next group to plan (next); the shell
-// plans it — a scan of the group's partitions, each changed file staged (its
-// content stored, the file fsynced) while the scan holds it open — splits
+// plans it — a scan of the group's partitions, each path admitted (admit:
+// one every host can hold, of a partition an event can carry), each changed
+// file staged (its content stored, the file fsynced) while the scan holds it
+// open, the work done ahead taken (CommitOptions.Prepared) — splits
 // what it found into atomic commits, publishes each (the content flushed
 // first, then the append) and records it (the core's RecordOwn, the index);
 // then it hands the outcome back (advance), and the push, under its one
@@ -24,6 +26,26 @@ import (
 // catch-up (a chain conflict), or the end, with the error that stopped it.
 // Nothing recurses; every stage takes values and returns values; the options
 // are read, never changed, and the result is folded in one place (advance).
+
+// admit is the plan's path admission: whether a push may publish the
+// cache's path rel (slash-separated) — every host can hold it
+// (ledger.ValidatePath: no reserved name — the state directory, the ignore
+// file as a directory, either spelt in another case —, no name or path too
+// long for some host, no control character, backslash, "." or ".."
+// segment), and an event can carry its partition
+// (ledger.CheckPartitionToken). The scan asks it of each file it takes
+// (scanner.visit); a refused path is not synced: warned of, never hashed
+// nor published, nothing at or below it a deletion. The walk applies its
+// first rule to directories as it goes (cachefs), leaving a refused one out
+// whole with one warning; a deletion's path is an index row's, admitted
+// when it was recorded. A push that names its paths (CommitOptions.Paths:
+// resolve --mine) publishes only those of the admitted changes (plan).
+func admit(rel string) error {
+	if err := ledger.ValidatePath(rel); err != nil {
+		return err
+	}
+	return ledger.CheckPartitionToken(ledger.PartitionKey(rel))
+}
 
 // group is what one plan covers: the options' scope, or, for a change of
 // more files than a commit holds, a group of its partitions (holdGroups).
@@ -324,10 +346,10 @@ func (h *Host) planAndPublish(ctx context.Context, s *session, p *push, g group,
 	return o
 }
 
-// plan scans group g — each changed file staged while the scan holds it
-// open (commitStage: its content into a batch, the file fsynced) — and
-// splits the changes into the commits that publish them (batches), the
-// first carrying the batch. Past the scan's hold, what it staged is made
+// plan scans group g — each path admitted (admit), each changed file staged
+// while the scan holds it open (commitStage: its content into a batch, the
+// file fsynced) — and splits the changes into the commits that publish them
+// (batches), the first carrying the batch. Past the scan's hold, what it staged is made
 // durable and the plan carries the counts to split the group by.
 func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group, maxParts int) (plan, error) {
 	content := h.blobsPort().Batch() // flushed by the first publish
@@ -345,7 +367,7 @@ func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group,
 		}
 		return plan{over: sc.over, overDeleted: sc.overDeleted, staged: sc.staged}, nil
 	}
-	changes := sc.changes
+	changes := sc.changes // admitted (admit)
 	if len(opt.Paths) > 0 {
 		changes = slices.DeleteFunc(changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
 	}

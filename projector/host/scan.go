@@ -281,8 +281,9 @@ func (sc *scanner) visit(st *cachefs.Stater, work chan<- *candidate, rel string,
 	if !sc.parts.keep(part) {
 		return nil
 	}
-	if err := ledger.CheckPartitionToken(part); err != nil {
-		// No event can carry this partition: leave the file out, never the others.
+	if err := admit(rel); err != nil {
+		// The push may not publish it (no event can carry its partition, or
+		// some host cannot hold it): leave the file out, never the others.
 		sc.notSynced(rel, err)
 		return nil
 	}
