@@ -20,7 +20,8 @@ import (
 // file staged (its content stored, the file fsynced) while the scan holds it
 // open, the work done ahead taken (CommitOptions.Prepared) — splits
 // what it found into atomic commits, publishes each (the content flushed
-// first, then the append) and records it (the core's RecordOwn, the index);
+// first, then the append, to the write endpoint: writeLog) and records it
+// (the core's RecordOwn, the index);
 // then it hands the outcome back (advance), and the push, under its one
 // Policy, says what comes next: the next group, the same group again after a
 // catch-up (a chain conflict), or the end, with the error that stopped it.
@@ -323,7 +324,7 @@ func (h *Host) planAndPublish(ctx context.Context, s *session, p *push, g group,
 		if i > 0 {
 			c.content = h.blobsPort().Batch() // the commit's manifests
 		}
-		pub, err := h.publish(ctx, s, c, p.opt)
+		pub, err := h.publish(ctx, s, c, p.opt, h.writeLog())
 		if err != nil {
 			o.err = err
 			if errors.As(err, new(*ledger.ConflictError)) {
@@ -389,9 +390,21 @@ func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group,
 	return pl, nil
 }
 
+// writeLog is the publish stage's write endpoint: the log its appends go to,
+// the ledger's origin. It is the host's log port (Config.Log, watched while
+// the operation runs), whose Append goes to the origin whatever the log
+// reads from: a log of a region's host that reads a mirror (natsjs.Config's
+// Read endpoint) appends through its Write endpoint to the origin, and never
+// reads below its own appends after (ledger.CommitLog.Head;
+// TestRegionHostSeesItsCommit). The pipeline's other requests — the last
+// commit's check, a catch-up's reads — are reads, from where the log reads
+// (TestPublishWritesToTheOrigin).
+func (h *Host) writeLog() ledger.CommitLog { return h.fp.log(h.logPort()) }
+
 // publish makes one commit durable — its files, then the blobs of its
-// content, its batch — and appends its events under opt's fences.
-func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOptions) (published, error) {
+// content, its batch — and appends its events under opt's fences to w, the
+// write endpoint (writeLog).
+func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOptions, w ledger.CommitLog) (published, error) {
 	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
 		return published{}, err
@@ -414,7 +427,7 @@ func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOpt
 	}
 	// The content is stored (the plan's stage, in content) and the files are
 	// durable: publish, the batch flushed and the manifests stored first.
-	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.logPort()), c.content, events, opt.Fences...)
+	seqs, err := ledger.PublishBatch(ctx, w, c.content, events, opt.Fences...)
 	if err != nil {
 		return published{}, err
 	}
