@@ -33,8 +33,8 @@ import (
 // more than the file system's timestamp granularity could hide (stampLag;
 // git's "racy clean" entries): a write after the read then always moves
 // the file's mtime or ctime. Prepare and PrepareFiles wait that long for a
-// file just written before they read it (at most stampLag), so that their
-// work is kept; a scan without one keeps what it can. A file system whose
+// file just written before they read it (Linux: a clock tick and a
+// millisecond, 2–11 ms; elsewhere 20 ms), so that their work is kept; a scan without one keeps what it can. A file system whose
 // clock is not this machine's (a network file system on another's) may
 // lag more: its files' digests are kept on the same terms, as the index
 // keeps their stat.
@@ -94,9 +94,10 @@ func (p *Prepared) hold(rel string) func() {
 	}
 }
 
-// stampLag is the most a file's timestamps may lag this machine's clock
-// (Linux's coarse file times: a clock tick, at most 10 ms), with room.
-const stampLag = 20 * time.Millisecond
+// maxStampLag is the most a file's timestamps are taken to lag this
+// machine's clock (stampLag: on Linux, its coarse clock's tick and a
+// millisecond; elsewhere this).
+const maxStampLag = 20 * time.Millisecond
 
 // coarseLag is the lag of a file system whose times are whole seconds
 // (FAT's two): its files' digests are not waited for, and kept only once

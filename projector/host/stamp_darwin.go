@@ -15,3 +15,6 @@ func ctime(fi fs.FileInfo) time.Time {
 	}
 	return time.Time{}
 }
+
+// stampLag: the most a file's times are taken to lag the clock here.
+var stampLag = maxStampLag
