@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/host"
 	"github.com/syncledger/syncledger/projector/statedb"
@@ -246,24 +247,10 @@ func dropRegenerated(h *host.Host, hd *host.Healed, rn *Renumbered) error {
 		return true
 	})
 	if len(hd.Kept) == 0 {
-		removeEmpty(kept)
+		fsx.RemoveEmptyDirs(kept)
 		hd.KeptIn = ""
 	}
 	return err
-}
-
-// removeEmpty removes the empty directories at and under dir, deepest first.
-func removeEmpty(dir string) {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		_ = os.Remove(dirs[i])
-	}
 }
 
 // setAside sets aside this host's unpublished versions whose numbers the

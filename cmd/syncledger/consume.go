@@ -68,16 +68,22 @@ func (o *consumeOpts) addFlags(fs *pflag.FlagSet, kind, start string) {
 	fs.DurationSliceVar(&o.backoff, "backoff", consumers.DefaultBackOff, "waits before the 2nd, 3rd, … attempt (the last repeats)")
 }
 
-// run runs h on the consumer until ctx is done.
-func (o *consumeOpts) run(ctx context.Context, a *app, h consumers.Handler) error {
+// parse checks the consumer's name, start and scope.
+func (o *consumeOpts) parse() (consumers.Start, []string, error) {
 	if err := consumers.ValidateName(o.name); err != nil {
-		return &usageError{err}
+		return consumers.Start{}, nil, &usageError{err}
 	}
 	start, err := consumers.ParseStart(o.start)
 	if err != nil {
-		return &usageError{fmt.Errorf("--start: %w", err)}
+		return consumers.Start{}, nil, &usageError{fmt.Errorf("--start: %w", err)}
 	}
 	keys, err := o.scope.keys()
+	return start, keys, err
+}
+
+// run runs h on the consumer until ctx is done.
+func (o *consumeOpts) run(ctx context.Context, a *app, h consumers.Handler) error {
+	start, keys, err := o.parse()
 	if err != nil {
 		return err
 	}
@@ -158,14 +164,7 @@ A consumer that exists with the same filter is left as it is.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			o.name = args[0]
-			if err := consumers.ValidateName(o.name); err != nil {
-				return &usageError{err}
-			}
-			start, err := consumers.ParseStart(o.start)
-			if err != nil {
-				return &usageError{fmt.Errorf("--start: %w", err)}
-			}
-			keys, err := o.scope.keys()
+			start, keys, err := o.parse()
 			if err != nil {
 				return err
 			}

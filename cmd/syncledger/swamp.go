@@ -33,20 +33,6 @@ out of an import, an unhealthy cache not repaired); otherwise as usual.`,
 	return cmd
 }
 
-// swampSize formats n bytes with a binary unit.
-func swampSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 // listSome prints up to max items of a list, indented, and how many more.
 func listSome(a *app, items []string, max int) {
 	for i, it := range items {

@@ -156,12 +156,12 @@ func (a *app) swampImport(ctx context.Context, from, ns string, dirs bool, opts 
 	opts.Source, opts.Namespace, opts.SourceName, opts.Log, opts.Blobs, opts.Host = src, ns, redactURL(from), l, blobs, a.host
 	opts.TempDir = os.TempDir()
 	opts.Progress = func(p swamp.ImportProgress) {
-		line := fmt.Sprintf("swamp import: [%d/%d] %s: %s, %d files (%s)", p.Done, p.Total, p.Partition, p.Action, p.Files, swampSize(p.Bytes))
+		line := fmt.Sprintf("swamp import: [%d/%d] %s: %s, %d files (%s)", p.Done, p.Total, p.Partition, p.Action, p.Files, humanBytes(p.Bytes))
 		if p.Action == swamp.Committed {
 			line += fmt.Sprintf(": commit %s at seq %d writes %d, deletes %d", p.Commit, p.Seq, p.Written, p.Deleted)
 		}
 		if p.Copied > 0 {
-			line += fmt.Sprintf(", copied %d objects (%s)", p.Copied, swampSize(p.CopiedBytes))
+			line += fmt.Sprintf(", copied %d objects (%s)", p.Copied, humanBytes(p.CopiedBytes))
 		}
 		fmt.Fprintln(a.stderr, line)
 	}
@@ -181,7 +181,7 @@ func printImportSummary(a *app, s swamp.ImportSummary) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  partitions: %d (%d committed, %d already in the ledger, %d conflicts)\n",
 		s.Partitions, s.Committed, s.Unchanged, len(s.Conflicts))
-	fmt.Fprintf(w, "  files:      %d (%s); %d objects copied (%s)\n", s.Files, swampSize(s.Bytes), s.Copied, swampSize(s.CopiedBytes))
+	fmt.Fprintf(w, "  files:      %d (%s); %d objects copied (%s)\n", s.Files, humanBytes(s.Bytes), s.Copied, humanBytes(s.CopiedBytes))
 	fmt.Fprintf(w, "  skipped internal files: %d\n", len(s.Internal))
 	listSome(a, s.Internal, 10)
 	if len(s.Namespaces) > 0 {

@@ -144,18 +144,8 @@ func printPathsOf(a *app, paths []string, total int) {
 	}
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// humanBytes is n bytes in binary units (ledger.Bytes).
+func humanBytes(n int64) string { return ledger.Bytes(uint64(max(n, 0))) }
 
 // printHealed says what a heal did (host.Healed): the ledger had lost commits
 // this cache applied.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/syncledger/syncledger/projector/host"
 )
@@ -15,21 +14,15 @@ import (
 func (a *app) waiting(w host.Wait) {
 	if a.logFormat == "json" {
 		a.logger.Warn("waiting", "op", w.Op, "server", a.waitServer(w), "for", w.What,
-			"waited", roundDuration(w.For), "limit", w.Limit, "last", errText(w.Last))
+			"waited", host.RoundWait(w.For), "limit", w.Limit, "last", errText(w.Last))
 		return
 	}
 	fmt.Fprintf(a.stderr, "syncledger: %s\n", a.waitLine(w))
 }
 
-// waitLine is a wait as a line: what the command waits for, since when,
-// the last failure, and when it gives up, leaving what.
-func (a *app) waitLine(w host.Wait) string {
-	s := fmt.Sprintf("%s: waiting for %s %s: no answer for %v", w.Op, a.waitServer(w), w.What, roundDuration(w.For))
-	if w.Last != nil {
-		s += fmt.Sprintf(" (last: %v)", w.Last)
-	}
-	return s + fmt.Sprintf("; giving up after %v", w.Limit)
-}
+// waitLine is a wait as a line: what the command waits for (the server
+// with its address), since when, the last failure, and when it gives up.
+func (a *app) waitLine(w host.Wait) string { return w.Line(a.waitServer(w)) }
 
 // waitServer names what a wait is on, with its address.
 func (a *app) waitServer(w host.Wait) string {
@@ -43,13 +36,6 @@ func (a *app) waitServer(w host.Wait) string {
 		return w.Server() + " (" + url + ")"
 	}
 	return w.Server() + " (" + redactURL(a.natsURL) + ")"
-}
-
-func roundDuration(d time.Duration) time.Duration {
-	if d < 10*time.Second {
-		return d.Round(100 * time.Millisecond)
-	}
-	return d.Round(time.Second)
 }
 
 func errText(err error) string {

@@ -1,6 +1,7 @@
 package fsx
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -32,4 +33,20 @@ func WriteDurably(dir, name string, write func(*os.File) error) error {
 		_ = os.Remove(tmp)
 	}
 	return err
+}
+
+// RemoveEmptyDirs removes the empty directories at and under dir, deepest
+// first; a directory that is not empty stays (its os.Remove fails), and so
+// does everything in it.
+func RemoveEmptyDirs(dir string) {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i]) // fails on a directory that is not empty
+	}
 }

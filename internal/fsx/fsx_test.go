@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,5 +128,29 @@ func TestOpenNoFollow(t *testing.T) {
 	if f, err := OpenNoFollow(link); err == nil {
 		f.Close()
 		t.Fatal("OpenNoFollow opened a symlink")
+	}
+}
+
+// TestRemoveEmptyDirs: the empty directories go, deepest first (a chain of
+// them entirely); a file and the directories holding it stay.
+func TestRemoveEmptyDirs(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"a/b/c", "a/e", "k/l"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "k/l/f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	RemoveEmptyDirs(dir)
+	var left []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(dir, p)
+		left = append(left, filepath.ToSlash(rel))
+		return nil
+	})
+	if want := []string{".", "k", "k/l", "k/l/f"}; !slices.Equal(left, want) {
+		t.Errorf("left %q, want %q", left, want)
 	}
 }

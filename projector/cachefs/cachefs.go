@@ -101,6 +101,20 @@ func (d *Dir) resolve(rel string) ([]string, error) {
 	if err := ledger.ValidatePath(rel); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsafePath, err)
 	}
+	missing, err := missingParents(rel, d.checkDir)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := d.lstat(rel); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("path %q %w", rel, ErrIsDir)
+	}
+	return missing, nil
+}
+
+// missingParents checks the directories on rel's path, outermost first,
+// with checkDir (fs.ErrNotExist: missing; any other error stops), and
+// returns the missing ones: once one is missing, every one below it is.
+func missingParents(rel string, checkDir func(dir string) error) ([]string, error) {
 	var missing []string
 	for i := 0; i < len(rel); i++ {
 		if rel[i] != '/' {
@@ -111,15 +125,12 @@ func (d *Dir) resolve(rel string) ([]string, error) {
 			missing = append(missing, dir)
 			continue
 		}
-		switch err := d.checkDir(dir); {
+		switch err := checkDir(dir); {
 		case errors.Is(err, fs.ErrNotExist):
 			missing = append(missing, dir)
 		case err != nil:
 			return nil, fmt.Errorf("path %q: %w", rel, err)
 		}
-	}
-	if fi, err := d.lstat(rel); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("path %q %w", rel, ErrIsDir)
 	}
 	return missing, nil
 }

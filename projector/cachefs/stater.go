@@ -1,7 +1,6 @@
 package cachefs
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -77,24 +76,7 @@ func (s *Stater) Walked(rel string) {
 // parents checks the directories on rel's path (rel validated) and returns
 // the missing ones, outermost first, as Dir.resolve does.
 func (s *Stater) parents(rel string) ([]string, error) {
-	var missing []string
-	for i := 0; i < len(rel); i++ {
-		if rel[i] != '/' {
-			continue
-		}
-		dir := rel[:i]
-		if missing != nil {
-			missing = append(missing, dir)
-			continue
-		}
-		switch err := s.checkDir(dir); {
-		case errors.Is(err, fs.ErrNotExist):
-			missing = append(missing, dir)
-		case err != nil:
-			return nil, fmt.Errorf("path %q: %w", rel, err)
-		}
-	}
-	return missing, nil
+	return missingParents(rel, s.checkDir)
 }
 
 // Stat is Dir.Stat.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/syncledger/syncledger/internal/fsx"
 	"github.com/syncledger/syncledger/projector/cachefs"
 	"github.com/syncledger/syncledger/projector/statedb"
 )
@@ -139,7 +140,7 @@ func (h *Host) finishRecovery(ctx context.Context, s *session) ([]string, error)
 	if err != nil {
 		return nil, fmt.Errorf("rebuild: sort the files kept aside: %w", err)
 	}
-	removeEmptyDirs(h.keepDir)
+	fsx.RemoveEmptyDirs(h.keepDir)
 	if err := h.db.ClearRecovering(); err != nil {
 		return nil, err
 	}
@@ -163,19 +164,4 @@ func (h *Host) sameAsCache(abs, rel string) (bool, error) {
 		return false, nil // not in the cache (or not readable there): keep the copy
 	}
 	return d == cd && n == cn, nil
-}
-
-// removeEmptyDirs removes the empty directories at and under dir, deepest
-// first.
-func removeEmptyDirs(dir string) {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		_ = os.Remove(dirs[i]) // fails on a directory that is not empty
-	}
 }

@@ -1,6 +1,9 @@
 // Package host is the projector's I/O shell: it binds one host's cache directory
 // to a ledger and drives the pure core (package projector) with the log, the blob
-// store and the file system.
+// store and the file system — both ways: the pull (Sync, below) and the push
+// (Commit, Prepare: the write pipeline, pipeline.go). Both live here because one
+// Host holds what they share and change together: the cache lock, the state
+// database and the marks a push extends and a pull advances.
 //
 // # Sync
 //

@@ -194,7 +194,7 @@ func (h *Host) heal(ctx context.Context, opt healOptions, fork *ForkError) (*Hea
 	if err := os.Remove(h.dir.StatePath(healFile)); err != nil {
 		return hd, fmt.Errorf("heal: %w", err)
 	}
-	removeEmptyDirs(filepath.Join(h.dir.StatePath(ConflictsDir), j.Stamp))
+	fsx.RemoveEmptyDirs(filepath.Join(h.dir.StatePath(ConflictsDir), j.Stamp))
 	if len(hd.Kept) == 0 {
 		hd.KeptIn = ""
 	}

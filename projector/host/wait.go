@@ -48,16 +48,20 @@ func (w Wait) Server() string {
 	return "the ledger's server"
 }
 
-func (w Wait) String() string {
-	s := fmt.Sprintf("%s: waiting for %s %s: no answer for %v", w.Op, w.Server(), w.What, roundWait(w.For))
+func (w Wait) String() string { return w.Line(w.Server()) }
+
+// Line is the wait as one line, what it is on named server (Server, or
+// Server with the address a command knows it by).
+func (w Wait) Line(server string) string {
+	s := fmt.Sprintf("%s: waiting for %s %s: no answer for %v", w.Op, server, w.What, RoundWait(w.For))
 	if w.Last != nil {
 		s += fmt.Sprintf(" (last: %v)", w.Last)
 	}
 	return s + fmt.Sprintf("; giving up after %v", w.Limit)
 }
 
-// roundWait rounds d for a message: to a tenth of a second below 10 s.
-func roundWait(d time.Duration) time.Duration {
+// RoundWait rounds d for a message: to a tenth of a second below 10 s.
+func RoundWait(d time.Duration) time.Duration {
 	if d < 10*time.Second {
 		return d.Round(100 * time.Millisecond)
 	}
@@ -73,7 +77,7 @@ type WaitError struct {
 }
 
 func (e *WaitError) Error() string {
-	s := fmt.Sprintf("%s: gave up after waiting %v for %s %s", e.Op, roundWait(e.For), e.Server(), e.What)
+	s := fmt.Sprintf("%s: gave up after waiting %v for %s %s", e.Op, RoundWait(e.For), e.Server(), e.What)
 	if e.Last != nil {
 		s += fmt.Sprintf(" (last: %v)", e.Last)
 	}

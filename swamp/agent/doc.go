@@ -14,8 +14,10 @@
 // order (requests run concurrently; the cache operations one at a time). A
 // line that is not JSON is answered with id 0 and an error. protocol.go
 // holds one struct per operation, its request and its result; the
-// extension's TypeScript types are generated from them (`go generate
-// ./swamp/agent`), and TestProtocolTypeScript fails when the two differ.
+// extension's TypeScript types are generated from them
+// (GenerateTypeScript, protocol_ts.go; `go generate ./swamp/agent` runs
+// ./tsgen, which rewrites the extension's block), and
+// TestProtocolTypeScript fails when the two differ.
 // Protocol is the protocol's version; a change of the wire that an older
 // extension cannot speak raises it.
 //

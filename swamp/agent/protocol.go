@@ -9,11 +9,11 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-//go:generate go test -run ^TestProtocolTypeScript$ -update
+//go:generate go run ./tsgen
 
 // Protocol is the version of the agent's JSON-lines protocol. The extension
 // (../extension/syncledger.ts) holds the same number and the same request and
-// result types, generated from this file (TestProtocolTypeScript).
+// result types, generated from this file (GenerateTypeScript, `go generate ./swamp/agent`).
 const Protocol = 1
 
 // One struct per operation: the request's fields (besides "id" and "op") and
