@@ -34,9 +34,10 @@ import (
 // file as a directory, either spelt in another case —, no name or path too
 // long for some host, no control character, backslash, "." or ".."
 // segment), and an event can carry its partition
-// (ledger.CheckPartitionToken). The scan asks it of each file it takes
-// (scanner.visit); a refused path is not synced: warned of, never hashed
-// nor published, nothing at or below it a deletion. The walk applies its
+// (ledger.CheckPartitionToken). The scan asks it of each file the index
+// does not vouch for (scanner.visit: a file as its row records it was
+// admitted when recorded); a refused path is not synced: warned of, never
+// hashed nor published, nothing at or below it a deletion. The walk applies its
 // first rule to directories as it goes (cachefs), leaving a refused one out
 // whole with one warning; a deletion's path is an index row's, admitted
 // when it was recorded. A push that names its paths (CommitOptions.Paths:

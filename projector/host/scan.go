@@ -281,12 +281,6 @@ func (sc *scanner) visit(st *cachefs.Stater, work chan<- *candidate, rel string,
 	if !sc.parts.keep(part) {
 		return nil
 	}
-	if err := admit(rel); err != nil {
-		// The push may not publish it (no event can carry its partition, or
-		// some host cannot hold it): leave the file out, never the others.
-		sc.notSynced(rel, err)
-		return nil
-	}
 	if sc.seen != nil {
 		sc.seen[rel] = true
 	}
@@ -295,6 +289,12 @@ func (sc *scanner) visit(st *cachefs.Stater, work chan<- *candidate, rel string,
 		return err
 	}
 	if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
+		return nil // as recorded: admitted then
+	}
+	if err := admit(rel); err != nil {
+		// The push may not publish it (no event can carry its partition, or
+		// some host cannot hold it): leave the file out, never the others.
+		sc.notSynced(rel, err)
 		return nil
 	}
 	if sc.out.over != nil {
