@@ -156,9 +156,9 @@ func mirrorConfig(name, origin, domain string, md map[string]string, replicas in
 
 // replica is how a Log reads through a mirror (see the top of this file).
 type replica struct {
-	m     *Log   // the mirror's stream on the read connection: its reads are the mirror's alone
-	o     *Log   // the origin's stream on the write connection: reads the mirror could not give
-	where string // the mirror, for people
+	m     *logDriver // the mirror's stream on the read connection: its reads are the mirror's alone
+	o     *logDriver // the origin's stream on the write connection: reads the mirror could not give
+	where string     // the mirror, for people
 	wait  time.Duration
 
 	mu      sync.Mutex
@@ -336,7 +336,9 @@ func (r *replica) writeDown() bool { return r.down() && !r.o.nc.IsConnected() }
 // the messages it knows it lacks, never raised to what this Log knows the
 // origin holds (Head does that). ok is false when the Log does not read
 // through a mirror.
-func (l *Log) MirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error) {
+func (l *Log) MirrorHead(ctx context.Context) (ledger.Head, bool, error) { return l.d.mirrorHead(ctx) }
+
+func (l *logDriver) mirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error) {
 	r := l.rep
 	if r == nil {
 		return ledger.Head{}, false, nil
@@ -477,7 +479,7 @@ func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.
 			end = ob.Last
 		}
 	}
-	next := max(from, 1)
+	next := from
 	deliver := func(rec ledger.Record) error {
 		if err := fn(rec); err != nil {
 			return callerErr{err}
@@ -525,7 +527,7 @@ func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.
 // holds the floor, then the origin's from where the mirror ended (all of
 // them when the mirror cannot give the first).
 func (r *replica) readPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
-	next := max(from, 1)
+	next := from
 	deliver := func(rec ledger.Record) error {
 		if err := fn(rec); err != nil {
 			return callerErr{err}
@@ -578,7 +580,7 @@ func (r *replica) quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quaran
 // origin's stream as Open would have (its identity, the lineage the mirror
 // states, its settings): a write waits for it. A read through the mirror
 // does not.
-func (r *replica) verifyOrigin(l *Log) {
+func (r *replica) verifyOrigin(l *logDriver) {
 	defer close(r.checked)
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
 	defer cancel()
@@ -660,7 +662,7 @@ func (e *OriginUnreachableError) Unwrap() error { return e.Err }
 // the origin on nc: one STREAM.INFO of the mirror, on the read connection.
 // ok is false when rnc serves the origin's stream itself (a server of the
 // origin's cluster or domain): the caller opens the origin as usual.
-func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Option, down func() bool) (*Log, bool, error) {
+func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Option, down func() bool) (*logDriver, bool, error) {
 	m, err := newLog(rnc, name, opts)
 	if err != nil {
 		return nil, false, err
@@ -695,7 +697,7 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 	if err != nil {
 		return nil, false, err
 	}
-	for _, x := range []*Log{l, o} {
+	for _, x := range []*logDriver{l, o} {
 		// The origin republishes what it stores (a mirror is made only of
 		// an origin that does: CreateMirror); followers near the mirror
 		// hear it over the leaf node.
@@ -721,7 +723,7 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 
 // adoptMirror checks a mirror's identity as adopt does the origin's, then
 // its configuration (mirrorStream), and records the lineage it states.
-func (l *Log) adoptMirror(c *streamSettings) error {
+func (l *logDriver) adoptMirror(c *streamSettings) error {
 	if err := l.identify(c); err != nil {
 		return err
 	}
@@ -797,7 +799,7 @@ func (c *Client) CreateMirror(ctx context.Context, name string, replicas int) (M
 	case domain == "":
 		return fail(fmt.Errorf("the read endpoint's JetStream has no domain: give its server one (jetstream { domain: NAME }), other than the origin's %q: %w", origin, ledger.ErrInvalid))
 	}
-	lg, err := OpenLog(ctx, c.w, name, WithTimeout(c.cfg.Timeout))
+	lg, err := openLog(ctx, c.w, name, WithTimeout(c.cfg.Timeout))
 	if err != nil {
 		return fail(fmt.Errorf("the origin: %w", err))
 	}
