@@ -399,27 +399,42 @@ func (l *logDriver) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64,
 	}
 	m := msgs[k-1]
 	m.Header.Set(batchCommitHeader, "1")
-	resp, err := l.nc.RequestMsgWithContext(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	var ack struct {
-		apiResponse
-		Stream string `json:"stream"`
-		Seq    uint64 `json:"seq"`
-		Batch  string `json:"batch"`
-		Count  uint64 `json:"count"`
-	}
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return 0, jetstream.ErrInvalidJSAck
-	}
+	ack, err := l.publishAck(ctx, m)
 	switch {
-	case ack.Error != nil:
-		return 0, ack.Error
+	case err != nil:
+		return 0, err
 	case ack.Stream != l.stream || ack.Batch != id || ack.Count != uint64(k) || ack.Seq < uint64(k):
 		return 0, fmt.Errorf("batch ack for stream %q seq %d, batch %q of %d: %w", ack.Stream, ack.Seq, ack.Batch, ack.Count, jetstream.ErrInvalidJSAck)
 	}
 	return ack.Seq, nil
+}
+
+// pubAck is the server's acknowledgement of a publish: of one message, or
+// of an atomic batch's commit (Batch, Count).
+type pubAck struct {
+	apiResponse
+	Stream    string `json:"stream"`
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Batch     string `json:"batch"`
+	Count     uint64 `json:"count"`
+}
+
+// publishAck publishes m and returns the server's acknowledgement: an error
+// when none came, it does not decode, or it is a refusal.
+func (l *logDriver) publishAck(ctx context.Context, m *nats.Msg) (pubAck, error) {
+	var ack pubAck
+	resp, err := l.nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return ack, err
+	}
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return ack, jetstream.ErrInvalidJSAck
+	}
+	if ack.Error != nil {
+		return ack, ack.Error
+	}
+	return ack, nil
 }
 
 // errDuplicateAck is the server's answer to a message id it has stored already
@@ -430,22 +445,10 @@ func (e errDuplicateAck) Error() string { return fmt.Sprintf("duplicate of store
 
 // publishOne publishes one message and returns its seq.
 func (l *logDriver) publishOne(ctx context.Context, m *nats.Msg) (ledger.Seq, error) {
-	resp, err := l.nc.RequestMsgWithContext(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	var ack struct {
-		apiResponse
-		Stream    string `json:"stream"`
-		Seq       uint64 `json:"seq"`
-		Duplicate bool   `json:"duplicate,omitempty"`
-	}
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return 0, jetstream.ErrInvalidJSAck
-	}
+	ack, err := l.publishAck(ctx, m)
 	switch {
-	case ack.Error != nil:
-		return 0, ack.Error
+	case err != nil:
+		return 0, err
 	case ack.Stream != l.stream || ack.Seq == 0:
 		return 0, fmt.Errorf("ack for stream %q seq %d: %w", ack.Stream, ack.Seq, jetstream.ErrInvalidJSAck)
 	case ack.Duplicate:

@@ -170,7 +170,9 @@ func (l *logDriver) updateMeta(ctx context.Context, holds func(map[string]string
 // restore's last step before it makes the mirrors anew, which copy it. A
 // mirror whose mark is not the origin's is stale (StaleMirrorError). Only the
 // admin may (ledger.ErrPermission).
-func (l *Log) MarkRestored(ctx context.Context, mark string) error { return l.d.markRestored(ctx, mark) }
+func (l *Log) MarkRestored(ctx context.Context, mark string) error {
+	return l.d.markRestored(ctx, mark)
+}
 
 // markRestored is Log.MarkRestored.
 func (l *logDriver) markRestored(ctx context.Context, mark string) error {

@@ -304,6 +304,16 @@ type callerErr struct{ err error }
 
 func (e callerErr) Error() string { return e.err.Error() }
 
+// callers returns err as its fn returned it when it is the caller's
+// (callerErr), err otherwise.
+func callers(err error) error {
+	var ce callerErr
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	return err
+}
+
 // bounds is the Log's view of the stream's bounds: the mirror's, its last
 // raised to the floor (what the mirror lacks below it is read from the
 // origin). A mirror that cannot answer leaves the origin's.
@@ -595,11 +605,7 @@ func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.
 		return nil
 	}
 	err = r.o.Read(ctx, next, end, deliver)
-	var ce callerErr
-	if errors.As(err, &ce) {
-		return ce.err
-	}
-	return err
+	return callers(err)
 }
 
 // readPartition answers Log.ReadPartition: the mirror's records once it
@@ -634,11 +640,7 @@ func (r *replica) readPartition(ctx context.Context, partition string, from ledg
 		}
 	}
 	err = r.o.ReadPartition(ctx, partition, next, deliver)
-	var ce callerErr
-	if errors.As(err, &ce) {
-		return ce.err
-	}
-	return err
+	return callers(err)
 }
 
 // quarantines answers Log.Quarantines: the notices the mirror holds (the
