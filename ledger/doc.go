@@ -5,7 +5,14 @@
 // (durable, filtered, acknowledged delivery of the log to named consumers, with a
 // dead letter), KV (revision-checked side buckets on the server's clock) and
 // Bucket, the object storage: content-addressed file content (Put, Get, …) and,
-// beside the blobs, keyed objects (snapshots). Bucket is a concrete type over a
+// beside the blobs, keyed objects (snapshots). Every CommitLog handed out is
+// Log, a concrete type over a small driver (LogDriver: ledger/natsjs's,
+// memledger's): it checks the context, a commit (CheckAppend, then encodes
+// its events and fence checks: AppendBatch), a fence record, a quarantine
+// notice and the bounds once, before the driver is called; callers and
+// decorators hold the CommitLog interface. Every Feed handed out is
+// PortableFeed, over a FeedDriver the same way: it checks the context, a
+// consumer (CheckFeedConsumer) and a consumer's name once. Bucket is a concrete type over a
 // small driver (ledger/driver.Bucket: ledger/fileblob, s3blob, gcsblob,
 // natsblob, memledger's), after go-cloud's blob: what every backend must do it
 // does once — key and context checks, the closed state, error codes to

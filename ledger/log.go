@@ -168,9 +168,9 @@ type CommitLog interface {
 // CheckAppend checks that events and fences form one commit a CommitLog of
 // lineage uuid may append: 1..MaxBatch events of one commit id, parts 1..k in
 // order, each of this lineage, no partition twice; fences of valid locks at
-// seqs above 0, no lock twice, and at most MaxBatch messages in all. Every
-// CommitLog implementation checks an Append this way before it stores
-// anything.
+// seqs above 0, no lock twice, and at most MaxBatch messages in all. Log
+// checks every Append this way, once, before its driver is called
+// (NewAppendBatch).
 func CheckAppend(uuid string, events []Event, fences ...Fence) error {
 	k := len(events)
 	if k == 0 {

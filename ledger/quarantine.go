@@ -62,6 +62,38 @@ func WithLink(q Quarantine, name, uuid, subject string, data []byte) Quarantine 
 	return q
 }
 
+// NoticeFor decides whether q (a notice Log has made the ledger's and
+// checked) may quarantine the message at q.Seq, stored on subject with body
+// data, read through rd (the ledger's reader, its quarantines loaded up to
+// the log's last seq), and returns the notice to store, with the message's
+// chain link (WithLink), and its encoding. It refuses (ErrInvalid) a
+// quarantine notice, a well-formed event unless force (a host may have
+// applied it: quarantine one only when it breaks a rule the decoder cannot
+// see), and (ErrConflict) a seq already quarantined. Every LogDriver's
+// Quarantine decides this way, once it holds the message.
+func NoticeFor(rd *MessageReader, q Quarantine, force bool, subject string, data []byte) (Quarantine, []byte, error) {
+	if _, notice := rd.NoticeOf(q.Seq, subject, data); notice {
+		return q, nil, fmt.Errorf("it is a quarantine notice: %w", ErrInvalid)
+	}
+	if r, err := rd.Record(q.Seq, subject, data); err == nil && r.Skip == nil && !force {
+		e := r.Event
+		return q, nil, fmt.Errorf("it is a well-formed event (partition %q, commit %s by %s at %s), which hosts may have applied: quarantine it only if it breaks a rule the decoder cannot see (its chain or parts lie, its content is missing), with force: %w",
+			e.Partition, e.Commit, e.Host, e.At.UTC().Format(time.RFC3339), ErrInvalid)
+	}
+	if prev, ok := rd.Quarantined[q.Seq]; ok {
+		return q, nil, fmt.Errorf("already quarantined by %s at %s (%q): %w", prev.By, prev.At.Format(time.RFC3339), prev.Reason, ErrConflict)
+	}
+	// A well-formed event of this ledger on its partition's subject was a
+	// link of that partition's chain, which later events may name as their
+	// prev: the notice records it, so that every reader bridges it.
+	q = WithLink(q, rd.Name, rd.UUID, subject, data)
+	b, err := EncodeQuarantine(q)
+	if err != nil {
+		return q, nil, err
+	}
+	return q, b, nil
+}
+
 // Skip marks a Record that no reader applies: a quarantined message, a
 // quarantine notice, a fence record or a fence check. Its Event is empty.
 type Skip struct {

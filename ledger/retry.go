@@ -97,7 +97,8 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // the ledger's sentinels for definite answers (ErrNotFound, ErrNoBucket,
 // ErrPermission, ErrInvalid, ErrChecksum, ErrTooLarge, ErrUnknownVersion,
 // ErrLineage, ErrConflict, ErrServerFull: the server says so at once, and says
-// it again until space is freed), cancellation, and HTTP statuses 4xx other
+// it again until space is freed; ErrLockLost: another holder took the lock,
+// and it stays taken), cancellation, and HTTP statuses 4xx other
 // than 408 and 429 (as SDK errors with an HTTPStatusCode method report them).
 // A deadline is retryable: the caller's own context ending stops the retries
 // anyway.
@@ -105,7 +106,7 @@ func DefaultRetryable(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, final := range []error{ErrNotFound, ErrNoBucket, ErrPermission, ErrInvalid, ErrChecksum, ErrTooLarge, ErrUnknownVersion, ErrLineage, ErrConflict, ErrServerFull, context.Canceled} {
+	for _, final := range []error{ErrNotFound, ErrNoBucket, ErrPermission, ErrInvalid, ErrChecksum, ErrTooLarge, ErrUnknownVersion, ErrLineage, ErrConflict, ErrServerFull, ErrLockLost, context.Canceled} {
 		if errors.Is(err, final) {
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -352,5 +353,42 @@ func TestBucketWithRetry(t *testing.T) {
 	}
 	if _, err := r.StatObject(context.Background(), "k"); err != nil {
 		t.Fatalf("stat retried under the new policy: %v", err)
+	}
+}
+
+// httpStatus is an SDK error that reports its HTTP status.
+type httpStatus int
+
+func (s httpStatus) Error() string       { return "http status" }
+func (s httpStatus) HTTPStatusCode() int { return int(s) }
+
+// DefaultRetryable tells the definite answers — the ledger's sentinels, a
+// lost lock among them, wrapped however deep — from what may pass.
+func TestDefaultRetryable(t *testing.T) {
+	t.Parallel()
+	lost := &ledger.LockLostError{Lock: "data/t/m/.lock"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("connection reset"), true},
+		{context.DeadlineExceeded, true},
+		{ledger.ErrUnreachable, true},
+		{httpStatus(503), true},
+		{httpStatus(429), true},
+		{httpStatus(403), false},
+		{context.Canceled, false},
+		{ledger.ErrPermission, false},
+		{ledger.ErrInvalid, false},
+		{ledger.ErrServerFull, false},
+		{ledger.ErrConflict, false},
+		{ledger.ErrLockLost, false},
+		{lost, false},
+		{fmt.Errorf("append: %w", lost), false},
+	} {
+		if got := ledger.DefaultRetryable(tc.err); got != tc.want {
+			t.Errorf("DefaultRetryable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

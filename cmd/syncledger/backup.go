@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -175,7 +177,22 @@ that the store still holds every blob the backup lists (blobs.txt).
 
 A ledger that exists is replaced only with --replace, and then backed up first,
 into --keep (default: DIR.replaced-<time>): what the server held is never lost
-by a restore.
+by a restore. What the replaced ledger attested besides the backup is not
+carried over, and restore says so: a snapshot attested above the backup's head
+is of the history the restore rewinds (no host may adopt it), and its retention
+bound would tell hosts the restored log lacks events it holds; one at or below
+the backup's head may be adopted again ('syncledger snapshot --adopt', which
+verifies it against the log).
+
+Mirrors ('syncledger mirror create', recorded in the ledger's stream; the
+replaced ledger's and the backup's): each is deleted before the log is
+restored and made anew after, from the origin through its JetStream domain — a
+mirror never copies a seq it holds again, so left as it was it would serve the
+lost commits at their seqs. One out of reach is reported on stderr with the
+command that makes it anew once its region is back ('mirror create
+--replace'), and the restore of the origin still succeeds (exit 0); until then
+its hosts, once they find it made before the restore, read from the origin and
+refuse to commit through it.
 
 Hosts need nothing: each one's next sync (or swamp command) finds that the
 ledger lost the commits it applied after the backup — by their commit ids, not
@@ -210,6 +227,16 @@ admin role.`,
 			for _, c := range res.Changed {
 				fmt.Fprintf(a.stdout, "  %s\n", c)
 			}
+			for _, d := range res.Dropped {
+				fmt.Fprintf(a.stdout, "  %s\n", d)
+			}
+			for _, m := range res.Mirrors {
+				if m.Recreated {
+					fmt.Fprintf(a.stdout, "  mirror in domain %s: made anew (it copies the restored ledger from seq 1)\n", m.Domain)
+					continue
+				}
+				fmt.Fprintf(a.stderr, "warning: the mirror in domain %s was not made anew: %s\n  until it is, it holds the commits the restore rewound: its hosts read from the origin once they find it stale, and refuse to commit through it; once its region is reachable, run:\n    %s\n", m.Domain, m.Error, m.Command)
+			}
 			fmt.Fprintln(a.stdout, "hosts heal on their next sync: each republishes what it holds of the commits after the backup")
 			return nil
 		},
@@ -225,6 +252,19 @@ type restored struct {
 	Backup  *natsjs.Backup `json:"backup"`
 	Kept    string         `json:"kept,omitempty"`    // the replaced ledger's backup
 	Changed []string       `json:"changed,omitempty"` // what the configuration and attestation pass set again
+	// Dropped says what the replaced ledger attested that the restored one
+	// does not (its attestations and retention bound are the backup's).
+	Dropped []string         `json:"dropped,omitempty"`
+	Mirrors []restoredMirror `json:"mirrors,omitempty"`
+}
+
+// restoredMirror is what restore did with one mirror of the ledger.
+type restoredMirror struct {
+	natsjs.MirrorRecord
+	Recreated bool   `json:"recreated"`
+	Error     string `json:"error,omitempty"`
+	// Command recreates it, when restore could not.
+	Command string `json:"command,omitempty"`
 }
 
 // restoreLedger restores the backup b in dir (see newRestoreCmd).
@@ -234,6 +274,7 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 	if err != nil {
 		return res, err
 	}
+	mirrors := b.Mirrors
 	if _, err := c.Ledger(b.Ledger).Log(ctx); err == nil {
 		if !replace {
 			return res, fmt.Errorf("restore ledger %q: it exists (a restore replaces it: pass --replace, which backs it up first): %w", b.Ledger, ledger.ErrConflict)
@@ -241,13 +282,24 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 		if keep == "" {
 			keep = strings.TrimRight(dir, string(filepath.Separator)) + ".replaced-" + time.Now().UTC().Format("20060102T150405Z")
 		}
-		if _, err := backupLedger(ctx, a, keep); err != nil {
+		live, err := backupLedger(ctx, a, keep)
+		if err != nil {
 			return res, fmt.Errorf("restore ledger %q: back up the ledger it replaces first: %w (nothing was restored)", b.Ledger, err)
 		}
 		res.Kept = keep
+		res.Dropped = droppedAttestations(live.Attested, b)
+		mirrors = unionMirrors(live.Mirrors, b.Mirrors)
 		a.resetLedger()
 	} else if !errors.Is(err, ledger.ErrNoLedger) && !errors.Is(err, ledger.ErrNotFound) {
 		return res, err
+	}
+	// The mirrors go first: none serves the history the restore rewinds
+	// while the origin is restored (a mirror never copies a seq it holds
+	// again: it would keep the lost commits at their seqs). One out of
+	// reach is made anew below, or reported with the command that does.
+	deleted := map[string]error{}
+	for _, m := range mirrors {
+		deleted[m.Domain] = c.DeleteMirror(ctx, b.Ledger, m)
 	}
 	if _, err := c.Restore(ctx, dir, natsjs.RestoreOptions{Replace: replace}); err != nil {
 		return res, err
@@ -257,6 +309,28 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 	res.Changed = changed
 	if err != nil {
 		return res, fmt.Errorf("restore ledger %q: restored, but: %w", b.Ledger, err)
+	}
+	// The restore's mark, which the mirrors made below copy: a mirror
+	// without it (one restore could not reach) is stale, and its hosts read
+	// from the origin and refuse to commit through it until it is made anew.
+	lg, err := a.Log(ctx)
+	if err == nil {
+		err = lg.MarkRestored(ctx, fmt.Sprintf("%s (backup of seq %d)", time.Now().UTC().Format(time.RFC3339Nano), b.Head))
+	}
+	if err != nil {
+		return res, fmt.Errorf("restore ledger %q: restored, but: %w", b.Ledger, err)
+	}
+	for _, m := range mirrors {
+		rm := restoredMirror{MirrorRecord: m}
+		if _, err := c.RecreateMirror(ctx, b.Ledger, m); err != nil {
+			if derr := deleted[m.Domain]; derr != nil && errors.Is(err, ledger.ErrUnreachable) {
+				err = derr
+			}
+			rm.Error, rm.Command = err.Error(), mirrorCommand(a, b.Ledger, m)
+		} else {
+			rm.Recreated = true
+		}
+		res.Mirrors = append(res.Mirrors, rm)
 	}
 	if b.BlobKeys != "" {
 		missing, err := missingListed(ctx, a, filepath.Join(dir, b.BlobKeys))
@@ -271,9 +345,62 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 	return res, nil
 }
 
+// unionMirrors returns the mirrors of the replaced ledger and of the backup,
+// one per domain (the replaced ledger's record first: the newer).
+func unionMirrors(live, backup []natsjs.MirrorRecord) []natsjs.MirrorRecord {
+	out := slices.Clone(live)
+	for _, m := range backup {
+		if !slices.ContainsFunc(out, func(o natsjs.MirrorRecord) bool { return o.Domain == m.Domain }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// mirrorCommand is the command that makes mirror m of ledger name anew, run
+// where restore ran (its --nats) once the mirror's region is reachable.
+func mirrorCommand(a *app, name string, m natsjs.MirrorRecord) string {
+	read := m.URL
+	if read == "" {
+		read = "URL-OF-A-SERVER-IN-DOMAIN-" + m.Domain
+	}
+	return fmt.Sprintf("syncledger --nats %s --read-nats %s --ledger %s mirror create --replace --replicas %d",
+		redactURL(a.natsURL), read, name, max(m.Replicas, 1))
+}
+
+// droppedAttestations says what the replaced ledger attested (live) that
+// the restored one, whose attestations and retention bound are the
+// backup's, does not. They are not carried over: a snapshot attested above
+// the backup's head is of the history the restore rewound (a host adopting
+// it would hold the lost commits' files and miss the new ones at the same
+// seqs), and a retention bound raised after the backup would tell hosts the
+// restored log lacks events it holds (or, above its head, leave no snapshot
+// usable once the head passes it). One at or below the backup's head may be
+// of the same history: the log verifies it, and the admin adopts it again.
+func droppedAttestations(live ledger.Attestations, b *natsjs.Backup) []string {
+	var out []string
+	seqs := slices.Sorted(maps.Keys(live.Snapshots))
+	for _, seq := range seqs {
+		if b.Attested.Snapshots[seq] == live.Snapshots[seq] {
+			continue
+		}
+		if seq > b.Head {
+			out = append(out, fmt.Sprintf("the replaced ledger's attestation of the snapshot at seq %d: not restored (above the backup's head %d: a snapshot of the history the restore rewound, which no host may adopt)", seq, b.Head))
+		} else {
+			out = append(out, fmt.Sprintf("the replaced ledger's attestation of the snapshot at seq %d: not restored (if the log verifies it, syncledger snapshot --adopt attests it again)", seq))
+		}
+	}
+	if live.Retained != b.Attested.Retained {
+		out = append(out, fmt.Sprintf("the replaced ledger's retention bound %d: the restored ledger's is the backup's, %d (its log holds the events the backup holds)", live.Retained, b.Attested.Retained))
+	}
+	return out
+}
+
 // hardenRestored applies this release's configuration to the restored
 // ledger's resources and checks its attestations and retention bound against
-// the backup's, setting again what differs. It returns what it changed.
+// the backup's, setting again what differs: the restored ledger attests what
+// the backup does, nothing of the replaced ledger's (droppedAttestations). It
+// returns what it changed.
 func hardenRestored(ctx context.Context, a *app, b *natsjs.Backup) ([]string, error) {
 	var changed []string
 	// The upgrade (issue 38's least privilege): the restored resources made

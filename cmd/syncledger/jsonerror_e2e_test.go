@@ -81,6 +81,7 @@ func TestJSONErrorEveryCommand(t *testing.T) {
 		"log":                  {"log", "--json"},
 		"mirror create":        {"--read-nats", "nats://127.0.0.1:1", "mirror", "create", "--json"},
 		"mirror status":        {"--read-nats", "nats://127.0.0.1:1", "mirror", "status", "--json"},
+		"mirror promote":       {"mirror", "promote", "--json"},
 		"quarantine":           {"quarantine", "7", "--reason", "bad", "--json"},
 		"rebuild":              {"--cache", cache, "rebuild", "--json"},
 		"replay":               {"replay", "--json", "--to", "1", "--into", t.TempDir()},

@@ -135,6 +135,7 @@ func TestJSONEveryCommand(t *testing.T) {
 	rc := newRegionsCLI(t, "jsonmirror")
 	ok("mirror create", append([]string{"--read-nats", rc.r.Mirror.ClientURL(), "--nats", rc.r.Origin.ClientURL(), "--ledger", "jsonmirror"}, "mirror", "create", "--json")...)
 	ok("mirror status", append([]string{"--read-nats", rc.r.Mirror.ClientURL(), "--nats", rc.r.Origin.ClientURL(), "--ledger", "jsonmirror"}, "mirror", "status", "--json")...)
+	ok("mirror promote", "--nats", rc.r.Mirror.ClientURL(), "--ledger", "jsonmirror", "mirror", "promote", "--json") // last of the mirror's: it is an origin after
 
 	// Last, as it breaks the first commit's chain for the commands above.
 	decodeJSON(t, "log", strings.SplitAfter(outputs["log"], "\n")[0], &obj)

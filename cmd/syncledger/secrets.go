@@ -186,8 +186,11 @@ func containsAny(s string, words []string) bool {
 }
 
 // secretEnv are environment variables of the blob stores' clients that hold
-// secrets.
-var secretEnv = []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "GOOGLE_OAUTH_ACCESS_TOKEN"}
+// secrets. AWS_ACCESS_KEY_ID is not one: it names the key, as a user name
+// does (AWS prints it in its own errors), and a name can be any word — an S3
+// gateway's "syncledger" or "minioadmin" — whose every occurrence in output
+// (each message's "syncledger:" first) the filter would replace.
+var secretEnv = []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GOOGLE_OAUTH_ACCESS_TOKEN"}
 
 // urlSecrets returns the secrets a URL list holds: each URL's user information
 // (whole, and its password or token, as written and unescaped) and the values

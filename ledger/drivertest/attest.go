@@ -9,7 +9,7 @@ import (
 
 // testLogAttest: a log attests snapshots' digests, keeps the newest
 // ledger.MaxAttested, and a retention bound that only rises.
-func testLogAttest(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogAttest(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	if a, err := l.Attested(ctx); err != nil || len(a.Snapshots) != 0 || a.Retained != 0 {
 		t.Fatalf("Attested on a new ledger = %+v, %v; want none", a, err)

@@ -12,9 +12,13 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// LogFixture is one fresh, empty ledger log for a CommitLog conformance subtest.
+// LogFixture is one fresh, empty ledger log's driver for a CommitLog
+// conformance subtest: the suite runs on the portable ledger.Log over it
+// (ledger.NewLog), as every CommitLog handed out is, with a counter between
+// them that tells what the portable type refused before the driver was
+// called.
 type LogFixture struct {
-	Log ledger.CommitLog
+	Driver ledger.LogDriver
 	// Publish stores a raw message on subject, unchecked: what a credential
 	// allowed to publish there could store. It returns the message's seq.
 	Publish func(subject string, data []byte) (ledger.Seq, error)
@@ -32,13 +36,22 @@ type LogFixture struct {
 	ReaderState func(ctx context.Context) (int, error)
 }
 
-// TestCommitLog runs the ledger.CommitLog conformance suite. newLog must
-// return a new, empty ledger's log on each call (once per subtest).
+// logEnv is one subtest's fixture, with the portable log over its driver
+// and the driver's calls counted.
+type logEnv struct {
+	LogFixture
+	Log   ledger.CommitLog
+	calls *countingLog
+}
+
+// TestCommitLog runs the ledger.CommitLog conformance suite on the portable
+// ledger.Log over a driver. newLog must return a new, empty ledger's driver
+// on each call (once per subtest).
 func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, ctx context.Context, f LogFixture)
+		fn   func(t *testing.T, ctx context.Context, f logEnv)
 	}{
 		{"Empty", testLogEmpty},
 		{"Chain", testLogChain},
@@ -46,6 +59,7 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 		{"AtomicCommit", testLogAtomic},
 		{"RetryStoresOnce", testLogRetry},
 		{"RefusesBadCommits", testLogRefuses},
+		{"RefusedBeforeTheDriver", testLogRefusedBeforeDriver},
 		{"ReadRanges", testLogReadRanges},
 		{"ReadPartition", testLogReadPartition},
 		{"Follow", testLogFollow},
@@ -64,7 +78,9 @@ func TestCommitLog(t *testing.T, newLog func(t *testing.T) LogFixture) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, testContext(t), newLog(t))
+			f := newLog(t)
+			c := &countingLog{LogDriver: f.Driver}
+			tc.fn(t, testContext(t), logEnv{LogFixture: f, Log: ledger.NewLog(c), calls: c})
 		})
 	}
 }
@@ -161,7 +177,7 @@ func wantBounds(t *testing.T, ctx context.Context, l ledger.CommitLog, first, la
 	}
 }
 
-func testLogEmpty(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogEmpty(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	info, err := l.Info(ctx)
 	if err != nil || info.UUID == "" || info.Format != ledger.LogFormat {
@@ -189,7 +205,7 @@ func testLogEmpty(t *testing.T, ctx context.Context, f LogFixture) {
 // the head does and changes with the next message (a no-op sync asks nothing
 // more); the commit id at the head is CommitAt's there, "" for a message that
 // is no event (the check of a rewound log).
-func testLogHead(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogHead(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	before := time.Now().Add(-time.Second) // clocks of a server may differ a little
 	reqs := []ledger.HeadRequest{{}, {Commit: true}, {Origin: true}, {Origin: true, Commit: true}}
@@ -254,7 +270,7 @@ func testLogHead(t *testing.T, ctx context.Context, f LogFixture) {
 	}
 }
 
-func testLogChain(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogChain(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	wantSeqs(t, "first commit", logAppend(t, ctx, l, "a"), 1)
 	wantSeqs(t, "second partition", logAppend(t, ctx, l, "b"), 2)
@@ -280,7 +296,7 @@ func testLogChain(t *testing.T, ctx context.Context, f LogFixture) {
 	}
 }
 
-func testLogAtomic(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogAtomic(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	logAppend(t, ctx, l, "b")
 	// Part 2 conflicts (b's Prev is wrong): nothing of the commit is stored.
@@ -299,7 +315,7 @@ func testLogAtomic(t *testing.T, ctx context.Context, f LogFixture) {
 	}
 }
 
-func testLogRetry(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogRetry(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	evs := logCommit(t, ctx, l, logPart{partition: "a", modelSeq: 1}, logPart{partition: "b", modelSeq: 1})
 	first, err := l.Append(ctx, evs)
@@ -314,7 +330,7 @@ func testLogRetry(t *testing.T, ctx context.Context, f LogFixture) {
 	wantBounds(t, ctx, l, 1, 2)
 }
 
-func testLogRefuses(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogRefuses(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	good := func() []ledger.Event {
 		return logCommit(t, ctx, l, logPart{partition: "a", modelSeq: 1}, logPart{partition: "b", modelSeq: 1})
@@ -348,7 +364,7 @@ func testLogRefuses(t *testing.T, ctx context.Context, f LogFixture) {
 	wantBounds(t, ctx, l, 1, 0)
 }
 
-func testLogReadRanges(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogReadRanges(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	for _, p := range []string{"a", "b", "a", "c", "b"} {
 		logAppend(t, ctx, l, p)
@@ -366,7 +382,7 @@ func testLogReadRanges(t *testing.T, ctx context.Context, f LogFixture) {
 	}
 }
 
-func testLogReadPartition(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogReadPartition(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	for _, p := range []string{"a", "b", "a", "c", "a"} {
 		logAppend(t, ctx, l, p)
@@ -385,7 +401,7 @@ func testLogReadPartition(t *testing.T, ctx context.Context, f LogFixture) {
 	}
 }
 
-func testLogFollow(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogFollow(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	logAppend(t, ctx, l, "a")
 	fctx, cancel := context.WithCancel(ctx)
@@ -461,7 +477,7 @@ func (f *follower) stop(t *testing.T) {
 // testLogFollowMissed: a follower that was not told of some records — the
 // log's notices are best effort — still delivers them, in order, then goes
 // on with the next ones.
-func testLogFollowMissed(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogFollowMissed(t *testing.T, ctx context.Context, f logEnv) {
 	if f.MissNotices == nil {
 		t.Skip("the log has no notices a follower could miss")
 	}
@@ -491,7 +507,7 @@ func testLogFollowMissed(t *testing.T, ctx context.Context, f LogFixture) {
 // testLogFollowStateless: followers hold nothing on the log's server while
 // they follow, and leave nothing behind when they stop — cancelled, or
 // failing in fn.
-func testLogFollowStateless(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogFollowStateless(t *testing.T, ctx context.Context, f logEnv) {
 	if f.ReaderState == nil {
 		t.Skip("the log has no server")
 	}
@@ -536,7 +552,7 @@ func quarantine(seq ledger.Seq) ledger.Quarantine {
 	return ledger.Quarantine{Seq: seq, Reason: "conformance", By: "admin", At: time.Now().UTC().Truncate(time.Second)}
 }
 
-func testLogQuarantine(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogQuarantine(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	info, _ := l.Info(ctx)
 	logAppend(t, ctx, l, "a")
@@ -588,7 +604,7 @@ func testLogQuarantine(t *testing.T, ctx context.Context, f LogFixture) {
 	}
 }
 
-func testLogChainPastQuarantined(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogChainPastQuarantined(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	info, _ := l.Info(ctx)
 	logAppend(t, ctx, l, "a")
@@ -619,7 +635,7 @@ func testLogChainPastQuarantined(t *testing.T, ctx context.Context, f LogFixture
 // partition named it as its prev stays a link every reader knows is skipped
 // (issue 26 point 5): the notice records it, the later event carries a Bridge
 // to the event before it, and ReadPartition reads past it.
-func testLogChainThroughQuarantinedEvent(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogChainThroughQuarantinedEvent(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	logAppend(t, ctx, l, "a") // seq 1
 	logAppend(t, ctx, l, "a") // seq 2: quarantined below
@@ -648,7 +664,7 @@ func testLogChainThroughQuarantinedEvent(t *testing.T, ctx context.Context, f Lo
 	}
 }
 
-func testLogTruncate(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogTruncate(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	for _, p := range []string{"a", "b", "a", "c", "a", "b"} { // seqs 1..6
 		logAppend(t, ctx, l, p)
@@ -676,7 +692,7 @@ func testLogTruncate(t *testing.T, ctx context.Context, f LogFixture) {
 // testLogCommitAt: CommitAt names the commit of each event stored, its
 // quarantined ones included; "" for a notice or a message that is no event;
 // ErrNotFound past the last seq and for a dropped one.
-func testLogCommitAt(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogCommitAt(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	info, _ := l.Info(ctx)
 	ab := logCommit(t, ctx, l, logNext(t, ctx, l, "a"), logNext(t, ctx, l, "b"))

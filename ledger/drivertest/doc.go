@@ -2,7 +2,10 @@
 // runs from its own tests (the NATS adapter, the blob drivers and
 // ledger/memledger alike), as go-cloud's blob/drivertest: a driver outside this
 // module can run them too. TestCommitLog, TestFeed and TestKV are for the log,
-// its feed and the side buckets; TestBucket is for a blob driver
+// its feed and the side buckets (TestCommitLog is given a ledger.LogDriver and
+// runs on the portable ledger.Log over it, TestFeed a ledger.FeedDriver and
+// the portable feed over it, each counting the driver's calls: what the
+// portable type refuses never reaches the driver); TestBucket is for a blob driver
 // (ledger/driver.Bucket), through the ledger.Bucket over it:
 //
 //   - TestObjectStore: keyed objects — ErrNotFound for absent objects,

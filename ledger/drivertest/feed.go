@@ -11,24 +11,36 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// FeedFixture is one fresh, empty ledger's log and its feed for a Feed
-// conformance subtest.
+// FeedFixture is one fresh, empty ledger's log and its feed's driver for a
+// Feed conformance subtest: the suite runs on the portable ledger feed over
+// the driver (ledger.NewFeed), as every Feed handed out is, with a counter
+// between them that tells what the portable type refused before the driver
+// was called.
 type FeedFixture struct {
-	Log  ledger.CommitLog
-	Feed ledger.Feed
+	Log    ledger.CommitLog
+	Driver ledger.FeedDriver
 	// Crashable returns the ledger's feed as another process would open it
 	// (its own connection) and a crash that ends that process's open
 	// subscriptions, losing what they did not acknowledge.
 	Crashable func(t *testing.T) (ledger.Feed, func())
 }
 
-// TestFeed runs the ledger.Feed conformance suite. newFeed must return a new,
-// empty ledger's log and feed on each call (once per subtest).
+// feedEnv is one subtest's fixture, with the portable feed over its driver
+// and the driver's calls counted.
+type feedEnv struct {
+	FeedFixture
+	Feed  ledger.Feed
+	calls *countingFeed
+}
+
+// TestFeed runs the ledger.Feed conformance suite on the portable feed over
+// a driver. newFeed must return a new, empty ledger's log and feed driver on
+// each call (once per subtest).
 func TestFeed(t *testing.T, newFeed func(t *testing.T) FeedFixture) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, ctx context.Context, f FeedFixture)
+		fn   func(t *testing.T, ctx context.Context, f feedEnv)
 	}{
 		{"DeliversInOrder", testFeedOrder},
 		{"ResumesAtAckFloor", testFeedResume},
@@ -41,11 +53,19 @@ func TestFeed(t *testing.T, newFeed func(t *testing.T) FeedFixture) {
 		{"DeadLetters", testFeedDeadLetters},
 		{"Delete", testFeedDelete},
 		{"RefusesBadConsumers", testFeedRefuses},
+		{"RefusedBeforeTheDriver", testFeedRefusedBeforeDriver},
 		{"Create", testFeedCreate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, testContext(t), newFeed(t))
+			ctx := testContext(t)
+			f := newFeed(t)
+			info, err := f.Log.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &countingFeed{FeedDriver: f.Driver}
+			tc.fn(t, ctx, feedEnv{FeedFixture: f, Feed: ledger.NewFeed(info.Name, c), calls: c})
 		})
 	}
 }
@@ -126,7 +146,7 @@ func waitAckFloor(t *testing.T, ctx context.Context, f ledger.Feed, name string,
 
 // Every message of the log, in seq order, as stored; an acknowledged one is
 // not delivered again.
-func testFeedOrder(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedOrder(t *testing.T, ctx context.Context, f feedEnv) {
 	c1 := logAppend(t, ctx, f.Log, "a")
 	c2 := logAppend(t, ctx, f.Log, "a", "b")
 	s := subscribe(t, ctx, f.Feed, feedConsumer("c"))
@@ -162,7 +182,7 @@ func testFeedOrder(t *testing.T, ctx context.Context, f FeedFixture) {
 }
 
 // A new subscription starts at the first message not acknowledged.
-func testFeedResume(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedResume(t *testing.T, ctx context.Context, f feedEnv) {
 	var all []ledger.Seq
 	for range 5 {
 		all = append(all, logAppend(t, ctx, f.Log, "a")...)
@@ -182,7 +202,7 @@ func testFeedResume(t *testing.T, ctx context.Context, f FeedFixture) {
 }
 
 // A crashed subscription's unacknowledged messages come first to the next.
-func testFeedCrash(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedCrash(t *testing.T, ctx context.Context, f feedEnv) {
 	var all []ledger.Seq
 	for range 6 {
 		all = append(all, logAppend(t, ctx, f.Log, "a")...)
@@ -199,7 +219,7 @@ func testFeedCrash(t *testing.T, ctx context.Context, f FeedFixture) {
 
 // A message left unacknowledged past the ack wait is delivered again;
 // InProgress keeps it.
-func testFeedAckWait(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedAckWait(t *testing.T, ctx context.Context, f feedEnv) {
 	seqs := logAppend(t, ctx, f.Log, "a")
 	c := feedConsumer("c")
 	c.AckWait = 200 * time.Millisecond
@@ -215,7 +235,7 @@ func testFeedAckWait(t *testing.T, ctx context.Context, f FeedFixture) {
 
 // A filtered consumer gets its partitions' messages only, and its filter is
 // fixed.
-func testFeedFilter(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedFilter(t *testing.T, ctx context.Context, f feedEnv) {
 	logAppend(t, ctx, f.Log, "a")
 	c2 := logAppend(t, ctx, f.Log, "a", "b", "c")
 	logAppend(t, ctx, f.Log, "a")
@@ -237,7 +257,7 @@ func testFeedFilter(t *testing.T, ctx context.Context, f FeedFixture) {
 // An unfiltered consumer receives every message, quarantine notices
 // included; a filtered one its partitions' messages, quarantined ones too
 // (readers skip them by the notices), and no notice.
-func testFeedNotices(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedNotices(t *testing.T, ctx context.Context, f feedEnv) {
 	c1 := logAppend(t, ctx, f.Log, "a")
 	logAppend(t, ctx, f.Log, "b")
 	notice, err := f.Log.Quarantine(ctx, quarantine(c1[0]), true)
@@ -267,7 +287,7 @@ func testFeedNotices(t *testing.T, ctx context.Context, f FeedFixture) {
 }
 
 // A new consumer starts where Start says; an existing one keeps its place.
-func testFeedStart(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedStart(t *testing.T, ctx context.Context, f feedEnv) {
 	c1 := logAppend(t, ctx, f.Log, "a")
 	c2 := logAppend(t, ctx, f.Log, "a")
 	subs := map[string]ledger.Subscription{}
@@ -300,7 +320,7 @@ func testFeedStart(t *testing.T, ctx context.Context, f FeedFixture) {
 // JetStream purge moves a consumer's ack floor): the next subscription starts
 // at the first message the log holds. A new consumer cannot start at a seq the
 // log no longer holds.
-func testFeedTruncated(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedTruncated(t *testing.T, ctx context.Context, f feedEnv) {
 	var all []ledger.Seq
 	for range 4 {
 		all = append(all, logAppend(t, ctx, f.Log, "a")...)
@@ -332,7 +352,7 @@ func testFeedTruncated(t *testing.T, ctx context.Context, f FeedFixture) {
 
 // Dead letters are kept once per consumer and seq, oldest first, counted in
 // the positions, and outlive their consumer.
-func testFeedDeadLetters(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedDeadLetters(t *testing.T, ctx context.Context, f feedEnv) {
 	logAppend(t, ctx, f.Log, "a")
 	subscribe(t, ctx, f.Feed, feedConsumer("c1"))
 	for _, d := range []struct {
@@ -379,7 +399,7 @@ func testFeedDeadLetters(t *testing.T, ctx context.Context, f FeedFixture) {
 }
 
 // Delete removes a consumer's position; its dead letters stay.
-func testFeedDelete(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedDelete(t *testing.T, ctx context.Context, f feedEnv) {
 	seqs := logAppend(t, ctx, f.Log, "a")
 	s := subscribe(t, ctx, f.Feed, feedConsumer("c"))
 	next(t, ctx, s, 1)
@@ -409,7 +429,7 @@ func testFeedDelete(t *testing.T, ctx context.Context, f FeedFixture) {
 	wantSeqs(t, "made again", next(t, ctx, s2, 1), seqs...)
 }
 
-func testFeedRefuses(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedRefuses(t *testing.T, ctx context.Context, f feedEnv) {
 	for _, c := range []ledger.FeedConsumer{
 		{Name: "bad.name", AckWait: time.Second},
 		{Name: "", AckWait: time.Second},
@@ -429,7 +449,7 @@ func testFeedRefuses(t *testing.T, ctx context.Context, f FeedFixture) {
 // Create makes a consumer (its start fixed then) that a Subscribe later
 // opens; made again with its filter it is left as it is, with another it is
 // refused.
-func testFeedCreate(t *testing.T, ctx context.Context, f FeedFixture) {
+func testFeedCreate(t *testing.T, ctx context.Context, f feedEnv) {
 	logAppend(t, ctx, f.Log, "a") // before the consumer: not delivered
 	c := feedConsumer("c")
 	c.Start = ledger.FeedStart{New: true}

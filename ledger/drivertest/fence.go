@@ -60,7 +60,7 @@ func wantLockLost(t *testing.T, what string, err error, f ledger.Fence, last led
 // A fenced commit is stored while its fence holds, its fence checks after its
 // events; once another holder took the lock it is refused whole; readers skip
 // fence records and checks; retention keeps the lock's last fence record.
-func testLogFenced(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogFenced(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	fa := logTake(t, ctx, l, logLock, "host-a")
 	other := logTake(t, ctx, l, "data/command/shell/other/.lock", "host-a")
@@ -147,7 +147,7 @@ func testLogFenced(t *testing.T, ctx context.Context, f LogFixture) {
 
 // A lost lock and a chain conflict at once are a lost lock (never retried);
 // a chain conflict under fences that hold is a conflict, not a lost lock.
-func testLogLockLostOrConflict(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogLockLostOrConflict(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	fa := logTake(t, ctx, l, logLock, "host-a")
 	logAppend(t, ctx, l, "a")
@@ -170,7 +170,7 @@ func testLogLockLostOrConflict(t *testing.T, ctx context.Context, f LogFixture) 
 // timeout: ErrOutcomeUnknown) returns the stored seqs, even once another
 // holder took the lock: the commit was stored while the fence held. TakeFence
 // retried stores its record once.
-func testLogFencedRetry(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogFencedRetry(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	rec := logFenceRecord(t, ctx, l, logLock, "host-a")
 	s1, err := l.TakeFence(ctx, rec)
@@ -203,7 +203,7 @@ func testLogFencedRetry(t *testing.T, ctx context.Context, f LogFixture) {
 
 // Fences the log refuses, storing nothing: a lock twice, seq 0, a lock name
 // that is not one; a fence record of another ledger or without a lock.
-func testLogFenceRefuses(t *testing.T, ctx context.Context, f LogFixture) {
+func testLogFenceRefuses(t *testing.T, ctx context.Context, f logEnv) {
 	l := f.Log
 	fa := logTake(t, ctx, l, logLock, "host-a")
 	evs := func() []ledger.Event { return logCommit(t, ctx, l, logPart{partition: "a", modelSeq: 1}) }

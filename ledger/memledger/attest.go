@@ -2,7 +2,6 @@ package memledger
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -10,10 +9,7 @@ import (
 )
 
 // Attested implements ledger.CommitLog.
-func (l *Log) Attested(ctx context.Context) (ledger.Attestations, error) {
-	if err := ctx.Err(); err != nil {
-		return ledger.Attestations{}, err
-	}
+func (l *logDriver) Attested(ctx context.Context) (ledger.Attestations, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return ledger.Attestations{Snapshots: maps.Clone(l.att.Snapshots), Retained: l.att.Retained}, nil
@@ -21,13 +17,7 @@ func (l *Log) Attested(ctx context.Context) (ledger.Attestations, error) {
 
 // AttestSnapshot implements ledger.CommitLog (an in-memory log has no roles:
 // it always may), keeping the newest ledger.MaxAttested.
-func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if seq == 0 || sum.IsZero() {
-		return fmt.Errorf("attest snapshot: seq %d, digest %s: %w", seq, sum, ledger.ErrInvalid)
-	}
+func (l *logDriver) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.att.Snapshots == nil {
@@ -44,10 +34,7 @@ func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Dig
 }
 
 // AttestRetention implements ledger.CommitLog.
-func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (l *logDriver) AttestRetention(ctx context.Context, before ledger.Seq) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.att.Retained = max(l.att.Retained, before)
@@ -55,10 +42,7 @@ func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
 }
 
 // SetRetention implements ledger.CommitLog.
-func (l *Log) SetRetention(ctx context.Context, before ledger.Seq) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (l *logDriver) SetRetention(ctx context.Context, before ledger.Seq) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.att.Retained = before

@@ -20,8 +20,22 @@ import (
 // Knobs: Disconnect ends every open subscription at once, as a process's
 // connection dying does (its acknowledgements are lost with it); Reset moves
 // a consumer, as a credential allowed to reset it can.
+//
+// It is the portable ledger feed (ledger.PortableFeed: every call's context
+// and arguments checked once) over an in-memory driver, as the adapter's is
+// over its JetStream driver.
 type Feed struct {
-	log *Log
+	*ledger.PortableFeed
+	d *feedDriver
+}
+
+// Driver returns the driver under the feed, for ledger/drivertest's suite,
+// which runs on a portable feed of its own over it.
+func (f *Feed) Driver() ledger.FeedDriver { return f.d }
+
+// feedDriver is the in-memory ledger.FeedDriver under Feed.
+type feedDriver struct {
+	log *logDriver
 	now func() time.Time
 
 	mu    sync.Mutex
@@ -47,7 +61,10 @@ type delivery struct {
 	at time.Time // last delivered or in progress
 }
 
-var _ ledger.Feed = (*Feed)(nil)
+var (
+	_ ledger.Feed       = (*Feed)(nil)
+	_ ledger.FeedDriver = (*feedDriver)(nil)
+)
 
 // NewFeed returns the feed of log, with no consumers; now is its clock
 // (time.Now if nil). A test that moves the clock calls Tick.
@@ -55,12 +72,15 @@ func NewFeed(log *Log, now func() time.Time) *Feed {
 	if now == nil {
 		now = time.Now
 	}
-	return &Feed{log: log, now: now, cons: map[string]*consumer{}, ids: map[string]bool{}, wake: make(chan struct{})}
+	d := &feedDriver{log: log.d, now: now, cons: map[string]*consumer{}, ids: map[string]bool{}, wake: make(chan struct{})}
+	return &Feed{PortableFeed: ledger.NewFeed(log.d.info.Name, d), d: d}
 }
 
 // Tick wakes waiting subscriptions to look at the clock again (a test moved
 // it past an ack wait).
-func (f *Feed) Tick() {
+func (f *Feed) Tick() { f.d.tick() }
+
+func (f *feedDriver) tick() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.wakeAll()
@@ -68,7 +88,9 @@ func (f *Feed) Tick() {
 
 // Disconnect ends every open subscription: their Next returns an error and
 // their acknowledgements are dropped, as when a consumer's process dies.
-func (f *Feed) Disconnect() {
+func (f *Feed) Disconnect() { f.d.disconnect() }
+
+func (f *feedDriver) disconnect() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.epoch++
@@ -77,7 +99,9 @@ func (f *Feed) Disconnect() {
 
 // Reset moves consumer name so that its next subscription starts at seq (its
 // ack floor becomes seq-1), as JetStream's reset to a sequence does.
-func (f *Feed) Reset(name string, seq ledger.Seq) error {
+func (f *Feed) Reset(name string, seq ledger.Seq) error { return f.d.reset(name, seq) }
+
+func (f *feedDriver) reset(name string, seq ledger.Seq) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k, ok := f.cons[name]
@@ -88,23 +112,17 @@ func (f *Feed) Reset(name string, seq ledger.Seq) error {
 	return nil
 }
 
-func (f *Feed) wakeAll() {
+func (f *feedDriver) wakeAll() {
 	close(f.wake)
 	f.wake = make(chan struct{})
 }
 
-func (f *Feed) fail(op string, err error) error {
+func (f *feedDriver) fail(op string, err error) error {
 	return fmt.Errorf("ledger %q feed %s: %w", f.log.info.Name, op, err)
 }
 
 // Create makes the consumer c names if it is missing; see ledger.Feed.
-func (f *Feed) Create(ctx context.Context, c ledger.FeedConsumer) error {
-	if err := ledger.CheckFeedConsumer(c); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return f.fail("create consumer "+c.Name, err)
-	}
+func (f *feedDriver) Create(ctx context.Context, c ledger.FeedConsumer) error {
 	f.log.mu.Lock()
 	b := f.log.held()
 	f.log.mu.Unlock()
@@ -116,7 +134,7 @@ func (f *Feed) Create(ctx context.Context, c ledger.FeedConsumer) error {
 
 // create returns the consumer c names, made if missing on a log holding b.
 // f.mu is held.
-func (f *Feed) create(c ledger.FeedConsumer, b ledger.Bounds, op string) (*consumer, error) {
+func (f *feedDriver) create(c ledger.FeedConsumer, b ledger.Bounds, op string) (*consumer, error) {
 	if k, ok := f.cons[c.Name]; ok {
 		if err := ledger.FilterError(c.Name, k.c.Partitions, c.Partitions); err != nil {
 			return nil, err
@@ -149,13 +167,7 @@ func (f *Feed) create(c ledger.FeedConsumer, b ledger.Bounds, op string) (*consu
 }
 
 // Subscribe opens (creating if missing) the consumer c names; see ledger.Feed.
-func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
-	if err := ledger.CheckFeedConsumer(c); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, f.fail("subscribe "+c.Name, err)
-	}
+func (f *feedDriver) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
 	f.log.mu.Lock()
 	b := f.log.held()
 	f.log.mu.Unlock()
@@ -176,7 +188,7 @@ func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Sub
 
 // sub is one Subscription.
 type sub struct {
-	f      *Feed
+	f      *feedDriver
 	k      *consumer
 	epoch  int
 	once   sync.Once
@@ -282,7 +294,7 @@ func (s *sub) take() (ledger.FeedMessage, time.Duration, bool) {
 }
 
 // message returns the log's message at seq; false if it does not hold it.
-func (f *Feed) message(seq ledger.Seq) (ledger.FeedMessage, bool) {
+func (f *feedDriver) message(seq ledger.Seq) (ledger.FeedMessage, bool) {
 	f.log.mu.Lock()
 	defer f.log.mu.Unlock()
 	m, ok := f.log.at(seq)
@@ -330,10 +342,7 @@ func (s *sub) Close() error {
 }
 
 // Positions returns every consumer's position, sorted by name.
-func (f *Feed) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, f.fail("positions", err)
-	}
+func (f *feedDriver) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	dead := map[string]uint64{}
@@ -367,10 +376,7 @@ func (f *Feed) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
 }
 
 // Delete deletes a consumer; its dead letters stay.
-func (f *Feed) Delete(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
-		return f.fail("delete consumer "+name, err)
-	}
+func (f *feedDriver) Delete(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.cons[name]; !ok {
@@ -382,13 +388,7 @@ func (f *Feed) Delete(ctx context.Context, name string) error {
 }
 
 // DeadLetter stores body as consumer's dead letter of seq, once.
-func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
-	if err := ctx.Err(); err != nil {
-		return f.fail("dead letter", err)
-	}
-	if !ledger.IsToken(consumer, 64) {
-		return f.fail("dead letter", fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
-	}
+func (f *feedDriver) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := fmt.Sprintf("%s/%d", consumer, seq)
@@ -404,10 +404,7 @@ func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, 
 
 // DeadLetters calls fn with consumer's dead letters ("" every consumer's),
 // oldest first.
-func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
-	if err := ctx.Err(); err != nil {
-		return f.fail("dead letters", err)
-	}
+func (f *feedDriver) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
 	f.mu.Lock()
 	dead := slices.Clone(f.dead)
 	f.mu.Unlock()

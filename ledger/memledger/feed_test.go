@@ -18,7 +18,7 @@ func TestFeedConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := memledger.NewFeed(l, nil)
-		return drivertest.FeedFixture{Log: l, Feed: f, Crashable: func(*testing.T) (ledger.Feed, func()) {
+		return drivertest.FeedFixture{Log: l, Driver: f.Driver(), Crashable: func(*testing.T) (ledger.Feed, func()) {
 			return f, f.Disconnect
 		}}
 	})

@@ -13,24 +13,34 @@ import (
 	"github.com/syncledger/syncledger/ledger"
 )
 
-// Log is an in-memory ledger.CommitLog: the stream as JetStream keeps it (one
-// message per event on its partition's subject, gapless seqs from 1, the
+// Log is an in-memory ledger.CommitLog: the portable ledger.Log over an
+// in-memory driver that keeps the stream as JetStream keeps it (one message
+// per event on its partition's subject, gapless seqs from 1, the
 // per-subject compare-and-append, deduplication by message id, quarantine
 // notices on their reserved subject, truncation that keeps each partition's
 // head), decoded by ledger.MessageReader as the adapter's messages are.
 //
-// Knobs a test may turn: LoseAck (an append stored whose answer is lost) and
+// Knobs a test may turn: LoseAck (an append stored whose answer is lost),
 // Publish (a raw message, as a credential that may publish on a subject could
-// store).
+// store) and Rewind (a server restored from an older backup).
 type Log struct {
-	info ledger.Info
-	now  func() time.Time
+	*ledger.Log
+	d *logDriver
 
 	// LoseAck, when set, is asked after every stored append; true makes that
 	// Append return an error wrapping ledger.ErrOutcomeUnknown although the
 	// events are stored (a lost acknowledgement). Appending the same events
 	// again returns their seqs, as the adapter's retry does.
 	LoseAck func() bool
+}
+
+// logDriver is the in-memory ledger.LogDriver under Log.
+type logDriver struct {
+	info ledger.Info
+	now  func() time.Time
+
+	// loseAck is Log.LoseAck's (false while unset).
+	loseAck func() bool
 
 	mu      sync.Mutex
 	first   ledger.Seq
@@ -51,7 +61,10 @@ type msg struct {
 	stamp   uint64 // Head's stamp: the log's count of messages stored when it was
 }
 
-var _ ledger.CommitLog = (*Log)(nil)
+var (
+	_ ledger.CommitLog = (*Log)(nil)
+	_ ledger.LogDriver = (*logDriver)(nil)
+)
 
 // New returns an empty log of the ledger info describes (Name required; a
 // new lineage if UUID is empty; Format defaults to ledger.FormatVersion,
@@ -77,20 +90,35 @@ func New(info ledger.Info, now func() time.Time) (*Log, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Log{
+	d := &logDriver{
 		info: info, now: now, first: 1,
 		subject: map[string]ledger.Seq{}, bySubj: map[string][]ledger.Seq{}, ids: map[string]ledger.Seq{}, q: map[ledger.Seq]ledger.Quarantine{},
 		grew: make(chan struct{}),
-	}, nil
+	}
+	l := &Log{Log: ledger.NewLog(d), d: d}
+	d.loseAck = func() bool { return l.LoseAck != nil && l.LoseAck() }
+	return l, nil
 }
 
 // UUID returns the ledger's lineage.
-func (l *Log) UUID() string { return l.info.UUID }
+func (l *Log) UUID() string { return l.d.info.UUID }
 
-func (l *Log) last() ledger.Seq { return l.first + ledger.Seq(len(l.msgs)) - 1 }
+// Rewind drops every message after seq to: the log a server holds once
+// restored from a backup taken when its last seq was to (the messages, their
+// subjects' indexes, the message ids it deduplicates and the quarantine
+// notices after to are gone; attestations are kept, as the stream's metadata
+// of a backup of that time would hold them). A test knob.
+func (l *Log) Rewind(to ledger.Seq) { l.d.rewind(to) }
+
+// Publish stores a raw message on subject, unchecked — what a credential
+// allowed to publish there could store — and returns its seq. For tests of
+// readers that meet a bad message.
+func (l *Log) Publish(subject string, data []byte) ledger.Seq { return l.d.publish(subject, data) }
+
+func (l *logDriver) last() ledger.Seq { return l.first + ledger.Seq(len(l.msgs)) - 1 }
 
 // at returns the message at seq; false if the log does not hold it.
-func (l *Log) at(seq ledger.Seq) (msg, bool) {
+func (l *logDriver) at(seq ledger.Seq) (msg, bool) {
 	if seq < l.first || seq > l.last() {
 		return msg{}, false
 	}
@@ -99,7 +127,7 @@ func (l *Log) at(seq ledger.Seq) (msg, bool) {
 }
 
 // store appends messages with their ids; the caller holds mu.
-func (l *Log) store(subjects []string, data [][]byte, ids []string) []ledger.Seq {
+func (l *logDriver) store(subjects []string, data [][]byte, ids []string) []ledger.Seq {
 	seqs := make([]ledger.Seq, len(subjects))
 	for i := range subjects {
 		l.stored++ // never reset: a message stored after a Rewind has a stamp of its own
@@ -116,33 +144,25 @@ func (l *Log) store(subjects []string, data [][]byte, ids []string) []ledger.Seq
 	return seqs
 }
 
-func (l *Log) reader() *ledger.MessageReader {
+func (l *logDriver) reader() *ledger.MessageReader {
 	return &ledger.MessageReader{Name: l.info.Name, UUID: l.info.UUID, Quarantined: maps.Clone(l.q)}
 }
 
-func (l *Log) fail(op string, err error) error {
+func (l *logDriver) fail(op string, err error) error {
 	return fmt.Errorf("ledger %q %s: %w", l.info.Name, op, err)
 }
 
 // Info returns the ledger's settings.
-func (l *Log) Info(ctx context.Context) (ledger.Info, error) {
-	if err := ctx.Err(); err != nil {
-		return ledger.Info{}, l.fail("info", err)
-	}
-	return l.info, nil
-}
+func (l *logDriver) Info() ledger.Info { return l.info }
 
 // LastSeq returns the log's last seq.
-func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
+func (l *logDriver) LastSeq(ctx context.Context) (ledger.Seq, error) {
 	b, err := l.Bounds(ctx)
 	return b.Last, err
 }
 
 // Bounds returns the first and last seq ({1, 0} when empty).
-func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
-	if err := ctx.Err(); err != nil {
-		return ledger.Bounds{}, l.fail("bounds", err)
-	}
+func (l *logDriver) Bounds(ctx context.Context) (ledger.Bounds, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	first := l.first
@@ -157,10 +177,7 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 // the message there (the log's count of messages stored when it was, which a
 // Rewind does not reset) and the commit id there when asked for and the
 // message is an event.
-func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
-	if err := ctx.Err(); err != nil {
-		return ledger.Head{}, l.fail("head", err)
-	}
+func (l *logDriver) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := ledger.Head{Seq: l.last(), AsOf: l.now()}
@@ -176,10 +193,7 @@ func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, er
 }
 
 // PartitionLastSeq returns the seq of the partition subject's last message.
-func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, l.fail("partition last seq", err)
-	}
+func (l *logDriver) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.subject[ledger.Subject(l.info.Name, partition)], nil
@@ -187,10 +201,7 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 
 // PartitionTip returns the partition's last seq and the commit there; see
 // ledger.CommitLog.
-func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, "", l.fail("partition tip", err)
-	}
+func (l *logDriver) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	seq := l.subject[ledger.Subject(l.info.Name, partition)]
@@ -202,10 +213,7 @@ func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, s
 }
 
 // PartitionHead returns the partition's last event; ErrNotFound if none.
-func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
-	if err := ctx.Err(); err != nil {
-		return ledger.Record{}, l.fail("partition head", err)
-	}
+func (l *logDriver) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	subj := ledger.Subject(l.info.Name, partition)
@@ -227,10 +235,7 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 
 // CommitAt returns the commit id of the event stored at seq; see
 // ledger.CommitLog.
-func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", l.fail("commit at", err)
-	}
+func (l *logDriver) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m, ok := l.at(seq)
@@ -240,12 +245,8 @@ func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 	return ledger.CommitOf(l.info.Name, l.info.UUID, seq, m.subject, m.data), nil
 }
 
-// Rewind drops every message after seq to: the log a server holds once
-// restored from a backup taken when its last seq was to (the messages, their
-// subjects' indexes, the message ids it deduplicates and the quarantine
-// notices after to are gone; attestations are kept, as the stream's metadata
-// of a backup of that time would hold them). A test knob.
-func (l *Log) Rewind(to ledger.Seq) {
+// rewind is Log.Rewind.
+func (l *logDriver) rewind(to ledger.Seq) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if to >= l.last() {
@@ -292,32 +293,15 @@ func (l *Log) Rewind(to ledger.Seq) {
 // Append stores one commit's events atomically, each extending its
 // partition's chain, and its fence checks after them, each while its fence
 // is its lock's last fence record; see ledger.CommitLog.
-func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
-	if err := ledger.CheckAppend(l.info.UUID, events, fences...); err != nil {
-		return nil, err
+func (l *logDriver) Append(ctx context.Context, b *ledger.AppendBatch) ([]ledger.Seq, error) {
+	events, fences, subjects := b.Events, b.Fences, b.Subjects
+	k, id := len(events), b.Commit
+	ids := make([]string, len(subjects))
+	for i := range events {
+		ids[i] = fmt.Sprintf("%s/%d", id, i+1)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, l.fail("append", err)
-	}
-	if len(fences) > 0 && !l.info.Fenced() {
-		return nil, l.fail("append", ledger.ErrNoFences)
-	}
-	k, id := len(events), events[0].Commit
-	n := k + len(fences)
-	subjects, data, ids := make([]string, n), make([][]byte, n), make([]string, n)
-	for i, e := range events {
-		b, err := ledger.EncodeEvent(e)
-		if err != nil {
-			return nil, fmt.Errorf("append commit %s part %d: %w", e.Commit, i+1, err)
-		}
-		subjects[i], data[i], ids[i] = ledger.Subject(l.info.Name, e.Partition), b, fmt.Sprintf("%s/%d", e.Commit, i+1)
-	}
-	for i, c := range ledger.FenceChecks(l.info.UUID, id, fences) {
-		b, err := ledger.EncodeFenceCheck(c)
-		if err != nil {
-			return nil, fmt.Errorf("append commit %s fence %d: %w", id, i+1, err)
-		}
-		subjects[k+i], data[k+i], ids[k+i] = ledger.FenceCheckSubject(l.info.Name), b, ledger.FenceCheckID(id, i)
+	for i := range fences {
+		ids[k+i] = ledger.FenceCheckID(id, i)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -339,8 +323,8 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledge
 			return nil, &ledger.ConflictError{Partition: e.Partition, Expected: e.Prev, Actual: last}
 		}
 	}
-	seqs := l.store(subjects, data, ids)[:k]
-	if l.LoseAck != nil && l.LoseAck() {
+	seqs := l.store(subjects, b.Data, ids)[:k]
+	if l.loseAck() {
 		return nil, fmt.Errorf("ledger %q append commit %s: the answer was lost: %w", l.info.Name, id, ledger.ErrOutcomeUnknown)
 	}
 	return seqs, nil
@@ -348,7 +332,7 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledge
 
 // lockLost is the error of fence f whose lock's last fence record is at last
 // (the caller holds mu).
-func (l *Log) lockLost(f ledger.Fence, last ledger.Seq) *ledger.LockLostError {
+func (l *logDriver) lockLost(f ledger.Fence, last ledger.Seq) *ledger.LockLostError {
 	e := &ledger.LockLostError{Lock: f.Lock, Fence: f.Seq, Last: last}
 	if m, ok := l.at(last); ok {
 		if r, err := ledger.DecodeFenceRecord(m.data); err == nil {
@@ -360,20 +344,7 @@ func (l *Log) lockLost(f ledger.Fence, last ledger.Seq) *ledger.LockLostError {
 
 // TakeFence stores rec on its lock's fence subject and returns its seq; see
 // ledger.CommitLog.
-func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq, error) {
-	if rec.Ledger != l.info.UUID {
-		return 0, fmt.Errorf("ledger %q take fence of lock %q: record of ledger %s: %w", l.info.Name, rec.Lock, rec.Ledger, ledger.ErrLineage)
-	}
-	if !l.info.Fenced() {
-		return 0, l.fail("take fence", ledger.ErrNoFences)
-	}
-	b, err := ledger.EncodeFenceRecord(rec)
-	if err != nil {
-		return 0, fmt.Errorf("ledger %q take fence: %w", l.info.Name, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, l.fail("take fence", err)
-	}
+func (l *logDriver) TakeFence(ctx context.Context, rec ledger.FenceRecord, b []byte) (ledger.Seq, error) {
 	id := ledger.FenceRecordID(rec)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -381,7 +352,7 @@ func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq
 		return seq, nil
 	}
 	seq := l.store([]string{ledger.FenceSubject(l.info.Name, rec.Lock)}, [][]byte{b}, []string{id})[0]
-	if l.LoseAck != nil && l.LoseAck() {
+	if l.loseAck() {
 		return 0, fmt.Errorf("ledger %q take fence of lock %q: the answer was lost: %w", l.info.Name, rec.Lock, ledger.ErrOutcomeUnknown)
 	}
 	return seq, nil
@@ -390,7 +361,7 @@ func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq
 // onlyQuarantinedAfter reports whether subj holds, after prev and up to last,
 // only quarantined messages: they are no part of the chain, so an event whose
 // Prev is prev still extends it (the adapter's skipQuarantined).
-func (l *Log) onlyQuarantinedAfter(subj string, prev, last ledger.Seq) bool {
+func (l *logDriver) onlyQuarantinedAfter(subj string, prev, last ledger.Seq) bool {
 	if last < prev {
 		return false
 	}
@@ -404,11 +375,13 @@ func (l *Log) onlyQuarantinedAfter(subj string, prev, last ledger.Seq) bool {
 	return true
 }
 
-// Publish stores a raw message on subject, unchecked — what a credential
-// allowed to publish there could store — and returns its seq. For tests of
-// readers that meet a bad message.
-func (l *Log) Publish(subject string, data []byte) ledger.Seq {
+// publish is Log.Publish.
+func (l *logDriver) publish(subject string, data []byte) ledger.Seq {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.store([]string{subject}, [][]byte{data}, []string{""})[0]
 }
+
+// Driver returns the driver under the log, for ledger/drivertest's suite,
+// which runs on a portable ledger.Log of its own over it.
+func (l *Log) Driver() ledger.LogDriver { return l.d }

@@ -19,7 +19,7 @@ func TestCommitLogConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return drivertest.LogFixture{Log: l, Publish: func(subject string, data []byte) (ledger.Seq, error) {
+		return drivertest.LogFixture{Driver: l.Driver(), Publish: func(subject string, data []byte) (ledger.Seq, error) {
 			return l.Publish(subject, data), nil
 		}}
 	})

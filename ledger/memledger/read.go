@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/syncledger/syncledger/ledger"
 )
 
 // held returns the log's first held seq and its last seq; the caller holds mu.
-func (l *Log) held() ledger.Bounds {
+func (l *logDriver) held() ledger.Bounds {
 	first := l.first
 	for first <= l.last() && l.msgs[first-l.first].dropped {
 		first++
@@ -20,7 +19,7 @@ func (l *Log) held() ledger.Bounds {
 
 // span returns a copy of the messages from..to (bounded by the log) and the
 // reader of the quarantines as they are now.
-func (l *Log) span(from, to ledger.Seq) ([]msg, *ledger.MessageReader) {
+func (l *logDriver) span(from, to ledger.Seq) ([]msg, *ledger.MessageReader) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	to = min(to, l.last())
@@ -32,8 +31,7 @@ func (l *Log) span(from, to ledger.Seq) ([]msg, *ledger.MessageReader) {
 
 // Read calls fn for every record with from ≤ seq ≤ to (to 0: the last seq when
 // Read starts); see ledger.CommitLog.
-func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
-	from = max(from, 1)
+func (l *logDriver) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
 	l.mu.Lock()
 	b := l.held()
 	l.mu.Unlock()
@@ -65,8 +63,7 @@ func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Reco
 
 // ReadPartition calls fn for the partition's records with seq ≥ from, checking
 // the chain as the adapter does; see ledger.CommitLog.
-func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
-	from = max(from, 1)
+func (l *logDriver) ReadPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
 	subj := ledger.Subject(l.info.Name, partition)
 	op := fmt.Sprintf("read partition %q", partition)
 	l.mu.Lock()
@@ -121,8 +118,8 @@ func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.S
 
 // Follow calls fn for every record from seq from on, waiting for new ones,
 // until ctx is done or fn returns an error.
-func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
-	next := max(from, 1)
+func (l *logDriver) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
+	next := from
 	for {
 		l.mu.Lock()
 		last, grew := l.last(), l.grew
@@ -143,10 +140,7 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 }
 
 // Quarantines returns every quarantine notice, by quarantined seq.
-func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, l.fail("quarantines", err)
-	}
+func (l *logDriver) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make(map[ledger.Seq]ledger.Quarantine, len(l.q))
@@ -159,22 +153,14 @@ func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine
 // Quarantine stores a notice that the message at q.Seq is not an event; the
 // refusals are the adapter's (see ledger.CommitLog). A zero q.At is the log's
 // clock's now.
-func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
+func (l *logDriver) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, l.fail(fmt.Sprintf("quarantine seq %d", q.Seq), err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	q.V, q.Ledger = ledger.FormatVersion, l.info.UUID
 	if q.At.IsZero() {
 		q.At = l.now()
 	}
 	q.At = q.At.UTC()
-	q.Partition, q.ModelSeq, q.Prev = "", 0, 0 // read from the message below
-	if _, err := ledger.EncodeQuarantine(q); err != nil {
-		return fail(err)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.held()
@@ -185,20 +171,7 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 	if !ok {
 		return fail(fmt.Errorf("the log no longer holds it: %w", ledger.ErrInvalid))
 	}
-	rd := l.reader()
-	if _, notice := rd.NoticeOf(q.Seq, m.subject, m.data); notice {
-		return fail(fmt.Errorf("it is a quarantine notice: %w", ledger.ErrInvalid))
-	}
-	if r, err := rd.Record(q.Seq, m.subject, m.data); err == nil && r.Skip == nil && !force {
-		e := r.Event
-		return fail(fmt.Errorf("it is a well-formed event (partition %q, commit %s by %s at %s), which hosts may have applied: quarantine it only if it breaks a rule the decoder cannot see (its chain or parts lie, its content is missing), with force: %w",
-			e.Partition, e.Commit, e.Host, e.At.UTC().Format(time.RFC3339), ledger.ErrInvalid))
-	}
-	if prev, ok := l.q[q.Seq]; ok {
-		return fail(fmt.Errorf("already quarantined by %s at %s (%q): %w", prev.By, prev.At.Format(time.RFC3339), prev.Reason, ledger.ErrConflict))
-	}
-	q = ledger.WithLink(q, l.info.Name, l.info.UUID, m.subject, m.data)
-	data, err := ledger.EncodeQuarantine(q)
+	q, data, err := ledger.NoticeFor(l.reader(), q, force, m.subject, m.data)
 	if err != nil {
 		return fail(err)
 	}
@@ -209,10 +182,7 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 
 // TruncateBefore drops the messages with seq < before except each subject's
 // last, as the adapter's purge does; see ledger.CommitLog.
-func (l *Log) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, l.fail(fmt.Sprintf("truncate before %d", before), err)
-	}
+func (l *logDriver) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var dropped uint64

@@ -93,7 +93,7 @@ func duplicate(err error) bool {
 	return ok && (code == codeBatchDupMsgID || code == codeDupInProcess)
 }
 
-func (l *Log) msg(c *commit, i int) *nats.Msg {
+func (l *logDriver) msg(c *commit, i int) *nats.Msg {
 	m := nats.NewMsg(c.subjects[i])
 	m.Data = c.data[i]
 	m.Header.Set(jetstream.MsgIDHeader, c.msgID(i))
@@ -107,42 +107,28 @@ func (l *Log) msg(c *commit, i int) *nats.Msg {
 	return m
 }
 
-// prepare validates events and fences as one commit and encodes them.
-func (l *Log) prepare(events []ledger.Event, fences []ledger.Fence) (*commit, error) {
-	if err := ledger.CheckAppend(l.uuid, events, fences...); err != nil {
-		return nil, err
-	}
-	if len(fences) > 0 && !l.info.Fenced() {
-		return nil, fmt.Errorf("ledger %q append commit %s: %w", l.name, events[0].Commit, ledger.ErrNoFences)
-	}
-	k, id := len(events), events[0].Commit
-	n := k + len(fences)
-	c := &commit{id: id, events: events, fences: fences, subjects: make([]string, n), data: make([][]byte, n), expect: make([]ledger.Seq, n)}
+// prepare checks what the server limits of a batch ledger.Log checked and
+// encoded (each message's size, each subject's length) and makes it a
+// commit.
+func (l *logDriver) prepare(b *ledger.AppendBatch) (*commit, error) {
+	events, fences, id := b.Events, b.Fences, b.Commit
+	k := len(events)
+	c := &commit{id: id, events: events, fences: fences, subjects: b.Subjects, data: b.Data, expect: make([]ledger.Seq, len(b.Data))}
 	maxData := int(l.nc.MaxPayload()) - headerReserve
 	for i, e := range events {
 		c.expect[i] = e.Prev
-		b, err := ledger.EncodeEvent(e)
-		if err != nil {
-			return nil, fmt.Errorf("append commit %s part %d: %w", id, i+1, err)
+		if len(b.Data[i]) > maxData {
+			return nil, fmt.Errorf("append commit %s part %d: event of %d bytes, the server takes at most %d (use ledger.Externalize): %w", id, i+1, len(b.Data[i]), maxData, ledger.ErrTooLarge)
 		}
-		if len(b) > maxData {
-			return nil, fmt.Errorf("append commit %s part %d: event of %d bytes, the server takes at most %d (use ledger.Externalize): %w", id, i+1, len(b), maxData, ledger.ErrTooLarge)
-		}
-		subj := ledger.Subject(l.name, e.Partition)
-		if len(subj) > MaxSubjectLen {
+		if subj := b.Subjects[i]; len(subj) > MaxSubjectLen {
 			return nil, fmt.Errorf("append commit %s part %d: partition key of %d bytes makes a subject of %d bytes, limit %d: %w", id, i+1, len(e.Partition), len(subj), MaxSubjectLen, ledger.ErrTooLarge)
 		}
-		c.subjects[i], c.data[i] = subj, b
 	}
-	for i, fc := range ledger.FenceChecks(l.uuid, id, fences) {
-		b, err := ledger.EncodeFenceCheck(fc)
-		if err != nil {
-			return nil, fmt.Errorf("append commit %s fence %d: %w", id, i+1, err)
+	for i, f := range fences {
+		if subj := ledger.FenceSubject(l.name, f.Lock); len(subj) > MaxSubjectLen {
+			return nil, fmt.Errorf("append commit %s fence %d: lock name of %d bytes makes a subject of %d bytes, limit %d: %w", id, i+1, len(f.Lock), len(subj), MaxSubjectLen, ledger.ErrTooLarge)
 		}
-		if subj := ledger.FenceSubject(l.name, fc.Lock); len(subj) > MaxSubjectLen {
-			return nil, fmt.Errorf("append commit %s fence %d: lock name of %d bytes makes a subject of %d bytes, limit %d: %w", id, i+1, len(fc.Lock), len(subj), MaxSubjectLen, ledger.ErrTooLarge)
-		}
-		c.subjects[k+i], c.data[k+i], c.expect[k+i] = ledger.FenceCheckSubject(l.name), b, fc.Fence
+		c.expect[k+i] = f.Seq
 	}
 	return c, nil
 }
@@ -171,7 +157,7 @@ func (l *Log) prepare(events []ledger.Event, fences []ledger.Fence) (*commit, er
 // ids), at once under ids with a random nonce. The error text alone never
 // decides. Errors after which the commit may be stored wrap
 // ErrOutcomeUnknown.
-func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledger.Fence) ([]ledger.Seq, error) {
+func (l *logDriver) Append(ctx context.Context, b *ledger.AppendBatch) ([]ledger.Seq, error) {
 	l.opened.drop()
 	if l.rep != nil {
 		// Read from a mirror: the commit goes to the origin, checked
@@ -179,20 +165,20 @@ func (l *Log) Append(ctx context.Context, events []ledger.Event, fences ...ledge
 		// and this Log reads at least up to it (the writer sees its commit
 		// at once, whatever the mirror's lag).
 		if err := l.rep.writable(ctx, l.name); err != nil {
-			return nil, fmt.Errorf("append commit %s: %w", events[0].Commit, err)
+			return nil, fmt.Errorf("append commit %s: %w", b.Commit, err)
 		}
 		at := time.Now()
-		seqs, err := l.append(ctx, events, fences)
+		seqs, err := l.append(ctx, b)
 		if err == nil {
 			l.rep.raise(seqs[len(seqs)-1], at)
 		}
 		return seqs, err
 	}
-	return l.append(ctx, events, fences)
+	return l.append(ctx, b)
 }
 
-func (l *Log) append(ctx context.Context, events []ledger.Event, fences []ledger.Fence) ([]ledger.Seq, error) {
-	c, err := l.prepare(events, fences)
+func (l *logDriver) append(ctx context.Context, b *ledger.AppendBatch) ([]ledger.Seq, error) {
+	c, err := l.prepare(b)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +262,7 @@ func (l *Log) append(ctx context.Context, events []ledger.Event, fences []ledger
 // retryNote is what a retried publish met, as its caller is told
 // (ledger.NoteRetry): a connection down is the server unreachable, a
 // request that timed out on a live one a server not acknowledging.
-func (l *Log) retryNote(err error) error {
+func (l *logDriver) retryNote(err error) error {
 	err = unreachable(l.nc, err)
 	if !errors.Is(err, ledger.ErrUnreachable) && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("the server did not acknowledge the publish within %v: %w", l.opts.timeout, err)
@@ -288,7 +274,7 @@ func (l *Log) retryNote(err error) error {
 // ledger's subjects, if that is the connection's last asynchronous error (a
 // publish without permission gets no reply, only that report, so the publish
 // itself just times out): a *ledger.PermissionError.
-func (l *Log) permissionDenied() error {
+func (l *logDriver) permissionDenied() error {
 	if pe := lastRefusal(l.nc, func(s string) bool { return strings.HasPrefix(s, l.prefix) }); pe != nil {
 		return pe
 	}
@@ -318,7 +304,7 @@ func refused(err error) bool {
 // refusal maps a definite refusal to the ledger's sentinels where one fits: a
 // server without room for it is a *ledger.ServerFullError, with what the
 // server says of its disk.
-func (l *Log) refusal(ctx context.Context, err error) error {
+func (l *logDriver) refusal(ctx context.Context, err error) error {
 	code, _ := apiCode(err)
 	switch {
 	case ServerFull(err) != nil:
@@ -332,7 +318,7 @@ func (l *Log) refusal(ctx context.Context, err error) error {
 }
 
 // publish makes one attempt, bounded by the per-request timeout.
-func (l *Log) publish(ctx context.Context, c *commit) ([]ledger.Seq, error) {
+func (l *logDriver) publish(ctx context.Context, c *commit) ([]ledger.Seq, error) {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	n := len(c.subjects)
@@ -379,7 +365,7 @@ const (
 // away). Small batches go out in one round trip (the commit's ack); larger
 // ones wait for the server's ack of the first message and then of every
 // batchAckEvery-th, so a big commit cannot flood the connection.
-func (l *Log) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
+func (l *logDriver) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error) {
 	k := len(msgs)
 	id := newNonce()
 	ackTimeout := l.opts.timeout
@@ -413,27 +399,42 @@ func (l *Log) publishBatch(ctx context.Context, msgs []*nats.Msg) (uint64, error
 	}
 	m := msgs[k-1]
 	m.Header.Set(batchCommitHeader, "1")
-	resp, err := l.nc.RequestMsgWithContext(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	var ack struct {
-		apiResponse
-		Stream string `json:"stream"`
-		Seq    uint64 `json:"seq"`
-		Batch  string `json:"batch"`
-		Count  uint64 `json:"count"`
-	}
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return 0, jetstream.ErrInvalidJSAck
-	}
+	ack, err := l.publishAck(ctx, m)
 	switch {
-	case ack.Error != nil:
-		return 0, ack.Error
+	case err != nil:
+		return 0, err
 	case ack.Stream != l.stream || ack.Batch != id || ack.Count != uint64(k) || ack.Seq < uint64(k):
 		return 0, fmt.Errorf("batch ack for stream %q seq %d, batch %q of %d: %w", ack.Stream, ack.Seq, ack.Batch, ack.Count, jetstream.ErrInvalidJSAck)
 	}
 	return ack.Seq, nil
+}
+
+// pubAck is the server's acknowledgement of a publish: of one message, or
+// of an atomic batch's commit (Batch, Count).
+type pubAck struct {
+	apiResponse
+	Stream    string `json:"stream"`
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Batch     string `json:"batch"`
+	Count     uint64 `json:"count"`
+}
+
+// publishAck publishes m and returns the server's acknowledgement: an error
+// when none came, it does not decode, or it is a refusal.
+func (l *logDriver) publishAck(ctx context.Context, m *nats.Msg) (pubAck, error) {
+	var ack pubAck
+	resp, err := l.nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return ack, err
+	}
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return ack, jetstream.ErrInvalidJSAck
+	}
+	if ack.Error != nil {
+		return ack, ack.Error
+	}
+	return ack, nil
 }
 
 // errDuplicateAck is the server's answer to a message id it has stored already
@@ -443,23 +444,11 @@ type errDuplicateAck struct{ seq uint64 }
 func (e errDuplicateAck) Error() string { return fmt.Sprintf("duplicate of stored seq %d", e.seq) }
 
 // publishOne publishes one message and returns its seq.
-func (l *Log) publishOne(ctx context.Context, m *nats.Msg) (ledger.Seq, error) {
-	resp, err := l.nc.RequestMsgWithContext(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	var ack struct {
-		apiResponse
-		Stream    string `json:"stream"`
-		Seq       uint64 `json:"seq"`
-		Duplicate bool   `json:"duplicate,omitempty"`
-	}
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return 0, jetstream.ErrInvalidJSAck
-	}
+func (l *logDriver) publishOne(ctx context.Context, m *nats.Msg) (ledger.Seq, error) {
+	ack, err := l.publishAck(ctx, m)
 	switch {
-	case ack.Error != nil:
-		return 0, ack.Error
+	case err != nil:
+		return 0, err
 	case ack.Stream != l.stream || ack.Seq == 0:
 		return 0, fmt.Errorf("ack for stream %q seq %d: %w", ack.Stream, ack.Seq, jetstream.ErrInvalidJSAck)
 	case ack.Duplicate:
@@ -492,7 +481,7 @@ const resolvePartialWait = 2 * time.Second
 // else the conflict, if any, and part 1 is looked for once more: an earlier
 // attempt still in flight may have landed in between, moving the partitions
 // itself. Cost: 1 or 2 requests when stored, up to n+3 when not.
-func (l *Log) resolve(ctx context.Context, c *commit) (resolution, error) {
+func (l *logDriver) resolve(ctx context.Context, c *commit) (resolution, error) {
 	k, n := len(c.events), len(c.subjects)
 	deadline := time.Now().Add(resolvePartialWait)
 	for {
@@ -546,7 +535,7 @@ func (l *Log) resolve(ctx context.Context, c *commit) (resolution, error) {
 
 // firstPart returns the seq of the commit's part 1 if it is stored: the first
 // message after the seq its publish expects (its Prev) on its subject.
-func (l *Log) firstPart(ctx context.Context, c *commit) (ledger.Seq, bool, error) {
+func (l *logDriver) firstPart(ctx context.Context, c *commit) (ledger.Seq, bool, error) {
 	m, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(c.expect[0]) + 1, NextFor: c.subjects[0]})
 	if err != nil || !ok || !l.isOurs(m, c, 0) {
 		return 0, false, err
@@ -556,7 +545,7 @@ func (l *Log) firstPart(ctx context.Context, c *commit) (ledger.Seq, bool, error
 
 // findConflict returns the first partition whose last seq is not its event's
 // Prev, nil if there is none.
-func (l *Log) findConflict(ctx context.Context, c *commit) (*ledger.ConflictError, error) {
+func (l *logDriver) findConflict(ctx context.Context, c *commit) (*ledger.ConflictError, error) {
 	for i, e := range c.events {
 		last, err := l.leaderLastSeq(ctx, c.subjects[i])
 		if err != nil {
@@ -572,7 +561,7 @@ func (l *Log) findConflict(ctx context.Context, c *commit) (*ledger.ConflictErro
 // findLockLost returns the first fence whose lock's last fence record is
 // not the fence, as a *ledger.LockLostError naming who took the lock; nil if
 // every fence holds.
-func (l *Log) findLockLost(ctx context.Context, c *commit) (*ledger.LockLostError, error) {
+func (l *logDriver) findLockLost(ctx context.Context, c *commit) (*ledger.LockLostError, error) {
 	for _, f := range c.fences {
 		last, err := l.leaderLastSeq(ctx, ledger.FenceSubject(l.name, f.Lock))
 		if err != nil {
@@ -594,7 +583,7 @@ func (l *Log) findLockLost(ctx context.Context, c *commit) (*ledger.LockLostErro
 
 // isOurs reports whether m is message i of commit c: its part i+1, or its
 // fence check i-k.
-func (l *Log) isOurs(m rawMsg, c *commit, i int) bool {
+func (l *logDriver) isOurs(m rawMsg, c *commit, i int) bool {
 	if m.Subject != c.subjects[i] {
 		return false
 	}
@@ -608,7 +597,7 @@ func (l *Log) isOurs(m rawMsg, c *commit, i int) bool {
 
 // leaderLastSeq is the seq of the subject's last message (0 if none), as the
 // stream leader sees it.
-func (l *Log) leaderLastSeq(ctx context.Context, subj string) (ledger.Seq, error) {
+func (l *logDriver) leaderLastSeq(ctx context.Context, subj string) (ledger.Seq, error) {
 	m, ok, err := l.leaderGet(ctx, msgGetRequest{LastFor: subj})
 	if err != nil || !ok {
 		return 0, err

@@ -23,7 +23,7 @@ func TestLostAckInsideAppend(t *testing.T) {
 	l, _ := newLedger(t, WithRetry(4, time.Millisecond))
 	ctx := testCtx(t)
 	var attempts []int
-	l.faults.onAck = func(attempt int) bool { attempts = append(attempts, attempt); return true }
+	l.d.faults.onAck = func(attempt int) bool { attempts = append(attempts, attempt); return true }
 	for _, partitions := range [][]string{{"s"}, {"a", "b", "c"}} {
 		attempts = nil
 		before := lastSeq(t, l)
@@ -55,7 +55,7 @@ func TestTransientErrors(t *testing.T) {
 	l, _ := newLedger(t, WithRetry(3, time.Millisecond))
 	ctx := testCtx(t)
 	var attempts []int
-	l.faults.onSend = func(attempt int) error {
+	l.d.faults.onSend = func(attempt int) error {
 		attempts = append(attempts, attempt)
 		switch attempt {
 		case 1:
@@ -71,7 +71,7 @@ func TestTransientErrors(t *testing.T) {
 	}
 
 	attempts = nil
-	l.faults.onSend = func(attempt int) error { attempts = append(attempts, attempt); return nats.ErrTimeout }
+	l.d.faults.onSend = func(attempt int) error { attempts = append(attempts, attempt); return nats.ErrTimeout }
 	_, err = l.Append(ctx, mkCommit(t, l, next(t, l, "a")))
 	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, nats.ErrTimeout) || !cmp.Equal(attempts, []int{1, 2, 3}) {
 		t.Fatalf("Append = %v after attempts %v; want ErrOutcomeUnknown after 3", err, attempts)
@@ -82,7 +82,7 @@ func TestTransientErrors(t *testing.T) {
 
 	// A refusal is final at once.
 	attempts = nil
-	l.faults.onSend = func(attempt int) error {
+	l.d.faults.onSend = func(attempt int) error {
 		attempts = append(attempts, attempt)
 		return &jetstream.APIError{Code: 400, ErrorCode: codeBatchTooLarge, Description: "atomic publish batch is too large: 1000"}
 	}
@@ -103,20 +103,20 @@ func TestLateLandingAttempt(t *testing.T) {
 			parts[i] = next(t, l, p)
 		}
 		evs := mkCommit(t, l, parts...)
-		c, err := l.prepare(evs, nil)
+		c, err := prepareCommit(l, evs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var landed []ledger.Seq
-		l.faults.onSend = func(attempt int) error {
+		l.d.faults.onSend = func(attempt int) error {
 			if attempt == 1 {
 				return nats.ErrTimeout // sent, but not arrived yet
 			}
 			return nil
 		}
-		l.faults.onPartOneAbsent = func() {
+		l.d.faults.onPartOneAbsent = func() {
 			if landed == nil { // now it arrives
-				if landed, err = l.publish(ctx, c); err != nil {
+				if landed, err = l.d.publish(ctx, c); err != nil {
 					t.Errorf("late publish: %v", err)
 				}
 			}
@@ -142,7 +142,7 @@ func TestLostAckFenced(t *testing.T) {
 	take := func(host string) ledger.Fence {
 		t.Helper()
 		id := mkCommit(t, l, part{partition: "x", modelSeq: 1})[0].Commit
-		seq, err := l.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.uuid, Lock: "m", ID: id, Host: host, At: time.Now()})
+		seq, err := l.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.d.uuid, Lock: "m", ID: id, Host: host, At: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestLostAckFenced(t *testing.T) {
 	}
 	fa := take("a")
 	var attempts []int
-	l.faults.onAck = func(attempt int) bool {
+	l.d.faults.onAck = func(attempt int) bool {
 		attempts = append(attempts, attempt)
 		take("b") // between the store and Append's resolution
 		return true
@@ -165,8 +165,8 @@ func TestLostAckFenced(t *testing.T) {
 		t.Fatalf("last seq %d, want %d", s, before+4)
 	}
 
-	l.faults.onAck = nil
-	l.faults.onSend = func(attempt int) error {
+	l.d.faults.onAck = nil
+	l.d.faults.onSend = func(attempt int) error {
 		if attempt == 1 {
 			take("c") // the lock passes while the first attempt is lost
 			return nats.ErrTimeout

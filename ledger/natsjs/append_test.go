@@ -235,7 +235,10 @@ func TestRetryAfterLostAck(t *testing.T) {
 }
 
 // A caller whose context ends before the ack learns that the outcome is
-// unknown; appending to a deleted ledger is ErrNotFound.
+// unknown (the driver's publish, its context ending as it sends); one whose
+// context is done before the Append is refused before anything is sent
+// (ledger.Log), the outcome known; appending to a deleted ledger is
+// ErrNotFound.
 func TestAppendOutcomes(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t, WithRetry(3, time.Millisecond), WithTimeout(time.Second))
@@ -243,10 +246,20 @@ func TestAppendOutcomes(t *testing.T) {
 	evs := mkCommit(t, l, part{partition: "m", modelSeq: 1})
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := l.Append(done, evs); !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Append(cancelled ctx) = %v, want ErrOutcomeUnknown and context.Canceled", err)
+	if _, err := l.Append(done, evs); !errors.Is(err, context.Canceled) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("Append(cancelled ctx) = %v, want context.Canceled, the outcome known", err)
 	}
-	if err := l.js.DeleteStream(ctx, l.Stream()); err != nil {
+	if b, _ := l.Bounds(ctx); b.Last != 0 {
+		t.Fatalf("after Append(cancelled ctx) the stream's last seq is %d, want nothing stored", b.Last)
+	}
+	batch, err := ledger.NewAppendBatch(l.d.info, evs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.d.Append(done, batch); !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("the driver's Append(cancelled ctx) = %v, want ErrOutcomeUnknown and context.Canceled", err)
+	}
+	if err := l.d.js.DeleteStream(ctx, l.Stream()); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -452,7 +465,7 @@ func TestCluster(t *testing.T) {
 		l := create(t, "fenced")
 		take := func(host string) ledger.Fence {
 			id := mkCommit(t, l, part{partition: "x", modelSeq: 1})[0].Commit
-			seq, err := l.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.uuid, Lock: "m", ID: id, Host: host, At: time.Now()})
+			seq, err := l.TakeFence(ctx, ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.d.uuid, Lock: "m", ID: id, Host: host, At: time.Now()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,7 +25,7 @@ const (
 )
 
 // Attested implements ledger.CommitLog: one stream info request.
-func (l *Log) Attested(ctx context.Context) (ledger.Attestations, error) {
+func (l *logDriver) Attested(ctx context.Context) (ledger.Attestations, error) {
 	if l.rep != nil {
 		if err := l.rep.reachable(ctx, l.name); err != nil {
 			return ledger.Attestations{}, fmt.Errorf("ledger %q: read attestations: %w", l.name, err)
@@ -65,10 +65,7 @@ func snapshotMetaKey(seq ledger.Seq) string {
 }
 
 // AttestSnapshot implements ledger.CommitLog.
-func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
-	if seq == 0 || sum.IsZero() {
-		return fmt.Errorf("attest snapshot: seq %d, digest %s: %w", seq, sum, ledger.ErrInvalid)
-	}
+func (l *logDriver) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Digest) error {
 	key, val := snapshotMetaKey(seq), sum.String()
 	err := l.updateMeta(ctx, func(md map[string]string) bool { return md[key] == val }, func(md map[string]string) {
 		md[key] = val
@@ -91,7 +88,7 @@ func (l *Log) AttestSnapshot(ctx context.Context, seq ledger.Seq, sum ledger.Dig
 }
 
 // AttestRetention implements ledger.CommitLog.
-func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
+func (l *logDriver) AttestRetention(ctx context.Context, before ledger.Seq) error {
 	val := strconv.FormatUint(uint64(before), 10)
 	err := l.updateMeta(ctx, func(md map[string]string) bool {
 		n, err := strconv.ParseUint(md[metaRetained], 10, 64)
@@ -105,7 +102,7 @@ func (l *Log) AttestRetention(ctx context.Context, before ledger.Seq) error {
 
 // SetRetention implements ledger.CommitLog: the bound set to before, lower
 // or higher (0 removes it).
-func (l *Log) SetRetention(ctx context.Context, before ledger.Seq) error {
+func (l *logDriver) SetRetention(ctx context.Context, before ledger.Seq) error {
 	val := strconv.FormatUint(uint64(before), 10)
 	err := l.updateMeta(ctx, func(md map[string]string) bool {
 		v, ok := md[metaRetained]
@@ -128,7 +125,7 @@ func (l *Log) SetRetention(ctx context.Context, before ledger.Seq) error {
 // (fields this build does not know kept) with the metadata changed, then read
 // again, since a concurrent update by another process may have overwritten
 // ours. A refused update (not the admin) wraps ledger.ErrPermission.
-func (l *Log) updateMeta(ctx context.Context, holds func(map[string]string) bool, change func(map[string]string)) error {
+func (l *logDriver) updateMeta(ctx context.Context, holds func(map[string]string) bool, change func(map[string]string)) error {
 	for range 5 {
 		var info struct {
 			apiResponse
@@ -169,6 +166,26 @@ func (l *Log) updateMeta(ctx context.Context, holds func(map[string]string) bool
 	return fmt.Errorf("stream %s: the metadata update kept being overwritten by other processes", l.stream)
 }
 
+// MarkRestored sets the ledger's restore mark (MetaRestored) to mark: a
+// restore's last step before it makes the mirrors anew, which copy it. A
+// mirror whose mark is not the origin's is stale (StaleMirrorError). Only the
+// admin may (ledger.ErrPermission).
+func (l *Log) MarkRestored(ctx context.Context, mark string) error {
+	return l.d.markRestored(ctx, mark)
+}
+
+// markRestored is Log.MarkRestored.
+func (l *logDriver) markRestored(ctx context.Context, mark string) error {
+	if mark == "" {
+		return fmt.Errorf("ledger %q: mark restored: no mark: %w", l.name, ledger.ErrInvalid)
+	}
+	err := l.updateMeta(ctx, func(md map[string]string) bool { return md[MetaRestored] == mark }, func(md map[string]string) { md[MetaRestored] = mark })
+	if err != nil {
+		return fmt.Errorf("ledger %q: mark restored: %w", l.name, err)
+	}
+	return nil
+}
+
 // checkNamespaceMark checks a namespace mark (LedgerConfig.NamespaceOf, Namespace):
 // both empty, or a UUID and a name. A malformed mark read from a stream is
 // no mark.
@@ -190,6 +207,10 @@ func checkNamespaceMark(of, ns string) error {
 // is made once and never changed: a ledger marked otherwise is an error
 // wrapping ledger.ErrInvalid. Only the admin may (ledger.ErrPermission).
 func (l *Log) MarkNamespace(ctx context.Context, of, ns string) error {
+	return l.d.markNamespace(ctx, of, ns)
+}
+
+func (l *logDriver) markNamespace(ctx context.Context, of, ns string) error {
 	if of == "" {
 		return fmt.Errorf("ledger %q: mark as a namespace: no base ledger: %w", l.name, ledger.ErrInvalid)
 	}

@@ -24,7 +24,8 @@ import (
 //
 //	SYNCLEDGER_<ledger>          the log (with its durable consumers); its
 //	                             metadata holds the ledger's settings, the
-//	                             attestations and the retention bound
+//	                             attestations, the retention bound and the
+//	                             records of its mirrors (MirrorRecord)
 //	OBJ_<bucket>                 the object store, when the blobs are on NATS
 //	                             (nats://bucket): blobs and snapshots
 //	KV_SYNCLEDGER_SWAMP_<ledger> swamp's locks, control plane and namespaces
@@ -70,7 +71,10 @@ type Backup struct {
 	// Attested are the attestations and the retention bound the log's
 	// metadata holds in the backup.
 	Attested ledger.Attestations `json:"attested"`
-	Streams  []BackupStream      `json:"streams"`
+	// Mirrors are the mirrors the log's metadata records (mirror create):
+	// a restore makes them anew.
+	Mirrors []MirrorRecord `json:"mirrors,omitempty"`
+	Streams []BackupStream `json:"streams"`
 	// BlobKeys, set by the caller for a blob store outside NATS, names the
 	// file of the backup listing the blobs it references, one digest a line
 	// (BlobCount of them): the store must still hold them at a restore.
@@ -150,6 +154,7 @@ func (l *Ledger) backup(ctx context.Context, dir string, opt BackupOptions) (*Ba
 			}
 			b.UUID, b.Blobs, b.Head = cfg.Metadata[MetaUUID], cfg.Metadata[MetaBlobs], ledger.Seq(st.LastSeq)
 			b.Attested = attestationsOf(cfg.Metadata)
+			b.Mirrors = mirrorsOf(cfg.Metadata)
 		}
 	}
 	return b, nil

@@ -86,7 +86,7 @@ func BenchmarkTakeFence(b *testing.B) {
 func takeFence(b *testing.B, l *Log, lock string) ledger.Seq {
 	b.Helper()
 	id := mkCommit(b, l, part{partition: "x", modelSeq: 1})[0].Commit
-	seq, err := l.TakeFence(context.Background(), ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.uuid, Lock: lock, ID: id, Host: "h", At: time.Now()})
+	seq, err := l.TakeFence(context.Background(), ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.d.uuid, Lock: lock, ID: id, Host: "h", At: time.Now()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func BenchmarkLastSeq(b *testing.B) {
 		}
 	})
 	b.Run("RawStreamInfo", func(b *testing.B) { // nats.go jetstream Stream.Info
-		s, err := l.js.Stream(ctx, l.Stream())
+		s, err := l.d.js.Stream(ctx, l.Stream())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func BenchmarkRead(b *testing.B) {
 		for b.Loop() {
 			n := 0
 			for n < 1000 {
-				msgs, _, err := l.directBatch(ctx, msgGetRequest{Seq: uint64(n + 1), Batch: directBatchSize, MaxBytes: directMaxBytes})
+				msgs, _, err := l.d.directBatch(ctx, msgGetRequest{Seq: uint64(n + 1), Batch: directBatchSize, MaxBytes: directMaxBytes})
 				if err != nil || len(msgs) == 0 {
 					b.Fatal(n, err)
 				}
@@ -194,12 +194,12 @@ func BenchmarkRead(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/record")
 	})
 	b.Run("DecodeOnly", func(b *testing.B) {
-		m, _, err := l.directLast(ctx, ledger.Subject("test", "c"))
+		m, _, err := l.d.directLast(ctx, ledger.Subject("test", "c"))
 		if err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if _, err := l.decode(m); err != nil {
+			if _, err := l.d.decode(m); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -207,7 +207,7 @@ func BenchmarkRead(b *testing.B) {
 	})
 	b.Run("RawOrderedConsumer", func(b *testing.B) {
 		for b.Loop() {
-			c, err := l.js.OrderedConsumer(ctx, l.Stream(), jetstream.OrderedConsumerConfig{
+			c, err := l.d.js.OrderedConsumer(ctx, l.Stream(), jetstream.OrderedConsumerConfig{
 				DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 1,
 			})
 			if err != nil {
@@ -239,7 +239,7 @@ func BenchmarkRawPublishExpectSubjSeq(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		ack, err := l.js.Publish(ctx, subj, data, jetstream.WithExpectLastSequencePerSubject(prev), jetstream.WithMsgID(strconv.Itoa(i)))
+		ack, err := l.d.js.Publish(ctx, subj, data, jetstream.WithExpectLastSequencePerSubject(prev), jetstream.WithMsgID(strconv.Itoa(i)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -267,7 +267,7 @@ func BenchmarkRawAtomicBatch3(b *testing.B) {
 					msgs[j].Header.Set(jetstream.MsgIDHeader, strconv.Itoa(i))
 					msgs[j].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev[j], 10))
 				}
-				ack, err := jetstreamext.PublishMsgBatch(ctx, l.js, msgs, jetstreamext.BatchFlowControl{AckFirst: ackFirst, AckTimeout: DefaultTimeout})
+				ack, err := jetstreamext.PublishMsgBatch(ctx, l.d.js, msgs, jetstreamext.BatchFlowControl{AckFirst: ackFirst, AckTimeout: DefaultTimeout})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -184,11 +184,14 @@ func (l *Ledger) options(opts []Option) []Option {
 func (l *Ledger) Log(ctx context.Context, opts ...Option) (*Log, error) {
 	if l.c.r != l.c.w {
 		lg, ok, err := openReplica(ctx, l.c.w, l.c.r, l.name, l.options(opts), l.c.wdown.Load)
-		if err != nil || ok {
-			return lg, err
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return wrap(lg), nil
 		}
 	}
-	lg, err := OpenLog(ctx, l.c.w, l.name, l.options(opts)...)
+	lg, err := openLog(ctx, l.c.w, l.name, l.options(opts)...)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +199,7 @@ func (l *Ledger) Log(ctx context.Context, opts ...Option) (*Log, error) {
 	if !lg.republish && l.c.cfg.Logger != nil {
 		l.c.cfg.Logger.Warn(fmt.Sprintf("ledger %q was made by an earlier release: its stream does not republish what it stores, so followers (watch, log --follow) read its head every %v; way out: syncledger upgrade (admin)", l.name, followTick))
 	}
-	return lg, nil
+	return wrap(lg), nil
 }
 
 // Create creates the ledger's stream with cfg, or opens it if it exists
@@ -208,7 +211,7 @@ func (l *Ledger) Create(ctx context.Context, cfg LedgerConfig, opts ...Option) (
 }
 
 // bind gives a Log the Client's read connection.
-func (l *Ledger) bind(lg *Log) { lg.rnc = l.c.r }
+func (l *Ledger) bind(lg *logDriver) { lg.rnc = l.c.r }
 
 // Feed returns the ledger's feed (NewFeed). It sends no request. A consumer
 // request the server refuses fails at once with a *ledger.PermissionError.
@@ -217,7 +220,7 @@ func (l *Ledger) Feed() (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.watches = &l.c.watches
+	f.d.watches = &l.c.watches
 	return f, nil
 }
 

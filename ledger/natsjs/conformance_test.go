@@ -24,9 +24,9 @@ func TestCommitLogConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return drivertest.LogFixture{
-			Log: l,
+			Driver: l.Driver(),
 			Publish: func(subject string, data []byte) (ledger.Seq, error) {
-				ack, err := l.js.Publish(testCtx(t), subject, data)
+				ack, err := l.d.js.Publish(testCtx(t), subject, data)
 				if err != nil {
 					return 0, err
 				}
@@ -60,7 +60,7 @@ func TestFeedConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return drivertest.FeedFixture{Log: l, Feed: f, Crashable: func(t *testing.T) (ledger.Feed, func()) {
+		return drivertest.FeedFixture{Log: l, Driver: f.Driver(), Crashable: func(t *testing.T) (ledger.Feed, func()) {
 			other := natsjstest.Connect(t, s.ClientURL())
 			f, err := NewFeed(other, name)
 			if err != nil {
@@ -75,23 +75,23 @@ func TestFeedConformance(t *testing.T) {
 func setRePublish(t *testing.T, l *Log, on bool) {
 	t.Helper()
 	ctx := testCtx(t)
-	st, err := l.js.Stream(ctx, l.stream)
+	st, err := l.d.js.Stream(ctx, l.d.stream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := st.CachedInfo().Config
 	c.RePublish = nil
 	if on {
-		c.RePublish = ledgerRePublish(l.name)
+		c.RePublish = ledgerRePublish(l.d.name)
 	}
-	if _, err := l.js.UpdateStream(ctx, c); err != nil {
+	if _, err := l.d.js.UpdateStream(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // consumers returns how many consumers l's stream has.
 func consumers(ctx context.Context, l *Log) (int, error) {
-	st, err := l.js.Stream(ctx, l.stream)
+	st, err := l.d.js.Stream(ctx, l.d.stream)
 	if err != nil {
 		return 0, err
 	}

@@ -26,8 +26,13 @@
 //	swamp, err := lg.SwampKV(ctx)    // ledger.KV
 //	objs, err := c.ObjectStore(ctx, bucket, replicas) // a nats:// blob store
 //
-// The Log carries the rest: quarantine, purge and truncation, attestations,
-// the partition list (Partitions), Delete. OpenLog, CreateLog, NewFeed
+// The Log is the portable ledger.Log over this package's JetStream driver
+// (ledger.LogDriver), which therefore never checks a call's context or
+// arguments again (a commit comes to it checked and encoded); beside it the
+// Log carries the adapter's own operations: the partition list (Partitions),
+// MirrorHead, ServerState, RaiseFormat, MarkNamespace, Delete. The Feed is
+// the portable ledger feed (ledger.PortableFeed) over its JetStream driver
+// the same way. OpenLog, CreateLog, NewFeed
 // and HeartbeatKV build the same on a *nats.Conn the caller holds
 // (tests, benchmarks).
 //

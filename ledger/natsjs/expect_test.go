@@ -101,7 +101,7 @@ func TestLedgerRePublishRepair(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Log(old) before the repair: %v", err)
 	}
-	if lg.republish {
+	if lg.d.republish {
 		t.Fatal("Log(old) says the stream republishes")
 	}
 	if changed, err := c.Ledger("old").RePublish(ctx); err != nil || !changed {

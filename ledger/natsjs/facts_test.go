@@ -28,7 +28,7 @@ func TestServerAnswers(t *testing.T) {
 func checkAnswers(t *testing.T, l *Log, nc *nats.Conn, replicated bool) {
 	ctx := testCtx(t)
 	encode := func(evs []ledger.Event) *commit {
-		c, err := l.prepare(evs, nil)
+		c, err := prepareCommit(l, evs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func checkAnswers(t *testing.T, l *Log, nc *nats.Conn, replicated bool) {
 		t.Helper()
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		_, err := l.publish(pctx, c)
+		_, err := l.d.publish(pctx, c)
 		return err
 	}
 
@@ -90,13 +90,13 @@ func checkAnswers(t *testing.T, l *Log, nc *nats.Conn, replicated bool) {
 	// another subject (Nats-Expected-Last-Subject-Sequence-Subject), checked
 	// inside the atomic batch. A fence record, then a commit of one event and
 	// its fence check: stored while the fence holds, at consecutive seqs.
-	rec := ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.uuid, Lock: "data/t/m/.lock", ID: mkCommit(t, l, part{partition: "f", modelSeq: 1})[0].Commit, Host: "h", At: time.Now()}
+	rec := ledger.FenceRecord{V: ledger.FormatVersion, Ledger: l.d.uuid, Lock: "data/t/m/.lock", ID: mkCommit(t, l, part{partition: "f", modelSeq: 1})[0].Commit, Host: "h", At: time.Now()}
 	fseq, err := l.TakeFence(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fenced := func() *commit {
-		c, err := l.prepare(mkCommit(t, l, next(t, l, "f")), []ledger.Fence{{Lock: rec.Lock, Seq: fseq}})
+		c, err := prepareCommit(l, mkCommit(t, l, next(t, l, "f")), []ledger.Fence{{Lock: rec.Lock, Seq: fseq}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestBatchKeyedByID(t *testing.T) {
 	}
 	defer other.Close()
 	evs := mkCommit(t, l, part{partition: "a", modelSeq: 1}, part{partition: "b", modelSeq: 1}, part{partition: "c", modelSeq: 1})
-	c, err := l.prepare(evs, nil)
+	c, err := prepareCommit(l, evs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,13 +167,13 @@ func TestBatchKeyedByID(t *testing.T) {
 		return resp
 	}
 	const id = "known"
-	send(nc, l.msg(c, 0), id, 1, false)
+	send(nc, l.d.msg(c, 0), id, 1, false)
 	intruder := nats.NewMsg(ledger.Subject("test", "x"))
 	intruder.Data = []byte("intruder")
 	if resp := send(other, intruder, id, 2, true); !strings.Contains(string(resp.Data), `"count":2`) {
 		t.Fatalf("the intruder's commit: %s", resp.Data)
 	}
-	if resp := send(nc, l.msg(c, 1), id, 2, false); !strings.Contains(string(resp.Data), "error") {
+	if resp := send(nc, l.d.msg(c, 1), id, 2, false); !strings.Contains(string(resp.Data), "error") {
 		t.Fatalf("the writer's part 2 after the intruder's commit: %s", resp.Data)
 	}
 	js, err := jetstream.New(nc)

@@ -34,16 +34,32 @@ const DefaultPrefetch = 512
 // subjects, marked by its metadata), and the dead letters in a stream of
 // their own (DeadLetterStream), made with the ledger (expect.go). Consumers
 // are the admin's to create (Create); a Subscribe creates a missing one only
-// where the server lets this user. It is safe for concurrent use.
+// where the server lets this user. It is the portable ledger feed
+// (ledger.PortableFeed: every call's context and arguments checked once)
+// over the JetStream driver. It is safe for concurrent use.
 type Feed struct {
-	l       *Log     // the ledger's name, stream and JetStream context (not opened)
-	watches *watches // a Client's refusal routing; nil on a bare connection
+	*ledger.PortableFeed
+	d *feedDriver
+}
+
+// Driver returns the JetStream driver under the feed, for ledger/drivertest's
+// suite, which runs on a portable feed of its own over it.
+func (f *Feed) Driver() ledger.FeedDriver { return f.d }
+
+// feedDriver is the ledger.FeedDriver of a ledger's stream: it is called
+// with the arguments and the live context ledger.PortableFeed has checked.
+type feedDriver struct {
+	l       *logDriver // the ledger's name, stream and JetStream context (not opened)
+	watches *watches   // a Client's refusal routing; nil on a bare connection
 
 	mu        sync.Mutex
 	dlqExists bool
 }
 
-var _ ledger.Feed = (*Feed)(nil)
+var (
+	_ ledger.Feed       = (*Feed)(nil)
+	_ ledger.FeedDriver = (*feedDriver)(nil)
+)
 
 // NewFeed returns the feed of ledger name on nc. Of opts, WithTimeout applies.
 func NewFeed(nc *nats.Conn, name string, opts ...Option) (*Feed, error) {
@@ -51,16 +67,17 @@ func NewFeed(nc *nats.Conn, name string, opts ...Option) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Feed{l: l}, nil
+	d := &feedDriver{l: l}
+	return &Feed{PortableFeed: ledger.NewFeed(name, d), d: d}, nil
 }
 
-func (f *Feed) fail(op string, err error) error {
+func (f *feedDriver) fail(op string, err error) error {
 	return fmt.Errorf("ledger %q feed %s: %w", f.l.name, op, f.l.mapErr(err))
 }
 
 // streamInfo returns the ledger stream's info, its settings checked
 // (expect.go); ErrNotFound if it is missing.
-func (f *Feed) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+func (f *feedDriver) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 	st, err := f.l.js.Stream(ctx, f.l.stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("ledger %q: %w", f.l.name, ledger.ErrNotFound)
@@ -86,7 +103,7 @@ func boundsOf(info *jetstream.StreamInfo) ledger.Bounds {
 // consumerSubjects returns whether a subject is a JetStream API request about
 // consumer name of the ledger's stream (its create, info, next, reset), or
 // about the dead-letter stream: what a Subscribe sends.
-func (f *Feed) consumerSubjects(name string) func(string) bool {
+func (f *feedDriver) consumerSubjects(name string) func(string) bool {
 	stream, dlq := f.l.stream, DeadLetterStream(f.l.name)
 	return func(subject string) bool {
 		rest, ok := strings.CutPrefix(subject, apiPrefix)
@@ -115,10 +132,7 @@ func (f *Feed) consumerSubjects(name string) func(string) bool {
 // delivery resumes in seq order at the first message not acknowledged
 // (messages a crashed subscription held are not left to their ack wait,
 // which would deliver them after later ones); see ledger.Feed.
-func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
-	if err := ledger.CheckFeedConsumer(c); err != nil {
-		return nil, err
-	}
+func (f *feedDriver) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Subscription, error) {
 	op := "subscribe " + c.Name
 	match := f.consumerSubjects(c.Name)
 	cons, err := guarded(f.watches, match, ctx, func(ctx context.Context) (jetstream.Consumer, error) {
@@ -150,10 +164,7 @@ func (f *Feed) Subscribe(ctx context.Context, c ledger.FeedConsumer) (ledger.Sub
 
 // Create makes the durable consumer c if it is missing (the admin's: the
 // server refuses anyone else) and checks it; see ledger.Feed.
-func (f *Feed) Create(ctx context.Context, c ledger.FeedConsumer) error {
-	if err := ledger.CheckFeedConsumer(c); err != nil {
-		return err
-	}
+func (f *feedDriver) Create(ctx context.Context, c ledger.FeedConsumer) error {
 	cons, err := guarded(f.watches, f.consumerSubjects(c.Name), ctx, func(ctx context.Context) (jetstream.Consumer, error) {
 		return f.open(ctx, c, false)
 	})
@@ -167,7 +178,7 @@ func (f *Feed) Create(ctx context.Context, c ledger.FeedConsumer) error {
 // aside: the caller's FilterError). A refused create is a
 // *ledger.NoConsumerError when subscribing (the user is not the admin), the
 // refusal itself when creating.
-func (f *Feed) open(ctx context.Context, c ledger.FeedConsumer, subscribing bool) (jetstream.Consumer, error) {
+func (f *feedDriver) open(ctx context.Context, c ledger.FeedConsumer, subscribing bool) (jetstream.Consumer, error) {
 	info, err := f.streamInfo(ctx)
 	if err != nil {
 		return nil, err
@@ -201,7 +212,7 @@ func (f *Feed) open(ctx context.Context, c ledger.FeedConsumer, subscribing bool
 
 // consumerConfig is the configuration a consumer is created with (checked by
 // expect.go consumerExpect).
-func (f *Feed) consumerConfig(c ledger.FeedConsumer) jetstream.ConsumerConfig {
+func (f *feedDriver) consumerConfig(c ledger.FeedConsumer) jetstream.ConsumerConfig {
 	var subjects []string
 	for _, p := range c.Partitions {
 		subjects = append(subjects, ledger.Subject(f.l.name, p))
@@ -232,7 +243,7 @@ func (f *Feed) consumerConfig(c ledger.FeedConsumer) jetstream.ConsumerConfig {
 }
 
 // filterOf returns the partitions of a consumer's filter subjects, sorted.
-func (f *Feed) filterOf(cc jetstream.ConsumerConfig) []string {
+func (f *feedDriver) filterOf(cc jetstream.ConsumerConfig) []string {
 	var ps []string
 	if cc.FilterSubject != "" {
 		cc.FilterSubjects = append(cc.FilterSubjects, cc.FilterSubject)
@@ -251,7 +262,7 @@ func (f *Feed) filterOf(cc jetstream.ConsumerConfig) []string {
 // subscription is a pull of a durable consumer; held keeps the delivered
 // messages not yet acknowledged, by seq, for Ack and InProgress.
 type subscription struct {
-	f  *Feed
+	f  *feedDriver
 	it jetstream.MessagesContext
 
 	mu   sync.Mutex

@@ -18,7 +18,7 @@ import (
 // openDeadLetters checks, once per Feed, that the dead-letter stream exists
 // as syncledger makes it (expect.go deadLetterStream): made with the ledger
 // by the admin, never by a consumer.
-func (f *Feed) openDeadLetters(ctx context.Context) error {
+func (f *feedDriver) openDeadLetters(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.dlqExists {
@@ -37,7 +37,7 @@ func (f *Feed) openDeadLetters(ctx context.Context) error {
 
 // deadLetters opens the dead-letter stream, its settings checked; a missing
 // one is jetstream.ErrStreamNotFound.
-func (f *Feed) deadLetters(ctx context.Context) (jetstream.Stream, error) {
+func (f *feedDriver) deadLetters(ctx context.Context) (jetstream.Stream, error) {
 	st, err := f.l.js.Stream(ctx, DeadLetterStream(f.l.name))
 	if err != nil {
 		return nil, err
@@ -56,11 +56,8 @@ func (f *Feed) deadLetters(ctx context.Context) (jetstream.Stream, error) {
 // says so); one another consumer's user stored there first does not stand
 // for this dead letter, which is published again under an id no one can
 // know (a random nonce after it).
-func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
+func (f *feedDriver) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, body []byte) error {
 	op := fmt.Sprintf("dead letter of seq %d", seq)
-	if !ledger.IsToken(consumer, 64) {
-		return f.fail(op, fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
-	}
 	if err := f.openDeadLetters(ctx); err != nil {
 		return f.fail(op, err)
 	}
@@ -91,12 +88,9 @@ func (f *Feed) DeadLetter(ctx context.Context, consumer string, seq ledger.Seq, 
 // empty) in the order stored, by batched direct gets of its subject (one
 // leader get per dead letter on a dead-letter stream made before they were
 // allowed): no consumer, no state on the server; see ledger.Feed.
-func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
+func (f *feedDriver) DeadLetters(ctx context.Context, consumer string, fn func(ledger.StoredDeadLetter) error) error {
 	subj := DeadLetterSubject(f.l.name, ">")
 	if consumer != "" {
-		if !ledger.IsToken(consumer, 64) {
-			return f.fail("dead letters", fmt.Errorf("consumer name %q: %w", consumer, ledger.ErrInvalid))
-		}
 		subj = DeadLetterSubject(f.l.name, consumer)
 	}
 	st, err := f.deadLetters(ctx)
@@ -131,7 +125,7 @@ func (f *Feed) DeadLetters(ctx context.Context, consumer string, fn func(ledger.
 
 // Positions lists the durable consumers Subscribe made (marked by their
 // metadata; ordered consumers of readers are not), sorted by name.
-func (f *Feed) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
+func (f *feedDriver) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
 	st, err := f.l.js.Stream(ctx, f.l.stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, f.fail("positions", fmt.Errorf("ledger %q: %w", f.l.name, ledger.ErrNotFound))
@@ -171,7 +165,7 @@ func (f *Feed) Positions(ctx context.Context) ([]ledger.FeedPosition, error) {
 }
 
 // deadLetterCounts returns the number of dead letters per consumer.
-func (f *Feed) deadLetterCounts(ctx context.Context) (map[string]uint64, error) {
+func (f *feedDriver) deadLetterCounts(ctx context.Context) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	st, err := f.deadLetters(ctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -195,7 +189,7 @@ func (f *Feed) deadLetterCounts(ctx context.Context) (map[string]uint64, error) 
 }
 
 // Delete deletes a durable consumer Subscribe made; its dead letters stay.
-func (f *Feed) Delete(ctx context.Context, name string) error {
+func (f *feedDriver) Delete(ctx context.Context, name string) error {
 	op := "delete consumer " + name
 	c, err := f.l.js.Consumer(ctx, f.l.stream, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -20,19 +20,9 @@ import (
 // duplicate, with its seq, so rec is stored once and its seq is returned.
 // The fence records of a lock are its takings: the last one is its holder's
 // fence, which a fenced Append expects (append.go).
-func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq, error) {
+func (l *logDriver) TakeFence(ctx context.Context, rec ledger.FenceRecord, b []byte) (ledger.Seq, error) {
 	l.opened.drop()
 	fail := func(err error) error { return fmt.Errorf("ledger %q take fence of lock %q: %w", l.name, rec.Lock, err) }
-	if rec.Ledger != l.uuid {
-		return 0, fail(fmt.Errorf("record of ledger %s: %w", rec.Ledger, ledger.ErrLineage))
-	}
-	if !l.info.Fenced() {
-		return 0, fail(ledger.ErrNoFences)
-	}
-	b, err := ledger.EncodeFenceRecord(rec)
-	if err != nil {
-		return 0, fail(err)
-	}
 	subj := ledger.FenceSubject(l.name, rec.Lock)
 	if len(subj) > MaxSubjectLen {
 		return 0, fail(fmt.Errorf("subject of %d bytes, limit %d: %w", len(subj), MaxSubjectLen, ledger.ErrTooLarge))
@@ -79,7 +69,9 @@ func (l *Log) TakeFence(ctx context.Context, rec ledger.FenceRecord) (ledger.Seq
 // Nothing else changes; a log already at the format is left as it is. It
 // returns the format the ledger had. Only the admin may (ledger.ErrPermission
 // otherwise). The Log keeps the format it was opened with: open it again.
-func (l *Log) RaiseFormat(ctx context.Context) (int, error) {
+func (l *Log) RaiseFormat(ctx context.Context) (int, error) { return l.d.raiseFormat(ctx) }
+
+func (l *logDriver) raiseFormat(ctx context.Context) (int, error) {
 	var had int
 	err := l.updateMeta(ctx, func(md map[string]string) bool {
 		f, err := strconv.Atoi(md[MetaFormat])

@@ -23,7 +23,7 @@ func TestFormatOneHoldsNoFences(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As a release before fences made it.
-	if err := l.updateMeta(ctx, func(md map[string]string) bool { return md[MetaFormat] == "1" },
+	if err := l.d.updateMeta(ctx, func(md map[string]string) bool { return md[MetaFormat] == "1" },
 		func(md map[string]string) { md[MetaFormat] = "1" }); err != nil {
 		t.Fatal(err)
 	}

@@ -67,9 +67,9 @@ func WithFollowIdle(d time.Duration) Option {
 // is a *ledger.TruncatedError, one whose last seq went below what was
 // delivered ErrRewound, one recreated under the same name ErrLineage: never a
 // silent skip.
-func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
+func (l *logDriver) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record) error) error {
 	nc := l.followConn()
-	f := &follower{l: l, nc: nc, fn: fn, from: max(from, 1), next: max(from, 1)}
+	f := &follower{l: l, nc: nc, fn: fn, from: from, next: from}
 	sub, err := nc.SubscribeSync(StoredSubjects(l.name))
 	if err == nil {
 		err = sub.SetPendingLimits(l.opts.followPending, followPendingBytes)
@@ -133,7 +133,7 @@ func (l *Log) Follow(ctx context.Context, from ledger.Seq, fn func(ledger.Record
 
 // follower is one Follow's state.
 type follower struct {
-	l          *Log
+	l          *logDriver
 	nc         *nats.Conn // the connection of its subscription
 	fn         func(ledger.Record) error
 	sub        *nats.Subscription
@@ -146,7 +146,7 @@ type follower struct {
 // followConn is the connection a follower subscribes on: the read
 // connection (through a mirror: the mirror's server, where the origin's
 // republish arrives over the leaf node).
-func (l *Log) followConn() *nats.Conn {
+func (l *logDriver) followConn() *nats.Conn {
 	if l.rep != nil {
 		return l.rep.m.nc
 	}
@@ -244,7 +244,7 @@ func (f *follower) offer(ctx context.Context, msg *nats.Msg) error {
 // false unless each appears exactly once, names this stream, and the
 // subject is the one the republish subject was made from (which the server,
 // not the publisher, chose), and for a server's status answer.
-func (l *Log) storedOf(msg *nats.Msg) (rawMsg, bool) {
+func (l *logDriver) storedOf(msg *nats.Msg) (rawMsg, bool) {
 	if !directget.WholeHeader(msg) {
 		return rawMsg{}, false
 	}

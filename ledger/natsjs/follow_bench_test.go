@@ -150,7 +150,7 @@ func benchFleet(b *testing.B) {
 			Consumers int `json:"consumer_count"`
 		} `json:"state"`
 	}
-	if err := w.request(ctx, apiPrefix+"STREAM.INFO."+w.stream, nil, &st); err != nil {
+	if err := w.d.request(ctx, apiPrefix+"STREAM.INFO."+w.d.stream, nil, &st); err != nil {
 		b.Fatal(err)
 	}
 	var lat []time.Duration

@@ -88,7 +88,7 @@ func TestFollowSlowConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.opts.followPending = 4
+	l.d.opts.followPending = 4
 	w, err := OpenLog(ctx, nc, "slow")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestFollowIgnoresForgedHeaders(t *testing.T) {
 		s.Header.Set("Nats-Sequence", seq)
 		s.Header.Set("Nats-Subject", ledger.Subject("forge", "a"))
 		s.Data = mustEncode(t, evs[0])
-		if _, err := w.js.PublishMsg(ctx, s); err != nil {
+		if _, err := w.d.js.PublishMsg(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -277,10 +277,10 @@ func TestFollowRewound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := js.DeleteStream(ctx, l.stream); err != nil {
+	if err := js.DeleteStream(ctx, l.d.stream); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, l.streamConfig(LedgerConfig{Name: l.name, Blobs: "file:///tmp/blobs"}, l.uuid)); err != nil {
+	if _, err := js.CreateStream(ctx, l.d.streamConfig(LedgerConfig{Name: l.d.name, Blobs: "file:///tmp/blobs"}, l.d.uuid)); err != nil {
 		t.Fatal(err)
 	}
 	commitNext(t, l, "a")

@@ -195,3 +195,13 @@ func spyConsumerCreates(t testing.TB, url string) func() int {
 		return int(n.Load())
 	}
 }
+
+// prepareCommit is what an Append hands the driver's publish: the batch
+// ledger.Log checks and encodes, made a commit.
+func prepareCommit(l *Log, events []ledger.Event, fences []ledger.Fence) (*commit, error) {
+	b, err := ledger.NewAppendBatch(l.d.info, events, fences)
+	if err != nil {
+		return nil, err
+	}
+	return l.d.prepare(b)
+}

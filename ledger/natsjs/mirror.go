@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,12 +55,18 @@ const (
 	MetaMirrorOf = "syncledger.mirror-of"
 	// MetaMirrorDomain is the JetStream domain the mirror is in.
 	MetaMirrorDomain = "syncledger.mirror-domain"
+	// MetaRestored is the origin's mark of its last restore (Log.MarkRestored;
+	// absent: never restored), which a mirror copies when it is made: a
+	// mirror whose mark is not the origin's was made before the origin's
+	// restore, and may serve the commits the restore rewound (StaleMirrorError).
+	MetaRestored = "syncledger.restored"
 )
 
 // identityKeys are the metadata a mirror copies from its origin: the
-// ledger's identity and settings fixed at creation (not the attestations,
-// which change: they are read from the origin).
-var identityKeys = []string{MetaName, MetaUUID, MetaFormat, MetaBlobs, MetaNamespaceOf, MetaNamespace}
+// ledger's identity and settings fixed at creation, and the origin's restore
+// mark as it was when the mirror was made (not the attestations, which
+// change: they are read from the origin).
+var identityKeys = []string{MetaName, MetaUUID, MetaFormat, MetaBlobs, MetaNamespaceOf, MetaNamespace, MetaRestored}
 
 // mirrorWait is how long a read through a mirror waits for the mirror to
 // hold what the origin is known to hold before it reads the rest from the
@@ -156,9 +165,9 @@ func mirrorConfig(name, origin, domain string, md map[string]string, replicas in
 
 // replica is how a Log reads through a mirror (see the top of this file).
 type replica struct {
-	m     *Log   // the mirror's stream on the read connection: its reads are the mirror's alone
-	o     *Log   // the origin's stream on the write connection: reads the mirror could not give
-	where string // the mirror, for people
+	m     *logDriver // the mirror's stream on the read connection: its reads are the mirror's alone
+	o     *logDriver // the origin's stream on the write connection: reads the mirror could not give
+	where string     // the mirror, for people
 	wait  time.Duration
 
 	mu      sync.Mutex
@@ -169,7 +178,32 @@ type replica struct {
 	checked chan struct{} // closed once the origin's identity was checked (verifyOrigin)
 	cerr    error         // its result
 	down    func() bool   // the write connection's last attempt to connect failed
+
+	restored string      // the origin's restore mark the mirror copied when it was made (MetaRestored)
+	stale    atomic.Bool // the origin's mark differs: the mirror is not read (reads go to the origin)
 }
+
+// StaleMirrorError: the mirror was made before its origin's last restore
+// (their restore marks differ). A mirror never copies a seq it holds again,
+// so it may serve, at their seqs, commits the restore rewound: it is not
+// read (the origin answers every read) and a commit through it is refused
+// until an admin makes it anew.
+type StaleMirrorError struct {
+	Ledger, Mirror         string
+	MirrorMark, OriginMark string
+}
+
+func (e *StaleMirrorError) Error() string {
+	was := "before"
+	if e.MirrorMark != "" {
+		was = "at " + e.MirrorMark + ", before"
+	}
+	return fmt.Sprintf("ledger %q: the mirror %s was made %s the origin's restore at %s: it may serve commits the restore rewound, so reads go to the origin; way out: an admin makes it anew — syncledger --nats ORIGIN --read-nats THIS-MIRROR'S-SERVER --ledger %s mirror create --replace", e.Ledger, e.Mirror, was, e.OriginMark, e.Ledger)
+}
+
+// useMirror reports whether the mirror may be read: not once the origin's
+// check found it stale.
+func (r *replica) useMirror() bool { return !r.stale.Load() }
 
 // mirrorState is a mirror's STREAM.INFO answer: its bounds and its source.
 type mirrorState struct {
@@ -270,10 +304,23 @@ type callerErr struct{ err error }
 
 func (e callerErr) Error() string { return e.err.Error() }
 
+// callers returns err as its fn returned it when it is the caller's
+// (callerErr), err otherwise.
+func callers(err error) error {
+	var ce callerErr
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	return err
+}
+
 // bounds is the Log's view of the stream's bounds: the mirror's, its last
 // raised to the floor (what the mirror lacks below it is read from the
 // origin). A mirror that cannot answer leaves the origin's.
 func (r *replica) bounds(ctx context.Context) (ledger.Bounds, error) {
+	if !r.useMirror() {
+		return r.o.bounds(ctx)
+	}
 	_, b, err := r.state(ctx)
 	if err != nil {
 		if !unserved(err) {
@@ -298,6 +345,9 @@ func (r *replica) head(ctx context.Context, req ledger.HeadRequest) (ledger.Head
 		}
 		r.raise(h.Seq, h.AsOf)
 		return h, nil
+	}
+	if !r.useMirror() {
+		return r.o.Head(ctx, req)
 	}
 	now := time.Now()
 	st, b, err := r.state(ctx)
@@ -336,7 +386,9 @@ func (r *replica) writeDown() bool { return r.down() && !r.o.nc.IsConnected() }
 // the messages it knows it lacks, never raised to what this Log knows the
 // origin holds (Head does that). ok is false when the Log does not read
 // through a mirror.
-func (l *Log) MirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error) {
+func (l *Log) MirrorHead(ctx context.Context) (ledger.Head, bool, error) { return l.d.mirrorHead(ctx) }
+
+func (l *logDriver) mirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error) {
 	r := l.rep
 	if r == nil {
 		return ledger.Head{}, false, nil
@@ -351,6 +403,30 @@ func (l *Log) MirrorHead(ctx context.Context) (h ledger.Head, ok bool, err error
 		h.AsOf, h.Lag = now.Add(-st.Mirror.Active), st.Mirror.Lag
 	}
 	return h, true, nil
+}
+
+// MirrorStale waits for the Log's check of the origin (at most one request
+// timeout after it opened) and returns a *StaleMirrorError when the mirror it
+// reads was made before the origin's last restore; nil otherwise (also when
+// it reads no mirror, or the origin could not be checked).
+func (l *Log) MirrorStale(ctx context.Context) error { return l.d.mirrorStale(ctx) }
+
+// mirrorStale is Log.MirrorStale.
+func (l *logDriver) mirrorStale(ctx context.Context) error {
+	r := l.rep
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.checked:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var se *StaleMirrorError
+	if errors.As(r.checkErr(), &se) {
+		return se
+	}
+	return nil
 }
 
 // originDown reports whether the origin was found out of reach: its
@@ -400,6 +476,9 @@ func (r *replica) reachable(ctx context.Context, name string) error {
 // partitionLastSeq answers Log.PartitionLastSeq: the mirror's once it holds
 // the floor, else the origin's.
 func (r *replica) partitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
+	if !r.useMirror() {
+		return r.o.PartitionLastSeq(ctx, partition)
+	}
 	ok, err := r.covered(ctx)
 	if err != nil {
 		return 0, err
@@ -416,6 +495,9 @@ func (r *replica) partitionLastSeq(ctx context.Context, partition string) (ledge
 // partitionTip answers Log.PartitionTip as partitionLastSeq does: the
 // mirror's once it holds the floor, else the origin's.
 func (r *replica) partitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+	if !r.useMirror() {
+		return r.o.PartitionTip(ctx, partition)
+	}
 	ok, err := r.covered(ctx)
 	if err != nil {
 		return 0, "", err
@@ -433,6 +515,9 @@ func (r *replica) partitionTip(ctx context.Context, partition string) (ledger.Se
 // message it holds at seq is the origin's; what it lacks (a gap, a skip,
 // past its last) or cannot answer is asked of the origin.
 func (r *replica) commitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+	if !r.useMirror() {
+		return r.o.CommitAt(ctx, seq)
+	}
 	c, err := r.m.CommitAt(ctx, seq)
 	if err == nil || !(unserved(err) || errors.Is(err, ledger.ErrNotFound)) {
 		return c, err
@@ -443,6 +528,9 @@ func (r *replica) commitAt(ctx context.Context, seq ledger.Seq) (string, error) 
 // partitionHead answers Log.PartitionHead as partitionLastSeq does. The
 // mirror's "no events" (ErrNotFound), once it holds the floor, is an answer.
 func (r *replica) partitionHead(ctx context.Context, partition string) (ledger.Record, error) {
+	if !r.useMirror() {
+		return r.o.PartitionHead(ctx, partition)
+	}
 	ok, err := r.covered(ctx)
 	if err != nil {
 		return ledger.Record{}, err
@@ -460,6 +548,9 @@ func (r *replica) partitionHead(ctx context.Context, partition string) (ledger.R
 // it cannot give (below its first seq, a gap, past its last once waited
 // for).
 func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
+	if !r.useMirror() {
+		return r.o.Read(ctx, from, to, fn)
+	}
 	_, b, err := r.state(ctx)
 	if err != nil && !unserved(err) {
 		return err
@@ -477,7 +568,7 @@ func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.
 			end = ob.Last
 		}
 	}
-	next := max(from, 1)
+	next := from
 	deliver := func(rec ledger.Record) error {
 		if err := fn(rec); err != nil {
 			return callerErr{err}
@@ -514,18 +605,17 @@ func (r *replica) read(ctx context.Context, from, to ledger.Seq, fn func(ledger.
 		return nil
 	}
 	err = r.o.Read(ctx, next, end, deliver)
-	var ce callerErr
-	if errors.As(err, &ce) {
-		return ce.err
-	}
-	return err
+	return callers(err)
 }
 
 // readPartition answers Log.ReadPartition: the mirror's records once it
 // holds the floor, then the origin's from where the mirror ended (all of
 // them when the mirror cannot give the first).
 func (r *replica) readPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
-	next := max(from, 1)
+	if !r.useMirror() {
+		return r.o.ReadPartition(ctx, partition, from, fn)
+	}
+	next := from
 	deliver := func(rec ledger.Record) error {
 		if err := fn(rec); err != nil {
 			return callerErr{err}
@@ -550,17 +640,16 @@ func (r *replica) readPartition(ctx context.Context, partition string, from ledg
 		}
 	}
 	err = r.o.ReadPartition(ctx, partition, next, deliver)
-	var ce callerErr
-	if errors.As(err, &ce) {
-		return ce.err
-	}
-	return err
+	return callers(err)
 }
 
 // quarantines answers Log.Quarantines: the notices the mirror holds (the
 // origin's, up to its last seq), and the origin's too when the origin is
 // known to hold more than the mirror.
 func (r *replica) quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
+	if !r.useMirror() {
+		return r.o.Quarantines(ctx)
+	}
 	ok, err := r.covered(ctx)
 	if err != nil {
 		return nil, err
@@ -578,7 +667,7 @@ func (r *replica) quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quaran
 // origin's stream as Open would have (its identity, the lineage the mirror
 // states, its settings): a write waits for it. A read through the mirror
 // does not.
-func (r *replica) verifyOrigin(l *Log) {
+func (r *replica) verifyOrigin(l *logDriver) {
 	defer close(r.checked)
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
 	defer cancel()
@@ -618,6 +707,10 @@ func (r *replica) checkOrigin(ctx context.Context) error {
 		return err
 	}
 	r.raise(ledger.Seq(st.State.LastSeq), time.Now())
+	if mark := st.Config.Metadata[MetaRestored]; mark != r.restored {
+		r.stale.Store(true)
+		return &StaleMirrorError{Ledger: o.name, Mirror: r.where, MirrorMark: r.restored, OriginMark: mark}
+	}
 	return nil
 }
 
@@ -660,7 +753,7 @@ func (e *OriginUnreachableError) Unwrap() error { return e.Err }
 // the origin on nc: one STREAM.INFO of the mirror, on the read connection.
 // ok is false when rnc serves the origin's stream itself (a server of the
 // origin's cluster or domain): the caller opens the origin as usual.
-func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Option, down func() bool) (*Log, bool, error) {
+func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Option, down func() bool) (*logDriver, bool, error) {
 	m, err := newLog(rnc, name, opts)
 	if err != nil {
 		return nil, false, err
@@ -695,7 +788,7 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 	if err != nil {
 		return nil, false, err
 	}
-	for _, x := range []*Log{l, o} {
+	for _, x := range []*logDriver{l, o} {
 		// The origin republishes what it stores (a mirror is made only of
 		// an origin that does: CreateMirror); followers near the mirror
 		// hear it over the leaf node.
@@ -706,7 +799,7 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 	if d := md[MetaMirrorDomain]; d != "" {
 		where += " in domain " + d
 	}
-	r := &replica{m: m, o: o, where: where, wait: mirrorWait, mlast: ledger.Seq(st.State.LastSeq), checked: make(chan struct{}), down: down}
+	r := &replica{m: m, o: o, where: where, wait: mirrorWait, mlast: ledger.Seq(st.State.LastSeq), checked: make(chan struct{}), down: down, restored: md[MetaRestored]}
 	l.rep = r
 	if l.opts.openSeq {
 		h := ledger.Head{Seq: ledger.Seq(st.State.LastSeq), Stamp: st.State.stamp(), Mirror: where, AsOf: now}
@@ -721,7 +814,7 @@ func openReplica(ctx context.Context, nc, rnc *nats.Conn, name string, opts []Op
 
 // adoptMirror checks a mirror's identity as adopt does the origin's, then
 // its configuration (mirrorStream), and records the lineage it states.
-func (l *Log) adoptMirror(c *streamSettings) error {
+func (l *logDriver) adoptMirror(c *streamSettings) error {
 	if err := l.identify(c); err != nil {
 		return err
 	}
@@ -760,21 +853,129 @@ func domainOf(ctx context.Context, nc *nats.Conn, timeout time.Duration) (string
 
 // MirrorResult says what CreateMirror found or made.
 type MirrorResult struct {
-	Created      bool   `json:"created"`      // made now (false: it was there, as wanted)
-	Stream       string `json:"stream"`       // the mirror's stream
-	Domain       string `json:"domain"`       // the mirror's JetStream domain
-	OriginDomain string `json:"originDomain"` // the origin's
+	Created      bool   `json:"created"`            // made now (false: it was there, as wanted)
+	Replaced     bool   `json:"replaced,omitempty"` // a mirror that was there deleted first (MirrorOptions.Replace)
+	Stream       string `json:"stream"`             // the mirror's stream
+	Domain       string `json:"domain"`             // the mirror's JetStream domain
+	OriginDomain string `json:"originDomain"`       // the origin's
 }
 
-// CreateMirror makes, in the JetStream domain of the Client's Read endpoint,
-// the mirror of ledger name whose origin is the Write endpoint's stream
-// (mirrorConfig: the same name, the origin's seqs, reached through the
-// origin domain's API over a leaf node), or checks the one there (a mirror
-// made otherwise is a *ledger.ConfigError). It needs the admin role on both.
-// It refuses a Read endpoint in the origin's own domain: a mirror there
-// joins the origin's direct-get group and answers for it when it lags; and
-// an origin without a domain, which no mirror in another domain can reach.
+// MirrorOptions say how CreateMirrorWith makes a mirror.
+type MirrorOptions struct {
+	Replicas int // of the mirror's stream in its domain (at least 1)
+	// Replace deletes a mirror that is there and makes it anew: what a
+	// mirror of a ledger restored otherwise than by Restore's caller (a
+	// data directory put back) needs, since a mirror never copies again the
+	// seqs it holds (docs/ops.md, Backups).
+	Replace bool
+}
+
+// MirrorRecord is the origin's record of a mirror made of it (CreateMirror,
+// RecreateMirror), in the origin stream's metadata under
+// syncledger.mirror.<domain>: where a restore finds the mirrors to make anew.
+// A backup carries it (the log's metadata).
+type MirrorRecord struct {
+	Domain   string `json:"domain"`        // the mirror's JetStream domain
+	URL      string `json:"url,omitempty"` // the read endpoint it was made through (no credentials)
+	Replicas int    `json:"replicas"`
+}
+
+// metaMirrorPrefix prefixes the origin's records of its mirrors.
+const metaMirrorPrefix = "syncledger.mirror."
+
+// mirrorsOf returns the mirror records of an origin's metadata, by domain.
+func mirrorsOf(md map[string]string) []MirrorRecord {
+	var out []MirrorRecord
+	for k, v := range md {
+		d, ok := strings.CutPrefix(k, metaMirrorPrefix)
+		if !ok {
+			continue
+		}
+		var m MirrorRecord
+		if json.Unmarshal([]byte(v), &m) != nil || m.Domain != d || d == "" {
+			continue // not a record this build made: ignored
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b MirrorRecord) int { return strings.Compare(a.Domain, b.Domain) })
+	return out
+}
+
+// Mirrors returns the mirrors recorded in the origin's stream (one stream
+// info of the origin): those mirror create or a restore made.
+func (l *Log) Mirrors(ctx context.Context) ([]MirrorRecord, error) { return l.d.mirrors(ctx) }
+
+// mirrors is Log.Mirrors.
+func (l *logDriver) mirrors(ctx context.Context) ([]MirrorRecord, error) {
+	o := l
+	if l.rep != nil {
+		o = l.rep.o
+	}
+	var st streamConfig
+	if err := o.request(ctx, apiPrefix+"STREAM.INFO."+o.stream, nil, &st); err != nil {
+		return nil, fmt.Errorf("ledger %q: its mirrors: %w", l.name, o.mapErr(err))
+	}
+	return mirrorsOf(st.Config.Metadata), nil
+}
+
+// recordMirror records m in the origin lg's metadata.
+func recordMirror(ctx context.Context, lg *logDriver, m MirrorRecord) error {
+	j, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	key, val := metaMirrorPrefix+m.Domain, string(j)
+	err = lg.updateMeta(ctx, func(md map[string]string) bool { return md[key] == val }, func(md map[string]string) { md[key] = val })
+	if err != nil {
+		return fmt.Errorf("the mirror is made, but recording it in the origin's stream (where a restore finds it) failed — run mirror create again: %w", err)
+	}
+	return nil
+}
+
+// withoutUserinfo returns a server URL list without credentials (recorded
+// where every role reads): whatever precedes an '@' in each URL's authority
+// goes, with or without a scheme.
+func withoutUserinfo(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		scheme, rest, ok := strings.Cut(p, "://")
+		if !ok {
+			scheme, rest = "", p
+		}
+		auth, path, hasPath := strings.Cut(rest, "/")
+		if at := strings.LastIndex(auth, "@"); at >= 0 {
+			auth = auth[at+1:]
+		}
+		p = auth
+		if hasPath {
+			p += "/" + path
+		}
+		if ok {
+			p = scheme + "://" + p
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
+}
+
+// CreateMirror is CreateMirrorWith with replicas and no Replace.
 func (c *Client) CreateMirror(ctx context.Context, name string, replicas int) (MirrorResult, error) {
+	return c.CreateMirrorWith(ctx, name, MirrorOptions{Replicas: replicas})
+}
+
+// CreateMirrorWith makes, in the JetStream domain of the Client's Read
+// endpoint, the mirror of ledger name whose origin is the Write endpoint's
+// stream (mirrorConfig: the same name, the origin's seqs, reached through
+// the origin domain's API over a leaf node), or checks the one there (a
+// mirror made otherwise is a *ledger.ConfigError; with opt.Replace it is
+// deleted and made anew, as is one made before the origin's last restore),
+// and records it in the origin's stream
+// (MirrorRecord). It needs the admin role on both. It refuses a Read
+// endpoint in the origin's own domain: a mirror there joins the origin's
+// direct-get group and answers for it when it lags; and an origin without a
+// domain, which no mirror in another domain can reach.
+func (c *Client) CreateMirrorWith(ctx context.Context, name string, opt MirrorOptions) (MirrorResult, error) {
 	fail := func(err error) (MirrorResult, error) {
 		return MirrorResult{}, fmt.Errorf("create the mirror of ledger %q: %w", name, err)
 	}
@@ -789,26 +990,15 @@ func (c *Client) CreateMirror(ctx context.Context, name string, replicas int) (M
 	if err != nil {
 		return fail(fmt.Errorf("the read endpoint's JetStream domain: %w", err))
 	}
-	switch {
-	case origin == "":
-		return fail(fmt.Errorf("the origin's JetStream has no domain, and a mirror in another one reaches it through its domain's API: give the origin's servers one (jetstream { domain: NAME }; docs/ops.md, Regions): %w", ledger.ErrInvalid))
-	case domain == origin:
-		return fail(fmt.Errorf("the read endpoint is in the origin's JetStream domain %q: a mirror there would join the origin's direct-get group once caught up and answer for the origin when it lags; put it on a leaf node with a domain of its own (docs/ops.md, Regions): %w", origin, ledger.ErrInvalid))
-	case domain == "":
-		return fail(fmt.Errorf("the read endpoint's JetStream has no domain: give its server one (jetstream { domain: NAME }), other than the origin's %q: %w", origin, ledger.ErrInvalid))
+	if err := mirrorDomains(origin, domain); err != nil {
+		return fail(err)
 	}
-	lg, err := OpenLog(ctx, c.w, name, WithTimeout(c.cfg.Timeout))
+	lg, st, err := c.mirrorable(ctx, name)
 	if err != nil {
-		return fail(fmt.Errorf("the origin: %w", err))
-	}
-	if !lg.republish {
-		return fail(fmt.Errorf("the origin's stream %s does not republish what it stores (a ledger of an earlier release): followers near the mirror would hear nothing; way out: %s, then mirror create again: %w", lg.stream, RePublishRepair, ledger.ErrInvalid))
-	}
-	var st streamConfig
-	if err := lg.request(ctx, apiPrefix+"STREAM.INFO."+lg.stream, nil, &st); err != nil {
-		return fail(fmt.Errorf("the origin: %w", lg.mapErr(err)))
+		return fail(err)
 	}
 	res := MirrorResult{Stream: lg.stream, Domain: domain, OriginDomain: origin}
+	rec := MirrorRecord{Domain: domain, URL: withoutUserinfo(c.cfg.Read.URL), Replicas: max(opt.Replicas, 1)}
 	js, err := jetstream.New(c.r, jetstream.WithDefaultTimeout(c.cfg.Timeout))
 	if err != nil {
 		return fail(err)
@@ -822,23 +1012,195 @@ func (c *Client) CreateMirror(ctx context.Context, name string, replicas int) (M
 	}
 	var have streamConfig
 	err = m.request(ctx, apiPrefix+"STREAM.INFO."+m.stream, nil, &have)
-	if code, isAPI := apiCode(err); isAPI && code == codeStreamNotFound {
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	code, isAPI := apiCode(err)
+	switch {
+	case isAPI && code == codeStreamNotFound:
+	case err != nil:
+		return fail(m.mapErr(err))
+	case opt.Replace || have.Config.Metadata[MetaRestored] != st.Config.Metadata[MetaRestored]:
+		// Replaced on demand, or made before the origin's last restore
+		// (StaleMirrorError): what it holds may be the rewound history.
+		dctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		defer cancel()
-		if _, err := js.CreateStream(rctx, mirrorConfig(name, origin, domain, st.Config.Metadata, replicas)); err != nil {
-			return fail(unreachable(c.r, err))
+		if err := js.DeleteStream(dctx, m.stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fail(fmt.Errorf("delete the mirror there: %w", unreachable(c.r, err)))
 		}
-		res.Created = true
+		res.Replaced = true
+	default:
+		if err := m.adoptMirror(&have.Config); err != nil {
+			return fail(err)
+		}
+		if m.uuid != lg.uuid {
+			return fail(fmt.Errorf("the read endpoint's %s mirrors ledger %s, the origin holds ledger %s: %w", m.stream, m.uuid, lg.uuid, ledger.ErrLineage))
+		}
+		rec.Replicas = max(have.Config.Replicas, 1)
+		if err := recordMirror(ctx, lg, rec); err != nil {
+			return fail(err)
+		}
 		return res, nil
 	}
-	if err != nil {
-		return fail(m.mapErr(err))
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if _, err := js.CreateStream(rctx, mirrorConfig(name, origin, domain, st.Config.Metadata, rec.Replicas)); err != nil {
+		return fail(unreachable(c.r, err))
 	}
-	if err := m.adoptMirror(&have.Config); err != nil {
+	res.Created = true
+	if err := recordMirror(ctx, lg, rec); err != nil {
 		return fail(err)
 	}
-	if m.uuid != lg.uuid {
-		return fail(fmt.Errorf("the read endpoint's %s mirrors ledger %s, the origin holds ledger %s: %w", m.stream, m.uuid, lg.uuid, ledger.ErrLineage))
-	}
 	return res, nil
+}
+
+// mirrorDomains checks that a mirror in domain can copy an origin in
+// domain origin.
+func mirrorDomains(origin, domain string) error {
+	switch {
+	case origin == "":
+		return fmt.Errorf("the origin's JetStream has no domain, and a mirror in another one reaches it through its domain's API: give the origin's servers one (jetstream { domain: NAME }; docs/ops.md, Regions): %w", ledger.ErrInvalid)
+	case domain == origin:
+		return fmt.Errorf("the read endpoint is in the origin's JetStream domain %q: a mirror there would join the origin's direct-get group once caught up and answer for the origin when it lags; put it on a leaf node with a domain of its own (docs/ops.md, Regions): %w", origin, ledger.ErrInvalid)
+	case domain == "":
+		return fmt.Errorf("the read endpoint's JetStream has no domain: give its server one (jetstream { domain: NAME }), other than the origin's %q: %w", origin, ledger.ErrInvalid)
+	}
+	return nil
+}
+
+// mirrorable opens the origin of ledger name on the write connection and
+// checks it can be mirrored: it republishes what it stores.
+func (c *Client) mirrorable(ctx context.Context, name string) (*logDriver, streamConfig, error) {
+	var st streamConfig
+	lg, err := openLog(ctx, c.w, name, WithTimeout(c.cfg.Timeout))
+	if err != nil {
+		return nil, st, fmt.Errorf("the origin: %w", err)
+	}
+	if !lg.republish {
+		return nil, st, fmt.Errorf("the origin's stream %s does not republish what it stores (a ledger of an earlier release): followers near the mirror would hear nothing; way out: %s, then mirror create again: %w", lg.stream, RePublishRepair, ledger.ErrInvalid)
+	}
+	if err := lg.request(ctx, apiPrefix+"STREAM.INFO."+lg.stream, nil, &st); err != nil {
+		return nil, st, fmt.Errorf("the origin: %w", lg.mapErr(err))
+	}
+	return lg, st, nil
+}
+
+// DeleteMirror deletes ledger name's mirror in JetStream domain m.Domain,
+// reached from the origin (the Write endpoint) through that domain's API
+// over the leaf node: a restore's first step, so that no host reads the
+// history the restore rewinds from it meanwhile. A domain that holds no such
+// stream is no error. It needs the admin role.
+func (c *Client) DeleteMirror(ctx context.Context, name string, m MirrorRecord) error {
+	js, err := jetstream.NewWithDomain(c.w, m.Domain, jetstream.WithDefaultTimeout(c.cfg.Timeout))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if err := js.DeleteStream(ctx, ledger.StreamName(name)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("delete the mirror of ledger %q in domain %s: %w", name, m.Domain, domainErr(c.w, err))
+	}
+	return nil
+}
+
+// domainErr maps an error of a request to another domain's API: no one
+// answering there is the domain out of reach.
+func domainErr(nc *nats.Conn, err error) error {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return fmt.Errorf("no server of the domain answers (its leaf node is down or cut off): %w: %w", err, ledger.ErrUnreachable)
+	}
+	return unreachable(nc, err)
+}
+
+// RecreateMirror makes ledger name's mirror in domain m.Domain anew (the one
+// there deleted first), reached from the origin through the domain's API,
+// and records it in the origin's stream: what a restore does for each mirror
+// the ledger had, since a mirror never copies again the seqs it holds — after
+// its origin was restored from an older backup it would keep serving the
+// commits the restore rewound at their old seqs, then copy the new history
+// only past them. It needs the admin role on both.
+func (c *Client) RecreateMirror(ctx context.Context, name string, m MirrorRecord) (MirrorResult, error) {
+	fail := func(err error) (MirrorResult, error) {
+		return MirrorResult{}, fmt.Errorf("recreate the mirror of ledger %q in domain %s: %w", name, m.Domain, err)
+	}
+	origin, err := domainOf(ctx, c.w, c.cfg.Timeout)
+	if err != nil {
+		return fail(fmt.Errorf("the origin's JetStream domain: %w", err))
+	}
+	if err := mirrorDomains(origin, m.Domain); err != nil {
+		return fail(err)
+	}
+	lg, st, err := c.mirrorable(ctx, name)
+	if err != nil {
+		return fail(err)
+	}
+	if err := c.DeleteMirror(ctx, name, m); err != nil {
+		return fail(err)
+	}
+	js, err := jetstream.NewWithDomain(c.w, m.Domain, jetstream.WithDefaultTimeout(c.cfg.Timeout))
+	if err != nil {
+		return fail(err)
+	}
+	m.Replicas = max(m.Replicas, 1)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if _, err := js.CreateStream(rctx, mirrorConfig(name, origin, m.Domain, st.Config.Metadata, m.Replicas)); err != nil {
+		return fail(domainErr(c.w, err))
+	}
+	if err := recordMirror(ctx, lg, m); err != nil {
+		return fail(err)
+	}
+	return MirrorResult{Created: true, Replaced: true, Stream: lg.stream, Domain: m.Domain, OriginDomain: origin}, nil
+}
+
+// PromoteMirror makes the mirror of ledger name on the Client's Write
+// endpoint the ledger's own stream, in place — the failover when the
+// origin's region is lost (docs/ops.md, "Losing the origin's region"): one
+// stream update (JetStream promotes a mirror whose update drops its mirror
+// setting) that drops the mirror setting and the mirror's metadata, takes the
+// ledger's subjects, and sets the restore mark (MetaRestored), so that a
+// mirror made of the lost origin is stale against it. The caller then makes
+// the rest as this release makes it (Ledger.Upgrade: republish, buckets, dead
+// letters). Messages the lost origin stored after the mirror's last seq are
+// not in it: hosts that applied them heal (they find the ledger rewound). It
+// needs the admin role; a stream that is no mirror is an error wrapping
+// ledger.ErrInvalid, changing nothing.
+func (c *Client) PromoteMirror(ctx context.Context, name, mark string) error {
+	fail := func(err error) error { return fmt.Errorf("promote the mirror of ledger %q: %w", name, err) }
+	stream := ledger.StreamName(name)
+	var info struct {
+		apiResponse
+		Config map[string]json.RawMessage `json:"config"`
+	}
+	err := apiRequest(ctx, c.w, c.cfg.Timeout, apiPrefix+"STREAM.INFO."+stream, nil, &info)
+	if code, ok := apiCode(err); ok && code == codeStreamNotFound {
+		return fail(fmt.Errorf("no stream %s on this server (--nats names the mirror's server): %w", stream, ledger.ErrNoLedger))
+	}
+	if err != nil {
+		return fail(unreachable(c.w, err))
+	}
+	var md map[string]string
+	if err := json.Unmarshal(info.Config["metadata"], &md); err != nil || md[MetaName] != name {
+		return fail(fmt.Errorf("stream %s is no mirror of ledger %q syncledger made: %w", stream, name, ledger.ErrInvalid))
+	}
+	if m, ok := info.Config["mirror"]; !ok || string(m) == "null" {
+		return fail(fmt.Errorf("stream %s is no mirror: it is the ledger's stream already (nothing to promote): %w", stream, ledger.ErrInvalid))
+	}
+	delete(info.Config, "mirror")
+	delete(md, MetaMirrorOf)
+	delete(md, MetaMirrorDomain)
+	md[MetaRestored] = mark
+	var err2 error
+	if info.Config["metadata"], err2 = json.Marshal(md); err2 != nil {
+		return fail(err2)
+	}
+	if info.Config["subjects"], err2 = json.Marshal([]string{ledger.SubjectPrefix(name) + ">"}); err2 != nil {
+		return fail(err2)
+	}
+	body, err := json.Marshal(info.Config)
+	if err != nil {
+		return fail(err)
+	}
+	var resp apiResponse
+	if err := apiRequest(ctx, c.w, c.cfg.Timeout, apiPrefix+"STREAM.UPDATE."+stream, body, &resp); err != nil {
+		return fail(unreachable(c.w, err))
+	}
+	return nil
 }

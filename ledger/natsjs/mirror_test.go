@@ -48,7 +48,7 @@ func newRegion(t *testing.T) *region {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.rep == nil {
+	if l.d.rep == nil {
 		t.Fatal("region B's log does not read through the mirror")
 	}
 	return &region{r: r, origin: origin, host: host, log: l}
@@ -59,7 +59,7 @@ func (g *region) waitMirror(t *testing.T, seq ledger.Seq) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, b, err := g.log.rep.state(testCtx(t))
+		_, b, err := g.log.d.rep.state(testCtx(t))
 		if err == nil && b.Last >= seq {
 			return
 		}
@@ -139,7 +139,7 @@ func TestMirrorReads(t *testing.T) {
 	commitNext(t, g.origin, "b")
 	want := readAll(t, g.origin, 1, 0)
 	g.waitMirror(t, want[len(want)-1].Seq)
-	<-g.log.rep.checked // the background check of the origin
+	<-g.log.d.rep.checked // the background check of the origin
 	sent := g.host.w.Stats().OutMsgs
 	got := readAll(t, g.log, 1, 0)
 	if len(got) != len(want) {
@@ -326,7 +326,7 @@ func TestMirrorOriginDown(t *testing.T) {
 	if rs := readAll(t, l, 1, 0); len(rs) != 1 {
 		t.Fatalf("Read from the mirror with the origin down = %v", seqsOf(rs))
 	}
-	<-l.rep.checked
+	<-l.d.rep.checked
 	h, err := l.Head(ctx, ledger.HeadRequest{})
 	if err != nil || h.Seq != 1 || h.FromOrigin() || !h.OriginUnreachable {
 		t.Fatalf("Head with the origin down = %+v, %v; want the mirror's, origin unreachable", h, err)
@@ -347,9 +347,9 @@ func TestMirrorOriginDown(t *testing.T) {
 	// The origin is back: the same Log (a long-lived host) checks it again
 	// and writes, once its connection is up.
 	deadline := time.Now().Add(20 * time.Second)
-	for !l.rep.o.nc.IsConnected() {
+	for !l.d.rep.o.nc.IsConnected() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the write connection did not reconnect: %v", l.rep.o.nc.Status())
+			t.Fatalf("the write connection did not reconnect: %v", l.d.rep.o.nc.Status())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -114,8 +114,34 @@ func WithRetry(attempts int, wait time.Duration) Option {
 	}
 }
 
-// Log is a ledger's CommitLog on a JetStream stream. It is safe for concurrent use.
+// Log is a ledger's CommitLog on a JetStream stream: the portable ledger.Log
+// (which checks every call's arguments and context once) over the JetStream
+// driver, with the adapter's own operations beside it. It is safe for
+// concurrent use.
 type Log struct {
+	*ledger.Log
+	d *logDriver
+}
+
+// wrap returns the Log over d.
+func wrap(d *logDriver) *Log { return &Log{Log: ledger.NewLog(d), d: d} }
+
+// Driver returns the JetStream driver under the log, for ledger/drivertest's
+// suite, which runs on a portable ledger.Log of its own over it.
+func (l *Log) Driver() ledger.LogDriver { return l.d }
+
+// Name returns the ledger name.
+func (l *Log) Name() string { return l.d.name }
+
+// Stream returns the JetStream stream name.
+func (l *Log) Stream() string { return l.d.stream }
+
+// UUID returns the ledger's lineage as read when the Log was opened.
+func (l *Log) UUID() string { return l.d.uuid }
+
+// logDriver is the ledger.LogDriver of a ledger's stream: it is called with
+// the arguments and the live context ledger.Log has checked.
+type logDriver struct {
 	nc     *nats.Conn
 	rnc    *nats.Conn // reads by direct get: nc, or a Client's read endpoint
 	js     jetstream.JetStream
@@ -173,18 +199,12 @@ func (o *opened) drop() {
 	o.mu.Unlock()
 }
 
-var _ ledger.CommitLog = (*Log)(nil)
+var (
+	_ ledger.CommitLog = (*Log)(nil)
+	_ ledger.LogDriver = (*logDriver)(nil)
+)
 
-// Name returns the ledger name.
-func (l *Log) Name() string { return l.name }
-
-// Stream returns the JetStream stream name.
-func (l *Log) Stream() string { return l.stream }
-
-// UUID returns the ledger's lineage as read when the Log was opened.
-func (l *Log) UUID() string { return l.uuid }
-
-func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
+func newLog(nc *nats.Conn, name string, opts []Option) (*logDriver, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("open ledger %q: nil connection: %w", name, ledger.ErrInvalid)
 	}
@@ -201,7 +221,7 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %q: %w", name, err)
 	}
-	return &Log{
+	return &logDriver{
 		nc: nc, rnc: nc, js: js, name: name, stream: ledger.StreamName(name),
 		prefix: ledger.SubjectPrefix(name), opts: o,
 	}, nil
@@ -214,6 +234,14 @@ func newLog(nc *nats.Conn, name string, opts []Option) (*Log, error) {
 // cfg.Blobs that differs from the existing ledger's is an error wrapping
 // ledger.ErrInvalid naming both values; an empty one means "no preference".
 func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Option) (*Log, error) {
+	d, err := createLog(ctx, nc, cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(d), nil
+}
+
+func createLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Option) (*logDriver, error) {
 	l, err := newLog(nc, cfg.Name, opts)
 	if err != nil {
 		return nil, err
@@ -294,7 +322,7 @@ func CreateLog(ctx context.Context, nc *nats.Conn, cfg LedgerConfig, opts ...Opt
 	return nil, fmt.Errorf("create ledger %q: stream %s keeps appearing and disappearing", cfg.Name, l.stream)
 }
 
-func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig {
+func (l *logDriver) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig {
 	replicas := max(cfg.Replicas, 1)
 	dup := DuplicateWindow
 	if cfg.MaxAge > 0 && cfg.MaxAge < dup {
@@ -335,6 +363,14 @@ func (l *Log) streamConfig(cfg LedgerConfig, uuid string) jetstream.StreamConfig
 // ledger.ErrUnknownVersion; a stream that is not a syncledger ledger wraps
 // ledger.ErrInvalid.
 func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*Log, error) {
+	d, err := openLog(ctx, nc, name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(d), nil
+}
+
+func openLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*logDriver, error) {
 	l, err := newLog(nc, name, opts)
 	if err != nil {
 		return nil, err
@@ -363,7 +399,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, name string, opts ...Option) (*
 // adopt checks that c describes a syncledger stream this build can use — its
 // identity (the metadata), then its settings (expect.go ledgerStream) — and
 // records its lineage.
-func (l *Log) adopt(c *streamSettings) error {
+func (l *logDriver) adopt(c *streamSettings) error {
 	if err := l.identify(c); err != nil {
 		return err
 	}
@@ -376,7 +412,7 @@ func (l *Log) adopt(c *streamSettings) error {
 }
 
 // record takes the ledger's identity from c, identified (identify).
-func (l *Log) record(c *streamSettings) {
+func (l *logDriver) record(c *streamSettings) {
 	md := c.Metadata
 	f, _ := strconv.Atoi(md[MetaFormat])
 	l.uuid = md[MetaUUID]
@@ -388,7 +424,7 @@ func (l *Log) record(c *streamSettings) {
 
 // identify checks that c's metadata makes it a ledger of this name, in a
 // format this build reads, with a lineage.
-func (l *Log) identify(c *streamSettings) error {
+func (l *logDriver) identify(c *streamSettings) error {
 	md := c.Metadata
 	if md[MetaName] == "" && md[MetaUUID] == "" {
 		return fmt.Errorf("stream %s has no syncledger metadata: not a ledger: %w", l.stream, ledger.ErrInvalid)
@@ -414,11 +450,13 @@ func (l *Log) identify(c *streamSettings) error {
 // path stays at one request (LastSeq), and LastSeq and Bounds check on every call
 // that the stream still carries the lineage read at open (ErrLineage if a ledger
 // of the same name was deleted and created again).
-func (l *Log) Info(context.Context) (ledger.Info, error) { return l.info, nil }
+func (l *logDriver) Info() ledger.Info { return l.info }
 
 // Delete deletes the ledger's stream and every event in it. For tests and
 // operators; a deleted ledger cannot be recovered from the log.
-func (l *Log) Delete(ctx context.Context) error {
+func (l *Log) Delete(ctx context.Context) error { return l.d.delete(ctx) }
+
+func (l *logDriver) delete(ctx context.Context) error {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	if err := l.js.DeleteStream(ctx, l.stream); err != nil {
@@ -435,6 +473,6 @@ func (l *Log) Delete(ctx context.Context) error {
 // leader killed mid-call) then fails after the per-request timeout and the caller's
 // retry or ambiguity resolution goes on, instead of one request eating the caller's
 // whole deadline.
-func (l *Log) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (l *logDriver) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, l.opts.timeout)
 }

@@ -56,7 +56,7 @@ func TestCreateOpen(t *testing.T) {
 			t.Fatalf("CreateLog(%+v) again: uuid %s, want the existing %s", cfg, l2.UUID(), uuid)
 		}
 	}
-	s, err := l.js.Stream(ctx, l.Stream())
+	s, err := l.d.js.Stream(ctx, l.Stream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestReadStops(t *testing.T) {
 		}
 		b.modelSeq, b.prev = b.modelSeq+1, seqs[0]
 	}
-	subs := l.nc.NumSubscriptions()
+	subs := l.d.nc.NumSubscriptions()
 	boom := errors.New("boom")
 	got := 0
 	err := l.Read(ctx, 1, 0, func(r ledger.Record) error {
@@ -350,8 +350,8 @@ func TestReadStops(t *testing.T) {
 	if !errors.Is(err, boom) || got != directBatchSize+5 {
 		t.Fatalf("Read with fn failing at seq %d: %v after %d records", directBatchSize+5, err, got)
 	}
-	if l.nc.NumSubscriptions() != subs {
-		t.Fatalf("%d subscriptions after Read returned, %d before", l.nc.NumSubscriptions(), subs)
+	if l.d.nc.NumSubscriptions() != subs {
+		t.Fatalf("%d subscriptions after Read returned, %d before", l.d.nc.NumSubscriptions(), subs)
 	}
 
 	cctx, cancel := context.WithCancel(ctx)
@@ -365,8 +365,8 @@ func TestReadStops(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || got == n {
 		t.Fatalf("Read cancelled after 10 records: %v after %d of %d records", err, got, n)
 	}
-	if l.nc.NumSubscriptions() != subs {
-		t.Fatalf("%d subscriptions after a cancelled Read, %d before", l.nc.NumSubscriptions(), subs)
+	if l.d.nc.NumSubscriptions() != subs {
+		t.Fatalf("%d subscriptions after a cancelled Read, %d before", l.d.nc.NumSubscriptions(), subs)
 	}
 
 	for _, to := range []ledger.Seq{1, 100, directBatchSize, directBatchSize + 1, n} {

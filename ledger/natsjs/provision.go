@@ -66,7 +66,7 @@ func upgradeLedger(ctx context.Context, js jetstream.JetStream, name string) ([]
 	if err != nil {
 		return fail(err)
 	}
-	l := &Log{name: name, stream: ledger.StreamName(name)}
+	l := &logDriver{name: name, stream: ledger.StreamName(name)}
 	if err := l.identify(s); err != nil {
 		return fail(err)
 	}

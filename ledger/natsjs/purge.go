@@ -30,11 +30,8 @@ import (
 // appended concurrently is never dropped: it lands above the last seq read for
 // its subject. The stream's DenyDelete setting does not forbid purges (only
 // DenyPurge would, which ledgers never set).
-func (l *Log) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, error) {
+func (l *logDriver) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, error) {
 	l.opened.drop()
-	if before <= 1 {
-		return 0, nil
-	}
 	s, err := l.js.Stream(ctx, l.stream)
 	if err != nil {
 		return 0, fmt.Errorf("ledger %q truncate before %d: %w", l.name, before, l.mapStreamErr(err))
@@ -69,7 +66,7 @@ func (l *Log) TruncateBefore(ctx context.Context, before ledger.Seq) (uint64, er
 }
 
 // purge sends one stream purge request for subj with seq (messages below seq).
-func (l *Log) purge(ctx context.Context, subj string, seq ledger.Seq) (uint64, error) {
+func (l *logDriver) purge(ctx context.Context, subj string, seq ledger.Seq) (uint64, error) {
 	body, err := json.Marshal(struct {
 		Filter string `json:"filter"`
 		Seq    uint64 `json:"seq"`
@@ -91,7 +88,7 @@ func (l *Log) purge(ctx context.Context, subj string, seq ledger.Seq) (uint64, e
 	return resp.Purged, nil
 }
 
-func (l *Log) mapStreamErr(err error) error {
+func (l *logDriver) mapStreamErr(err error) error {
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("stream %s: %w", l.stream, ledger.ErrNotFound)
 	}

@@ -26,7 +26,7 @@ type quarantines struct {
 
 // loadQuarantines reads the notices stored at seqs up to upto not read yet: one
 // batched direct get by subject, answered empty when there are none.
-func (l *Log) loadQuarantines(ctx context.Context, upto ledger.Seq) error {
+func (l *logDriver) loadQuarantines(ctx context.Context, upto ledger.Seq) error {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	subj := ledger.QuarantineSubject(l.name)
@@ -64,7 +64,7 @@ func (l *Log) loadQuarantines(ctx context.Context, upto ledger.Seq) error {
 }
 
 // quarantined returns a copy of the quarantined seqs loaded so far (nil if none).
-func (l *Log) quarantined() map[ledger.Seq]ledger.Quarantine {
+func (l *logDriver) quarantined() map[ledger.Seq]ledger.Quarantine {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	if len(l.q.seqs) == 0 {
@@ -74,7 +74,7 @@ func (l *Log) quarantined() map[ledger.Seq]ledger.Quarantine {
 }
 
 // Quarantines returns every quarantine notice of the ledger, by quarantined seq.
-func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
+func (l *logDriver) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine, error) {
 	if l.rep != nil {
 		return l.rep.quarantines(ctx)
 	}
@@ -99,7 +99,7 @@ func (l *Log) Quarantines(ctx context.Context) (map[ledger.Seq]ledger.Quarantine
 // the decoder cannot see — its chain or parts lie, its content is missing),
 // and (ErrConflict) a seq already quarantined. The server lets only the admin
 // role publish notices (natsauth); others get ErrPermission.
-func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
+func (l *logDriver) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	l.opened.drop()
 	if l.rep != nil {
 		if err := l.rep.writable(ctx, l.name); err != nil {
@@ -115,14 +115,12 @@ func (l *Log) Quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 	return l.quarantine(ctx, q, force)
 }
 
-func (l *Log) quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
+func (l *logDriver) quarantine(ctx context.Context, q ledger.Quarantine, force bool) (ledger.Seq, error) {
 	fail := func(err error) (ledger.Seq, error) {
 		return 0, fmt.Errorf("ledger %q quarantine seq %d: %w", l.name, q.Seq, err)
 	}
-	q.V, q.Ledger = ledger.FormatVersion, l.uuid
-	q.Partition, q.ModelSeq, q.Prev = "", 0, 0 // read from the message below
-	if _, err := ledger.EncodeQuarantine(q); err != nil {
-		return fail(err)
+	if q.At.IsZero() {
+		q.At = time.Now()
 	}
 	b, err := l.bounds(ctx)
 	if err != nil {
@@ -138,27 +136,10 @@ func (l *Log) quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 	if len(msgs) != 1 || msgs[0].Seq != q.Seq {
 		return fail(fmt.Errorf("the stream no longer holds it: %w", ledger.ErrInvalid))
 	}
-	if msgs[0].Subject == ledger.QuarantineSubject(l.name) {
-		if _, err := ledger.DecodeQuarantine(msgs[0].Data); err == nil {
-			return fail(fmt.Errorf("it is a quarantine notice: %w", ledger.ErrInvalid))
-		}
-	}
 	if err := l.loadQuarantines(ctx, b.Last); err != nil {
 		return fail(err)
 	}
-	if r, err := l.decode(msgs[0]); err == nil && r.Skip == nil && !force {
-		e := r.Event
-		return fail(fmt.Errorf("it is a well-formed event (partition %q, commit %s by %s at %s), which hosts may have applied: quarantine it only if it breaks a rule the decoder cannot see (its chain or parts lie, its content is missing), with force: %w",
-			e.Partition, e.Commit, e.Host, e.At.UTC().Format(time.RFC3339), ledger.ErrInvalid))
-	}
-	if prev, ok := l.quarantined()[q.Seq]; ok {
-		return fail(fmt.Errorf("already quarantined by %s at %s (%q): %w", prev.By, prev.At.Format(time.RFC3339), prev.Reason, ledger.ErrConflict))
-	}
-	// A well-formed event of this ledger on its partition's subject was a
-	// link of that partition's chain, which later events may name as their
-	// prev: the notice records it, so that every reader bridges it.
-	q = ledger.WithLink(q, l.name, l.uuid, msgs[0].Subject, msgs[0].Data)
-	data, err := ledger.EncodeQuarantine(q)
+	q, data, err := ledger.NoticeFor(l.reader(), q, force, msgs[0].Subject, msgs[0].Data)
 	if err != nil {
 		return fail(err)
 	}
@@ -198,7 +179,7 @@ func (l *Log) quarantine(ctx context.Context, q ledger.Quarantine, force bool) (
 // server's last-subject-sequence check counts them, so the publish must expect
 // the last of them. It reports whether it moved c.expect (then publish again).
 // Any event among them is a real conflict: false.
-func (l *Log) skipQuarantined(ctx context.Context, c *commit, cf *ledger.ConflictError) (bool, error) {
+func (l *logDriver) skipQuarantined(ctx context.Context, c *commit, cf *ledger.ConflictError) (bool, error) {
 	i := slices.IndexFunc(c.events, func(e ledger.Event) bool { return e.Partition == cf.Partition })
 	if i < 0 || cf.Actual <= c.expect[i] {
 		return false, nil

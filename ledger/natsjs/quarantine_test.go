@@ -119,7 +119,7 @@ func TestQuarantinePreempted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(notice)})
+	m, ok, err := l.d.leaderGet(ctx, msgGetRequest{Seq: uint64(notice)})
 	if err != nil || !ok || m.Subject != ledger.QuarantineSubject("test") {
 		t.Fatalf("the notice at seq %d: %+v %v %v", notice, m, ok, err)
 	}

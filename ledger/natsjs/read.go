@@ -23,7 +23,7 @@ import (
 // command's fast path needs (a no-op sync makes one request, not two). A caller
 // that knows of a later seq than the answer — a cache HWM another process moved
 // meanwhile — asks again and gets a fresh one.
-func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
+func (l *logDriver) LastSeq(ctx context.Context) (ledger.Seq, error) {
 	if h, ok := l.opened.take(); ok {
 		return h.Seq, nil
 	}
@@ -37,7 +37,7 @@ func (l *Log) LastSeq(ctx context.Context) (ledger.Seq, error) {
 // viewBounds is the stream's bounds as this Log reads it: the stream
 // leader's, or through a mirror the mirror's, raised to what the origin is
 // known to hold (replica.bounds).
-func (l *Log) viewBounds(ctx context.Context) (ledger.Bounds, error) {
+func (l *logDriver) viewBounds(ctx context.Context) (ledger.Bounds, error) {
 	if l.rep != nil {
 		return l.rep.bounds(ctx)
 	}
@@ -47,7 +47,7 @@ func (l *Log) viewBounds(ctx context.Context) (ledger.Bounds, error) {
 // Bounds returns the stream's first and last seq; an empty stream has
 // First = Last+1. Through a mirror they are the mirror's, the last raised to
 // what the origin is known to hold.
-func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
+func (l *logDriver) Bounds(ctx context.Context) (ledger.Bounds, error) {
 	b, err := l.viewBounds(ctx)
 	if err != nil {
 		return ledger.Bounds{}, fmt.Errorf("ledger %q bounds: %w", l.name, err)
@@ -63,7 +63,7 @@ func (l *Log) Bounds(ctx context.Context) (ledger.Bounds, error) {
 // request). With WithOpenSeq, the first call within openFresh of Open that
 // asks neither for the origin nor for the commit answers from Open's stream info request, as LastSeq
 // does: a no-op sync makes one request, not two.
-func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
+func (l *logDriver) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, error) {
 	if !req.Origin && !req.Commit {
 		if h, ok := l.opened.take(); ok {
 			return h, nil
@@ -93,7 +93,7 @@ func (l *Log) Head(ctx context.Context, req ledger.HeadRequest) (ledger.Head, er
 // commitAt returns the commit id of the event the stream leader holds at seq
 // ("" when the message there is not an event of this ledger, or is gone),
 // quarantined or not.
-func (l *Log) commitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+func (l *logDriver) commitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 	m, ok, err := l.leaderGet(ctx, msgGetRequest{Seq: uint64(seq)})
 	if err != nil || !ok || m.Seq != seq {
 		return "", err
@@ -108,7 +108,7 @@ func (l *Log) commitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 
 // PartitionLastSeq returns the seq of the partition's last event (0 if none),
 // from one direct get of the subject's last message.
-func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
+func (l *logDriver) PartitionLastSeq(ctx context.Context, partition string) (ledger.Seq, error) {
 	if l.rep != nil {
 		return l.rep.partitionLastSeq(ctx, partition)
 	}
@@ -125,7 +125,7 @@ func (l *Log) PartitionLastSeq(ctx context.Context, partition string) (ledger.Se
 // PartitionTip returns the partition's last seq and the commit id of the
 // message there, from one direct get of the subject's last message (see
 // ledger.CommitLog).
-func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
+func (l *logDriver) PartitionTip(ctx context.Context, partition string) (ledger.Seq, string, error) {
 	if l.rep != nil {
 		return l.rep.partitionTip(ctx, partition)
 	}
@@ -141,7 +141,7 @@ func (l *Log) PartitionTip(ctx context.Context, partition string) (ledger.Seq, s
 
 // CommitAt returns the commit id of the event stored at seq, from one direct
 // get of that seq (see ledger.CommitLog).
-func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
+func (l *logDriver) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 	if l.rep != nil {
 		return l.rep.commitAt(ctx, seq)
 	}
@@ -156,7 +156,7 @@ func (l *Log) CommitAt(ctx context.Context, seq ledger.Seq) (string, error) {
 }
 
 // PartitionHead returns the partition's last event; ledger.ErrNotFound if none.
-func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
+func (l *logDriver) PartitionHead(ctx context.Context, partition string) (ledger.Record, error) {
 	if l.rep != nil {
 		return l.rep.partitionHead(ctx, partition)
 	}
@@ -198,13 +198,13 @@ func (l *Log) PartitionHead(ctx context.Context, partition string) (ledger.Recor
 
 // decode turns a stored message into a record (ledger.MessageReader), with
 // the quarantined seqs loaded so far.
-func (l *Log) decode(m rawMsg) (ledger.Record, error) {
+func (l *logDriver) decode(m rawMsg) (ledger.Record, error) {
 	return l.reader().Record(m.Seq, m.Subject, m.Data)
 }
 
 // reader returns a ledger.MessageReader for one read, with the quarantined
 // seqs loaded so far.
-func (l *Log) reader() *ledger.MessageReader {
+func (l *logDriver) reader() *ledger.MessageReader {
 	return &ledger.MessageReader{Name: l.name, UUID: l.uuid, Quarantined: l.quarantined()}
 }
 
@@ -218,7 +218,7 @@ func (l *Log) reader() *ledger.MessageReader {
 // own: fn (a sync applying records) overlaps the network round trip and the
 // decoding of the next batch. fn itself is called on the caller's goroutine,
 // and Read returns only once that goroutine has stopped.
-func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
+func (l *logDriver) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Record) error) error {
 	if l.rep != nil {
 		return l.rep.read(ctx, from, to, fn)
 	}
@@ -230,8 +230,7 @@ func (l *Log) Read(ctx context.Context, from, to ledger.Seq, fn func(ledger.Reco
 }
 
 // readIn is Read within bounds b, the stream's as just asked.
-func (l *Log) readIn(ctx context.Context, b ledger.Bounds, from, to ledger.Seq, fn func(ledger.Record) error) error {
-	from = max(from, 1)
+func (l *logDriver) readIn(ctx context.Context, b ledger.Bounds, from, to ledger.Seq, fn func(ledger.Record) error) error {
 	if from < b.First {
 		return fmt.Errorf("ledger %q read: %w", l.name, &ledger.TruncatedError{From: from, First: b.First})
 	}
@@ -284,7 +283,7 @@ type readBatch struct {
 }
 
 // readAhead reads and decodes seqs from..end into batches, and closes it.
-func (l *Log) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<- readBatch) {
+func (l *logDriver) readAhead(ctx context.Context, from, end ledger.Seq, batches chan<- readBatch) {
 	defer close(batches)
 	send := func(rb readBatch) bool {
 		select {
@@ -387,7 +386,7 @@ const lagRetry = 20 * time.Millisecond
 // by subject). When nothing was returned although the stream leader holds want,
 // the answering replica is behind: missing waits a little and returns nil for a
 // retry, for up to the per-request timeout since lagSince.
-func (l *Log) missing(ctx context.Context, want, got ledger.Seq, lagSince time.Time) error {
+func (l *logDriver) missing(ctx context.Context, want, got ledger.Seq, lagSince time.Time) error {
 	b, err := l.bounds(ctx)
 	if err != nil {
 		return err
@@ -415,11 +414,10 @@ func (l *Log) missing(ctx context.Context, want, got ledger.Seq, lagSince time.T
 // partition event purged before or during the read is an error wrapping
 // ledger.ErrTruncated, never a silent skip. A replica answering the direct gets
 // that is behind the leader is waited for, up to the per-request timeout.
-func (l *Log) ReadPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
+func (l *logDriver) ReadPartition(ctx context.Context, partition string, from ledger.Seq, fn func(ledger.Record) error) error {
 	if l.rep != nil {
 		return l.rep.readPartition(ctx, partition, from, fn)
 	}
-	from = max(from, 1)
 	subj := ledger.Subject(l.name, partition)
 	b, err := l.bounds(ctx)
 	if err != nil {
@@ -523,7 +521,7 @@ const walkBackMax = 512
 // scans forward) when there are more than walkBackMax of them, or any step fails
 // or finds something unexpected: the forward scan reports such cases precisely.
 // Its steps share one subscription (a batcher), not one each.
-func (l *Log) walkBack(ctx context.Context, subj string, from, end ledger.Seq) ([]ledger.Record, bool) {
+func (l *logDriver) walkBack(ctx context.Context, subj string, from, end ledger.Seq) ([]ledger.Record, bool) {
 	b, err := l.newBatcher()
 	if err != nil {
 		return nil, false
@@ -558,7 +556,9 @@ func (l *Log) walkBack(ctx context.Context, subj string, from, end ledger.Seq) (
 // Partitions lists the partitions the ledger's stream holds events of, from
 // the stream's subjects (one stream info request with its subjects: the
 // dashboard's list). The quarantine notices' subject is none.
-func (l *Log) Partitions(ctx context.Context) ([]string, error) {
+func (l *Log) Partitions(ctx context.Context) ([]string, error) { return l.d.partitions(ctx) }
+
+func (l *logDriver) partitions(ctx context.Context) ([]string, error) {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	st, err := l.js.Stream(ctx, l.stream)

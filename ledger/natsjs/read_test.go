@@ -25,7 +25,7 @@ func TestTruncated(t *testing.T) {
 	for range 4 {
 		commitNext(t, l, "m", "n") // seqs 1..8
 	}
-	s, err := l.js.Stream(ctx, l.Stream())
+	s, err := l.d.js.Stream(ctx, l.Stream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestHoleInPartition(t *testing.T) {
 		commitNext(t, l, "m") // 2, 3, 4
 	}
 	commitNext(t, l, "n") // 5
-	s, err := l.js.Stream(ctx, l.Stream())
+	s, err := l.d.js.Stream(ctx, l.Stream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestFollow(t *testing.T) {
 		t.Fatalf("Follow with failing fn = %v after %d", err, n)
 	}
 	// Follow leaves no consumer behind (its delete request is not waited for).
-	s, err := l.js.Stream(ctx, l.Stream())
+	s, err := l.d.js.Stream(ctx, l.Stream())
 	if err != nil {
 		t.Fatal(err)
 	}

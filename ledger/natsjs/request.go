@@ -87,7 +87,7 @@ type streamConfig struct {
 // purge below a seq), so one whose answer is lost — sent as the connection
 // dropped, answered while the reply subscription was not yet back — is asked
 // again, at most readAttempts times in all, while ctx lasts.
-func (l *Log) request(ctx context.Context, subj string, body []byte, v interface{ apiErr() *jetstream.APIError }) error {
+func (l *logDriver) request(ctx context.Context, subj string, body []byte, v interface{ apiErr() *jetstream.APIError }) error {
 	wait := l.opts.retryWait
 	for attempt := 1; ; attempt++ {
 		err := l.requestOnce(ctx, subj, body, v)
@@ -113,7 +113,7 @@ func answerLost(err error) bool {
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionReconnecting)
 }
 
-func (l *Log) requestOnce(ctx context.Context, subj string, body []byte, v interface{ apiErr() *jetstream.APIError }) error {
+func (l *logDriver) requestOnce(ctx context.Context, subj string, body []byte, v interface{ apiErr() *jetstream.APIError }) error {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	msg, err := l.nc.RequestWithContext(ctx, subj, body)
@@ -133,13 +133,13 @@ func (r *apiResponse) apiErr() *jetstream.APIError { return r.Error }
 
 // bounds asks the stream leader for its state: a stream info request without
 // subject or deleted-message details (one small JSON answer).
-func (l *Log) bounds(ctx context.Context) (ledger.Bounds, error) {
+func (l *logDriver) bounds(ctx context.Context) (ledger.Bounds, error) {
 	b, _, err := l.boundsStamp(ctx)
 	return b, err
 }
 
 // boundsStamp is bounds with Head's stamp of the last message.
-func (l *Log) boundsStamp(ctx context.Context) (ledger.Bounds, string, error) {
+func (l *logDriver) boundsStamp(ctx context.Context) (ledger.Bounds, string, error) {
 	var st streamState
 	if err := l.request(ctx, apiPrefix+"STREAM.INFO."+l.stream, nil, &st); err != nil {
 		return ledger.Bounds{}, "", l.mapErr(err)
@@ -160,7 +160,7 @@ func stateBounds(s stateOf) ledger.Bounds {
 
 // mapErr maps a missing stream to ledger.ErrNotFound and a request that could
 // not reach the server to ledger.ErrUnreachable.
-func (l *Log) mapErr(err error) error {
+func (l *logDriver) mapErr(err error) error {
 	if code, ok := apiCode(err); ok && code == codeStreamNotFound {
 		return fmt.Errorf("stream %s: %w (%v)", l.stream, ledger.ErrNotFound, err)
 	}
@@ -202,7 +202,7 @@ type rawMsg struct {
 // ($JS.API.STREAM.MSG.GET), which answers from the state that decided our
 // publishes; direct gets may be served by a lagging replica. Used only to
 // resolve ambiguous publishes. ok is false when no message matches.
-func (l *Log) leaderGet(ctx context.Context, req msgGetRequest) (m rawMsg, ok bool, err error) {
+func (l *logDriver) leaderGet(ctx context.Context, req msgGetRequest) (m rawMsg, ok bool, err error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return rawMsg{}, false, err
@@ -239,13 +239,13 @@ type msgGetRequest struct {
 
 // directLast reads the last message of a subject with a direct get (served by any
 // replica). ok is false when the subject has no message.
-func (l *Log) directLast(ctx context.Context, subj string) (m rawMsg, ok bool, err error) {
+func (l *logDriver) directLast(ctx context.Context, subj string) (m rawMsg, ok bool, err error) {
 	return l.directGet(ctx, msgGetRequest{LastFor: subj})
 }
 
 // directGet runs one direct get (served by any replica) answered by one
 // message; ok is false when none matches.
-func (l *Log) directGet(ctx context.Context, req msgGetRequest) (m rawMsg, ok bool, err error) {
+func (l *logDriver) directGet(ctx context.Context, req msgGetRequest) (m rawMsg, ok bool, err error) {
 	body, _ := json.Marshal(req)
 	err = l.whileUnavailable(ctx, func(ctx context.Context) error {
 		resp, err := l.rnc.RequestWithContext(ctx, apiPrefix+"DIRECT.GET."+l.stream, body)
@@ -274,7 +274,7 @@ const unavailableRetry = 10 * time.Millisecond
 // do while a stream elects a leader or, just created, sets up its replicas —
 // within the per-request timeout (or ctx's deadline). A stream that does not
 // exist is ledger.ErrNotFound at once.
-func (l *Log) whileUnavailable(ctx context.Context, f func(context.Context) error) error {
+func (l *logDriver) whileUnavailable(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := l.reqCtx(ctx)
 	defer cancel()
 	wait := unavailableRetry
@@ -301,7 +301,7 @@ func (l *Log) whileUnavailable(ctx context.Context, f func(context.Context) erro
 // server's: ok is false unless each appears exactly once, the stream is this
 // one, the seq is a number and no status is stated — then the caller asks
 // the stream leader instead (settle), whose answer states them in JSON.
-func (l *Log) storedMsg(msg *nats.Msg) (m rawMsg, ok bool) {
+func (l *logDriver) storedMsg(msg *nats.Msg) (m rawMsg, ok bool) {
 	if !directget.WholeHeader(msg) {
 		return rawMsg{}, false
 	}
@@ -332,7 +332,7 @@ func (l *Log) storedMsg(msg *nats.Msg) (m rawMsg, ok bool) {
 // a seq its position says it cannot be at: the message at req.Seq, or the
 // first of req.NextFor at or after it, or req.LastFor's last. ok is false
 // when the leader holds none.
-func (l *Log) settle(ctx context.Context, req msgGetRequest) (rawMsg, bool, error) {
+func (l *logDriver) settle(ctx context.Context, req msgGetRequest) (rawMsg, bool, error) {
 	req.Batch, req.MaxBytes = 0, 0
 	return l.leaderGet(ctx, req)
 }
@@ -350,7 +350,7 @@ const (
 // (nothing at or after req.Seq) is an empty batch. Unlike orbit.go's GetBatch, a
 // timeout is an error, never a short batch. The batch is collected before the
 // caller sees it, so a slow caller never makes the request time out.
-func (l *Log) directBatch(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {
+func (l *logDriver) directBatch(ctx context.Context, req msgGetRequest) (msgs []rawMsg, pending uint64, err error) {
 	b, err := l.newBatcher()
 	if err != nil {
 		return nil, 0, err
@@ -365,13 +365,13 @@ func (l *Log) directBatch(ctx context.Context, req msgGetRequest) (msgs []rawMsg
 // reply subject, so a late answer to an abandoned request (a timeout, a retry)
 // is never taken for a later request's.
 type batcher struct {
-	l      *Log
+	l      *logDriver
 	sub    *nats.Subscription
 	prefix string
 	n      uint64
 }
 
-func (l *Log) newBatcher() (*batcher, error) {
+func (l *logDriver) newBatcher() (*batcher, error) {
 	prefix := l.rnc.NewInbox()
 	sub, err := l.rnc.SubscribeSync(prefix + ".*")
 	if err != nil {

@@ -49,6 +49,10 @@ const serverSayWait = time.Second
 // (ServerSubject): its data directory, the free space, the reserve. A server
 // that is not serve says nothing more than its store's use and limit.
 func (l *Log) ServerState(ctx context.Context) (ledger.ServerState, error) {
+	return l.d.serverState(ctx)
+}
+
+func (l *logDriver) serverState(ctx context.Context) (ledger.ServerState, error) {
 	return ServerState(ctx, l.nc, l.name, l.opts.timeout)
 }
 

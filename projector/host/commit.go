@@ -18,9 +18,12 @@ type CommitOptions struct {
 	// and its walk to the directories that can hold them
 	// (ledger.PartitionsUnder).
 	Partitions []string
-	// Stored lists content a Prepare of this Host already put in the blob
-	// store; the commit does not upload it again.
-	Stored map[ledger.Digest]bool
+	// Prepared is the work done ahead of the commit — a Prepare of this
+	// Host, swamp's hints (PrepareFiles) — that it takes rather than do
+	// again: a file it holds, unchanged since it was read, is not read
+	// again, and content it says is stored is not stored again. The commit
+	// adds what it reads and stores (nil: nothing is kept).
+	Prepared *Prepared
 	// Paths, when set, limits the commit to these paths (resolve --mine).
 	Paths []string
 	// MaxPaths, when positive, is the most paths the result lists (Paths:

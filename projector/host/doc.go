@@ -73,8 +73,18 @@
 // *ledger.LockLostError at once — no catch-up, no retry — the files kept,
 // dirty. The HWM passes the commit's fence checks with it (RecordOwn).
 //
+// The pipeline's stages take what they act under as values: the fences
+// (CommitOptions.Fences), the paths a push may publish (admit: the plan's
+// path admission — a path every host can hold, of a partition an event can
+// carry; the others are not synced, never published), the write endpoint
+// (writeLog: the origin, whatever the log reads from), and the work done
+// ahead of the push (CommitOptions.Prepared: a Prepare's, swamp's hints',
+// a file unchanged since it was read is not read again).
+//
 // One policy (Config.Policy) bounds a push: its conflict rounds and
-// settlements, and its waits. Every operation that reaches the ledger runs
+// settlements, and its waits; it tells a chain conflict (retried), a
+// conflict over paths (settled or returned), a lost lock, a refusal and no
+// answer (returned at once) apart in one place. Every operation that reaches the ledger runs
 // on its ports watched (wait.go): after Policy.Report without progress it
 // says what it waits for (Config.Waiting), after Policy.Wait it gives up
 // with a *WaitError, whatever the stores below retry; a put whose content

@@ -118,6 +118,9 @@ type Host struct {
 	// hwm is the last HWM this Host read or persisted, for readers on other
 	// goroutines (heartbeats), which must not touch db.
 	hwm atomic.Uint64
+	// hashed counts the files whose content this Host read to hash them
+	// (Hashed).
+	hashed atomic.Int64
 	// op is the running operation's watched ports (watching; nil: none).
 	op *ports
 }
@@ -126,6 +129,11 @@ type Host struct {
 // persisted: safe to call from any goroutine, while an operation runs. Another
 // process's changes show once this Host next holds the cache.
 func (h *Host) HWM() ledger.Seq { return ledger.Seq(h.hwm.Load()) }
+
+// Hashed returns how many times this Host read a file of the cache to hash
+// it since it was opened — its scans (Commit, Prepare) and PrepareFiles: what its
+// pushes cost in reads of the cache. Safe to call from any goroutine.
+func (h *Host) Hashed() int64 { return h.hashed.Load() }
 
 // acquire takes the cache for one operation: it opens the state database,
 // which locks the cache against other processes (waiting up to LockWait, then

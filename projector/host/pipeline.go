@@ -15,15 +15,39 @@ import (
 // shaped like the read side's Ready/Advance (package projector). The push
 // (its state: the groups of the change left to plan, the rounds spent, what
 // was published) hands the shell the next group to plan (next); the shell
-// plans it — a scan of the group's partitions, each changed file staged (its
-// content stored, the file fsynced) while the scan holds it open — splits
+// plans it — a scan of the group's partitions, each path admitted (admit:
+// one every host can hold, of a partition an event can carry), each changed
+// file staged (its content stored, the file fsynced) while the scan holds it
+// open, the work done ahead taken (CommitOptions.Prepared) — splits
 // what it found into atomic commits, publishes each (the content flushed
-// first, then the append) and records it (the core's RecordOwn, the index);
+// first, then the append, to the write endpoint: writeLog) and records it
+// (the core's RecordOwn, the index);
 // then it hands the outcome back (advance), and the push, under its one
 // Policy, says what comes next: the next group, the same group again after a
 // catch-up (a chain conflict), or the end, with the error that stopped it.
 // Nothing recurses; every stage takes values and returns values; the options
 // are read, never changed, and the result is folded in one place (advance).
+
+// admit is the plan's path admission: whether a push may publish the
+// cache's path rel (slash-separated) — every host can hold it
+// (ledger.ValidatePath: no reserved name — the state directory, the ignore
+// file as a directory, either spelt in another case —, no name or path too
+// long for some host, no control character, backslash, "." or ".."
+// segment), and an event can carry its partition
+// (ledger.CheckPartitionToken). The scan asks it of each file the index
+// does not vouch for (scanner.visit: a file as its row records it was
+// admitted when recorded); a refused path is not synced: warned of, never
+// hashed nor published, nothing at or below it a deletion. The walk applies its
+// first rule to directories as it goes (cachefs), leaving a refused one out
+// whole with one warning; a deletion's path is an index row's, admitted
+// when it was recorded. A push that names its paths (CommitOptions.Paths:
+// resolve --mine) publishes only those of the admitted changes (plan).
+func admit(rel string) error {
+	if err := ledger.ValidatePath(rel); err != nil {
+		return err
+	}
+	return ledger.CheckPartitionToken(ledger.PartitionKey(rel))
+}
 
 // group is what one plan covers: the options' scope, or, for a change of
 // more files than a commit holds, a group of its partitions (holdGroups).
@@ -116,7 +140,7 @@ func newPush(opt CommitOptions, policy Policy, hold int) *push {
 	if len(opt.Paths) > 0 {
 		bound.hold = 0 // a few paths, picked from the whole change
 	}
-	g := group{parts: partitionFilter(opt.Partitions), changed: opt.Changed, bound: bound, stored: opt.Stored, message: opt.Message}
+	g := group{parts: partitionFilter(opt.Partitions), changed: opt.Changed, bound: bound, message: opt.Message}
 	return &push{opt: opt, policy: policy, scope: g, queue: []group{g}}
 }
 
@@ -139,26 +163,27 @@ func (p *push) advance(o outcome, maxParts, hold int) (step, error) {
 		p.queue[0].done++
 		p.conflicts = 0 // each commit has its own rounds
 	}
-	switch {
-	case o.err == nil && o.plan.over != nil:
+	switch f := p.policy.classify(o.err); {
+	case f == failNone && o.plan.over != nil:
 		p.queue = append(p.split(o.plan, maxParts, hold), p.queue[1:]...)
 		return stepPlan, nil
-	case o.err == nil:
+	case f == failNone:
 		p.queue = p.queue[1:]
 		if len(p.queue) == 0 {
 			return stepDone, nil
 		}
 		return stepPlan, nil
-	case o.conflicted != nil:
+	case f == failChain && o.conflicted != nil:
 		p.conflicts++
 		if p.conflicts >= p.policy.conflicts() {
 			return stepFail, fmt.Errorf("commit: gave up after %d attempts: %w", p.conflicts, o.err)
 		}
 		return stepCatchUp, nil
-	case p.opt.Settle != nil && errors.As(o.err, new(*ConflictError)) && p.settles < p.policy.settles():
+	case f == failPaths && p.opt.Settle != nil && p.settles < p.policy.settles():
 		p.settles++
 		return stepSettle, o.err // the conflict to settle
 	}
+	// A lost lock, a refusal, no answer, anything else: returned at once.
 	return stepFail, o.err
 }
 
@@ -300,13 +325,18 @@ func (h *Host) planAndPublish(ctx context.Context, s *session, p *push, g group,
 		if i > 0 {
 			c.content = h.blobsPort().Batch() // the commit's manifests
 		}
-		pub, err := h.publish(ctx, s, c, p.opt)
+		pub, err := h.publish(ctx, s, c, p.opt, h.writeLog())
 		if err != nil {
 			o.err = err
 			if errors.As(err, new(*ledger.ConflictError)) {
 				o.conflicted = c.changes
 			}
 			return o
+		}
+		for _, e := range c.changes {
+			if !e.Deleted {
+				p.opt.Prepared.store(e.SHA256) // published: its content is durable
+			}
 		}
 		rc, err := h.record(ctx, s, pub)
 		if err != nil {
@@ -318,14 +348,16 @@ func (h *Host) planAndPublish(ctx context.Context, s *session, p *push, g group,
 	return o
 }
 
-// plan scans group g — each changed file staged while the scan holds it
-// open (commitStage: its content into a batch, the file fsynced) — and
-// splits the changes into the commits that publish them (batches), the
-// first carrying the batch. Past the scan's hold, what it staged is made
+// plan scans group g — each path admitted (admit), each changed file staged
+// while the scan holds it open (commitStage: its content into a batch, the
+// file fsynced) — and splits the changes into the commits that publish them
+// (batches), the first carrying the batch. Past the scan's hold, what it staged is made
 // durable and the plan carries the counts to split the group by.
 func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group, maxParts int) (plan, error) {
 	content := h.blobsPort().Batch() // flushed by the first publish
-	sc, err := h.scan(s, g.parts, g.changed, h.commitStage(ctx, g.stored, content), g.bound)
+	bound := g.bound
+	bound.known = opt.Prepared
+	sc, err := h.scan(s, g.parts, g.changed, h.commitStage(ctx, g.stored, opt.Prepared, content), bound)
 	if err != nil {
 		return plan{}, err
 	}
@@ -337,7 +369,7 @@ func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group,
 		}
 		return plan{over: sc.over, overDeleted: sc.overDeleted, staged: sc.staged}, nil
 	}
-	changes := sc.changes
+	changes := sc.changes // admitted (admit)
 	if len(opt.Paths) > 0 {
 		changes = slices.DeleteFunc(changes, func(e ledger.Entry) bool { return !slices.Contains(opt.Paths, e.Path) })
 	}
@@ -359,9 +391,21 @@ func (h *Host) plan(ctx context.Context, s *session, opt CommitOptions, g group,
 	return pl, nil
 }
 
+// writeLog is the publish stage's write endpoint: the log its appends go to,
+// the ledger's origin. It is the host's log port (Config.Log, watched while
+// the operation runs), whose Append goes to the origin whatever the log
+// reads from: a log of a region's host that reads a mirror (natsjs.Config's
+// Read endpoint) appends through its Write endpoint to the origin, and never
+// reads below its own appends after (ledger.CommitLog.Head;
+// TestRegionHostSeesItsCommit). The pipeline's other requests — the last
+// commit's check, a catch-up's reads — are reads, from where the log reads
+// (TestPublishWritesToTheOrigin).
+func (h *Host) writeLog() ledger.CommitLog { return h.fp.log(h.logPort()) }
+
 // publish makes one commit durable — its files, then the blobs of its
-// content, its batch — and appends its events under opt's fences.
-func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOptions) (published, error) {
+// content, its batch — and appends its events under opt's fences to w, the
+// write endpoint (writeLog).
+func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOptions, w ledger.CommitLog) (published, error) {
 	id, err := ledger.NewCommitID(h.cfg.Rand)
 	if err != nil {
 		return published{}, err
@@ -384,7 +428,7 @@ func (h *Host) publish(ctx context.Context, s *session, c pending, opt CommitOpt
 	}
 	// The content is stored (the plan's stage, in content) and the files are
 	// durable: publish, the batch flushed and the manifests stored first.
-	seqs, err := ledger.PublishBatch(ctx, h.fp.log(h.logPort()), c.content, events, opt.Fences...)
+	seqs, err := ledger.PublishBatch(ctx, w, c.content, events, opt.Fences...)
 	if err != nil {
 		return published{}, err
 	}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"time"
 
 	"github.com/syncledger/syncledger/ledger"
@@ -24,6 +25,11 @@ const (
 // TestPushBlobStoreNeverAnswers). A lost lock, a refusal for a full disk,
 // a permission are never retried. Only progress extends it: content taken,
 // publishes acknowledged, events read.
+//
+// The policy tells the failures apart in one place (classify, a failure
+// kind each; TestPolicyClassify): a chain conflict is retried, a conflict
+// over paths settled (CommitOptions.Settle) or returned, a lost lock, a
+// refusal and no answer returned at once.
 type Policy struct {
 	// Conflicts is the most times one commit of a push is published: after
 	// each chain conflict (another host extended a partition it touches) the
@@ -98,4 +104,72 @@ func (p Policy) backoff(n int, now time.Time) time.Duration {
 // ahead of it (swamp's hints), never waiting longer than the push would.
 func (h *Host) PushBlobs(b *ledger.Bucket) *ledger.Bucket {
 	return b.WithRetry(h.cfg.Policy.blobRetry(b.Retry()))
+}
+
+// failure is how the push's policy takes the error that stopped a plan or a
+// publish (classify): what the push does next follows from it (advance).
+type failure int
+
+const (
+	failNone failure = iota
+	// failChain: a chain conflict (*ledger.ConflictError): another host
+	// extended a partition the commit touches. The push catches up and
+	// publishes again, up to Conflicts times.
+	failChain
+	// failPaths: paths changed here and by another host (*ConflictError):
+	// settled (CommitOptions.Settle, up to Settles times) or returned, the
+	// files kept.
+	failPaths
+	// failLockLost: another holder took a lock the commit carried a fence of
+	// (ledger.ErrLockLost): returned at once, never retried — the lock stays
+	// taken; what was written under it is the caller's to move.
+	failLockLost
+	// failRefused: the server or the blob store refused the request, and
+	// would again (ledger.ErrPermission, ErrInvalid, ErrTooLarge,
+	// ErrServerFull, ErrNotFound, ErrNoBucket, ErrUnknownVersion,
+	// ErrLineage, ErrChecksum): returned at once.
+	failRefused
+	// failUnreachable: no answer (ledger.ErrUnreachable, a *WaitError;
+	// ErrOutcomeUnknown: the append's answer did not come, it may be
+	// stored): what the stores retry below the push, the watch bounds at
+	// Wait; returned.
+	failUnreachable
+	// failOther: anything else (this host's disk or state, a local change
+	// a catch-up would overwrite): returned.
+	failOther
+)
+
+var failureNames = [...]string{"none", "chain conflict", "path conflict", "lock lost", "refused", "unreachable", "other"}
+
+func (f failure) String() string { return failureNames[f] }
+
+// refusals are the definite answers of the server or the blob store.
+var refusals = []error{ledger.ErrPermission, ledger.ErrInvalid, ledger.ErrTooLarge, ledger.ErrServerFull,
+	ledger.ErrNotFound, ledger.ErrNoBucket, ledger.ErrUnknownVersion, ledger.ErrLineage, ledger.ErrChecksum}
+
+// classify says which failure err is (failNone for nil). A lost lock is
+// told first: whatever else its error wraps, the lock stays taken.
+func (Policy) classify(err error) failure {
+	var (
+		chain *ledger.ConflictError
+		paths *ConflictError
+	)
+	switch {
+	case err == nil:
+		return failNone
+	case errors.Is(err, ledger.ErrLockLost):
+		return failLockLost
+	case errors.As(err, &paths):
+		return failPaths
+	case errors.As(err, &chain):
+		return failChain
+	case errors.Is(err, ledger.ErrUnreachable), errors.Is(err, ledger.ErrOutcomeUnknown):
+		return failUnreachable
+	}
+	for _, r := range refusals {
+		if errors.Is(err, r) {
+			return failRefused
+		}
+	}
+	return failOther
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -54,6 +55,12 @@ type scanBound struct {
 	// the partitions it does not commit (the seeks past them would bring
 	// the whole index into memory, group after group).
 	noDeletions bool
+	// known is the work done ahead (Prepared) the scan takes rather than
+	// read a file again, and keeps what it reads in (nil: none); settle,
+	// with it, waits for a file just written (settleStamp) so that what it
+	// reads is kept: a Prepare's, whose work its Commit takes.
+	known  *Prepared
+	settle bool
 }
 
 // stage is what a scan does with each changed file while it holds it open,
@@ -116,6 +123,8 @@ type scanner struct {
 	changed []string // nil: the whole cache
 	put     stage
 	hold    int // scanBound.hold while the walk runs; 0 after it
+	known   *Prepared
+	settle  bool
 	ign     *ignore.Matcher
 
 	out   scanned
@@ -130,7 +139,7 @@ type scanner struct {
 }
 
 func (h *Host) newScanner(s *session, parts partitions, changed []string, put stage, bound scanBound) (*scanner, error) {
-	sc := &scanner{h: h, s: s, parts: parts, changed: changed, put: put, hold: bound.hold,
+	sc := &scanner{h: h, s: s, parts: parts, changed: changed, put: put, hold: bound.hold, known: bound.known, settle: bound.settle,
 		out: scanned{infos: map[string]cachefs.FileInfo{}, unsynced: map[string]bool{}}}
 	var err error
 	if sc.ign, err = h.dir.Ignore(); err != nil {
@@ -245,7 +254,7 @@ func (sc *scanner) hashers(st *cachefs.Stater, work <-chan *candidate) *errgroup
 					continue
 				}
 				var err error
-				c.found, err = sc.h.hashOne(sc.s, st, *c, sc.put)
+				c.found, err = sc.h.hashOne(sc.s, st, *c, sc.put, sc.known, sc.settle)
 				var ue *unreadableError
 				if errors.As(err, &ue) {
 					sc.notSynced(c.rel, ue.err)
@@ -272,11 +281,6 @@ func (sc *scanner) visit(st *cachefs.Stater, work chan<- *candidate, rel string,
 	if !sc.parts.keep(part) {
 		return nil
 	}
-	if err := ledger.CheckPartitionToken(part); err != nil {
-		// No event can carry this partition: leave the file out, never the others.
-		sc.notSynced(rel, err)
-		return nil
-	}
 	if sc.seen != nil {
 		sc.seen[rel] = true
 	}
@@ -285,6 +289,12 @@ func (sc *scanner) visit(st *cachefs.Stater, work chan<- *candidate, rel string,
 		return err
 	}
 	if ok && !row.Lazy && row.Size == fi.Size && row.Mode == fi.Mode && row.MTime.Equal(fi.ModTime) {
+		return nil // as recorded: admitted then
+	}
+	if err := admit(rel); err != nil {
+		// The push may not publish it (no event can carry its partition, or
+		// some host cannot hold it): leave the file out, never the others.
+		sc.notSynced(rel, err)
 		return nil
 	}
 	if sc.out.over != nil {
@@ -457,11 +467,14 @@ func (t *walkTrack) leave() error {
 }
 
 // hashOne hashes one candidate, reading the file once: whole into a pooled
-// buffer when it is small, streamed otherwise. It returns the entry of its
-// change: nil when its content is the index's (touched) or an interrupted
-// apply's, an entry with an empty Path when the file is gone. put, when set,
-// stages a changed file while it is open.
-func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage) (*ledger.Entry, error) {
+// buffer when it is small, streamed otherwise — unless known (a Prepared)
+// holds its digest read with the file's stat now: then it is not read. It
+// returns the entry of its change: nil when its content is the index's
+// (touched) or an interrupted apply's, an entry with an empty Path when the
+// file is gone. put, when set, stages a changed file while it is open. What
+// it reads it keeps in known (settle: after waiting for a file just written,
+// settleStamp, so that it is kept).
+func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage, known *Prepared, settle bool) (*ledger.Entry, error) {
 	f, err := st.Open(c.rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &ledger.Entry{}, nil
@@ -473,6 +486,23 @@ func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage) (
 		return nil, err
 	}
 	defer f.Close()
+	var before fs.FileInfo
+	if known != nil {
+		defer known.hold(c.rel)()
+		if before, err = f.Stat(); err != nil {
+			return nil, fmt.Errorf("hash %s: %w", c.rel, err)
+		}
+		if e, ok := known.lookup(c.rel, before); ok {
+			return h.changeOf(s, c, e.SHA256, e.Size, f, nil, put)
+		}
+		if settle {
+			if before, err = settleStamp(f, before); err != nil {
+				return nil, fmt.Errorf("hash %s: %w", c.rel, err)
+			}
+		}
+	}
+	start := time.Now()
+	h.hashed.Add(1)
 	var body []byte
 	var d ledger.Digest
 	var n int64
@@ -502,6 +532,17 @@ func (h *Host) hashOne(s *session, st *cachefs.Stater, c candidate, put stage) (
 			return nil, fmt.Errorf("hash %s: %w", c.rel, err)
 		}
 	}
+	if known != nil {
+		if after, err := f.Stat(); err == nil {
+			known.record(c.rel, before, after, start, ledger.Entry{Path: c.rel, SHA256: d, Size: n, Mode: c.fi.Mode})
+		}
+	}
+	return h.changeOf(s, c, d, n, f, body, put)
+}
+
+// changeOf is the end of hashOne, once the file's content is known to be d,
+// of n bytes (body: its content, read whole, or nil).
+func (h *Host) changeOf(s *session, c candidate, d ledger.Digest, n int64, f *os.File, body []byte, put stage) (*ledger.Entry, error) {
 	if c.ok && c.row.Digest == d && c.row.Size == n && c.row.Mode == c.fi.Mode {
 		return nil, nil // touched, same content
 	}

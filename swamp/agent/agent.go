@@ -136,7 +136,11 @@ type Agent struct {
 
 	hostMu *semaphore.Weighted // one cache operation at a time (lockHost)
 	h      *host.Host
-	stored map[ledger.Digest]bool
+	// known is the work done on the cache's changed files ahead of a push —
+	// the scan after a pull, the hints', a prepare's — that the push takes
+	// rather than do again (host.Prepared): for the agent's life, one swamp
+	// command.
+	known *host.Prepared
 	// prepared is the last prepare's changed paths, for the commit right after
 	// it (nil: no prepare since the last commit).
 	prepared []string
@@ -206,7 +210,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{cfg: cfg, hostMu: semaphore.NewWeighted(1), offLocks: newOfflineLocks(cfg.Cache), openDone: make(chan struct{})}, nil
+	return &Agent{cfg: cfg, hostMu: semaphore.NewWeighted(1), known: host.NewPrepared(), offLocks: newOfflineLocks(cfg.Cache), openDone: make(chan struct{})}, nil
 }
 
 // lockHost takes the cache for one operation, waiting while another runs,

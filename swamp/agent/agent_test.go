@@ -26,6 +26,7 @@ type agentClient struct {
 	id     int64
 	done   chan error         // Serve's return
 	cancel context.CancelFunc // Serve's context
+	agent  *Agent
 }
 
 func startAgent(t *testing.T, e *env, cache string, watch Watch) *agentClient {
@@ -46,7 +47,7 @@ func serveAgent(t *testing.T, cfg Config) *agentClient {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &agentClient{t: t, in: inW, out: bufio.NewScanner(outR), done: make(chan error, 1), cancel: cancel}
+	c := &agentClient{t: t, in: inW, out: bufio.NewScanner(outR), done: make(chan error, 1), cancel: cancel, agent: a}
 	go func() { c.done <- a.Serve(ctx, inR, outW); outW.Close() }()
 	t.Cleanup(func() {
 		inW.Close()

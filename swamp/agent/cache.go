@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/projector/cachefs"
 	"github.com/syncledger/syncledger/projector/dirty"
@@ -92,8 +90,9 @@ func (a *Agent) scanAfterPull(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		// Local changes found here are uploaded, as a prepare does.
-		res, err := a.h.Prepare(ctx, nil, nil)
+		// Local changes found here are uploaded, as a prepare does, and
+		// what it read is the push's (known).
+		res, err := a.h.Prepare(ctx, host.PrepareOptions{Prepared: a.known})
 		if err != nil {
 			return
 		}
@@ -183,29 +182,11 @@ func (a *Agent) hint(ctx context.Context, next []string) {
 		// Under the push's bound (host.PushBlobs), one attempt each (a
 		// retry's reading of the content again is no sign of the store), and
 		// no more puts once one failed: the push meets the store's failure,
-		// retried, said and bounded.
+		// retried, said and bounded. What it reads and stores is the
+		// push's (known).
 		p := h.PushBlobs(blobs).Retry()
 		p.Attempts = 1
-		blobs = blobs.WithRetry(p)
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(8)
-		for _, rel := range files {
-			g.Go(func() error {
-				d, n, err := dir.Hash(rel)
-				a.hintMoved()
-				if err != nil {
-					return nil
-				}
-				f, err := dir.Open(rel)
-				if err != nil {
-					return nil
-				}
-				defer f.Close()
-				// verified: a file rewritten meanwhile fails
-				return blobs.Put(gctx, d, movedReader{f, a}, n)
-			})
-		}
-		_ = g.Wait()
+		_ = h.PrepareFiles(ctx, blobs.WithRetry(p), files, a.known, a.hintMoved)
 		_ = dir.Flush(files, nil, 8)
 	}()
 }
@@ -252,22 +233,6 @@ const hintIdle = host.DefaultReport
 
 // hintMoved notes that the hints' work moved.
 func (a *Agent) hintMoved() { a.hintHeard.Store(time.Now().UnixNano()) }
-
-// movedReader is a hinted file's content: each read (the store taking it)
-// is the hints' work moving.
-type movedReader struct {
-	f *os.File
-	a *Agent
-}
-
-func (r movedReader) Read(p []byte) (int, error) {
-	n, err := r.f.Read(p)
-	r.a.hintMoved()
-	return n, err
-}
-
-// Seek lets a put read the content again for a retry, as from the file.
-func (r movedReader) Seek(off int64, whence int) (int64, error) { return r.f.Seek(off, whence) }
 
 // cacheOp runs fn on the open cache, one cache operation at a time, for a
 // request of the datastore's namespace ns.
@@ -321,7 +286,7 @@ func (a *Agent) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 			if res.Healed != nil {
 				msg = host.RepublishMessage
 			}
-			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: msg, Fences: a.fences(ctx)})
+			cr, more, err = swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: msg, Prepared: a.known, Fences: a.fences(ctx)})
 			err = a.published(err)
 			rn.Moved = append(rn.Moved, more.Moved...)
 			res.HWM = cr.HWM
@@ -349,14 +314,13 @@ func (a *Agent) prepare(ctx context.Context, req PushRequest) (PrepareResult, er
 			return PrepareResult{}, nil // offline: the push publishes nothing either
 		}
 		changed, _ := a.changed(ctx, a.own(req.Hints))
-		res, err := h.Prepare(ctx, nil, changed)
+		res, err := h.Prepare(ctx, host.PrepareOptions{Changed: changed, Prepared: a.known})
 		if a.offlineOK(err) {
 			return PrepareResult{}, nil
 		}
 		if err != nil {
 			return PrepareResult{}, err
 		}
-		a.stored = res.Stored
 		a.prepared = append(make([]string, 0, len(res.Paths)), res.Paths...)
 		return PrepareResult{Files: res.Files, Bytes: res.Bytes}, nil
 	})
@@ -378,8 +342,8 @@ func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushRe
 	a.scanned()
 	hints := a.own(req.Hints)
 	return cacheOp(a, ctx, req.Namespace, func(h *host.Host) (PushResult, error) {
-		stored, prepared := a.stored, a.prepared
-		a.stored, a.prepared = nil, nil
+		prepared := a.prepared
+		a.prepared = nil
 		if a.local {
 			return a.offlineResult(h, len(hints)), nil // offline: it stays for the next command
 		}
@@ -398,7 +362,7 @@ func (a *Agent) publish(ctx context.Context, op string, req PushRequest) (PushRe
 			changed, done = a.changed(ctx, hints)
 		}
 		taken := a.unpushedHints()
-		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp " + op, Stored: stored, Changed: changed, Fences: a.fences(ctx)})
+		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp " + op, Prepared: a.known, Changed: changed, Fences: a.fences(ctx)})
 		if a.offlineOK(err) {
 			return a.offlineResult(h, len(hints)), nil
 		}

@@ -95,7 +95,7 @@ func (a *Agent) publishUnpushed(ctx context.Context) (PushResult, error) {
 			// else is the next push's to find.
 			changed, done = hints, func() {}
 		}
-		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: at swamp's exit", Changed: changed, Fences: a.fences(ctx)})
+		res, _, err := swamp.CommitRenumbered(ctx, h, host.CommitOptions{Message: "swamp: at swamp's exit", Prepared: a.known, Changed: changed, Fences: a.fences(ctx)})
 		if a.offlineOK(err) {
 			return a.offlineResult(h, len(hints)), nil
 		}

@@ -34,6 +34,9 @@
 //   - prepare, commit: swamp's two-phase push: prepare uploads the changed
 //     content and publishes nothing; commit publishes what that prepare found
 //     (swamp holds the model locks between the two). push does both.
+//     What the scan after the pull, the hints and the prepare read is the
+//     push's (host.Prepared): a file unchanged since is not read again, so
+//     one push cycle reads each changed file once.
 //   - hydrate: fetch one file a lazy pull left out. verify: the ledger, its
 //     lineage and the blob store answer.
 //   - foreign.catalogs, foreign.content: other namespaces' ledgers, read

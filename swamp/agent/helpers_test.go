@@ -59,6 +59,8 @@ type ports struct {
 	beats chan [2]ledger.Seq // the beats sent (nil: dropped)
 	kv    ledger.KV          // the swamp bucket as this agent reaches it (nil: e.kv)
 	log   ledger.CommitLog   // the ledger as this agent reads it (nil: e.log)
+	// opened, when set, is given each cache Host opens (nil: none).
+	opened func(*host.Host)
 }
 
 func (p ports) commitLog() ledger.CommitLog {
@@ -72,7 +74,11 @@ func (p ports) Host(context.Context) (*host.Host, error) {
 	if p.e.down.Load() {
 		return nil, errDown
 	}
-	return host.Open(host.Config{Cache: p.cache, Host: "h", Log: p.commitLog(), Blobs: p.e.blobs})
+	h, err := host.Open(host.Config{Cache: p.cache, Host: "h", Log: p.commitLog(), Blobs: p.e.blobs})
+	if err == nil && p.opened != nil {
+		p.opened(h)
+	}
+	return h, err
 }
 
 func (p ports) LocalHost(context.Context) (*host.Host, error) {

@@ -160,11 +160,7 @@ func (s Stream) Last(ctx context.Context, subject string) (Msg, bool, error) {
 	if err != nil {
 		return Msg{}, false, err
 	}
-	timeout := s.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		msg, err := s.Conn.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+s.Name, body)
@@ -236,11 +232,7 @@ var errSettled = errors.New("an answer asked of the stream leader")
 // server's count of matching messages after them. No responders (a stream
 // electing a leader) is asked again within the timeout.
 func (s Stream) get(ctx context.Context, req request, filter string) ([]Msg, uint64, error) {
-	timeout := s.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -444,6 +436,16 @@ func (s Stream) read(msg *nats.Msg) (Msg, bool) {
 	return Msg{Subject: subj, Seq: n, Time: t, Header: h, Data: msg.Data}, true
 }
 
+// bounded is ctx bounded by the stream's Timeout (DefaultTimeout when 0):
+// one request's, however many attempts it makes.
+func (s Stream) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := s.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
 // leaderNext asks the stream leader for the first message on filter at or
 // after seq.
 func (s Stream) leaderNext(ctx context.Context, seq uint64, filter string) (Msg, bool, error) {
@@ -456,11 +458,7 @@ func (s Stream) leader(ctx context.Context, req request) (Msg, bool, error) {
 	if err != nil {
 		return Msg{}, false, err
 	}
-	timeout := s.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	resp, err := s.Conn.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.Name, body)
 	if err != nil {
