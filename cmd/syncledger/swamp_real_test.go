@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -103,6 +104,21 @@ func newRealSwampWorld(t *testing.T) *realSwamp {
 		w.model(name, run)
 	}
 	return w
+}
+
+// teeAgents makes the repos set up after it run their agent through a
+// wrapper that copies its stderr to a file, and returns that file: what the
+// agent said, which swamp shows only in part, for a failing test's log.
+func (w *realSwamp) teeAgents() string {
+	w.t.Helper()
+	log := filepath.Join(w.dir, "agents.stderr")
+	wrapper := filepath.Join(w.dir, "syncledger-tee")
+	script := "#!/bin/bash\nexec 2> >(tee -a " + strconv.Quote(log) + " >&2)\nexec " + strconv.Quote(w.bin) + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	w.bin = wrapper
+	return log
 }
 
 // start points the world at the server url; syncledger runs with env.
