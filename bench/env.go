@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"debug/buildinfo"
 	"errors"
@@ -20,11 +21,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/nats-io/nats.go"
 
+	"github.com/syncledger/syncledger/internal/s3test"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
@@ -104,6 +105,17 @@ func newEnv(ctx context.Context, cfg Config) (_ *env, err error) {
 }
 
 func (e *env) close() {
+	if e.s3 != nil && e.s3.external && !e.cfg.Keep {
+		// The server outlives the run: what the run stored there goes.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		n, err := s3test.Empty(ctx, s3Client(e.s3.cfg), e.s3.cfg.Bucket, e.runID+"/")
+		cancel()
+		if err != nil {
+			e.logf("S3 server: remove what the run stored under %s/: %v", e.runID, err)
+		} else {
+			e.logf("S3 server: removed the %d objects the run stored under %s/", n, e.runID)
+		}
+	}
 	if e.s3 != nil && e.s3.stop != nil {
 		e.s3.stop()
 	}
@@ -155,7 +167,7 @@ func (e *env) fileObjects(elem ...string) (driver.Bucket, error) {
 var noRetry = ledger.RetryPolicy{Attempts: 1}
 
 // s3Objects is an S3 object store under a fresh prefix (below the run's own
-// root: a server given by SYNCLEDGER_TEST_S3_ENDPOINT keeps the objects).
+// root, which close empties on a server given by SYNCLEDGER_TEST_S3_ENDPOINT).
 func (e *env) s3Objects(ctx context.Context, stem string) (*s3blob.Store, error) {
 	cfg := e.s3.cfg
 	cfg.Prefix = e.runID + "/" + e.name(stem)
@@ -184,6 +196,9 @@ type s3Server struct {
 	cfg  s3blob.Config
 	pid  int // 0: in this process, or unknown
 	stop func()
+	// external: the server was given (SYNCLEDGER_TEST_S3_ENDPOINT) and
+	// outlives the run.
+	external bool
 }
 
 func startS3(ctx context.Context, mode, dir string, log io.Writer) (*s3Server, error) {
@@ -218,7 +233,7 @@ func externalS3(ctx context.Context, endpoint string) (*s3Server, error) {
 	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		cfg.Region = s3blob.DefaultRegion
 	}
-	srv := &s3Server{kind: "S3 server at " + endpoint + " (SYNCLEDGER_TEST_S3_ENDPOINT)", cfg: cfg}
+	srv := &s3Server{kind: "S3 server at " + endpoint + " (SYNCLEDGER_TEST_S3_ENDPOINT)", cfg: cfg, external: true}
 	if pid, err := strconv.Atoi(os.Getenv("VERSITYGW_PID")); err == nil {
 		srv.pid = pid
 		srv.kind = fmt.Sprintf("versitygw at %s (pid %d, started by scripts/versitygw.sh)", endpoint, pid)
@@ -337,20 +352,23 @@ func fakeS3(ctx context.Context) (*s3Server, error) {
 	}, nil
 }
 
-// ensureBucket creates cfg's bucket if it is missing, with the SDK's S3 client
-// (the store itself only reads and writes objects).
-func ensureBucket(ctx context.Context, cfg s3blob.Config) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	c := awss3.New(awss3.Options{Region: cfg.Region, Credentials: cfg.Credentials,
-		BaseEndpoint: aws.String(cfg.Endpoint), UsePathStyle: cfg.PathStyle})
-	if _, err := c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err == nil {
-		return nil
+// s3Client is the SDK's S3 client for cfg's server, for what the store does
+// not do (create the bucket, empty a prefix): cfg's credentials, else those
+// in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+func s3Client(cfg s3blob.Config) *awss3.Client {
+	creds := cfg.Credentials
+	if creds == nil {
+		creds = credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), "")
 	}
-	_, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(cfg.Bucket)})
-	var owned *types.BucketAlreadyOwnedByYou
-	if err != nil && !errors.As(err, &owned) {
-		return fmt.Errorf("S3 server %s: create bucket %q: %w", cfg.Endpoint, cfg.Bucket, err)
+	region := cmp.Or(cfg.Region, os.Getenv("AWS_REGION"), s3blob.DefaultRegion)
+	return awss3.New(awss3.Options{Region: region, Credentials: creds,
+		BaseEndpoint: aws.String(cfg.Endpoint), UsePathStyle: cfg.PathStyle})
+}
+
+// ensureBucket creates cfg's bucket if it is missing.
+func ensureBucket(ctx context.Context, cfg s3blob.Config) error {
+	if err := s3test.EnsureBucket(ctx, s3Client(cfg), cfg.Bucket); err != nil {
+		return fmt.Errorf("S3 server %s: %w", cfg.Endpoint, err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/url"
 	"os"
 	"os/exec"
@@ -12,11 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-
+	"github.com/syncledger/syncledger/internal/s3test"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
@@ -285,17 +280,17 @@ func treeDiff(a, b map[string]string) string {
 // runs, and setup again takes the repo to the ledger with every run. It needs
 // an S3 server (scripts/versitygw.sh): SYNCLEDGER_TEST_S3_ENDPOINT.
 func TestSwampRealS3(t *testing.T) {
-	endpoint, bucket := os.Getenv("SYNCLEDGER_TEST_S3_ENDPOINT"), os.Getenv("SYNCLEDGER_TEST_S3_BUCKET")
-	if endpoint == "" || bucket == "" {
-		t.Skip("SYNCLEDGER_TEST_S3_ENDPOINT and _BUCKET are not set: start an S3 server (eval \"$(scripts/versitygw.sh)\") to run the S3 way out and in")
+	srv, ok := s3test.FromEnv()
+	if !ok {
+		t.Skip(s3test.Hint + ", to run the S3 way out and in")
 	}
+	endpoint, bucket := srv.Endpoint, srv.Bucket
 	w := newRealSwamp(t)
-	ensureS3Bucket(t, endpoint, bucket)
+	prefix := srv.Prefix(t, "wayout")
 	a := w.repo("a")
 	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
 	w.mustSwamp(a, "model", "method", "run", "vpc", "execute")
 
-	prefix := "wayout-" + filepath.Base(w.dir)
 	q := url.Values{"endpoint": {endpoint}, "region": {"us-east-1"}, "path-style": {"true"}}
 	to := "s3://" + bucket + "/" + prefix + "?" + q.Encode()
 	w.c.ok("consume", "swamp-mirror", "--to", to, "--once")
@@ -338,19 +333,5 @@ func TestSwampRealS3(t *testing.T) {
 	w.mustSwamp(b, "model", "method", "run", "vpc", "execute")
 	if v := w.dataVersions(b, "vpc"); v["result"] != 3 {
 		t.Fatalf("b's run: vpc's result at %v, want version 3", v)
-	}
-}
-
-// ensureS3Bucket creates bucket on the S3 server at endpoint if it is missing.
-func ensureS3Bucket(t *testing.T, endpoint, bucket string) {
-	t.Helper()
-	c := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), "")})
-	if _, err := c.HeadBucket(t.Context(), &awss3.HeadBucketInput{Bucket: aws.String(bucket)}); err == nil {
-		return
-	}
-	var owned *s3types.BucketAlreadyOwnedByYou
-	if _, err := c.CreateBucket(t.Context(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil && !errors.As(err, &owned) {
-		t.Fatalf("S3 server %s: create bucket %s: %v", endpoint, bucket, err)
 	}
 }

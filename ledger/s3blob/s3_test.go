@@ -2,7 +2,6 @@ package s3blob
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,14 +13,11 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/syncledger/syncledger/internal/s3test"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/drivertest"
@@ -103,31 +99,19 @@ func denying(t *testing.T) Config {
 // (scripts/versitygw.sh starts one). It fails, never skips, if that server is set
 // but unreachable.
 func TestRealS3(t *testing.T) {
-	endpoint := os.Getenv("SYNCLEDGER_TEST_S3_ENDPOINT")
-	if endpoint == "" {
-		t.Skip("SYNCLEDGER_TEST_S3_ENDPOINT is not set; to run against a real S3 server, " +
-			"start one (eval \"$(scripts/versitygw.sh)\") or set SYNCLEDGER_TEST_S3_ENDPOINT, " +
-			"SYNCLEDGER_TEST_S3_BUCKET (default syncledger-test), AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	srv, ok := s3test.FromEnv()
+	if !ok {
+		t.Skip(s3test.Hint + "; or set it, " + s3test.BucketEnv + " (default " + s3test.DefaultBucket +
+			"), AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to run against a real S3 server")
 	}
-	bucket := os.Getenv("SYNCLEDGER_TEST_S3_BUCKET")
-	if bucket == "" {
-		bucket = "syncledger-test"
-	}
-	cfg := Config{Bucket: bucket, Endpoint: endpoint, PathStyle: true, TempDir: t.TempDir()}
+	cfg := Config{Bucket: srv.Bucket, Endpoint: srv.Endpoint, PathStyle: true, TempDir: t.TempDir()}
 	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		cfg.Region = DefaultRegion
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	st, err := New(ctx, cfg)
-	if err != nil {
+	if _, err := New(t.Context(), cfg); err != nil {
 		t.Fatalf("SYNCLEDGER_TEST_S3_* configuration: %v", err)
 	}
-	if err := ensureBucket(ctx, st.client, bucket); err != nil {
-		t.Fatalf("S3 server %s (SYNCLEDGER_TEST_S3_ENDPOINT) is not usable: %v", endpoint, err)
-	}
-	root := fmt.Sprintf("syncledger-test-%d", time.Now().UnixNano())
-	t.Cleanup(func() { deleteAll(t, cfg, root) })
+	root := srv.Prefix(t, "syncledger-test") // fails the test if the server is not usable
 	missing := cfg
 	missing.Bucket = fmt.Sprintf("syncledger-missing-%d", time.Now().UnixNano())
 	wrong := cfg
@@ -140,47 +124,6 @@ func TestRealS3(t *testing.T) {
 		Denied: storeMaker(wrong, root+"/denied"),
 	})
 	t.Run("Multipart", func(t *testing.T) { testMultipart(t, cfg, root+"/mp") })
-}
-
-func ensureBucket(ctx context.Context, c *awss3.Client, bucket string) error {
-	_, err := c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(bucket)})
-	if err == nil {
-		return nil
-	}
-	var re *awshttp.ResponseError
-	if !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusNotFound {
-		return fmt.Errorf("head bucket %q: %w", bucket, err)
-	}
-	_, err = c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)})
-	if owned := (*types.BucketAlreadyOwnedByYou)(nil); err != nil && !errors.As(err, &owned) {
-		return fmt.Errorf("create bucket %q: %w", bucket, err)
-	}
-	return nil
-}
-
-// deleteAll removes what a test run left below root.
-func deleteAll(t *testing.T, cfg Config, root string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg.Prefix = root
-	st, err := New(ctx, cfg)
-	if err != nil {
-		t.Errorf("cleanup: %v", err)
-		return
-	}
-	s := bucket(st)
-	var ks []string
-	if err := s.ListObjects(ctx, "", func(info ledger.ObjectInfo) error {
-		ks = append(ks, info.Key)
-		return nil
-	}); err != nil {
-		t.Errorf("cleanup: %v", err)
-	}
-	for _, k := range ks {
-		if err := s.DeleteObject(ctx, k); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	}
 }
 
 func TestPrefixIsolation(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/syncledger/syncledger/internal/gcstest"
+	"github.com/syncledger/syncledger/internal/s3test"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/blobs"
 	"github.com/syncledger/syncledger/ledger/natsblob"
@@ -86,19 +87,11 @@ func coldSync(t *testing.T, store string, files int) {
 		t.Setenv("STORAGE_EMULATOR_HOST", srv.URL())
 		url = "gs://coldsync/blobs"
 	case "s3":
-		endpoint := os.Getenv("SYNCLEDGER_TEST_S3_ENDPOINT")
-		if endpoint == "" {
-			t.Fatalf("%s asks for s3:// and SYNCLEDGER_TEST_S3_ENDPOINT is not set: start a server with eval \"$(scripts/versitygw.sh)\"", ColdSyncEnv)
+		srv, ok := s3test.FromEnv()
+		if !ok {
+			t.Fatalf("%s asks for s3:// and %s", ColdSyncEnv, s3test.Hint)
 		}
-		bucket := os.Getenv("SYNCLEDGER_TEST_S3_BUCKET")
-		if bucket == "" {
-			bucket = "syncledger-test"
-		}
-		region := os.Getenv("AWS_REGION")
-		if region == "" {
-			region = "us-east-1"
-		}
-		url = fmt.Sprintf("s3://%s/coldsync-%d?endpoint=%s&region=%s&path-style=true", bucket, time.Now().UnixNano(), endpoint, region)
+		url = fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s&path-style=true", srv.Bucket, srv.Prefix(t, "coldsync"), srv.Endpoint, srv.Region)
 	}
 	objs, err := blobs.Open(ctx, url, blobs.Options{NATS: natsblob.Opener(nc), Retry: ledger.RetryPolicy{Attempts: 1}})
 	if err != nil {
