@@ -127,7 +127,7 @@ func createLedger(ctx context.Context, a *app, cfg natsjs.LedgerConfig) (info le
 		// A ledger made before followers read the stream's republish: the
 		// admin's init adds it (natsjs.RePublishRepair).
 		if _, rerr := lg.RePublish(ctx); rerr != nil {
-			return info, false, fmt.Errorf("open ledger %q: %w; adding it: %w", cfg.Name, err, rerr)
+			return info, false, fmt.Errorf("%w; adding it: %w", err, rerr)
 		}
 		a.logger.Info("ledger upgraded: its stream now republishes what it stores (followers read it, holding no consumer)", "ledger", cfg.Name)
 		l, err = lg.Log(ctx)
@@ -148,7 +148,7 @@ func createLedger(ctx context.Context, a *app, cfg natsjs.LedgerConfig) (info le
 		}
 		created = true
 	default:
-		return info, false, fmt.Errorf("open ledger %q: %w", cfg.Name, err)
+		return info, false, err // it names the ledger
 	}
 	if info, err = l.Info(ctx); err != nil {
 		return info, false, fmt.Errorf("read ledger %q settings: %w", cfg.Name, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +205,48 @@ func TestSeedScenarioRegionsCLI(t *testing.T) {
 		if tree(t, control)[p] != v {
 			t.Fatalf("%s: control %q, writer %q", p, tree(t, control)[p], v)
 		}
+	}
+}
+
+// TestMirrorNotOriginCLI: --nats names the mirror's server instead of the
+// origin's (a region B admin's slip). Every command that would act on the
+// ledger there — backup, restore of a real backup (with --replace too),
+// upgrade, init, a host's sync and commit — is refused with what the stream
+// is and the way out (the origin's region; promote only if it is lost), not
+// "run syncledger upgrade"; and the mirror is left as it was: it goes on
+// copying the origin, and region B's host syncs through it.
+func TestMirrorNotOriginCLI(t *testing.T) {
+	t.Parallel()
+	c := newRegionsCLI(t, "notorigin")
+	c.origin.runEnv([]string{"SYNCLEDGER_READ_NATS=" + c.r.Mirror.ClientURL()}, "mirror", "create")
+	bak := filepath.Join(t.TempDir(), "backup")
+	c.origin.ok("backup", bak)
+	slip := &shell{t: t, env: cliEnv("SYNCLEDGER_NATS="+c.r.Mirror.ClientURL(), "SYNCLEDGER_LEDGER=notorigin", "SYNCLEDGER_LOG_LEVEL=warn")}
+	cache := t.TempDir()
+	put(t, cache, "data/m/1", "kept")
+	for _, args := range [][]string{
+		{"backup", filepath.Join(t.TempDir(), "b")},
+		{"restore", bak},
+		{"restore", bak, "--replace", "--keep", filepath.Join(t.TempDir(), "kept")},
+		{"upgrade"},
+		{"init", "--blobs", "file://" + t.TempDir()},
+		{"--cache", cache, "--host", "b", "sync"},
+		{"--cache", cache, "--host", "b", "commit", "-m", "on the mirror"},
+	} {
+		r := slip.run(args...)
+		if r.code == 0 || !strings.Contains(r.stderr, `is a mirror of ledger "notorigin", not the ledger`) ||
+			!strings.Contains(r.stderr, "(domain hub)") || strings.Contains(r.stderr, "syncledger upgrade") {
+			t.Errorf("%v with --nats the mirror's server: %+v", args, r)
+		}
+	}
+	if got := tree(t, cache)["data/m/1"]; got != "kept" {
+		t.Fatalf("the refused commit's file: %q", got)
+	}
+	a, b := t.TempDir(), t.TempDir()
+	put(t, a, "data/m/2", "after")
+	c.origin.ok("--cache", a, "--host", "a", "commit", "-m", "after")
+	c.caughtUp(1)
+	if out := c.b.ok("--cache", b, "--host", "b", "sync"); !strings.Contains(out, "mirror SYNCLEDGER_notorigin in domain eu") || tree(t, b)["data/m/2"] != "after" {
+		t.Fatalf("region B's sync through the mirror after the refusals:\n%s", out)
 	}
 }

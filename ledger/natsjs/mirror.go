@@ -201,6 +201,32 @@ func (e *StaleMirrorError) Error() string {
 	return fmt.Sprintf("ledger %q: the mirror %s was made %s the origin's restore at %s: it may serve commits the restore rewound, so reads go to the origin; way out: an admin makes it anew — syncledger --nats ORIGIN --read-nats THIS-MIRROR'S-SERVER --ledger %s mirror create --replace", e.Ledger, e.Mirror, was, e.OriginMark, e.Ledger)
 }
 
+// MirrorNotOriginError is the error of opening, as the ledger, the stream a
+// server holds as a mirror of it ('syncledger mirror create'): --nats names
+// a server of the mirror's region. A mirror takes no writes; backup, restore,
+// upgrade and the other admin commands act on the origin. errors.Is(err,
+// ledger.ErrInvalid) holds.
+type MirrorNotOriginError struct {
+	Ledger, Stream string
+	Of, Domain     string // the origin's JetStream domain, and the mirror's ("" if not recorded)
+}
+
+func (e *MirrorNotOriginError) Error() string {
+	of, in := "", ""
+	if e.Of != "" {
+		of = " (domain " + e.Of + ")"
+	}
+	if e.Domain != "" {
+		in = " in domain " + e.Domain
+	}
+	return fmt.Sprintf("stream %s%s is a mirror of ledger %q, not the ledger: it takes no writes, and backup, restore, upgrade and the other admin commands act on the origin; "+
+		"way out: point --nats at a server of the origin's region%s and give this server as --read-nats (reads then come from the mirror); "+
+		"if the origin's region is lost for good, 'syncledger mirror promote' with --nats this server makes this mirror the ledger (docs/ops.md, Regions)",
+		e.Stream, in, e.Ledger, of)
+}
+
+func (e *MirrorNotOriginError) Unwrap() error { return ledger.ErrInvalid }
+
 // useMirror reports whether the mirror may be read: not once the origin's
 // check found it stale.
 func (r *replica) useMirror() bool { return !r.stale.Load() }

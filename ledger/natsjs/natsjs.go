@@ -403,12 +403,24 @@ func (l *logDriver) adopt(c *streamSettings) error {
 	if err := l.identify(c); err != nil {
 		return err
 	}
+	if err := l.notMirror(c); err != nil {
+		return err
+	}
 	if err := ledgerStream(l.name).check(c); err != nil {
 		return err
 	}
 	l.republish = republishes(l.name).holds(c)
 	l.record(c)
 	return nil
+}
+
+// notMirror returns a *MirrorNotOriginError if c, identified (identify), is a
+// mirror of the ledger: what --nats reaches is a server of the mirror's region.
+func (l *logDriver) notMirror(c *streamSettings) error {
+	if len(c.Mirror) == 0 || string(c.Mirror) == "null" {
+		return nil
+	}
+	return &MirrorNotOriginError{Ledger: l.name, Stream: l.stream, Of: c.Metadata[MetaMirrorOf], Domain: c.Metadata[MetaMirrorDomain]}
 }
 
 // record takes the ledger's identity from c, identified (identify).

@@ -70,6 +70,9 @@ func upgradeLedger(ctx context.Context, js jetstream.JetStream, name string) ([]
 	if err := l.identify(s); err != nil {
 		return fail(err)
 	}
+	if err := l.notMirror(s); err != nil {
+		return fail(err) // a mirror is made by mirror create, never upgraded into an origin
+	}
 	var out []Change
 	ch, err := upgradeStream(ctx, js, ledgerStream(name), cfg)
 	if err != nil {
