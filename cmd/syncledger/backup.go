@@ -18,6 +18,7 @@ import (
 	"github.com/syncledger/syncledger/ledger/blobs"
 	"github.com/syncledger/syncledger/ledger/natsjs"
 	"github.com/syncledger/syncledger/maintain"
+	"github.com/syncledger/syncledger/projector/host"
 )
 
 // blobKeysFile names, in a backup of a ledger whose blobs are outside NATS,
@@ -194,6 +195,11 @@ command that makes it anew once its region is back ('mirror create
 its hosts, once they find it made before the restore, read from the origin and
 refuse to commit through it.
 
+A restore that fails part way (an archive damaged since the backup, the server
+full or out of reach) says what the server holds then and prints the way out:
+with --replace, the restore of the ledger as it was (--keep), which makes its
+mirrors anew; without, the same restore once the cause is fixed.
+
 Hosts need nothing: each one's next sync (or swamp command) finds that the
 ledger lost the commits it applied after the backup — by their commit ids, not
 only their seqs — rebuilds its cache from the ledger and republishes them from
@@ -302,13 +308,13 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 		deleted[m.Domain] = c.DeleteMirror(ctx, b.Ledger, m)
 	}
 	if _, err := c.Restore(ctx, dir, natsjs.RestoreOptions{Replace: replace}); err != nil {
-		return res, err
+		return res, partialRestore(b, dir, res.Kept, mirrors, err)
 	}
 	a.resetLedger()
 	changed, err := hardenRestored(ctx, a, b)
 	res.Changed = changed
 	if err != nil {
-		return res, fmt.Errorf("restore ledger %q: restored, but: %w", b.Ledger, err)
+		return res, restoredBut(a, b, mirrors, err)
 	}
 	// The restore's mark, which the mirrors made below copy: a mirror
 	// without it (one restore could not reach) is stale, and its hosts read
@@ -318,7 +324,7 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 		err = lg.MarkRestored(ctx, fmt.Sprintf("%s (backup of seq %d)", time.Now().UTC().Format(time.RFC3339Nano), b.Head))
 	}
 	if err != nil {
-		return res, fmt.Errorf("restore ledger %q: restored, but: %w", b.Ledger, err)
+		return res, restoredBut(a, b, mirrors, err)
 	}
 	for _, m := range mirrors {
 		rm := restoredMirror{MirrorRecord: m}
@@ -343,6 +349,54 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 		}
 	}
 	return res, nil
+}
+
+// restoreError is a restore that failed after it began to change the server:
+// what the server holds now, and the commands that lead out.
+type restoreError struct {
+	err  error
+	cmds []string
+}
+
+func (e *restoreError) Error() string      { return e.err.Error() }
+func (e *restoreError) Unwrap() error      { return e.err }
+func (e *restoreError) Commands() []string { return e.cmds }
+
+// partialRestore is the error of a restore whose streams did not all come
+// back (err): the server holds part of the backup, and the mirrors were
+// deleted. With a ledger replaced, the way out is to restore the ledger as it
+// was (kept): its mirrors are made anew with it. Without one, the restore again
+// once the backup is sound (it replaces what this one restored).
+func partialRestore(b *natsjs.Backup, dir, kept string, mirrors []natsjs.MirrorRecord, err error) error {
+	state := "the server holds part of the backup"
+	if len(mirrors) > 0 {
+		domains := make([]string, len(mirrors))
+		for i, m := range mirrors {
+			domains[i] = m.Domain
+		}
+		state += fmt.Sprintf(", and the ledger's mirrors (domain %s) were deleted first", strings.Join(domains, ", "))
+	}
+	if kept != "" {
+		return &restoreError{err: fmt.Errorf("%w; %s; the ledger it replaced is backed up in %s", err, state, kept),
+			cmds: []string{fmt.Sprintf("syncledger restore %s --replace   (the ledger as it was before this restore, its mirrors made anew)", host.ShellQuote(kept))}}
+	}
+	return &restoreError{err: fmt.Errorf("%w; %s", err, state),
+		cmds: []string{fmt.Sprintf("syncledger restore %s --replace   (again, once the cause above is fixed: it replaces what was restored)", host.ShellQuote(dir))}}
+}
+
+// restoredBut is the error of a restore whose streams came back but whose
+// pass after (the configuration, the attestations, the restore's mark) failed
+// (err): err's own way out, then the commands that make the mirrors, deleted
+// first, anew.
+func restoredBut(a *app, b *natsjs.Backup, mirrors []natsjs.MirrorRecord, err error) error {
+	e := &restoreError{err: fmt.Errorf("restore ledger %q: restored, but: %w", b.Ledger, err), cmds: errorCommands(err)}
+	if len(mirrors) > 0 {
+		e.err = fmt.Errorf("%w; its mirrors were deleted first and are not made anew yet", e.err)
+		for _, m := range mirrors {
+			e.cmds = append(e.cmds, mirrorCommand(a, b.Ledger, m))
+		}
+	}
+	return e
 }
 
 // unionMirrors returns the mirrors of the replaced ledger and of the backup,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -214,6 +215,49 @@ func TestMirrorPromoteCLI(t *testing.T) {
 		}
 		if st := onB.status(cache); st.HWM != st.Head || len(st.Dirty) != 0 {
 			t.Fatalf("cache %s: %+v", cache, st)
+		}
+	}
+}
+
+// TestRestoreFailsPartWayCLI: a backup whose swamp bucket's archive is
+// damaged (its description intact) fails to restore after the log came back
+// and the mirror was deleted. restore says so — the server holds part of the
+// backup, the mirror deleted, where the replaced ledger is kept — and prints
+// the way out; followed as printed, it brings the ledger back as it was with
+// its mirror made anew, and both regions' hosts go on as before.
+func TestRestoreFailsPartWayCLI(t *testing.T) {
+	t.Parallel()
+	r := newRestoreMirrorRig(t, "rpart")
+	damaged, err := filepath.Glob(filepath.Join(r.dir, "KV_SYNCLEDGER_SWAMP_rpart.*"))
+	if err != nil || len(damaged) != 1 {
+		t.Fatalf("the swamp bucket's archive in the backup: %v %v", damaged, err)
+	}
+	if err := os.WriteFile(damaged[0], []byte("not an archive"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(t.TempDir(), "kept")
+	res := r.origin.run("restore", r.dir, "--replace", "--keep", kept)
+	if res.code == 0 || !strings.Contains(res.stderr, "the server holds part of the backup") ||
+		!strings.Contains(res.stderr, "mirrors (domain eu) were deleted first") || !strings.Contains(res.stderr, "backed up in "+kept) {
+		t.Fatalf("restore of a damaged backup: %+v", res)
+	}
+	ways := wayOuts(t, res.stderr)
+	if len(ways) != 1 {
+		t.Fatalf("restore of a damaged backup prints %d ways out, want 1:\n%s", len(ways), res.stderr)
+	}
+	if out := r.origin.ok(ways[0]...); !strings.Contains(out, "restored ledger rpart") || !strings.Contains(out, "mirror in domain eu: made anew") {
+		t.Fatalf("the way out %v:\n%s", ways[0], out)
+	}
+	r.caughtUp(3)
+	put(t, r.cb, "data/t/m/two/2/raw", "b's run, after the way out")
+	r.b.ok(at(r.cb, "b", "commit", "-m", "b again")...)
+	r.origin.ok(at(r.ca, "a", "sync")...)
+	if got := tree(t, r.ca)["data/t/m/two/2/raw"]; got != "b's run, after the way out" {
+		t.Fatalf("a after b's commit: %q", got)
+	}
+	for _, p := range []string{"data/t/m/one/1/raw", "data/t/m/two/1/raw"} {
+		if tree(t, r.ca)[p] == "" || tree(t, r.cb)[p] == "" {
+			t.Fatalf("%s is missing after the way out: a %v, b %v", p, tree(t, r.ca), tree(t, r.cb))
 		}
 	}
 }
