@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncledger/syncledger/internal/testmain"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/driver"
 	"github.com/syncledger/syncledger/ledger/fileblob"
@@ -27,12 +28,7 @@ import (
 
 const testTimeout = 50 * time.Second
 
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return testmain.Context(t, testTimeout) }
 
 // env is a ledger on the in-memory log (ledger/memledger) with a file blob
 // store: the log is not these tests' subject (TestImportKilledAndRerun, whose

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/syncledger/syncledger/internal/testmain"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
@@ -19,12 +20,7 @@ import (
 // testTimeout bounds each test's context.
 const testTimeout = 60 * time.Second
 
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return testmain.Context(t, testTimeout) }
 
 // newLedger starts a server and creates the ledger "test" on it.
 func newLedger(t testing.TB, opts ...Option) (*Log, *nats.Conn) {

@@ -8,18 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncledger/syncledger/internal/testmain"
 	"github.com/syncledger/syncledger/ledger"
 	"github.com/syncledger/syncledger/ledger/fileblob"
 	"github.com/syncledger/syncledger/ledger/memledger"
 	"github.com/syncledger/syncledger/projector/host"
 )
 
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return testmain.Context(t, 50*time.Second) }
 
 // env is an in-memory ledger (memledger) with a file blob store and a swamp
 // bucket, all on one test clock.

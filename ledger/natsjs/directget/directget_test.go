@@ -13,14 +13,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/syncledger/syncledger/internal/testmain"
 	"github.com/syncledger/syncledger/ledger/natsjs/natsjstest"
 )
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testmain.Context(t, time.Minute) }
 
 // newStream makes a stream on "t.>" keeping history messages per subject.
 func newStream(t *testing.T, history int64) (*nats.Conn, jetstream.JetStream, Stream) {
