@@ -195,8 +195,11 @@ command that makes it anew once its region is back ('mirror create
 its hosts, once they find it made before the restore, read from the origin and
 refuse to commit through it.
 
-A restore that fails part way (an archive damaged since the backup, the server
-full or out of reach) says what the server holds then and prints the way out:
+Before it changes anything, restore reads every archive of the backup and
+checks its size and digest against backup.json: a backup damaged since it was
+taken is refused, nothing changed. A restore that fails part way all the same
+(the server full or out of reach, an archive it refuses) says what the server
+holds then and prints the way out:
 with --replace, the restore of the ledger as it was (--keep), which makes its
 mirrors anew; without, the same restore once the cause is fixed.
 
@@ -276,6 +279,10 @@ type restoredMirror struct {
 // restoreLedger restores the backup b in dir (see newRestoreCmd).
 func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, replace bool, keep string) (restored, error) {
 	res := restored{Backup: b}
+	// A damaged file of the backup is found before anything changes.
+	if err := b.Check(dir); err != nil {
+		return res, fmt.Errorf("restore ledger %q: %w; nothing was changed: restore another backup", b.Ledger, err)
+	}
 	c, err := a.NATS(ctx)
 	if err != nil {
 		return res, err

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -219,22 +222,75 @@ func TestMirrorPromoteCLI(t *testing.T) {
 	}
 }
 
-// TestRestoreFailsPartWayCLI: a backup whose swamp bucket's archive is
-// damaged (its description intact) fails to restore after the log came back
-// and the mirror was deleted. restore says so — the server holds part of the
+// damageArchive overwrites the archive of stream in the backup dir; with
+// undetected, its size and digest in backup.json are rewritten to match, a
+// damage no check of the files can see (as a server whose snapshot was bad
+// when it was taken would leave).
+func damageArchive(t *testing.T, dir, stream string, undetected bool) {
+	t.Helper()
+	file := filepath.Join(dir, stream+".arc.s2")
+	bad := []byte("not an archive")
+	if err := os.WriteFile(file, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !undetected {
+		return
+	}
+	var desc map[string]any
+	raw, err := os.ReadFile(filepath.Join(dir, "backup.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &desc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range desc["streams"].([]any) {
+		if s := s.(map[string]any); s["stream"] == stream {
+			sum := sha256.Sum256(bad)
+			s["bytes"], s["sha256"], found = len(bad), hex.EncodeToString(sum[:]), true
+		}
+	}
+	if !found {
+		t.Fatalf("backup.json has no stream %s: %s", stream, raw)
+	}
+	raw, _ = json.Marshal(desc)
+	if err := os.WriteFile(filepath.Join(dir, "backup.json"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestoreDamagedBackupCLI: a backup one of whose archives was damaged
+// since it was taken is refused before anything changes — the ledger, its
+// mirror and the hosts go on as they were.
+func TestRestoreDamagedBackupCLI(t *testing.T) {
+	t.Parallel()
+	r := newRestoreMirrorRig(t, "rdamaged")
+	damageArchive(t, r.dir, "KV_SYNCLEDGER_SWAMP_rdamaged", false)
+	res := r.origin.run("restore", r.dir, "--replace", "--keep", filepath.Join(t.TempDir(), "kept"))
+	if res.code == 0 || !strings.Contains(res.stderr, "KV_SYNCLEDGER_SWAMP_rdamaged.arc.s2 has 14 bytes") || !strings.Contains(res.stderr, "nothing was changed") {
+		t.Fatalf("restore of a damaged backup: %+v", res)
+	}
+	var st mirrorStatus
+	decodeJSON(t, "mirror status", r.b.ok("mirror", "status", "--json"), &st)
+	if st.Mirror.Seq != 3 || st.Origin == nil || st.Origin.Seq != 3 {
+		t.Fatalf("mirror status after the refused restore: %+v", st)
+	}
+	if out := r.b.ok(at(r.cb, "b", "sync")...); !strings.HasPrefix(out, "up to date (hwm 3") {
+		t.Fatalf("B's sync after the refused restore:\n%s", out)
+	}
+}
+
+// TestRestoreFailsPartWayCLI: a restore that fails after the log came back
+// and the mirror was deleted (an archive damaged in a way no check of the
+// files sees, so the server refuses it) says so — the server holds part of the
 // backup, the mirror deleted, where the replaced ledger is kept — and prints
 // the way out; followed as printed, it brings the ledger back as it was with
 // its mirror made anew, and both regions' hosts go on as before.
 func TestRestoreFailsPartWayCLI(t *testing.T) {
 	t.Parallel()
 	r := newRestoreMirrorRig(t, "rpart")
-	damaged, err := filepath.Glob(filepath.Join(r.dir, "KV_SYNCLEDGER_SWAMP_rpart.*"))
-	if err != nil || len(damaged) != 1 {
-		t.Fatalf("the swamp bucket's archive in the backup: %v %v", damaged, err)
-	}
-	if err := os.WriteFile(damaged[0], []byte("not an archive"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	damageArchive(t, r.dir, "KV_SYNCLEDGER_SWAMP_rpart", true)
 	kept := filepath.Join(t.TempDir(), "kept")
 	res := r.origin.run("restore", r.dir, "--replace", "--keep", kept)
 	if res.code == 0 || !strings.Contains(res.stderr, "the server holds part of the backup") ||

@@ -2,9 +2,12 @@ package natsjs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -205,6 +208,40 @@ func ReadBackup(dir string) (*Backup, error) {
 	return &b, nil
 }
 
+// Check reads every archive of the backup in dir and fails, naming it, if one
+// is missing, or its size or digest is not the one its description records
+// (a backup taken before digests were recorded is checked by size): a restore
+// checks first, and changes nothing on the server when a file of the backup is
+// damaged. errors.Is(err, ledger.ErrChecksum) holds for a damaged archive.
+func (b *Backup) Check(dir string) error {
+	for _, s := range b.Streams {
+		if err := checkArchive(filepath.Join(dir, s.File), s.StreamSnapshot); err != nil {
+			return fmt.Errorf("backup of ledger %q in %s: %w", b.Ledger, dir, err)
+		}
+	}
+	return nil
+}
+
+func checkArchive(path string, snap StreamSnapshot) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if n != snap.Bytes {
+		return fmt.Errorf("the archive %s has %d bytes, the backup recorded %d: it is damaged: %w", path, n, snap.Bytes, ledger.ErrChecksum)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); snap.SHA256 != "" && got != snap.SHA256 {
+		return fmt.Errorf("the archive %s has sha256 %s, the backup recorded %s: it is damaged: %w", path, got, snap.SHA256, ledger.ErrChecksum)
+	}
+	return nil
+}
+
 // RestoreOptions say how Restore treats what exists.
 type RestoreOptions struct {
 	// Replace deletes each stream of the backup that exists before restoring
@@ -229,6 +266,9 @@ func (c *Client) restore(ctx context.Context, dir string, opt RestoreOptions) (*
 	b, err := ReadBackup(dir)
 	if err != nil {
 		return nil, err
+	}
+	if err := b.Check(dir); err != nil {
+		return b, err
 	}
 	js, err := jetstream.New(c.w, jetstream.WithDefaultTimeout(c.cfg.Timeout))
 	if err != nil {

@@ -112,6 +112,32 @@ func TestBackupRestore(t *testing.T) {
 	if last, _ := l.LastSeq(ctx); last != 120 {
 		t.Fatalf("a refused restore touched the log: last seq %d", last)
 	}
+	// A file of the backup damaged since (one byte of the object store's
+	// archive): refused before anything is deleted, even with Replace.
+	for _, s := range b.Streams {
+		if s.SHA256 == "" || s.Bytes == 0 {
+			t.Fatalf("stream %s backed up without its size or digest: %+v", s.Stream, s.StreamSnapshot)
+		}
+	}
+	arc := filepath.Join(dir, b.Streams[1].File)
+	good, err := os.ReadFile(arc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(good)
+	bad[len(bad)/2] ^= 1
+	if err := os.WriteFile(arc, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Restore(ctx, dir, RestoreOptions{Replace: true}); !errors.Is(err, ledger.ErrChecksum) {
+		t.Fatalf("restore of a damaged backup = %v, want ErrChecksum", err)
+	}
+	if last, _ := l.LastSeq(ctx); last != 120 {
+		t.Fatalf("a restore refused for a damaged file touched the log: last seq %d", last)
+	}
+	if err := os.WriteFile(arc, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Restore(ctx, dir, RestoreOptions{Replace: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package natsjs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +55,9 @@ type StreamSnapshot struct {
 	Config json.RawMessage `json:"config"`
 	State  json.RawMessage `json:"state"`
 	Bytes  int64           `json:"bytes"` // the archive's size
+	// SHA256 is the archive's digest (hex), taken as it was written; absent
+	// in backups taken before it was recorded.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // StreamState is the part of a snapshot's state a caller reads.
@@ -100,6 +105,8 @@ func snapshotStream(ctx context.Context, nc *nats.Conn, timeout time.Duration, s
 		return fail(err)
 	}
 	out.Config, out.State = resp.Config, resp.State
+	h := sha256.New()
+	w = io.MultiWriter(w, h)
 	for {
 		mctx, cancel := context.WithTimeout(ctx, snapshotIdle)
 		m, err := sub.NextMsgWithContext(mctx)
@@ -114,6 +121,7 @@ func snapshotStream(ctx context.Context, nc *nats.Conn, timeout time.Duration, s
 			if st := m.Header.Get(hdrStatus); st != "" && st != "204" {
 				return fail(fmt.Errorf("the server ended it: %s %s", st, m.Header.Get(hdrDescription)))
 			}
+			out.SHA256 = hex.EncodeToString(h.Sum(nil))
 			return out, nil
 		}
 		if m.Reply != "" {
