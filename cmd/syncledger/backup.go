@@ -56,7 +56,7 @@ Restore it with 'syncledger restore DIR'. It needs the admin role.`,
   syncledger --ledger prod backup /backup/prod --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := backupLedger(cmd.Context(), a, args[0])
+			b, err := backupLedger(cmd.Context(), a, args[0], false)
 			if err != nil {
 				return err
 			}
@@ -72,7 +72,11 @@ Restore it with 'syncledger restore DIR'. It needs the admin role.`,
 }
 
 // backupLedger takes the backup of a's ledger into dir (see newBackupCmd).
-func backupLedger(ctx context.Context, a *app, dir string) (*natsjs.Backup, error) {
+// With partial (the ledger a restore replaces), what the server lacks — the
+// object store, blobs the log references — is recorded in the backup
+// (Missing, MissingBlobs) instead of failing it: a restore that failed part way
+// leaves such a ledger, and the restore that follows must still keep it.
+func backupLedger(ctx context.Context, a *app, dir string, partial bool) (*natsjs.Backup, error) {
 	lg, err := a.Log(ctx)
 	if err != nil {
 		return nil, err
@@ -85,7 +89,7 @@ func backupLedger(ctx context.Context, a *app, dir string) (*natsjs.Backup, erro
 	if err != nil {
 		return nil, err
 	}
-	var opt natsjs.BackupOptions
+	opt := natsjs.BackupOptions{Partial: partial}
 	if spec.Scheme == blobs.SchemeNATS {
 		opt.ObjectStore = spec.Bucket
 	}
@@ -96,6 +100,13 @@ func backupLedger(ctx context.Context, a *app, dir string) (*natsjs.Backup, erro
 	b, err := led.Backup(ctx, dir, opt)
 	if err != nil {
 		return nil, err
+	}
+	if len(b.Missing) > 0 {
+		// The blob store is one of the missing: no blob to check.
+		if err := b.Describe(dir); err != nil {
+			return nil, fmt.Errorf("backup ledger %q: %w", b.Ledger, err)
+		}
+		return b, nil
 	}
 	cfg, err := a.snapshotConfig(ctx)
 	if err != nil {
@@ -109,7 +120,9 @@ func backupLedger(ctx context.Context, a *app, dir string) (*natsjs.Backup, erro
 	if err != nil {
 		return nil, fmt.Errorf("backup ledger %q: %w", b.Ledger, err)
 	}
-	if len(missing) > 0 {
+	if len(missing) > 0 && partial {
+		b.MissingBlobs = len(missing)
+	} else if len(missing) > 0 {
 		return nil, fmt.Errorf("backup ledger %q: the blob store lacks %d of the blobs the log references (%s): the ledger is damaged already (see docs/ops.md, a blob lost); nothing written to %s counts as a backup: %w",
 			b.Ledger, len(missing), strings.Join(missing[:min(len(missing), 5)], ", "), dir, ledger.ErrNotFound)
 	}
@@ -231,6 +244,9 @@ admin role.`,
 			}
 			if res.Kept != "" {
 				fmt.Fprintf(a.stdout, "the ledger as it was is backed up in %s\n", res.Kept)
+				for _, l := range res.KeptLacks {
+					fmt.Fprintf(a.stdout, "  partial: %s (a restore that failed part way left it so)\n", l)
+				}
 			}
 			printBackup(a, "restored", dir, res.Backup)
 			for _, c := range res.Changed {
@@ -258,9 +274,12 @@ admin role.`,
 
 // restored is what restore did.
 type restored struct {
-	Backup  *natsjs.Backup `json:"backup"`
-	Kept    string         `json:"kept,omitempty"`    // the replaced ledger's backup
-	Changed []string       `json:"changed,omitempty"` // what the configuration and attestation pass set again
+	Backup *natsjs.Backup `json:"backup"`
+	Kept   string         `json:"kept,omitempty"` // the replaced ledger's backup
+	// KeptLacks says what the replaced ledger lacked (a restore that failed
+	// part way left it so), which its backup lacks too.
+	KeptLacks []string `json:"keptLacks,omitempty"`
+	Changed   []string `json:"changed,omitempty"` // what the configuration and attestation pass set again
 	// Dropped says what the replaced ledger attested that the restored one
 	// does not (its attestations and retention bound are the backup's).
 	Dropped []string         `json:"dropped,omitempty"`
@@ -295,11 +314,11 @@ func restoreLedger(ctx context.Context, a *app, dir string, b *natsjs.Backup, re
 		if keep == "" {
 			keep = strings.TrimRight(dir, string(filepath.Separator)) + ".replaced-" + time.Now().UTC().Format("20060102T150405Z")
 		}
-		live, err := backupLedger(ctx, a, keep)
+		live, err := backupLedger(ctx, a, keep, true)
 		if err != nil {
 			return res, fmt.Errorf("restore ledger %q: back up the ledger it replaces first: %w (nothing was restored)", b.Ledger, err)
 		}
-		res.Kept = keep
+		res.Kept, res.KeptLacks = keep, lacks(live)
 		res.Dropped = droppedAttestations(live.Attested, b)
 		mirrors = unionMirrors(live.Mirrors, b.Mirrors)
 		a.resetLedger()
@@ -543,4 +562,19 @@ func printBackup(a *app, verb, dir string, b *natsjs.Backup) {
 	if b.BlobKeys != "" {
 		fmt.Fprintf(a.stdout, "  blobs: %d referenced in %s, listed in %s (not copied: keep them there)\n", b.BlobCount, redactURL(b.Blobs), b.BlobKeys)
 	}
+	for _, l := range lacks(b) {
+		fmt.Fprintf(a.stdout, "  partial: %s\n", l)
+	}
+}
+
+// lacks says what a partial backup lacks (natsjs.BackupOptions.Partial).
+func lacks(b *natsjs.Backup) []string {
+	var out []string
+	for _, s := range b.Missing {
+		out = append(out, "the server held no stream "+s)
+	}
+	if b.MissingBlobs > 0 {
+		out = append(out, fmt.Sprintf("the blob store lacked %d of the blobs the log references", b.MissingBlobs))
+	}
+	return out
 }

@@ -305,3 +305,46 @@ func TestBackupRestoreRolesCLI(t *testing.T) {
 		t.Fatalf("a fresh host after the restore and the heal holds %v", got)
 	}
 }
+
+// TestRestoreFailsAtObjectsCLI: the object store's archive is the one the
+// server refuses, so a restore fails with the ledger's log as it was and its
+// object store gone. The printed way out — restore the kept backup — must
+// converge from there: its own backup of what it replaces takes what there is
+// (the log; the object store recorded as missing) instead of refusing, and
+// the ledger comes back as it was; the hosts read every file again.
+func TestRestoreFailsAtObjectsCLI(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, "bobj")
+	c.ok("init") // blobs in the NATS object store syncledger-bobj: in the backup
+	a, b := t.TempDir(), t.TempDir()
+	put(t, a, "audit/a.jsonl", "before")
+	c.ok("--cache", a, "--host", "a", "commit", "-m", "before the backup")
+	dir := filepath.Join(t.TempDir(), "backup")
+	c.ok("backup", dir)
+	put(t, a, "data/t/m/one/1/raw", "a's run, after the backup")
+	c.ok("--cache", a, "--host", "a", "commit", "-m", "a's run")
+	damageArchive(t, dir, "OBJ_syncledger-bobj", true)
+
+	kept := filepath.Join(t.TempDir(), "kept")
+	res := c.run("restore", dir, "--replace", "--keep", kept)
+	if res.code == 0 || !strings.Contains(res.stderr, "the server holds part of the backup") {
+		t.Fatalf("restore whose object store the server refuses: %+v", res)
+	}
+	ways := wayOuts(t, res.stderr)
+	if len(ways) != 1 {
+		t.Fatalf("%d ways out, want 1:\n%s", len(ways), res.stderr)
+	}
+	out := c.ok(ways[0]...)
+	if !strings.Contains(out, "restored ledger bobj") || !strings.Contains(out, "partial: the server held no stream OBJ_syncledger-bobj") {
+		t.Fatalf("the way out %v:\n%s", ways[0], out)
+	}
+	c.ok("--cache", b, "--host", "b", "sync")
+	for p, want := range map[string]string{"audit/a.jsonl": "before", "data/t/m/one/1/raw": "a's run, after the backup"} {
+		if got := tree(t, b)[p]; got != want {
+			t.Fatalf("a new host after the way out: %s = %q, want %q", p, got, want)
+		}
+	}
+	if out := c.ok("--cache", a, "--host", "a", "sync"); !strings.HasPrefix(out, "up to date (hwm 2") {
+		t.Fatalf("a after the way out:\n%s", out)
+	}
+}

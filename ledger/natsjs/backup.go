@@ -83,6 +83,12 @@ type Backup struct {
 	// (BlobCount of them): the store must still hold them at a restore.
 	BlobKeys  string `json:"blobKeys,omitempty"`
 	BlobCount int    `json:"blobCount,omitempty"`
+	// Missing names the streams a partial backup (BackupOptions.Partial)
+	// did not find on the server, and MissingBlobs counts the blobs its log
+	// references that the blob store lacked (set by the caller): what a
+	// restore that failed part way had left of a ledger.
+	Missing      []string `json:"missing,omitempty"`
+	MissingBlobs int      `json:"missingBlobs,omitempty"`
 }
 
 // BackupStream is one stream of a backup: its snapshot and the archive's file.
@@ -97,6 +103,11 @@ type BackupOptions struct {
 	// ObjectStore is the object store bucket of a nats:// blob store ("":
 	// blobs outside NATS).
 	ObjectStore string
+	// Partial takes what there is: a missing object store is recorded in
+	// Backup.Missing instead of failing the backup (the log is still
+	// required). For the ledger a restore replaces, which a restore that
+	// failed part way may have left without it.
+	Partial bool
 }
 
 // Backup writes a backup of the ledger into dir (created; it must hold no
@@ -138,6 +149,10 @@ func (l *Ledger) backup(ctx context.Context, dir string, opt BackupOptions) (*Ba
 	for _, p := range parts {
 		bs, err := l.backupStream(ctx, dir, p.role, p.stream, p.consumers)
 		if errors.Is(err, ledger.ErrNotFound) && !p.required {
+			continue
+		}
+		if errors.Is(err, ledger.ErrNotFound) && opt.Partial && p.role != RoleLog {
+			b.Missing = append(b.Missing, p.stream)
 			continue
 		}
 		if err != nil {
