@@ -212,9 +212,9 @@ Before it changes anything, restore reads every archive of the backup and
 checks its size and digest against backup.json: a backup damaged since it was
 taken is refused, nothing changed. A restore that fails part way all the same
 (the server full or out of reach, an archive it refuses) says what the server
-holds then and prints the way out:
-with --replace, the restore of the ledger as it was (--keep), which makes its
-mirrors anew; without, the same restore once the cause is fixed.
+holds then and prints the way out: with --replace, the restore of the ledger as
+it was (--keep), which makes its mirrors anew; without, the same restore once
+the cause is fixed.
 
 Hosts need nothing: each one's next sync (or swamp command) finds that the
 ledger lost the commits it applied after the backup — by their commit ids, not
@@ -392,7 +392,7 @@ func (e *restoreError) Commands() []string { return e.cmds }
 // back (err): the server holds part of the backup, and the mirrors were
 // deleted. With a ledger replaced, the way out is to restore the ledger as it
 // was (kept): its mirrors are made anew with it. Without one, the restore again
-// once the backup is sound (it replaces what this one restored).
+// once the cause is fixed (it replaces what this one restored).
 func partialRestore(b *natsjs.Backup, dir, kept string, mirrors []natsjs.MirrorRecord, err error) error {
 	state := "the server holds part of the backup"
 	if len(mirrors) > 0 {
