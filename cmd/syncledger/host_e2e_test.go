@@ -57,8 +57,9 @@ type cliStatus struct {
 		ModelSeq uint64 `json:"modelSeq"`
 		Seq      uint64 `json:"seq"`
 	} `json:"partitions"`
-	Dirty []string `json:"dirty"`
-	Lazy  uint64   `json:"lazy"`
+	Dirty   []string `json:"dirty"`
+	Lazy    uint64   `json:"lazy"`
+	Ignored []string `json:"ignored"` // directories end in /
 }
 
 func (c *shell) status(cache string) cliStatus {

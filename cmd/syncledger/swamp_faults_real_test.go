@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -105,8 +106,19 @@ func TestSwampRealKill(t *testing.T) {
 	if after < 1500*time.Millisecond {
 		t.Fatalf("a took the lock %v after b died, before b's TTL ran out", after)
 	}
+	// A swamp killed mid-write may leave its temp file (as it writes
+	// .<uuid>.tmp, then renames): b's cache keeps it, ignored, and it is
+	// never published — as every run, here one left on purpose.
+	tmp := "definitions-evaluated/command/shell/.killed-mid-write.tmp"
+	put(t, w.cache(b), tmp, "half a definition")
 	w.mustSwamp(b, "model", "method", "run", "slow", "execute")
 	w.synced(a, b)
+	if st := w.status(b); !slices.Contains(st.Ignored, tmp) {
+		t.Fatalf("b's status does not list %s as ignored: %v", tmp, st.Ignored)
+	}
+	if _, ok := tree(t, w.cache(a))[tmp]; ok {
+		t.Fatalf("b's temp file %s reached a", tmp)
+	}
 }
 
 // waitWritten waits until swamp wrote a file into repo's cache after since
