@@ -10,6 +10,23 @@ const opts = { sanitizeOps: false, sanitizeResources: false };
 function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
 }
+
+/** A temporary directory, removed when the test process ends. */
+const tempDirs: string[] = [];
+function tempDir(): string {
+  const dir = Deno.makeTempDirSync({ prefix: "syncledger-ext-test-" });
+  tempDirs.push(dir);
+  return dir;
+}
+globalThis.addEventListener("unload", () => {
+  for (const dir of tempDirs) {
+    try {
+      Deno.removeSync(dir, { recursive: true });
+    } catch {
+      // gone already
+    }
+  }
+});
 async function rejects(p: Promise<unknown>, want: string): Promise<Error> {
   try {
     await p;
@@ -22,7 +39,7 @@ async function rejects(p: Promise<unknown>, want: string): Promise<Error> {
 
 /** A fake binary (a script running the fake agent) and the log of its requests. */
 function fake(mode: string) {
-  const dir = Deno.makeTempDirSync();
+  const dir = tempDir();
   const bin = `${dir}/syncledger`;
   Deno.writeTextFileSync(bin, `#!/bin/sh\nFAKE_MODE=${mode} FAKE_LOG=${dir}/log exec "${Deno.execPath()}" run -A "${here}testdata/fake_agent.ts" "$@"\n`);
   Deno.chmodSync(bin, 0o755);
@@ -84,7 +101,7 @@ Deno.test("one agent per config: hello first, answers matched by id", opts, asyn
 
 Deno.test("per-host settings come from the host file, not the repo's config", opts, async () => {
   const f = fake("ok");
-  const repo = Deno.makeTempDirSync();
+  const repo = tempDir();
   Deno.mkdirSync(`${repo}/.swamp`);
   Deno.writeTextFileSync(`${repo}/${HOST_FILE}`, JSON.stringify({ binary: f.bin, host: "h9", flags: ["--nats-creds", "/h9.creds"] }));
   // The config every host shares: no binary, no cache.
@@ -99,7 +116,7 @@ Deno.test("per-host settings come from the host file, not the repo's config", op
   assert(f.requests().filter((r) => r.op === "hello").length === 1, "the verifier started a second agent");
   assert(v.message.includes("unknown verify") || v.healthy, JSON.stringify(v));
   // A host file that does not parse is named.
-  const bad = Deno.makeTempDirSync();
+  const bad = tempDir();
   Deno.mkdirSync(`${bad}/.swamp`);
   Deno.writeTextFileSync(`${bad}/${HOST_FILE}`, `{"binry": "x"}`);
   let err = "";
