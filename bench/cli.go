@@ -63,7 +63,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, self []s
 	fs.BoolVar(&cfg.Big, "big", false, "also B4 and B3 at 100,000 files, B12 at 1,000,000 (several more minutes)")
 	fs.StringVar(&only, "only", "", "comma-separated scenario ids to run, e.g. B1,B4 (default: all)")
 	fs.StringVar(&cfg.Scratch, "scratch", "", "directory for the run's scratch space (default /dev/shm if present, else the temp directory)")
-	fs.BoolVar(&cfg.Keep, "keep", false, "keep the scratch space after the run")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the scratch space after the run, and the run's objects on an S3 server given by SYNCLEDGER_TEST_S3_ENDPOINT")
 	fs.StringVar(&cfg.S3, "s3", S3Auto, "S3 server: auto (SYNCLEDGER_TEST_S3_ENDPOINT if set, else start versitygw), versitygw, env, or fake (gofakes3 in this process)")
 	fs.IntVar(&cfg.Runs, "runs", 0, "measured runs of the cold scenarios B4–B6 (default 7; quick 2) and of B10 (default 15)")
 	fs.IntVar(&cfg.LargeMiB, "large-mib", 0, "size of B14's sparse file in MiB (default 256; quick 72); 10240 is issue 17's 10 GiB, with --scratch on a disk")
